@@ -1,0 +1,94 @@
+# mirrord bootstrap wrapper.
+#
+# This is the Makefile you type `make` at on a fresh clone.  It installs the
+# Debian packages the build (and, for `make check`, the tests) need, bootstraps
+# autotools, configures out of tree in $(BUILD)/ and hands every target to the
+# automake-generated Makefile there.  The real build rules live in Makefile.am.
+#
+#   make                 build daemon/mirrord and daemon/kafka-mirrors
+#   make check           build and run every test (unit, fuzz corpus, black box,
+#                        and the real-Kafka tier when Java and the broker can be had)
+#   make check-kafka     only the real Apache Kafka tier
+#   make demo            mirror between two local clusters, end to end
+#   make bench           mirrord versus a consume-and-reproduce baseline
+#   make install         install (DESTDIR and PREFIX honoured)
+
+BUILD ?= build
+PREFIX ?= /usr/local
+ifeq ($(CI),true)
+CONFIGURE_FLAGS ?= --enable-sanitizers --enable-werror --enable-fuzzers
+else
+CONFIGURE_FLAGS ?= --enable-werror
+endif
+
+BUILD_DEPS = gcc make autoconf automake pkg-config librdkafka-dev libevent-dev \
+	libyaml-dev check libssl-dev
+TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang \
+	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps \
+	liblz4-tool zstd
+APT_ENV = DEBIAN_FRONTEND=noninteractive
+
+SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
+
+.PHONY: all check check-kafka check-unit demo bench install uninstall clean \
+	distclean deps test-deps FORCE
+
+all: $(BUILD)/Makefile
+	@$(SUBMAKE) all
+
+check: test-deps $(BUILD)/Makefile
+	@rc=0; $(SUBMAKE) check || rc=$$?; \
+	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
+
+check-kafka: test-deps $(BUILD)/Makefile
+	@$(SUBMAKE) check-kafka
+
+demo: test-deps $(BUILD)/Makefile
+	@$(SUBMAKE) demo
+
+bench: test-deps $(BUILD)/Makefile
+	@$(SUBMAKE) bench
+
+install uninstall: $(BUILD)/Makefile
+	@$(SUBMAKE) $@
+
+clean:
+	@if [ -f $(BUILD)/Makefile ]; then $(SUBMAKE) clean; fi
+
+distclean:
+	rm -rf $(BUILD) autom4te.cache build-aux aclocal.m4 configure Makefile.in \
+		config.h.in config.h.in~ m4/libtool.m4
+
+# Packages: install what is missing when root, otherwise print the exact line.
+define ensure_pkgs
+	@missing=""; for p in $(1); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "mirrord: installing Debian packages:$$missing"; \
+			apt-get update -qq && $(APT_ENV) apt-get install -y -qq --no-install-recommends$$missing >/dev/null \
+				|| { echo "mirrord: apt-get install$$missing failed" >&2; exit 1; }; \
+		else \
+			echo "mirrord: missing Debian packages; run as root:" >&2; \
+			echo "  apt-get install$$missing" >&2; exit 1; \
+		fi; \
+	fi
+endef
+
+deps:
+	$(call ensure_pkgs,$(BUILD_DEPS))
+
+test-deps: deps
+	$(call ensure_pkgs,$(TEST_DEPS))
+
+configure: configure.ac $(wildcard */*.am) Makefile.am | deps
+	autoreconf -fi
+
+# Reconfigure when the flags change (e.g. CI's sanitizer build).
+$(BUILD)/.flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CONFIGURE_FLAGS) --prefix=$(PREFIX)' | cmp -s - $@ || echo '$(CONFIGURE_FLAGS) --prefix=$(PREFIX)' > $@
+
+$(BUILD)/Makefile: configure $(BUILD)/.flags | deps
+	cd $(BUILD) && ../configure -q $(CONFIGURE_FLAGS) --prefix=$(PREFIX)

@@ -1,0 +1,11 @@
+#!/bin/sh
+# Prints one closing line for the whole `make check` run from automake's
+# test-suite.log: "check: N passed, N failed, N skipped".
+log="${1:-build}/test-suite.log"
+[ -f "$log" ] || { echo "check: no test-suite.log (the build failed before tests ran)"; exit 0; }
+get() { sed -n "s/^# $1: *\([0-9]*\).*/\1/p" "$log" | head -n 1; }
+pass=$(get PASS); fail=$(get FAIL); skip=$(get SKIP); xfail=$(get XFAIL); xpass=$(get XPASS); err=$(get ERROR)
+fail=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} ))
+pass=$(( ${pass:-0} + ${xfail:-0} ))
+grep -h '^SKIP:' "$log" 2>/dev/null | sed 's/^/  /'
+echo "check: ${pass} passed, ${fail} failed, ${skip:-0} skipped"
