@@ -1,0 +1,170 @@
+/*
+ * metrics_std.h: every metric family mirrord exports, declared once.
+ *
+ * The table below decides names, types, labels, buckets and help text; the
+ * daemon registers it with metrics_std_init() and reaches a family with
+ * MSTD(ms, ID).  mirrord(8) lists these names and test/test_man.sh checks
+ * that it lists all of them.
+ *
+ * Partition state is a Prometheus "state set": mirrord_partition_state has
+ * one series per state (label "state"), 1 for the partition's current state
+ * and 0 for the others, so `mirrord_partition_state{state="FAILED"} == 1`
+ * selects failed partitions and `sum by (state)` counts them.  That is one
+ * series per state per partition; large deployments turn every per-partition
+ * family off with metrics.per_partition = false and use
+ * mirrord_mirror_partitions{mirror,state} (a count per mirror) instead.
+ *
+ * Units are base units (seconds, bytes); counters end in _total.  The
+ * "error" label holds a Kafka error name (kerr_name()), "NONE" never
+ * appears.  "cluster" is "source" or "destination".
+ */
+#ifndef MIRRORD_METRICS_STD_H
+#define MIRRORD_METRICS_STD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "metrics.h"
+
+/* Label sets: id, label names. */
+#define MSTD_LABELSETS(X) \
+	X(NONE) \
+	X(PART, "mirror", "topic", "partition") \
+	X(PART_STATE, "mirror", "topic", "partition", "state") \
+	X(MIRROR_STATE, "mirror", "state") \
+	X(CONN, "cluster", "mirror") \
+	X(CONN_API, "cluster", "mirror", "api") \
+	X(CONN_API_ERROR, "cluster", "mirror", "api", "error") \
+	X(ADMIN_API_ERROR, "api", "error") \
+	X(REASON, "reason") \
+	X(RESULT, "result") \
+	X(VERSION, "version")
+
+/* Histogram bucket sets (upper bounds in seconds): id, bounds. */
+#define MSTD_BUCKETSETS(X) \
+	X(NONE) \
+	X(REQUEST, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, \
+	    0.25, 0.5, 1, 2.5, 5, 10, 30) \
+	X(FSYNC, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, \
+	    0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+/*
+ * id, name, type, label set, bucket set, per-partition (PP: turned off by
+ * metrics.per_partition = false; NO: always on), help.
+ */
+#define MSTD_FAMILIES(X) \
+	X(PARTITION_STATE, "mirrord_partition_state", GAUGE, PART_STATE, \
+	    NONE, PP, "1 for the partition's current mirror state, 0 for the " \
+	    "other states") \
+	X(PARTITION_LAG_RECORDS, "mirrord_partition_lag_records", GAUGE, \
+	    PART, NONE, PP, "Source high watermark minus destination end " \
+	    "offset, in offsets") \
+	X(PARTITION_LAG_SECONDS, "mirrord_partition_lag_seconds", GAUGE, \
+	    PART, NONE, PP, "Age of the oldest source record not yet on the " \
+	    "destination (0 when caught up)") \
+	X(PARTITION_SOURCE_HIGH_WATERMARK, \
+	    "mirrord_partition_source_high_watermark", GAUGE, PART, NONE, PP, \
+	    "Last high watermark the source reported for the partition") \
+	X(PARTITION_DESTINATION_END_OFFSET, \
+	    "mirrord_partition_destination_end_offset", GAUGE, PART, NONE, PP, \
+	    "Log end offset of the partition on the destination") \
+	X(PARTITION_RECORDS, "mirrord_partition_records_total", COUNTER, \
+	    PART, NONE, PP, "Records copied to the destination") \
+	X(PARTITION_BYTES, "mirrord_partition_bytes_total", COUNTER, PART, \
+	    NONE, PP, "Record batch bytes copied to the destination") \
+	X(PARTITION_BATCHES, "mirrord_partition_batches_total", COUNTER, \
+	    PART, NONE, PP, "Record batches copied to the destination") \
+	X(PARTITION_CRC_FAILURES, "mirrord_partition_crc_failures_total", \
+	    COUNTER, PART, NONE, PP, "Source record batches whose CRC-32C " \
+	    "did not match") \
+	X(PARTITION_OFFSET_HOLES, "mirrord_partition_offset_holes_total", \
+	    COUNTER, PART, NONE, PP, "Gaps between consecutive source " \
+	    "batches (compaction or aborted transactions), copied as gaps") \
+	X(PARTITION_RETRIES, "mirrord_partition_retries_total", COUNTER, \
+	    PART, NONE, PP, "Retried fetches or produces of the partition") \
+	X(MIRROR_PARTITIONS, "mirrord_mirror_partitions", GAUGE, \
+	    MIRROR_STATE, NONE, NO, "Partitions of the mirror in each state") \
+	X(CLUSTER_REQUEST_DURATION, \
+	    "mirrord_cluster_request_duration_seconds", HISTOGRAM, CONN_API, \
+	    REQUEST, NO, "Time from sending a request to a cluster to its " \
+	    "response (api is Fetch or Produce)") \
+	X(CLUSTER_REQUEST_ERRORS, "mirrord_cluster_request_errors_total", \
+	    COUNTER, CONN_API_ERROR, NONE, NO, "Error responses and failed " \
+	    "requests to a cluster, by Kafka error name") \
+	X(CLUSTER_INFLIGHT_BYTES, "mirrord_cluster_inflight_bytes", GAUGE, \
+	    CONN, NONE, NO, "Bytes of requests sent to a cluster and not yet " \
+	    "answered") \
+	X(CLUSTER_CONNECTIONS, "mirrord_cluster_connections", GAUGE, CONN, \
+	    NONE, NO, "Open connections to a cluster's brokers") \
+	X(ADMIN_REQUESTS, "mirrord_admin_requests_total", COUNTER, \
+	    ADMIN_API_ERROR, NONE, NO, "Admin listener requests answered, by " \
+	    "API and Kafka error name (NONE for success)") \
+	X(ADMIN_REJECTED_REQUESTS, "mirrord_admin_rejected_requests_total", \
+	    COUNTER, REASON, NONE, NO, "Admin listener requests dropped " \
+	    "without an answer (connection closed), by reason") \
+	X(ADMIN_CONNECTIONS, "mirrord_admin_connections", GAUGE, NONE, NONE, \
+	    NO, "Open connections to the admin listener") \
+	X(METADATA_LOG_RECORDS, "mirrord_metadata_log_records_total", \
+	    COUNTER, NONE, NONE, NO, "Records appended to the metadata log") \
+	X(METADATA_LOG_BYTES, "mirrord_metadata_log_bytes_total", COUNTER, \
+	    NONE, NONE, NO, "Bytes appended to the metadata log, framing " \
+	    "included") \
+	X(METADATA_LOG_FSYNC_DURATION, \
+	    "mirrord_metadata_log_fsync_duration_seconds", HISTOGRAM, NONE, \
+	    FSYNC, NO, "Time spent in fsync of the metadata log") \
+	X(METADATA_LOG_SNAPSHOT_AGE, \
+	    "mirrord_metadata_log_snapshot_age_seconds", GAUGE, NONE, NONE, NO, \
+	    "Seconds since the last metadata log snapshot was written") \
+	X(CONFIG_RELOADS, "mirrord_config_reloads_total", COUNTER, RESULT, \
+	    NONE, NO, "Configuration reloads (SIGHUP), result success or " \
+	    "failure") \
+	X(BUILD_INFO, "mirrord_build_info", GAUGE, VERSION, NONE, NO, \
+	    "Always 1; the version label names the running build") \
+	X(PROCESS_START_TIME, "process_start_time_seconds", GAUGE, NONE, NONE, \
+	    NO, "Start time of the process since the Unix epoch, in seconds")
+
+enum metrics_std_id {
+#define X(id, ...) MSTD_##id,
+	MSTD_FAMILIES(X)
+#undef X
+	MSTD_COUNT
+};
+
+struct metrics_std {
+	struct metrics *reg;
+	struct metric_family *f[MSTD_COUNT];
+	bool per_partition;
+};
+
+#define MSTD(ms, id) ((ms)->f[MSTD_##id])
+
+/*
+ * Register every family of the table in m (which the caller keeps owning),
+ * set mirrord_build_info{version=PACKAGE_VERSION} to 1 and
+ * process_start_time_seconds to now (call it early in main).
+ * per_partition false disables the PP families.  -1 with the reason in err.
+ */
+int metrics_std_init(struct metrics_std *ms, struct metrics *m,
+    bool per_partition, char *err, size_t errlen);
+/* Turn the PP families on or off (config reload); off drops their series. */
+void metrics_std_set_per_partition(struct metrics_std *ms, bool on);
+const char *metrics_std_name(enum metrics_std_id id);
+bool metrics_std_is_per_partition(enum metrics_std_id id);
+
+/* The series of a per-partition family (id must use labels mirror, topic,
+ * partition); NULL when per-partition metrics are off. */
+struct metric_series *metrics_std_partition(struct metrics_std *ms,
+    enum metrics_std_id id, const char *mirror, const char *topic,
+    int32_t partition);
+/* Set mirrord_partition_state for the partition: states[current] 1, the
+ * others 0 (states is the state name table, nstates its size). */
+void metrics_std_partition_state(struct metrics_std *ms, const char *mirror,
+    const char *topic, int32_t partition, const char *const *states,
+    size_t nstates, size_t current);
+/* Drop every series of the partition (it left the mirror). */
+void metrics_std_partition_remove(struct metrics_std *ms, const char *mirror,
+    const char *topic, int32_t partition);
+/* Drop every series labelled with this mirror (the mirror was deleted). */
+void metrics_std_mirror_remove(struct metrics_std *ms, const char *mirror);
+
+#endif
