@@ -1,0 +1,295 @@
+/*
+ * Unit tests for xlate: the exact offset translation map, checked against a
+ * naive model that stores every offset.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xlate.h"
+
+START_TEST(test_identity_and_empty)
+{
+	struct xlate *m = xlate_new(16);
+	int64_t out = -7;
+
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(xlate_is_identity(m), 0);
+	ck_assert_int_eq(xlate_src_to_dst(m, 5, &out), XLATE_UNMAPPED);
+	ck_assert_int_eq(out, -7);
+	ck_assert_int_eq(xlate_add(m, 0, 0, NULL, 0), 0);
+	/* Offsets advancing 1:1 store nothing more. */
+	for (int64_t o = 1; o < 1000; o++)
+		ck_assert_int_eq(xlate_add(m, o, o, NULL, 0), 0);
+	ck_assert_uint_eq(xlate_count(m), 1);
+	ck_assert_int_eq(xlate_is_identity(m), 1);
+	ck_assert_int_eq(xlate_src_to_dst(m, 123456789, &out), XLATE_EXACT);
+	ck_assert_int_eq(out, 123456789);
+	ck_assert_int_eq(xlate_dst_to_src(m, 42, &out), XLATE_EXACT);
+	ck_assert_int_eq(out, 42);
+	xlate_free(m);
+}
+END_TEST
+
+START_TEST(test_hole_lookups)
+{
+	struct xlate *m = xlate_new(16);
+	int64_t out;
+
+	/* src 100..104 -> dst 0..4, src 105..109 removed, src 110.. -> dst 5.. */
+	ck_assert_int_eq(xlate_add(m, 100, 0, NULL, 0), 0);
+	ck_assert_int_eq(xlate_add(m, 110, 5, NULL, 0), 0);
+	ck_assert_int_eq(xlate_is_identity(m), 0);
+	ck_assert_int_eq(xlate_src_to_dst(m, 99, &out), XLATE_UNMAPPED);
+	ck_assert_int_eq(xlate_src_to_dst(m, 104, &out), XLATE_EXACT);
+	ck_assert_int_eq(out, 4);
+	ck_assert_int_eq(xlate_src_to_dst(m, 105, &out), XLATE_NEXT);
+	ck_assert_int_eq(out, 5);
+	ck_assert_int_eq(xlate_src_to_dst(m, 109, &out), XLATE_NEXT);
+	ck_assert_int_eq(out, 5);
+	ck_assert_int_eq(xlate_src_to_dst(m, 110, &out), XLATE_EXACT);
+	ck_assert_int_eq(out, 5);
+	ck_assert_int_eq(xlate_src_to_dst(m, 200, &out), XLATE_EXACT);
+	ck_assert_int_eq(out, 95);
+	ck_assert_int_eq(xlate_dst_to_src(m, 4, &out), XLATE_EXACT);
+	ck_assert_int_eq(out, 104);
+	ck_assert_int_eq(xlate_dst_to_src(m, 5, &out), XLATE_EXACT);
+	ck_assert_int_eq(out, 110);
+	ck_assert_int_eq(xlate_dst_to_src(m, -1, &out), XLATE_UNMAPPED);
+	xlate_free(m);
+}
+END_TEST
+
+START_TEST(test_add_errors_and_cap)
+{
+	struct xlate *m = xlate_new(3);
+	char err[200] = "";
+
+	ck_assert_int_eq(xlate_add(m, -1, 0, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "translation anchor -1 -> 0: offsets must not be negative");
+	ck_assert_int_eq(xlate_add(m, 10, 10, err, sizeof(err)), 0);
+	ck_assert_int_eq(xlate_add(m, 9, 20, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "translation anchor 9 -> 20 goes backwards (last anchor 10 -> 10)");
+	ck_assert_int_eq(xlate_add(m, 20, 9, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "translation anchor 20 -> 9 goes backwards (last anchor 10 -> 10)");
+	ck_assert_int_eq(xlate_add(m, 20, 15, err, sizeof(err)), 0);
+	ck_assert_int_eq(xlate_add(m, 30, 20, err, sizeof(err)), 0);
+	ck_assert_uint_eq(xlate_count(m), 3);
+	/* Same delta as the last anchor: not stored, so no error when full. */
+	ck_assert_int_eq(xlate_add(m, 40, 30, err, sizeof(err)), 0);
+	ck_assert_int_eq(xlate_add(m, 50, 31, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "translation map is full (3 anchors); anchor 50 -> 31 not added");
+	ck_assert_uint_eq(xlate_count(m), 3);
+	xlate_free(m);
+	ck_assert_ptr_null(xlate_new(0));
+}
+END_TEST
+
+START_TEST(test_superseded_anchor)
+{
+	struct xlate *m = xlate_new(8);
+	int64_t out;
+
+	/* An empty batch at the start: src 0..9 gone, nothing written yet. */
+	ck_assert_int_eq(xlate_add(m, 0, 0, NULL, 0), 0);
+	ck_assert_int_eq(xlate_add(m, 10, 0, NULL, 0), 0);
+	ck_assert_uint_eq(xlate_count(m), 1);
+	ck_assert_int_eq(xlate_anchor(m, 0)->src, 10);
+	ck_assert_int_eq(xlate_anchor(m, 0)->dst, 0);
+	ck_assert_int_eq(xlate_src_to_dst(m, 5, &out), XLATE_UNMAPPED);
+	/* A hole and then the original delta back: the middle anchor goes. */
+	ck_assert_int_eq(xlate_add(m, 20, 10, NULL, 0), 0); /* same delta, dropped */
+	ck_assert_int_eq(xlate_add(m, 25, 10, NULL, 0), 0); /* a new delta */
+	ck_assert_uint_eq(xlate_count(m), 2);
+	ck_assert_int_eq(xlate_add(m, 25, 15, NULL, 0), 0); /* same src: the last mapped nothing */
+	ck_assert_uint_eq(xlate_count(m), 1);
+	ck_assert_ptr_null(xlate_anchor(m, 1));
+	xlate_free(m);
+}
+END_TEST
+
+START_TEST(test_trim_and_persist)
+{
+	struct xlate *m = xlate_new(64), *copy = xlate_new(64);
+	int64_t a, b;
+
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(xlate_add(m, i * 100, i * 90, NULL, 0), 0);
+	ck_assert_uint_eq(xlate_count(m), 10);
+	for (size_t i = 0; i < xlate_count(m); i++)
+		ck_assert_int_eq(xlate_add(copy, xlate_anchor(m, i)->src,
+		    xlate_anchor(m, i)->dst, NULL, 0), 0);
+	for (int64_t s = 0; s < 1100; s++) {
+		int ra = xlate_src_to_dst(m, s, &a), rb = xlate_src_to_dst(copy, s, &b);
+
+		ck_assert_int_eq(ra, rb);
+		ck_assert_int_eq(a, b);
+	}
+	xlate_trim(m, 450);
+	ck_assert_uint_eq(xlate_count(m), 6);
+	ck_assert_int_eq(xlate_anchor(m, 0)->src, 400);
+	ck_assert_int_eq(xlate_src_to_dst(m, 450, &a), XLATE_NEXT);
+	ck_assert_int_eq(a, 450);
+	ck_assert_int_eq(xlate_src_to_dst(m, 489, &a), XLATE_NEXT);
+	ck_assert_int_eq(xlate_src_to_dst(m, 410, &a), XLATE_EXACT);
+	ck_assert_int_eq(a, 370);
+	ck_assert_int_eq(xlate_src_to_dst(m, 399, &a), XLATE_UNMAPPED);
+	xlate_clear(m);
+	ck_assert_uint_eq(xlate_count(m), 0);
+	xlate_free(m);
+	xlate_free(copy);
+}
+END_TEST
+
+/* The naive model: every offset of a window, explicitly. */
+#define SPAN 4000
+struct model {
+	int64_t s0, d0;
+	int64_t s2d[SPAN]; /* -1: hole */
+	int64_t d2s[SPAN]; /* -1: destination-only */
+	int64_t s_end, d_end; /* one past the last generated */
+};
+
+static uint64_t rng_state;
+static uint32_t rnd(uint32_t n)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(rng_state >> 33) % n;
+}
+
+/* Expected lookup from the model; the map extends the last run past the end. */
+static int model_lookup(const struct model *md, int64_t v, int by_src, int64_t *out)
+{
+	const int64_t *tab = by_src ? md->s2d : md->d2s;
+	int64_t base = by_src ? md->s0 : md->d0, end = by_src ? md->s_end : md->d_end;
+	int64_t first = -1;
+
+	for (int64_t i = 0; i < end - base; i++)
+		if (tab[i] >= 0) {
+			first = base + i;
+			break;
+		}
+	if (first < 0 || v < first)
+		return XLATE_UNMAPPED;
+	if (v >= end) {
+		/* past the model: 1:1 from the last mapped offset */
+		int64_t i = end - base - 1;
+
+		while (tab[i] < 0)
+			i--;
+		*out = tab[i] + (v - (base + i));
+		return XLATE_EXACT;
+	}
+	if (tab[v - base] >= 0) {
+		*out = tab[v - base];
+		return XLATE_EXACT;
+	}
+	for (int64_t i = v - base + 1; i < end - base; i++)
+		if (tab[i] >= 0) {
+			*out = tab[i];
+			return XLATE_NEXT;
+		}
+	return -99; /* the generator always ends with a mapped run */
+}
+
+START_TEST(test_random_against_model)
+{
+	static struct model md;
+
+	rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
+	for (int round = 0; round < 40; round++) {
+		struct xlate *m = xlate_new(SPAN);
+		int64_t s, d;
+		int last_gap = 0; /* 1: src hole, 2: dst gap, since the last pair */
+		size_t delta_changes = 0;
+		int64_t prev_delta = INT64_MIN;
+
+		memset(md.s2d, 0xff, sizeof(md.s2d));
+		memset(md.d2s, 0xff, sizeof(md.d2s));
+		md.s0 = s = rnd(1000);
+		md.d0 = d = rnd(1000);
+		/* Generate pairs with holes on either side (never both at one point). */
+		while (s - md.s0 < SPAN - 20 && d - md.d0 < SPAN - 20) {
+			uint32_t r = rnd(100);
+
+			if (r < 8 && last_gap != 2) {
+				s += 1 + rnd(round % 3 == 0 ? 1 : 7);
+				last_gap = 1;
+			} else if (r < 12 && last_gap != 1) {
+				d += 1 + rnd(3);
+				last_gap = 2;
+			} else {
+				md.s2d[s - md.s0] = d;
+				md.d2s[d - md.d0] = s;
+				ck_assert_int_eq(xlate_add(m, s, d, NULL, 0), 0);
+				if (s - d != prev_delta)
+					delta_changes++;
+				prev_delta = s - d;
+				s++;
+				d++;
+				last_gap = 0;
+			}
+		}
+		/* end on a mapped run */
+		for (int k = 0; k < 3; k++) {
+			md.s2d[s - md.s0] = d;
+			md.d2s[d - md.d0] = s;
+			ck_assert_int_eq(xlate_add(m, s, d, NULL, 0), 0);
+			s++;
+			d++;
+		}
+		md.s_end = s;
+		md.d_end = d;
+		/* Bounded memory: one anchor per change of delta, no more. */
+		ck_assert_uint_eq(xlate_count(m), delta_changes);
+		for (int64_t v = 0; v < md.s0 + SPAN + 50; v++) {
+			int64_t got = -5, want = -5;
+			int rw = model_lookup(&md, v, 1, &want);
+			int rg = xlate_src_to_dst(m, v, &got);
+
+			ck_assert_msg(rg == rw && (rw == XLATE_UNMAPPED || got == want),
+			    "round %d src %lld: got %d/%lld want %d/%lld", round,
+			    (long long)v, rg, (long long)got, rw, (long long)want);
+		}
+		for (int64_t v = 0; v < md.d0 + SPAN + 50; v++) {
+			int64_t got = -5, want = -5;
+			int rw = model_lookup(&md, v, 0, &want);
+			int rg = xlate_dst_to_src(m, v, &got);
+
+			ck_assert_msg(rg == rw && (rw == XLATE_UNMAPPED || got == want),
+			    "round %d dst %lld: got %d/%lld want %d/%lld", round,
+			    (long long)v, rg, (long long)got, rw, (long long)want);
+		}
+		xlate_free(m);
+	}
+}
+END_TEST
+
+static Suite *xlate_suite(void)
+{
+	Suite *s = suite_create("xlate");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_identity_and_empty);
+	tcase_add_test(tc, test_hole_lookups);
+	tcase_add_test(tc, test_add_errors_and_cap);
+	tcase_add_test(tc, test_superseded_anchor);
+	tcase_add_test(tc, test_trim_and_persist);
+	tcase_add_loop_test(tc, test_random_against_model, 0, 4);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(xlate_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
