@@ -1,0 +1,1138 @@
+/*
+ * Unit tests for kconn and ksasl: framing, correlation, pipelining,
+ * ApiVersions negotiation (including the librdkafka mock's broken v3 answer
+ * and the KIP-511 fallback), timeouts, hostile frames and connection loss
+ * against a fake broker that runs on the same event loop, and the SCRAM
+ * client against RFC 7677's test vector.
+ *
+ * Every test waits on a condition with a generous deadline; none sleeps.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "compat.h"
+#include "kbuf.h"
+#include "kconn.h"
+#include "ksasl.h"
+
+/* ---- the fake broker ------------------------------------------------- */
+
+enum fake_mode {
+	FAKE_NORMAL,     /* answers everything, body = "RESP" + request body */
+	FAKE_MOCK_AV,    /* ApiVersions v3 answered like librdkafka 2.0.2's mock */
+	FAKE_KIP511,     /* ApiVersions v3 unsupported, v0-shaped range 0..2 */
+	FAKE_SWAP,       /* answers the 2nd user request before the 1st */
+	FAKE_CLOSE_MID,  /* answers the 1st, half of the 2nd, then closes */
+	FAKE_SILENT,     /* answers ApiVersions only */
+	FAKE_SILENT_AV,  /* answers nothing */
+	FAKE_OVERSIZE,   /* answers the 1st user request with a huge frame size */
+	FAKE_SASL,       /* SaslHandshake + SaslAuthenticate (PLAIN, SCRAM-SHA-256) */
+};
+
+#define FAKE_MAX_REQ 64
+
+struct fake {
+	struct event_base *base;
+	struct evconnlistener *lst;
+	struct bufferevent *peer;
+	int port;
+	int mode;
+	int nreq;
+	int16_t keys[FAKE_MAX_REQ], versions[FAKE_MAX_REQ];
+	int32_t corrs[FAKE_MAX_REQ];
+	char client_id[64];
+	int user_reqs;         /* non-handshake requests seen */
+	uint8_t held[256];     /* FAKE_SWAP: the held first answer */
+	size_t held_len;
+	int sasl_ok;           /* FAKE_SASL: authentication succeeded */
+	int scram_step;
+	char scram_cfirst_bare[256];
+	char scram_sfirst[256];
+};
+
+static void put16(uint8_t *p, int16_t v)
+{
+	be16_store(p, (uint16_t)v);
+}
+
+static void put32(uint8_t *p, int32_t v)
+{
+	be32_store(p, (uint32_t)v);
+}
+
+/* Frames and sends a response straight on the socket (small, loopback). */
+static void fake_send_raw(struct fake *f, const void *p, size_t n)
+{
+	ssize_t w = send(bufferevent_getfd(f->peer), p, n, MSG_NOSIGNAL);
+	ck_assert_int_eq((int)w, (int)n);
+}
+
+static size_t fake_frame(uint8_t *out, int32_t corr, int hdr_tags,
+    const void *body, size_t len)
+{
+	size_t n = 4;
+
+	put32(out + n, corr);
+	n += 4;
+	if (hdr_tags)
+		out[n++] = 0;
+	memcpy(out + n, body, len);
+	n += len;
+	put32(out, (int32_t)(n - 4));
+	return n;
+}
+
+static void fake_reply(struct fake *f, int32_t corr, int hdr_tags,
+    const void *body, size_t len)
+{
+	uint8_t buf[4096];
+
+	ck_assert_uint_lt(len, sizeof(buf) - 16);
+	fake_send_raw(f, buf, fake_frame(buf, corr, hdr_tags, body, len));
+}
+
+static void fake_apiversions(struct fake *f, int32_t corr, int version)
+{
+	static const int16_t keys[][3] = {
+		{ 0, 0, 9 }, { 3, 0, 12 }, { 17, 1, 1 }, { 18, 0, 3 },
+		{ 36, 0, 2 },
+	};
+	uint8_t b[256];
+	size_t n = 0;
+
+	if ((f->mode == FAKE_MOCK_AV || f->mode == FAKE_KIP511) && version == 3) {
+		if (f->mode == FAKE_MOCK_AV) {
+			/* librdkafka 2.0.2 mock, verbatim (mock notes, section 1) */
+			static const uint8_t quirk[] = { 0x00, 0x23, 0x01, 0x00,
+				0x12, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
+				0x00 };
+			fake_reply(f, corr, 0, quirk, sizeof(quirk));
+		} else {
+			put16(b, 35);
+			put32(b + 2, 1);
+			put16(b + 6, 18);
+			put16(b + 8, 0);
+			put16(b + 10, 2);
+			fake_reply(f, corr, 0, b, 12);
+		}
+		return;
+	}
+	put16(b + n, 0);
+	n += 2;
+	if (version >= 3) {
+		b[n++] = (uint8_t)(ARRAY_SIZE(keys) + 1);
+	} else {
+		put32(b + n, (int32_t)ARRAY_SIZE(keys));
+		n += 4;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+		put16(b + n, keys[i][0]);
+		put16(b + n + 2, keys[i][1]);
+		put16(b + n + 4, keys[i][0] == 3 && f->mode == FAKE_MOCK_AV ?
+		    2 : keys[i][2]);
+		n += 6;
+		if (version >= 3)
+			b[n++] = 0;
+	}
+	if (version >= 1) {
+		put32(b + n, 0);
+		n += 4;
+	}
+	if (version >= 3)
+		b[n++] = 0;
+	/* ApiVersions uses response header v0 at every version. */
+	fake_reply(f, corr, 0, b, n);
+}
+
+static void fake_user_reply(struct fake *f, int32_t corr, int flexible,
+    const uint8_t *body, size_t len)
+{
+	uint8_t b[1024];
+
+	ck_assert_uint_lt(len, sizeof(b) - 8);
+	memcpy(b, "RESP", 4);
+	memcpy(b + 4, body, len);
+	fake_reply(f, corr, flexible, b, len + 4);
+}
+
+/* SCRAM-SHA-256 server side with the RFC 7677 salt and password. */
+static void fake_scram(struct fake *f, int32_t corr, const uint8_t *tok,
+    size_t len)
+{
+	uint8_t b[512];
+	size_t n = 0;
+	char msg[400];
+
+	if (f->scram_step == 0) {
+		/* client-first "n,,n=user,r=<cnonce>" */
+		ck_assert_uint_gt(len, 3);
+		ck_assert_int_eq(memcmp(tok, "n,,", 3), 0);
+		snprintf(f->scram_cfirst_bare, sizeof(f->scram_cfirst_bare),
+		    "%.*s", (int)len - 3, (const char *)tok + 3);
+		const char *r = strstr(f->scram_cfirst_bare, ",r=");
+		ck_assert_ptr_nonnull(r);
+		snprintf(f->scram_sfirst, sizeof(f->scram_sfirst),
+		    "r=%s%s,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", r + 3,
+		    "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0");
+		snprintf(msg, sizeof(msg), "%s", f->scram_sfirst);
+		f->scram_step = 1;
+	} else {
+		/* Verify the proof: ClientKey = proof ^ HMAC(StoredKey, auth). */
+		uint8_t salt[16], salted[32], ckey[32], stored[32], csig[32];
+		uint8_t proof[48], skey[32], ssig[32];
+		char auth[512], sig64[64];
+		unsigned int hl;
+		const char *p = memmem(tok, len, ",p=", 3);
+
+		ck_assert_ptr_nonnull(p);
+		size_t wpl = (size_t)(p - (const char *)tok);
+		ck_assert_int_eq(EVP_DecodeBlock(salt,
+		    (const unsigned char *)"W22ZaJ0SNY7soEsUEjb6gQ==", 24), 18);
+		ck_assert_int_eq(PKCS5_PBKDF2_HMAC("pencil", 6, salt, 16, 4096,
+		    EVP_sha256(), 32, salted), 1);
+		HMAC(EVP_sha256(), salted, 32, (const uint8_t *)"Client Key", 10,
+		    ckey, &hl);
+		EVP_Digest(ckey, 32, stored, NULL, EVP_sha256(), NULL);
+		ck_assert_uint_lt(wpl, 200);
+		int an = snprintf(auth, sizeof(auth), "%s,%s,", f->scram_cfirst_bare,
+		    f->scram_sfirst);
+		ck_assert_int_lt(an + (int)wpl, (int)sizeof(auth));
+		memcpy(auth + an, tok, wpl);
+		auth[an + (int)wpl] = '\0';
+		HMAC(EVP_sha256(), stored, 32, (const uint8_t *)auth,
+		    strlen(auth), csig, &hl);
+		size_t plen = len - wpl - 3;
+		ck_assert_int_eq(EVP_DecodeBlock(proof,
+		    (const unsigned char *)p + 3, (int)plen), 33);
+		for (int i = 0; i < 32; i++)
+			proof[i] ^= csig[i];
+		EVP_Digest(proof, 32, ckey, NULL, EVP_sha256(), NULL);
+		if (memcmp(ckey, stored, 32) != 0) {
+			put16(b, 58);
+			put16(b + 2, 14);
+			memcpy(b + 4, "bad SCRAM user", 14);
+			put32(b + 18, -1);
+			memset(b + 22, 0, 8);
+			fake_reply(f, corr, 0, b, 30);
+			return;
+		}
+		HMAC(EVP_sha256(), salted, 32, (const uint8_t *)"Server Key", 10,
+		    skey, &hl);
+		HMAC(EVP_sha256(), skey, 32, (const uint8_t *)auth,
+		    strlen(auth), ssig, &hl);
+		EVP_EncodeBlock((unsigned char *)sig64, ssig, 32);
+		snprintf(msg, sizeof(msg), "v=%s", sig64);
+		f->sasl_ok = 1;
+	}
+	put16(b + n, 0);
+	n += 2;
+	put16(b + n, -1); /* error_message null */
+	n += 2;
+	put32(b + n, (int32_t)strlen(msg));
+	n += 4;
+	memcpy(b + n, msg, strlen(msg));
+	n += strlen(msg);
+	memset(b + n, 0, 8); /* session_lifetime_ms (v1) */
+	n += 8;
+	fake_reply(f, corr, 0, b, n);
+}
+
+static void fake_sasl(struct fake *f, int16_t key, int32_t corr,
+    struct kr *r)
+{
+	uint8_t b[256];
+	static const char mechs[][16] = { "PLAIN", "SCRAM-SHA-256" };
+
+	if (key == 17) {
+		struct kstr m = kr_str(r);
+		int known = kstr_eq(m, "PLAIN") || kstr_eq(m, "SCRAM-SHA-256");
+		size_t n = 0;
+
+		put16(b, known ? 0 : 33);
+		put32(b + 2, 2);
+		n = 6;
+		for (int i = 0; i < 2; i++) {
+			put16(b + n, (int16_t)strlen(mechs[i]));
+			memcpy(b + n + 2, mechs[i], strlen(mechs[i]));
+			n += 2 + strlen(mechs[i]);
+		}
+		f->scram_step = kstr_eq(m, "SCRAM-SHA-256") ? 0 : -1;
+		fake_reply(f, corr, 0, b, n);
+		return;
+	}
+	/* SaslAuthenticate v1 */
+	struct kbytes tok = kr_bytes(r);
+	ck_assert_int_eq(r->err, 0);
+	if (f->scram_step >= 0) {
+		fake_scram(f, corr, tok.p, (size_t)tok.len);
+		return;
+	}
+	if (tok.len == 12 && memcmp(tok.p, "\0user\0pencil", 12) == 0) {
+		put16(b, 0);
+		put16(b + 2, -1);
+		put32(b + 4, 0);
+		memset(b + 8, 0, 8);
+		f->sasl_ok = 1;
+		fake_reply(f, corr, 0, b, 16);
+	} else {
+		put16(b, 58);
+		put16(b + 2, 28);
+		memcpy(b + 4, "Invalid username or password", 28);
+		put32(b + 32, 0);
+		memset(b + 36, 0, 8);
+		fake_reply(f, corr, 0, b, 44);
+	}
+}
+
+static void fake_request(struct fake *f, const uint8_t *p, size_t len)
+{
+	struct kr r;
+	int16_t key, version;
+	int32_t corr;
+	struct kstr cid;
+	int flexible;
+
+	kr_init(&r, p, len);
+	key = kr_i16(&r);
+	version = kr_i16(&r);
+	corr = kr_i32(&r);
+	cid = kr_str(&r);
+	ck_assert_int_eq(r.err, 0);
+	flexible = (key == 18 && version >= 3) || (key == 3 && version >= 9);
+	if (flexible)
+		kr_skip_tagged(&r);
+	ck_assert_int_eq(r.err, 0);
+	ck_assert_int_lt(f->nreq, FAKE_MAX_REQ);
+	f->keys[f->nreq] = key;
+	f->versions[f->nreq] = version;
+	f->corrs[f->nreq] = corr;
+	f->nreq++;
+	snprintf(f->client_id, sizeof(f->client_id), "%.*s", (int)cid.len,
+	    cid.p);
+
+	if (key == 18) {
+		if (f->mode != FAKE_SILENT_AV)
+			fake_apiversions(f, corr, version);
+		return;
+	}
+	if (f->mode == FAKE_SASL && (key == 17 || key == 36)) {
+		fake_sasl(f, key, corr, &r);
+		return;
+	}
+	f->user_reqs++;
+	switch (f->mode) {
+	case FAKE_SWAP:
+		if (f->user_reqs == 1) {
+			uint8_t b[64];
+			memcpy(b, "RESP", 4);
+			f->held_len = fake_frame(f->held, corr, 0, b, 4);
+		} else if (f->user_reqs == 2) {
+			fake_user_reply(f, corr, 0, r.p, kr_left(&r));
+			fake_send_raw(f, f->held, f->held_len);
+		}
+		break;
+	case FAKE_CLOSE_MID:
+		if (f->user_reqs == 1) {
+			fake_user_reply(f, corr, 0, r.p, kr_left(&r));
+		} else if (f->user_reqs == 2) {
+			uint8_t b[64];
+			size_t n = fake_frame(b, corr, 0, "RESPxxxxxxxx", 12);
+			fake_send_raw(f, b, n / 2);
+			bufferevent_free(f->peer);
+			f->peer = NULL;
+		}
+		break;
+	case FAKE_SILENT:
+	case FAKE_SILENT_AV:
+		break;
+	case FAKE_OVERSIZE: {
+		uint8_t b[8];
+		put32(b, 0x10000000);
+		put32(b + 4, corr);
+		fake_send_raw(f, b, 8);
+		break;
+	}
+	default:
+		fake_user_reply(f, corr, flexible, r.p, kr_left(&r));
+		break;
+	}
+}
+
+static void fake_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct fake *f = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	uint8_t hdr[4];
+
+	while (f->peer != NULL && evbuffer_get_length(in) >= 4) {
+		evbuffer_copyout(in, hdr, 4);
+		uint32_t size = be32_load(hdr);
+		ck_assert_uint_lt(size, 1u << 20);
+		if (evbuffer_get_length(in) < size + 4)
+			break;
+		uint8_t *p = evbuffer_pullup(in, size + 4);
+		fake_request(f, p + 4, size);
+		if (f->peer == NULL)
+			return; /* closed: the buffer is gone */
+		evbuffer_drain(in, size + 4);
+	}
+}
+
+static void fake_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct fake *f = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		bufferevent_free(bev);
+		if (f->peer == bev)
+			f->peer = NULL;
+	}
+}
+
+static void fake_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct fake *f = arg;
+
+	ck_assert_ptr_null(f->peer);
+	f->peer = bufferevent_socket_new(f->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	bufferevent_setcb(f->peer, fake_read_cb, NULL, fake_event_cb, f);
+	bufferevent_enable(f->peer, EV_READ);
+}
+
+static void fake_start(struct fake *f, struct event_base *base, int mode)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+
+	memset(f, 0, sizeof(*f));
+	f->base = base;
+	f->mode = mode;
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	f->lst = evconnlistener_new_bind(base, fake_accept_cb, f,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16,
+	    (struct sockaddr *)&sin, sizeof(sin));
+	ck_assert_ptr_nonnull(f->lst);
+	getsockname(evconnlistener_get_fd(f->lst), (struct sockaddr *)&sin, &sl);
+	f->port = ntohs(sin.sin_port);
+}
+
+static void fake_stop(struct fake *f)
+{
+	if (f->peer != NULL)
+		bufferevent_free(f->peer);
+	evconnlistener_free(f->lst);
+}
+
+/* ---- the client side ------------------------------------------------- */
+
+struct call {
+	int fired;
+	int err;
+	int order;
+	char errstr[512];
+	uint8_t body[256];
+	size_t bodylen;
+	int free_conn; /* kconn_free() from inside this callback */
+};
+
+struct conn_events {
+	int ready, closed, err;
+	char errstr[512];
+};
+
+static int g_order;
+static int g_stats;
+
+static void call_cb(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct call *k = arg;
+
+	k->fired++;
+	k->err = err;
+	k->order = ++g_order;
+	snprintf(k->errstr, sizeof(k->errstr), "%s", errstr ? errstr : "");
+	if (body != NULL) {
+		ck_assert_ptr_null(errstr);
+		k->bodylen = MIN(kr_left(body), sizeof(k->body));
+		memcpy(k->body, body->p, k->bodylen);
+	} else {
+		ck_assert_int_ne(err, KCONN_E_OK);
+		ck_assert_ptr_nonnull(errstr);
+	}
+	if (k->free_conn)
+		kconn_free(c);
+}
+
+static void ev_cb(struct kconn *c, int event, int err, const char *errstr,
+    void *arg)
+{
+	struct conn_events *e = arg;
+
+	if (event == KCONN_EV_READY) {
+		e->ready++;
+	} else {
+		e->closed++;
+		e->err = err;
+		snprintf(e->errstr, sizeof(e->errstr), "%s", errstr);
+	}
+}
+
+static void stats_cb(void *arg, int16_t api_key, int err, int64_t latency_us,
+    size_t reqb, size_t respb)
+{
+	ck_assert_uint_gt(reqb, 0);
+	g_stats++;
+}
+
+static int g_deadline_hit;
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	g_deadline_hit = 1;
+}
+
+/* Runs the loop until *flag >= want or 10 s pass; returns 1 on success. */
+static int run_until(struct event_base *base, const int *flag, int want)
+{
+	struct timeval tv = { 10, 0 };
+	struct event *ev = evtimer_new(base, deadline_cb, NULL);
+
+	g_deadline_hit = 0;
+	evtimer_add(ev, &tv);
+	while (*flag < want && !g_deadline_hit)
+		event_base_loop(base, EVLOOP_ONCE);
+	event_free(ev);
+	return *flag >= want;
+}
+
+/* Counts callbacks of a set of calls. */
+static int g_done;
+
+static void done_cb(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	call_cb(c, err, errstr, body, arg);
+	g_done++;
+}
+
+struct env {
+	struct event_base *base;
+	struct fake fake;
+	struct kconn_config cfg;
+	struct conn_events ev;
+	struct kconn *c;
+};
+
+static void env_start(struct env *e, int mode)
+{
+	char err[256];
+
+	memset(e, 0, sizeof(*e));
+	g_order = 0;
+	g_done = 0;
+	g_stats = 0;
+	e->base = event_base_new();
+	ck_assert_ptr_nonnull(e->base);
+	fake_start(&e->fake, e->base, mode);
+	kconn_config_init(&e->cfg);
+	ck_assert_int_eq(kconn_config_set(&e->cfg, "client.id", "mirrord-test",
+	    err, sizeof(err)), 0);
+	e->cfg.max_response_bytes = 1u << 20;
+}
+
+static void env_connect(struct env *e)
+{
+	char err[256];
+
+	ck_assert_int_eq(kconn_config_prepare(&e->cfg, err, sizeof(err)), 0);
+	e->c = kconn_new(e->base, NULL, &e->cfg, "127.0.0.1", e->fake.port,
+	    ev_cb, &e->ev, err, sizeof(err));
+	ck_assert_msg(e->c != NULL, "kconn_new: %s", err);
+	kconn_set_stats_cb(e->c, stats_cb, NULL);
+}
+
+static void env_stop(struct env *e)
+{
+	if (e->c != NULL)
+		kconn_free(e->c);
+	event_base_loop(e->base, EVLOOP_NONBLOCK); /* deferred frees */
+	fake_stop(&e->fake);
+	kconn_config_fini(&e->cfg);
+	event_base_free(e->base);
+}
+
+static void send_raw(struct env *e, int16_t key, int16_t version,
+    const char *body, int timeout_ms, struct call *k)
+{
+	char err[256];
+	int rc = kconn_send_raw(e->c, key, version, body, strlen(body), 0,
+	    timeout_ms, done_cb, k, err, sizeof(err));
+
+	ck_assert_msg(rc == 0, "kconn_send_raw: %s", err);
+}
+
+/* ---- tests ----------------------------------------------------------- */
+
+START_TEST(test_pipeline_in_order)
+{
+	struct env e;
+	struct call k[4];
+	static const char *bodies[] = { "a", "bb", "ccc", "dddd" };
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_NORMAL);
+	env_connect(&e);
+	/* Queued before the handshake is done: they go out in order after. */
+	for (int i = 0; i < 3; i++)
+		send_raw(&e, 3, 1, bodies[i], 0, &k[i]);
+	/* Metadata v9 is flexible: request header v2, response header v1. */
+	send_raw(&e, 3, 9, bodies[3], 0, &k[3]);
+	ck_assert_int_eq(kconn_inflight_count(e.c), 4);
+	ck_assert(run_until(e.base, &g_done, 4));
+
+	for (int i = 0; i < 4; i++) {
+		char want[16];
+		snprintf(want, sizeof(want), "RESP%s", bodies[i]);
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_OK);
+		ck_assert_int_eq(k[i].order, i + 1);
+		ck_assert_uint_eq(k[i].bodylen, strlen(want));
+		ck_assert_int_eq(memcmp(k[i].body, want, strlen(want)), 0);
+	}
+	/* ApiVersions v3 first, then correlation ids in sending order. */
+	ck_assert_int_eq(e.fake.nreq, 5);
+	ck_assert_int_eq(e.fake.keys[0], 18);
+	ck_assert_int_eq(e.fake.versions[0], 3);
+	for (int i = 1; i < 5; i++) {
+		ck_assert_int_eq(e.fake.keys[i], 3);
+		ck_assert_int_ne(e.fake.corrs[i], e.fake.corrs[0]);
+		if (i > 1)
+			ck_assert_int_eq(e.fake.corrs[i], e.fake.corrs[i - 1] + 1);
+	}
+	ck_assert_str_eq(e.fake.client_id, "mirrord-test");
+	ck_assert_int_eq(e.ev.ready, 1);
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert_int_eq(kconn_apiversions_version(e.c), 3);
+	ck_assert_int_eq(kconn_pick_version(e.c, 3, 0, 9), 9);
+	ck_assert_int_eq(kconn_pick_version(e.c, 3, 0, 20), 12);
+	ck_assert_int_eq(kconn_pick_version(e.c, 3, 13, 14), -1);
+	ck_assert_int_eq(kconn_pick_version(e.c, 99, 0, 5), -1);
+	ck_assert_int_eq(kconn_inflight_count(e.c), 0);
+	ck_assert_uint_eq(kconn_inflight_bytes(e.c), 0);
+	ck_assert_int_eq(g_stats, 5); /* ApiVersions + 4 */
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_apiversions_mock_quirk)
+{
+	struct env e;
+	struct call k;
+
+	memset(&k, 0, sizeof(k));
+	env_start(&e, FAKE_MOCK_AV);
+	env_connect(&e);
+	send_raw(&e, 3, 2, "x", 0, &k);
+	ck_assert(run_until(e.base, &g_done, 1));
+	ck_assert_int_eq(k.err, KCONN_E_OK);
+	ck_assert_int_eq(e.ev.ready, 1);
+	/* v3 got the mock's broken answer; the retry used v0. */
+	ck_assert_int_eq(e.fake.versions[0], 3);
+	ck_assert_int_eq(e.fake.keys[1], 18);
+	ck_assert_int_eq(e.fake.versions[1], 0);
+	ck_assert_int_eq(kconn_apiversions_version(e.c), 0);
+	ck_assert_int_eq(kconn_pick_version(e.c, 3, 0, 12), 2);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_apiversions_kip511)
+{
+	struct env e;
+
+	env_start(&e, FAKE_KIP511);
+	env_connect(&e);
+	ck_assert(run_until(e.base, &e.ev.ready, 1));
+	ck_assert_int_eq(e.fake.versions[0], 3);
+	ck_assert_int_eq(e.fake.versions[1], 2); /* the broker's highest */
+	ck_assert_int_eq(kconn_apiversions_version(e.c), 2);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_out_of_order_is_protocol_error)
+{
+	struct env e;
+	struct call k[3];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_SWAP);
+	env_connect(&e);
+	for (int i = 0; i < 3; i++)
+		send_raw(&e, 3, 1, "q", 0, &k[i]);
+	ck_assert(run_until(e.base, &g_done, 3));
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_PROTOCOL);
+		ck_assert_msg(strstr(k[i].errstr, "expected") != NULL,
+		    "errstr: %s", k[i].errstr);
+	}
+	ck_assert_int_eq(e.ev.closed, 1);
+	ck_assert_int_eq(e.ev.err, KCONN_E_PROTOCOL);
+	ck_assert(kconn_is_closed(e.c));
+	/* A closed connection refuses new requests without a callback. */
+	char err[256];
+	ck_assert_int_eq(kconn_send_raw(e.c, 3, 1, "z", 1, 0, 0, done_cb, &k[0],
+	    err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "closed"));
+	ck_assert_int_eq(k[0].fired, 1);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_close_mid_response)
+{
+	struct env e;
+	struct call k[3];
+	char want[64];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_CLOSE_MID);
+	env_connect(&e);
+	for (int i = 0; i < 3; i++)
+		send_raw(&e, 3, 1, "m", 0, &k[i]);
+	ck_assert(run_until(e.base, &g_done, 3));
+	ck_assert_int_eq(k[0].err, KCONN_E_OK);
+	snprintf(want, sizeof(want), "127.0.0.1:%d: connection closed by the "
+	    "broker", e.fake.port);
+	for (int i = 1; i < 3; i++) {
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_TRANSPORT);
+		ck_assert_msg(strncmp(k[i].errstr, want, strlen(want)) == 0,
+		    "errstr: %s", k[i].errstr);
+	}
+	ck_assert_int_eq(k[0].fired, 1);
+	ck_assert_int_eq(e.ev.closed, 1);
+	ck_assert_int_eq(e.ev.err, KCONN_E_TRANSPORT);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_request_timeout)
+{
+	struct env e;
+	struct call k[3];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_SILENT);
+	env_connect(&e);
+	send_raw(&e, 3, 1, "t1", 10000, &k[0]);
+	send_raw(&e, 3, 1, "t2", 200, &k[1]);
+	send_raw(&e, 3, 1, "t3", 10000, &k[2]);
+	ck_assert(run_until(e.base, &g_done, 3));
+	/* The one that timed out says so; the others lost their connection. */
+	ck_assert_int_eq(k[1].err, KCONN_E_TIMEOUT);
+	ck_assert_msg(strstr(k[1].errstr, "timed out after 200 ms") != NULL,
+	    "errstr: %s", k[1].errstr);
+	ck_assert_int_eq(k[1].order, 1);
+	for (int i = 0; i < 3; i += 2) {
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_TRANSPORT);
+		ck_assert_msg(strstr(k[i].errstr, "timed out") != NULL,
+		    "errstr: %s", k[i].errstr);
+	}
+	ck_assert_int_eq(k[1].fired, 1);
+	ck_assert_int_eq(e.ev.closed, 1);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_handshake_timeout)
+{
+	struct env e;
+	struct call k;
+	char want[128];
+
+	memset(&k, 0, sizeof(k));
+	env_start(&e, FAKE_SILENT_AV);
+	e.cfg.connect_timeout_ms = 300;
+	env_connect(&e);
+	send_raw(&e, 3, 1, "h", 60000, &k);
+	ck_assert(run_until(e.base, &e.ev.closed, 1));
+	snprintf(want, sizeof(want), "127.0.0.1:%d: timed out after 300 ms "
+	    "while waiting for ApiVersions", e.fake.port);
+	ck_assert_int_eq(e.ev.err, KCONN_E_TIMEOUT);
+	ck_assert_str_eq(e.ev.errstr, want);
+	ck_assert_int_eq(e.ev.ready, 0);
+	ck_assert_int_eq(k.fired, 1);
+	ck_assert_int_eq(k.err, KCONN_E_TIMEOUT);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_oversized_frame)
+{
+	struct env e;
+	struct call k[2];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_OVERSIZE);
+	env_connect(&e);
+	send_raw(&e, 3, 1, "o", 0, &k[0]);
+	send_raw(&e, 3, 1, "p", 0, &k[1]);
+	ck_assert(run_until(e.base, &g_done, 2));
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_PROTOCOL);
+		ck_assert_msg(strstr(k[i].errstr, "response frame of 268435456 "
+		    "bytes passes the limit of 1048576") != NULL, "errstr: %s",
+		    k[i].errstr);
+	}
+	ck_assert_int_eq(e.ev.closed, 1);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_connection_refused)
+{
+	struct env e;
+	struct call k;
+	char want[128];
+	int port;
+
+	memset(&k, 0, sizeof(k));
+	env_start(&e, FAKE_NORMAL);
+	port = e.fake.port;
+	evconnlistener_free(e.fake.lst); /* nobody listens there now */
+	e.fake.lst = NULL;
+	ck_assert_int_eq(kconn_config_prepare(&e.cfg, want, sizeof(want)), 0);
+	e.c = kconn_new(e.base, NULL, &e.cfg, "127.0.0.1", port, ev_cb, &e.ev,
+	    want, sizeof(want));
+	ck_assert_ptr_nonnull(e.c);
+	send_raw(&e, 3, 1, "r", 0, &k);
+	ck_assert(run_until(e.base, &e.ev.closed, 1));
+	snprintf(want, sizeof(want), "127.0.0.1:%d: connection refused", port);
+	ck_assert_str_eq(e.ev.errstr, want);
+	ck_assert_int_eq(e.ev.err, KCONN_E_TRANSPORT);
+	ck_assert_int_eq(k.fired, 1);
+	ck_assert_int_eq(k.err, KCONN_E_TRANSPORT);
+	kconn_free(e.c);
+	e.c = NULL;
+	event_base_loop(e.base, EVLOOP_NONBLOCK);
+	kconn_config_fini(&e.cfg);
+	event_base_free(e.base);
+}
+END_TEST
+
+START_TEST(test_free_inside_callback)
+{
+	struct env e;
+	struct call k[3];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_NORMAL);
+	env_connect(&e);
+	k[0].free_conn = 1;
+	for (int i = 0; i < 3; i++)
+		send_raw(&e, 3, 1, "f", 0, &k[i]);
+	ck_assert(run_until(e.base, &g_done, 3));
+	ck_assert_int_eq(k[0].err, KCONN_E_OK);
+	for (int i = 1; i < 3; i++) {
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_CLOSED);
+	}
+	ck_assert_int_eq(e.ev.closed, 0); /* freed: no event callback */
+	e.c = NULL;
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_limits_and_no_response)
+{
+	struct env e;
+	struct call k[3];
+	char err[256];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_NORMAL);
+	e.cfg.max_inflight = 2;
+	env_connect(&e);
+	send_raw(&e, 3, 1, "l1", 0, &k[0]);
+	/* acks=0 style: no callback, not counted; the fake answers anyway
+	 * (as the librdkafka mock does) and the answer is dropped. */
+	ck_assert_int_eq(kconn_send_raw(e.c, 0, 3, "noresp", 6,
+	    KCONN_F_NO_RESPONSE, 0, NULL, NULL, err, sizeof(err)), 0);
+	send_raw(&e, 3, 1, "l2", 0, &k[1]);
+	ck_assert_int_eq(kconn_send_raw(e.c, 3, 1, "l3", 2, 0, 0, done_cb,
+	    &k[2], err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "2 requests already in flight") != NULL,
+	    "err: %s", err);
+	ck_assert(!kconn_can_send(e.c, 10));
+	ck_assert(run_until(e.base, &g_done, 2));
+	ck_assert_msg(k[0].err == KCONN_E_OK, "errstr: %s", k[0].errstr);
+	ck_assert_int_eq(k[1].err, KCONN_E_OK);
+	ck_assert_int_eq(memcmp(k[1].body, "RESPl2", 6), 0);
+	ck_assert_int_eq(k[2].fired, 0);
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert(kconn_can_send(e.c, 10));
+	env_stop(&e);
+}
+END_TEST
+
+static void sasl_env(struct env *e, const char *mech, const char *pass)
+{
+	char err[256];
+
+	env_start(e, FAKE_SASL);
+	ck_assert_int_eq(kconn_config_set(&e->cfg, "security.protocol",
+	    "SASL_PLAINTEXT", err, sizeof(err)), 0);
+	ck_assert_int_eq(kconn_config_set(&e->cfg, "sasl.mechanism", mech, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(kconn_config_set(&e->cfg, "sasl.username", "user", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(kconn_config_set(&e->cfg, "sasl.password", pass, err,
+	    sizeof(err)), 0);
+	env_connect(e);
+}
+
+START_TEST(test_sasl_plain)
+{
+	struct env e;
+	struct call k;
+
+	memset(&k, 0, sizeof(k));
+	sasl_env(&e, "PLAIN", "pencil");
+	send_raw(&e, 3, 1, "s", 0, &k);
+	ck_assert(run_until(e.base, &g_done, 1));
+	ck_assert_int_eq(k.err, KCONN_E_OK);
+	ck_assert(e.fake.sasl_ok);
+	/* ApiVersions, SaslHandshake v1, SaslAuthenticate v1, the request */
+	ck_assert_int_eq(e.fake.keys[1], 17);
+	ck_assert_int_eq(e.fake.versions[1], 1);
+	ck_assert_int_eq(e.fake.keys[2], 36);
+	ck_assert_int_eq(e.fake.versions[2], 1);
+	ck_assert_int_eq(e.fake.keys[3], 3);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_sasl_plain_refused)
+{
+	struct env e;
+	struct call k;
+
+	memset(&k, 0, sizeof(k));
+	sasl_env(&e, "PLAIN", "wrong-secret");
+	send_raw(&e, 3, 1, "s", 0, &k);
+	ck_assert(run_until(e.base, &e.ev.closed, 1));
+	ck_assert_int_eq(e.ev.err, KCONN_E_AUTH);
+	ck_assert_msg(strstr(e.ev.errstr, "SASL/PLAIN authentication as "
+	    "\"user\" failed: error 58: Invalid username or password") != NULL,
+	    "errstr: %s", e.ev.errstr);
+	ck_assert_ptr_null(strstr(e.ev.errstr, "wrong-secret"));
+	ck_assert_int_eq(k.fired, 1);
+	ck_assert_int_eq(k.err, KCONN_E_AUTH);
+	ck_assert_int_eq(e.fake.user_reqs, 0); /* never sent */
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_sasl_scram_end_to_end)
+{
+	struct env e;
+	struct call k;
+
+	memset(&k, 0, sizeof(k));
+	sasl_env(&e, "SCRAM-SHA-256", "pencil");
+	send_raw(&e, 3, 1, "s", 0, &k);
+	ck_assert(run_until(e.base, &g_done, 1));
+	ck_assert_msg(k.err == KCONN_E_OK, "errstr: %s", k.errstr);
+	ck_assert(e.fake.sasl_ok);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_sasl_unknown_mechanism)
+{
+	struct env e;
+
+	sasl_env(&e, "SCRAM-SHA-512", "pencil");
+	ck_assert(run_until(e.base, &e.ev.closed, 1));
+	ck_assert_int_eq(e.ev.err, KCONN_E_AUTH);
+	ck_assert_msg(strstr(e.ev.errstr, "does not enable SASL mechanism "
+	    "SCRAM-SHA-512 (error 33; enabled: PLAIN, SCRAM-SHA-256)") != NULL,
+	    "errstr: %s", e.ev.errstr);
+	env_stop(&e);
+}
+END_TEST
+
+/* RFC 7677 section 3: SCRAM-SHA-256, user "user", password "pencil". */
+START_TEST(test_scram_rfc7677_vector)
+{
+	static const char sfirst[] = "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfux"
+	    "FIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+	static const char sfinal[] = "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsj"
+	    "l95G4=";
+	char err[256];
+	const char *m;
+	size_t ml;
+	struct ksasl_scram *s = ksasl_scram_new(KSASL_SCRAM_SHA_256, "user",
+	    "pencil", "rOprNGfwEbeRWgbNEkqO", err, sizeof(err));
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(ksasl_scram_client_first(s, &m, &ml), 0);
+	ck_assert_str_eq(m, "n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
+	ck_assert_uint_eq(ml, strlen(m));
+	ck_assert_int_eq(ksasl_scram_client_final(s, (const uint8_t *)sfirst,
+	    strlen(sfirst), &m, &ml, err, sizeof(err)), 0);
+	ck_assert_str_eq(m, "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfux"
+	    "FIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=");
+	ck_assert_int_eq(ksasl_scram_verify_server(s, (const uint8_t *)sfinal,
+	    strlen(sfinal), err, sizeof(err)), 0);
+	/* A different signature is refused. */
+	ck_assert_int_eq(ksasl_scram_verify_server(s, (const uint8_t *)
+	    "v=7rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", 46, err,
+	    sizeof(err)), -1);
+	ck_assert_str_eq(err, "SCRAM server signature does not match: the "
+	    "server does not know the password");
+	ck_assert_int_eq(ksasl_scram_verify_server(s, (const uint8_t *)
+	    "e=invalid-proof", 15, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "SCRAM server reported error: invalid-proof");
+	ksasl_scram_free(s);
+}
+END_TEST
+
+START_TEST(test_scram_rejects_hostile_server)
+{
+	char err[256];
+	const char *m;
+	size_t ml;
+	struct ksasl_scram *s = ksasl_scram_new(KSASL_SCRAM_SHA_512, "a=b,c",
+	    "pw", "abc", err, sizeof(err));
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(ksasl_scram_client_first(s, &m, &ml), 0);
+	ck_assert_str_eq(m, "n,,n=a=3Db=2Cc,r=abc");
+#define REJECT(msg, want) \
+	do { \
+		ck_assert_int_eq(ksasl_scram_client_final(s, \
+		    (const uint8_t *)(msg), strlen(msg), &m, &ml, err, \
+		    sizeof(err)), -1); \
+		ck_assert_msg(strstr(err, want) != NULL, "err: %s", err); \
+	} while (0)
+	REJECT("r=xyzdef,s=QUJD,i=4096", "does not extend the client nonce");
+	REJECT("r=abc,s=QUJD,i=4096", "does not extend the client nonce");
+	REJECT("r=abcdef,s=QUJD,i=4095", "iteration count 4095 outside");
+	REJECT("r=abcdef,s=QUJD,i=999999", "iteration count 999999 outside");
+	REJECT("r=abcdef,s=QUJD,i=12x", "not a number");
+	REJECT("r=abcdef,s=QU=D,i=4096", "salt is not valid base64");
+	REJECT("r=abcdef,i=4096", "lacks r=, s= or i=");
+	REJECT("m=ext,r=abcdef,s=QUJD,i=4096", "mandatory extension");
+#undef REJECT
+	/* verify before final */
+	ck_assert_int_eq(ksasl_scram_verify_server(s, (const uint8_t *)"v=QUJD",
+	    6, err, sizeof(err)), -1);
+	ksasl_scram_free(s);
+	ck_assert_ptr_null(ksasl_scram_new(KSASL_PLAIN, "u", "p", NULL, err,
+	    sizeof(err)));
+}
+END_TEST
+
+START_TEST(test_config_properties)
+{
+	struct kconn_config cfg;
+	char err[256];
+
+	kconn_config_init(&cfg);
+	ck_assert_int_eq(kconn_config_set(&cfg, "security.protocol", "SSL", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.security, KCONN_SEC_SSL);
+	ck_assert_int_eq(kconn_config_set(&cfg, "security.protocol", "tls", err,
+	    sizeof(err)), -1);
+	ck_assert_str_eq(err, "security.protocol: \"tls\" is not one of "
+	    "plaintext, ssl, sasl_plaintext, sasl_ssl");
+	ck_assert_int_eq(kconn_config_set(&cfg, "linger.ms", "5", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(kconn_config_set(&cfg, "socket.timeout.ms", "-4", err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(kconn_config_set(&cfg,
+	    "ssl.endpoint.identification.algorithm", "none", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(cfg.ssl_verify_hostname, 0);
+	ck_assert_int_eq(kconn_config_set(&cfg, "ssl.ca.location",
+	    "/nonexistent/ca.pem", err, sizeof(err)), 0);
+	ck_assert_int_eq(kconn_config_prepare(&cfg, err, sizeof(err)), -1);
+	ck_assert_msg(strncmp(err, "ssl.ca.location /nonexistent/ca.pem: ",
+	    37) == 0, "err: %s", err);
+	kconn_config_fini(&cfg);
+
+	kconn_config_init(&cfg);
+	ck_assert_int_eq(kconn_config_set(&cfg, "security.protocol",
+	    "sasl_plaintext", err, sizeof(err)), 0);
+	ck_assert_int_eq(kconn_config_prepare(&cfg, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "security.protocol sasl_plaintext needs "
+	    "sasl.username and sasl.password");
+	kconn_config_fini(&cfg);
+}
+END_TEST
+
+static Suite *kconn_suite(void)
+{
+	Suite *s = suite_create("kconn");
+	TCase *tc = tcase_create("fake-broker");
+	TCase *ts = tcase_create("sasl");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_pipeline_in_order);
+	tcase_add_test(tc, test_apiversions_mock_quirk);
+	tcase_add_test(tc, test_apiversions_kip511);
+	tcase_add_test(tc, test_out_of_order_is_protocol_error);
+	tcase_add_test(tc, test_close_mid_response);
+	tcase_add_test(tc, test_request_timeout);
+	tcase_add_test(tc, test_handshake_timeout);
+	tcase_add_test(tc, test_oversized_frame);
+	tcase_add_test(tc, test_connection_refused);
+	tcase_add_test(tc, test_free_inside_callback);
+	tcase_add_test(tc, test_limits_and_no_response);
+	tcase_add_test(tc, test_config_properties);
+	suite_add_tcase(s, tc);
+	tcase_set_timeout(ts, 60);
+	tcase_add_test(ts, test_scram_rfc7677_vector);
+	tcase_add_test(ts, test_scram_rejects_hostile_server);
+	tcase_add_test(ts, test_sasl_plain);
+	tcase_add_test(ts, test_sasl_plain_refused);
+	tcase_add_test(ts, test_sasl_scram_end_to_end);
+	tcase_add_test(ts, test_sasl_unknown_mechanism);
+	suite_add_tcase(s, ts);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(kconn_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
