@@ -1,0 +1,1270 @@
+#!/usr/bin/env python3
+"""Real Apache Kafka brokers for mirrord's integration tests.
+
+Python 3 standard library only, so it runs under any python3 and needs no
+Kafka client library: it speaks the few requests it needs (ApiVersions,
+CreateTopics, Metadata, CreateAcls) itself, over a PLAINTEXT listener that
+every cluster keeps for the test tier's own use.
+
+What it does
+------------
+* fetch: `ensure_libs()` runs Maven once on test/kafka/pom.xml to fill
+  $MIRRORD_KAFKA_CACHE/libs (default test/kafka/cache/libs, git-ignored) with
+  the pinned broker, Kafka's tools and their runtime jars.  A stamp holding
+  the pom's hash makes it run once; an flock makes concurrent tests wait for
+  one fetch instead of racing; a failed fetch is remembered for a while so a
+  whole `make check` skips quickly instead of every test retrying it.  When
+  Java, Maven or the download is missing, `Unavailable` carries the reason
+  and tests SKIP with it.
+* `Cluster`: one single-node KRaft cluster (combined broker and controller,
+  node.id 1) in its own directory, on free 127.0.0.1 ports, started with a
+  small heap in its own process group with PR_SET_PDEATHSIG, so the broker
+  dies with the Python process that started it even on SIGKILL.
+  Security variants (`security=`, comma-separated features):
+    ""/"plaintext"  PLAINTEXT client listener
+    "sasl"          SASL_PLAINTEXT, SCRAM-SHA-512 users (added at format
+                    time) and PLAIN users (JAAS in server.properties)
+    "ssl"           SSL with a test CA, broker and client certificates made by
+                    the openssl CLI at start (PEM files)
+    "mtls"          "ssl" plus ssl.client.auth=required
+    "acl"           StandardAuthorizer, super user User:admin; implies "sasl"
+                    unless "mtls" names the principal (CN of the certificate)
+  `bootstrap` is the client listener the test is about; `admin_bootstrap` is
+  the PLAINTEXT listener the tier uses for setup (its principal ANONYMOUS is
+  a super user so setup works under "acl"; tests of mirrord must use
+  `bootstrap`).
+* `Launcher`: N independent clusters started in parallel, stopped together.
+* `shared(n, security)`: the pair of clusters shared by the tests of one
+  `make check`.  Automake runs every test as its own process, so sharing goes
+  through a well-known directory (default $top_builddir/test/kafka/shared-
+  <security>): under an flock the first test starts a detached supervisor
+  (`realkafka.py serve`) that owns the brokers and writes state.json; every
+  test registers a lease file naming its pid and start time and removes it
+  at exit.  The supervisor prunes leases whose process is gone and, once no
+  lease has been live for --idle-timeout seconds (MIRRORD_KAFKA_IDLE,
+  default 30), removes state.json and stops the brokers while holding the
+  lock, so a test arriving then waits and starts a fresh pair.  It also stops
+  after --max-life seconds whatever happens.  Tests sharing clusters keep
+  apart by using distinct topic names and must create the topics they use:
+  a pair restarted after an idle gap starts empty.
+* CLI for shell users and the demo:
+    realkafka.py start --clusters 2 --dir DIR [--security sasl] [--detach]
+        prints one JSON object (bootstrap addresses, users, CA file) once all
+        clusters answer, then runs until `stop` (or SIGTERM/SIGINT)
+    realkafka.py stop --dir DIR     stop it, bounded, nothing left behind
+    realkafka.py status --dir DIR   print the JSON again
+    realkafka.py fetch              fetch the jars (or print why not)
+"""
+
+import argparse
+import base64
+import contextlib
+import ctypes
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+KAFKA_VERSION = "4.4.0"
+HERE = os.path.dirname(os.path.abspath(__file__))
+POM = os.path.join(HERE, "pom.xml")
+
+# Start options: the fastest of those measured on 2 cores (see the report in
+# the commit log); a 256 MiB heap is plenty for test traffic.
+JVM_OPTS = ["-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1", "-Xss512k",
+            "-Djava.awt.headless=true", "-Dfile.encoding=UTF-8"]
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret",
+         "bob": "bob-secret"}
+SUPER_USER = "admin"
+
+FETCH_TIMEOUT = float(os.environ.get("MIRRORD_KAFKA_FETCH_TIMEOUT", "900"))
+START_TIMEOUT = float(os.environ.get("MIRRORD_KAFKA_START_TIMEOUT", "120"))
+STOP_TIMEOUT = 20.0
+FAILED_FETCH_MEMORY = 600.0  # seconds a failed fetch is not retried
+
+
+class Unavailable(Exception):
+    """The tier cannot run here; str() says what is missing."""
+
+
+class KafkaError(Exception):
+    """A broker misbehaved or answered with an error."""
+
+
+def log(msg):
+    sys.stderr.write("realkafka: %s\n" % msg)
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------- fetching
+
+def cache_dir():
+    return os.environ.get("MIRRORD_KAFKA_CACHE") or os.path.join(HERE, "cache")
+
+
+def find_java():
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    java = shutil.which("java")
+    if not java:
+        raise Unavailable("java not found (install openjdk-17-jdk-headless)")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True,
+                             text=True, timeout=60).stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise Unavailable("java does not run: %s" % e)
+    major = 0
+    for word in out.split():
+        word = word.strip('"')
+        if word[:1].isdigit():
+            major = int(word.split(".")[0].split("-")[0].split("+")[0])
+            break
+    if major < 17:
+        raise Unavailable("java 17 or newer needed, found: %s"
+                          % out.splitlines()[0] if out else "?")
+    return java
+
+
+@contextlib.contextmanager
+def flocked(path, timeout, what):
+    """Hold an exclusive flock on path, waiting at most timeout seconds."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            if time.monotonic() > deadline:
+                raise KafkaError("timed out after %.0fs waiting for the lock "
+                                 "on %s (%s)" % (timeout, path, what))
+            time.sleep(0.1)
+        yield fd
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _pom_hash():
+    with open(POM, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def ensure_libs():
+    """Return the directory of the broker's jars, fetching them once.
+
+    Raises Unavailable with the reason when Java, Maven or the download is
+    missing."""
+    find_java()
+    cache = cache_dir()
+    libs = os.path.join(cache, "libs")
+    stamp = os.path.join(cache, "stamp")
+    failed = os.path.join(cache, "fetch-failed")
+    want = "%s %s\n" % (KAFKA_VERSION, _pom_hash())
+
+    def ready():
+        try:
+            with open(stamp) as f:
+                return f.read() == want and os.path.isdir(libs)
+        except OSError:
+            return False
+
+    if ready():
+        return libs
+    try:
+        os.makedirs(cache, exist_ok=True)
+    except OSError as e:
+        raise Unavailable("cannot create the cache %s: %s" % (cache, e))
+    with flocked(os.path.join(cache, "lock"), FETCH_TIMEOUT + 60,
+                 "another test is fetching Kafka"):
+        if ready():
+            return libs
+        try:
+            with open(failed) as f:
+                why = f.read().strip()
+            if time.time() - os.stat(failed).st_mtime < FAILED_FETCH_MEMORY:
+                raise Unavailable(why)
+        except OSError:
+            pass
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise Unavailable("mvn not found (install maven)")
+        tmp = libs + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        cmd = [mvn, "-q", "-B", "-f", POM, "dependency:copy-dependencies",
+               "-DincludeScope=runtime", "-DoutputDirectory=" + tmp]
+        log("fetching Apache Kafka %s with Maven into %s" % (KAFKA_VERSION, libs))
+        why = None
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
+            try:
+                out, _ = p.communicate(timeout=FETCH_TIMEOUT)
+                if p.returncode != 0:
+                    tail = " | ".join(out.strip().splitlines()[-3:])
+                    why = "mvn failed to fetch Apache Kafka %s (exit %d): %s" \
+                        % (KAFKA_VERSION, p.returncode, tail[-400:])
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                why = "fetching Apache Kafka %s with mvn took longer than " \
+                      "%.0fs" % (KAFKA_VERSION, FETCH_TIMEOUT)
+        except OSError as e:
+            why = "cannot run mvn: %s" % e
+        if why is None and not any(n.startswith("kafka_2.13-")
+                                   for n in os.listdir(tmp)):
+            why = "mvn ran but fetched no kafka_2.13 jar"
+        if why:
+            with open(failed, "w") as f:
+                f.write(why + "\n")
+            raise Unavailable(why)
+        shutil.rmtree(libs, ignore_errors=True)
+        os.rename(tmp, libs)
+        with open(stamp + ".tmp", "w") as f:
+            f.write(want)
+        os.rename(stamp + ".tmp", stamp)
+        with contextlib.suppress(OSError):
+            os.unlink(failed)
+        return libs
+
+
+# ------------------------------------------------------- a little protocol
+
+def _str(s):
+    if s is None:
+        return struct.pack(">h", -1)
+    b = s.encode()
+    return struct.pack(">h", len(b)) + b
+
+
+def _array(items):
+    return struct.pack(">i", len(items)) + b"".join(items)
+
+
+class _Reader:
+    def __init__(self, data):
+        self.d, self.o = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.d, self.o)
+        self.o += struct.calcsize(fmt)
+        return v[0]
+
+    def i8(self):
+        return self.take(">b")
+
+    def i16(self):
+        return self.take(">h")
+
+    def i32(self):
+        return self.take(">i")
+
+    def string(self):
+        n = self.i16()
+        if n < 0:
+            return None
+        s = self.d[self.o:self.o + n].decode()
+        self.o += n
+        return s
+
+    def array(self, item):
+        return [item() for _ in range(self.i32())]
+
+
+ERRORS = {0: "NONE", 3: "UNKNOWN_TOPIC_OR_PARTITION",
+          5: "LEADER_NOT_AVAILABLE", 7: "REQUEST_TIMED_OUT",
+          29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
+          35: "UNSUPPORTED_VERSION", 36: "TOPIC_ALREADY_EXISTS",
+          37: "INVALID_PARTITIONS", 38: "INVALID_REPLICATION_FACTOR",
+          40: "INVALID_CONFIG", 41: "NOT_CONTROLLER", 42: "INVALID_REQUEST",
+          51: "CONCURRENT_TRANSACTIONS"}
+
+
+def error_name(code):
+    return ERRORS.get(code, "error %d" % code)
+
+
+class Wire:
+    """One blocking PLAINTEXT connection; non-flexible request versions."""
+
+    def __init__(self, host, port, timeout=10.0):
+        self.s = socket.create_connection((host, port), timeout=timeout)
+        self.corr = 0
+
+    def close(self):
+        self.s.close()
+
+    def _recv(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.s.recv(n - len(buf))
+            if not chunk:
+                raise KafkaError("connection closed by the broker")
+            buf += chunk
+        return buf
+
+    def request(self, key, version, body):
+        self.corr += 1
+        hdr = struct.pack(">hhi", key, version, self.corr) + _str("realkafka")
+        msg = hdr + body
+        self.s.sendall(struct.pack(">i", len(msg)) + msg)
+        size = struct.unpack(">i", self._recv(4))[0]
+        data = self._recv(size)
+        if struct.unpack_from(">i", data)[0] != self.corr:
+            raise KafkaError("correlation id mismatch")
+        return _Reader(data[4:])
+
+
+def api_versions(host, port, timeout=5.0):
+    """ApiVersions v0: {api_key: (min, max)}."""
+    w = Wire(host, port, timeout)
+    try:
+        r = w.request(18, 0, b"")
+        err = r.i16()
+        if err:
+            raise KafkaError("ApiVersions: %s" % error_name(err))
+        return dict((k, (lo, hi)) for k, lo, hi in
+                    r.array(lambda: (r.i16(), r.i16(), r.i16())))
+    finally:
+        w.close()
+
+
+def _split(addr):
+    host, port = addr.rsplit(":", 1)
+    return host, int(port)
+
+
+# ------------------------------------------------------------- a cluster
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pdeathsig():
+    """In the child before exec: die with the parent, own process group."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 -- best effort; the group kill remains
+        pass
+
+
+def _features(security):
+    if isinstance(security, str):
+        security = [w for w in security.replace(" ", "").split(",") if w]
+    feats = set(security) - {"plaintext"}
+    unknown = feats - {"sasl", "ssl", "mtls", "acl"}
+    if unknown:
+        raise ValueError("unknown security feature(s): %s" % ", ".join(sorted(unknown)))
+    if "mtls" in feats:
+        feats.add("ssl")
+    if "acl" in feats and "mtls" not in feats:
+        feats.add("sasl")
+    return feats
+
+
+def _protocol(feats):
+    if "sasl" in feats and "ssl" in feats:
+        return "SASL_SSL"
+    if "sasl" in feats:
+        return "SASL_PLAINTEXT"
+    if "ssl" in feats:
+        return "SSL"
+    return "PLAINTEXT"
+
+
+def _openssl(args, cwd):
+    p = subprocess.run(["openssl"] + args, cwd=cwd, capture_output=True,
+                       text=True, timeout=60)
+    if p.returncode != 0:
+        raise KafkaError("openssl %s failed: %s" % (args[0], p.stderr.strip()))
+
+
+def make_test_ca(d, client_cn="alice"):
+    """Make ca.pem, broker.pem (key + chain) and client-{cert,key}.pem in d
+    with the openssl CLI; returns the dict of paths."""
+    os.makedirs(d, exist_ok=True)
+    days = ["-days", "2"]
+    _openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+              "ca-key.pem", "-out", "ca.pem", "-subj", "/CN=mirrord test CA"]
+             + days, d)
+    paths = {"ca": os.path.join(d, "ca.pem")}
+    for name, cn, ext in (
+            ("broker", "localhost",
+             "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+             "extendedKeyUsage=serverAuth,clientAuth\n"),
+            ("client", client_cn, "extendedKeyUsage=clientAuth\n")):
+        with open(os.path.join(d, name + ".ext"), "w") as f:
+            f.write(ext)
+        _openssl(["req", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                  name + "-key.pem", "-out", name + ".csr", "-subj",
+                  "/CN=" + cn], d)
+        _openssl(["x509", "-req", "-in", name + ".csr", "-CA", "ca.pem",
+                  "-CAkey", "ca-key.pem", "-CAcreateserial", "-out",
+                  name + "-cert.pem", "-extfile", name + ".ext"] + days, d)
+        paths[name + "_cert"] = os.path.join(d, name + "-cert.pem")
+        paths[name + "_key"] = os.path.join(d, name + "-key.pem")
+    # Kafka's PEM keystore: the PKCS#8 key followed by the certificate chain.
+    with open(os.path.join(d, "broker.pem"), "w") as out:
+        for part in ("broker-key.pem", "broker-cert.pem", "ca.pem"):
+            with open(os.path.join(d, part)) as f:
+                out.write(f.read())
+    paths["broker_keystore"] = os.path.join(d, "broker.pem")
+    with open(os.path.join(d, "client.pem"), "w") as out:
+        for part in ("client-key.pem", "client-cert.pem"):
+            with open(os.path.join(d, part)) as f:
+                out.write(f.read())
+    paths["client_keystore"] = os.path.join(d, "client.pem")
+    return paths
+
+
+LOG4J2 = """\
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = out
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+logger.config.name = org.apache.kafka.common.config.AbstractConfig
+logger.config.level = WARN
+logger.cleaner.name = kafka.log.LogCleaner
+logger.cleaner.level = INFO
+"""
+
+
+class Cluster:
+    """One single-node KRaft cluster.  Construct, then start(); or rebuild
+    from to_dict() output in another process to use a running one."""
+
+    def __init__(self, root, name="k0", security="", libs=None,
+                 heap_mb=256, extra_props=None):
+        self.root = os.path.abspath(root)
+        self.name = name
+        self.dir = os.path.join(self.root, name)
+        self.feats = _features(security)
+        self.security = ",".join(sorted(self.feats)) or "plaintext"
+        self.protocol = _protocol(self.feats)
+        self.libs = libs
+        self.heap_mb = heap_mb
+        self.extra_props = dict(extra_props or {})
+        self.proc = None
+        self.pid = None
+        self.cluster_id = None
+        self.port = self.admin_port = self.controller_port = None
+        self.tls = {}
+
+    # -- addresses and client settings
+
+    @property
+    def bootstrap(self):
+        """The client listener (the security variant under test)."""
+        return "127.0.0.1:%d" % self.port
+
+    @property
+    def admin_bootstrap(self):
+        """PLAINTEXT listener for the tier's own setup requests."""
+        return "127.0.0.1:%d" % self.admin_port
+
+    @property
+    def log_path(self):
+        return os.path.join(self.dir, "broker.log")
+
+    def client_config(self, user="alice", password=None,
+                      mechanism="PLAIN", client_cert=True):
+        """librdkafka properties (confluent-kafka dict, kcat -X) for a client
+        of `bootstrap` as `user`; password defaults to the user's own.
+        PLAIN by default: librdkafka before 2.6.1 (Debian's 2.0.2 included)
+        sends a SCRAM client-final nonce that Kafka 4 brokers refuse, so its
+        SCRAM-SHA-512 always fails here; use java_tool for SCRAM."""
+        c = {"bootstrap.servers": self.bootstrap,
+             "security.protocol": self.protocol.lower()}
+        if "sasl" in self.feats:
+            c["sasl.mechanism"] = mechanism
+            c["sasl.username"] = user
+            c["sasl.password"] = USERS.get(user, "") if password is None \
+                else password
+        if "ssl" in self.feats:
+            c["ssl.ca.location"] = self.tls["ca"]
+            if client_cert:
+                c["ssl.certificate.location"] = self.tls["client_cert"]
+                c["ssl.key.location"] = self.tls["client_key"]
+        return c
+
+    def kcat_args(self, **kw):
+        args = []
+        for k, v in self.client_config(**kw).items():
+            args += ["-b", v] if k == "bootstrap.servers" else ["-X", "%s=%s" % (k, v)]
+        return args
+
+    def java_client_properties(self, path, user="alice", password=None,
+                               mechanism="SCRAM-SHA-512", client_cert=True):
+        """Write a Java client .properties file for `bootstrap` (used by
+        java_tool; Kafka's own clients, e.g. for SCRAM, which librdkafka
+        before 2.6.1 cannot do against Kafka 4 brokers); returns path."""
+        lines = ["security.protocol=%s" % self.protocol]
+        if "sasl" in self.feats:
+            pw = USERS.get(user, "") if password is None else password
+            module = ("org.apache.kafka.common.security.scram.ScramLoginModule"
+                      if mechanism.startswith("SCRAM") else
+                      "org.apache.kafka.common.security.plain.PlainLoginModule")
+            lines += ["sasl.mechanism=%s" % mechanism,
+                      'sasl.jaas.config=%s required username="%s" '
+                      'password="%s";' % (module, user, pw)]
+        if "ssl" in self.feats:
+            lines += ["ssl.truststore.type=PEM",
+                      "ssl.truststore.location=%s" % self.tls["ca"]]
+            if client_cert:
+                lines += ["ssl.keystore.type=PEM",
+                          "ssl.keystore.location=%s" % self.tls["client_keystore"]]
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def java_tool(self, main, args, input=None, timeout=120):
+        """Run one of Kafka's tool classes (e.g.
+        "org.apache.kafka.tools.ConsoleProducer") from the fetched jars with
+        a small heap; returns subprocess.CompletedProcess (text)."""
+        libs = self.libs or ensure_libs()
+        cmd = [find_java(), "-Xmx128m", "-XX:+UseSerialGC",
+               "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+               "-Dlog4j2.configurationFile=" + os.path.join(self.dir, "log4j2-tools.properties"),
+               "-cp", os.path.join(libs, "*"), main] + list(args)
+        cfg = os.path.join(self.dir, "log4j2-tools.properties")
+        if not os.path.exists(cfg):
+            with open(cfg, "w") as f:
+                f.write(LOG4J2.replace("rootLogger.level = INFO",
+                                       "rootLogger.level = WARN"))
+        return subprocess.run(cmd, input=input, capture_output=True, text=True,
+                              timeout=timeout, start_new_session=True)
+
+    def to_dict(self):
+        return {"name": self.name, "root": self.root, "dir": self.dir,
+                "security": self.security, "protocol": self.protocol,
+                "bootstrap": self.bootstrap,
+                "admin_bootstrap": self.admin_bootstrap,
+                "controller": "127.0.0.1:%d" % self.controller_port,
+                "cluster_id": self.cluster_id, "pid": self.pid,
+                "log": self.log_path, "tls": self.tls,
+                "users": USERS if "sasl" in self.feats else {},
+                "super_user": SUPER_USER if "acl" in self.feats else None}
+
+    @classmethod
+    def from_dict(cls, d):
+        c = cls(d["root"], d["name"], d["security"])
+        c.port = _split(d["bootstrap"])[1]
+        c.admin_port = _split(d["admin_bootstrap"])[1]
+        c.controller_port = _split(d["controller"])[1]
+        c.cluster_id, c.pid, c.tls = d["cluster_id"], d["pid"], d["tls"]
+        return c
+
+    # -- configuration
+
+    def _properties(self):
+        data = os.path.join(self.dir, "data")
+        proto = self.protocol
+        p = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": "1@127.0.0.1:%d" % self.controller_port,
+            "controller.listener.names": "CONTROLLER",
+            "listeners": "CLIENT://127.0.0.1:%d,ADMIN://127.0.0.1:%d,"
+                         "CONTROLLER://127.0.0.1:%d"
+                         % (self.port, self.admin_port, self.controller_port),
+            "advertised.listeners": "CLIENT://127.0.0.1:%d,ADMIN://127.0.0.1:%d"
+                                    % (self.port, self.admin_port),
+            "listener.security.protocol.map":
+                "CLIENT:%s,ADMIN:PLAINTEXT,CONTROLLER:PLAINTEXT" % proto,
+            "inter.broker.listener.name": "ADMIN",
+            "log.dirs": data,
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            "delete.topic.enable": "true",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "log.flush.interval.messages": "9223372036854775807",
+            # A cleaner that wakes up quickly and fits in a small heap, so
+            # compaction can be provoked within a test.
+            "log.cleaner.enable": "true",
+            "log.cleaner.threads": "1",
+            "log.cleaner.backoff.ms": "200",
+            "log.cleaner.dedupe.buffer.size": "4194304",
+            "log.cleaner.io.buffer.size": "262144",
+            "log.cleaner.min.compaction.lag.ms": "0",
+            "log.retention.check.interval.ms": "1000",
+            "log.segment.delete.delay.ms": "1000",
+            "file.delete.delay.ms": "1000",
+        }
+        if "sasl" in self.feats:
+            p["listener.name.client.sasl.enabled.mechanisms"] = "SCRAM-SHA-512,PLAIN"
+            p["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,PLAIN"
+            p["listener.name.client.scram-sha-512.sasl.jaas.config"] = \
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            p["listener.name.client.plain.sasl.jaas.config"] = \
+                "org.apache.kafka.common.security.plain.PlainLoginModule required " \
+                + " ".join('user_%s="%s"' % kv for kv in sorted(USERS.items())) + ";"
+        if "ssl" in self.feats:
+            p["listener.name.client.ssl.keystore.type"] = "PEM"
+            p["listener.name.client.ssl.keystore.location"] = self.tls["broker_keystore"]
+            p["listener.name.client.ssl.truststore.type"] = "PEM"
+            p["listener.name.client.ssl.truststore.location"] = self.tls["ca"]
+            p["listener.name.client.ssl.client.auth"] = \
+                "required" if "mtls" in self.feats else "none"
+            # The certificate's CN is the principal name under mTLS.
+            p["ssl.principal.mapping.rules"] = "RULE:^CN=([^,]*).*$/$1/,DEFAULT"
+        if "acl" in self.feats:
+            p["authorizer.class.name"] = \
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            # ANONYMOUS is the ADMIN and CONTROLLER listeners' principal.
+            p["super.users"] = "User:%s;User:ANONYMOUS" % SUPER_USER
+            p["allow.everyone.if.no.acl.found"] = "false"
+        p.update(self.extra_props)
+        return p
+
+    def _write_config(self):
+        os.makedirs(self.dir, exist_ok=True)
+        path = os.path.join(self.dir, "server.properties")
+        with open(path, "w") as f:
+            f.write("# written by test/kafka/realkafka.py\n")
+            for k, v in self._properties().items():
+                f.write("%s=%s\n" % (k, v.replace("\\", "\\\\")))
+        with open(os.path.join(self.dir, "log4j2.properties"), "w") as f:
+            f.write(LOG4J2)
+        return path
+
+    def _java(self, main, args, **kw):
+        java = find_java()
+        cmd = [java, "-Xms%dm" % self.heap_mb, "-Xmx%dm" % self.heap_mb] \
+            + JVM_OPTS + [
+            "-Dlog4j2.configurationFile=" + os.path.join(self.dir, "log4j2.properties"),
+            "-Dkafka.logs.dir=" + self.dir,
+            "-cp", os.path.join(self.libs, "*"), main] + args
+        return cmd
+
+    # -- life cycle
+
+    def start(self):
+        """Format storage and launch the broker; returns without waiting
+        (see wait_ready)."""
+        self.prepare()
+        self.launch()
+
+    def prepare(self):
+        """Pick ports, write the configuration, make certificates and format
+        the storage (safe to run in a worker thread)."""
+        if self.libs is None:
+            self.libs = ensure_libs()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.port, self.admin_port, self.controller_port = \
+            free_port(), free_port(), free_port()
+        if "ssl" in self.feats:
+            self.tls = make_test_ca(os.path.join(self.dir, "tls"))
+        conf = self._write_config()
+        self.cluster_id = base64.urlsafe_b64encode(
+            uuid.uuid4().bytes).decode().rstrip("=")
+        fmt = ["format", "-t", self.cluster_id, "-c", conf]
+        if "sasl" in self.feats:
+            for u, pw in sorted(USERS.items()):
+                # An explicit salt whose length is a multiple of 3: the
+                # tool's default (25 bytes, padded base64) is refused by
+                # librdkafka 2.0.2's SCRAM client.
+                salt = base64.b64encode(os.urandom(24)).decode()
+                fmt += ["--add-scram",
+                        "SCRAM-SHA-512=[name=%s,password=%s,salt=%s,"
+                        "iterations=4096]" % (u, pw, salt)]
+        with open(os.path.join(self.dir, "format.log"), "w") as out:
+            p = subprocess.run(self._java("kafka.tools.StorageTool", fmt),
+                               stdout=out, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL,
+                               start_new_session=True, timeout=120)
+        if p.returncode != 0:
+            raise KafkaError("%s: formatting storage failed (exit %d), see %s"
+                             % (self.name, p.returncode,
+                                os.path.join(self.dir, "format.log")))
+
+    def launch(self):
+        """Start the formatted broker.  Call from the thread that will live
+        as long as the broker: PR_SET_PDEATHSIG follows the forking thread."""
+        out = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            self._java("kafka.Kafka", [os.path.join(self.dir, "server.properties")]),
+            stdout=out,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            close_fds=True, start_new_session=True, preexec_fn=_pdeathsig)
+        out.close()
+        self.pid = self.proc.pid
+        with open(os.path.join(self.dir, "pid"), "w") as f:
+            f.write("%d\n" % self.pid)
+
+    def log_tail(self, n=25):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                lines = f.readlines()
+        except OSError:
+            return "(no broker log)"
+        return "".join(lines[-n:])
+
+    def wait_ready(self, deadline):
+        """Wait until the broker answers ApiVersions on the admin listener,
+        registered itself (Metadata lists it) and accepts TCP on the client
+        listener."""
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise KafkaError("%s: broker exited with %s before it was "
+                                 "ready; log tail:\n%s"
+                                 % (self.name, self.proc.returncode,
+                                    self.log_tail()))
+            try:
+                api_versions("127.0.0.1", self.admin_port, timeout=2)
+                if self.metadata([])["brokers"]:
+                    socket.create_connection(("127.0.0.1", self.port),
+                                             timeout=2).close()
+                    return
+                last = "no broker registered yet"
+            except (OSError, KafkaError, struct.error) as e:
+                last = str(e)
+            time.sleep(0.1)
+        raise KafkaError("%s: broker not ready after %.0fs (%s); log tail:\n%s"
+                         % (self.name, START_TIMEOUT, last, self.log_tail()))
+
+    def stop(self, timeout=STOP_TIMEOUT):
+        """SIGTERM the broker's process group, SIGKILL after timeout."""
+        pid = self.pid
+        if pid is None:
+            return
+        _kill_group(pid, self.proc, timeout)
+        self.proc = None
+        self.pid = None
+
+    # -- admin requests (over the PLAINTEXT admin listener)
+
+    def _wire(self):
+        return Wire("127.0.0.1", self.admin_port, timeout=30)
+
+    def metadata(self, topics=None):
+        """Metadata v4: {'brokers': [...], 'topics': {name: {'error': code,
+        'partitions': {index: leader}}}}; topics None means all."""
+        w = self._wire()
+        try:
+            body = (struct.pack(">i", -1) if topics is None
+                    else _array([_str(t) for t in topics])) + b"\x00"
+            r = w.request(3, 4, body)
+            r.i32()  # throttle
+            brokers = r.array(lambda: (r.i32(), r.string(), r.i32(), r.string()))
+            r.string()  # cluster id
+            r.i32()  # controller
+            out = {"brokers": brokers, "topics": {}}
+            for _ in range(r.i32()):
+                err, name, _internal = r.i16(), r.string(), r.i8()
+                parts = {}
+                for _ in range(r.i32()):
+                    perr, idx, leader = r.i16(), r.i32(), r.i32()
+                    r.array(r.i32)
+                    r.array(r.i32)
+                    parts[idx] = leader if perr == 0 else -1
+                out["topics"][name] = {"error": err, "partitions": parts}
+            return out
+        finally:
+            w.close()
+
+    def create_topic(self, name, partitions=1, configs=None, timeout=60.0):
+        """Create a topic and wait until every partition has a leader."""
+        cfg = b"".join(_str(k) + _str(str(v))
+                       for k, v in sorted((configs or {}).items()))
+        body = _array([_str(name) + struct.pack(">ih", partitions, 1)
+                       + _array([]) + struct.pack(">i", len(configs or {}))
+                       + cfg]) + struct.pack(">ib", 30000, 0)
+        deadline = time.monotonic() + timeout
+        while True:
+            w = self._wire()
+            try:
+                r = w.request(19, 4, body)
+                r.i32()
+                (tname, err, msg), = r.array(
+                    lambda: (r.string(), r.i16(), r.string()))
+            finally:
+                w.close()
+            if err == 0:
+                break
+            if err in (7, 41, 5) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            raise KafkaError("%s: creating topic %s: %s: %s"
+                             % (self.name, name, error_name(err), msg))
+        self.wait_topic(name, partitions, deadline)
+
+    def wait_topic(self, name, partitions, deadline):
+        while True:
+            t = self.metadata([name])["topics"].get(name)
+            if t and t["error"] == 0 and len(t["partitions"]) == partitions \
+                    and all(l >= 0 for l in t["partitions"].values()):
+                return
+            if time.monotonic() > deadline:
+                raise KafkaError("%s: topic %s has no leader for every "
+                                 "partition in time: %r" % (self.name, name, t))
+            time.sleep(0.1)
+
+    def create_compacted_topic(self, name, partitions=1, segment_ms=100,
+                               dirty_ratio=0.01, delete_retention_ms=100,
+                               segment_bytes=None, extra=None):
+        """A cleanup.policy=compact topic whose segments roll quickly so the
+        cleaner can be provoked: records are appended, segment.ms passes, one
+        more record rolls the segment and the cleaner compacts the closed
+        ones within log.cleaner.backoff.ms."""
+        cfg = {"cleanup.policy": "compact",
+               "segment.ms": segment_ms,
+               "min.cleanable.dirty.ratio": dirty_ratio,
+               "delete.retention.ms": delete_retention_ms,
+               "min.compaction.lag.ms": 0,
+               "max.compaction.lag.ms": max(segment_ms, 1)}
+        if segment_bytes is not None:
+            cfg["segment.bytes"] = segment_bytes
+        cfg.update(extra or {})
+        self.create_topic(name, partitions, cfg)
+
+    def grant(self, principal, operations, topic=None, group=None,
+              cluster=False, pattern="literal"):
+        """Allow ACLs (CreateAcls v1) for principal ("User:alice") on a topic,
+        a group or the cluster; operations like ["WRITE", "DESCRIBE"]."""
+        ops = {"ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6,
+               "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9,
+               "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
+               "IDEMPOTENT_WRITE": 12}
+        pats = {"literal": 3, "prefixed": 4}
+        if topic is not None:
+            rtype, rname = 2, topic
+        elif group is not None:
+            rtype, rname = 3, group
+        elif cluster:
+            rtype, rname = 4, "kafka-cluster"
+        else:
+            raise ValueError("grant: name a topic, a group or cluster=True")
+        creations = [struct.pack(">b", rtype) + _str(rname)
+                     + struct.pack(">b", pats[pattern]) + _str(principal)
+                     + _str("*") + struct.pack(">bb", ops[op.upper()], 3)
+                     for op in operations]
+        w = self._wire()
+        try:
+            r = w.request(30, 1, _array(creations))
+            r.i32()
+            for err, msg in r.array(lambda: (r.i16(), r.string())):
+                if err:
+                    raise KafkaError("CreateAcls: %s: %s" % (error_name(err), msg))
+        finally:
+            w.close()
+
+
+def _signal(pid, sig):
+    """Signal pid's whole process group when it leads one, else pid alone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
+def _kill_group(pid, proc=None, timeout=STOP_TIMEOUT):
+    """SIGTERM pid (its process group when it leads one), SIGKILL after
+    timeout, and wait for pid to go."""
+    def gone():
+        if proc is not None:
+            return proc.poll() is not None
+        return not _alive(pid)
+    try:
+        leader = os.getpgid(pid) == pid
+    except OSError:
+        leader = False
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        _signal(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not gone():
+            time.sleep(0.05)
+        if gone():
+            break
+    if leader:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # anything else left in the group
+
+
+def _alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _start_time(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+class Launcher:
+    """N independent single-node clusters under root, started in parallel;
+    stop() (also run at exit and on SIGTERM via install_cleanup) ends them."""
+
+    def __init__(self, root, clusters=2, security="", heap_mb=256,
+                 extra_props=None):
+        self.root = os.path.abspath(root)
+        self.clusters = [Cluster(self.root, "k%d" % i, security,
+                                 heap_mb=heap_mb, extra_props=extra_props)
+                         for i in range(clusters)]
+
+    def start(self, timeout=START_TIMEOUT):
+        libs = ensure_libs()
+        os.makedirs(self.root, exist_ok=True)
+        for attempt in range(3):
+            errors = []
+
+            def one(c):
+                try:
+                    c.libs = libs
+                    c.prepare()
+                except Exception as e:  # noqa: BLE001 -- reported below
+                    errors.append(e)
+            threads = [threading.Thread(target=one, args=(c,))
+                       for c in self.clusters]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if not errors:
+                deadline = time.monotonic() + timeout
+                try:
+                    for c in self.clusters:
+                        c.launch()
+                    for c in self.clusters:
+                        c.wait_ready(deadline)
+                    return self
+                except KafkaError as e:
+                    errors.append(e)
+            self.stop()
+            # A port taken between free_port() and bind: try new ports.
+            if not any("Address already in use" in str(e) for e in errors) \
+                    or attempt == 2:
+                raise errors[0]
+        return self
+
+    def stop(self):
+        threads = [threading.Thread(target=c.stop) for c in self.clusters]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def to_dict(self):
+        return {"kafka_version": KAFKA_VERSION,
+                "clusters": [c.to_dict() for c in self.clusters]}
+
+
+# ----------------------------------------------------- shared and the CLI
+
+def default_shared_root(security="plaintext"):
+    top = os.environ.get("top_builddir") or os.path.join(
+        os.path.dirname(os.path.dirname(HERE)), "build")
+    return os.path.join(top, "test", "kafka", "shared-" +
+                        (security.replace(",", "-") or "plaintext"))
+
+
+def _read_state(root):
+    try:
+        with open(os.path.join(root, "state.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _write_state(root, state):
+    tmp = os.path.join(root, "state.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(state, f, indent=1)
+    os.rename(tmp, os.path.join(root, "state.json"))
+
+
+def _stop_recorded(root, state):
+    """Stop whatever a state file says is running (supervisor, then brokers)."""
+    if state.get("pid") and _alive(state["pid"]):
+        _kill_group(state["pid"], timeout=2 * STOP_TIMEOUT + 10)
+    for c in state.get("clusters", []):
+        if c.get("pid") and _alive(c["pid"]):
+            _kill_group(c["pid"])
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(root, "state.json"))
+
+
+class Lease:
+    """A claim on the shared clusters by this process; release() or exit
+    drops it."""
+
+    def __init__(self, root, clusters):
+        self.root = root
+        self.clusters = clusters
+        self.path = os.path.join(root, "leases", "%d" % os.getpid())
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        with open(self.path, "w") as f:
+            f.write(_start_time(os.getpid()) or "")
+        import atexit
+        atexit.register(self.release)
+
+    def release(self):
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+def shared(clusters=2, security="plaintext", root=None, timeout=None):
+    """Claim the shared clusters (starting them if needed); returns a Lease
+    whose .clusters are Cluster objects.  Raises Unavailable or KafkaError."""
+    security = ",".join(sorted(_features(security))) or "plaintext"
+    root = root or default_shared_root(security)
+    timeout = timeout or START_TIMEOUT
+    ensure_libs()  # fetch outside the lock; its own lock serialises it
+    os.makedirs(root, exist_ok=True)
+    with flocked(os.path.join(root, "lock"), timeout + 60,
+                 "another test is starting or stopping the shared clusters"):
+        st = _read_state(root)
+        if st and st.get("status") == "ready" and _alive(st.get("pid", 0)) \
+                and len(st["clusters"]) >= clusters \
+                and st.get("security") == security:
+            return Lease(root, [Cluster.from_dict(c) for c in st["clusters"]])
+        if st:
+            _stop_recorded(root, st)
+        lease = Lease(root, [])
+        logf = open(os.path.join(root, "supervisor.log"), "a")
+        cmd = [sys.executable, os.path.abspath(__file__), "serve",
+               "--dir", root, "--clusters", str(max(clusters, 2)),
+               "--security", security,
+               "--idle-timeout", os.environ.get("MIRRORD_KAFKA_IDLE", "30"),
+               "--max-life", os.environ.get("MIRRORD_KAFKA_MAX_LIFE", "7200")]
+        sup = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf,
+                               stderr=subprocess.STDOUT, close_fds=True,
+                               start_new_session=True, cwd=root)
+        logf.close()
+        deadline = time.monotonic() + timeout + 30
+        while True:
+            st = _read_state(root)
+            if st and st.get("status") == "ready" and st.get("pid") == sup.pid:
+                break
+            if sup.poll() is not None:
+                raise KafkaError("the shared clusters did not start; see %s:\n%s"
+                                 % (os.path.join(root, "supervisor.log"),
+                                    _tail(os.path.join(root, "supervisor.log"))))
+            if time.monotonic() > deadline:
+                _kill_group(sup.pid, sup)
+                raise KafkaError("the shared clusters were not ready in time")
+            time.sleep(0.1)
+        lease.clusters = [Cluster.from_dict(c) for c in st["clusters"]]
+        return lease
+
+
+def _tail(path, n=30):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _live_leases(root):
+    d = os.path.join(root, "leases")
+    live = 0
+    for name in os.listdir(d) if os.path.isdir(d) else []:
+        path = os.path.join(d, name)
+        try:
+            with open(path) as f:
+                stamp = f.read().strip()
+            pid = int(name)
+        except (OSError, ValueError):
+            continue
+        if _alive(pid) and (not stamp or _start_time(pid) == stamp):
+            live += 1
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return live
+
+
+def serve(args, detach_fd=None):
+    """Run clusters until a signal, `stop`, idle (leases) or max life."""
+    root = os.path.abspath(args.dir)
+    os.makedirs(root, exist_ok=True)
+    old = _read_state(root)
+    if old and old.get("pid") != os.getpid() and _alive(old.get("pid", 0)):
+        raise KafkaError("%s is in use by pid %d; stop it first"
+                         % (root, old["pid"]))
+    launcher = Launcher(root, args.clusters, args.security)
+    stopping = []
+
+    def on_signal(signum, _frame):
+        stopping.append(signum)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    import atexit
+    atexit.register(launcher.stop)
+    try:
+        launcher.start()
+    except Exception:
+        launcher.stop()
+        raise
+    state = launcher.to_dict()
+    state.update(status="ready", pid=os.getpid(), security=args.security,
+                 started=time.time())
+    _write_state(root, state)
+    text = json.dumps(state, indent=1)
+    if detach_fd is not None:
+        os.write(detach_fd, text.encode() + b"\n")
+        os.close(detach_fd)
+    else:
+        print(text, flush=True)
+    start = time.monotonic()
+    idle_since = time.monotonic()
+    lock = os.path.join(root, "lock")
+    while not stopping:
+        time.sleep(0.5)
+        if time.monotonic() - start > args.max_life:
+            log("max life of %.0fs reached, stopping" % args.max_life)
+            break
+        for c in launcher.clusters:
+            if c.proc.poll() is not None:
+                log("%s exited unexpectedly (%s); stopping all"
+                    % (c.name, c.proc.returncode))
+                stopping.append("broker exit")
+        if args.idle_timeout <= 0:
+            continue
+        try:
+            with flocked(lock, 0, "idle check"):
+                if _live_leases(root):
+                    idle_since = time.monotonic()
+                elif time.monotonic() - idle_since > args.idle_timeout:
+                    log("no user for %.0fs, stopping" % args.idle_timeout)
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(root, "state.json"))
+                    launcher.stop()
+                    return 0
+        except KafkaError:
+            pass  # someone holds the lock: they are using or starting us
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(root, "state.json"))
+    launcher.stop()
+    return 0
+
+
+def cmd_start(args):
+    if not args.detach:
+        return serve(args)
+    os.makedirs(args.dir, exist_ok=True)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDWR)
+        logfd = os.open(os.path.join(args.dir, "supervisor.log"),
+                        os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(devnull, 0)
+        os.dup2(logfd, 1)
+        os.dup2(logfd, 2)
+        rc = 1
+        try:
+            rc = serve(args, detach_fd=w)
+        except Exception as e:  # noqa: BLE001 -- reported through the log
+            log("error: %s" % e)
+        os._exit(rc)
+    os.close(w)
+    out = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        out += chunk
+    if not out:
+        os.waitpid(pid, 0)
+        sys.stderr.write(_tail(os.path.join(args.dir, "supervisor.log")))
+        return 1
+    sys.stdout.write(out.decode())
+    return 0
+
+
+def cmd_stop(args):
+    root = os.path.abspath(args.dir)
+    st = _read_state(root)
+    if not st:
+        log("nothing running in %s" % root)
+        return 0
+    _stop_recorded(root, st)
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("start", "serve"):
+        p = sub.add_parser(name)
+        p.add_argument("--clusters", type=int, default=2)
+        p.add_argument("--dir", required=True)
+        p.add_argument("--security", default="plaintext",
+                       help="comma list of sasl, ssl, mtls, acl")
+        p.add_argument("--idle-timeout", type=float, default=0,
+                       help="with leases: stop after this long unused")
+        p.add_argument("--max-life", type=float, default=7200)
+        if name == "start":
+            p.add_argument("--detach", action="store_true",
+                           help="return once ready, keep running in background")
+    for name in ("stop", "status"):
+        sub.add_parser(name).add_argument("--dir", required=True)
+    sub.add_parser("fetch")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "fetch":
+            print(ensure_libs())
+            return 0
+        if args.cmd == "status":
+            st = _read_state(os.path.abspath(args.dir))
+            print(json.dumps(st, indent=1) if st else "{}")
+            return 0 if st else 1
+        if args.cmd == "stop":
+            return cmd_stop(args)
+        args.security = ",".join(sorted(_features(args.security))) or "plaintext"
+        return cmd_start(args) if args.cmd == "start" else serve(args)
+    except Unavailable as e:
+        print("SKIP: real Kafka tier: %s" % e)
+        return 77
+    except KafkaError as e:
+        log("error: %s" % e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
