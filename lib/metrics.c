@@ -277,16 +277,14 @@ struct metric_family *metrics_family_new(struct metrics *m, const char *name,
 	f->nbuckets = nbuckets;
 	if (nbuckets > 0)
 		memcpy(f->buckets, buckets, nbuckets * sizeof(*buckets));
+	/* An unlabelled family is one series: export it from the start. */
+	if (nlabels == 0 && metrics_series(f, 0, NULL) == NULL)
+		goto nomem;
 	if (m->tail != NULL)
 		m->tail->next = f;
 	else
 		m->head = f;
 	m->tail = f;
-	/* An unlabelled family is one series: export it from the start. */
-	if (nlabels == 0 && metrics_series(f, 0, NULL) == NULL) {
-		seterr(err, errlen, "metric %s: out of memory", name);
-		return NULL; /* stays registered, without its series */
-	}
 	return f;
 nomem:
 	seterr(err, errlen, "metric %s: out of memory", name);

@@ -15,8 +15,11 @@
  * mirrord_mirror_partitions{mirror,state} (a count per mirror) instead.
  *
  * Units are base units (seconds, bytes); counters end in _total.  The
- * "error" label holds a Kafka error name (kerr_name()), "NONE" never
- * appears.  "cluster" is "source" or "destination".
+ * "error" label of the cluster families holds a Kafka error name
+ * (kerr_name()) or a transport failure ("TIMEOUT", "DISCONNECTED"); the
+ * admin family uses "NONE" for success.  "cluster" is "source" or
+ * "destination"; a destination connection shared by all mirrors uses
+ * mirror="" (Prometheus treats an empty label as absent).
  */
 #ifndef MIRRORD_METRICS_STD_H
 #define MIRRORD_METRICS_STD_H
