@@ -1,0 +1,250 @@
+/*
+ * mlog.c: the backend-independent half of the metadata log: the frame
+ * format, the frame reader that tells a torn tail from corruption, and the
+ * thin wrappers over the ops table.  See mlog.h.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compat.h"
+#include "crc32c.h"
+#include "mlog.h"
+
+void mlog_opts_init(struct mlog_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->max_record = MLOG_MAX_RECORD_DEFAULT;
+	o->compact_records = MLOG_COMPACT_RECORDS_DEFAULT;
+	o->compact_bytes = MLOG_COMPACT_BYTES_DEFAULT;
+}
+
+static uint32_t frame_crc(uint16_t type, const void *p, uint32_t len)
+{
+	uint8_t t[2];
+
+	be16_store(t, type);
+	return crc32c(crc32c(0, t, 2), p, len);
+}
+
+static uint16_t header_check(const uint8_t *hdr)
+{
+	return (uint16_t)crc32c(0, hdr, 10);
+}
+
+void mlog_frame_header(uint8_t hdr[MLOG_FRAME_HDR], uint16_t type,
+    const void *p, uint32_t len)
+{
+	be32_store(hdr, len);
+	be32_store(hdr + 4, frame_crc(type, p, len));
+	be16_store(hdr + 8, type);
+	be16_store(hdr + 10, header_check(hdr));
+}
+
+/* 1 if an intact frame (checked header, payload inside the buffer, good
+ * CRC) starts anywhere in buf[from..len).  Only run on the error path. */
+static int intact_frame_after(const uint8_t *buf, size_t len, size_t from,
+    uint32_t max_record)
+{
+	for (size_t o = from; o + MLOG_FRAME_HDR <= len; o++) {
+		const uint8_t *h = buf + o;
+		if (be16_load(h + 10) != header_check(h))
+			continue;
+		uint32_t flen = be32_load(h);
+		if (flen > max_record || flen > len - o - MLOG_FRAME_HDR)
+			continue;
+		if (frame_crc(be16_load(h + 8), h + MLOG_FRAME_HDR, flen) ==
+		    be32_load(h + 4))
+			return 1;
+	}
+	return 0;
+}
+
+static void scan_stop(struct mlog_scan_result *res, enum mlog_scan_end end,
+    uint64_t off, const char *fmt, ...) PRINTF_LIKE(4, 5);
+
+static void scan_stop(struct mlog_scan_result *res, enum mlog_scan_end end,
+    uint64_t off, const char *fmt, ...)
+{
+	va_list ap;
+
+	res->end = end;
+	res->bad_off = off;
+	va_start(ap, fmt);
+	vsnprintf(res->why, sizeof(res->why), fmt, ap);
+	va_end(ap);
+}
+
+void mlog_scan(const uint8_t *buf, size_t len, uint32_t max_record,
+    mlog_scan_fn cb, void *arg, struct mlog_scan_result *res)
+{
+	size_t off = 0;
+
+	memset(res, 0, sizeof(*res));
+	res->end = MLOG_SCAN_CLEAN;
+	while (off < len) {
+		const uint8_t *h = buf + off;
+		size_t left = len - off;
+
+		if (left < MLOG_FRAME_HDR) {
+			scan_stop(res, MLOG_SCAN_TORN, off,
+			    "partial frame header (%zu of %u bytes)", left,
+			    MLOG_FRAME_HDR);
+			return;
+		}
+		if (be16_load(h + 10) != header_check(h)) {
+			if (intact_frame_after(buf, len, off + 1, max_record))
+				scan_stop(res, MLOG_SCAN_CORRUPT, off,
+				    "frame header check mismatch, with intact "
+				    "records after it");
+			else
+				scan_stop(res, MLOG_SCAN_TORN, off,
+				    "damaged frame header and nothing intact "
+				    "after it");
+			return;
+		}
+		uint32_t flen = be32_load(h);
+		uint16_t type = be16_load(h + 8);
+		if (flen > max_record) {
+			scan_stop(res, MLOG_SCAN_CORRUPT, off,
+			    "record of %u bytes is over the %u-byte maximum "
+			    "(storage max record size)", flen, max_record);
+			return;
+		}
+		if (flen > left - MLOG_FRAME_HDR) {
+			scan_stop(res, MLOG_SCAN_TORN, off,
+			    "record of %u bytes cut short after %zu bytes",
+			    flen, left - MLOG_FRAME_HDR);
+			return;
+		}
+		if (frame_crc(type, h + MLOG_FRAME_HDR, flen) !=
+		    be32_load(h + 4)) {
+			if (flen == left - MLOG_FRAME_HDR)
+				scan_stop(res, MLOG_SCAN_TORN, off,
+				    "CRC-32C mismatch in the final record "
+				    "(type 0x%04x, %u bytes)", type, flen);
+			else
+				scan_stop(res, MLOG_SCAN_CORRUPT, off,
+				    "CRC-32C mismatch in a record of type "
+				    "0x%04x, %u bytes, with more data after it",
+				    type, flen);
+			return;
+		}
+		if (cb != NULL && cb(arg, type, h + MLOG_FRAME_HDR, flen,
+		    off) != 0) {
+			scan_stop(res, MLOG_SCAN_STOPPED, off,
+			    "record rejected");
+			return;
+		}
+		res->nrec++;
+		off += MLOG_FRAME_HDR + flen;
+		res->good_end = off;
+	}
+}
+
+int mlog_sink_put(struct mlog_sink *sink, uint16_t type, const void *p,
+    size_t len)
+{
+	if (sink->failed)
+		return -1;
+	if (sink->put(sink, type, p, len) != 0) {
+		sink->failed = 1;
+		return -1;
+	}
+	sink->records++;
+	return 0;
+}
+
+static int not_open(const struct mlog *ml, char *err, size_t errlen)
+{
+	if (ml->opened)
+		return 0;
+	snprintf(err, errlen, "metadata log in %s is not open",
+	    ml->opts.dir != NULL ? ml->opts.dir : "(none)");
+	return -1;
+}
+
+int mlog_open(struct mlog *ml, mlog_apply_fn apply, void *arg, char *err,
+    size_t errlen)
+{
+	if (ml->opened) {
+		snprintf(err, errlen, "metadata log in %s is already open",
+		    ml->opts.dir);
+		return -1;
+	}
+	if (ml->ops->open(ml, apply, arg, err, errlen) != 0)
+		return -1;
+	ml->opened = 1;
+	return 0;
+}
+
+int mlog_append(struct mlog *ml, uint16_t type, const void *p, size_t len,
+    char *err, size_t errlen)
+{
+	if (not_open(ml, err, errlen) != 0)
+		return -1;
+	if (type >= MLOG_TYPE_RESERVED) {
+		snprintf(err, errlen, "record type 0x%04x is reserved for the "
+		    "log's own framing", type);
+		return -1;
+	}
+	if (len > ml->opts.max_record) {
+		snprintf(err, errlen, "record of type 0x%04x is %zu bytes, "
+		    "over the %u-byte maximum (storage max record size)",
+		    type, len, ml->opts.max_record);
+		return -1;
+	}
+	return ml->ops->append(ml, type, p, len, err, errlen);
+}
+
+int mlog_sync(struct mlog *ml, char *err, size_t errlen)
+{
+	if (not_open(ml, err, errlen) != 0)
+		return -1;
+	return ml->ops->sync(ml, err, errlen);
+}
+
+void mlog_discard(struct mlog *ml)
+{
+	if (ml->opened)
+		ml->ops->discard(ml);
+}
+
+int mlog_want_compact(const struct mlog *ml)
+{
+	struct mlog_stats s;
+
+	if (!ml->opened)
+		return 0;
+	ml->ops->stats(ml, &s);
+	if (s.broken)
+		return 0;
+	return (ml->opts.compact_records != 0 &&
+	    s.records_since_snapshot >= ml->opts.compact_records) ||
+	    (ml->opts.compact_bytes != 0 &&
+	    s.bytes_since_snapshot >= ml->opts.compact_bytes);
+}
+
+int mlog_compact(struct mlog *ml, mlog_dump_fn dump, void *arg, char *err,
+    size_t errlen)
+{
+	if (not_open(ml, err, errlen) != 0)
+		return -1;
+	return ml->ops->compact(ml, dump, arg, err, errlen);
+}
+
+void mlog_stats(const struct mlog *ml, struct mlog_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->last_fsync_us = -1;
+	out->snapshot_wall_ms = -1;
+	ml->ops->stats(ml, out);
+}
+
+void mlog_free(struct mlog *ml)
+{
+	if (ml != NULL)
+		ml->ops->free(ml);
+}

@@ -1,0 +1,221 @@
+/*
+ * mlog.h: mirrord's durable metadata log.
+ *
+ * Everything mirrord knows durably (mirrors, topics, partition states,
+ * epoch histories, translation anchors, the cluster id) is a sequence of
+ * typed records in this log; lib/mstate rebuilds its in-memory model from
+ * them at start-up and appends one record per change.  The log itself knows
+ * nothing of what the records mean: a record is a 16-bit type and an opaque
+ * payload.
+ *
+ * struct mlog is an interface (an ops table) so that a replicated backend,
+ * for instance a compacted topic on the destination cluster, can be added
+ * later.  The local file backend (mlog_file.c) is the one there is now:
+ *
+ *   <dir>/LOCK                       flock()ed while a daemon owns the dir
+ *   <dir>/snapshot-<seq>.snap        the state as of the start of segment seq
+ *   <dir>/mlog-<seq>.log             records appended since that snapshot
+ *
+ * Every record is a frame (all integers big-endian):
+ *
+ *   0  u32  payload length (at most the configured max_record)
+ *   4  u32  CRC-32C over the type (2 bytes, big-endian) and the payload
+ *   8  u16  record type
+ *  10  u16  header check: low 16 bits of CRC-32C over bytes 0..9
+ *  12  payload
+ *
+ * The header check lets the reader trust a frame's length before it has read
+ * the payload, which is what makes "torn tail" and "corruption" two
+ * different, precisely defined things (see mlog_scan()).
+ *
+ * Durability contract: mlog_append() only buffers; mlog_sync() writes and
+ * fsyncs everything appended so far.  A caller that mutates in-memory state
+ * appends its records, syncs, and only then applies them; several appends
+ * may share one sync.  If the sync fails, every record appended since the
+ * previous successful sync is gone (from memory and from the file), so
+ * nothing is half-applied.  After an fsync failure the log refuses further
+ * writes (the kernel may have dropped the dirty pages): restart to re-read
+ * what is really on disk.
+ *
+ * Single-threaded: one owner (the loop thread) calls every function.
+ */
+#ifndef MIRRORD_MLOG_H
+#define MIRRORD_MLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MLOG_FRAME_HDR 12u
+#define MLOG_MAX_RECORD_DEFAULT (1u << 20)
+#define MLOG_MAX_RECORD_LIMIT (64u << 20)   /* largest max_record accepted */
+#define MLOG_COMPACT_RECORDS_DEFAULT 100000u
+#define MLOG_COMPACT_BYTES_DEFAULT (64u << 20)
+
+/* Record types from 0xff00 up are the log's own framing records; the
+ * state model uses types below MLOG_TYPE_RESERVED. */
+#define MLOG_TYPE_RESERVED 0xff00u
+#define MLOG_T_SEGMENT 0xff01u  /* first frame of a segment file */
+#define MLOG_T_SNAPSHOT 0xff02u /* first frame of a snapshot file */
+#define MLOG_T_SNAPEND 0xff03u  /* last frame of a snapshot file */
+
+/* One record as the reader hands it to the apply callback.  p points into
+ * the reader's buffer and is only valid during the callback. */
+struct mlog_rec {
+	uint16_t type;
+	uint32_t len;
+	const uint8_t *p;
+	uint64_t off;        /* byte offset of the frame in its file */
+	const char *file;    /* file (or other source) the record came from */
+	int in_snapshot;     /* 1 while replaying a snapshot */
+};
+
+/* Replays one record into the caller's state.  Returns 0, or -1 with the
+ * reason in err; the open then fails naming the file and offset. */
+typedef int (*mlog_apply_fn)(void *arg, const struct mlog_rec *rec,
+    char *err, size_t errlen);
+
+/* The snapshot sink handed to a dump callback; put frames with
+ * mlog_sink_put().  Errors are sticky: the compaction fails at the end. */
+struct mlog_sink {
+	int (*put)(struct mlog_sink *sink, uint16_t type, const void *p,
+	    size_t len);
+	int failed;          /* sticky: a put failed */
+	uint64_t records;    /* frames put so far */
+};
+typedef int (*mlog_dump_fn)(void *arg, struct mlog_sink *sink);
+int mlog_sink_put(struct mlog_sink *sink, uint16_t type, const void *p,
+    size_t len);
+
+/* I/O hooks so tests can inject ENOSPC/EIO; NULL members use the real
+ * system calls.  They follow the system calls' conventions (-1 + errno). */
+struct mlog_io {
+	ssize_t (*pwrite)(void *arg, int fd, const void *buf, size_t n,
+	    off_t off);
+	int (*fsync)(void *arg, int fd);
+	void *arg;
+};
+
+struct mlog_opts {
+	const char *dir;           /* storage.data_dir */
+	uint32_t max_record;       /* payload cap; 0 = MLOG_MAX_RECORD_DEFAULT */
+	uint64_t compact_records;  /* want a snapshot after this many records; 0 = never */
+	uint64_t compact_bytes;    /* ... or this many segment bytes; 0 = never */
+	const struct mlog_io *io;  /* NULL = real system calls */
+	int no_fsync;              /* storage.fsync: false; unsafe, for tests */
+};
+/* Fills o with the defaults above (dir NULL). */
+void mlog_opts_init(struct mlog_opts *o);
+
+struct mlog_stats {
+	uint64_t records;          /* records replayed at open plus appended */
+	uint64_t bytes;            /* bytes in the live segment */
+	uint64_t records_since_snapshot;
+	uint64_t bytes_since_snapshot;
+	uint64_t pending;          /* appended, not yet synced */
+	uint64_t syncs;            /* successful fsync rounds */
+	int64_t last_fsync_us;     /* latency of the last fsync; -1 before any */
+	int64_t snapshot_wall_ms;  /* wall time of the newest snapshot; -1 if none */
+	uint64_t compactions;
+	uint64_t torn_bytes_dropped; /* at open */
+	int broken;                /* 1 after a failure that forbids writing */
+};
+
+struct mlog;
+struct mlog_ops {
+	const char *name;
+	int (*open)(struct mlog *ml, mlog_apply_fn apply, void *arg,
+	    char *err, size_t errlen);
+	int (*append)(struct mlog *ml, uint16_t type, const void *p,
+	    size_t len, char *err, size_t errlen);
+	int (*sync)(struct mlog *ml, char *err, size_t errlen);
+	void (*discard)(struct mlog *ml);
+	int (*compact)(struct mlog *ml, mlog_dump_fn dump, void *arg,
+	    char *err, size_t errlen);
+	void (*stats)(const struct mlog *ml, struct mlog_stats *out);
+	void (*free)(struct mlog *ml);
+};
+
+/* The interface.  Backends embed it first in their own struct. */
+struct mlog {
+	const struct mlog_ops *ops;
+	struct mlog_opts opts;
+	int opened;
+};
+
+/* The local file backend.  Creates dir (mode 0700) if it is missing and
+ * takes the exclusive lock; fails if another process holds it.  Nothing is
+ * read until mlog_open(). */
+struct mlog *mlog_file_new(const struct mlog_opts *opts, char *err,
+    size_t errlen);
+
+/* Replays the newest snapshot (if any) and then the log after it through
+ * apply, repairs a torn tail, and leaves the log ready for appends.  Fails
+ * (nothing written) on corruption before the tail, naming file and byte
+ * offset. */
+int mlog_open(struct mlog *ml, mlog_apply_fn apply, void *arg, char *err,
+    size_t errlen);
+/* Buffers one record.  Fails if len is over max_record or the log is
+ * broken; an append failure leaves earlier pending records in place (call
+ * mlog_discard() to drop the whole group). */
+int mlog_append(struct mlog *ml, uint16_t type, const void *p, size_t len,
+    char *err, size_t errlen);
+/* Writes and fsyncs every pending record.  On failure all pending records
+ * are dropped and err names the file and the system error. */
+int mlog_sync(struct mlog *ml, char *err, size_t errlen);
+/* Drops every record appended since the last successful sync. */
+void mlog_discard(struct mlog *ml);
+/* 1 when the configured record or byte threshold since the last snapshot
+ * has been reached. */
+int mlog_want_compact(const struct mlog *ml);
+/* Syncs, writes a snapshot of the caller's state (dump puts its records),
+ * starts a fresh segment, then removes the files the snapshot replaced.
+ * A crash at any point leaves a set of files that opens to the same state. */
+int mlog_compact(struct mlog *ml, mlog_dump_fn dump, void *arg, char *err,
+    size_t errlen);
+void mlog_stats(const struct mlog *ml, struct mlog_stats *out);
+/* Releases the lock and frees.  Pending (unsynced) records are dropped:
+ * sync first.  NULL is a no-op. */
+void mlog_free(struct mlog *ml);
+
+/*
+ * The frame reader, shared by every backend, the fuzz harness and tools.
+ *
+ * Scans buf[0..len) frame by frame and calls cb for each good one.  Where a
+ * frame is bad the scan decides between:
+ *
+ *   MLOG_SCAN_TORN     the damage reaches the end of the buffer and no
+ *                      intact frame follows it: the trace of a write cut
+ *                      short by a crash (partial header, partial payload,
+ *                      CRC mismatch in a final frame that ends exactly at
+ *                      the end, or a zero-filled tail).  Everything before
+ *                      good_end is intact; the rest may be dropped.
+ *   MLOG_SCAN_CORRUPT  a bad frame with intact data after it (or a frame
+ *                      whose checked header declares more than max_record):
+ *                      never dropped silently.
+ *
+ * res->bad_off is the offset of the bad frame, res->why says what is wrong.
+ */
+enum mlog_scan_end {
+	MLOG_SCAN_CLEAN,
+	MLOG_SCAN_TORN,
+	MLOG_SCAN_CORRUPT,
+	MLOG_SCAN_STOPPED,  /* cb returned non-zero */
+};
+struct mlog_scan_result {
+	enum mlog_scan_end end;
+	uint64_t nrec;      /* good frames seen (handed to cb) */
+	uint64_t good_end;  /* offset just after the last good frame */
+	uint64_t bad_off;   /* TORN/CORRUPT/STOPPED: offset of that frame */
+	char why[160];
+};
+typedef int (*mlog_scan_fn)(void *arg, uint16_t type, const uint8_t *p,
+    uint32_t len, uint64_t off);
+void mlog_scan(const uint8_t *buf, size_t len, uint32_t max_record,
+    mlog_scan_fn cb, void *arg, struct mlog_scan_result *res);
+
+/* Encodes one frame header for payload p[0..len) into hdr. */
+void mlog_frame_header(uint8_t hdr[MLOG_FRAME_HDR], uint16_t type,
+    const void *p, uint32_t len);
+
+#endif

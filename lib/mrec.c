@@ -1,0 +1,201 @@
+/*
+ * mrec.c: payload codec of the metadata log's records (see mrec.h).  Both
+ * directions walk the same per-type field spec, so they cannot disagree.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compat.h"
+#include "kbuf.h"
+#include "mrec.h"
+
+#define MREC_VERSION 0
+
+struct mrec_desc {
+	uint16_t type;
+	const char *name;
+	const char *spec;
+};
+
+static const struct mrec_desc descs[] = {
+#define X(e, n, s, f) { (n), (s), (f) },
+	MREC_TYPES(X)
+#undef X
+};
+
+static const struct mrec_desc *desc_of(uint16_t type)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(descs); i++)
+		if (descs[i].type == type)
+			return &descs[i];
+	return NULL;
+}
+
+const char *mrec_type_name(uint16_t type)
+{
+	const struct mrec_desc *d = desc_of(type);
+
+	return d != NULL ? d->name : NULL;
+}
+
+static int name_ok(struct kstr s)
+{
+	return s.len > 0 && s.len <= MREC_MAX_NAME;
+}
+
+int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
+{
+	const struct mrec_desc *d = desc_of(r->type);
+
+	if (d == NULL) {
+		snprintf(err, errlen, "unknown record type %u", r->type);
+		return -1;
+	}
+	kw_i8(w, MREC_VERSION);
+	for (const char *f = d->spec; *f != '\0'; f++) {
+		switch (*f) {
+		case 'M':
+		case 'T': {
+			struct kstr s = *f == 'M' ? r->mirror : r->topic;
+			if (!name_ok(s)) {
+				snprintf(err, errlen, "%s record: %s name of %d "
+				    "bytes (1-%d allowed)", d->name,
+				    *f == 'M' ? "mirror" : "topic", (int)s.len,
+				    MREC_MAX_NAME);
+				return -1;
+			}
+			kw_cstr(w, s);
+			break;
+		}
+		case 'S': kw_cstr(w, r->str); break;
+		case 'P': kw_i32(w, r->partition); break;
+		case 'k': kw_i8(w, r->kind); break;
+		case 's': kw_i8(w, r->state); break;
+		case 'm': kw_u16(w, r->from_mask); break;
+		case 'f': kw_i8(w, r->flags); break;
+		case 'c': kw_i32(w, r->count); break;
+		case 'r': kw_i32(w, r->retry); break;
+		case 'o': kw_i64(w, r->off); break;
+		case 'O': kw_i64(w, r->off2); break;
+		case 'e': kw_i32(w, r->epoch); break;
+		case 'C':
+			if (r->nconfigs < 0 || r->nconfigs > MREC_MAX_CONFIGS) {
+				snprintf(err, errlen, "%s record: %d configs "
+				    "(at most %d)", d->name, (int)r->nconfigs,
+				    MREC_MAX_CONFIGS);
+				return -1;
+			}
+			kw_carray(w, r->nconfigs);
+			for (int32_t i = 0; i < r->nconfigs; i++) {
+				if (r->configs[i].name.len < 0) {
+					snprintf(err, errlen, "%s record: config "
+					    "%d has no name", d->name, (int)i);
+					return -1;
+				}
+				kw_cstr(w, r->configs[i].name);
+				kw_cstr(w, r->configs[i].value);
+			}
+			break;
+		default:
+			snprintf(err, errlen, "%s: bad field spec '%c'", d->name,
+			    *f);
+			return -1;
+		}
+	}
+	if (w->err) {
+		snprintf(err, errlen, "%s record: %s", d->name,
+		    w->why != NULL ? w->why : "cannot encode");
+		return -1;
+	}
+	return 0;
+}
+
+int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
+    struct mrec_config *cfg_buf, int32_t cfg_max, char *err, size_t errlen)
+{
+	const struct mrec_desc *d = desc_of(type);
+	struct kr rd;
+	int8_t version;
+
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->mirror = r->topic = r->str = KSTR_NULL;
+	if (d == NULL) {
+		snprintf(err, errlen, "unknown record type %u (%zu bytes)",
+		    type, len);
+		return -1;
+	}
+	kr_init(&rd, p, len);
+	rd.max_array = MREC_MAX_CONFIGS;
+	version = kr_i8(&rd);
+	if (!rd.err && version != MREC_VERSION) {
+		snprintf(err, errlen, "%s record: version %d is not known "
+		    "(this build reads %d)", d->name, version, MREC_VERSION);
+		return -1;
+	}
+	for (const char *f = d->spec; *f != '\0' && !rd.err; f++) {
+		switch (*f) {
+		case 'M':
+		case 'T': {
+			size_t at = kr_off(&rd);
+			struct kstr s = kr_cstr(&rd);
+			if (!rd.err && !name_ok(s))
+				kr_fail_at(&rd, at, *f == 'M' ?
+				    "mirror name empty, null or over 249 bytes" :
+				    "topic name empty, null or over 249 bytes");
+			if (*f == 'M')
+				r->mirror = s;
+			else
+				r->topic = s;
+			break;
+		}
+		case 'S': r->str = kr_cstr(&rd); break;
+		case 'P': r->partition = kr_i32(&rd); break;
+		case 'k': r->kind = kr_i8(&rd); break;
+		case 's': r->state = kr_i8(&rd); break;
+		case 'm': r->from_mask = kr_u16(&rd); break;
+		case 'f': r->flags = kr_i8(&rd); break;
+		case 'c': r->count = kr_i32(&rd); break;
+		case 'r': r->retry = kr_i32(&rd); break;
+		case 'o': r->off = kr_i64(&rd); break;
+		case 'O': r->off2 = kr_i64(&rd); break;
+		case 'e': r->epoch = kr_i32(&rd); break;
+		case 'C': {
+			size_t at = kr_off(&rd);
+			int32_t n = kr_carray(&rd);
+			if (rd.err)
+				break;
+			if (n < 0 || n > cfg_max) {
+				kr_fail_at(&rd, at, n < 0 ? "null config array" :
+				    "more configs than this build accepts");
+				break;
+			}
+			for (int32_t i = 0; i < n && !rd.err; i++) {
+				at = kr_off(&rd);
+				cfg_buf[i].name = kr_cstr(&rd);
+				cfg_buf[i].value = kr_cstr(&rd);
+				if (!rd.err && cfg_buf[i].name.len <= 0)
+					kr_fail_at(&rd, at, "config without a name");
+			}
+			r->nconfigs = n;
+			r->configs = cfg_buf;
+			break;
+		}
+		default:
+			kr_fail(&rd, "bad field spec");
+			break;
+		}
+	}
+	if (!rd.err && kr_left(&rd) != 0)
+		kr_fail(&rd, "trailing bytes after the last field");
+	if (rd.err) {
+		snprintf(err, errlen, "%s record: %s at payload byte %zu of %zu",
+		    d->name, rd.why != NULL ? rd.why : "malformed",
+		    rd.err_off, len);
+		return -1;
+	}
+	return 0;
+}

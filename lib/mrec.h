@@ -1,0 +1,101 @@
+/*
+ * mrec.h: the record types of the metadata log and their payload codec.
+ *
+ * lib/mstate changes its model only by appending one of these records and
+ * applying it; replay at start-up applies the same records, so the model
+ * after a restart is the model before it.  Each type lists its fields once
+ * (the X-macro below); the encoder and the decoder both walk that list:
+ *
+ *   M mirror name    compact string, not null
+ *   T topic name     compact string, not null
+ *   P partition      int32
+ *   S string         compact nullable string (id, pattern, reason, error)
+ *   k kind           int8   (MIRROR_PATTERN: MREC_INCLUDE / MREC_EXCLUDE)
+ *   s state          int8   (an enum mpart_state value)
+ *   m from-mask      uint16 (TOPIC_STATE: the states that move)
+ *   f flags          int8
+ *   c count          int32  (partitions)
+ *   r retry attempt  int32
+ *   o offset         int64
+ *   O second offset  int64
+ *   e epoch          int32
+ *   C configs        compact array of (compact string name, nullable value)
+ *
+ * Every payload starts with a version byte (0).  Payloads come from our own
+ * disk but are decoded as hostile input all the same: every length is
+ * bounded, trailing bytes are an error.  The type numbers are on disk:
+ * never renumber, only add.
+ */
+#ifndef MIRRORD_MREC_H
+#define MIRRORD_MREC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kbuf.h"
+
+#define MREC_TYPES(X) \
+	X(CLUSTER_ID,     1, "cluster-id",     "S") \
+	X(MIRROR_CREATE,  2, "mirror-create",  "MC") \
+	X(MIRROR_DELETE,  3, "mirror-delete",  "M") \
+	X(MIRROR_SOURCE,  4, "mirror-source",  "MS") \
+	X(MIRROR_PATTERN, 5, "mirror-pattern", "MkS") \
+	X(TOPIC_ADD,      6, "topic-add",      "MTcf") \
+	X(TOPIC_STATE,    7, "topic-state",    "MTsmS") \
+	X(PART_STATE,     8, "part-state",     "MTPsrfoeS") \
+	X(PART_EPOCH,     9, "part-epoch",     "MTPeo") \
+	X(PART_ANCHOR,   10, "part-anchor",    "MTPoO") \
+	X(TOPIC_RESTORE, 11, "topic-restore",  "MTc") \
+	X(PART_RESTORE,  12, "part-restore",   "MTPsroeS")
+
+enum mrec_type {
+#define X(e, n, s, f) MREC_##e = (n),
+	MREC_TYPES(X)
+#undef X
+};
+
+#define MREC_INCLUDE 0
+#define MREC_EXCLUDE 1
+#define MREC_F_RESTART 0x01  /* TOPIC_ADD: STOPPED partitions restart */
+#define MREC_F_LAST 0x02     /* PART_STATE: o/e are the last mirrored offset/epoch */
+
+#define MREC_MAX_NAME 249    /* mirror and topic names */
+#define MREC_MAX_CONFIGS 1024
+
+struct mrec_config {
+	struct kstr name;
+	struct kstr value;   /* may be null */
+};
+
+/* One decoded record.  Strings point into the payload. */
+struct mrec {
+	uint16_t type;
+	struct kstr mirror, topic, str;
+	int32_t partition;
+	int8_t kind, state, flags;
+	uint16_t from_mask;
+	int32_t count, retry, epoch;
+	int64_t off, off2;
+	int32_t nconfigs;
+	struct mrec_config *configs;  /* encode: caller's; decode: see below */
+};
+
+/* "part-state"; NULL for an unknown type. */
+const char *mrec_type_name(uint16_t type);
+
+/*
+ * Encodes r (fields named by its type's spec) as a payload into w, which
+ * should be capped at the log's max record size.  Returns 0, or -1 with the
+ * reason in err (unknown type, a string too long, w over its cap).
+ */
+int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen);
+
+/*
+ * Decodes payload p[0..len) of the given type into r.  Configs are written
+ * to cfg_buf (room for cfg_max entries); a record with more fails.  Returns
+ * 0, or -1 with the reason and byte offset in err.
+ */
+int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
+    struct mrec_config *cfg_buf, int32_t cfg_max, char *err, size_t errlen);
+
+#endif

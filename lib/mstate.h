@@ -1,0 +1,282 @@
+/*
+ * mstate.h: everything mirrord knows durably, as an in-memory model that is
+ * rebuilt from the metadata log (lib/mlog) alone.
+ *
+ *   mstate          the cluster id (22-char base64url, generated once) and
+ *                   the mirrors, sorted by name
+ *   struct mirror   name, configs (as given), source cluster id once
+ *                   resolved, include/exclude patterns, topics sorted by name
+ *   struct mtopic   name and its partitions by index
+ *   struct mpart    state, error and retry attempt, last mirrored offset and
+ *                   epoch, epoch history, translation anchors
+ *
+ * Ownership: mstate owns every mirror, topic and partition.  Callers get
+ * read-only pointers; a pointer stays valid until the mirror is deleted
+ * (hooks see MSTATE_EV_MIRROR_DELETING first).  Nothing outside mstate.c
+ * writes a field: every change is a record (lib/mrec.h) that an operation
+ * validates, appends, syncs and only then applies, through the same apply
+ * code that replays the log at start-up.  So a failed disk write changes
+ * nothing, and the model after a restart equals the model before it.
+ *
+ * The operations return a Kafka error code (enum kerr, 0 = success) and
+ * write a message naming the mirror/topic into msg.  Disk failures are
+ * KAFKA_STORAGE_ERROR (56) with the log's message.
+ *
+ * Every mutating call fsyncs before it returns (an admin reply must wait for
+ * durability; these are rare, small writes).  Not thread-safe: the loop
+ * thread owns the model.
+ */
+#ifndef MIRRORD_MSTATE_H
+#define MIRRORD_MSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mlog.h"
+
+/* The seed's partition states, in this order (the values are on disk). */
+#define MPART_STATES(X) \
+	X(UNKNOWN) \
+	X(PREPARING) \
+	X(MIRRORING) \
+	X(PAUSING) \
+	X(PAUSED) \
+	X(STOPPING) \
+	X(STOPPED) \
+	X(FAILED)
+
+enum mpart_state {
+#define X(s) MPART_##s,
+	MPART_STATES(X)
+#undef X
+	MPART_STATE_COUNT
+};
+#define MTOPIC_MIXED (-1)   /* mtopic_state(): partitions differ */
+
+/* "MIRRORING"; "MIXED" for MTOPIC_MIXED; "?" otherwise. */
+const char *mpart_state_name(int state);
+/* The state for a name (exact, upper case), or -1. */
+int mpart_state_parse(const char *name);
+/* 1 if from -> to is in the transition table (any state -> itself is). */
+int mpart_transition_ok(int from, int to);
+
+#define MSTATE_CLUSTER_ID_LEN 22
+#define MSTATE_MAX_PARTITIONS 100000   /* per topic */
+#define MSTATE_MAX_EPOCHS 4096         /* epoch history kept per partition */
+#define MSTATE_MAX_ANCHORS 4096        /* translation anchors per partition */
+#define MSTATE_MAX_PATTERNS 1024       /* per list per mirror */
+
+struct mcfg {
+	char *name;
+	char *value;   /* NULL: the request's null value */
+};
+
+struct mepoch {
+	int32_t epoch;
+	int64_t start_offset;
+};
+
+struct manchor {
+	int64_t src;
+	int64_t dst;
+};
+
+struct mtopic;
+struct mirror;
+
+struct mpart {
+	struct mtopic *topic;
+	int32_t index;
+	enum mpart_state state;  /* written only by mstate.c's transition code */
+	char *error;             /* why it is FAILED; NULL otherwise */
+	int32_t retry_attempt;   /* FAILED: attempt number; -1 = not retryable */
+	int64_t last_offset;     /* last mirrored offset; -1 = none */
+	int32_t last_epoch;      /* last mirrored epoch; -1 = none */
+	struct mepoch *epochs;   /* epoch history, epochs strictly increasing */
+	size_t nepochs;
+	struct manchor *anchors; /* translation anchors, src and dst increasing */
+	size_t nanchors;
+};
+
+struct mtopic {
+	struct mirror *mirror;
+	char *name;
+	int32_t npart;
+	struct mpart **parts;    /* by index */
+};
+
+struct mirror {
+	char *name;
+	struct mcfg *configs;    /* as given at CreateMirror, in that order */
+	size_t nconfigs;
+	char *source_cluster_id; /* NULL until resolved */
+	char **includes;
+	size_t nincludes;
+	char **excludes;
+	size_t nexcludes;
+	struct mtopic **topics;  /* sorted by name */
+	size_t ntopics;
+};
+
+struct mstate;
+
+/* ---- life cycle -------------------------------------------------------- */
+
+struct mstate *mstate_new(void);
+/* Frees the model (not the log).  NULL is a no-op. */
+void mstate_free(struct mstate *st);
+/*
+ * Replays ml into the (empty) model and keeps ml for later appends; ml must
+ * outlive st.  Generates and persists the cluster id on first start.
+ * Returns 0, or -1 with the log's message (file and offset) in err.
+ */
+int mstate_open(struct mstate *st, struct mlog *ml, char *err, size_t errlen);
+/* Snapshots the model into the log (the daemon calls this at clean
+ * shutdown).  0 or -1 with err. */
+int mstate_compact(struct mstate *st, char *err, size_t errlen);
+/* Compacts if the log's record/byte threshold is reached; logs failures.
+ * Returns 1 if it compacted. */
+int mstate_maybe_compact(struct mstate *st);
+/*
+ * The callback mlog_open() calls for each record: decodes and applies it.
+ * Exposed for the fuzz harness and tools (arg is the mstate).
+ */
+int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
+    size_t errlen);
+/*
+ * Writes every record of the model (the snapshot) to sink: the callback
+ * mlog_compact() takes.  Exposed for tests and tools.
+ */
+int mstate_dump_records(void *arg, struct mlog_sink *sink);
+/* A text rendering of every field, for tests, tools and debugging; free()
+ * it.  NULL when out of memory. */
+char *mstate_dump(const struct mstate *st);
+
+/* ---- change hooks ------------------------------------------------------ */
+
+enum mstate_ev_kind {
+	MSTATE_EV_MIRROR_CREATED,
+	MSTATE_EV_MIRROR_DELETING,  /* before its memory is freed */
+	MSTATE_EV_SOURCE_ID,        /* source cluster id resolved */
+	MSTATE_EV_PATTERNS,         /* include/exclude list changed */
+	MSTATE_EV_TOPIC_ADDED,      /* new topic, or partitions added */
+	MSTATE_EV_STATE,            /* a partition changed state */
+};
+
+struct mstate_event {
+	enum mstate_ev_kind kind;
+	const struct mirror *mirror;
+	const struct mtopic *topic;   /* TOPIC_ADDED, STATE */
+	const struct mpart *part;     /* STATE */
+	enum mpart_state from, to;    /* STATE */
+	const char *why;              /* STATE */
+};
+
+/* Called after each live change (not during replay).  A hook must not call
+ * the mutating operations directly: defer to the loop. */
+typedef void (*mstate_hook_fn)(void *arg, const struct mstate_event *ev);
+/* Registers a hook; at most 8.  0 or -1. */
+int mstate_add_hook(struct mstate *st, mstate_hook_fn fn, void *arg);
+
+/* ---- reading ----------------------------------------------------------- */
+
+const char *mstate_cluster_id(const struct mstate *st);
+size_t mstate_mirror_count(const struct mstate *st);
+/* The i-th mirror in name order. */
+struct mirror *mstate_mirror_at(const struct mstate *st, size_t i);
+struct mirror *mstate_mirror_find(const struct mstate *st, const char *name);
+/* The topic of that name in that mirror, or NULL. */
+struct mtopic *mirror_topic_find(const struct mirror *m, const char *topic);
+/* The value of config key (the last one given), or NULL. */
+const char *mirror_config_get(const struct mirror *m, const char *key);
+/* bootstrap.servers of the mirror (never NULL for a created mirror). */
+const char *mirror_bootstrap(const struct mirror *m);
+/* 1 if topic matches an include pattern and no exclude pattern (patterns
+ * are POSIX extended regular expressions matched against the whole name). */
+int mirror_wants_topic(const struct mirror *m, const char *topic);
+/* The mirror other than except that holds topic in a state other than
+ * STOPPED (NULL if none). */
+struct mirror *mstate_topic_holder(const struct mstate *st, const char *topic,
+    const struct mirror *except);
+/* The partitions' common state, or MTOPIC_MIXED. */
+int mtopic_state(const struct mtopic *t);
+const char *mtopic_state_name(const struct mtopic *t);
+/* 1 if every partition of t is STOPPED. */
+int mtopic_all_stopped(const struct mtopic *t);
+
+/* ---- validation helpers (also used by the admin server) ------------------ */
+
+/* 0 if name is a valid mirror name, else KERR_INVALID_CLUSTER_MIRROR_NAME
+ * with the rule it breaks in msg. */
+int mstate_check_mirror_name(const char *name, char *msg, size_t msglen);
+/* 0 if name is a legal Kafka topic name, else KERR_INVALID_TOPIC_EXCEPTION. */
+int mstate_check_topic_name(const char *name, char *msg, size_t msglen);
+/* 1 if the whole of name matches the extended regular expression. */
+int mstate_pattern_match(const char *pattern, const char *name);
+
+/* ---- admin operations -------------------------------------------------- */
+
+int mstate_create_mirror(struct mstate *st, const char *name,
+    const struct mcfg *configs, size_t nconfigs, char *msg, size_t msglen);
+int mstate_delete_mirror(struct mstate *st, const char *name, char *msg,
+    size_t msglen);
+/*
+ * Adds topic with npart partitions (the source's count) in PREPARING.  A
+ * topic of this mirror that is STOPPED restarts (-> PREPARING); one that is
+ * already mirrored is left as it is (grown if npart is larger).
+ */
+int mstate_add_topic(struct mstate *st, const char *mirror, const char *topic,
+    int32_t npart, char *msg, size_t msglen);
+/* Source partition growth: partitions npart_old..npart-1 in PREPARING.
+ * Nothing happens for a topic that is stopping or stopped. */
+int mstate_grow_topic(struct mstate *st, const char *mirror,
+    const char *topic, int32_t npart, char *msg, size_t msglen);
+/* Adds include and exclude patterns (validated as regular expressions). */
+int mstate_add_patterns(struct mstate *st, const char *mirror,
+    const char *const *includes, size_t nincludes,
+    const char *const *excludes, size_t nexcludes, char *msg, size_t msglen);
+int mstate_remove_topic(struct mstate *st, const char *mirror,
+    const char *topic, char *msg, size_t msglen);
+/* Per-topic outcome of mstate_remove_pattern(). */
+typedef void (*mstate_topic_result_fn)(void *arg, const char *topic,
+    int code, const char *msg);
+/* Adds pattern to the mirror's excludes, then removes every topic of the
+ * mirror whose name it matches, reporting each through cb. */
+int mstate_remove_pattern(struct mstate *st, const char *mirror,
+    const char *pattern, mstate_topic_result_fn cb, void *arg, char *msg,
+    size_t msglen);
+int mstate_pause_topic(struct mstate *st, const char *mirror,
+    const char *topic, char *msg, size_t msglen);
+int mstate_resume_topic(struct mstate *st, const char *mirror,
+    const char *topic, char *msg, size_t msglen);
+
+/* ---- data-plane operations ------------------------------------------- */
+
+/*
+ * The one state setter: validates from -> to against the transition table,
+ * persists it, logs "mirror/topic-3: PREPARING -> MIRRORING (why)" and runs
+ * the hooks.  A move to FAILED records why as the error message.  Refused
+ * transitions return KERR_INVALID_CLUSTER_MIRROR_STATES.
+ */
+int mpart_set_state(struct mstate *st, struct mpart *p, int to,
+    const char *why, char *msg, size_t msglen);
+/* -> FAILED with the error message and the retry attempt (-1: give up). */
+int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
+    int32_t retry_attempt, char *msg, size_t msglen);
+/* STOPPING -> STOPPED, recording the last mirrored offset and epoch. */
+int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
+    int32_t last_epoch, const char *why, char *msg, size_t msglen);
+/* Appends (epoch, start offset) to the epoch history: epoch above the last
+ * one, start not below the last start.  Repeating the last entry is a
+ * no-op. */
+int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
+    int64_t start_offset, char *msg, size_t msglen);
+/* Adds a translation anchor with lib/xlate's rules: offsets >= 0 and not
+ * going backwards; an anchor keeping the last delta is not stored; one
+ * repeating the last src or dst replaces the last anchor. */
+int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
+    int64_t dst, char *msg, size_t msglen);
+int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
+    const char *cluster_id, char *msg, size_t msglen);
+
+#endif
