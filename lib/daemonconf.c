@@ -1,0 +1,1648 @@
+/*
+ * daemonconf.c: see daemonconf.h.  The key table comes first; everything
+ * below it (parser, defaults, reload, dump, example, man page list) is
+ * driven by it and knows no key by name, except the few cross-key checks
+ * in check_combination() and the derivation of server.advertised.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include "compat.h"
+#include "daemonconf.h"
+#include "log.h"
+#include "mirrorconf.h"
+
+enum ctype {
+	CT_STRING,   /* char *, non-empty */
+	CT_INT,      /* int64_t within [lo, hi] */
+	CT_BOOL,     /* int */
+	CT_DURATION, /* int64_t milliseconds within [lo, hi] */
+	CT_SIZE,     /* int64_t bytes within [lo, hi] */
+	CT_ENUM,     /* int: index into choices */
+	CT_HOSTPORT, /* struct config_hostport */
+	CT_HOSTLIST, /* char *: "host:port,host:port" */
+	CT_MAP,      /* struct config_map of client properties */
+};
+
+#define KF_RELOAD 0x1   /* SIGHUP may change it */
+#define KF_REQUIRED 0x2 /* no default: the file must set it */
+#define KF_PORT0 0x4    /* host:port may use port 0 (a free port) */
+#define KF_EMPTY 0x8    /* "" is a valid value meaning "off"/"derive it" */
+
+struct ckey {
+	const char *path;
+	enum ctype type;
+	size_t off;            /* offsetof(struct config, field) */
+	const char *def;       /* default, written as in YAML; NULL: unset */
+	int64_t lo, hi;        /* CT_INT, CT_DURATION, CT_SIZE */
+	const char *choices;   /* CT_ENUM: "a|b|c" */
+	unsigned flags;
+	const char *example;   /* what the example file shows when no default */
+	const char *desc;      /* one paragraph, sentences end in ". " */
+};
+
+#define F(field) offsetof(struct config, field)
+#define KiB (INT64_C(1024))
+#define MiB (INT64_C(1024) * KiB)
+#define GiB (INT64_C(1024) * MiB)
+#define DAY_MS (INT64_C(86400000))
+
+/* The one table.  Keys of a section stay together, sections in this order. */
+static const struct ckey keys[] = {
+	{ "server.node_id", CT_INT, F(server_node_id), "1", 0, INT32_MAX, NULL, 0, NULL,
+	  "Broker id mirrord reports for itself in Metadata responses on its admin port. "
+	  "Clients see mirrord as a one-broker cluster with this id as broker and controller." },
+	{ "server.listen", CT_HOSTPORT, F(server_listen), "0.0.0.0:9192", 0, 0, NULL, KF_PORT0, NULL,
+	  "Address of the Kafka-protocol admin listener that serves the mirror RPCs to kafka-mirrors and Kafka admin clients. "
+	  "Use 0.0.0.0 or [::] for all interfaces. "
+	  "Port 0 takes any free port, which is meant for tests." },
+	{ "server.advertised", CT_HOSTPORT, F(server_advertised), "", 0, 0, NULL, KF_EMPTY | KF_PORT0, NULL,
+	  "Address mirrord names as its broker in Metadata responses, the one clients connect to after bootstrapping. "
+	  "Empty means the listen address, with this machine's host name when listening on all interfaces." },
+	{ "server.max_request_bytes", CT_SIZE, F(server_max_request_bytes), "100MiB", 1 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
+	  "Largest request frame accepted on the admin listener. "
+	  "A client that announces a larger frame is disconnected before anything is read." },
+	{ "server.max_connections", CT_INT, F(server_max_connections), "1024", 1, 65536, NULL, KF_RELOAD, NULL,
+	  "Most admin connections open at once. "
+	  "Further connections are accepted and closed at once, and counted in a metric." },
+	{ "server.idle_timeout_ms", CT_DURATION, F(server_idle_timeout_ms), "600000", 1000, DAY_MS, NULL, KF_RELOAD, NULL,
+	  "An admin connection with no request for this long is closed. "
+	  "This mirrors the connections.max.idle.ms setting of Kafka brokers." },
+
+	{ "storage.data_dir", CT_STRING, F(storage_data_dir), "/var/lib/mirrord", 0, 0, NULL, 0, NULL,
+	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states. "
+	  "It must be writable by mirrord and must not be shared by two daemons." },
+	{ "storage.snapshot_every_records", CT_INT, F(storage_snapshot_every_records), "10000", 1, INT32_MAX, NULL, KF_RELOAD, NULL,
+	  "A snapshot of the metadata state is written after this many log records, and older log segments are removed. "
+	  "Smaller values mean faster restarts and more writes." },
+	{ "storage.fsync", CT_BOOL, F(storage_fsync), "true", 0, 0, NULL, 0, NULL,
+	  "Whether every metadata log append is flushed to disk with fsync before the RPC that caused it is answered. "
+	  "Turning it off loses acknowledged changes on power failure and is only meant for tests." },
+
+	{ "destination.bootstrap_servers", CT_HOSTLIST, F(destination_bootstrap_servers), NULL, 0, 0, NULL, KF_REQUIRED,
+	  "\"127.0.0.1:9092\"",
+	  "Bootstrap servers of the destination cluster, the cluster mirrord writes to and runs beside. "
+	  "Either a comma-separated string or a YAML list of host:port entries." },
+	{ "destination.client", CT_MAP, F(destination_client), NULL, 0, 0, NULL, 0,
+	  "security.protocol: SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\nsasl.username: mirrord\nsasl.password: changeme\nssl.ca.location: /etc/ssl/certs/ca-certificates.crt",
+	  "Client properties for connections to the destination cluster, with librdkafka's names: security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm, client.id and the timeouts. "
+	  "Values of secret properties are never logged or printed." },
+	{ "destination.replication_factor", CT_INT, F(destination_replication_factor), "-1", -1, 32767, NULL, KF_RELOAD, NULL,
+	  "Replication factor of the mirror topics mirrord creates on the destination. "
+	  "The value -1 uses the destination brokers' default.replication.factor." },
+
+	{ "metrics.listen", CT_HOSTPORT, F(metrics_listen), "127.0.0.1:9193", 0, 0, NULL, KF_EMPTY | KF_PORT0, NULL,
+	  "Address of the HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz. "
+	  "An empty value disables it." },
+	{ "metrics.per_partition", CT_BOOL, F(metrics_per_partition), "true", 0, 0, NULL, KF_RELOAD, NULL,
+	  "Whether lag, offset and state series are exported per mirrored partition. "
+	  "Turn it off when mirroring many thousands of partitions; per-mirror totals remain." },
+
+	{ "log.level", CT_ENUM, F(log_level), "info", 0, 0, "error|warn|info|debug", KF_RELOAD, NULL,
+	  "Least severe level that is logged." },
+	{ "log.target", CT_ENUM, F(log_target), "auto", 0, 0, "auto|stderr|journal", 0, NULL,
+	  "Where and how log lines are written. "
+	  "The value stderr writes timestamped lines, journal writes lines with syslog priority prefixes for journald, and auto picks journal when started by systemd." },
+
+	{ "pipeline.max_inflight_bytes_per_partition", CT_SIZE, F(pipeline_max_inflight_bytes_per_partition), "8MiB", 64 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
+	  "Most bytes of one partition fetched from the source and not yet acknowledged by the destination. "
+	  "When reached, that partition stops fetching until the destination catches up." },
+	{ "pipeline.max_inflight_bytes_total", CT_SIZE, F(pipeline_max_inflight_bytes_total), "256MiB", 1 * MiB, 64 * GiB, NULL, KF_RELOAD, NULL,
+	  "Most bytes fetched and not yet acknowledged across all partitions, which bounds the memory used for record data. "
+	  "It must be at least pipeline.max_inflight_bytes_per_partition." },
+	{ "pipeline.request_timeout_ms", CT_DURATION, F(pipeline_request_timeout_ms), "30000", 100, 3600000, NULL, KF_RELOAD, NULL,
+	  "How long a Fetch to the source or a Produce to the destination may take before it is abandoned and retried." },
+	{ "pipeline.retry_backoff_ms", CT_DURATION, F(pipeline_retry_backoff_ms), "100", 0, 60000, NULL, KF_RELOAD, NULL,
+	  "Pause before retrying a request that failed with a retriable error." },
+
+	{ "shutdown.timeout_ms", CT_DURATION, F(shutdown_timeout_ms), "30000", 0, 3600000, NULL, KF_RELOAD, NULL,
+	  "On SIGTERM, how long mirrord waits for in-flight produce requests to finish before it exits anyway. "
+	  "Anything not acknowledged is fetched again after the restart." },
+};
+
+#define NKEYS ARRAY_SIZE(keys)
+
+/* ---- small helpers --------------------------------------------------- */
+
+static void *field(const void *cfg, const struct ckey *k)
+{
+	return (char *)(uintptr_t)cfg + k->off;
+}
+
+static const struct ckey *key_find(const char *path)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strcmp(keys[i].path, path) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+/* 1 if path is a proper prefix (a section) of some key: "server". */
+static int is_section(const char *path)
+{
+	size_t n = strlen(path);
+
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strncmp(keys[i].path, path, n) == 0 && keys[i].path[n] == '.')
+			return 1;
+	return 0;
+}
+
+size_t config_key_count(void)
+{
+	return NKEYS;
+}
+
+const char *config_key_path(size_t i)
+{
+	return i < NKEYS ? keys[i].path : NULL;
+}
+
+int config_key_reloadable(const char *key)
+{
+	const struct ckey *k = key_find(key);
+
+	return k == NULL ? -1 : !!(k->flags & KF_RELOAD);
+}
+
+int config_key_is_secret(const char *key)
+{
+	static const char *const marks[] = {
+		"password", "secret", "jaas", "oauthbearer.config", "token",
+		"credential", "key.pem", "private", "keystore.key",
+	};
+	char low[256];
+	size_t i;
+
+	if (key == NULL)
+		return 0;
+	for (i = 0; key[i] != '\0' && i < sizeof(low) - 1; i++)
+		low[i] = (char)tolower((unsigned char)key[i]);
+	low[i] = '\0';
+	for (i = 0; i < ARRAY_SIZE(marks); i++)
+		if (strstr(low, marks[i]) != NULL)
+			return 1;
+	return 0;
+}
+
+const char *config_redact(const char *key, const char *value)
+{
+	return config_key_is_secret(key) ? "(hidden)" : value;
+}
+
+/* Levenshtein distance, capped: both strings are short key names. */
+size_t config_edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[129];
+
+	if (la > 128 || lb > 128)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t prev = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t cur = row[j];
+			size_t sub = prev + (a[i - 1] != b[j - 1]);
+
+			row[j] = MIN(MIN(row[j] + 1, row[j - 1] + 1), sub);
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+/* The closest key to path, if close enough to be a typo. */
+static const char *suggest(const char *path)
+{
+	const char *best = NULL;
+	size_t bestd = SIZE_MAX, limit = MAX(strlen(path) / 4, 2);
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		size_t d = config_edit_distance(path, keys[i].path);
+
+		if (d < bestd) {
+			bestd = d;
+			best = keys[i].path;
+		}
+	}
+	return bestd <= limit ? best : NULL;
+}
+
+/* A section name close to name, e.g. "sever" -> "server". */
+static int suggest_section(const char *name, char *out, size_t outlen)
+{
+	size_t limit = MAX(strlen(name) / 4, 2), bestd = SIZE_MAX;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < NKEYS; i++) {
+		const char *dot = strchr(keys[i].path, '.');
+		char sec[128];
+		size_t d;
+
+		if (dot == NULL || (size_t)(dot - keys[i].path) >= sizeof(sec))
+			continue;
+		memcpy(sec, keys[i].path, (size_t)(dot - keys[i].path));
+		sec[dot - keys[i].path] = '\0';
+		d = config_edit_distance(name, sec);
+		if (d < bestd && d <= limit) {
+			bestd = d;
+			if (strlen(sec) < outlen)
+				memcpy(out, sec, strlen(sec) + 1);
+		}
+	}
+	return out[0] != '\0';
+}
+
+/* ---- errors ---------------------------------------------------------- */
+
+void config_errors_init(struct config_errors *errs)
+{
+	memset(errs, 0, sizeof(*errs));
+}
+
+void config_errors_fini(struct config_errors *errs)
+{
+	for (size_t i = 0; i < errs->n; i++) {
+		free(errs->v[i].key);
+		free(errs->v[i].text);
+	}
+	config_errors_init(errs);
+}
+
+void config_errors_print(const struct config_errors *errs, FILE *out)
+{
+	for (size_t i = 0; i < errs->n; i++)
+		fprintf(out, "%s\n", errs->v[i].text);
+	if (errs->dropped > 0)
+		fprintf(out, "(%zu more errors not shown)\n", errs->dropped);
+}
+
+struct lctx {
+	const char *name;          /* file name for messages */
+	struct config *cfg;
+	struct config_errors *errs;
+	size_t nerr;               /* errors found, stored or not */
+	yaml_document_t *doc;
+	int seen_line[NKEYS];      /* 1-based line where key i was set, 0 = not */
+	int seen_col[NKEYS];
+};
+
+PRINTF_LIKE(5, 6)
+static void lerr(struct lctx *c, int line, int col, const char *key,
+    const char *fmt, ...)
+{
+	struct config_error *e;
+	char msg[512], text[1024];
+	va_list ap;
+
+	c->nerr++;
+	if (c->errs == NULL)
+		return;
+	if (c->errs->n == CONFIG_MAX_ERRORS) {
+		c->errs->dropped++;
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (line > 0 && key != NULL)
+		snprintf(text, sizeof(text), "%s:%d:%d: %s: %s", c->name, line, col, key, msg);
+	else if (line > 0)
+		snprintf(text, sizeof(text), "%s:%d:%d: %s", c->name, line, col, msg);
+	else if (key != NULL)
+		snprintf(text, sizeof(text), "%s: %s: %s", c->name, key, msg);
+	else
+		snprintf(text, sizeof(text), "%s: %s", c->name, msg);
+	e = &c->errs->v[c->errs->n];
+	e->line = line;
+	e->column = col;
+	e->key = key != NULL ? strdup(key) : NULL;
+	e->text = strdup(text);
+	if (e->text == NULL) {
+		free(e->key);
+		c->errs->dropped++;
+		return;
+	}
+	c->errs->n++;
+}
+
+#define MARK(n) (int)(n)->start_mark.line + 1, (int)(n)->start_mark.column + 1
+
+/* ---- value parsers (shared by defaults and the file) ----------------- */
+
+static int parse_i64(const char *s, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (*s == '\0' || isspace((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (end == s)
+		return -1;
+	if (errno == ERANGE)
+		return -2; /* well-formed, but out of any range */
+	*out = v;
+	return (int)(end - s);
+}
+
+/* number[unit] with the multiplier of the unit, overflow-checked. */
+static int parse_scaled(const char *s, const char *const *units,
+    const int64_t *mult, size_t nunits, int64_t *out)
+{
+	int64_t v;
+	int used = parse_i64(s, &v);
+
+	if (used < 0)
+		return used;
+	s += used;
+	if (*s == '\0') {
+		*out = v;
+		return 0;
+	}
+	while (*s == ' ')
+		s++;
+	for (size_t i = 0; i < nunits; i++) {
+		if (strcasecmp(s, units[i]) == 0) {
+			if (v > INT64_MAX / mult[i] || v < INT64_MIN / mult[i])
+				return -2; /* well-formed, but out of any range */
+			*out = v * mult[i];
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int parse_size(const char *s, int64_t *out)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	static const int64_t m[] = { 1, KiB, MiB, GiB, 1024 * GiB };
+
+	return parse_scaled(s, u, m, ARRAY_SIZE(u), out);
+}
+
+static int parse_duration(const char *s, int64_t *out)
+{
+	static const char *const u[] = { "ms", "s", "m", "h" };
+	static const int64_t m[] = { 1, 1000, 60000, 3600000 };
+
+	return parse_scaled(s, u, m, ARRAY_SIZE(u), out);
+}
+
+static int parse_bool(const char *s, int *out)
+{
+	static const char *const t[] = { "true", "yes", "on" };
+	static const char *const f[] = { "false", "no", "off" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++) {
+		if (strcasecmp(s, t[i]) == 0) {
+			*out = 1;
+			return 0;
+		}
+		if (strcasecmp(s, f[i]) == 0) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int parse_enum(const char *s, const char *choices, int *out)
+{
+	size_t n = strlen(s);
+	int idx = 0;
+
+	for (const char *p = choices;; idx++) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar != NULL ? (size_t)(bar - p) : strlen(p);
+
+		if (len == n && strncasecmp(p, s, n) == 0) {
+			*out = idx;
+			return 0;
+		}
+		if (bar == NULL)
+			return -1;
+		p = bar + 1;
+	}
+}
+
+static int valid_hostname(const char *h, size_t n)
+{
+	if (n == 0 || n > 253)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = h[i];
+
+		if (!isalnum((unsigned char)c) && c != '-' && c != '.' && c != '_')
+			return 0;
+	}
+	return h[0] != '.' && h[0] != '-';
+}
+
+/*
+ * "host:port" or "[v6]:port" into hp.  why gets the reason on failure.
+ */
+static int parse_hostport(const char *s, int port0, struct config_hostport *hp,
+    char *why, size_t whylen)
+{
+	const char *colon, *hs = s;
+	size_t hn;
+	int64_t port;
+	char v6[64];
+
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (rb == NULL || rb[1] != ':') {
+			snprintf(why, whylen, "expected [ipv6-address]:port");
+			return -1;
+		}
+		hs = s + 1;
+		hn = (size_t)(rb - hs);
+		colon = rb + 1;
+		if (hn == 0 || hn >= sizeof(v6)) {
+			snprintf(why, whylen, "bad IPv6 address");
+			return -1;
+		}
+		memcpy(v6, hs, hn);
+		v6[hn] = '\0';
+		{
+			struct in6_addr a;
+
+			if (inet_pton(AF_INET6, v6, &a) != 1) {
+				snprintf(why, whylen, "bad IPv6 address '%s'", v6);
+				return -1;
+			}
+		}
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL) {
+			snprintf(why, whylen, "expected host:port, the port is missing");
+			return -1;
+		}
+		hn = (size_t)(colon - s);
+		if (memchr(s, ':', hn) != NULL) {
+			snprintf(why, whylen, "an IPv6 address must be in brackets: [addr]:port");
+			return -1;
+		}
+		if (hn == 0) {
+			snprintf(why, whylen, "expected host:port, the host is missing (0.0.0.0 means all interfaces)");
+			return -1;
+		}
+		if (!valid_hostname(s, hn)) {
+			snprintf(why, whylen, "bad host name '%.*s'", (int)MIN(hn, 64), s);
+			return -1;
+		}
+	}
+	if (parse_i64(colon + 1, &port) < 0 || colon[1 + strspn(colon + 1, "0123456789")] != '\0' ||
+	    port < (port0 ? 0 : 1) || port > 65535) {
+		snprintf(why, whylen, "port must be a number from %d to 65535", port0 ? 0 : 1);
+		return -1;
+	}
+	if ((hp->host = strndup(hs, hn)) == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	hp->port = (uint16_t)port;
+	return 0;
+}
+
+/* Appends one validated host:port to a comma list (*list grows). */
+static int hostlist_add(char **list, const char *item, char *why, size_t whylen)
+{
+	struct config_hostport hp = { 0 };
+	size_t old = *list ? strlen(*list) : 0, add;
+	char *nl;
+	int v6;
+
+	if (parse_hostport(item, 0, &hp, why, whylen) < 0)
+		return -1;
+	v6 = strchr(hp.host, ':') != NULL;
+	add = strlen(hp.host) + 8 + (size_t)(v6 ? 2 : 0);
+	if ((nl = realloc(*list, old + add + 1)) == NULL) {
+		free(hp.host);
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	snprintf(nl + old, add + 1, "%s%s%s%s:%u", old ? "," : "", v6 ? "[" : "",
+	    hp.host, v6 ? "]" : "", hp.port);
+	*list = nl;
+	free(hp.host);
+	return 0;
+}
+
+static int parse_hostlist_string(const char *s, char **out, char *why, size_t whylen)
+{
+	char r[160];
+	char *copy = strdup(s), *save = NULL, *tok;
+	char *list = NULL;
+	size_t count = 0;
+
+	if (copy == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ')
+			tok++;
+		for (size_t n = strlen(tok); n > 0 && tok[n - 1] == ' '; n--)
+			tok[n - 1] = '\0';
+		if (*tok == '\0')
+			continue;
+		if (++count > 100) {
+			snprintf(why, whylen, "more than 100 servers");
+			goto fail;
+		}
+		if (hostlist_add(&list, tok, r, sizeof(r)) < 0) {
+			snprintf(why, whylen, "'%.64s': %s", tok, r);
+			goto fail;
+		}
+	}
+	free(copy);
+	if (list == NULL) {
+		snprintf(why, whylen, "expected at least one host:port");
+		return -1;
+	}
+	*out = list;
+	return 0;
+fail:
+	free(copy);
+	free(list);
+	return -1;
+}
+
+static const char *type_name(const struct ckey *k, char *buf, size_t len)
+{
+	switch (k->type) {
+	case CT_STRING: return "string";
+	case CT_INT: return "integer";
+	case CT_BOOL: return "boolean";
+	case CT_DURATION: return "duration";
+	case CT_SIZE: return "size";
+	case CT_ENUM:
+		snprintf(buf, len, "one of %s", k->choices);
+		return buf;
+	case CT_HOSTPORT: return "host:port";
+	case CT_HOSTLIST: return "list of host:port";
+	case CT_MAP: return "map of client properties";
+	}
+	return "?";
+}
+
+static void format_bound(const struct ckey *k, int64_t v, char *buf, size_t len)
+{
+	if (k->type == CT_SIZE && v != 0 && v % GiB == 0)
+		snprintf(buf, len, "%" PRId64 "GiB", v / GiB);
+	else if (k->type == CT_SIZE && v != 0 && v % MiB == 0)
+		snprintf(buf, len, "%" PRId64 "MiB", v / MiB);
+	else if (k->type == CT_SIZE && v != 0 && v % KiB == 0)
+		snprintf(buf, len, "%" PRId64 "KiB", v / KiB);
+	else
+		snprintf(buf, len, "%" PRId64, v);
+}
+
+/* Range phrase: "from 1KiB to 1GiB". */
+static void range_text(const struct ckey *k, char *buf, size_t len)
+{
+	char lo[32], hi[32];
+
+	format_bound(k, k->lo, lo, sizeof(lo));
+	format_bound(k, k->hi, hi, sizeof(hi));
+	snprintf(buf, len, "from %s to %s%s", lo, hi,
+	    k->type == CT_DURATION ? " ms" : "");
+}
+
+/*
+ * Parses a scalar value for key k and stores it into cfg (freeing what was
+ * there).  Returns 0, or -1 with the reason in why.  The value itself is
+ * quoted in why only for non-secret keys.
+ */
+static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
+    char *why, size_t whylen)
+{
+	void *f = field(cfg, k);
+	char r[96], tn[96];
+	int64_t v;
+	int rc;
+
+	switch (k->type) {
+	case CT_STRING:
+		if (*s == '\0') {
+			snprintf(why, whylen, "must not be empty");
+			return -1;
+		}
+		free(*(char **)f);
+		if ((*(char **)f = strdup(s)) == NULL) {
+			snprintf(why, whylen, "out of memory");
+			return -1;
+		}
+		return 0;
+	case CT_INT:
+	case CT_DURATION:
+	case CT_SIZE:
+		range_text(k, r, sizeof(r));
+		if (k->type == CT_INT) {
+			rc = parse_i64(s, &v);
+			rc = rc == (int)strlen(s) ? 0 : rc == -2 ? -2 : -1;
+		}
+		else if (k->type == CT_DURATION)
+			rc = parse_duration(s, &v);
+		else
+			rc = parse_size(s, &v);
+		if (rc == -2) {
+			snprintf(why, whylen, "%.64s is out of range: must be %s", s, r);
+			return -1;
+		}
+		if (rc < 0) {
+			snprintf(why, whylen, "'%.64s' is not %s %s", s,
+			    k->type == CT_INT ? "an integer" :
+			    k->type == CT_SIZE ? "a size (bytes, or a number with KiB, MiB or GiB)" :
+			    "a duration (milliseconds, or a number with ms, s, m or h)", r);
+			return -1;
+		}
+		if (v < k->lo || v > k->hi) {
+			snprintf(why, whylen, "%.64s is out of range: must be %s", s, r);
+			return -1;
+		}
+		*(int64_t *)f = v;
+		return 0;
+	case CT_BOOL:
+		if (parse_bool(s, (int *)f) < 0) {
+			snprintf(why, whylen, "'%.64s' is not a boolean (true or false)", s);
+			return -1;
+		}
+		return 0;
+	case CT_ENUM:
+		if (parse_enum(s, k->choices, (int *)f) < 0) {
+			snprintf(why, whylen, "'%.64s' is not %s", s, type_name(k, tn, sizeof(tn)));
+			return -1;
+		}
+		return 0;
+	case CT_HOSTPORT: {
+		struct config_hostport hp = { 0 };
+
+		if (*s == '\0' && (k->flags & KF_EMPTY)) {
+			free(((struct config_hostport *)f)->host);
+			memset(f, 0, sizeof(hp));
+			return 0;
+		}
+		if (parse_hostport(s, !!(k->flags & KF_PORT0), &hp, r, sizeof(r)) < 0) {
+			snprintf(why, whylen, "'%.64s': %s", s, r);
+			return -1;
+		}
+		free(((struct config_hostport *)f)->host);
+		*(struct config_hostport *)f = hp;
+		return 0;
+	}
+	case CT_HOSTLIST: {
+		char *list = NULL;
+
+		if (parse_hostlist_string(s, &list, why, whylen) < 0)
+			return -1;
+		free(*(char **)f);
+		*(char **)f = list;
+		return 0;
+	}
+	case CT_MAP:
+		snprintf(why, whylen, "expected a mapping of property names to values");
+		return -1;
+	}
+	return -1;
+}
+
+/* ---- object lifecycle ------------------------------------------------ */
+
+static void map_free(struct config_map *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		free(m->names[i]);
+		if (m->values[i] != NULL) {
+			/* Secrets do not linger in freed heap. */
+			memset(m->values[i], 0, strlen(m->values[i]));
+			free(m->values[i]);
+		}
+	}
+	free(m->names);
+	free(m->values);
+	memset(m, 0, sizeof(*m));
+}
+
+static int map_add(struct config_map *m, const char *name, const char *value)
+{
+	char **nn, **nv;
+
+	if ((nn = realloc(m->names, (m->n + 1) * sizeof(*nn))) == NULL)
+		return -1;
+	m->names = nn;
+	if ((nv = realloc(m->values, (m->n + 1) * sizeof(*nv))) == NULL)
+		return -1;
+	m->values = nv;
+	m->names[m->n] = strdup(name);
+	m->values[m->n] = strdup(value);
+	if (m->names[m->n] == NULL || m->values[m->n] == NULL) {
+		free(m->names[m->n]);
+		free(m->values[m->n]);
+		return -1;
+	}
+	m->n++;
+	return 0;
+}
+
+static void field_free(struct config *cfg, const struct ckey *k)
+{
+	void *f = field(cfg, k);
+
+	switch (k->type) {
+	case CT_STRING:
+	case CT_HOSTLIST:
+		free(*(char **)f);
+		*(char **)f = NULL;
+		break;
+	case CT_HOSTPORT:
+		free(((struct config_hostport *)f)->host);
+		memset(f, 0, sizeof(struct config_hostport));
+		break;
+	case CT_MAP:
+		map_free(f);
+		break;
+	default:
+		break;
+	}
+}
+
+void config_free(struct config *cfg)
+{
+	if (cfg == NULL)
+		return;
+	for (size_t i = 0; i < NKEYS; i++)
+		field_free(cfg, &keys[i]);
+	free(cfg->path);
+	free(cfg);
+}
+
+struct config *config_defaults(void)
+{
+	struct config *cfg = calloc(1, sizeof(*cfg));
+	char why[256];
+
+	if (cfg == NULL)
+		return NULL;
+	if ((cfg->path = strdup("<defaults>")) == NULL)
+		goto fail;
+	for (size_t i = 0; i < NKEYS; i++) {
+		if (keys[i].def == NULL)
+			continue;
+		/* The table's own defaults always parse; test_config checks. */
+		if (set_scalar(cfg, &keys[i], keys[i].def, why, sizeof(why)) < 0)
+			goto fail;
+	}
+	return cfg;
+fail:
+	config_free(cfg);
+	return NULL;
+}
+
+/* ---- the YAML walk ----------------------------------------------------- */
+
+static int scalar_is_null(const yaml_node_t *n)
+{
+	const char *v = (const char *)n->data.scalar.value;
+
+	if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return 0;
+	return n->data.scalar.length == 0 || strcmp(v, "~") == 0 ||
+	    strcasecmp(v, "null") == 0;
+}
+
+static const char *node_kind(const yaml_node_t *n)
+{
+	switch (n->type) {
+	case YAML_SCALAR_NODE: return "a scalar";
+	case YAML_SEQUENCE_NODE: return "a list";
+	case YAML_MAPPING_NODE: return "a mapping";
+	default: return "nothing";
+	}
+}
+
+/* A scalar's text, or NULL (error reported) if it holds a NUL byte. */
+static const char *scalar_text(struct lctx *c, const yaml_node_t *n, const char *key)
+{
+	if (memchr(n->data.scalar.value, '\0', n->data.scalar.length) != NULL) {
+		lerr(c, MARK(n), key, "value contains a NUL character");
+		return NULL;
+	}
+	return (const char *)n->data.scalar.value;
+}
+
+/* "Unknown x" -> "unknown x", to read as the tail of "file:l:c: key: ". */
+static char *lower_first(char *s)
+{
+	if (isupper((unsigned char)s[0]) && islower((unsigned char)s[1]))
+		s[0] = (char)tolower((unsigned char)s[0]);
+	return s;
+}
+
+static void load_map(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
+{
+	struct config_map *m = field(c->cfg, k);
+	char why[512], path[512];
+
+	if (v->type == YAML_SCALAR_NODE && scalar_is_null(v))
+		return;
+	if (v->type != YAML_MAPPING_NODE) {
+		lerr(c, MARK(v), k->path, "expected a mapping of property names to values, got %s",
+		    node_kind(v));
+		return;
+	}
+	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+		const char *name, *val;
+		size_t j;
+
+		if (kn == NULL || vn == NULL)
+			continue;
+		if (kn->type != YAML_SCALAR_NODE) {
+			lerr(c, MARK(kn), k->path, "property names must be scalars, got %s", node_kind(kn));
+			continue;
+		}
+		if ((name = scalar_text(c, kn, k->path)) == NULL)
+			continue;
+		snprintf(path, sizeof(path), "%s.%.200s", k->path, name);
+		if (vn->type != YAML_SCALAR_NODE) {
+			lerr(c, MARK(vn), path, "expected a scalar value, got %s", node_kind(vn));
+			continue;
+		}
+		if ((val = scalar_text(c, vn, path)) == NULL)
+			continue;
+		for (j = 0; j < m->n; j++)
+			if (strcmp(m->names[j], name) == 0)
+				break;
+		if (j < m->n) {
+			lerr(c, MARK(kn), path, "duplicate property");
+			continue;
+		}
+		if (m->n >= MIRRORCONF_MAX_CONFIGS) {
+			lerr(c, MARK(kn), path, "more than %d properties", MIRRORCONF_MAX_CONFIGS);
+			return;
+		}
+		/* A bad name is reported at the name, a bad value at the value. */
+		if (mirrorconf_check_client_prop(name, NULL, why, sizeof(why)) < 0) {
+			lerr(c, MARK(kn), path, "%s", lower_first(why));
+			continue;
+		}
+		if (mirrorconf_check_client_prop(name, val, why, sizeof(why)) < 0) {
+			lerr(c, MARK(vn), path, "%s", lower_first(why));
+			continue;
+		}
+		if (map_add(m, name, val) < 0)
+			lerr(c, MARK(kn), path, "out of memory");
+	}
+}
+
+static void load_hostlist_seq(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
+{
+	char **f = field(c->cfg, k), *list = NULL, why[256];
+	size_t count = 0;
+	int bad = 0;
+
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		yaml_node_t *n = yaml_document_get_node(c->doc, *it);
+		const char *s;
+
+		if (n == NULL)
+			continue;
+		if (n->type != YAML_SCALAR_NODE) {
+			lerr(c, MARK(n), k->path, "list entries must be host:port strings, got %s", node_kind(n));
+			bad = 1;
+			continue;
+		}
+		if ((s = scalar_text(c, n, k->path)) == NULL) {
+			bad = 1;
+			continue;
+		}
+		if (++count > 100) {
+			lerr(c, MARK(n), k->path, "more than 100 servers");
+			bad = 1;
+			break;
+		}
+		if (hostlist_add(&list, s, why, sizeof(why)) < 0) {
+			lerr(c, MARK(n), k->path, "'%.64s': %s", s, why);
+			bad = 1;
+		}
+	}
+	if (!bad && list == NULL)
+		lerr(c, MARK(v), k->path, "expected at least one host:port");
+	if (bad || list == NULL) {
+		free(list);
+		return;
+	}
+	free(*f);
+	*f = list;
+}
+
+static void load_key(struct lctx *c, const struct ckey *k, const yaml_node_t *kn,
+    const yaml_node_t *v)
+{
+	size_t idx = (size_t)(k - keys);
+	char why[512];
+	const char *s;
+
+	if (c->seen_line[idx] != 0) {
+		lerr(c, MARK(kn), k->path, "duplicate key (first set at line %d)", c->seen_line[idx]);
+		return;
+	}
+	c->seen_line[idx] = (int)kn->start_mark.line + 1;
+	c->seen_col[idx] = (int)kn->start_mark.column + 1;
+	if (k->type == CT_MAP) {
+		load_map(c, k, v);
+		return;
+	}
+	if (k->type == CT_HOSTLIST && v->type == YAML_SEQUENCE_NODE) {
+		load_hostlist_seq(c, k, v);
+		return;
+	}
+	if (v->type != YAML_SCALAR_NODE) {
+		char tn[96];
+
+		lerr(c, MARK(v), k->path, "expected %s, got %s", type_name(k, tn, sizeof(tn)), node_kind(v));
+		return;
+	}
+	if (scalar_is_null(v)) {
+		if (k->flags & KF_REQUIRED)
+			lerr(c, MARK(v), k->path, "required key has no value");
+		else if (k->flags & KF_EMPTY)
+			set_scalar(c->cfg, k, "", why, sizeof(why));
+		/* Otherwise the default stays. */
+		return;
+	}
+	if ((s = scalar_text(c, v, k->path)) == NULL)
+		return;
+	if (set_scalar(c->cfg, k, s, why, sizeof(why)) < 0)
+		lerr(c, MARK(v), k->path, "%s", why);
+}
+
+static void walk(struct lctx *c, const yaml_node_t *map, const char *prefix)
+{
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+		const struct ckey *k;
+		const char *name, *sug;
+		char path[256], sec[64];
+
+		if (kn == NULL || vn == NULL)
+			continue;
+		if (kn->type != YAML_SCALAR_NODE) {
+			lerr(c, MARK(kn), prefix, "keys must be scalars, got %s", node_kind(kn));
+			continue;
+		}
+		if ((name = scalar_text(c, kn, prefix)) == NULL)
+			continue;
+		if (strlen(name) + (prefix ? strlen(prefix) + 1 : 0) >= sizeof(path)) {
+			lerr(c, MARK(kn), NULL, "unknown key '%.64s...' (too long)", name);
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s%s%s", prefix ? prefix : "", prefix ? "." : "", name);
+		if ((k = key_find(path)) != NULL) {
+			load_key(c, k, kn, vn);
+			continue;
+		}
+		if (is_section(path)) {
+			if (vn->type == YAML_MAPPING_NODE)
+				walk(c, vn, path);
+			else if (!(vn->type == YAML_SCALAR_NODE && scalar_is_null(vn)))
+				lerr(c, MARK(vn), path, "expected a mapping of %s.* keys, got %s",
+				    path, node_kind(vn));
+			continue;
+		}
+		if ((sug = suggest(path)) != NULL)
+			lerr(c, MARK(kn), path, "unknown key; did you mean %s?", sug);
+		else if (prefix == NULL && suggest_section(path, sec, sizeof(sec)))
+			lerr(c, MARK(kn), path, "unknown section; did you mean %s?", sec);
+		else
+			lerr(c, MARK(kn), path, "unknown key");
+	}
+}
+
+/* Checks that involve more than one key; pos points at the key to blame. */
+static void check_combination(struct lctx *c)
+{
+	struct config *cfg = c->cfg;
+	const struct ckey *k;
+	size_t i;
+
+	k = key_find("pipeline.max_inflight_bytes_per_partition");
+	i = (size_t)(k - keys);
+	if (cfg->pipeline_max_inflight_bytes_per_partition > cfg->pipeline_max_inflight_bytes_total)
+		lerr(c, c->seen_line[i], c->seen_col[i], k->path,
+		    "%" PRId64 " is larger than pipeline.max_inflight_bytes_total (%" PRId64 ")",
+		    cfg->pipeline_max_inflight_bytes_per_partition,
+		    cfg->pipeline_max_inflight_bytes_total);
+
+	k = key_find("metrics.listen");
+	i = (size_t)(k - keys);
+	if (cfg->metrics_listen.host != NULL && cfg->server_listen.host != NULL &&
+	    cfg->metrics_listen.port != 0 &&
+	    cfg->metrics_listen.port == cfg->server_listen.port)
+		lerr(c, c->seen_line[i], c->seen_col[i], k->path,
+		    "uses port %u, the same as server.listen", cfg->metrics_listen.port);
+}
+
+/* server.advertised defaults to the listen address (host name if wildcard). */
+static int derive_advertised(struct config *cfg)
+{
+	struct config_hostport *a = &cfg->server_advertised;
+	const struct config_hostport *l = &cfg->server_listen;
+	char host[256];
+
+	if (a->host != NULL)
+		return 0;
+	if (strcmp(l->host, "0.0.0.0") == 0 || strcmp(l->host, "::") == 0) {
+		if (gethostname(host, sizeof(host)) < 0 || host[0] == '\0')
+			snprintf(host, sizeof(host), "localhost");
+		host[sizeof(host) - 1] = '\0';
+	} else {
+		snprintf(host, sizeof(host), "%s", l->host);
+	}
+	if ((a->host = strdup(host)) == NULL)
+		return -1;
+	a->port = l->port;
+	return 0;
+}
+
+int config_load_string(const char *name, const char *text, size_t len,
+    struct config **out, struct config_errors *errs)
+{
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	struct lctx c;
+	yaml_node_t *root;
+	int rc = -1, have_doc = 0;
+
+	*out = NULL;
+	memset(&c, 0, sizeof(c));
+	c.name = name;
+	c.errs = errs;
+	c.doc = &doc;
+	if ((c.cfg = config_defaults()) == NULL) {
+		lerr(&c, 0, 0, NULL, "out of memory");
+		return -1;
+	}
+	free(c.cfg->path);
+	if ((c.cfg->path = strdup(name)) == NULL) {
+		lerr(&c, 0, 0, NULL, "out of memory");
+		goto out;
+	}
+	if (!yaml_parser_initialize(&parser)) {
+		lerr(&c, 0, 0, NULL, "out of memory");
+		goto out;
+	}
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	if (!yaml_parser_load(&parser, &doc)) {
+		lerr(&c, (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1,
+		    NULL, "YAML syntax error: %s%s%s", parser.problem ? parser.problem : "unknown",
+		    parser.context ? " " : "", parser.context ? parser.context : "");
+		yaml_parser_delete(&parser);
+		goto out;
+	}
+	have_doc = 1;
+	root = yaml_document_get_root_node(&doc);
+	if (root != NULL) {
+		yaml_document_t extra;
+
+		/* A second document would be silently ignored: refuse it. */
+		if (yaml_parser_load(&parser, &extra)) {
+			yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+
+			if (r2 != NULL)
+				lerr(&c, MARK(r2), NULL, "more than one YAML document; only one is allowed");
+			yaml_document_delete(&extra);
+		}
+	}
+	yaml_parser_delete(&parser);
+	if (root != NULL && root->type == YAML_MAPPING_NODE)
+		walk(&c, root, NULL);
+	else if (root != NULL && !(root->type == YAML_SCALAR_NODE && scalar_is_null(root)))
+		lerr(&c, MARK(root), NULL, "the top level must be a mapping of sections (server:, storage:, ...), got %s",
+		    node_kind(root));
+
+	for (size_t i = 0; i < NKEYS; i++)
+		if ((keys[i].flags & KF_REQUIRED) && c.seen_line[i] == 0)
+			lerr(&c, 0, 0, keys[i].path, "required key is missing");
+	if (c.nerr == 0)
+		check_combination(&c);
+	if (c.nerr == 0 && derive_advertised(c.cfg) < 0)
+		lerr(&c, 0, 0, NULL, "out of memory");
+	if (c.nerr == 0) {
+		*out = c.cfg;
+		c.cfg = NULL;
+		rc = 0;
+	}
+out:
+	if (have_doc)
+		yaml_document_delete(&doc);
+	config_free(c.cfg);
+	return rc;
+}
+
+int config_load(const char *path, struct config **out, struct config_errors *errs)
+{
+	struct lctx c;
+	struct stat st;
+	char *buf = NULL;
+	size_t n;
+	FILE *f;
+	int rc = -1;
+
+	*out = NULL;
+	memset(&c, 0, sizeof(c));
+	c.name = path;
+	c.errs = errs;
+	if ((f = fopen(path, "rb")) == NULL) {
+		lerr(&c, 0, 0, NULL, "cannot open: %s", strerror(errno));
+		return -1;
+	}
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		lerr(&c, 0, 0, NULL, "not a regular file");
+		goto out;
+	}
+	if (st.st_size > CONFIG_MAX_FILE_BYTES) {
+		lerr(&c, 0, 0, NULL, "larger than %d bytes", CONFIG_MAX_FILE_BYTES);
+		goto out;
+	}
+	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
+		lerr(&c, 0, 0, NULL, "out of memory");
+		goto out;
+	}
+	n = fread(buf, 1, (size_t)st.st_size + 1, f);
+	if (ferror(f)) {
+		lerr(&c, 0, 0, NULL, "read error: %s", strerror(errno));
+		goto out;
+	}
+	if (n > (size_t)st.st_size) {
+		lerr(&c, 0, 0, NULL, "file changed while being read");
+		goto out;
+	}
+	rc = config_load_string(path, buf, n, out, errs);
+out:
+	free(buf);
+	fclose(f);
+	return rc;
+}
+
+/* ---- comparison, reload ---------------------------------------------- */
+
+static int str_eq(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+static int field_eq(const struct config *a, const struct config *b, const struct ckey *k)
+{
+	const void *fa = field(a, k), *fb = field(b, k);
+
+	switch (k->type) {
+	case CT_STRING:
+	case CT_HOSTLIST:
+		return str_eq(*(char *const *)fa, *(char *const *)fb);
+	case CT_INT:
+	case CT_DURATION:
+	case CT_SIZE:
+		return *(const int64_t *)fa == *(const int64_t *)fb;
+	case CT_BOOL:
+	case CT_ENUM:
+		return *(const int *)fa == *(const int *)fb;
+	case CT_HOSTPORT: {
+		const struct config_hostport *ha = fa, *hb = fb;
+
+		return str_eq(ha->host, hb->host) && ha->port == hb->port;
+	}
+	case CT_MAP: {
+		const struct config_map *ma = fa, *mb = fb;
+
+		if (ma->n != mb->n)
+			return 0;
+		for (size_t i = 0; i < ma->n; i++)
+			if (!str_eq(ma->names[i], mb->names[i]) || !str_eq(ma->values[i], mb->values[i]))
+				return 0;
+		return 1;
+	}
+	}
+	return 0;
+}
+
+size_t config_reload_diff(const struct config *old, const struct config *nw,
+    const char **out, size_t cap)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		if ((keys[i].flags & KF_RELOAD) || field_eq(old, nw, &keys[i]))
+			continue;
+		if (n < cap)
+			out[n] = keys[i].path;
+		n++;
+	}
+	return n;
+}
+
+static int field_copy(struct config *dst, const struct config *src, const struct ckey *k)
+{
+	void *fd = field(dst, k);
+	const void *fs = field(src, k);
+
+	field_free(dst, k);
+	switch (k->type) {
+	case CT_STRING:
+	case CT_HOSTLIST:
+		if (*(char *const *)fs != NULL &&
+		    (*(char **)fd = strdup(*(char *const *)fs)) == NULL)
+			return -1;
+		return 0;
+	case CT_INT:
+	case CT_DURATION:
+	case CT_SIZE:
+		*(int64_t *)fd = *(const int64_t *)fs;
+		return 0;
+	case CT_BOOL:
+	case CT_ENUM:
+		*(int *)fd = *(const int *)fs;
+		return 0;
+	case CT_HOSTPORT: {
+		const struct config_hostport *hs = fs;
+		struct config_hostport *hd = fd;
+
+		hd->port = hs->port;
+		if (hs->host != NULL && (hd->host = strdup(hs->host)) == NULL)
+			return -1;
+		return 0;
+	}
+	case CT_MAP: {
+		const struct config_map *ms = fs;
+
+		for (size_t i = 0; i < ms->n; i++)
+			if (map_add(fd, ms->names[i], ms->values[i]) < 0)
+				return -1;
+		return 0;
+	}
+	}
+	return -1;
+}
+
+int config_reload_keep(struct config *nw, const struct config *old)
+{
+	for (size_t i = 0; i < NKEYS; i++) {
+		if ((keys[i].flags & KF_RELOAD) || field_eq(old, nw, &keys[i]))
+			continue;
+		if (field_copy(nw, old, &keys[i]) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* ---- formatting -------------------------------------------------------- */
+
+/* Writes s as a YAML scalar, quoted when plain style would change it. */
+static void yaml_scalar(FILE *out, const char *s)
+{
+	int plain = *s != '\0' && strpbrk(s, ":#{}[],&*!|>'\"%@`\\\n\t") == NULL &&
+	    !isspace((unsigned char)s[0]) && !isspace((unsigned char)s[strlen(s) - 1]) &&
+	    s[0] != '-' && s[0] != '?';
+
+	if (plain) {
+		fputs(s, out);
+		return;
+	}
+	fputc('"', out);
+	for (; *s != '\0'; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(out, "\\%c", *s);
+		else if (*s == '\n')
+			fputs("\\n", out);
+		else if (*s == '\t')
+			fputs("\\t", out);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(out, "\\x%02x", (unsigned char)*s);
+		else
+			fputc(*s, out);
+	}
+	fputc('"', out);
+}
+
+static void hostport_text(const struct config_hostport *hp, char *buf, size_t len)
+{
+	if (hp->host == NULL)
+		snprintf(buf, len, "%s", "");
+	else if (strchr(hp->host, ':') != NULL)
+		snprintf(buf, len, "[%s]:%u", hp->host, hp->port);
+	else
+		snprintf(buf, len, "%s:%u", hp->host, hp->port);
+}
+
+static const char *choice_name(const char *choices, int idx, char *buf, size_t len)
+{
+	const char *p = choices;
+
+	for (int i = 0; i < idx && p != NULL; i++)
+		if ((p = strchr(p, '|')) != NULL)
+			p++;
+	if (p == NULL)
+		return "?";
+	snprintf(buf, len, "%.*s", (int)strcspn(p, "|"), p);
+	return buf;
+}
+
+static int format_field(const struct config *cfg, const struct ckey *k, char *buf, size_t len)
+{
+	const void *f = field(cfg, k);
+	char tmp[64];
+
+	switch (k->type) {
+	case CT_STRING:
+	case CT_HOSTLIST:
+		snprintf(buf, len, "%s", *(char *const *)f ? *(char *const *)f : "");
+		return 0;
+	case CT_INT:
+	case CT_DURATION:
+		snprintf(buf, len, "%" PRId64, *(const int64_t *)f);
+		return 0;
+	case CT_SIZE:
+		format_bound(k, *(const int64_t *)f, buf, len);
+		return 0;
+	case CT_BOOL:
+		snprintf(buf, len, "%s", *(const int *)f ? "true" : "false");
+		return 0;
+	case CT_ENUM:
+		snprintf(buf, len, "%s", choice_name(k->choices, *(const int *)f, tmp, sizeof(tmp)));
+		return 0;
+	case CT_HOSTPORT:
+		hostport_text(f, buf, len);
+		return 0;
+	case CT_MAP: {
+		const struct config_map *m = f;
+		size_t used = 0;
+
+		used += (size_t)snprintf(buf, len, "{");
+		for (size_t i = 0; i < m->n && used < len; i++)
+			used += (size_t)snprintf(buf + used, len - used, "%s%s: %s", i ? ", " : "",
+			    m->names[i], config_redact(m->names[i], m->values[i]));
+		if (used < len)
+			snprintf(buf + used, len - used, "}");
+		return 0;
+	}
+	}
+	return -1;
+}
+
+int config_format_value(const struct config *cfg, const char *key, char *buf, size_t len)
+{
+	const struct ckey *k = key_find(key);
+
+	if (k == NULL || len == 0)
+		return -1;
+	return format_field(cfg, k, buf, len);
+}
+
+/* Section of a key: "server" for "server.listen". */
+static size_t section_len(const char *path)
+{
+	const char *dot = strchr(path, '.');
+
+	return dot ? (size_t)(dot - path) : 0;
+}
+
+void config_dump(const struct config *cfg, FILE *out)
+{
+	char buf[4096];
+
+	fprintf(out, "# effective configuration of %s\n", cfg->path);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct ckey *k = &keys[i];
+		size_t sl = section_len(k->path);
+
+		if (i == 0 || sl != section_len(keys[i - 1].path) ||
+		    strncmp(k->path, keys[i - 1].path, sl) != 0)
+			fprintf(out, "%.*s:\n", (int)sl, k->path);
+		if (k->type == CT_MAP) {
+			const struct config_map *m = field(cfg, k);
+
+			fprintf(out, "  %s:%s\n", k->path + sl + 1, m->n ? "" : " {}");
+			for (size_t j = 0; j < m->n; j++) {
+				fprintf(out, "    %s: ", m->names[j]);
+				yaml_scalar(out, config_redact(m->names[j], m->values[j]));
+				fputc('\n', out);
+			}
+			continue;
+		}
+		format_field(cfg, k, buf, sizeof(buf));
+		fprintf(out, "  %s: ", k->path + sl + 1);
+		if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST)
+			yaml_scalar(out, buf);
+		else
+			fputs(buf, out);
+		fputc('\n', out);
+	}
+}
+
+/* Word-wraps text at width columns, each line starting with lead. */
+static void wrap(FILE *out, const char *lead, const char *text, size_t width)
+{
+	const char *p = text;
+
+	while (*p != '\0') {
+		size_t room = width - strlen(lead), n = strlen(p);
+
+		if (n > room) {
+			n = room;
+			while (n > 0 && p[n] != ' ')
+				n--;
+			if (n == 0)
+				n = strcspn(p, " ");
+		}
+		fprintf(out, "%s%.*s\n", lead, (int)n, p);
+		p += n;
+		while (*p == ' ')
+			p++;
+	}
+}
+
+static void describe_type(const struct ckey *k, char *buf, size_t len)
+{
+	char r[96], tn[96];
+
+	switch (k->type) {
+	case CT_INT:
+		range_text(k, r, sizeof(r));
+		snprintf(buf, len, "integer %s", r);
+		break;
+	case CT_DURATION:
+		range_text(k, r, sizeof(r));
+		snprintf(buf, len, "duration %s (a plain number is milliseconds; ms, s, m, h suffixes work)", r);
+		break;
+	case CT_SIZE:
+		range_text(k, r, sizeof(r));
+		snprintf(buf, len, "size %s (a plain number is bytes; KiB, MiB, GiB suffixes work)", r);
+		break;
+	case CT_BOOL:
+		snprintf(buf, len, "boolean (true or false)");
+		break;
+	case CT_HOSTPORT:
+		snprintf(buf, len, "host:port%s", (k->flags & KF_PORT0) ? " (port 0: any free port)" : "");
+		break;
+	default:
+		snprintf(buf, len, "%s", type_name(k, tn, sizeof(tn)));
+		break;
+	}
+}
+
+static const char *default_text(const struct ckey *k)
+{
+	if (k->flags & KF_REQUIRED)
+		return "none, required";
+	if (k->def == NULL || k->def[0] == '\0')
+		return "empty";
+	return k->def;
+}
+
+void config_write_example(FILE *out)
+{
+	char t[256], line[512];
+
+	fputs("# mirrord.yaml: configuration of mirrord, the KIP-1279 cluster mirroring\n"
+	    "# daemon.  See mirrord.yaml(5).\n"
+	    "#\n"
+	    "# Every key is listed with its meaning, type and default.  Keys that are\n"
+	    "# commented out show their default value.  \"Reload: yes\" keys take effect\n"
+	    "# on SIGHUP; the others need a restart.  `mirrord --check-config` checks a\n"
+	    "# file and prints the effective configuration.\n"
+	    "#\n"
+	    "# This file is generated from the key table in lib/daemonconf.c\n"
+	    "# (test/config_docgen example); test/test_config_docs.py keeps it in step.\n", out);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct ckey *k = &keys[i];
+		size_t sl = section_len(k->path);
+		const char *leaf = k->path + sl + 1;
+
+		if (i == 0 || sl != section_len(keys[i - 1].path) ||
+		    strncmp(k->path, keys[i - 1].path, sl) != 0)
+			fprintf(out, "\n%.*s:\n", (int)sl, k->path);
+		else
+			fputc('\n', out);
+		wrap(out, "  # ", k->desc, 78);
+		describe_type(k, t, sizeof(t));
+		snprintf(line, sizeof(line), "Type: %s.", t);
+		wrap(out, "  # ", line, 78);
+		snprintf(line, sizeof(line), "Default: %s. Reload: %s.", default_text(k),
+		    (k->flags & KF_RELOAD) ? "yes (SIGHUP)" : "no, needs a restart");
+		wrap(out, "  # ", line, 78);
+		if (k->type == CT_MAP) {
+			const char *p = k->example;
+
+			fprintf(out, "  #%s:\n", leaf);
+			while (p != NULL && *p != '\0') {
+				size_t n = strcspn(p, "\n");
+
+				fprintf(out, "  #  %.*s\n", (int)n, p);
+				p += n;
+				if (*p == '\n')
+					p++;
+			}
+		} else if (k->flags & KF_REQUIRED) {
+			fprintf(out, "  %s: %s\n", leaf, k->example);
+		} else if (k->def[0] == '\0') {
+			fprintf(out, "  #%s: \"\"\n", leaf);
+		} else {
+			fprintf(out, "  #%s: %s\n", leaf, k->def);
+		}
+	}
+}
+
+/* One mdoc text line; a leading '.' or '\'' would read as a macro. */
+static void mdoc_put(FILE *out, const char *s, size_t n)
+{
+	if (n > 0 && (s[0] == '.' || s[0] == '\''))
+		fputs("\\&", out);
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '\\')
+			fputs("\\e", out);
+		else
+			fputc(s[i], out);
+	}
+	fputc('\n', out);
+}
+
+void config_mdoc_text(FILE *out, const char *s)
+{
+	const size_t width = 78;
+
+	while (*s != '\0') {
+		size_t len = 0;
+
+		/* A sentence ends at ". " before a capital: new sentence, new line. */
+		while (s[len] != '\0' && !(len > 0 && s[len - 1] == '.' &&
+		    s[len] == ' ' && isupper((unsigned char)s[len + 1])))
+			len++;
+		/* Wrap the sentence at the last space that fits. */
+		while (len > 0) {
+			size_t n = len;
+
+			if (n > width) {
+				n = width;
+				while (n > 0 && s[n] != ' ')
+					n--;
+				if (n == 0) /* one word longer than the width */
+					n = strcspn(s, " ") < len ? strcspn(s, " ") : len;
+			}
+			mdoc_put(out, s, n);
+			while (n < len && s[n] == ' ')
+				n++;
+			s += n;
+			len -= n;
+		}
+		while (*s == ' ')
+			s++;
+	}
+}
+
+void config_write_mdoc(FILE *out)
+{
+	char t[256], tn[96], line[512];
+
+	fputs(".\\\" Generated from the key table in lib/daemonconf.c by\n"
+	    ".\\\" test/config_docgen mdoc; test/test_config_docs.py checks it.\n"
+	    ".Bl -tag -width Ds\n", out);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct ckey *k = &keys[i];
+
+		fprintf(out, ".It Ic %s Pq \"%s\"\n", k->path, type_name(k, tn, sizeof(tn)));
+		config_mdoc_text(out, k->desc);
+		describe_type(k, t, sizeof(t));
+		snprintf(line, sizeof(line), "Type: %s. Default: %s. Reload: %s.", t,
+		    default_text(k), (k->flags & KF_RELOAD) ? "takes effect on SIGHUP" :
+		    "needs a restart; on SIGHUP a changed value is logged and ignored");
+		fputs(".Pp\n", out);
+		config_mdoc_text(out, line);
+	}
+	fputs(".El\n", out);
+}
