@@ -1,10 +1,1122 @@
-/* kafka-mirrors: placeholder main until the CLI lands (issue 2). */
+/*
+ * kafka-mirrors: the operator's CLI for mirrord's mirror admin RPCs.
+ *
+ * It takes the options of KIP-1279's kafka-mirrors.sh (and the later
+ * spellings --start, --stop, --topics as aliases), sends exactly one request
+ * to mirrord's Kafka-protocol port per action (two for --pause/--resume with
+ * patterns, which first resolve names through DescribeMirrors), and prints
+ * the result.  Exit status: 0 on success; 1 when mirrord answers with an
+ * error (its Kafka error name and message go to stderr); 2 for a usage
+ * error; 3 when mirrord cannot be reached or answers garbage.
+ *
+ * A CLI may block: this one uses plain blocking sockets with timeouts.
+ */
 #include "config.h"
 
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
+#include <regex.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
-int main(void)
+#include "compat.h"
+#include "kbuf.h"
+#include "kerr.h"
+#include "kp_gen.h"
+#include "props.h"
+
+#define EXIT_KAFKA 1
+#define EXIT_USAGE 2
+#define EXIT_CONN 3
+
+#define MAX_RESPONSE (64u << 20)
+
+#define ACTIONS(X) \
+	X(CREATE, "create") \
+	X(ADD, "add") \
+	X(REMOVE, "remove") \
+	X(PAUSE, "pause") \
+	X(RESUME, "resume") \
+	X(DELETE, "delete") \
+	X(LIST, "list") \
+	X(DESCRIBE, "describe")
+
+enum action {
+	ACT_NONE = -1,
+#define X(e, s) ACT_##e,
+	ACTIONS(X)
+#undef X
+	ACT_COUNT
+};
+
+static const char *const action_names[] = {
+#define X(e, s) [ACT_##e] = s,
+	ACTIONS(X)
+#undef X
+};
+
+struct strlist {
+	char **v;
+	int n;
+};
+
+struct opts {
+	const char *bootstrap;
+	const char *command_config;
+	const char *mirror_config;
+	const char *mirror;
+	enum action action;
+	struct strlist topics;
+	struct strlist excludes;
+	int json;
+	int timeout_ms;
+	char client_id[128];
+};
+
+static const char *progname = "kafka-mirrors";
+
+static void usage(FILE *f)
 {
-	fprintf(stderr, "kafka-mirrors %s: not built yet\n", PACKAGE_VERSION);
+	fprintf(f,
+"usage: kafka-mirrors --bootstrap-server HOST:PORT ACTION [OPTIONS]\n"
+"\n"
+"Drives mirrord's mirror admin RPCs (KIP-1279).  HOST:PORT is mirrord's\n"
+"admin listener (server.listen in mirrord.yaml), beside the destination.\n"
+"\n"
+"Actions (exactly one):\n"
+"  --create    create a mirror: --mirror NAME --mirror-config FILE\n"
+"  --add       add topics to a mirror: --mirror NAME --topic REGEX\n"
+"              (alias --start)\n"
+"  --remove    stop mirroring topics and make them writable (failover):\n"
+"              --mirror NAME --topic REGEX  (alias --stop)\n"
+"  --pause     pause mirroring of topics: --mirror NAME --topic REGEX\n"
+"  --resume    resume paused topics: --mirror NAME --topic REGEX\n"
+"  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
+"  --list      list mirrors\n"
+"  --describe  per-partition state, offsets and lag [--mirror NAME] [--json]\n"
+"\n"
+"Options:\n"
+"  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
+"  --command-config FILE   client properties (client.id, request.timeout.ms)\n"
+"  --mirror NAME           the mirror\n"
+"  --mirror-config FILE    Java properties for --create: bootstrap.servers of\n"
+"                          the source (required), source security settings\n"
+"                          (librdkafka names) and mirror.* options\n"
+"  --topic REGEX           a topic name or a regular expression; repeatable,\n"
+"                          or comma-separated (alias --topics).  A plain name\n"
+"                          ([A-Za-z0-9._-] only) is sent as a name; anything\n"
+"                          else as a pattern matched against whole names\n"
+"  --exclude REGEX         with --add: patterns to exclude from discovery\n"
+"  --json                  with --describe: print a JSON array\n"
+"  --help                  this text\n"
+"  --version               print the version\n"
+"\n"
+"Exit status: 0 success, 1 mirrord answered with an error, 2 usage error,\n"
+"3 mirrord could not be reached.\n");
+}
+
+static void die_usage(const char *fmt, ...) PRINTF_LIKE(1, 2);
+static void die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help'.\n", progname);
+	exit(EXIT_USAGE);
+}
+
+static void die_conn(const char *fmt, ...) PRINTF_LIKE(1, 2);
+static void die_conn(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(EXIT_CONN);
+}
+
+static void strlist_add_csv(struct strlist *l, const char *arg)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+
+	if (copy == NULL)
+		die_conn("out of memory");
+	for (tok = strtok_r(copy, ",", &save); tok != NULL;
+	    tok = strtok_r(NULL, ",", &save)) {
+		while (isspace((unsigned char)*tok))
+			tok++;
+		if (*tok == '\0')
+			continue;
+		l->v = realloc(l->v, sizeof(*l->v) * (size_t)(l->n + 1));
+		if (l->v == NULL || (l->v[l->n] = strdup(tok)) == NULL)
+			die_conn("out of memory");
+		l->n++;
+	}
+	free(copy);
+}
+
+/* A plain topic name is sent as a name; anything else is a pattern. */
+static int is_plain_name(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if (!isalnum((unsigned char)*s) && *s != '.' && *s != '_' &&
+		    *s != '-')
+			return 0;
 	return 1;
+}
+
+/* ---- the connection ------------------------------------------------ */
+
+struct cli_conn {
+	int fd;
+	int32_t next_corr;
+	int timeout_ms;
+	char addr[300];
+	const char *client_id;
+};
+
+static int connect_one(const char *hostport, int timeout_ms, char *err,
+    size_t errlen)
+{
+	char host[256], *colon;
+	struct addrinfo hints, *res = NULL, *ai;
+	int fd = -1, rc;
+
+	snprintf(host, sizeof(host), "%s", hostport);
+	colon = strrchr(host, ':');
+	if (colon == NULL || colon[1] == '\0') {
+		snprintf(err, errlen, "%s: expected HOST:PORT", hostport);
+		return -1;
+	}
+	*colon = '\0';
+	if (host[0] == '[' && colon[-1] == ']') { /* [::1]:9192 */
+		colon[-1] = '\0';
+		memmove(host, host + 1, strlen(host));
+	}
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	rc = getaddrinfo(host[0] != '\0' ? host : "127.0.0.1", colon + 1, &hints,
+	    &res);
+	if (rc != 0) {
+		snprintf(err, errlen, "%s: %s", hostport, gai_strerror(rc));
+		return -1;
+	}
+	snprintf(err, errlen, "%s: no usable address", hostport);
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		struct pollfd pfd;
+		int soerr = 0, one = 1;
+		socklen_t sl = sizeof(soerr);
+
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
+		    SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 &&
+		    errno != EINPROGRESS) {
+			snprintf(err, errlen, "%s: %s", hostport, strerror(errno));
+			goto next;
+		}
+		pfd.fd = fd;
+		pfd.events = POLLOUT;
+		rc = poll(&pfd, 1, timeout_ms);
+		if (rc == 0) {
+			snprintf(err, errlen, "%s: connect timed out after %d ms",
+			    hostport, timeout_ms);
+			goto next;
+		}
+		if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 ||
+		    soerr != 0) {
+			snprintf(err, errlen, "%s: %s", hostport,
+			    strerror(soerr != 0 ? soerr : errno));
+			goto next;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		freeaddrinfo(res);
+		return fd;
+next:
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return -1;
+}
+
+static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
+    const char *client_id)
+{
+	char *list = strdup(bootstrap), *save = NULL, *tok;
+	char err[512] = "no address given";
+
+	if (list == NULL)
+		die_conn("out of memory");
+	c->fd = -1;
+	c->timeout_ms = timeout_ms;
+	c->client_id = client_id;
+	c->next_corr = 1;
+	for (tok = strtok_r(list, ",", &save); tok != NULL;
+	    tok = strtok_r(NULL, ",", &save)) {
+		c->fd = connect_one(tok, timeout_ms, err, sizeof(err));
+		if (c->fd >= 0) {
+			snprintf(c->addr, sizeof(c->addr), "%s", tok);
+			break;
+		}
+	}
+	free(list);
+	if (c->fd < 0)
+		die_conn("cannot connect to mirrord at %s: %s", bootstrap, err);
+}
+
+static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
+{
+	uint8_t *p = buf;
+
+	while (len > 0) {
+		struct pollfd pfd = { .fd = c->fd,
+			.events = writing ? POLLOUT : POLLIN };
+		ssize_t n;
+		int rc = poll(&pfd, 1, c->timeout_ms);
+
+		if (rc == 0)
+			die_conn("%s: no answer within %d ms (request.timeout.ms)",
+			    c->addr, c->timeout_ms);
+		if (rc < 0) {
+			if (errno == EINTR)
+				continue;
+			die_conn("%s: poll: %s", c->addr, strerror(errno));
+		}
+		n = writing ? send(c->fd, p, len, MSG_NOSIGNAL) : recv(c->fd, p, len, 0);
+		if (n == 0)
+			die_conn("%s: connection closed by mirrord (the request was "
+			    "refused; see mirrord's log)", c->addr);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			die_conn("%s: %s", c->addr, strerror(errno));
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/*
+ * Sends one request whose body is in w (flexible, header v2) and returns
+ * the response frame; *r is positioned after the response header v1.
+ */
+static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
+    const struct kw *body, struct kr *r)
+{
+	struct kw w;
+	uint8_t szb[4], *resp;
+	size_t slot;
+	int32_t size, corr = c->next_corr++;
+
+	kw_init(&w, body->len + 1024);
+	slot = kw_slot32(&w);
+	kw_i16(&w, key);
+	kw_i16(&w, ver);
+	kw_i32(&w, corr);
+	kw_str(&w, kstr_c(c->client_id));
+	kw_tags_empty(&w);
+	kw_raw(&w, body->buf, body->len);
+	kw_put32(&w, slot, (int32_t)(w.len - 4));
+	if (w.err || body->err)
+		die_conn("cannot encode the request: %s",
+		    w.err ? w.why : body->why);
+	io_all(c, w.buf, w.len, 1);
+	kw_fini(&w);
+
+	io_all(c, szb, 4, 0);
+	size = (int32_t)be32_load(szb);
+	if (size < 5 || (uint32_t)size > MAX_RESPONSE)
+		die_conn("%s: bad response size %d", c->addr, size);
+	resp = malloc((size_t)size);
+	if (resp == NULL)
+		die_conn("out of memory");
+	io_all(c, resp, (size_t)size, 0);
+	kr_init(r, resp, (size_t)size);
+	if (kr_i32(r) != corr)
+		die_conn("%s: response correlation id does not match the request",
+		    c->addr);
+	kr_skip_tagged(r);
+	return resp;
+}
+
+/* ---- output helpers ---------------------------------------------- */
+
+static void print_kafka_error(const char *what, int16_t code, struct kstr msg)
+{
+	const char *m = msg.len >= 0 ? msg.p : kerr_message(code);
+	int mlen = msg.len >= 0 ? (int)msg.len : (int)strlen(m);
+
+	if (what != NULL)
+		fprintf(stderr, "%s: %s: %s: %.*s\n", progname, what,
+		    kerr_name(code), mlen, m);
+	else
+		fprintf(stderr, "%s: %s: %.*s\n", progname, kerr_name(code), mlen, m);
+}
+
+static void json_str(FILE *f, struct kstr s)
+{
+	if (s.len < 0) {
+		fputs("null", f);
+		return;
+	}
+	fputc('"', f);
+	for (int32_t i = 0; i < s.len; i++) {
+		unsigned char ch = (unsigned char)s.p[i];
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+/* Fits s into width columns, cutting on the left with "..." (as the KIP tool). */
+static void print_col(struct kstr s, int width)
+{
+	if (s.len <= 0) {
+		printf("%-*s ", width, "-");
+		return;
+	}
+	if (s.len > width && width > 3)
+		printf("...%.*s ", width - 3, s.p + s.len - (width - 3));
+	else
+		printf("%-*.*s ", width, (int)s.len, s.p);
+}
+
+static void print_num(int64_t v, int width)
+{
+	if (v < 0)
+		printf("%-*s ", width, "-");
+	else
+		printf("%-*lld ", width, (long long)v);
+}
+
+/* ---- actions ------------------------------------------------------ */
+
+static int do_create(struct cli_conn *c, const struct opts *o)
+{
+	struct props pr;
+	struct kp_create_mirror_request req;
+	struct kp_create_mirror_response resp;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	struct kw w;
+	struct kr r;
+	char err[512];
+	uint8_t *frame;
+	int rc = 0;
+
+	props_init(&pr);
+	if (props_parse_file(&pr, o->mirror_config, err, sizeof(err)) < 0)
+		die_usage("--mirror-config: %s", err);
+	kp_create_mirror_request_init(&req);
+	req.mirror_name = kstr_c(o->mirror);
+	req.configs_n = (int32_t)pr.n;
+	req.configs = calloc(pr.n + 1, sizeof(*req.configs));
+	if (req.configs == NULL || a == NULL)
+		die_conn("out of memory");
+	for (size_t i = 0; i < pr.n; i++) {
+		req.configs[i].name = kstr_c(pr.names[i]);
+		req.configs[i].value = kstr_c(pr.values[i]);
+	}
+	kw_init(&w, MAX_RESPONSE);
+	kp_create_mirror_request_encode(&w, 0, &req);
+	frame = conn_call(c, KP_API_CREATE_MIRROR, 0, &w, &r);
+	kp_create_mirror_response_init(&resp);
+	if (kp_create_mirror_response_decode(&r, a, 0, &resp) < 0)
+		die_conn("%s: malformed CreateMirror response: %s", c->addr, r.why);
+	if (resp.error_code != 0) {
+		print_kafka_error(NULL, resp.error_code, resp.error_message);
+		rc = EXIT_KAFKA;
+	} else {
+		printf("Created mirror %s\n", o->mirror);
+	}
+	free(frame);
+	free(req.configs);
+	kw_fini(&w);
+	karena_free(a);
+	props_fini(&pr);
+	return rc;
+}
+
+/* Splits the --topic arguments into names and patterns. */
+static void split_topics(const struct strlist *in, struct kstr **names,
+    int32_t *nn, struct kstr **pats, int32_t *np)
+{
+	*names = calloc((size_t)in->n + 1, sizeof(**names));
+	*pats = calloc((size_t)in->n + 1, sizeof(**pats));
+	if (*names == NULL || *pats == NULL)
+		die_conn("out of memory");
+	*nn = *np = 0;
+	for (int i = 0; i < in->n; i++) {
+		if (is_plain_name(in->v[i])) {
+			(*names)[(*nn)++] = kstr_c(in->v[i]);
+		} else {
+			regex_t re;
+			int rc = regcomp(&re, in->v[i], REG_EXTENDED | REG_NOSUB);
+
+			if (rc != 0) {
+				char eb[256];
+
+				regerror(rc, &re, eb, sizeof(eb));
+				die_usage("--topic '%s': bad regular expression: %s",
+				    in->v[i], eb);
+			}
+			regfree(&re);
+			(*pats)[(*np)++] = kstr_c(in->v[i]);
+		}
+	}
+}
+
+/* Prints the shared per-topic results; returns the exit status. */
+static int report_topics(const char *verb, const char *mirror,
+    const struct kp_add_topics_to_mirror_response *resp)
+{
+	int failed = 0, ok = 0;
+
+	if (resp->error_code != 0) {
+		print_kafka_error(NULL, resp->error_code, resp->error_message);
+		return EXIT_KAFKA;
+	}
+	for (int32_t i = 0; i < resp->topics_n; i++) {
+		const struct kp_add_topics_to_mirror_response_topic_result *t =
+		    &resp->topics[i];
+
+		if (t->error_code != 0) {
+			char what[400];
+
+			snprintf(what, sizeof(what), "topic %.*s", (int)t->name.len,
+			    t->name.p);
+			print_kafka_error(what, t->error_code, t->error_message);
+			failed++;
+		} else {
+			ok++;
+		}
+	}
+	if (ok == 0 && failed > 0)
+		return EXIT_KAFKA;
+	printf("%s %d topic(s) in mirror %s: [", verb, ok, mirror);
+	for (int32_t i = 0, k = 0; i < resp->topics_n; i++) {
+		if (resp->topics[i].error_code != 0)
+			continue;
+		printf("%s%.*s", k++ ? ", " : "", (int)resp->topics[i].name.len,
+		    resp->topics[i].name.p);
+	}
+	printf("]\n");
+	return failed ? EXIT_KAFKA : 0;
+}
+
+static int decode_topic_results(struct cli_conn *c, struct kr *r,
+    struct karena *a, const char *api,
+    struct kp_add_topics_to_mirror_response *resp)
+{
+	kp_add_topics_to_mirror_response_init(resp);
+	if (kp_add_topics_to_mirror_response_decode(r, a, 0, resp) < 0)
+		die_conn("%s: malformed %s response: %s", c->addr, api, r->why);
+	return 0;
+}
+
+static int do_add(struct cli_conn *c, const struct opts *o)
+{
+	struct kp_add_topics_to_mirror_request req;
+	struct kp_add_topics_to_mirror_response resp;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	struct kstr *names, *pats, *ex;
+	int32_t nn, np;
+	struct kw w;
+	struct kr r;
+	uint8_t *frame;
+	int rc;
+
+	split_topics(&o->topics, &names, &nn, &pats, &np);
+	ex = calloc((size_t)o->excludes.n + 1, sizeof(*ex));
+	if (ex == NULL || a == NULL)
+		die_conn("out of memory");
+	for (int i = 0; i < o->excludes.n; i++)
+		ex[i] = kstr_c(o->excludes.v[i]);
+	kp_add_topics_to_mirror_request_init(&req);
+	req.mirror_name = kstr_c(o->mirror);
+	req.topics = calloc((size_t)nn + 1, sizeof(*req.topics));
+	if (req.topics == NULL)
+		die_conn("out of memory");
+	for (int32_t i = 0; i < nn; i++)
+		req.topics[i].name = names[i];
+	req.topics_n = nn;
+	req.include_patterns = pats;
+	req.include_patterns_n = np;
+	req.exclude_patterns = ex;
+	req.exclude_patterns_n = o->excludes.n;
+	kw_init(&w, MAX_RESPONSE);
+	kp_add_topics_to_mirror_request_encode(&w, 0, &req);
+	frame = conn_call(c, KP_API_ADD_TOPICS_TO_MIRROR, 0, &w, &r);
+	decode_topic_results(c, &r, a, "AddTopicsToMirror", &resp);
+	rc = report_topics("Added", o->mirror, &resp);
+	if (rc == 0 && resp.topics_n == 0 && np > 0)
+		printf("No matching topics found yet. Patterns saved to mirror %s "
+		    "for auto-discovery.\n", o->mirror);
+	free(frame);
+	free(req.topics);
+	free(names);
+	free(pats);
+	free(ex);
+	kw_fini(&w);
+	karena_free(a);
+	return rc;
+}
+
+static int describe_call(struct cli_conn *c, const char *mirror,
+    struct karena *a, struct kp_describe_mirrors_response *resp,
+    uint8_t **frame);
+
+/* Resolves patterns to the mirror's topic names through DescribeMirrors. */
+static void resolve_patterns(struct cli_conn *c, const char *mirror,
+    struct kstr *pats, int32_t np, struct kstr **names, int32_t *nn,
+    struct karena *a, uint8_t **frame)
+{
+	struct kp_describe_mirrors_response resp;
+	regex_t *res;
+
+	if (np == 0)
+		return;
+	if (describe_call(c, mirror, a, &resp, frame) != 0)
+		exit(EXIT_KAFKA);
+	res = calloc((size_t)np, sizeof(*res));
+	if (res == NULL)
+		die_conn("out of memory");
+	for (int32_t i = 0; i < np; i++) {
+		char *p = kstr_dup(pats[i]), *anch;
+		size_t l = strlen(p) + 8;
+
+		anch = malloc(l);
+		if (p == NULL || anch == NULL)
+			die_conn("out of memory");
+		snprintf(anch, l, "^(%s)$", p);
+		if (regcomp(&res[i], anch, REG_EXTENDED | REG_NOSUB) != 0)
+			die_usage("bad regular expression '%s'", p);
+		free(p);
+		free(anch);
+	}
+	for (int32_t m = 0; m < resp.mirrors_n; m++) {
+		for (int32_t t = 0; t < resp.mirrors[m].topics_n; t++) {
+			char *name = kstr_dup(resp.mirrors[m].topics[t].name);
+
+			if (name == NULL)
+				die_conn("out of memory");
+			for (int32_t i = 0; i < np; i++) {
+				if (regexec(&res[i], name, 0, NULL, 0) == 0) {
+					*names = realloc(*names,
+					    sizeof(**names) * (size_t)(*nn + 2));
+					if (*names == NULL)
+						die_conn("out of memory");
+					(*names)[(*nn)++] =
+					    resp.mirrors[m].topics[t].name;
+					break;
+				}
+			}
+			free(name);
+		}
+	}
+	for (int32_t i = 0; i < np; i++)
+		regfree(&res[i]);
+	free(res);
+}
+
+/* --remove, --pause, --resume: same request and response shapes. */
+static int do_topics_op(struct cli_conn *c, const struct opts *o)
+{
+	struct kp_add_topics_to_mirror_response resp;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	struct kstr *names, *pats;
+	int32_t nn, np;
+	struct kw w;
+	struct kr r;
+	uint8_t *frame = NULL, *dframe = NULL;
+	const char *api, *verb;
+	int16_t key;
+	int rc;
+
+	if (a == NULL)
+		die_conn("out of memory");
+	split_topics(&o->topics, &names, &nn, &pats, &np);
+	kw_init(&w, MAX_RESPONSE);
+	if (o->action == ACT_REMOVE) {
+		struct kp_remove_topics_from_mirror_request req;
+
+		kp_remove_topics_from_mirror_request_init(&req);
+		req.mirror_name = kstr_c(o->mirror);
+		req.topics = calloc((size_t)nn + 1, sizeof(*req.topics));
+		if (req.topics == NULL)
+			die_conn("out of memory");
+		for (int32_t i = 0; i < nn; i++)
+			req.topics[i].name = names[i];
+		req.topics_n = nn;
+		req.patterns = pats;
+		req.patterns_n = np;
+		kp_remove_topics_from_mirror_request_encode(&w, 0, &req);
+		free(req.topics);
+		key = KP_API_REMOVE_TOPICS_FROM_MIRROR;
+		api = "RemoveTopicsFromMirror";
+		verb = "Stopped mirroring for";
+	} else {
+		struct kp_pause_mirror_topics_request req;
+
+		/* Pause and Resume carry names only: resolve patterns first. */
+		resolve_patterns(c, o->mirror, pats, np, &names, &nn, a, &dframe);
+		if (nn == 0) {
+			fprintf(stderr, "%s: no topic of mirror %s matches the given "
+			    "patterns\n", progname, o->mirror);
+			exit(EXIT_KAFKA);
+		}
+		kp_pause_mirror_topics_request_init(&req);
+		req.mirror_name = kstr_c(o->mirror);
+		req.topics = calloc((size_t)nn + 1, sizeof(*req.topics));
+		if (req.topics == NULL)
+			die_conn("out of memory");
+		for (int32_t i = 0; i < nn; i++)
+			req.topics[i].name = names[i];
+		req.topics_n = nn;
+		/* Resume's request has the same shape as Pause's. */
+		kp_pause_mirror_topics_request_encode(&w, 0, &req);
+		free(req.topics);
+		if (o->action == ACT_PAUSE) {
+			key = KP_API_PAUSE_MIRROR_TOPICS;
+			api = "PauseMirrorTopics";
+			verb = "Paused mirroring for";
+		} else {
+			key = KP_API_RESUME_MIRROR_TOPICS;
+			api = "ResumeMirrorTopics";
+			verb = "Resumed mirroring for";
+		}
+	}
+	frame = conn_call(c, key, 0, &w, &r);
+	decode_topic_results(c, &r, a, api, &resp);
+	rc = report_topics(verb, o->mirror, &resp);
+	free(frame);
+	free(dframe);
+	free(names);
+	free(pats);
+	kw_fini(&w);
+	karena_free(a);
+	return rc;
+}
+
+static int do_delete(struct cli_conn *c, const struct opts *o)
+{
+	struct kp_delete_mirror_request req;
+	struct kp_delete_mirror_response resp;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	struct kw w;
+	struct kr r;
+	uint8_t *frame;
+	int rc = 0;
+
+	if (a == NULL)
+		die_conn("out of memory");
+	kp_delete_mirror_request_init(&req);
+	req.mirror_name = kstr_c(o->mirror);
+	kw_init(&w, MAX_RESPONSE);
+	kp_delete_mirror_request_encode(&w, 0, &req);
+	frame = conn_call(c, KP_API_DELETE_MIRROR, 0, &w, &r);
+	kp_delete_mirror_response_init(&resp);
+	if (kp_delete_mirror_response_decode(&r, a, 0, &resp) < 0)
+		die_conn("%s: malformed DeleteMirror response: %s", c->addr, r.why);
+	if (resp.error_code != 0) {
+		print_kafka_error(NULL, resp.error_code, resp.error_message);
+		rc = EXIT_KAFKA;
+	} else {
+		printf("Deleted mirror %s\n", o->mirror);
+	}
+	free(frame);
+	kw_fini(&w);
+	karena_free(a);
+	return rc;
+}
+
+static int kstr_cmp(struct kstr a, struct kstr b)
+{
+	int32_t n = MIN(a.len, b.len);
+	int c = n > 0 ? memcmp(a.p, b.p, (size_t)n) : 0;
+
+	return c != 0 ? c : (a.len > b.len) - (a.len < b.len);
+}
+
+static int cmp_mirror_entry(const void *x, const void *y)
+{
+	const struct kp_list_mirrors_response_mirror *a = x, *b = y;
+
+	return kstr_cmp(a->mirror_name, b->mirror_name);
+}
+
+static int do_list(struct cli_conn *c, const struct opts *o)
+{
+	struct kp_list_mirrors_request req;
+	struct kp_list_mirrors_response resp;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	struct kw w;
+	struct kr r;
+	uint8_t *frame;
+
+	(void)o;
+	if (a == NULL)
+		die_conn("out of memory");
+	kp_list_mirrors_request_init(&req);
+	kw_init(&w, 1024);
+	kp_list_mirrors_request_encode(&w, 0, &req);
+	frame = conn_call(c, KP_API_LIST_MIRRORS, 0, &w, &r);
+	kp_list_mirrors_response_init(&resp);
+	if (kp_list_mirrors_response_decode(&r, a, 0, &resp) < 0)
+		die_conn("%s: malformed ListMirrors response: %s", c->addr, r.why);
+	if (resp.error_code != 0) {
+		print_kafka_error(NULL, resp.error_code, resp.error_message);
+		return EXIT_KAFKA;
+	}
+	if (resp.mirrors_n <= 0) {
+		printf("No mirrors found\n");
+	} else {
+		qsort(resp.mirrors, (size_t)resp.mirrors_n, sizeof(*resp.mirrors),
+		    cmp_mirror_entry);
+		printf("%-30s %-10s %-26s %-50s\n", "MIRROR", "TOPICS",
+		    "SOURCE-CLUSTER-ID", "SOURCE-BOOTSTRAP-SERVER");
+		for (int32_t i = 0; i < resp.mirrors_n; i++) {
+			const struct kp_list_mirrors_response_mirror *m =
+			    &resp.mirrors[i];
+
+			print_col(m->mirror_name, 30);
+			printf("%-10d ", m->topic_count);
+			print_col(m->source_cluster_id, 26);
+			printf("%.*s\n", (int)MAX(m->source_bootstrap.len, 0),
+			    m->source_bootstrap.p);
+		}
+	}
+	free(frame);
+	kw_fini(&w);
+	karena_free(a);
+	return 0;
+}
+
+static int describe_call(struct cli_conn *c, const char *mirror,
+    struct karena *a, struct kp_describe_mirrors_response *resp,
+    uint8_t **frame)
+{
+	struct kp_describe_mirrors_request req;
+	struct kstr name = kstr_c(mirror);
+	struct kw w;
+	struct kr r;
+	int rc = 0;
+
+	kp_describe_mirrors_request_init(&req);
+	if (mirror != NULL) {
+		req.mirror_names = &name;
+		req.mirror_names_n = 1;
+	} else {
+		req.mirror_names = NULL;
+		req.mirror_names_n = -1;
+	}
+	kw_init(&w, 4096);
+	kp_describe_mirrors_request_encode(&w, 0, &req);
+	*frame = conn_call(c, KP_API_DESCRIBE_MIRRORS, 0, &w, &r);
+	kw_fini(&w);
+	kp_describe_mirrors_response_init(resp);
+	if (kp_describe_mirrors_response_decode(&r, a, 0, resp) < 0)
+		die_conn("%s: malformed DescribeMirrors response: %s", c->addr,
+		    r.why);
+	if (resp->error_code != 0) {
+		print_kafka_error(NULL, resp->error_code, resp->error_message);
+		rc = EXIT_KAFKA;
+	}
+	for (int32_t i = 0; i < resp->mirrors_n; i++) {
+		if (resp->mirrors[i].error_code != 0) {
+			char what[300];
+
+			snprintf(what, sizeof(what), "mirror %.*s",
+			    (int)resp->mirrors[i].mirror_name.len,
+			    resp->mirrors[i].mirror_name.p);
+			print_kafka_error(what, resp->mirrors[i].error_code,
+			    resp->mirrors[i].error_message);
+			rc = EXIT_KAFKA;
+		}
+	}
+	return rc;
+}
+
+/* Flattened rows, sorted by mirror, topic, partition. */
+struct drow {
+	struct kstr mirror, topic;
+	const struct kp_describe_mirrors_response_partition *p;
+};
+
+static int cmp_drow(const void *x, const void *y)
+{
+	const struct drow *a = x, *b = y;
+	int c = kstr_cmp(a->mirror, b->mirror);
+
+	if (c == 0)
+		c = kstr_cmp(a->topic, b->topic);
+	if (c == 0)
+		c = (a->p->partition_index > b->p->partition_index) -
+		    (a->p->partition_index < b->p->partition_index);
+	return c;
+}
+
+static int do_describe(struct cli_conn *c, const struct opts *o)
+{
+	struct kp_describe_mirrors_response resp;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	struct drow *rows = NULL;
+	size_t n = 0, cap = 0;
+	uint8_t *frame = NULL;
+	int rc;
+
+	if (a == NULL)
+		die_conn("out of memory");
+	rc = describe_call(c, o->mirror, a, &resp, &frame);
+	for (int32_t m = 0; m < resp.mirrors_n; m++) {
+		const struct kp_describe_mirrors_response_mirror *mi = &resp.mirrors[m];
+
+		for (int32_t t = 0; t < mi->topics_n; t++) {
+			for (int32_t p = 0; p < mi->topics[t].partitions_n; p++) {
+				if (n == cap) {
+					cap = cap ? cap * 2 : 64;
+					rows = realloc(rows, cap * sizeof(*rows));
+					if (rows == NULL)
+						die_conn("out of memory");
+				}
+				rows[n].mirror = mi->mirror_name;
+				rows[n].topic = mi->topics[t].name;
+				rows[n].p = &mi->topics[t].partitions[p];
+				n++;
+			}
+		}
+	}
+	if (n > 1)
+		qsort(rows, n, sizeof(*rows), cmp_drow);
+	if (o->json) {
+		printf("[");
+		for (size_t i = 0; i < n; i++) {
+			const struct kp_describe_mirrors_response_partition *p = rows[i].p;
+
+			printf("%s{\"mirror\":", i ? "," : "");
+			json_str(stdout, rows[i].mirror);
+			printf(",\"topic\":");
+			json_str(stdout, rows[i].topic);
+			printf(",\"partition\":%d,\"sourceOffset\":%lld,"
+			    "\"destinationOffset\":%lld,\"lag\":%lld,\"state\":",
+			    p->partition_index, (long long)p->source_offset,
+			    (long long)p->destination_offset, (long long)p->lag);
+			json_str(stdout, p->state);
+			printf(",\"lastMirroredEpoch\":%d,\"lastMirroredOffset\":%lld,"
+			    "\"errorMessage\":", p->last_mirrored_epoch,
+			    (long long)p->last_mirrored_offset);
+			json_str(stdout, p->error_message);
+			printf("}");
+		}
+		printf("]\n");
+	} else if (n == 0) {
+		if (rc == 0)
+			printf("No mirror partitions found\n");
+	} else {
+		printf("%-30s %-40s %-10s %-15s %-18s %-10s %-12s\n", "MIRROR",
+		    "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET",
+		    "LAG", "STATE");
+		for (size_t i = 0; i < n; i++) {
+			const struct kp_describe_mirrors_response_partition *p = rows[i].p;
+
+			print_col(rows[i].mirror, 30);
+			print_col(rows[i].topic, 40);
+			printf("%-10d ", p->partition_index);
+			print_num(p->source_offset, 15);
+			print_num(p->destination_offset, 18);
+			print_num(p->lag, 10);
+			printf("%.*s\n", (int)MAX(p->state.len, 0), p->state.p);
+		}
+	}
+	free(rows);
+	free(frame);
+	karena_free(a);
+	return rc;
+}
+
+/* ---- main ---------------------------------------------------------- */
+
+enum {
+	OPT_BOOTSTRAP = 256, OPT_COMMAND_CONFIG, OPT_MIRROR_CONFIG, OPT_MIRROR,
+	OPT_TOPIC, OPT_EXCLUDE, OPT_JSON, OPT_HELP, OPT_VERSION,
+};
+
+static void set_action(struct opts *o, enum action a)
+{
+	if (o->action != ACT_NONE && o->action != a)
+		die_usage("--%s and --%s cannot be used together: give exactly "
+		    "one action", action_names[o->action], action_names[a]);
+	o->action = a;
+}
+
+static void load_command_config(struct opts *o)
+{
+	struct props pr;
+	char err[512];
+
+	props_init(&pr);
+	if (props_parse_file(&pr, o->command_config, err, sizeof(err)) < 0)
+		die_usage("--command-config: %s", err);
+	for (size_t i = 0; i < pr.n; i++) {
+		const char *k = pr.names[i], *v = pr.values[i];
+
+		if (strcmp(k, "request.timeout.ms") == 0 ||
+		    strcmp(k, "default.api.timeout.ms") == 0) {
+			char *end;
+			long ms = strtol(v, &end, 10);
+
+			if (*end != '\0' || ms <= 0 || ms > 3600000)
+				die_usage("--command-config %s: %s must be 1..3600000 "
+				    "milliseconds, not '%s'", o->command_config, k, v);
+			o->timeout_ms = (int)ms;
+		} else if (strcmp(k, "client.id") == 0) {
+			snprintf(o->client_id, sizeof(o->client_id), "%s", v);
+		} else if (strcmp(k, "security.protocol") == 0) {
+			if (strcasecmp(v, "PLAINTEXT") != 0)
+				die_usage("--command-config %s: security.protocol=%s is "
+				    "not supported: mirrord's admin listener speaks "
+				    "PLAINTEXT", o->command_config, v);
+		} else if (strcmp(k, "bootstrap.servers") == 0) {
+			if (o->bootstrap == NULL)
+				o->bootstrap = strdup(v);
+		} else {
+			/* Admin-client settings we do not need are harmless. */
+			fprintf(stderr, "%s: --command-config %s: ignoring %s\n",
+			    progname, o->command_config, k);
+		}
+	}
+	props_fini(&pr);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "bootstrap-server", required_argument, NULL, OPT_BOOTSTRAP },
+		{ "command-config", required_argument, NULL, OPT_COMMAND_CONFIG },
+		{ "mirror-config", required_argument, NULL, OPT_MIRROR_CONFIG },
+		{ "mirror", required_argument, NULL, OPT_MIRROR },
+		{ "topic", required_argument, NULL, OPT_TOPIC },
+		{ "topics", required_argument, NULL, OPT_TOPIC },
+		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "create", no_argument, NULL, 'C' },
+		{ "add", no_argument, NULL, 'A' },
+		{ "start", no_argument, NULL, 'A' },
+		{ "remove", no_argument, NULL, 'R' },
+		{ "stop", no_argument, NULL, 'R' },
+		{ "pause", no_argument, NULL, 'P' },
+		{ "resume", no_argument, NULL, 'U' },
+		{ "delete", no_argument, NULL, 'D' },
+		{ "list", no_argument, NULL, 'L' },
+		{ "describe", no_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o;
+	struct cli_conn c;
+	int ch, rc = 0;
+
+	memset(&o, 0, sizeof(o));
+	o.action = ACT_NONE;
+	o.timeout_ms = 30000;
+	snprintf(o.client_id, sizeof(o.client_id), "kafka-mirrors");
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_BOOTSTRAP: o.bootstrap = optarg; break;
+		case OPT_COMMAND_CONFIG: o.command_config = optarg; break;
+		case OPT_MIRROR_CONFIG: o.mirror_config = optarg; break;
+		case OPT_MIRROR: o.mirror = optarg; break;
+		case OPT_TOPIC: strlist_add_csv(&o.topics, optarg); break;
+		case OPT_EXCLUDE: strlist_add_csv(&o.excludes, optarg); break;
+		case OPT_JSON: o.json = 1; break;
+		case 'C': set_action(&o, ACT_CREATE); break;
+		case 'A': set_action(&o, ACT_ADD); break;
+		case 'R': set_action(&o, ACT_REMOVE); break;
+		case 'P': set_action(&o, ACT_PAUSE); break;
+		case 'U': set_action(&o, ACT_RESUME); break;
+		case 'D': set_action(&o, ACT_DELETE); break;
+		case 'L': set_action(&o, ACT_LIST); break;
+		case 'S': set_action(&o, ACT_DESCRIBE); break;
+		case OPT_HELP: usage(stdout); return 0;
+		case OPT_VERSION: printf("kafka-mirrors %s\n", PACKAGE_VERSION); return 0;
+		case ':':
+			die_usage("option %s needs an argument", argv[optind - 1]);
+			break;
+		default:
+			die_usage("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		die_usage("unexpected argument '%s'", argv[optind]);
+	if (o.command_config != NULL)
+		load_command_config(&o);
+	if (o.action == ACT_NONE)
+		die_usage("give one action: --create, --add, --remove, --pause, "
+		    "--resume, --delete, --list or --describe");
+	if (o.bootstrap == NULL)
+		die_usage("--bootstrap-server is required");
+	if (o.mirror == NULL && o.action != ACT_LIST && o.action != ACT_DESCRIBE)
+		die_usage("--%s needs --mirror NAME", action_names[o.action]);
+	if (o.action == ACT_CREATE && o.mirror_config == NULL)
+		die_usage("--create needs --mirror-config FILE (a properties file "
+		    "with at least bootstrap.servers of the source cluster)");
+	if (o.action != ACT_CREATE && o.mirror_config != NULL)
+		die_usage("--mirror-config is only for --create");
+	if ((o.action == ACT_ADD || o.action == ACT_REMOVE ||
+	    o.action == ACT_PAUSE || o.action == ACT_RESUME) && o.topics.n == 0)
+		die_usage("--%s needs --topic NAME_OR_REGEX", action_names[o.action]);
+	if (o.action != ACT_ADD && o.action != ACT_REMOVE &&
+	    o.action != ACT_PAUSE && o.action != ACT_RESUME && o.topics.n > 0)
+		die_usage("--topic is not used with --%s", action_names[o.action]);
+	if (o.excludes.n > 0 && o.action != ACT_ADD)
+		die_usage("--exclude is only for --add");
+	if (o.json && o.action != ACT_DESCRIBE)
+		die_usage("--json is only for --describe");
+
+	conn_open(&c, o.bootstrap, o.timeout_ms, o.client_id);
+	switch (o.action) {
+	case ACT_CREATE: rc = do_create(&c, &o); break;
+	case ACT_ADD: rc = do_add(&c, &o); break;
+	case ACT_REMOVE:
+	case ACT_PAUSE:
+	case ACT_RESUME: rc = do_topics_op(&c, &o); break;
+	case ACT_DELETE: rc = do_delete(&c, &o); break;
+	case ACT_LIST: rc = do_list(&c, &o); break;
+	case ACT_DESCRIBE: rc = do_describe(&c, &o); break;
+	default: rc = EXIT_USAGE; break;
+	}
+	close(c.fd);
+	for (int i = 0; i < o.topics.n; i++)
+		free(o.topics.v[i]);
+	free(o.topics.v);
+	for (int i = 0; i < o.excludes.n; i++)
+		free(o.excludes.v[i]);
+	free(o.excludes.v);
+	return rc;
 }

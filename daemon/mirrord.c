@@ -1,10 +1,471 @@
-/* mirrord: placeholder main until the daemon core lands (issue 2). */
+/*
+ * mirrord: the daemon.  main() loads the configuration, opens the metadata
+ * log and rebuilds the mirror state from it, binds the admin listener and
+ * the metrics endpoint, starts the data plane, tells systemd it is ready,
+ * and runs the event loop until SIGTERM/SIGINT.
+ *
+ * Signals (handled on the loop through libevent, never in signal context):
+ *   SIGTERM, SIGINT  stop accepting admin connections, let in-flight
+ *                    produces finish (bounded by shutdown.timeout_ms),
+ *                    snapshot the metadata log, exit 0
+ *   SIGHUP           reload: build a new config from the file and swap it
+ *                    in only if it validates; keys that need a restart are
+ *                    reported and keep their running values
+ */
 #include "config.h"
 
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-int main(void)
+#include <event2/event.h>
+
+#include "admin.h"
+#include "adminsrv.h"
+#include "daemonconf.h"
+#include "httpd.h"
+#include "log.h"
+#include "metrics.h"
+#include "metrics_std.h"
+#include "mlog.h"
+#include "mstate.h"
+#include "pipeline.h"
+#include "sdnotify.h"
+
+#define DEFAULT_CONFIG MIRRORD_SYSCONFDIR "/mirrord/mirrord.yaml"
+
+struct daemon {
+	struct event_base *base;
+	const char *config_path;
+	struct config *cfg;
+	struct mlog *ml;
+	struct mstate *st;
+	struct metrics *reg;
+	struct metrics_std ms;
+	struct httpd *http;
+	struct admin *adm;
+	struct pipeline *pl;
+	struct event *ev_term, *ev_int, *ev_hup, *ev_watchdog, *ev_housekeep;
+	struct event *ev_deadline;
+	bool log_loaded;
+	bool listening;
+	int stopping;
+	int exit_code;
+};
+
+static void usage(FILE *f)
 {
-	fprintf(stderr, "mirrord %s: daemon core not built yet\n", PACKAGE_VERSION);
-	return 1;
+	fprintf(f,
+"usage: mirrord [-f] [-c FILE] [-l LEVEL]\n"
+"       mirrord --check-config FILE\n"
+"       mirrord -V | -h\n"
+"\n"
+"  -c, --config FILE        configuration file (default %s)\n"
+"      --check-config FILE  validate FILE, print the effective configuration,\n"
+"                           and exit 0 if it is valid, 1 if not\n"
+"  -f, --foreground         accepted for compatibility; mirrord never forks\n"
+"                           (systemd supervises it with Type=notify)\n"
+"  -l, --log-level LEVEL    error, warn, info or debug (overrides log.level)\n"
+"  -V, --version            print the version and exit\n"
+"  -h, --help               this text\n", DEFAULT_CONFIG);
+}
+
+/* ---- configuration -------------------------------------------------- */
+
+static struct config *load_config(const char *path)
+{
+	struct config_errors errs;
+	struct config *cfg = NULL;
+
+	config_errors_init(&errs);
+	if (config_load(path, &cfg, &errs) < 0) {
+		for (size_t i = 0; i < errs.n; i++)
+			log_errorx("%s", errs.v[i].text);
+		if (errs.dropped > 0)
+			log_errorx("%s: %zu more errors not shown", path, errs.dropped);
+		cfg = NULL;
+	}
+	config_errors_fini(&errs);
+	return cfg;
+}
+
+static int check_config(const char *path)
+{
+	struct config_errors errs;
+	struct config *cfg = NULL;
+
+	config_errors_init(&errs);
+	if (config_load(path, &cfg, &errs) < 0) {
+		config_errors_print(&errs, stderr);
+		fprintf(stderr, "%s: configuration is not valid (%zu error%s)\n",
+		    path, errs.n + errs.dropped, errs.n + errs.dropped == 1 ? "" : "s");
+		config_errors_fini(&errs);
+		return 1;
+	}
+	config_errors_fini(&errs);
+	config_dump(cfg, stdout);
+	fprintf(stderr, "%s: configuration is valid\n", path);
+	config_free(cfg);
+	return 0;
+}
+
+static void apply_log_settings(const struct config *cfg, int level_override)
+{
+	int flags = 0;
+
+	if (cfg->log_target == CONFIG_LOG_JOURNAL)
+		flags = LOG_F_JOURNAL;
+	else if (cfg->log_target == CONFIG_LOG_AUTO)
+		flags = LOG_F_AUTO;
+	log_init("mirrord", level_override >= 0 ? level_override : cfg->log_level,
+	    flags);
+}
+
+static int level_override = -1;
+
+static void reload(struct daemon *d)
+{
+	struct config *nw;
+	const char *keys[32];
+	size_t nkeys;
+
+	sdnotify_reloading();
+	log_info("SIGHUP: reloading %s", d->config_path);
+	nw = load_config(d->config_path);
+	if (nw == NULL) {
+		log_warnx("reload failed: %s has errors (listed above); the running "
+		    "configuration stays in force", d->config_path);
+		metrics_counter_inc(metrics_series(MSTD(&d->ms, CONFIG_RELOADS), 1,
+		    (const char *[]){ "failure" }));
+		sdnotify_ready();
+		return;
+	}
+	nkeys = config_reload_diff(d->cfg, nw, keys, ARRAY_SIZE(keys));
+	for (size_t i = 0; i < MIN(nkeys, ARRAY_SIZE(keys)); i++)
+		log_warnx("reload: %s changed but needs a restart; keeping the "
+		    "running value", keys[i]);
+	if (config_reload_keep(nw, d->cfg) < 0) {
+		log_warnx("reload: out of memory; keeping the running configuration");
+		config_free(nw);
+		sdnotify_ready();
+		return;
+	}
+	apply_log_settings(nw, level_override);
+	metrics_std_set_per_partition(&d->ms, nw->metrics_per_partition);
+	admin_set_config(d->adm, nw);
+	pipeline_set_config(d->pl, nw);
+	config_free(d->cfg);
+	d->cfg = nw;
+	metrics_counter_inc(metrics_series(MSTD(&d->ms, CONFIG_RELOADS), 1,
+	    (const char *[]){ "success" }));
+	log_info("reload complete (%zu key%s need a restart)", nkeys,
+	    nkeys == 1 ? "" : "s");
+	sdnotify_ready();
+}
+
+/* ---- shutdown ------------------------------------------------------ */
+
+static void finish(struct daemon *d)
+{
+	char err[512];
+
+	if (d->stopping == 2)
+		return;
+	d->stopping = 2;
+	if (mstate_compact(d->st, err, sizeof(err)) < 0)
+		log_warnx("shutdown: metadata snapshot failed: %s (the log itself "
+		    "is intact; the next start replays it)", err);
+	event_base_loopexit(d->base, NULL);
+}
+
+static void pipeline_drained(void *arg)
+{
+	struct daemon *d = arg;
+
+	log_info("shutdown: data plane drained");
+	finish(d);
+}
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	log_warnx("shutdown: in-flight requests did not finish within "
+	    "shutdown.timeout_ms (%lld ms); stopping anyway (the destination's "
+	    "log end is re-read at the next start, so nothing is lost or "
+	    "duplicated)", (long long)d->cfg->shutdown_timeout_ms);
+	finish(d);
+}
+
+static void begin_shutdown(struct daemon *d, const char *signame)
+{
+	struct timeval tv;
+
+	if (d->stopping) {
+		log_info("%s: already stopping", signame);
+		return;
+	}
+	d->stopping = 1;
+	log_info("%s: shutting down", signame);
+	sdnotify_stopping();
+	admin_stop_accepting(d->adm);
+	d->listening = false;
+	tv.tv_sec = d->cfg->shutdown_timeout_ms / 1000;
+	tv.tv_usec = (d->cfg->shutdown_timeout_ms % 1000) * 1000;
+	d->ev_deadline = evtimer_new(d->base, deadline_cb, d);
+	evtimer_add(d->ev_deadline, &tv);
+	pipeline_shutdown(d->pl, pipeline_drained, d);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)what;
+	switch (sig) {
+	case SIGHUP:
+		if (!d->stopping)
+			reload(d);
+		break;
+	case SIGTERM:
+		begin_shutdown(d, "SIGTERM");
+		break;
+	case SIGINT:
+		begin_shutdown(d, "SIGINT");
+		break;
+	}
+}
+
+static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	/* The loop is turning: that is what the watchdog wants to know. */
+	sdnotify_watchdog();
+}
+
+static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct mlog_stats s;
+
+	(void)fd;
+	(void)what;
+	mstate_maybe_compact(d->st);
+	mlog_stats(d->ml, &s);
+	if (s.snapshot_wall_ms >= 0)
+		metrics_gauge_set(metrics_series(MSTD(&d->ms,
+		    METADATA_LOG_SNAPSHOT_AGE), 0, NULL),
+		    (double)(clock_wall_ms() - s.snapshot_wall_ms) / 1000.0);
+}
+
+static bool ready_destination(void *arg, char *why, size_t whylen)
+{
+	struct daemon *d = arg;
+
+	return pipeline_destination_ready(d->pl, why, whylen);
+}
+
+/* ---- start-up ------------------------------------------------------ */
+
+static int open_state(struct daemon *d)
+{
+	struct mlog_opts mo;
+	char err[1024];
+
+	mlog_opts_init(&mo);
+	mo.dir = d->cfg->storage_data_dir;
+	if (d->cfg->storage_snapshot_every_records > 0)
+		mo.compact_records = (uint64_t)d->cfg->storage_snapshot_every_records;
+	mo.no_fsync = !d->cfg->storage_fsync;
+	d->ml = mlog_file_new(&mo, err, sizeof(err));
+	if (d->ml == NULL) {
+		log_errorx("metadata log: %s", err);
+		return -1;
+	}
+	d->st = mstate_new();
+	if (d->st == NULL) {
+		log_errorx("out of memory");
+		return -1;
+	}
+	if (mstate_open(d->st, d->ml, err, sizeof(err)) < 0) {
+		log_errorx("metadata log: %s", err);
+		return -1;
+	}
+	d->log_loaded = true;
+	log_info("metadata log %s loaded: cluster id %s, %zu mirror%s",
+	    d->cfg->storage_data_dir, mstate_cluster_id(d->st),
+	    mstate_mirror_count(d->st), mstate_mirror_count(d->st) == 1 ? "" : "s");
+	return 0;
+}
+
+static int start_http(struct daemon *d)
+{
+	char err[512];
+
+	if (d->cfg->metrics_listen.host == NULL)
+		return 0;
+	d->http = httpd_new(d->base, d->cfg->metrics_listen.host,
+	    d->cfg->metrics_listen.port, d->reg, err, sizeof(err));
+	if (d->http == NULL) {
+		log_errorx("metrics.listen: %s", err);
+		return -1;
+	}
+	httpd_add_ready_check(d->http, "metadata log loaded", httpd_ready_flag,
+	    &d->log_loaded);
+	httpd_add_ready_check(d->http, "listeners bound", httpd_ready_flag,
+	    &d->listening);
+	httpd_add_ready_check(d->http, "destination reachable",
+	    ready_destination, d);
+	log_info("metrics: listening on %s:%d (/metrics, /healthz, /readyz)",
+	    d->cfg->metrics_listen.host, httpd_port(d->http));
+	return 0;
+}
+
+static int add_signal(struct daemon *d, struct event **ev, int sig)
+{
+	*ev = evsignal_new(d->base, sig, signal_cb, d);
+	return *ev == NULL ? -1 : event_add(*ev, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", required_argument, NULL, 'C' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct daemon d;
+	char err[1024];
+	uint64_t wd_usec = 0;
+	int ch;
+
+	memset(&d, 0, sizeof(d));
+	d.config_path = DEFAULT_CONFIG;
+	log_init("mirrord", LOG_LVL_INFO, LOG_F_AUTO);
+	while ((ch = getopt_long(argc, argv, "c:fl:Vh", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			d.config_path = optarg;
+			break;
+		case 'C':
+			return check_config(optarg);
+		case 'f':
+			break;
+		case 'l':
+			level_override = log_level_parse(optarg);
+			if (level_override < 0) {
+				fprintf(stderr, "mirrord: -l %s: expected error, warn, "
+				    "info or debug\n", optarg);
+				return 2;
+			}
+			break;
+		case 'V':
+			printf("mirrord %s\n", PACKAGE_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "mirrord: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+
+	signal(SIGPIPE, SIG_IGN);
+	d.cfg = load_config(d.config_path);
+	if (d.cfg == NULL) {
+		log_errorx("%s: configuration is not valid; not starting",
+		    d.config_path);
+		return 1;
+	}
+	apply_log_settings(d.cfg, level_override);
+	log_info("mirrord %s starting (config %s)", PACKAGE_VERSION, d.config_path);
+	log_route_libevent();
+
+	d.base = event_base_new();
+	d.reg = metrics_new();
+	if (d.base == NULL || d.reg == NULL)
+		fatalx("out of memory");
+	if (metrics_std_init(&d.ms, d.reg, d.cfg->metrics_per_partition, err,
+	    sizeof(err)) < 0)
+		fatalx("metrics: %s", err);
+	if (open_state(&d) < 0)
+		return 1;
+
+	d.pl = pipeline_new(d.base, d.st, d.cfg, &d.ms, err, sizeof(err));
+	if (d.pl == NULL) {
+		log_errorx("data plane: %s", err);
+		return 1;
+	}
+	d.adm = admin_new(d.base, d.st, d.cfg, d.pl, &d.ms, err, sizeof(err));
+	if (d.adm == NULL) {
+		log_errorx("%s", err);
+		return 1;
+	}
+	d.listening = true;
+	if (start_http(&d) < 0)
+		return 1;
+	if (add_signal(&d, &d.ev_term, SIGTERM) < 0 ||
+	    add_signal(&d, &d.ev_int, SIGINT) < 0 ||
+	    add_signal(&d, &d.ev_hup, SIGHUP) < 0)
+		fatalx("cannot install signal handlers");
+	{
+		struct timeval tv = { 5, 0 };
+
+		d.ev_housekeep = event_new(d.base, -1, EV_PERSIST, housekeep_cb, &d);
+		event_add(d.ev_housekeep, &tv);
+	}
+	if (sdnotify_watchdog_usec(&wd_usec) > 0 && wd_usec > 0) {
+		/* Ping at half the interval, as systemd recommends. */
+		struct timeval tv = { (time_t)(wd_usec / 2000000),
+			(suseconds_t)((wd_usec / 2) % 1000000) };
+
+		d.ev_watchdog = event_new(d.base, -1, EV_PERSIST, watchdog_cb, &d);
+		event_add(d.ev_watchdog, &tv);
+	}
+	pipeline_start(d.pl);
+
+	log_info("ready: admin listener on %s:%d, node id %lld, cluster id %s",
+	    d.cfg->server_listen.host, admin_port(d.adm),
+	    (long long)d.cfg->server_node_id, mstate_cluster_id(d.st));
+	sdnotify_ready();
+	sdnotify_status("mirroring; %zu mirror(s)", mstate_mirror_count(d.st));
+
+	event_base_dispatch(d.base);
+
+	log_info("mirrord stopped");
+	admin_free(d.adm);
+	pipeline_free(d.pl);
+	httpd_free(d.http);
+	if (d.ev_deadline != NULL)
+		event_free(d.ev_deadline);
+	if (d.ev_watchdog != NULL)
+		event_free(d.ev_watchdog);
+	event_free(d.ev_housekeep);
+	event_free(d.ev_term);
+	event_free(d.ev_int);
+	event_free(d.ev_hup);
+	mstate_free(d.st);
+	mlog_free(d.ml);
+	metrics_free(d.reg);
+	config_free(d.cfg);
+	event_base_free(d.base);
+	return d.exit_code;
 }

@@ -1,0 +1,49 @@
+/*
+ * srclookup.h: one asynchronous look at a mirror's source cluster: its
+ * cluster id and every topic with its partition count.
+ *
+ * The admin server needs this for AddTopicsToMirror (does the topic exist,
+ * how many partitions) and to resolve a new mirror's source cluster id.  A
+ * lookup opens its own connections with the mirror's client settings, asks
+ * Metadata for *all* topics (never by name, so nothing is auto-created on
+ * the source, even on old brokers and the librdkafka mock), answers once
+ * through the callback, and is then freed by the caller.
+ */
+#ifndef MIRRORD_SRCLOOKUP_H
+#define MIRRORD_SRCLOOKUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct mirror;
+struct srclookup;
+
+struct srctopic {
+	const char *name;
+	int32_t partitions;
+	int internal;
+};
+
+/*
+ * Called exactly once, never from inside srclookup_start().  On failure
+ * errstr names the cluster and what went wrong and topics is NULL.  The
+ * arrays are valid only during the call.
+ */
+typedef void (*srclookup_cb)(void *arg, int ok, const char *errstr,
+    const char *cluster_id, const struct srctopic *topics, size_t ntopics);
+
+/* Starts a lookup for mirror m, bounded by timeout_ms.  NULL on bad
+ * settings, with the reason in err. */
+struct srclookup *srclookup_start(struct event_base *base,
+    const struct mirror *m, int timeout_ms, srclookup_cb cb, void *arg,
+    char *err, size_t errlen);
+/* Cancels a pending lookup (its callback will not run) or frees a finished
+ * one.  NULL is a no-op. */
+void srclookup_free(struct srclookup *l);
+
+/* The topic of that name in a lookup result, or NULL. */
+const struct srctopic *srclookup_find(const struct srctopic *topics,
+    size_t n, const char *name);
+
+#endif
