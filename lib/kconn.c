@@ -43,6 +43,7 @@
 #include "compat.h"
 #include "kbuf.h"
 #include "kconn.h"
+#include "kproto.h"
 #include "ksasl.h"
 #include "log.h"
 
@@ -95,48 +96,45 @@ const char *kconn_err_name(int err)
 }
 
 /*
- * First flexible version (KIP-482) of each request we may send, which
- * decides request header v1 vs v2 and response header v0 vs v1.  Keys not
- * listed are treated as never flexible.  -1: no flexible version.
+ * First flexible version (KIP-482) of the standard requests the generated
+ * table (kproto) does not carry yet; it decides request header v1 vs v2 and
+ * response header v0 vs v1.  The generated table wins where it has the key.
  */
 static const struct {
 	int16_t key;
-	int16_t first_flexible;
+	int16_t first_flexible; /* -1: never flexible */
 	const char *name;
-} api_table[] = {
+} api_extra[] = {
 	{ 0, 9, "Produce" }, { 1, 12, "Fetch" }, { 2, 6, "ListOffsets" },
-	{ 3, 9, "Metadata" }, { 8, 8, "OffsetCommit" }, { 9, 6, "OffsetFetch" },
-	{ 10, 3, "FindCoordinator" }, { 11, 6, "JoinGroup" },
-	{ 12, 4, "Heartbeat" }, { 13, 4, "LeaveGroup" }, { 14, 4, "SyncGroup" },
-	{ 15, 5, "DescribeGroups" }, { 16, 3, "ListGroups" },
-	{ 17, -1, "SaslHandshake" }, { 18, 3, "ApiVersions" },
-	{ 19, 5, "CreateTopics" }, { 20, 4, "DeleteTopics" },
-	{ 21, 2, "DeleteRecords" }, { 22, 2, "InitProducerId" },
-	{ 23, 4, "OffsetForLeaderEpoch" }, { 24, 3, "AddPartitionsToTxn" },
-	{ 25, 3, "AddOffsetsToTxn" }, { 26, 3, "EndTxn" },
-	{ 28, 3, "TxnOffsetCommit" }, { 29, 2, "DescribeAcls" },
-	{ 32, 4, "DescribeConfigs" }, { 33, 2, "AlterConfigs" },
-	{ 36, 2, "SaslAuthenticate" }, { 37, 2, "CreatePartitions" },
-	{ 44, 1, "IncrementalAlterConfigs" }, { 60, 0, "DescribeCluster" },
-	{ 61, 0, "DescribeProducers" },
+	{ 8, 8, "OffsetCommit" }, { 9, 6, "OffsetFetch" },
+	{ 10, 3, "FindCoordinator" }, { 17, -1, "SaslHandshake" },
+	{ 19, 5, "CreateTopics" }, { 21, 2, "DeleteRecords" },
+	{ 22, 2, "InitProducerId" }, { 23, 4, "OffsetForLeaderEpoch" },
+	{ 32, 4, "DescribeConfigs" }, { 36, 2, "SaslAuthenticate" },
+	{ 37, 2, "CreatePartitions" }, { 60, 0, "DescribeCluster" },
 };
 
 static int api_flexible(int16_t key, int16_t version)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(api_table); i++)
-		if (api_table[i].key == key)
-			return api_table[i].first_flexible >= 0 &&
-			    version >= api_table[i].first_flexible;
-	/* Keys above 60 (and the mirror RPCs) only exist in flexible form. */
-	return key > 60;
+	int hv = kp_request_header_version(key, version);
+
+	if (hv >= 0)
+		return hv == 2;
+	for (size_t i = 0; i < ARRAY_SIZE(api_extra); i++)
+		if (api_extra[i].key == key)
+			return api_extra[i].first_flexible >= 0 &&
+			    version >= api_extra[i].first_flexible;
+	return 0;
 }
 
 static const char *api_name(int16_t key)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(api_table); i++)
-		if (api_table[i].key == key)
-			return api_table[i].name;
-	return "ApiKey";
+	if (kp_api_find(key) != NULL)
+		return kp_api_name(key);
+	for (size_t i = 0; i < ARRAY_SIZE(api_extra); i++)
+		if (api_extra[i].key == key)
+			return api_extra[i].name;
+	return "ApiKey?";
 }
 
 /* ---- configuration --------------------------------------------------- */
@@ -1497,15 +1495,20 @@ fail:
 	return NULL;
 }
 
-void kconn_close(struct kconn *c, const char *why)
+void kconn_close(struct kconn *c, int err, const char *why)
 {
 	char msg[KCONN_MAX_ERRSTR];
 
-	snprintf(msg, sizeof(msg), "%s: closed: %s", c->name,
-	    why ? why : "by its owner");
+	snprintf(msg, sizeof(msg), "%s: %s", c->name,
+	    why ? why : "closed by its owner");
 	conn_enter(c);
-	conn_fail(c, KCONN_E_CLOSED, msg, NULL, 0, NULL, 1);
+	conn_fail(c, err, msg, NULL, 0, NULL, 1);
 	conn_leave(c);
+}
+
+void kconn_set_event_arg(struct kconn *c, void *arg)
+{
+	c->cbarg = arg;
 }
 
 void kconn_free(struct kconn *c)

@@ -164,9 +164,14 @@ struct kconn *kconn_new(struct event_base *base, struct evdns_base *dns,
  * from one of c's callbacks).  The event callback is not called. */
 void kconn_free(struct kconn *c);
 
-/* Closes now: every request fails with KCONN_E_CLOSED and why, and the
- * event callback gets KCONN_EV_CLOSED.  The object stays until freed. */
-void kconn_close(struct kconn *c, const char *why);
+/* Closes now: every request fails with err (a KCONN_E_* code, e.g.
+ * KCONN_E_PROTOCOL when the owner found a response malformed) and
+ * "host:port: why", and the event callback gets KCONN_EV_CLOSED.  The
+ * object stays until freed. */
+void kconn_close(struct kconn *c, int err, const char *why);
+
+/* Changes the argument the event callback gets (the owner moved). */
+void kconn_set_event_arg(struct kconn *c, void *arg);
 
 #define KCONN_F_NO_RESPONSE 0x1 /* acks=0 Produce: nothing comes back */
 

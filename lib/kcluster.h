@@ -1,0 +1,132 @@
+/*
+ * kcluster.h: a Kafka cluster seen through its bootstrap servers, on a
+ * libevent loop.
+ *
+ * A kcluster keeps the cluster's metadata (cluster id, controller, brokers,
+ * topics with their partitions, leaders and leader epochs) fresh with
+ * Metadata requests, and one kconn per broker, opened on first use and
+ * reopened after a loss with exponential backoff and jitter.
+ *
+ * It never creates a topic: every Metadata request asks for all topics (v0
+ * with an empty list, v1+ with a null list, and AllowAutoTopicCreation=false
+ * from v4), because brokers that auto-create (and the librdkafka mock, which
+ * always does) create topics a request names.
+ *
+ * Ownership: the kcluster owns its connections and its metadata copy.
+ * Strings and arrays handed to callbacks are valid only during the call;
+ * the query functions return pointers valid until the next refresh
+ * completes.  Any callback may call kcluster_free(): the memory is released
+ * from a deferred event.
+ */
+#ifndef MIRRORD_KCLUSTER_H
+#define MIRRORD_KCLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kconn.h"
+
+struct event_base;
+struct evdns_base;
+struct kcluster;
+
+struct kcluster_config {
+	char *name;                   /* "source", for messages and logs */
+	char *bootstrap;              /* bootstrap.servers: "h:p,h:p" */
+	int metadata_refresh_ms;      /* topic.metadata.refresh.interval.ms; 0: only on demand */
+	int metadata_timeout_ms;      /* mirrord.metadata.timeout.ms: one refresh, all attempts */
+	int reconnect_backoff_ms;     /* reconnect.backoff.ms */
+	int reconnect_backoff_max_ms; /* reconnect.backoff.max.ms */
+	struct kconn_config conn;     /* connection and security properties */
+};
+
+void kcluster_config_init(struct kcluster_config *cfg, const char *name);
+void kcluster_config_fini(struct kcluster_config *cfg);
+/* Sets a property by its librdkafka name (cluster ones here, connection
+ * ones through kconn_config_set).  0 set, 1 not ours, -1 bad value. */
+int kcluster_config_set(struct kcluster_config *cfg, const char *prop,
+    const char *value, char *err, size_t errlen);
+/* Checks the bootstrap list and prepares the connection config (TLS). */
+int kcluster_config_prepare(struct kcluster_config *cfg, char *err,
+    size_t errlen);
+
+/*
+ * Creates the cluster object; connects nothing until the first refresh or
+ * broker lookup.  cfg must outlive the kcluster.  dns resolves host names
+ * without blocking (may be NULL if every address is numeric).
+ */
+struct kcluster *kcluster_new(struct event_base *base, struct evdns_base *dns,
+    const struct kcluster_config *cfg, char *err, size_t errlen);
+/* Closes every connection; pending refresh callbacks get KCONN_E_CLOSED. */
+void kcluster_free(struct kcluster *cl);
+
+/* err is a KCONN_E_* code; errstr names the cluster, the broker and the
+ * cause ("source cluster 127.0.0.1:1234: connection refused"). */
+typedef void (*kcluster_cb)(struct kcluster *cl, int err, const char *errstr,
+    void *arg);
+
+/*
+ * Refreshes the metadata now (joining a refresh already running).  cb (may
+ * be NULL) is called exactly once, never from inside this call.  A refresh
+ * tries a broker with a ready connection first, then the known brokers and
+ * bootstrap servers in turn (skipping those in reconnect backoff), until one
+ * answers or metadata_timeout_ms passes.
+ */
+void kcluster_refresh(struct kcluster *cl, kcluster_cb cb, void *arg);
+
+struct kcluster_topic_info {
+	const char *name;
+	int32_t partitions;
+	int internal;   /* IsInternal (v1+); by name for v0 */
+	int16_t error;  /* topic-level error code of the metadata */
+};
+
+typedef void (*kcluster_topics_cb)(struct kcluster *cl, int err,
+    const char *errstr, const struct kcluster_topic_info *topics, size_t n,
+    void *arg);
+
+/* Refreshes, then lists every topic (sorted by name) with its partition
+ * count.  Never creates a topic.  cb is called exactly once, later. */
+void kcluster_list_topics(struct kcluster *cl, kcluster_topics_cb cb,
+    void *arg);
+
+/* ---- queries on the last metadata (no I/O) ---- */
+
+int kcluster_has_metadata(const struct kcluster *cl);
+/* The cluster id (Metadata v2+), or NULL. */
+const char *kcluster_cluster_id(const struct kcluster *cl);
+int32_t kcluster_controller_id(const struct kcluster *cl);
+/* Metadata version of the last refresh, -1 before the first. */
+int kcluster_metadata_version(const struct kcluster *cl);
+/* Milliseconds since the last successful refresh, -1 before the first. */
+int64_t kcluster_metadata_age_ms(const struct kcluster *cl);
+const char *kcluster_name(const struct kcluster *cl);
+
+/* Partition count of topic, or -1 if the last metadata does not know it. */
+int32_t kcluster_topic_partitions(const struct kcluster *cl, const char *topic);
+
+#define KCLUSTER_NO_LEADER (-1)    /* known partition, no leader now */
+#define KCLUSTER_UNKNOWN (-2)      /* unknown topic or partition */
+/* The leader's node id, or KCLUSTER_NO_LEADER / KCLUSTER_UNKNOWN.  When
+ * leader_epoch is not NULL it gets the epoch (-1 before Metadata v7). */
+int32_t kcluster_leader(const struct kcluster *cl, const char *topic,
+    int32_t partition, int32_t *leader_epoch);
+
+size_t kcluster_broker_count(const struct kcluster *cl);
+/* The i-th broker of the last metadata (sorted by node id). */
+int kcluster_broker_at(const struct kcluster *cl, size_t i, int32_t *node,
+    const char **host, int *port, const char **rack);
+
+/*
+ * The connection to broker `node`, opened now if there is none (requests
+ * may be sent at once: they wait for the handshake).  NULL with the reason
+ * in err if the node is not in the metadata or is in reconnect backoff
+ * after a failure.
+ */
+struct kconn *kcluster_broker_conn(struct kcluster *cl, int32_t node,
+    char *err, size_t errlen);
+
+/* Statistics hook applied to every connection of the cluster. */
+void kcluster_set_stats_cb(struct kcluster *cl, kconn_stats_fn fn, void *arg);
+
+#endif
