@@ -1,0 +1,1045 @@
+/*
+ * Unit tests for mstate: every operation and every error code of the wire
+ * contract with its message, the transition table (allowed and refused),
+ * the data-plane records, hooks, and that the model rebuilt from the log
+ * (after a reopen, after a compaction, after a kill at any byte of the last
+ * record, after a failed disk write) equals the one before.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "compat.h"
+#include "kerr.h"
+#include "mlog.h"
+#include "mstate.h"
+
+/* ---- fixture ----------------------------------------------------------- */
+
+struct faults {
+	int write_errno;
+	int fsync_errno;
+};
+
+static ssize_t fault_pwrite(void *arg, int fd, const void *buf, size_t n,
+    off_t off)
+{
+	struct faults *f = arg;
+
+	if (f->write_errno != 0) {
+		errno = f->write_errno;
+		return -1;
+	}
+	return pwrite(fd, buf, n, off);
+}
+
+static int fault_fsync(void *arg, int fd)
+{
+	struct faults *f = arg;
+
+	if (f->fsync_errno != 0) {
+		errno = f->fsync_errno;
+		return -1;
+	}
+	return 0;   /* the tests do not need durability across a power cut */
+}
+
+struct fx {
+	char dir[256];
+	struct faults faults;
+	struct mlog_io io;
+	struct mlog *ml;
+	struct mstate *st;
+	char msg[2048];
+};
+
+static struct fx F;
+
+static void fx_open(void)
+{
+	struct mlog_opts o;
+	char err[1024];
+
+	mlog_opts_init(&o);
+	o.dir = F.dir;
+	o.io = &F.io;
+	F.ml = mlog_file_new(&o, err, sizeof(err));
+	ck_assert_msg(F.ml != NULL, "%s", err);
+	F.st = mstate_new();
+	ck_assert_ptr_nonnull(F.st);
+	ck_assert_msg(mstate_open(F.st, F.ml, err, sizeof(err)) == 0, "%s",
+	    err);
+}
+
+static void fx_close(void)
+{
+	mstate_free(F.st);
+	mlog_free(F.ml);
+	F.st = NULL;
+	F.ml = NULL;
+}
+
+static void rm_rf(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[4096];
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+static void setup(void)
+{
+	const char *base = getenv("TMPDIR");
+
+	memset(&F, 0, sizeof(F));
+	snprintf(F.dir, sizeof(F.dir), "%s/test_mstate.XXXXXX",
+	    base != NULL && base[0] != '\0' ? base : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(F.dir));
+	F.io.pwrite = fault_pwrite;
+	F.io.fsync = fault_fsync;
+	F.io.arg = &F.faults;
+	fx_open();
+}
+
+static void teardown(void)
+{
+	fx_close();
+	rm_rf(F.dir);
+}
+
+/* Reopens from disk and checks that the model is what it was. */
+static void reopen_same(void)
+{
+	char *before = mstate_dump(F.st), *after;
+
+	fx_close();
+	fx_open();
+	after = mstate_dump(F.st);
+	ck_assert_str_eq(after, before);
+	free(before);
+	free(after);
+}
+
+#define CODE(expr, want) do { \
+	F.msg[0] = '\0'; \
+	int code_ = (expr); \
+	ck_assert_msg(code_ == (want), "%s: got %d (%s), want %d: %s", #expr, \
+	    code_, kerr_name((int16_t)code_), (want), F.msg); \
+} while (0)
+#define MSG_HAS(s) ck_assert_msg(strstr(F.msg, (s)) != NULL, \
+	"message '%s' lacks '%s'", F.msg, (s))
+
+static const struct mcfg BOOT[] = { { (char *)"bootstrap.servers",
+	(char *)"127.0.0.1:9092" } };
+
+static void mk_mirror(const char *name)
+{
+	CODE(mstate_create_mirror(F.st, name, BOOT, 1, F.msg, sizeof(F.msg)),
+	    0);
+}
+
+static void mk_topic(const char *m, const char *t, int n)
+{
+	CODE(mstate_add_topic(F.st, m, t, n, F.msg, sizeof(F.msg)), 0);
+}
+
+static struct mtopic *topic(const char *m, const char *t)
+{
+	struct mtopic *tp = mirror_topic_find(mstate_mirror_find(F.st, m), t);
+
+	ck_assert_msg(tp != NULL, "%s/%s missing", m, t);
+	return tp;
+}
+
+static struct mpart *part(const char *m, const char *t, int i)
+{
+	struct mtopic *tp = topic(m, t);
+
+	ck_assert_int_lt(i, tp->npart);
+	return tp->parts[i];
+}
+
+/* Moves every partition of the topic through the data plane. */
+static void topic_to(const char *m, const char *t, int to)
+{
+	struct mtopic *tp = topic(m, t);
+
+	for (int32_t i = 0; i < tp->npart; i++)
+		CODE(mpart_set_state(F.st, tp->parts[i], to, "test", F.msg,
+		    sizeof(F.msg)), 0);
+}
+
+static void stop_topic(const char *m, const char *t)
+{
+	struct mtopic *tp = topic(m, t);
+
+	CODE(mstate_remove_topic(F.st, m, t, F.msg, sizeof(F.msg)), 0);
+	for (int32_t i = 0; i < tp->npart; i++)
+		CODE(mpart_stopped(F.st, tp->parts[i], 100 + i, 7, "stopped",
+		    F.msg, sizeof(F.msg)), 0);
+}
+
+static uint64_t log_records(void)
+{
+	struct mlog_stats s;
+
+	mlog_stats(F.ml, &s);
+	return s.records;
+}
+
+/* ---- tests ------------------------------------------------------------- */
+
+START_TEST(test_cluster_id)
+{
+	const char *id = mstate_cluster_id(F.st);
+	char saved[32];
+
+	ck_assert_uint_eq(strlen(id), MSTATE_CLUSTER_ID_LEN);
+	ck_assert_int_ne(id[0], '-');
+	ck_assert_uint_eq(strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijkl"
+	    "mnopqrstuvwxyz0123456789-_"), MSTATE_CLUSTER_ID_LEN);
+	snprintf(saved, sizeof(saved), "%s", id);
+	fx_close();
+	fx_open();
+	ck_assert_str_eq(mstate_cluster_id(F.st), saved);
+}
+END_TEST
+
+START_TEST(test_create_mirror)
+{
+	struct mcfg cfg[] = {
+		{ (char *)"bootstrap.servers", (char *)"a:1,b:2" },
+		{ (char *)"security.protocol", (char *)"SSL" },
+		{ (char *)"sasl.jaas.config", NULL },
+	};
+	char longname[300];
+	struct mirror *m;
+
+	CODE(mstate_create_mirror(F.st, "m1", cfg, 3, F.msg, sizeof(F.msg)), 0);
+	m = mstate_mirror_find(F.st, "m1");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->nconfigs, 3);
+	ck_assert_str_eq(m->configs[1].name, "security.protocol");
+	ck_assert_str_eq(m->configs[1].value, "SSL");
+	ck_assert_ptr_null(m->configs[2].value);
+	ck_assert_str_eq(mirror_bootstrap(m), "a:1,b:2");
+	ck_assert_ptr_null(m->source_cluster_id);
+	ck_assert_uint_eq(m->ntopics, 0);
+
+	CODE(mstate_create_mirror(F.st, "m1", cfg, 3, F.msg, sizeof(F.msg)),
+	    KERR_CLUSTER_MIRROR_ALREADY_EXISTS);
+	MSG_HAS("cluster mirror 'm1' already exists");
+
+	static const struct { const char *name, *why; } bad[] = {
+		{ "", "is empty" },
+		{ "a b", "outside [a-zA-Z0-9._-]" },
+		{ "m/1", "outside [a-zA-Z0-9._-]" },
+		{ ".", "cannot be '.' or '..'" },
+		{ "..", "cannot be '.' or '..'" },
+		{ "x.removed", "cannot end in '.removed' or '.paused'" },
+		{ "x.paused", "cannot end in '.removed' or '.paused'" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		CODE(mstate_create_mirror(F.st, bad[i].name, cfg, 1, F.msg,
+		    sizeof(F.msg)), KERR_INVALID_CLUSTER_MIRROR_NAME);
+		MSG_HAS(bad[i].why);
+	}
+	memset(longname, 'a', 250);
+	longname[250] = '\0';
+	CODE(mstate_create_mirror(F.st, longname, cfg, 1, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_NAME);
+	MSG_HAS("longer than 249");
+	longname[249] = '\0';
+	CODE(mstate_create_mirror(F.st, longname, cfg, 1, F.msg, sizeof(F.msg)),
+	    0);
+	CODE(mstate_create_mirror(F.st, "a.removedx", cfg, 1, F.msg,
+	    sizeof(F.msg)), 0);
+
+	/* bootstrap.servers is required (42, naming the key). */
+	CODE(mstate_create_mirror(F.st, "m2", cfg + 1, 2, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("'m2': the configs must set bootstrap.servers");
+	struct mcfg nullboot[] = { { (char *)"bootstrap.servers", NULL } };
+	CODE(mstate_create_mirror(F.st, "m2", nullboot, 1, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	struct mcfg dup[] = { cfg[0], cfg[1], cfg[1] };
+	CODE(mstate_create_mirror(F.st, "m2", dup, 3, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("config 'security.protocol' is given twice");
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "m2"));
+
+	/* Sorted by name. */
+	mk_mirror("b");
+	mk_mirror("A");
+	ck_assert_uint_eq(mstate_mirror_count(F.st), 5);
+	for (size_t i = 1; i < mstate_mirror_count(F.st); i++)
+		ck_assert_int_lt(strcmp(mstate_mirror_at(F.st, i - 1)->name,
+		    mstate_mirror_at(F.st, i)->name), 0);
+	reopen_same();
+}
+END_TEST
+
+START_TEST(test_add_topic)
+{
+	struct mtopic *t;
+
+	mk_mirror("m1");
+	mk_mirror("m2");
+	CODE(mstate_add_topic(F.st, "nope", "t", 3, F.msg, sizeof(F.msg)),
+	    KERR_UNKNOWN_CLUSTER_MIRROR);
+	MSG_HAS("cluster mirror 'nope' does not exist");
+	CODE(mstate_add_topic(F.st, "m1", "bad topic", 3, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_TOPIC_EXCEPTION);
+	MSG_HAS("topic name 'bad topic'");
+	CODE(mstate_add_topic(F.st, "m1", "t", 0, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_PARTITIONS);
+	MSG_HAS("m1/t: partition count 0");
+
+	mk_topic("m1", "t", 3);
+	t = topic("m1", "t");
+	ck_assert_int_eq(t->npart, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(t->parts[i]->state, MPART_PREPARING);
+		ck_assert_int_eq(t->parts[i]->index, i);
+		ck_assert_int_eq(t->parts[i]->last_offset, -1);
+		ck_assert_int_eq(t->parts[i]->last_epoch, -1);
+	}
+	ck_assert_str_eq(mtopic_state_name(t), "PREPARING");
+
+	/* Another mirror holds it (not STOPPED): 138 naming that mirror. */
+	CODE(mstate_add_topic(F.st, "m2", "t", 3, F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_ALREADY_IN_CLUSTER_MIRROR);
+	MSG_HAS("topic 't' is already in cluster mirror 'm1' (PREPARING)");
+	ck_assert_ptr_null(mirror_topic_find(mstate_mirror_find(F.st, "m2"),
+	    "t"));
+
+	/* Already in this mirror and mirrored: success, nothing written. */
+	uint64_t n = log_records();
+	CODE(mstate_add_topic(F.st, "m1", "t", 3, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);
+
+	/* Growth: new partitions in PREPARING, old ones untouched. */
+	topic_to("m1", "t", MPART_MIRRORING);
+	CODE(mstate_grow_topic(F.st, "m1", "t", 5, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->npart, 5);
+	ck_assert_int_eq(t->parts[2]->state, MPART_MIRRORING);
+	ck_assert_int_eq(t->parts[3]->state, MPART_PREPARING);
+	ck_assert_int_eq(t->parts[4]->state, MPART_PREPARING);
+	ck_assert_int_eq(mtopic_state(t), MTOPIC_MIXED);
+	ck_assert_str_eq(mtopic_state_name(t), "MIXED");
+	CODE(mstate_grow_topic(F.st, "m1", "t", 4, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->npart, 5);
+	CODE(mstate_grow_topic(F.st, "m1", "zz", 4, F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_NOT_IN_CLUSTER_MIRROR);
+
+	/* STOPPING: re-adding is 142. */
+	CODE(mstate_remove_topic(F.st, "m1", "t", F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_add_topic(F.st, "m1", "t", 5, F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_BEING_STOPPED);
+	MSG_HAS("topic 't' of cluster mirror 'm1' is being stopped");
+	/* Growth of a stopping topic does nothing. */
+	CODE(mstate_grow_topic(F.st, "m1", "t", 9, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->npart, 5);
+
+	/* STOPPED: another mirror may take it (failback), and this one may
+	 * restart it (-> PREPARING). */
+	for (int i = 0; i < 5; i++)
+		CODE(mpart_stopped(F.st, t->parts[i], 10, 2, "done", F.msg,
+		    sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "STOPPED");
+	mk_topic("m2", "t", 5);
+	ck_assert_str_eq(mtopic_state_name(topic("m2", "t")), "PREPARING");
+	CODE(mstate_add_topic(F.st, "m1", "t", 5, F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_ALREADY_IN_CLUSTER_MIRROR);
+	MSG_HAS("already in cluster mirror 'm2'");
+	stop_topic("m2", "t");
+	mk_topic("m1", "t", 6);
+	ck_assert_int_eq(t->npart, 6);
+	ck_assert_str_eq(mtopic_state_name(t), "PREPARING");
+	/* The last mirrored position survives the restart (failback). */
+	ck_assert_int_eq(t->parts[0]->last_offset, 10);
+	ck_assert_int_eq(t->parts[0]->last_epoch, 2);
+	reopen_same();
+}
+END_TEST
+
+START_TEST(test_remove_topic)
+{
+	mk_mirror("m");
+	mk_topic("m", "t", 2);
+	CODE(mstate_remove_topic(F.st, "x", "t", F.msg, sizeof(F.msg)),
+	    KERR_UNKNOWN_CLUSTER_MIRROR);
+	CODE(mstate_remove_topic(F.st, "m", "u", F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_NOT_IN_CLUSTER_MIRROR);
+	MSG_HAS("topic 'u' is not in cluster mirror 'm'");
+	CODE(mstate_remove_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(topic("m", "t")), "STOPPING");
+	CODE(mstate_remove_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_BEING_STOPPED);
+	MSG_HAS("topic 't' of cluster mirror 'm' is already being stopped");
+	for (int i = 0; i < 2; i++)
+		CODE(mpart_stopped(F.st, part("m", "t", i), 5, 1, "ok", F.msg,
+		    sizeof(F.msg)), 0);
+	uint64_t n = log_records();
+	CODE(mstate_remove_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);
+	ck_assert_str_eq(mtopic_state_name(topic("m", "t")), "STOPPED");
+
+	/* From every removable state. */
+	mk_topic("m", "u", 5);
+	struct mtopic *u = topic("m", "u");
+	CODE(mpart_set_state(F.st, u->parts[1], MPART_MIRRORING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_set_state(F.st, u->parts[2], MPART_MIRRORING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_set_state(F.st, u->parts[2], MPART_PAUSING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_set_state(F.st, u->parts[3], MPART_MIRRORING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_set_state(F.st, u->parts[3], MPART_PAUSING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_set_state(F.st, u->parts[3], MPART_PAUSED, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_fail(F.st, u->parts[4], "boom", 2, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_remove_topic(F.st, "m", "u", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(u), "STOPPING");
+	ck_assert_ptr_null(u->parts[4]->error);
+	reopen_same();
+}
+END_TEST
+
+START_TEST(test_pause_resume)
+{
+	struct mtopic *t;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 2);
+	t = topic("m", "t");
+	CODE(mstate_pause_topic(F.st, "x", "t", F.msg, sizeof(F.msg)),
+	    KERR_UNKNOWN_CLUSTER_MIRROR);
+	CODE(mstate_pause_topic(F.st, "m", "u", F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_NOT_IN_CLUSTER_MIRROR);
+	CODE(mstate_resume_topic(F.st, "m", "u", F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_NOT_IN_CLUSTER_MIRROR);
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_NOT_PAUSED);
+	MSG_HAS("topic 't' of cluster mirror 'm' is not paused (PREPARING)");
+
+	topic_to("m", "t", MPART_MIRRORING);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "PAUSING");
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_ALREADY_PAUSED);
+	MSG_HAS("topic 't' of cluster mirror 'm' is already paused");
+	/* Resume straight from PAUSING. */
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "MIRRORING");
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	topic_to("m", "t", MPART_PAUSED);
+	ck_assert_str_eq(mtopic_state_name(t), "PAUSED");
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_ALREADY_PAUSED);
+	reopen_same();
+	t = topic("m", "t");
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "MIRRORING");
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_NOT_PAUSED);
+
+	/* Half paused (one partition PAUSED, one MIRRORING): pause moves the
+	 * rest, resume moves the paused one. */
+	CODE(mpart_set_state(F.st, t->parts[0], MPART_PAUSING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "PAUSING");
+	CODE(mpart_set_state(F.st, t->parts[1], MPART_PAUSED, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "MIRRORING");
+
+	/* A FAILED partition can be paused too. */
+	CODE(mpart_fail(F.st, t->parts[1], "fetch failed", 1, F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "PAUSING");
+
+	/* STOPPING and STOPPED: 142 for both. */
+	CODE(mstate_remove_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_BEING_STOPPED);
+	MSG_HAS("is being stopped");
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_BEING_STOPPED);
+	for (int i = 0; i < 2; i++)
+		CODE(mpart_stopped(F.st, t->parts[i], 1, 1, "", F.msg,
+		    sizeof(F.msg)), 0);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_BEING_STOPPED);
+	MSG_HAS("topic 't' of cluster mirror 'm' is stopped");
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+	    KERR_MIRROR_TOPIC_BEING_STOPPED);
+	reopen_same();
+}
+END_TEST
+
+START_TEST(test_delete_mirror)
+{
+	mk_mirror("m");
+	mk_topic("m", "t", 2);
+	mk_topic("m", "u", 1);
+	CODE(mstate_delete_mirror(F.st, "x", F.msg, sizeof(F.msg)),
+	    KERR_UNKNOWN_CLUSTER_MIRROR);
+	MSG_HAS("cluster mirror 'x' does not exist");
+	CODE(mstate_delete_mirror(F.st, "m", F.msg, sizeof(F.msg)),
+	    KERR_CLUSTER_MIRROR_NOT_EMPTY);
+	MSG_HAS("cluster mirror 'm' is not empty: topic 't' is PREPARING");
+	stop_topic("m", "t");
+	CODE(mstate_delete_mirror(F.st, "m", F.msg, sizeof(F.msg)),
+	    KERR_CLUSTER_MIRROR_NOT_EMPTY);
+	MSG_HAS("topic 'u' is PREPARING");
+	stop_topic("m", "u");
+	CODE(mstate_delete_mirror(F.st, "m", F.msg, sizeof(F.msg)), 0);
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "m"));
+	ck_assert_uint_eq(mstate_mirror_count(F.st), 0);
+	reopen_same();
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "m"));
+	/* The name is free again, with no state left over. */
+	mk_mirror("m");
+	ck_assert_uint_eq(mstate_mirror_find(F.st, "m")->ntopics, 0);
+	/* An empty mirror deletes at once. */
+	CODE(mstate_delete_mirror(F.st, "m", F.msg, sizeof(F.msg)), 0);
+	reopen_same();
+}
+END_TEST
+
+static void result_cb(void *arg, const char *t, int code, const char *msg)
+{
+	char *out = arg;
+
+	snprintf(out + strlen(out), 256, "%s=%d;", t, code);
+}
+
+START_TEST(test_patterns)
+{
+	const char *inc[] = { "orders\\..*", "audit" };
+	const char *exc[] = { "orders\\.tmp.*" };
+	const char *bad[] = { "(" };
+	struct mirror *m;
+	char res[1024] = "";
+
+	mk_mirror("m");
+	CODE(mstate_add_patterns(F.st, "x", inc, 2, NULL, 0, F.msg,
+	    sizeof(F.msg)), KERR_UNKNOWN_CLUSTER_MIRROR);
+	CODE(mstate_add_patterns(F.st, "m", bad, 1, NULL, 0, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("pattern '(' is not a valid regular expression");
+	CODE(mstate_add_patterns(F.st, "m", inc, 2, exc, 1, F.msg,
+	    sizeof(F.msg)), 0);
+	m = mstate_mirror_find(F.st, "m");
+	ck_assert_uint_eq(m->nincludes, 2);
+	ck_assert_uint_eq(m->nexcludes, 1);
+	/* Adding them again changes nothing. */
+	uint64_t n = log_records();
+	CODE(mstate_add_patterns(F.st, "m", inc, 2, exc, 1, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);
+	ck_assert_uint_eq(m->nincludes, 2);
+	ck_assert(mirror_wants_topic(m, "orders.eu"));
+	ck_assert(mirror_wants_topic(m, "audit"));
+	ck_assert(!mirror_wants_topic(m, "audit2"));     /* whole name */
+	ck_assert(!mirror_wants_topic(m, "xorders.eu"));
+	ck_assert(!mirror_wants_topic(m, "orders.tmp1")); /* excluded */
+
+	mk_topic("m", "orders.eu", 1);
+	mk_topic("m", "orders.us", 1);
+	mk_topic("m", "audit", 1);
+	CODE(mstate_remove_pattern(F.st, "m", "orders\\..*", result_cb, res,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(res, "orders.eu=0;orders.us=0;");
+	ck_assert_str_eq(mtopic_state_name(topic("m", "orders.eu")),
+	    "STOPPING");
+	ck_assert_str_eq(mtopic_state_name(topic("m", "audit")), "PREPARING");
+	ck_assert_uint_eq(m->nexcludes, 2);
+	ck_assert_str_eq(m->excludes[1], "orders\\..*");
+	ck_assert(!mirror_wants_topic(m, "orders.eu"));
+	/* Again: the topics are STOPPING now, 142 each. */
+	res[0] = '\0';
+	CODE(mstate_remove_pattern(F.st, "m", "orders\\..*", result_cb, res,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(res, "orders.eu=142;orders.us=142;");
+	reopen_same();
+}
+END_TEST
+
+/* The table, written out independently of mstate.c. */
+START_TEST(test_transition_table)
+{
+	enum { U = MPART_UNKNOWN, PR = MPART_PREPARING, MI = MPART_MIRRORING,
+		PG = MPART_PAUSING, PD = MPART_PAUSED, SG = MPART_STOPPING,
+		SD = MPART_STOPPED, FA = MPART_FAILED };
+	static const int ok[][2] = {
+		{ U, PR }, { SD, PR }, { FA, PR },
+		{ PR, MI }, { PD, MI }, { PG, MI }, { FA, MI },
+		{ MI, PG }, { PR, PG }, { FA, PG },
+		{ PG, PD },
+		{ PR, SG }, { MI, SG }, { PG, SG }, { PD, SG }, { FA, SG },
+		{ SG, SD },
+		{ U, FA }, { PR, FA }, { MI, FA }, { PG, FA }, { PD, FA },
+		{ SG, FA }, { SD, FA },
+	};
+	int want[MPART_STATE_COUNT][MPART_STATE_COUNT] = { { 0 } };
+
+	for (int s = 0; s < MPART_STATE_COUNT; s++)
+		want[s][s] = 1;
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
+		want[ok[i][0]][ok[i][1]] = 1;
+	for (int f = 0; f < MPART_STATE_COUNT; f++)
+		for (int t = 0; t < MPART_STATE_COUNT; t++)
+			ck_assert_msg(mpart_transition_ok(f, t) == want[f][t],
+			    "%s -> %s", mpart_state_name(f),
+			    mpart_state_name(t));
+	ck_assert(!mpart_transition_ok(-1, PR));
+	ck_assert(!mpart_transition_ok(PR, MPART_STATE_COUNT));
+	for (int s = 0; s < MPART_STATE_COUNT; s++)
+		ck_assert_int_eq(mpart_state_parse(mpart_state_name(s)), s);
+	ck_assert_int_eq(mpart_state_parse("MIXED"), -1);
+
+	/* The setter refuses with 145 and changes nothing. */
+	mk_mirror("m");
+	mk_topic("m", "t", 1);
+	struct mpart *p = part("m", "t", 0);
+	uint64_t n = log_records();
+	CODE(mpart_set_state(F.st, p, MPART_STOPPED, "x", F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	MSG_HAS("m/t-0: PREPARING -> STOPPED is not an allowed transition");
+	CODE(mpart_set_state(F.st, p, MPART_PAUSED, "x", F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	CODE(mpart_stopped(F.st, p, 1, 1, "x", F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	MSG_HAS("PREPARING -> STOPPED");
+	CODE(mpart_set_state(F.st, p, 99, "x", F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	ck_assert_int_eq(p->state, MPART_PREPARING);
+	ck_assert_uint_eq(log_records(), n);
+	/* Staying put writes nothing either. */
+	CODE(mpart_set_state(F.st, p, MPART_PREPARING, "x", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);
+}
+END_TEST
+
+struct evlog {
+	char text[4096];
+};
+
+static void hook(void *arg, const struct mstate_event *ev)
+{
+	struct evlog *e = arg;
+	size_t l = strlen(e->text);
+
+	switch (ev->kind) {
+	case MSTATE_EV_STATE:
+		snprintf(e->text + l, sizeof(e->text) - l, "%s/%s-%d:%s>%s(%s);",
+		    ev->mirror->name, ev->topic->name, (int)ev->part->index,
+		    mpart_state_name(ev->from), mpart_state_name(ev->to),
+		    ev->why);
+		break;
+	case MSTATE_EV_MIRROR_CREATED:
+		snprintf(e->text + l, sizeof(e->text) - l, "created:%s;",
+		    ev->mirror->name);
+		break;
+	case MSTATE_EV_MIRROR_DELETING:
+		snprintf(e->text + l, sizeof(e->text) - l, "deleting:%s;",
+		    ev->mirror->name);
+		break;
+	case MSTATE_EV_TOPIC_ADDED:
+		snprintf(e->text + l, sizeof(e->text) - l, "topic:%s;",
+		    ev->topic->name);
+		break;
+	default:
+		snprintf(e->text + l, sizeof(e->text) - l, "ev%d;", ev->kind);
+		break;
+	}
+}
+
+START_TEST(test_data_plane_and_hooks)
+{
+	struct evlog e = { "" };
+	struct mpart *p;
+
+	ck_assert_int_eq(mstate_add_hook(F.st, hook, &e), 0);
+	mk_mirror("m");
+	mk_topic("m", "t", 1);
+	p = part("m", "t", 0);
+	CODE(mpart_set_state(F.st, p, MPART_MIRRORING, "aligned", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_fail(F.st, p, "fetch: NOT_LEADER", 3, F.msg, sizeof(F.msg)),
+	    0);
+	ck_assert_int_eq(p->state, MPART_FAILED);
+	ck_assert_str_eq(p->error, "fetch: NOT_LEADER");
+	ck_assert_int_eq(p->retry_attempt, 3);
+	/* FAILED again with a new message: kept. */
+	CODE(mpart_fail(F.st, p, "fetch: CORRUPT", -1, F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(p->error, "fetch: CORRUPT");
+	ck_assert_int_eq(p->retry_attempt, -1);
+	CODE(mpart_set_state(F.st, p, MPART_PREPARING, "retry", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_ptr_null(p->error);
+	ck_assert_int_eq(p->retry_attempt, -1);
+	CODE(mpart_set_state(F.st, p, MPART_MIRRORING, "aligned", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(p->retry_attempt, 0);
+	ck_assert_str_eq(e.text, "created:m;"
+	    "m/t-0:UNKNOWN>PREPARING(added to the mirror);topic:t;"
+	    "m/t-0:PREPARING>MIRRORING(aligned);"
+	    "m/t-0:MIRRORING>FAILED(fetch: NOT_LEADER);"
+	    "m/t-0:FAILED>PREPARING(retry);"
+	    "m/t-0:PREPARING>MIRRORING(aligned);");
+
+	/* Epoch history. */
+	CODE(mpart_add_epoch(F.st, p, 3, 0, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_epoch(F.st, p, 5, 100, F.msg, sizeof(F.msg)), 0);
+	uint64_t n = log_records();
+	CODE(mpart_add_epoch(F.st, p, 5, 100, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);
+	CODE(mpart_add_epoch(F.st, p, 5, 120, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("m/t-0: epoch 5 at offset 120 does not follow epoch 5 at "
+	    "offset 100");
+	CODE(mpart_add_epoch(F.st, p, 6, 99, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	CODE(mpart_add_epoch(F.st, p, -1, 99, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	ck_assert_uint_eq(p->nepochs, 2);
+	ck_assert_int_eq(p->epochs[1].epoch, 5);
+	ck_assert_int_eq(p->epochs[1].start_offset, 100);
+
+	/* Anchors, with lib/xlate's rules. */
+	CODE(mpart_add_anchor(F.st, p, 0, 0, F.msg, sizeof(F.msg)), 0);
+	n = log_records();
+	CODE(mpart_add_anchor(F.st, p, 50, 50, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);   /* same delta: not stored */
+	CODE(mpart_add_anchor(F.st, p, 100, 90, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_anchor(F.st, p, 100, 95, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(p->nanchors, 2);     /* replaced the last */
+	ck_assert_int_eq(p->anchors[1].dst, 95);
+	CODE(mpart_add_anchor(F.st, p, 100, 100, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(p->nanchors, 1);     /* back to the old delta */
+	CODE(mpart_add_anchor(F.st, p, 200, 150, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_anchor(F.st, p, 150, 160, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("m/t-0: anchor (150, 160) goes back from (200, 150)");
+	CODE(mpart_add_anchor(F.st, p, -1, 160, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	ck_assert_uint_eq(p->nanchors, 2);
+
+	/* Source cluster id. */
+	CODE(mstate_set_source_cluster_id(F.st, "x", "abc", F.msg,
+	    sizeof(F.msg)), KERR_UNKNOWN_CLUSTER_MIRROR);
+	CODE(mstate_set_source_cluster_id(F.st, "m", "", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	CODE(mstate_set_source_cluster_id(F.st, "m", "src-cluster-1", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_str_eq(mstate_mirror_find(F.st, "m")->source_cluster_id,
+	    "src-cluster-1");
+
+	/* Stop with the last mirrored position. */
+	CODE(mstate_remove_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_stopped(F.st, p, 4242, 5, "failover", F.msg, sizeof(F.msg)),
+	    0);
+	ck_assert_int_eq(p->last_offset, 4242);
+	ck_assert_int_eq(p->last_epoch, 5);
+	ck_assert_ptr_nonnull(strstr(e.text,
+	    "m/t-0:MIRRORING>STOPPING(removed from the mirror);"
+	    "m/t-0:STOPPING>STOPPED(failover);"));
+	ck_assert_ptr_nonnull(strstr(e.text,
+	    "m/t-0:MIRRORING>FAILED(fetch: NOT_LEADER);"));
+	CODE(mstate_delete_mirror(F.st, "m", F.msg, sizeof(F.msg)), 0);
+	ck_assert_ptr_nonnull(strstr(e.text, "deleting:m;"));
+}
+END_TEST
+
+/* Builds a model that uses every record type. */
+static void build_rich(void)
+{
+	const char *inc[] = { "a.*" }, *exc[] = { "a\\.x" };
+	struct mpart *p;
+
+	mk_mirror("east");
+	mk_mirror("west");
+	CODE(mstate_add_patterns(F.st, "east", inc, 1, exc, 1, F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mstate_set_source_cluster_id(F.st, "east", "Q1w2E3r4T5y6U7i8O9p0aS",
+	    F.msg, sizeof(F.msg)), 0);
+	mk_topic("east", "a1", 3);
+	mk_topic("east", "a2", 2);
+	mk_topic("west", "w", 1);
+	topic_to("east", "a1", MPART_MIRRORING);
+	p = part("east", "a1", 1);
+	CODE(mpart_add_epoch(F.st, p, 1, 0, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_epoch(F.st, p, 4, 77, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_anchor(F.st, p, 10, 10, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_anchor(F.st, p, 30, 25, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_fail(F.st, part("east", "a1", 2), "source gone", 2, F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mstate_pause_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_set_state(F.st, part("east", "a1", 0), MPART_PAUSED, "",
+	    F.msg, sizeof(F.msg)), 0);
+	stop_topic("east", "a2");
+	CODE(mpart_fail(F.st, part("west", "w", 0), "no leader", -1, F.msg,
+	    sizeof(F.msg)), 0);
+}
+
+START_TEST(test_replay_equality)
+{
+	char *before, *text;
+
+	build_rich();
+	before = mstate_dump(F.st);
+	/* The dump covers every field (else comparing it proves little). */
+	static const char *const fields[] = {
+		"cluster_id ", "mirror east", "config bootstrap.servers=127.0.0.1:9092",
+		"source_cluster_id Q1w2E3r4T5y6U7i8O9p0aS", "include a.*",
+		"exclude a\\.x", "topic a1 partitions 3 state MIXED",
+		"partition 0 PAUSED", "partition 1 PAUSING retry 0 last -1@-1",
+		"partition 2 PAUSING retry 2", "epoch 4 from 77",
+		"anchor 30 -> 25", "topic a2 partitions 2 state STOPPED",
+		"partition 1 STOPPED retry 0 last 101@7",
+		"partition 0 FAILED retry -1 last -1@-1 error no leader",
+		"source_cluster_id (unresolved)",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+		ck_assert_msg(strstr(before, fields[i]) != NULL, "dump lacks "
+		    "'%s':\n%s", fields[i], before);
+	reopen_same();
+	/* Through a snapshot, and a snapshot plus later records. */
+	char err[1024];
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	CODE(mstate_resume_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)), 0);
+	reopen_same();
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	text = mstate_dump(F.st);
+	ck_assert_ptr_nonnull(strstr(text, "topic a1 partitions 3 state "
+	    "MIRRORING"));
+	free(text);
+	free(before);
+}
+END_TEST
+
+/* Offset of the last frame in the newest segment of dir. */
+static char *newest_segment(size_t *last_off, size_t *size)
+{
+	DIR *d = opendir(F.dir);
+	struct dirent *de;
+	char best[256] = "", *path;
+	FILE *f;
+	uint8_t hdr[MLOG_FRAME_HDR];
+	size_t off = 0;
+
+	while ((de = readdir(d)) != NULL)
+		if (strncmp(de->d_name, "mlog-", 5) == 0 &&
+		    strcmp(de->d_name, best) > 0)
+			snprintf(best, sizeof(best), "%s", de->d_name);
+	closedir(d);
+	ck_assert_int_gt(asprintf(&path, "%s/%s", F.dir, best), 0);
+	f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	*size = (size_t)ftell(f);
+	for (;;) {
+		fseek(f, (long)off, SEEK_SET);
+		ck_assert_uint_eq(fread(hdr, 1, sizeof(hdr), f), sizeof(hdr));
+		size_t next = off + MLOG_FRAME_HDR + be32_load(hdr);
+		if (next >= *size)
+			break;
+		off = next;
+	}
+	fclose(f);
+	*last_off = off;
+	return path;
+}
+
+/* A kill at any byte of the last record leaves the model of just before it
+ * (and the complete record gives the model after it). */
+START_TEST(test_kill_at_every_byte_of_last_record)
+{
+	char *before, *after, *path, *now;
+	size_t last, size;
+
+	build_rich();
+	before = mstate_dump(F.st);
+	CODE(mpart_fail(F.st, part("east", "a1", 1),
+	    "a long enough error message to make the record bigger", 4,
+	    F.msg, sizeof(F.msg)), 0);
+	after = mstate_dump(F.st);
+	ck_assert_str_ne(before, after);
+	fx_close();
+	path = newest_segment(&last, &size);
+	for (size_t cut = last; cut <= size; cut++) {
+		ck_assert_int_eq(truncate(path, (off_t)cut), 0);
+		fx_open();
+		now = mstate_dump(F.st);
+		ck_assert_msg(strcmp(now, cut == size ? after : before) == 0,
+		    "cut at %zu of %zu:\n%s", cut, size, now);
+		free(now);
+		fx_close();
+		if (cut < size) {
+			/* Restore the full record for the next cut. */
+			fx_open();
+			CODE(mpart_fail(F.st, part("east", "a1", 1),
+			    "a long enough error message to make the record "
+			    "bigger", 4, F.msg, sizeof(F.msg)), 0);
+			fx_close();
+		}
+	}
+	fx_open();
+	free(path);
+	free(before);
+	free(after);
+}
+END_TEST
+
+/* A failed append+sync answers 56 naming the file and changes nothing. */
+START_TEST(test_disk_errors_leave_state_unchanged)
+{
+	char *before, *now;
+
+	build_rich();
+	before = mstate_dump(F.st);
+	F.faults.write_errno = ENOSPC;
+	CODE(mstate_create_mirror(F.st, "north", BOOT, 1, F.msg,
+	    sizeof(F.msg)), KERR_KAFKA_STORAGE_ERROR);
+	MSG_HAS("north: the change was not made");
+	MSG_HAS(F.dir);
+	MSG_HAS(strerror(ENOSPC));
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "north"));
+	CODE(mstate_resume_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)),
+	    KERR_KAFKA_STORAGE_ERROR);
+	MSG_HAS("east/a1: the change was not made");
+	CODE(mpart_add_anchor(F.st, part("east", "a1", 1), 500, 400, F.msg,
+	    sizeof(F.msg)), KERR_KAFKA_STORAGE_ERROR);
+	CODE(mstate_delete_mirror(F.st, "west", F.msg, sizeof(F.msg)),
+	    KERR_CLUSTER_MIRROR_NOT_EMPTY);
+	now = mstate_dump(F.st);
+	ck_assert_str_eq(now, before);
+	free(now);
+	/* Space is back: works again, and nothing of the failures shows. */
+	F.faults.write_errno = 0;
+	reopen_same();
+	mk_mirror("north");
+
+	/* fsync EIO: 56, and the log refuses writes until restart. */
+	now = mstate_dump(F.st);
+	F.faults.fsync_errno = EIO;
+	CODE(mstate_create_mirror(F.st, "south", BOOT, 1, F.msg,
+	    sizeof(F.msg)), KERR_KAFKA_STORAGE_ERROR);
+	MSG_HAS("fsync failed");
+	F.faults.fsync_errno = 0;
+	CODE(mstate_create_mirror(F.st, "south", BOOT, 1, F.msg,
+	    sizeof(F.msg)), KERR_KAFKA_STORAGE_ERROR);
+	MSG_HAS("read-only after an earlier failure");
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "south"));
+	char *after = mstate_dump(F.st);
+	ck_assert_str_eq(after, now);
+	free(after);
+	reopen_same();
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "south"));
+	free(now);
+	free(before);
+}
+END_TEST
+
+START_TEST(test_replay_refuses_bad_records)
+{
+	/* A record that does not apply stops the open, naming the file and
+	 * offset: here a partition-state record for a partition that does
+	 * not exist, written straight into the log. */
+	char err[1024];
+	struct mlog_opts o;
+	static const uint8_t rec[] = {
+		0,                 /* version */
+		2, 'm',            /* mirror "m" */
+		2, 't',            /* topic "t" */
+		0, 0, 0, 9,        /* partition 9 */
+		2,                 /* MIRRORING */
+		0, 0, 0, 0, 0,     /* retry, flags */
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* off, epoch */
+		0,                 /* null reason */
+	};
+
+	mk_mirror("m");
+	mk_topic("m", "t", 1);
+	ck_assert_int_eq(mlog_append(F.ml, 8, rec, sizeof(rec), err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(mlog_sync(F.ml, err, sizeof(err)), 0);
+	fx_close();
+	mlog_opts_init(&o);
+	o.dir = F.dir;
+	F.ml = mlog_file_new(&o, err, sizeof(err));
+	F.st = mstate_new();
+	ck_assert_int_eq(mstate_open(F.st, F.ml, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "mlog-00000000000000000001.log: record at "
+	    "byte offset") != NULL, "%s", err);
+	ck_assert_msg(strstr(err, "part-state record names partition m/t-9, "
+	    "the topic has 1") != NULL, "%s", err);
+	fx_close();
+	/* Remove the log so teardown's reopen-free path stays simple. */
+	rm_rf(F.dir);
+	ck_assert_int_eq(mkdir(F.dir, 0700), 0);
+	fx_open();
+}
+END_TEST
+
+static Suite *mstate_suite(void)
+{
+	Suite *s = suite_create("mstate");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_cluster_id);
+	tcase_add_test(tc, test_create_mirror);
+	tcase_add_test(tc, test_add_topic);
+	tcase_add_test(tc, test_remove_topic);
+	tcase_add_test(tc, test_pause_resume);
+	tcase_add_test(tc, test_delete_mirror);
+	tcase_add_test(tc, test_patterns);
+	tcase_add_test(tc, test_transition_table);
+	tcase_add_test(tc, test_data_plane_and_hooks);
+	tcase_add_test(tc, test_replay_equality);
+	tcase_add_test(tc, test_kill_at_every_byte_of_last_record);
+	tcase_add_test(tc, test_disk_errors_leave_state_unchanged);
+	tcase_add_test(tc, test_replay_refuses_bad_records);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(mstate_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
