@@ -8,6 +8,53 @@
  * STOPPING and deleted mirrors are wound down and acknowledged through
  * mstate's setters (PAUSING -> PAUSED, STOPPING -> STOPPED with the last
  * mirrored offset and epoch).  Everything runs on the daemon's event loop.
+ *
+ * Design (daemon/pipeline.c, pipe_cluster.c, pipe_copy.c, pipe_wire.c)
+ * ------
+ * Clusters.  One pcluster per mirror (the source) and one for the
+ * destination: a control connection for Metadata (and InitProducerId on the
+ * destination), one kconn per broker that leads something we copy, and a
+ * topic -> leader cache.  NOT_LEADER, unknown topic, a closed connection or
+ * a timeout ask for a coalesced, rate-limited Metadata refresh; the source
+ * is also refreshed every mirror.metadata.refresh.interval.ms, which is
+ * when include patterns, partition growth and deleted topics are noticed.
+ *
+ * Fetch.  At most one Fetch per source broker, carrying every partition it
+ * leads that is copying and has buffer room (read_committed, no session).
+ * Each batch is parsed (header only), its CRC-32C verified (a mismatch
+ * fails the partition naming the offset, and is counted), control batches
+ * and aborted transactional data (AbortedTransactions) are dropped, a batch
+ * with offset holes is re-encoded contiguously, and the batch is queued.
+ * Whatever is dropped leaves a gap that becomes a translation anchor
+ * (lib/xlate rules), persisted through mstate before the next batch goes.
+ *
+ * Produce.  At most one Produce in flight per partition, carrying exactly
+ * one batch; a destination broker gets one request per round with every
+ * ready partition it leads.  Only BaseOffset, producer id/epoch/base
+ * sequence (mirrord's own idempotent producer from InitProducerId) and the
+ * transactional bit are rewritten; the CRC is recomputed, the records are
+ * copied byte for byte.  With MIRRORD_STRICT_PRODUCE every outgoing batch
+ * passes batch_validate_produce() first.
+ *
+ * Exactly once.  The destination's log end is the truth.  A partition
+ * starts, and restarts after any uncertain outcome (timeout, lost
+ * connection, crash), in SYNC: ListOffsets(latest) on the destination
+ * leader gives D; the translation map turns D into the source offset S to
+ * fetch from (identity without anchors; an empty destination starts at 0
+ * and learns the source log start from OFFSET_OUT_OF_RANGE, anchoring the
+ * jump).  A Produce whose base offset is not the expected one, or a SYNC
+ * after an uncertain Produce that finds an end other than "written" or
+ * "not written", fails the partition naming both offsets.  Nothing is
+ * re-sent unless the destination is known not to have it.
+ *
+ * States.  mstate owns them; the hook only marks work and wakes the loop.
+ * The pipeline drives PREPARING -> MIRRORING (after SYNC), PAUSING ->
+ * PAUSED and STOPPING -> STOPPED (once nothing is in flight), and FAILED ->
+ * PREPARING (mirror.failed.retry.*: exponential backoff, full jitter).
+ *
+ * Memory.  Queued batch bytes are capped per partition and in total
+ * (pipeline.max_inflight_bytes_*): a full partition is left out of the next
+ * Fetch, so a slow destination slows fetching.
  */
 #ifndef MIRRORD_PIPELINE_H
 #define MIRRORD_PIPELINE_H
@@ -47,5 +94,32 @@ int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen);
  * destination log end offset of the partition, -1 when unknown. */
 void pipeline_partition_offsets(struct pipeline *pl, const struct mpart *p,
     int64_t *source_hwm, int64_t *dest_end);
+
+/* (Added by the pipeline owner.)  Every live number of one partition, for
+ * metrics and DescribeMirrors' lag; 0, or -1 if the pipeline does not know
+ * the partition. */
+struct pipeline_live {
+	int64_t source_high_watermark;   /* -1 unknown */
+	int64_t source_log_start;        /* -1 unknown */
+	int64_t destination_end;         /* -1 unknown */
+	int64_t lag;                     /* -1 unknown */
+	int64_t last_batch_timestamp_ms; /* MaxTimestamp of the last copied batch, -1 */
+	int64_t records;                 /* copied since start */
+	int64_t bytes;
+	int64_t batches;
+	int64_t crc_failures;
+	int64_t offset_holes;
+	int64_t retries;
+};
+int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
+    struct pipeline_live *out);
+
+/* Totals since start, for logs, tests and the bench. */
+struct pipeline_totals {
+	int64_t records, bytes, batches, produces, fetches;
+	int64_t queued_bytes;       /* buffered now */
+	int64_t queued_bytes_peak;
+};
+void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 
 #endif

@@ -1,0 +1,627 @@
+/*
+ * pipe_cluster.c: one Kafka cluster as the data plane sees it: bootstrap
+ * servers, a control connection for Metadata (and, on the destination,
+ * InitProducerId), one connection per broker that leads something we copy,
+ * and the topic -> leader cache.
+ *
+ * Metadata refreshes are coalesced (one in flight) and rate limited
+ * (pipeline.retry_backoff_ms between two), and a periodic one runs every
+ * mirror.metadata.refresh.interval.ms.  A broker whose connection fails is
+ * retried with exponential backoff; the control connection walks the
+ * bootstrap list.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "compat.h"
+#include "daemonconf.h"
+#include "kbuf.h"
+#include "kerr.h"
+#include "log.h"
+#include "pipe_int.h"
+#include "pipe_wire.h"
+
+static int split_hostport(const char *s, size_t len, char **host, int *port)
+{
+	const char *colon = NULL;
+	char *end;
+	long v;
+	char tmp[16];
+
+	for (size_t i = 0; i < len; i++)
+		if (s[i] == ':')
+			colon = s + i;
+	if (colon == NULL || colon == s || (size_t)(s + len - colon - 1) >= sizeof(tmp) ||
+	    s + len - colon - 1 == 0)
+		return -1;
+	memcpy(tmp, colon + 1, (size_t)(s + len - colon - 1));
+	tmp[s + len - colon - 1] = '\0';
+	v = strtol(tmp, &end, 10);
+	if (*end != '\0' || v <= 0 || v > 65535)
+		return -1;
+	if (s[0] == '[' && colon[-1] == ']')
+		*host = strndup(s + 1, (size_t)(colon - s - 2));
+	else
+		*host = strndup(s, (size_t)(colon - s));
+	*port = (int)v;
+	return *host == NULL ? -1 : 0;
+}
+
+struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
+    int is_source, const char *bootstrap, const char *const *names,
+    const char *const *values, size_t n, char *err, size_t errlen)
+{
+	struct pcluster *cl = calloc(1, sizeof(*cl));
+	const char *s = bootstrap;
+	char e2[256];
+
+	if (cl == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	cl->pl = pl;
+	cl->is_source = is_source;
+	snprintf(cl->label, sizeof(cl->label), "%s", label);
+	kconn_config_init(&cl->kcfg);
+	cl->md_interval_ms = 30000;
+	while (s != NULL && *s != '\0') {
+		const char *comma = strchr(s, ',');
+		size_t len = comma ? (size_t)(comma - s) : strlen(s);
+		char **nh;
+		int *np;
+
+		while (len > 0 && (*s == ' ' || *s == '\t')) {
+			s++;
+			len--;
+		}
+		while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+			len--;
+		if (len > 0) {
+			nh = realloc(cl->boot_host, (cl->nboot + 1) * sizeof(*nh));
+			np = realloc(cl->boot_port, (cl->nboot + 1) * sizeof(*np));
+			if (nh != NULL)
+				cl->boot_host = nh;
+			if (np != NULL)
+				cl->boot_port = np;
+			if (nh == NULL || np == NULL) {
+				snprintf(err, errlen, "out of memory");
+				goto fail;
+			}
+			if (split_hostport(s, len, &cl->boot_host[cl->nboot],
+			    &cl->boot_port[cl->nboot]) < 0) {
+				snprintf(err, errlen, "%s: bootstrap server \"%.*s\" is not host:port",
+				    label, (int)len, s);
+				goto fail;
+			}
+			cl->nboot++;
+		}
+		s = comma ? comma + 1 : NULL;
+	}
+	if (cl->nboot == 0) {
+		snprintf(err, errlen, "%s: no bootstrap servers", label);
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int rc = kconn_config_set(&cl->kcfg, names[i], values[i], e2, sizeof(e2));
+
+		if (rc < 0) {
+			snprintf(err, errlen, "%s: %s", label, e2);
+			goto fail;
+		}
+	}
+	if (kconn_config_prepare(&cl->kcfg, e2, sizeof(e2)) < 0) {
+		snprintf(err, errlen, "%s: %s", label, e2);
+		goto fail;
+	}
+	cl->boot_next = (size_t)random() % cl->nboot;
+	return cl;
+fail:
+	pcluster_free(cl);
+	return NULL;
+}
+
+static void topics_clear(struct ptopicmd *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(t[i].name);
+		free(t[i].leader);
+	}
+	free(t);
+}
+
+void pcluster_free(struct pcluster *cl)
+{
+	if (cl == NULL)
+		return;
+	cl->dying = 1;
+	if (cl->ctl)
+		kconn_free(cl->ctl);
+	for (size_t i = 0; i < cl->nbrokers; i++) {
+		if (cl->brokers[i]->conn)
+			kconn_free(cl->brokers[i]->conn);
+		free(cl->brokers[i]->host);
+		free(cl->brokers[i]);
+	}
+	free(cl->brokers);
+	topics_clear(cl->topics, cl->ntopics);
+	for (size_t i = 0; i < cl->nboot; i++)
+		free(cl->boot_host[i]);
+	free(cl->boot_host);
+	free(cl->boot_port);
+	free(cl->cluster_id);
+	kconn_config_fini(&cl->kcfg);
+	free(cl);
+}
+
+static int64_t backoff_for(const struct pipeline *pl, int failures)
+{
+	int64_t base = pl_backoff_ms(pl), cap = 10000, d = base;
+
+	for (int i = 0; i < failures && d < cap; i++)
+		d *= 2;
+	d = MIN(d, cap);
+	return d / 2 + (d > 1 ? random() % (d / 2 + 1) : 0);
+}
+
+/* ---- broker connections ------------------------------------------------ */
+
+static void broker_event(struct kconn *c, int event, int err,
+    const char *errstr, void *arg)
+{
+	struct pbroker *b = arg;
+
+	(void)c;
+	(void)err;
+	if (event == KCONN_EV_READY) {
+		b->ready = 1;
+		b->failures = 0;
+		log_debug("%s: broker %d (%s) ready", b->cl->label, b->id,
+		    kconn_name(b->conn));
+	} else {
+		log_info("%s: connection to broker %d closed: %s", b->cl->label,
+		    b->id, errstr ? errstr : "closed");
+		kconn_free(b->conn);
+		b->conn = NULL;
+		b->ready = 0;
+		b->fetching = 0;
+		b->failures++;
+		b->retry_at = clock_mono_ms() + backoff_for(b->cl->pl, b->failures);
+		pcluster_want_metadata(b->cl);
+	}
+	pl_kick(b->cl->pl);
+}
+
+struct kconn *pbroker_conn(struct pbroker *b)
+{
+	char err[256];
+
+	if (b->conn != NULL)
+		return b->ready ? b->conn : NULL;
+	if (b->cl->dying || clock_mono_ms() < b->retry_at)
+		return NULL;
+	b->conn = kconn_new(b->cl->pl->base, b->cl->pl->dns, &b->cl->kcfg, b->host,
+	    b->port, broker_event, b, err, sizeof(err));
+	if (b->conn == NULL) {
+		log_warnx("%s: broker %d: %s", b->cl->label, b->id, err);
+		b->failures++;
+		b->retry_at = clock_mono_ms() + backoff_for(b->cl->pl, b->failures);
+	}
+	return NULL;
+}
+
+static struct pbroker *broker_find(struct pcluster *cl, int32_t id)
+{
+	for (size_t i = 0; i < cl->nbrokers; i++)
+		if (cl->brokers[i]->id == id)
+			return cl->brokers[i];
+	return NULL;
+}
+
+const struct ptopicmd *pcluster_topic(const struct pcluster *cl,
+    const char *topic)
+{
+	for (size_t i = 0; i < cl->ntopics; i++)
+		if (strcmp(cl->topics[i].name, topic) == 0)
+			return &cl->topics[i];
+	return NULL;
+}
+
+struct pbroker *pcluster_leader(struct pcluster *cl, const char *topic,
+    int32_t partition)
+{
+	const struct ptopicmd *t = pcluster_topic(cl, topic);
+	struct pbroker *b;
+
+	if (t == NULL || t->error != 0 || partition >= t->npart ||
+	    t->leader[partition] < 0) {
+		pcluster_want_metadata(cl);
+		return NULL;
+	}
+	b = broker_find(cl, t->leader[partition]);
+	if (b == NULL)
+		pcluster_want_metadata(cl);
+	return b;
+}
+
+/* ---- control connection and Metadata ----------------------------------- */
+
+static void ctl_event(struct kconn *c, int event, int err, const char *errstr,
+    void *arg)
+{
+	struct pcluster *cl = arg;
+
+	(void)err;
+	if (event == KCONN_EV_READY) {
+		cl->ctl_ready = 1;
+		cl->ctl_failures = 0;
+	} else {
+		if (!cl->dying)
+			log_info("%s: control connection %s closed: %s", cl->label,
+			    kconn_name(c), errstr ? errstr : "closed");
+		kconn_free(cl->ctl);
+		cl->ctl = NULL;
+		cl->ctl_ready = 0;
+		cl->ctl_failures++;
+		cl->ctl_retry_at = clock_mono_ms() + backoff_for(cl->pl, cl->ctl_failures);
+	}
+	pl_kick(cl->pl);
+}
+
+/* The control connection: a known broker if there is one, else the next
+ * bootstrap server. */
+static struct kconn *ctl_conn(struct pcluster *cl)
+{
+	char err[256];
+	const char *host;
+	int port;
+
+	if (cl->ctl != NULL)
+		return cl->ctl_ready ? cl->ctl : NULL;
+	if (cl->dying || clock_mono_ms() < cl->ctl_retry_at)
+		return NULL;
+	if (cl->nbrokers > 0 && cl->ctl_failures % 2 == 1) {
+		struct pbroker *b = cl->brokers[(size_t)random() % cl->nbrokers];
+
+		host = b->host;
+		port = b->port;
+	} else {
+		host = cl->boot_host[cl->boot_next];
+		port = cl->boot_port[cl->boot_next];
+		cl->boot_next = (cl->boot_next + 1) % cl->nboot;
+	}
+	cl->ctl = kconn_new(cl->pl->base, cl->pl->dns, &cl->kcfg, host, port,
+	    ctl_event, cl, err, sizeof(err));
+	if (cl->ctl == NULL) {
+		log_warnx("%s: %s", cl->label, err);
+		cl->ctl_failures++;
+		cl->ctl_retry_at = clock_mono_ms() + backoff_for(cl->pl, cl->ctl_failures);
+	}
+	return NULL;
+}
+
+void pcluster_want_metadata(struct pcluster *cl)
+{
+	if (!cl->md_wanted) {
+		cl->md_wanted = 1;
+		pl_kick(cl->pl);
+	}
+}
+
+/* A Metadata answer being collected. */
+struct mdctx {
+	struct pcluster *cl;
+	struct pbroker **brokers;
+	size_t nbrokers;
+	struct ptopicmd *topics;
+	size_t ntopics;
+	char *cluster_id;
+	int oom;
+};
+
+static void md_broker(void *arg, const struct pw_md_broker *b)
+{
+	struct mdctx *x = arg;
+	struct pbroker *nb, **arr;
+
+	if (b->host.len <= 0 || b->port <= 0 || b->port > 65535)
+		return;
+	arr = realloc(x->brokers, (x->nbrokers + 1) * sizeof(*arr));
+	nb = calloc(1, sizeof(*nb));
+	if (arr != NULL)
+		x->brokers = arr;
+	if (arr == NULL || nb == NULL || (nb->host = kstr_dup(b->host)) == NULL) {
+		free(nb);
+		x->oom = 1;
+		return;
+	}
+	nb->id = b->node_id;
+	nb->port = b->port;
+	nb->cl = x->cl;
+	x->brokers[x->nbrokers++] = nb;
+}
+
+static void md_cluster_id(void *arg, struct kstr id)
+{
+	struct mdctx *x = arg;
+
+	if (id.len > 0 && id.len < 256) {
+		free(x->cluster_id);
+		x->cluster_id = kstr_dup(id);
+	}
+}
+
+static void md_part(void *arg, const struct pw_md_part *p)
+{
+	struct mdctx *x = arg;
+	struct ptopicmd *t = NULL;
+
+	if (p->topic.len <= 0)
+		return;
+	if (x->ntopics > 0 && kstr_eq(p->topic, x->topics[x->ntopics - 1].name))
+		t = &x->topics[x->ntopics - 1];
+	if (t == NULL) {
+		struct ptopicmd *arr = realloc(x->topics, (x->ntopics + 1) * sizeof(*arr));
+
+		if (arr == NULL) {
+			x->oom = 1;
+			return;
+		}
+		x->topics = arr;
+		t = &arr[x->ntopics];
+		memset(t, 0, sizeof(*t));
+		t->name = kstr_dup(p->topic);
+		t->error = p->topic_error;
+		t->npart = p->npart;
+		if (t->npart > MSTATE_MAX_PARTITIONS)
+			t->npart = 0;
+		t->leader = t->npart > 0 ? malloc((size_t)t->npart * sizeof(int32_t)) : NULL;
+		if (t->name == NULL || (t->npart > 0 && t->leader == NULL)) {
+			free(t->name);
+			free(t->leader);
+			x->oom = 1;
+			return;
+		}
+		for (int32_t i = 0; i < t->npart; i++)
+			t->leader[i] = -1;
+		x->ntopics++;
+	}
+	if (p->partition >= 0 && p->partition < t->npart)
+		t->leader[p->partition] = p->error == 0 ? p->leader : -1;
+}
+
+static void md_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pcluster *cl = arg;
+	struct mdctx x = { .cl = cl };
+	struct pw_md_cb cb = { md_broker, md_cluster_id, md_part, &x };
+	int16_t version = (int16_t)(intptr_t)0;
+
+	cl->md_inflight = 0;
+	if (cl->dying)
+		return;
+	cl->md_not_before = clock_mono_ms() + pl_backoff_ms(cl->pl);
+	if (err != KCONN_E_OK) {
+		log_info("%s: Metadata failed: %s", cl->label, errstr);
+		cl->md_wanted = 1;
+		pl_kick(cl->pl);
+		return;
+	}
+	version = (int16_t)kconn_pick_version(c, PW_API_METADATA, PW_METADATA_MIN,
+	    PW_METADATA_MAX);
+	if (pw_metadata_decode(body, version, &cb) < 0 || x.oom) {
+		log_warnx("%s: %s: Metadata v%d response does not parse at byte %zu: %s",
+		    cl->label, kconn_name(c), version, body->err_off,
+		    x.oom ? "out of memory" : body->why);
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed Metadata response");
+		goto out;
+	}
+	/* Merge brokers: keep connections of brokers whose address is unchanged. */
+	for (size_t i = 0; i < x.nbrokers; i++) {
+		struct pbroker *old = broker_find(cl, x.brokers[i]->id);
+
+		if (old != NULL && strcmp(old->host, x.brokers[i]->host) == 0 &&
+		    old->port == x.brokers[i]->port) {
+			free(x.brokers[i]->host);
+			free(x.brokers[i]);
+			x.brokers[i] = old;
+		}
+	}
+	for (size_t i = 0; i < cl->nbrokers; i++) {
+		int kept = 0;
+
+		for (size_t j = 0; j < x.nbrokers; j++)
+			kept |= x.brokers[j] == cl->brokers[i];
+		if (!kept) {
+			/* Keep a gone broker whose Fetch is out until it answers:
+			 * its context points at it.  Simplest: keep it listed. */
+			struct pbroker **arr = realloc(x.brokers, (x.nbrokers + 1) * sizeof(*arr));
+
+			if (arr == NULL) {
+				x.oom = 1;
+				continue;
+			}
+			x.brokers = arr;
+			x.brokers[x.nbrokers++] = cl->brokers[i];
+		}
+	}
+	free(cl->brokers);
+	cl->brokers = x.brokers;
+	cl->nbrokers = x.nbrokers;
+	x.brokers = NULL;
+	topics_clear(cl->topics, cl->ntopics);
+	cl->topics = x.topics;
+	cl->ntopics = x.ntopics;
+	x.topics = NULL;
+	if (x.cluster_id != NULL) {
+		free(cl->cluster_id);
+		cl->cluster_id = x.cluster_id;
+		x.cluster_id = NULL;
+	}
+	cl->md_last_ok = clock_mono_ms();
+	cl->md_ok_once = 1;
+	log_debug("%s: metadata: %zu brokers, %zu topics", cl->label, cl->nbrokers,
+	    cl->ntopics);
+	if (cl->is_source) {
+		for (size_t i = 0; i < cl->pl->nmirrors; i++)
+			if (cl->pl->mirrors[i]->src == cl)
+				pl_source_metadata(cl->pl->mirrors[i]);
+	}
+	pl_kick(cl->pl);
+out:
+	for (size_t i = 0; i < x.nbrokers; i++) {
+		free(x.brokers[i]->host);
+		free(x.brokers[i]);
+	}
+	free(x.brokers);
+	topics_clear(x.topics, x.ntopics);
+	free(x.cluster_id);
+}
+
+struct md_topics {
+	const char **names;
+	size_t n;
+};
+
+static int md_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct md_topics *t = msg;
+
+	return pw_metadata_encode(w, version, t->names, t->n);
+}
+
+static void send_metadata(struct pcluster *cl, struct kconn *c)
+{
+	struct md_topics t = { NULL, 0 };
+	char err[256];
+	int v = kconn_pick_version(c, PW_API_METADATA, PW_METADATA_MIN, PW_METADATA_MAX);
+
+	if (v < 0) {
+		log_warnx("%s: %s supports no Metadata version in %d..%d", cl->label,
+		    kconn_name(c), PW_METADATA_MIN, PW_METADATA_MAX);
+		kconn_close(c, KCONN_E_PROTOCOL, "no usable Metadata version");
+		return;
+	}
+	if (!cl->is_source) {
+		/* The destination: only the topics we write (all topics of
+		 * every mirror; duplicates are harmless). */
+		struct pipeline *pl = cl->pl;
+		size_t n = 0;
+
+		for (size_t i = 0; i < pl->nmirrors; i++)
+			n += pl->mirrors[i]->nparts;
+		t.names = calloc(n + 1, sizeof(*t.names));
+		if (t.names == NULL)
+			return;
+		for (size_t i = 0; i < pl->nmirrors; i++)
+			for (size_t j = 0; j < pl->mirrors[i]->nparts; j++) {
+				const char *name = pl->mirrors[i]->parts[j]->topic;
+
+				if (t.n == 0 || strcmp(t.names[t.n - 1], name) != 0)
+					t.names[t.n++] = name;
+			}
+		if (t.n == 0) {
+			free(t.names);
+			cl->md_wanted = 0;
+			return;
+		}
+	}
+	if (kconn_send(c, PW_API_METADATA, (int16_t)v, md_encode, &t, 0, 0,
+	    md_response, cl, err, sizeof(err)) == 0) {
+		cl->md_inflight = 1;
+		cl->md_wanted = 0;
+	} else {
+		log_warnx("%s: Metadata: %s", cl->label, err);
+	}
+	free(t.names);
+}
+
+/* ---- InitProducerId (destination) ---------------------------------------- */
+
+static int pid_encode(struct kw *w, int16_t version, const void *msg)
+{
+	(void)msg;
+	return pw_init_pid_encode(w, version);
+}
+
+static void pid_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pcluster *cl = arg;
+	int16_t e = 0, epoch = -1;
+	int64_t pid = -1;
+
+	if (cl->dying)
+		return;
+	cl->pid_state = 0;
+	cl->pid_not_before = clock_mono_ms() + pl_backoff_ms(cl->pl);
+	if (err != KCONN_E_OK) {
+		log_info("%s: InitProducerId failed: %s", cl->label, errstr);
+		return;
+	}
+	if (pw_init_pid_decode(body, 0, &e, &pid, &epoch) < 0) {
+		log_warnx("%s: %s: InitProducerId response does not parse: %s",
+		    cl->label, kconn_name(c), body->why);
+		return;
+	}
+	if (e != 0) {
+		log_warnx("%s: InitProducerId: %s", cl->label, kerr_name(e));
+		return;
+	}
+	cl->pid = pid;
+	cl->pepoch = epoch;
+	cl->pid_state = 2;
+	cl->pid_gen++;
+	log_info("%s: producing as idempotent producer id %" PRId64 " epoch %d",
+	    cl->label, pid, epoch);
+	pl_kick(cl->pl);
+}
+
+static void ask_pid(struct pcluster *cl, struct kconn *c)
+{
+	char err[256];
+	int v = kconn_pick_version(c, PW_API_INIT_PRODUCER_ID, PW_INIT_PID_MIN,
+	    PW_INIT_PID_MAX);
+
+	if (v < 0) {
+		log_warnx("%s: %s has no InitProducerId v0-v1: producing without a "
+		    "producer id", cl->label, kconn_name(c));
+		cl->pid = -1;
+		cl->pepoch = -1;
+		cl->pid_state = 3;
+		cl->pid_gen++;
+		pl_kick(cl->pl);
+		return;
+	}
+	if (kconn_send(c, PW_API_INIT_PRODUCER_ID, (int16_t)v, pid_encode, NULL, 0, 0,
+	    pid_response, cl, err, sizeof(err)) == 0)
+		cl->pid_state = 1;
+}
+
+void pcluster_tick(struct pcluster *cl)
+{
+	int64_t now = clock_mono_ms();
+	struct kconn *c;
+
+	if (cl->dying)
+		return;
+	if (cl->md_ok_once && now - cl->md_last_ok >= cl->md_interval_ms)
+		cl->md_wanted = 1;
+	if (!cl->is_source && cl->pid_state == 0 && now >= cl->pid_not_before)
+		; /* ask below */
+	else if (!cl->md_wanted || cl->md_inflight || now < cl->md_not_before)
+		return;
+	c = ctl_conn(cl);
+	if (c == NULL)
+		return;
+	if (!cl->is_source && cl->pid_state == 0 && now >= cl->pid_not_before)
+		ask_pid(cl, c);
+	if (cl->md_wanted && !cl->md_inflight && now >= cl->md_not_before)
+		send_metadata(cl, c);
+}

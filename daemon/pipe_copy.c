@@ -1,0 +1,1043 @@
+/*
+ * pipe_copy.c: the copy itself.  Fetch rounds (one Fetch per source broker,
+ * many partitions), batch intake (CRC, control and aborted data, holes),
+ * Produce rounds (one batch per partition per request, at most one Produce
+ * per partition), and the two ListOffsets steps: SYNC (destination end ->
+ * source position) and OOR (source log start after OFFSET_OUT_OF_RANGE).
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "daemonconf.h"
+#include "kbuf.h"
+#include "kerr.h"
+#include "log.h"
+#include "mirrorconf.h"
+#include "pipe_int.h"
+#include "pipe_wire.h"
+#include "xlate.h"
+
+/* A request's context: the partitions it carries, each with the
+ * generation and offset it was sent for. */
+struct pctx {
+	struct pipeline *pl;
+	struct pbroker *b;
+	struct pcluster *cl;
+	int16_t version;
+	size_t n;
+	struct {
+		struct ppart *p;
+		uint32_t gen;
+		int64_t offset;
+		int done;
+	} e[];
+};
+
+static struct pctx *ctx_new(struct pipeline *pl, struct pcluster *cl,
+    struct pbroker *b, size_t n)
+{
+	struct pctx *x = calloc(1, sizeof(*x) + n * sizeof(x->e[0]));
+
+	if (x != NULL) {
+		x->pl = pl;
+		x->cl = cl;
+		x->b = b;
+	}
+	return x;
+}
+
+static void ctx_add(struct pctx *x, struct ppart *p, int64_t offset)
+{
+	x->e[x->n].p = p;
+	x->e[x->n].gen = p->gen;
+	x->e[x->n].offset = offset;
+	x->n++;
+	p->refs++;
+}
+
+static void ctx_free(struct pctx *x)
+{
+	for (size_t i = 0; i < x->n; i++)
+		pl_part_unref(x->e[i].p);
+	free(x);
+}
+
+/* The entry of x for topic/partition that is not answered yet, or -1. */
+static ssize_t ctx_find(struct pctx *x, struct kstr topic, int32_t partition)
+{
+	for (size_t i = 0; i < x->n; i++)
+		if (!x->e[i].done && x->e[i].p->index == partition &&
+		    kstr_eq(topic, x->e[i].p->topic))
+			return (ssize_t)i;
+	return -1;
+}
+
+static const char *pname(const struct ppart *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s-%" PRId32, p->pm->name, p->topic, p->index);
+	return buf;
+}
+
+static int64_t pcap(const struct pipeline *pl)
+{
+	return pl->cfg->pipeline_max_inflight_bytes_per_partition;
+}
+
+static int64_t tcap(const struct pipeline *pl)
+{
+	return pl->cfg->pipeline_max_inflight_bytes_total;
+}
+
+/* Errors after which the leader may have moved: refresh and retry. */
+static int leader_error(int16_t e)
+{
+	switch (e) {
+	case KERR_NOT_LEADER_OR_FOLLOWER:
+	case KERR_LEADER_NOT_AVAILABLE:
+	case KERR_UNKNOWN_TOPIC_OR_PARTITION:
+	case KERR_REPLICA_NOT_AVAILABLE:
+	case 56: /* KAFKA_STORAGE_ERROR */
+	case 74: /* FENCED_LEADER_EPOCH */
+	case 75: /* UNKNOWN_LEADER_EPOCH */
+	case 13: /* NETWORK_EXCEPTION */
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ---- ListOffsets steps ------------------------------------------------------- */
+
+struct lo_one {
+	struct pw_tp tp;
+};
+
+static int lo_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct lo_one *o = msg;
+
+	return pw_list_offsets_encode(w, version, &o->tp, 1);
+}
+
+struct lo_res {
+	struct pctx *x;
+	int found;
+	int16_t error;
+	int64_t offset;
+};
+
+static void lo_part(void *arg, const struct pw_lo_part *lp)
+{
+	struct lo_res *r = arg;
+
+	if (!r->found && lp->partition == r->x->e[0].p->index &&
+	    kstr_eq(lp->topic, r->x->e[0].p->topic)) {
+		r->found = 1;
+		r->error = lp->error;
+		r->offset = lp->offset;
+	}
+}
+
+/* Decides where to fetch from once the destination end D is known. */
+static void sync_done(struct ppart *p, int64_t d)
+{
+	struct pipeline *pl = p->pm->pl;
+	const struct mpart *mp = p->mp;
+	int64_t s = d;
+	char msg[512], name[300], err[256];
+
+	p->live.destination_end = d;
+	if (p->sync_lo >= 0 && d != p->sync_lo && d != p->sync_hi) {
+		pl_part_fail(p, "destination end offset %" PRId64 " after an uncertain "
+		    "Produce is neither %" PRId64 " (not written) nor %" PRId64
+		    " (written): another producer writes to the destination partition",
+		    d, p->sync_lo, p->sync_hi);
+		return;
+	}
+	if (p->sync_lo >= 0 && d == p->sync_hi && d != p->sync_lo) {
+		/* The uncertain Produce was written: its sequences are used. */
+		p->seq = (int32_t)((p->seq + (p->sync_hi - p->sync_lo)) & INT32_MAX);
+	}
+	if (mp->nanchors > 0) {
+		struct xlate *m = xlate_new(MSTATE_MAX_ANCHORS + 1);
+		int rc;
+
+		if (m == NULL) {
+			pl_part_fail(p, "out of memory building the translation map");
+			return;
+		}
+		for (size_t i = 0; i < mp->nanchors; i++)
+			if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
+			    sizeof(err)) != 0) {
+				xlate_free(m);
+				pl_part_fail(p, "the persisted translation map is invalid: %s", err);
+				return;
+			}
+		rc = xlate_dst_to_src(m, d, &s);
+		xlate_free(m);
+		if (rc == XLATE_UNMAPPED) {
+			pl_part_fail(p, "destination end offset %" PRId64 " is below the "
+			    "first translated offset %" PRId64 ": the destination partition "
+			    "lost data mirrord wrote", d, mp->anchors[0].dst);
+			return;
+		}
+	}
+	if (p->live.source_high_watermark >= 0 && s > p->live.source_high_watermark &&
+	    p->mp->state != MPART_PAUSING && p->mp->state != MPART_STOPPING) {
+		/* Checked again by the first Fetch (OFFSET_OUT_OF_RANGE). */
+		log_info("%s: destination end %" PRId64 " maps to source offset %" PRId64
+		    ", past the last known source high watermark %" PRId64,
+		    pname(p, name, sizeof(name)), d, s, p->live.source_high_watermark);
+	}
+	p->dst_next = p->dst_tail = d;
+	p->src_fetch = p->src_copied = s;
+	p->last_src = s > 0 ? s - 1 : p->last_src;
+	p->sync_lo = p->sync_hi = -1;
+	if (!pl_part_wants_run(p)) {
+		p->step = PS_IDLE;
+		pl_kick(pl);
+		return;
+	}
+	if (p->mp->state == MPART_PREPARING) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "destination end %" PRId64 ", fetching "
+		    "from source offset %" PRId64, d, s);
+		if (mpart_set_state(pl->st, p->mp, MPART_MIRRORING, why, msg,
+		    sizeof(msg)) != 0) {
+			log_warnx("%s: %s", pname(p, name, sizeof(name)), msg);
+			p->step = PS_IDLE;
+			p->not_before = clock_mono_ms() + 1000;
+			return;
+		}
+	} else {
+		log_info("%s: resuming at source offset %" PRId64 " (destination end %"
+		    PRId64 ")", pname(p, name, sizeof(name)), s, d);
+	}
+	p->step = PS_RUN;
+	pl_kick(pl);
+}
+
+static void sync_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pctx *x = arg;
+	struct ppart *p = x->e[0].p;
+	struct lo_res r = { .x = x };
+
+	p->step_inflight = 0;
+	if (x->cl->dying || p->dead || x->e[0].gen != p->gen || p->step != PS_SYNC)
+		goto out;
+	if (err != KCONN_E_OK) {
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		p->live.retries++;
+		pcluster_want_metadata(x->cl);
+		goto out;
+	}
+	if (pw_list_offsets_decode(body, x->version, lo_part, &r) < 0 || !r.found) {
+		log_warnx("%s: ListOffsets v%d response %s", kconn_name(c), x->version,
+		    r.found ? body->why : "lacks the partition asked for");
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		goto out;
+	}
+	if (r.error != 0) {
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		p->live.retries++;
+		if (leader_error(r.error))
+			pcluster_want_metadata(x->cl);
+		else
+			pl_part_fail(p, "ListOffsets on the destination: %s",
+			    kerr_name(r.error));
+		goto out;
+	}
+	sync_done(p, r.offset);
+out:
+	pl_kick(x->pl);
+	ctx_free(x);
+}
+
+/* Checks the destination topic before the first SYNC of a PREPARING
+ * partition.  0 to go on, -1 when the partition failed or must wait. */
+static int check_destination_topic(struct ppart *p)
+{
+	struct pcluster *dst = p->pm->pl->dst;
+	const struct ptopicmd *t = pcluster_topic(dst, p->topic);
+
+	if (t == NULL) {
+		pcluster_want_metadata(dst);
+		return -1;
+	}
+	if (t->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+		pl_part_fail(p, "destination topic %s does not exist: create it with "
+		    "%" PRId32 " partitions (this destination does not let mirrord "
+		    "create topics)", p->topic, p->mp->topic->npart);
+		return -1;
+	}
+	if (t->error != 0) {
+		pcluster_want_metadata(dst);
+		return -1;
+	}
+	if (p->index >= t->npart) {
+		pl_part_fail(p, "destination topic %s has %" PRId32 " partitions, the "
+		    "source has %" PRId32 ": partition %" PRId32 " has no destination",
+		    p->topic, t->npart, p->mp->topic->npart, p->index);
+		return -1;
+	}
+	return 0;
+}
+
+static void send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
+    kconn_resp_cb cb)
+{
+	struct pipeline *pl = p->pm->pl;
+	struct pbroker *b = pcluster_leader(cl, p->topic, p->index);
+	struct kconn *c = b ? pbroker_conn(b) : NULL;
+	struct lo_one o;
+	struct pctx *x;
+	char err[256], name[300];
+	int v;
+
+	if (c == NULL)
+		return;
+	v = kconn_pick_version(c, PW_API_LIST_OFFSETS, PW_LIST_OFFSETS_MIN,
+	    PW_LIST_OFFSETS_MAX);
+	if (v < 0) {
+		pl_part_fail(p, "%s broker %s supports no ListOffsets version in %d..%d",
+		    cl->label, kconn_name(c), PW_LIST_OFFSETS_MIN, PW_LIST_OFFSETS_MAX);
+		return;
+	}
+	x = ctx_new(pl, cl, b, 1);
+	if (x == NULL)
+		return;
+	x->version = (int16_t)v;
+	ctx_add(x, p, ts);
+	memset(&o, 0, sizeof(o));
+	o.tp.topic = p->topic;
+	o.tp.partition = p->index;
+	o.tp.offset = ts;
+	if (kconn_send(c, PW_API_LIST_OFFSETS, (int16_t)v, lo_encode, &o, 0, 0, cb,
+	    x, err, sizeof(err)) != 0) {
+		log_debug("%s: ListOffsets: %s", pname(p, name, sizeof(name)), err);
+		ctx_free(x);
+		return;
+	}
+	p->step_inflight = 1;
+}
+
+void pcopy_sync(struct ppart *p)
+{
+	if (p->mp->state == MPART_PREPARING && check_destination_topic(p) < 0)
+		return;
+	send_list_offsets(p, p->pm->pl->dst, PW_TS_LATEST, sync_response);
+}
+
+static void oor_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pctx *x = arg;
+	struct ppart *p = x->e[0].p;
+	struct lo_res r = { .x = x };
+	char name[300];
+
+	p->step_inflight = 0;
+	if (x->cl->dying || p->dead || x->e[0].gen != p->gen || p->step != PS_OOR)
+		goto out;
+	if (err != KCONN_E_OK) {
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		pcluster_want_metadata(x->cl);
+		goto out;
+	}
+	if (pw_list_offsets_decode(body, x->version, lo_part, &r) < 0 || !r.found) {
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		goto out;
+	}
+	if (r.error != 0) {
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		if (leader_error(r.error))
+			pcluster_want_metadata(x->cl);
+		else
+			pl_part_fail(p, "ListOffsets on the source: %s", kerr_name(r.error));
+		goto out;
+	}
+	p->live.source_log_start = r.offset;
+	if (r.offset <= p->src_fetch) {
+		pl_part_fail(p, "fetching source offset %" PRId64 " is out of range "
+		    "but the source log starts at %" PRId64 ": the source log ends "
+		    "before offset %" PRId64 " (truncated or recreated topic?)",
+		    p->src_fetch, r.offset, p->src_fetch);
+		goto out;
+	}
+	log_warnx("%s: source offsets %" PRId64 "..%" PRId64 " were deleted by "
+	    "retention before mirrord copied them; continuing at %" PRId64,
+	    pname(p, name, sizeof(name)), p->src_fetch, r.offset - 1, r.offset);
+	p->live.offset_holes++;
+	/* src_copied stays: the next batch anchors (its base, dst_tail). */
+	p->src_fetch = r.offset;
+	p->step = PS_RUN;
+out:
+	pl_kick(x->pl);
+	ctx_free(x);
+}
+
+void pcopy_oor(struct ppart *p)
+{
+	send_list_offsets(p, p->pm->src, PW_TS_EARLIEST, oor_response);
+}
+
+/* ---- Fetch ------------------------------------------------------------------ */
+
+struct fetch_req {
+	struct pw_fetch_req req;
+	struct pw_tp *tps;
+	size_t n;
+};
+
+static int fetch_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct fetch_req *f = msg;
+
+	return pw_fetch_encode(w, version, &f->req, f->tps, f->n);
+}
+
+static int pid_in(const int64_t *set, size_t n, int64_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (set[i] == pid)
+			return 1;
+	return 0;
+}
+
+/* Queues one batch (its bytes are copied). */
+static int enqueue(struct ppart *p, const struct batch *b)
+{
+	struct pipeline *pl = p->pm->pl;
+	struct pbatch *q = calloc(1, sizeof(*q));
+	struct batch_reencoded re;
+	char err[256];
+	size_t gap = b->base_offset != p->src_copied ? 1 : 0;
+
+	if (q == NULL)
+		return -1;
+	q->src_base = b->base_offset;
+	q->src_next = batch_next_offset(b);
+	q->dst_base = p->dst_tail;
+	q->epoch = b->leader_epoch;
+	q->max_ts = b->max_timestamp;
+	if (batch_has_holes(b)) {
+		if (batch_reencode_contiguous(b, p->dst_tail, (size_t)pcap(pl) * 4, &re,
+		    err, sizeof(err)) != 0) {
+			free(q);
+			pl_part_fail(p, "source batch at offset %" PRId64 " has offset "
+			    "holes and cannot be re-encoded: %s", b->base_offset, err);
+			return -1;
+		}
+		q->buf = re.buf;
+		q->len = re.len;
+		q->count = re.record_count;
+		q->anchors = calloc(re.npairs + gap, sizeof(*q->anchors));
+		if (q->anchors == NULL) {
+			batch_reencoded_fini(&re);
+			free(q);
+			return -1;
+		}
+		for (size_t i = 0; i < re.npairs; i++)
+			q->anchors[q->nanchors++] = re.pairs[i];
+		re.buf = NULL;
+		batch_reencoded_fini(&re);
+		p->live.offset_holes++;
+	} else {
+		q->buf = malloc(b->len);
+		q->len = b->len;
+		q->count = b->record_count;
+		if (gap)
+			q->anchors = calloc(1, sizeof(*q->anchors));
+		if (q->buf == NULL || (gap && q->anchors == NULL)) {
+			pbatch_free(q);
+			return -1;
+		}
+		memcpy(q->buf, b->p, b->len);
+		if (gap) {
+			q->anchors[0].src = b->base_offset;
+			q->anchors[0].dst = p->dst_tail;
+			q->nanchors = 1;
+			p->live.offset_holes++;
+		}
+	}
+	TAILQ_INSERT_TAIL(&p->q, q, link);
+	p->qbytes += q->len;
+	pl->qbytes += q->len;
+	if ((int64_t)pl->qbytes > pl->totals.queued_bytes_peak)
+		pl->totals.queued_bytes_peak = (int64_t)pl->qbytes;
+	p->src_copied = q->src_next;
+	p->dst_tail += q->count;
+	return 0;
+}
+
+/* The records of one partition of a Fetch response. */
+static void intake(struct ppart *p, const struct pw_fetch_part *fp)
+{
+	struct batch_iter it;
+	struct batch b;
+	int64_t aborted_pids[64];
+	size_t naborted = 0, ai = 0;
+	char err[256];
+	int rc;
+
+	if (fp->records.len <= 0)
+		return;
+	batch_iter_init(&it, fp->records.p, (size_t)fp->records.len);
+	while ((rc = batch_iter_next(&it, &b, err, sizeof(err))) == BATCH_OK) {
+		int64_t next = batch_next_offset(&b);
+
+		if (next <= p->src_fetch)
+			continue; /* before our position (a batch we have) */
+		if (b.base_offset < p->src_fetch) {
+			pl_part_fail(p, "source batch %" PRId64 "..%" PRId64 " straddles "
+			    "the resume offset %" PRId64 ": a batch cannot be split",
+			    b.base_offset, batch_last_offset(&b), p->src_fetch);
+			return;
+		}
+		if (batch_verify_crc(&b, err, sizeof(err)) != 0) {
+			p->live.crc_failures++;
+			pl_part_fail(p, "CRC-32C mismatch in the source: %s", err);
+			return;
+		}
+		while (ai < fp->naborted && fp->aborted[ai].first_offset <= batch_last_offset(&b)) {
+			if (naborted < ARRAY_SIZE(aborted_pids) &&
+			    !pid_in(aborted_pids, naborted, fp->aborted[ai].producer_id))
+				aborted_pids[naborted++] = fp->aborted[ai].producer_id;
+			ai++;
+		}
+		if (batch_is_control(&b)) {
+			/* A transaction marker: never copied.  An abort marker ends
+			 * its producer's aborted range. */
+			for (size_t i = 0; i < naborted; i++)
+				if (aborted_pids[i] == b.producer_id) {
+					aborted_pids[i] = aborted_pids[--naborted];
+					break;
+				}
+			p->src_fetch = next;
+			continue;
+		}
+		if (batch_is_transactional(&b) &&
+		    pid_in(aborted_pids, naborted, b.producer_id)) {
+			p->src_fetch = next; /* aborted data */
+			continue;
+		}
+		if (batch_is_empty(&b)) {
+			p->src_fetch = next;
+			continue;
+		}
+		if (p->qbytes > 0 && (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
+			break; /* no room: fetched again later */
+		if (enqueue(p, &b) < 0) {
+			if (p->step == PS_RUN)
+				pl_part_fail(p, "out of memory queueing a batch");
+			return;
+		}
+		p->src_fetch = next;
+	}
+	if (rc == BATCH_ERROR)
+		pl_part_fail(p, "malformed record batch from the source at fetch "
+		    "offset %" PRId64 ": %s", p->src_fetch, err);
+}
+
+struct fetch_cb_arg {
+	struct pctx *x;
+};
+
+static void fetch_part(void *arg, const struct pw_fetch_part *fp)
+{
+	struct pctx *x = arg;
+	ssize_t i = ctx_find(x, fp->topic, fp->partition);
+	struct ppart *p;
+	char name[300];
+
+	if (i < 0)
+		return;
+	x->e[i].done = 1;
+	p = x->e[i].p;
+	p->fetch_inflight = 0;
+	if (p->dead || x->e[i].gen != p->gen || p->step != PS_RUN ||
+	    x->e[i].offset != p->src_fetch)
+		return;
+	if (fp->error == 0) {
+		p->live.source_high_watermark = fp->high_watermark;
+		if (fp->log_start_offset >= 0)
+			p->live.source_log_start = fp->log_start_offset;
+		intake(p, fp);
+		return;
+	}
+	p->live.retries++;
+	if (fp->error == KERR_OFFSET_OUT_OF_RANGE) {
+		log_info("%s: fetch offset %" PRId64 " out of range on the source",
+		    pname(p, name, sizeof(name)), p->src_fetch);
+		p->step = PS_OOR;
+		return;
+	}
+	p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+	if (leader_error(fp->error)) {
+		pcluster_want_metadata(x->cl);
+		return;
+	}
+	pl_part_fail(p, "Fetch from the source at offset %" PRId64 ": %s",
+	    p->src_fetch, kerr_name(fp->error));
+}
+
+static void fetch_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pctx *x = arg;
+	int16_t top = 0;
+
+	if (!x->cl->dying)
+		x->b->fetching = 0;
+	if (x->cl->dying)
+		goto out;
+	x->pl->totals.fetches++;
+	if (err != KCONN_E_OK) {
+		log_info("%s: Fetch failed: %s", x->cl->label, errstr);
+		pcluster_want_metadata(x->cl);
+		goto out;
+	}
+	if (pw_fetch_decode(body, x->version, &top, fetch_part, x) < 0) {
+		log_warnx("%s: %s: Fetch v%d response does not parse at byte %zu: %s",
+		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed Fetch response");
+		goto out;
+	}
+	if (top != 0) {
+		log_info("%s: %s: Fetch: %s", x->cl->label, kconn_name(c), kerr_name(top));
+		pcluster_want_metadata(x->cl);
+	}
+out:
+	for (size_t i = 0; i < x->n; i++)
+		if (!x->e[i].done) {
+			x->e[i].p->fetch_inflight = 0;
+			if (err == KCONN_E_OK && !x->cl->dying)
+				x->e[i].p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		}
+	pl_kick(x->pl);
+	ctx_free(x);
+}
+
+void pcopy_fetch_round(struct pmirror *pm)
+{
+	struct pipeline *pl = pm->pl;
+	struct pcluster *cl = pm->src;
+	int64_t now = clock_mono_ms();
+	const struct mirrorconf *mc = pm->conf;
+
+	for (size_t bi = 0; bi < cl->nbrokers; bi++) {
+		struct pbroker *b = cl->brokers[bi];
+		struct fetch_req f;
+		struct pctx *x = NULL;
+		struct kconn *c;
+		char err[256];
+		int v;
+
+		if (b->fetching)
+			continue;
+		f.n = 0;
+		f.tps = NULL;
+		for (size_t i = 0; i < pm->nparts; i++) {
+			struct ppart *p = pm->parts[i];
+			int64_t room = pcap(pl) - (int64_t)p->qbytes;
+
+			if (p->step != PS_RUN || p->fetch_inflight || !pl_part_wants_run(p) ||
+			    now < p->not_before || room <= 0 ||
+			    (int64_t)pl->qbytes >= tcap(pl) ||
+			    pcluster_leader(cl, p->topic, p->index) != b)
+				continue;
+			if (f.tps == NULL) {
+				f.tps = calloc(pm->nparts, sizeof(*f.tps));
+				x = ctx_new(pl, cl, b, pm->nparts);
+				if (f.tps == NULL || x == NULL)
+					break;
+			}
+			f.tps[f.n].topic = p->topic;
+			f.tps[f.n].partition = p->index;
+			f.tps[f.n].offset = p->src_fetch;
+			f.tps[f.n].max_bytes = (int32_t)MIN(room, MIN(mc->fetch_max_bytes, INT32_MAX));
+			f.n++;
+		}
+		if (f.n == 0 || (c = pbroker_conn(b)) == NULL) {
+			free(f.tps);
+			free(x);
+			continue;
+		}
+		v = kconn_pick_version(c, PW_API_FETCH, PW_FETCH_MIN, PW_FETCH_MAX);
+		if (v < 0) {
+			log_warnx("%s: %s supports no Fetch version in %d..%d", cl->label,
+			    kconn_name(c), PW_FETCH_MIN, PW_FETCH_MAX);
+			free(f.tps);
+			free(x);
+			continue;
+		}
+		/* Sort by topic so the request groups them (few topics: fine). */
+		for (size_t i = 1; i < f.n; i++) {
+			struct pw_tp t = f.tps[i];
+			size_t j = i;
+
+			while (j > 0 && strcmp(f.tps[j - 1].topic, t.topic) > 0) {
+				f.tps[j] = f.tps[j - 1];
+				j--;
+			}
+			f.tps[j] = t;
+		}
+		for (size_t i = 0; i < f.n; i++)
+			for (size_t k = 0; k < pm->nparts; k++)
+				if (pm->parts[k]->index == f.tps[i].partition &&
+				    pm->parts[k]->topic == f.tps[i].topic)
+					ctx_add(x, pm->parts[k], f.tps[i].offset);
+		x->version = (int16_t)v;
+		f.req.max_wait_ms = (int32_t)MIN(mc->fetch_wait_max_ms, INT32_MAX);
+		f.req.min_bytes = (int32_t)MIN(mc->fetch_min_bytes, INT32_MAX);
+		f.req.max_bytes = (int32_t)MIN(mc->fetch_response_max_bytes, INT32_MAX);
+		f.req.isolation = 1;
+		if (kconn_send(c, PW_API_FETCH, (int16_t)v, fetch_encode, &f, 0,
+		    (int)MIN(mc->fetch_wait_max_ms + pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
+		    fetch_response, x, err, sizeof(err)) != 0) {
+			log_debug("%s: Fetch: %s", cl->label, err);
+			ctx_free(x);
+		} else {
+			b->fetching = 1;
+			for (size_t i = 0; i < x->n; i++)
+				x->e[i].p->fetch_inflight = 1;
+		}
+		free(f.tps);
+	}
+}
+
+/* ---- Produce ---------------------------------------------------------------- */
+
+struct produce_req {
+	int32_t timeout_ms;
+	struct pw_tp *tps;
+	size_t n;
+};
+
+static int produce_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct produce_req *r = msg;
+
+	return pw_produce_encode(w, version, -1, r->timeout_ms, r->tps, r->n);
+}
+
+/* The Produce of p's batch was not applied or its fate is unknown. */
+static void produce_uncertain(struct ppart *p, const char *why)
+{
+	struct pbatch *s = p->sending;
+
+	p->sync_lo = s->dst_base;
+	p->sync_hi = s->dst_base + s->count;
+	pbatch_free(s);
+	p->sending = NULL;
+	pl_part_resync(p, why);
+}
+
+static void produce_ok(struct ppart *p, struct pbatch *s)
+{
+	struct pipeline *pl = p->pm->pl;
+	char msg[512], name[300];
+
+	p->dst_next = s->dst_base + s->count;
+	p->live.destination_end = p->dst_next;
+	p->seq = (int32_t)(((int64_t)p->seq + s->count) & INT32_MAX);
+	p->last_src = s->src_next - 1;
+	p->live.records += s->count;
+	p->live.bytes += (int64_t)s->len;
+	p->live.batches++;
+	p->live.last_batch_timestamp_ms = s->max_ts;
+	pl->totals.records += s->count;
+	pl->totals.bytes += (int64_t)s->len;
+	pl->totals.batches++;
+	p->attempts = 0;
+	if (p->live.source_high_watermark >= 0) {
+		int64_t lag = p->live.source_high_watermark - p->src_copied;
+
+		p->live.lag = lag > 0 ? lag : 0;
+	}
+	if (s->epoch >= 0 && s->epoch > p->last_epoch && p->mp != NULL) {
+		if (mpart_add_epoch(pl->st, p->mp, s->epoch, s->dst_base, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
+		p->last_epoch = s->epoch;
+	}
+}
+
+static void produce_part(void *arg, const struct pw_produce_part *pp)
+{
+	struct pctx *x = arg;
+	ssize_t i = ctx_find(x, pp->topic, pp->partition);
+	struct ppart *p;
+	struct pbatch *s;
+	char name[300];
+
+	if (i < 0)
+		return;
+	x->e[i].done = 1;
+	p = x->e[i].p;
+	s = p->sending;
+	if (s == NULL || p->dead)
+		return;
+	if (pp->error == 0) {
+		if (pp->base_offset != s->dst_base) {
+			p->sending = NULL;
+			pl_part_fail(p, "the destination stored the batch for source offsets "
+			    "%" PRId64 "..%" PRId64 " at offset %" PRId64 ", expected %" PRId64
+			    ": another producer writes to the destination partition",
+			    s->src_base, s->src_next - 1, pp->base_offset, s->dst_base);
+			pbatch_free(s);
+			return;
+		}
+		p->sending = NULL;
+		produce_ok(p, s);
+		pbatch_free(s);
+		return;
+	}
+	p->live.retries++;
+	if (pp->error == KERR_NOT_LEADER_OR_FOLLOWER || pp->error == KERR_LEADER_NOT_AVAILABLE ||
+	    pp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION || pp->error == 19 /* NOT_ENOUGH_REPLICAS */ ||
+	    pp->error == 74 || pp->error == 75) {
+		/* Not appended: send the same batch again once the leader is known. */
+		TAILQ_INSERT_HEAD(&p->q, s, link);
+		p->qbytes += s->len;
+		p->pm->pl->qbytes += s->len;
+		p->sending = NULL;
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		pcluster_want_metadata(x->cl);
+		return;
+	}
+	if (pp->error == KERR_REQUEST_TIMED_OUT || pp->error == 20 || pp->error == 13 ||
+	    pp->error == 46 /* DUPLICATE_SEQUENCE_NUMBER */ ||
+	    pp->error == 45 /* OUT_OF_ORDER_SEQUENCE_NUMBER */ ||
+	    pp->error == 59 /* UNKNOWN_PRODUCER_ID */ || pp->error == 47 /* INVALID_PRODUCER_EPOCH */) {
+		char why[160];
+
+		if (pp->error == 45 || pp->error == 59 || pp->error == 47) {
+			/* Our producer identity is no good any more: a new one,
+			 * sequences from 0. */
+			x->cl->pid_state = 0;
+		}
+		snprintf(why, sizeof(why), "Produce answered %s", kerr_name(pp->error));
+		produce_uncertain(p, why);
+		return;
+	}
+	p->sending = NULL;
+	pl_part_fail(p, "the destination refused the batch for source offsets %" PRId64
+	    "..%" PRId64 ": %s%s%.*s", s->src_base, s->src_next - 1, kerr_name(pp->error),
+	    pp->error_message.len > 0 ? ": " : "",
+	    pp->error_message.len > 0 ? (int)MIN(pp->error_message.len, 200) : 0,
+	    pp->error_message.len > 0 ? pp->error_message.p : "");
+	(void)name;
+	pbatch_free(s);
+}
+
+static void produce_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pctx *x = arg;
+
+	if (x->cl->dying) {
+		for (size_t i = 0; i < x->n; i++) {
+			struct ppart *p = x->e[i].p;
+
+			/* Shutting down: the next start re-reads the destination. */
+			pbatch_free(p->sending);
+			p->sending = NULL;
+		}
+		ctx_free(x);
+		return;
+	}
+	x->pl->totals.produces++;
+	if (err != KCONN_E_OK) {
+		log_info("%s: Produce failed: %s", x->cl->label, errstr);
+		pcluster_want_metadata(x->cl);
+	} else if (pw_produce_decode(body, x->version, produce_part, x) < 0) {
+		log_warnx("%s: %s: Produce v%d response does not parse at byte %zu: %s",
+		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed Produce response");
+	}
+	for (size_t i = 0; i < x->n; i++)
+		if (!x->e[i].done && x->e[i].p->sending != NULL)
+			produce_uncertain(x->e[i].p, err != KCONN_E_OK ? errstr :
+			    "the Produce response lacks the partition");
+	pl_kick(x->pl);
+	ctx_free(x);
+}
+
+/* Persists the anchors of b (the translation map must explain the
+ * destination before the batch can be there). */
+static int persist_anchors(struct ppart *p, struct pbatch *b)
+{
+	char msg[512];
+
+	for (size_t i = 0; i < b->nanchors; i++)
+		if (mpart_add_anchor(p->pm->pl->st, p->mp, b->anchors[i].src,
+		    b->anchors[i].dst, msg, sizeof(msg)) != 0) {
+			pl_part_fail(p, "cannot record the translation anchor %" PRId64
+			    " -> %" PRId64 ": %s", b->anchors[i].src, b->anchors[i].dst, msg);
+			return -1;
+		}
+	free(b->anchors);
+	b->anchors = NULL;
+	b->nanchors = 0;
+	return 0;
+}
+
+/* Rewrites the header of the head batch of p for sending. */
+static int prepare_head(struct ppart *p, struct pcluster *dst)
+{
+	struct pbatch *q = TAILQ_FIRST(&p->q);
+	struct batch b;
+	struct batch_rewrite rw;
+	char err[256];
+
+	if (batch_parse(q->buf, q->len, &b, err, sizeof(err)) != BATCH_OK) {
+		pl_part_fail(p, "queued batch at source offset %" PRId64 " no longer "
+		    "parses: %s", q->src_base, err);
+		return -1;
+	}
+	if (p->seq_pid_gen != dst->pid_gen) {
+		p->seq = 0;
+		p->seq_pid_gen = dst->pid_gen;
+	}
+	memset(&rw, 0, sizeof(rw));
+	rw.flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN;
+	rw.base_offset = q->dst_base;
+	rw.producer_id = dst->pid_state == 2 ? dst->pid : -1;
+	rw.producer_epoch = dst->pid_state == 2 ? dst->pepoch : -1;
+	rw.base_sequence = dst->pid_state == 2 ? p->seq : -1;
+	if (batch_rewrite_header(&b, &rw, q->buf, q->len, err, sizeof(err)) != 0) {
+		pl_part_fail(p, "cannot rewrite the batch at source offset %" PRId64
+		    ": %s", q->src_base, err);
+		return -1;
+	}
+#ifdef MIRRORD_STRICT_PRODUCE
+	if (batch_validate_produce(q->buf, q->len, 0, err, sizeof(err)) != 0) {
+		pl_part_fail(p, "the batch for source offset %" PRId64 " would break "
+		    "the broker's rules (strict produce check): %s", q->src_base, err);
+		return -1;
+	}
+#endif
+	return persist_anchors(p, q);
+}
+
+void pcopy_produce_round(struct pipeline *pl)
+{
+	struct pcluster *dst = pl->dst;
+	size_t total = 0;
+
+	if (dst->pid_state == 0 || dst->pid_state == 1)
+		return; /* no producer identity yet */
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		total += pl->mirrors[i]->nparts;
+	if (total == 0)
+		return;
+	for (size_t bi = 0; bi < dst->nbrokers; bi++) {
+		struct pbroker *b = dst->brokers[bi];
+		struct produce_req r = { 0 };
+		struct pctx *x = NULL;
+		struct kconn *c = NULL;
+		int64_t now = clock_mono_ms();
+		size_t bytes = 0;
+		char err[256];
+		int v = -1;
+
+		for (size_t mi = 0; mi < pl->nmirrors; mi++) {
+			struct pmirror *pm = pl->mirrors[mi];
+
+			for (size_t i = 0; i < pm->nparts; i++) {
+				struct ppart *p = pm->parts[i];
+				struct pbatch *q;
+
+				if (p->step != PS_RUN || p->sending != NULL ||
+				    TAILQ_EMPTY(&p->q) || !pl_part_wants_run(p) ||
+				    now < p->not_before ||
+				    pcluster_leader(dst, p->topic, p->index) != b)
+					continue;
+				if (c == NULL) {
+					c = pbroker_conn(b);
+					if (c == NULL)
+						goto next_broker;
+					v = kconn_pick_version(c, PW_API_PRODUCE, 6, PW_PRODUCE_MAX);
+					if (v < 0)
+						v = kconn_pick_version(c, PW_API_PRODUCE, PW_PRODUCE_MIN, 4);
+					if (v < 0) {
+						log_warnx("%s: %s supports no usable Produce version",
+						    dst->label, kconn_name(c));
+						goto next_broker;
+					}
+					r.tps = calloc(total, sizeof(*r.tps));
+					x = ctx_new(pl, dst, b, total);
+					if (r.tps == NULL || x == NULL)
+						goto next_broker;
+				}
+				q = TAILQ_FIRST(&p->q);
+				if (r.n > 0 && bytes + q->len > dst->kcfg.max_request_bytes / 2)
+					continue; /* next round */
+				if (prepare_head(p, dst) < 0)
+					continue;
+				TAILQ_REMOVE(&p->q, q, link);
+				p->qbytes -= q->len;
+				pl->qbytes -= q->len;
+				p->sending = q;
+				bytes += q->len;
+				r.tps[r.n].topic = p->topic;
+				r.tps[r.n].partition = p->index;
+				r.tps[r.n].records = q->buf;
+				r.tps[r.n].records_len = q->len;
+				r.n++;
+				ctx_add(x, p, q->dst_base);
+			}
+		}
+		if (r.n == 0)
+			goto next_broker;
+		/* Group by topic for the encoder (stable insertion sort of both). */
+		for (size_t i = 1; i < r.n; i++) {
+			struct pw_tp t = r.tps[i];
+			__typeof__(x->e[0]) e = x->e[i];
+			size_t j = i;
+
+			while (j > 0 && strcmp(r.tps[j - 1].topic, t.topic) > 0) {
+				r.tps[j] = r.tps[j - 1];
+				x->e[j] = x->e[j - 1];
+				j--;
+			}
+			r.tps[j] = t;
+			x->e[j] = e;
+		}
+		x->version = (int16_t)v;
+		r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
+		if (kconn_send(c, PW_API_PRODUCE, (int16_t)v, produce_encode, &r, 0,
+		    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 5000, INT32_MAX),
+		    produce_response, x, err, sizeof(err)) != 0) {
+			/* Not sent: put the batches back. */
+			for (size_t i = 0; i < x->n; i++) {
+				struct ppart *p = x->e[i].p;
+
+				TAILQ_INSERT_HEAD(&p->q, p->sending, link);
+				p->qbytes += p->sending->len;
+				pl->qbytes += p->sending->len;
+				p->sending = NULL;
+			}
+			log_debug("%s: Produce: %s", dst->label, err);
+			ctx_free(x);
+			x = NULL;
+		} else {
+			x = NULL;
+		}
+next_broker:
+		free(r.tps);
+		if (x != NULL)
+			ctx_free(x);
+	}
+}

@@ -1,0 +1,201 @@
+/*
+ * pipe_int.h: the data plane's internal types, shared by pipeline.c (the
+ * partition machine), pipe_cluster.c (brokers, connections, metadata) and
+ * pipe_copy.c (fetch and produce).  Nothing outside daemon/pipe*.c
+ * includes this.
+ */
+#ifndef MIRRORD_PIPE_INT_H
+#define MIRRORD_PIPE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "batch.h"
+#include "kconn.h"
+#include "mstate.h"
+#include "pipeline.h"
+
+struct event;
+struct event_base;
+struct evdns_base;
+struct mirrorconf;
+struct metrics_std;
+struct pipeline;
+struct pcluster;
+struct pmirror;
+
+/* ---- clusters -------------------------------------------------------- */
+
+struct pbroker {
+	struct pcluster *cl;
+	int32_t id;
+	char *host;
+	int port;
+	struct kconn *conn;
+	int ready;
+	int fetching;         /* a Fetch is outstanding (source side) */
+	int64_t retry_at;     /* no reconnect before (mono ms) */
+	int failures;         /* consecutive connection failures */
+};
+
+struct ptopicmd {
+	char *name;
+	int16_t error;
+	int32_t npart;
+	int32_t *leader;      /* by partition index, -1 none */
+};
+
+struct pcluster {
+	struct pipeline *pl;
+	char label[96];              /* "source of mirror X" / "destination" */
+	int is_source;
+	char **boot_host;
+	int *boot_port;
+	size_t nboot, boot_next;
+	struct kconn_config kcfg;
+	struct kconn *ctl;           /* Metadata and InitProducerId */
+	int ctl_ready;
+	int64_t ctl_retry_at;
+	int ctl_failures;
+	struct pbroker **brokers;
+	size_t nbrokers;
+	struct ptopicmd *topics;
+	size_t ntopics;
+	int md_inflight, md_wanted, md_ok_once;
+	int64_t md_not_before, md_last_ok, md_interval_ms;
+	char *cluster_id;
+	/* Destination: mirrord's idempotent producer identity. */
+	int64_t pid;
+	int16_t pepoch;
+	int pid_state;               /* 0 none, 1 asking, 2 have, 3 unsupported */
+	int64_t pid_not_before;
+	uint32_t pid_gen;            /* bumps with each new identity */
+	int dying;
+};
+
+/* ---- partitions ------------------------------------------------------ */
+
+/* One batch fetched and waiting for its Produce. */
+struct pbatch {
+	TAILQ_ENTRY(pbatch) link;
+	uint8_t *buf;                /* owned */
+	size_t len;
+	int64_t src_base, src_next;  /* source offsets it covers */
+	int64_t dst_base;            /* where it must land */
+	int32_t count;
+	int32_t epoch;
+	int64_t max_ts;
+	struct batch_offset_pair *anchors; /* persisted before sending; owned */
+	size_t nanchors;
+};
+TAILQ_HEAD(pbatchq, pbatch);
+
+enum pstep {
+	PS_IDLE,     /* not copying (paused, stopped, failed, waiting) */
+	PS_SYNC,     /* reading the destination end */
+	PS_OOR,      /* reading the source log start after OFFSET_OUT_OF_RANGE */
+	PS_RUN,      /* fetching and producing */
+};
+
+struct ppart {
+	struct pmirror *pm;
+	struct mpart *mp;            /* NULL once the mirror is deleted */
+	char *topic;
+	int32_t index;
+	int refs;                    /* outstanding request contexts */
+	int dead;
+	uint32_t gen;                /* bumps whenever queued work is dropped */
+	enum pstep step;
+	int step_inflight;           /* a ListOffsets of SYNC/OOR is out */
+	int64_t not_before;          /* backoff (mono ms) */
+	int64_t retry_at;            /* FAILED: retry time, 0 none */
+	int attempts;
+
+	/* Positions. */
+	int64_t src_fetch;           /* next source offset to fetch */
+	int64_t src_copied;          /* source offset after the last queued batch */
+	int64_t dst_tail;            /* destination offset after the last queued batch */
+	int64_t dst_next;            /* destination end as far as we know */
+	int64_t sync_lo, sync_hi;    /* a SYNC after an uncertain Produce expects one of these */
+	int fetch_inflight;
+	struct pbatch *sending;      /* the Produce in flight */
+	struct pbatchq q;
+	size_t qbytes;
+	int32_t seq;
+	uint32_t seq_pid_gen;
+	int64_t last_src;            /* last source offset copied, -1 */
+	int32_t last_epoch;
+
+	struct pipeline_live live;
+};
+
+struct pmirror {
+	struct pipeline *pl;
+	const struct mirror *m;      /* NULL once deleted */
+	char *name;
+	struct mirrorconf *conf;
+	struct pcluster *src;
+	struct ppart **parts;
+	size_t nparts;
+	int dead;
+};
+
+struct pipeline {
+	struct event_base *base;
+	struct evdns_base *dns;
+	struct mstate *st;
+	const struct config *cfg;
+	struct event *kick_ev, *tick_ev;
+	struct pcluster *dst;
+	struct pmirror **mirrors;
+	size_t nmirrors;
+	int model_dirty;
+	size_t qbytes;
+	struct metrics_std *ms;      /* may be NULL (tests) */
+	int started;
+	struct pipeline_totals totals;
+	int draining;
+	void (*drain_cb)(void *arg);
+	void *drain_arg;
+	struct ppart **graveyard;    /* dead partitions with refs left */
+	size_t ngrave;
+};
+
+/* pipeline.c */
+void pl_kick(struct pipeline *pl);
+void pl_part_fail(struct ppart *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void pl_part_resync(struct ppart *p, const char *why);
+void pl_part_unref(struct ppart *p);
+void pl_drop_queue(struct ppart *p);
+void pbatch_free(struct pbatch *b);
+int pl_part_wants_run(const struct ppart *p);
+int64_t pl_backoff_ms(const struct pipeline *pl);
+
+/* pipe_cluster.c */
+struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
+    int is_source, const char *bootstrap, const char *const *names,
+    const char *const *values, size_t n, char *err, size_t errlen);
+void pcluster_free(struct pcluster *cl);
+/* The leader broker of topic/partition, or NULL (a refresh is asked). */
+struct pbroker *pcluster_leader(struct pcluster *cl, const char *topic,
+    int32_t partition);
+/* The topic's metadata, or NULL. */
+const struct ptopicmd *pcluster_topic(const struct pcluster *cl,
+    const char *topic);
+/* A ready connection to b, or NULL (connecting, or backing off). */
+struct kconn *pbroker_conn(struct pbroker *b);
+void pcluster_want_metadata(struct pcluster *cl);
+/* Periodic work: metadata, producer id, reconnects. */
+void pcluster_tick(struct pcluster *cl);
+
+/* pipe_copy.c */
+void pcopy_fetch_round(struct pmirror *pm);
+void pcopy_produce_round(struct pipeline *pl);
+void pcopy_sync(struct ppart *p);
+void pcopy_oor(struct ppart *p);
+/* Source metadata arrived: discovery and deletion (pipeline.c). */
+void pl_source_metadata(struct pmirror *pm);
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * pipe_wire.h: the data plane's own encoders and decoders for the five
+ * standard Kafka APIs it speaks to source and destination brokers:
+ * Metadata v1-v8, ListOffsets v1-v3, Fetch v4-v11, Produce v3-v8 and
+ * InitProducerId v0-v1.  All of them are non-flexible versions that Kafka
+ * 4.x still serves and that the librdkafka 2.0.2 mock implements correctly
+ * (the mock's ListOffsets v4/v5 and Produce v5 answers are malformed, so the
+ * version pickers here never choose those).
+ *
+ * Why not the generated kp_ messages: the data plane needs streaming
+ * decoders that hand out each partition's records without materialising
+ * the whole response, and it needed them before the generator covered
+ * these APIs.  Everything reads through struct kr (bounded, sticky error),
+ * so the hostile-input rules are the codec's.
+ *
+ * Encoders take plain arrays; decoders call back once per partition with a
+ * struct that points into the response body (valid during the callback).
+ */
+#ifndef MIRRORD_PIPE_WIRE_H
+#define MIRRORD_PIPE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kbuf.h"
+
+#define PW_API_PRODUCE 0
+#define PW_API_FETCH 1
+#define PW_API_LIST_OFFSETS 2
+#define PW_API_METADATA 3
+#define PW_API_INIT_PRODUCER_ID 22
+
+/* Our ranges; the broker's ApiVersions narrows them (kconn_pick_version). */
+#define PW_PRODUCE_MIN 3
+#define PW_PRODUCE_MAX 8
+#define PW_FETCH_MIN 4
+#define PW_FETCH_MAX 11
+#define PW_LIST_OFFSETS_MIN 1
+#define PW_LIST_OFFSETS_MAX 3
+#define PW_METADATA_MIN 1
+#define PW_METADATA_MAX 8
+#define PW_INIT_PID_MIN 0
+#define PW_INIT_PID_MAX 1
+
+#define PW_TS_LATEST (-1)
+#define PW_TS_EARLIEST (-2)
+
+/* One topic-partition of a request; the array must be grouped by topic
+ * (equal topic pointers or strings adjacent). */
+struct pw_tp {
+	const char *topic;
+	int32_t partition;
+	int64_t offset;           /* Fetch: fetch offset; ListOffsets: timestamp */
+	int32_t max_bytes;        /* Fetch: partition max bytes */
+	const uint8_t *records;   /* Produce: exactly one batch */
+	size_t records_len;
+};
+
+/* ---- Metadata -------------------------------------------------------- */
+
+struct pw_md_broker {
+	int32_t node_id;
+	struct kstr host;
+	int32_t port;
+};
+struct pw_md_part {
+	struct kstr topic;
+	int16_t topic_error;
+	int32_t npart;            /* partitions of the topic in this answer */
+	int16_t error;
+	int32_t partition;        /* -1 for a topic-level entry with no partitions */
+	int32_t leader;
+	int32_t leader_epoch;     /* -1 before v7 */
+};
+struct pw_md_cb {
+	void (*broker)(void *arg, const struct pw_md_broker *b);
+	void (*cluster_id)(void *arg, struct kstr id);
+	void (*part)(void *arg, const struct pw_md_part *p);
+	void *arg;
+};
+/* topics NULL with ntopics 0 asks for all topics. */
+int pw_metadata_encode(struct kw *w, int16_t version, const char *const *topics,
+    size_t ntopics);
+int pw_metadata_decode(struct kr *r, int16_t version, const struct pw_md_cb *cb);
+
+/* ---- ListOffsets ----------------------------------------------------- */
+
+struct pw_lo_part {
+	struct kstr topic;
+	int32_t partition;
+	int16_t error;
+	int64_t offset;
+};
+int pw_list_offsets_encode(struct kw *w, int16_t version, const struct pw_tp *tps,
+    size_t n);
+int pw_list_offsets_decode(struct kr *r, int16_t version,
+    void (*cb)(void *arg, const struct pw_lo_part *p), void *arg);
+
+/* ---- Fetch ----------------------------------------------------------- */
+
+struct pw_fetch_req {
+	int32_t max_wait_ms;
+	int32_t min_bytes;
+	int32_t max_bytes;
+	int8_t isolation;          /* 1 = read_committed */
+};
+struct pw_aborted {
+	int64_t producer_id;
+	int64_t first_offset;
+};
+#define PW_MAX_ABORTED 4096
+struct pw_fetch_part {
+	struct kstr topic;
+	int32_t partition;
+	int16_t error;
+	int64_t high_watermark;
+	int64_t last_stable_offset;
+	int64_t log_start_offset;  /* -1 before v5 */
+	const struct pw_aborted *aborted; /* sorted by first_offset */
+	size_t naborted;
+	int32_t preferred_read_replica;
+	struct kbytes records;
+};
+int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *req,
+    const struct pw_tp *tps, size_t n);
+/* top_error gets the v7+ top-level error (0 before). */
+int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
+    void (*cb)(void *arg, const struct pw_fetch_part *p), void *arg);
+
+/* ---- Produce --------------------------------------------------------- */
+
+struct pw_produce_part {
+	struct kstr topic;
+	int32_t partition;
+	int16_t error;
+	int64_t base_offset;
+	int64_t log_start_offset;
+	struct kstr error_message; /* v8+, else null */
+};
+int pw_produce_encode(struct kw *w, int16_t version, int16_t acks,
+    int32_t timeout_ms, const struct pw_tp *tps, size_t n);
+int pw_produce_decode(struct kr *r, int16_t version,
+    void (*cb)(void *arg, const struct pw_produce_part *p), void *arg);
+
+/* ---- InitProducerId -------------------------------------------------- */
+
+int pw_init_pid_encode(struct kw *w, int16_t version);
+int pw_init_pid_decode(struct kr *r, int16_t version, int16_t *error,
+    int64_t *producer_id, int16_t *producer_epoch);
+
+#endif

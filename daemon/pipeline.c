@@ -1,0 +1,688 @@
+/*
+ * pipeline.c: the data plane's partition machine, the mstate hook, and the
+ * public API (see pipeline.h for the design).  Fetch and Produce are in
+ * pipe_copy.c, clusters and metadata in pipe_cluster.c.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "compat.h"
+#include "daemonconf.h"
+#include "kerr.h"
+#include "log.h"
+#include "mirrorconf.h"
+#include "pipe_int.h"
+
+#define TICK_MS 100
+
+int64_t pl_backoff_ms(const struct pipeline *pl)
+{
+	return pl->cfg->pipeline_retry_backoff_ms > 0 ? pl->cfg->pipeline_retry_backoff_ms : 1;
+}
+
+void pl_kick(struct pipeline *pl)
+{
+	if (pl->kick_ev != NULL)
+		event_active(pl->kick_ev, 0, 0);
+}
+
+void pbatch_free(struct pbatch *b)
+{
+	if (b == NULL)
+		return;
+	free(b->buf);
+	free(b->anchors);
+	free(b);
+}
+
+void pl_drop_queue(struct ppart *p)
+{
+	struct pbatch *b;
+	struct pipeline *pl = p->pm->pl;
+
+	while ((b = TAILQ_FIRST(&p->q)) != NULL) {
+		TAILQ_REMOVE(&p->q, b, link);
+		p->qbytes -= b->len;
+		pl->qbytes -= b->len;
+		pbatch_free(b);
+	}
+	p->gen++;
+	p->src_fetch = p->src_copied = -1;
+	p->dst_tail = p->dst_next;
+}
+
+static const char *part_name(const struct ppart *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s-%" PRId32, p->pm->name, p->topic, p->index);
+	return buf;
+}
+
+int pl_part_wants_run(const struct ppart *p)
+{
+	return p->mp != NULL && !p->dead && !p->pm->pl->draining &&
+	    (p->mp->state == MPART_PREPARING || p->mp->state == MPART_MIRRORING);
+}
+
+/* Full-jitter exponential backoff for FAILED retries. */
+static int64_t retry_delay(const struct pmirror *pm, int attempt)
+{
+	int64_t base = pm->conf ? pm->conf->failed_retry_initial_backoff_ms : 1000;
+	int64_t cap = pm->conf ? pm->conf->failed_retry_max_backoff_ms : 60000;
+	int64_t d = base > 0 ? base : 1;
+
+	for (int i = 1; i < attempt && d < cap; i++)
+		d *= 2;
+	d = MIN(d, cap);
+	return d > 0 ? (int64_t)((uint64_t)random() % (uint64_t)(d + 1)) : 0;
+}
+
+void pl_part_fail(struct ppart *p, const char *fmt, ...)
+{
+	struct pipeline *pl = p->pm->pl;
+	char why[1024], msg[512], name[300];
+	int64_t max = p->pm->conf ? p->pm->conf->failed_retry_max_attempts : 0;
+	int32_t attempt;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	pl_drop_queue(p);
+	p->step = PS_IDLE;
+	if (p->mp == NULL || p->dead)
+		return;
+	p->attempts++;
+	attempt = (max > 0 && p->attempts <= max) ? p->attempts : -1;
+	if (mpart_fail(pl->st, p->mp, why, attempt, msg, sizeof(msg)) != 0) {
+		log_warnx("%s: cannot record the failure (%s): %s",
+		    part_name(p, name, sizeof(name)), why, msg);
+		p->not_before = clock_mono_ms() + 1000;
+		return;
+	}
+	if (attempt > 0) {
+		int64_t d = retry_delay(p->pm, attempt);
+
+		p->retry_at = clock_mono_ms() + d;
+		log_info("%s: retry %d of %" PRId64 " in %" PRId64 " ms",
+		    part_name(p, name, sizeof(name)), attempt, max, d);
+	} else {
+		p->retry_at = 0;
+	}
+}
+
+void pl_part_resync(struct ppart *p, const char *why)
+{
+	char name[300];
+
+	log_info("%s: re-reading the destination end (%s)",
+	    part_name(p, name, sizeof(name)), why);
+	pl_drop_queue(p);
+	p->live.retries++;
+	p->step = PS_SYNC;
+	p->not_before = clock_mono_ms() + pl_backoff_ms(p->pm->pl);
+	pl_kick(p->pm->pl);
+}
+
+static void part_free(struct ppart *p)
+{
+	struct pbatch *b;
+
+	while ((b = TAILQ_FIRST(&p->q)) != NULL) {
+		TAILQ_REMOVE(&p->q, b, link);
+		pbatch_free(b);
+	}
+	pbatch_free(p->sending);
+	free(p->topic);
+	free(p);
+}
+
+void pl_part_unref(struct ppart *p)
+{
+	struct pipeline *pl = p->pm->pl;
+
+	if (--p->refs > 0 || !p->dead)
+		return;
+	for (size_t i = 0; i < pl->ngrave; i++)
+		if (pl->graveyard[i] == p) {
+			pl->graveyard[i] = pl->graveyard[--pl->ngrave];
+			break;
+		}
+	part_free(p);
+}
+
+/* Takes p out of service; freed now or when its last request answers. */
+static void part_bury(struct pipeline *pl, struct ppart *p)
+{
+	struct ppart **g;
+
+	p->dead = 1;
+	p->mp = NULL;
+	pl->qbytes -= p->qbytes;
+	p->qbytes = 0;
+	if (p->refs == 0) {
+		part_free(p);
+		return;
+	}
+	g = realloc(pl->graveyard, (pl->ngrave + 1) * sizeof(*g));
+	if (g == NULL) {
+		log_errorx("out of memory: leaking a partition record");
+		return;
+	}
+	pl->graveyard = g;
+	pl->graveyard[pl->ngrave++] = p;
+}
+
+/* ---- the model: mirrors and partitions ------------------------------------ */
+
+static struct pmirror *pm_find(struct pipeline *pl, const struct mirror *m)
+{
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		if (pl->mirrors[i]->m == m)
+			return pl->mirrors[i];
+	return NULL;
+}
+
+static void pm_free(struct pmirror *pm)
+{
+	pcluster_free(pm->src);
+	for (size_t i = 0; i < pm->nparts; i++)
+		part_bury(pm->pl, pm->parts[i]);
+	free(pm->parts);
+	mirrorconf_free(pm->conf);
+	free(pm->name);
+	free(pm);
+}
+
+static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
+{
+	struct pmirror *pm = calloc(1, sizeof(*pm)), **arr;
+	const char **names = NULL, **values = NULL;
+	const char *const *cn, *const *cv;
+	size_t cnum;
+	int16_t code;
+	char msg[512], label[96];
+
+	if (pm == NULL)
+		return NULL;
+	pm->pl = pl;
+	pm->m = m;
+	pm->name = strdup(m->name);
+	names = calloc(m->nconfigs + 1, sizeof(*names));
+	values = calloc(m->nconfigs + 1, sizeof(*values));
+	if (pm->name == NULL || names == NULL || values == NULL)
+		goto fail;
+	for (size_t i = 0; i < m->nconfigs; i++) {
+		names[i] = m->configs[i].name;
+		values[i] = m->configs[i].value;
+	}
+	if (mirrorconf_parse(names, values, m->nconfigs, &pm->conf, &code, msg,
+	    sizeof(msg)) != 0) {
+		log_warnx("mirror %s: its configs do not parse (%s): not mirroring it",
+		    m->name, msg);
+		pm->conf = NULL;
+	} else {
+		mirrorconf_client_pairs(pm->conf, &cn, &cv, &cnum);
+		snprintf(label, sizeof(label), "source of mirror %s", m->name);
+		pm->src = pcluster_new(pl, label, 1, pm->conf->bootstrap_servers, cn,
+		    cv, cnum, msg, sizeof(msg));
+		if (pm->src == NULL)
+			log_warnx("mirror %s: %s: not mirroring it", m->name, msg);
+		else
+			pm->src->md_interval_ms = pm->conf->metadata_refresh_interval_ms;
+	}
+	arr = realloc(pl->mirrors, (pl->nmirrors + 1) * sizeof(*arr));
+	if (arr == NULL)
+		goto fail;
+	pl->mirrors = arr;
+	pl->mirrors[pl->nmirrors++] = pm;
+	free(names);
+	free(values);
+	return pm;
+fail:
+	free(names);
+	free(values);
+	pm_free(pm);
+	return NULL;
+}
+
+static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
+    struct mpart *mp)
+{
+	struct ppart *p = calloc(1, sizeof(*p)), **arr;
+
+	if (p == NULL || (p->topic = strdup(t->name)) == NULL) {
+		free(p);
+		return NULL;
+	}
+	arr = realloc(pm->parts, (pm->nparts + 1) * sizeof(*arr));
+	if (arr == NULL) {
+		free(p->topic);
+		free(p);
+		return NULL;
+	}
+	pm->parts = arr;
+	p->pm = pm;
+	p->mp = mp;
+	p->index = mp->index;
+	TAILQ_INIT(&p->q);
+	p->src_fetch = p->src_copied = -1;
+	p->dst_next = p->dst_tail = -1;
+	p->sync_lo = p->sync_hi = -1;
+	p->last_src = mp->last_offset;
+	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
+	p->live.source_high_watermark = -1;
+	p->live.source_log_start = -1;
+	p->live.destination_end = -1;
+	p->live.lag = -1;
+	p->live.last_batch_timestamp_ms = -1;
+	p->step = PS_IDLE;
+	pm->parts[pm->nparts++] = p;
+	return p;
+}
+
+/* Brings mirrors and partitions in line with mstate. */
+static void model_sync(struct pipeline *pl)
+{
+	size_t nm = mstate_mirror_count(pl->st);
+
+	for (size_t i = 0; i < nm; i++) {
+		const struct mirror *m = mstate_mirror_at(pl->st, i);
+		struct pmirror *pm = pm_find(pl, m);
+
+		if (pm == NULL && (pm = pm_new(pl, m)) == NULL) {
+			log_errorx("mirror %s: out of memory", m->name);
+			continue;
+		}
+		for (size_t t = 0; t < m->ntopics; t++) {
+			const struct mtopic *mt = m->topics[t];
+
+			for (int32_t k = 0; k < mt->npart; k++) {
+				struct mpart *mp = mt->parts[k];
+				int have = 0;
+
+				for (size_t j = 0; j < pm->nparts && !have; j++)
+					have = pm->parts[j]->mp == mp;
+				if (!have && part_new(pm, mt, mp) == NULL)
+					log_errorx("mirror %s: out of memory", m->name);
+			}
+		}
+	}
+	pl->model_dirty = 0;
+}
+
+/* Source metadata arrived: discover topics and partitions, notice deletions. */
+void pl_source_metadata(struct pmirror *pm)
+{
+	struct pipeline *pl = pm->pl;
+	const struct mirror *m = pm->m;
+	char msg[512];
+
+	if (m == NULL || pm->dead)
+		return;
+	if (m->source_cluster_id == NULL && pm->src->cluster_id != NULL &&
+	    mstate_set_source_cluster_id(pl->st, m->name, pm->src->cluster_id, msg,
+	    sizeof(msg)) != 0)
+		log_warnx("mirror %s: %s", m->name, msg);
+	/* Growth and deletion of the mirror's topics. */
+	for (size_t t = 0; t < m->ntopics; t++) {
+		const struct mtopic *mt = m->topics[t];
+		const struct ptopicmd *md = pcluster_topic(pm->src, mt->name);
+		int st = mtopic_state(mt);
+
+		if (st == MPART_STOPPING || st == MPART_STOPPED)
+			continue;
+		if (md == NULL || md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+			for (int32_t k = 0; k < mt->npart; k++) {
+				struct mpart *mp = mt->parts[k];
+
+				if (mp->state != MPART_STOPPING && mp->state != MPART_STOPPED &&
+				    mpart_set_state(pl->st, mp, MPART_STOPPING,
+				    "the source topic was deleted", msg, sizeof(msg)) != 0)
+					log_warnx("%s: %s", mt->name, msg);
+			}
+			continue;
+		}
+		if (md->error == 0 && md->npart > mt->npart &&
+		    mstate_grow_topic(pl->st, m->name, mt->name, md->npart, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("mirror %s: %s", m->name, msg);
+	}
+	/* Patterns: source topics that match and are not mirrored yet. */
+	if (m->nincludes == 0)
+		return;
+	for (size_t i = 0; i < pm->src->ntopics; i++) {
+		const struct ptopicmd *md = &pm->src->topics[i];
+
+		if (md->error != 0 || md->npart <= 0 || strncmp(md->name, "__", 2) == 0 ||
+		    mirror_topic_find(m, md->name) != NULL ||
+		    !mirror_wants_topic(m, md->name) ||
+		    mstate_topic_holder(pl->st, md->name, m) != NULL)
+			continue;
+		if (mstate_add_topic(pl->st, m->name, md->name, md->npart, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("mirror %s: discovered topic %s: %s", m->name,
+			    md->name, msg);
+		else
+			log_info("mirror %s: discovered topic %s (%d partitions)",
+			    m->name, md->name, md->npart);
+		m = pm->m; /* still valid: the mirror was not deleted */
+	}
+}
+
+/* ---- the per-partition machine ------------------------------------------- */
+
+static void part_step(struct ppart *p, int64_t now)
+{
+	struct pipeline *pl = p->pm->pl;
+	char msg[512], name[300];
+	int st;
+
+	if (p->dead || p->mp == NULL)
+		return;
+	st = p->mp->state;
+	switch (st) {
+	case MPART_PREPARING:
+	case MPART_MIRRORING:
+		if (pl->draining) {
+			pl_drop_queue(p);
+			break;
+		}
+		if (p->step == PS_IDLE && now >= p->not_before) {
+			p->step = PS_SYNC;
+			p->sync_lo = p->sync_hi = -1;
+		}
+		if (p->step == PS_SYNC && !p->step_inflight && p->sending == NULL &&
+		    now >= p->not_before)
+			pcopy_sync(p);
+		else if (p->step == PS_OOR && !p->step_inflight && now >= p->not_before)
+			pcopy_oor(p);
+		break;
+	case MPART_PAUSING:
+	case MPART_STOPPING:
+		if (p->step == PS_RUN || p->step == PS_OOR)
+			pl_drop_queue(p);
+		if (p->step != PS_SYNC)
+			p->step = PS_IDLE;
+		if (p->step == PS_SYNC && !p->step_inflight && p->sending == NULL &&
+		    now >= p->not_before) {
+			/* An uncertain Produce: learn what happened first. */
+			pcopy_sync(p);
+			break;
+		}
+		if (p->sending != NULL || p->step_inflight || p->step == PS_SYNC)
+			break;
+		if (st == MPART_PAUSING) {
+			if (mpart_set_state(pl->st, p->mp, MPART_PAUSED,
+			    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0)
+				log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
+		} else if (mpart_stopped(pl->st, p->mp, p->last_src, p->last_epoch,
+		    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0) {
+			log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
+		}
+		break;
+	case MPART_FAILED:
+		if (p->step != PS_IDLE)
+			pl_drop_queue(p);
+		p->step = PS_IDLE;
+		if (p->retry_at > 0 && now >= p->retry_at && p->sending == NULL &&
+		    !p->step_inflight && !pl->draining) {
+			p->retry_at = 0;
+			if (mpart_set_state(pl->st, p->mp, MPART_PREPARING,
+			    "automatic retry", msg, sizeof(msg)) != 0)
+				log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
+		}
+		break;
+	default:
+		/* PAUSED, STOPPED, UNKNOWN: nothing to copy. */
+		if (p->step != PS_IDLE && p->sending == NULL && !p->step_inflight) {
+			pl_drop_queue(p);
+			p->step = PS_IDLE;
+		}
+		break;
+	}
+}
+
+static int anything_inflight(const struct pipeline *pl)
+{
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
+			if (pl->mirrors[i]->parts[j]->sending != NULL)
+				return 1;
+	return 0;
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct pipeline *pl = arg;
+	int64_t now = clock_mono_ms();
+
+	(void)fd;
+	(void)what;
+	if (pl->model_dirty)
+		model_sync(pl);
+	/* Deleted mirrors. */
+	for (size_t i = 0; i < pl->nmirrors;) {
+		if (pl->mirrors[i]->dead) {
+			pm_free(pl->mirrors[i]);
+			pl->mirrors[i] = pl->mirrors[--pl->nmirrors];
+		} else {
+			i++;
+		}
+	}
+	pcluster_tick(pl->dst);
+	for (size_t i = 0; i < pl->nmirrors; i++) {
+		struct pmirror *pm = pl->mirrors[i];
+
+		if (pm->src == NULL)
+			continue;
+		pcluster_tick(pm->src);
+		for (size_t j = 0; j < pm->nparts; j++)
+			part_step(pm->parts[j], now);
+	}
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		if (pl->mirrors[i]->src != NULL && !pl->draining)
+			pcopy_fetch_round(pl->mirrors[i]);
+	pcopy_produce_round(pl);
+	if (pl->draining && pl->drain_cb != NULL && !anything_inflight(pl)) {
+		void (*cb)(void *) = pl->drain_cb;
+
+		pl->drain_cb = NULL;
+		cb(pl->drain_arg);
+	}
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	kick_cb(fd, what, arg);
+}
+
+/* ---- mstate hook ----------------------------------------------------------- */
+
+static void on_mstate(void *arg, const struct mstate_event *ev)
+{
+	struct pipeline *pl = arg;
+	struct pmirror *pm;
+
+	switch (ev->kind) {
+	case MSTATE_EV_MIRROR_DELETING:
+		/* Its memory goes right after this hook: cut every pointer now. */
+		pm = pm_find(pl, ev->mirror);
+		if (pm != NULL) {
+			pm->dead = 1;
+			pm->m = NULL;
+			for (size_t i = 0; i < pm->nparts; i++) {
+				pm->parts[i]->mp = NULL;
+				pm->parts[i]->dead = 1;
+			}
+		}
+		break;
+	case MSTATE_EV_MIRROR_CREATED:
+	case MSTATE_EV_TOPIC_ADDED:
+		pl->model_dirty = 1;
+		break;
+	case MSTATE_EV_PATTERNS:
+		pm = pm_find(pl, ev->mirror);
+		if (pm != NULL && pm->src != NULL)
+			pcluster_want_metadata(pm->src);
+		break;
+	default:
+		break;
+	}
+	pl_kick(pl);
+}
+
+/* ---- public API --------------------------------------------------------- */
+
+struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
+    const struct config *cfg, struct metrics_std *ms, char *err,
+    size_t errlen)
+{
+	struct pipeline *pl = calloc(1, sizeof(*pl));
+
+	if (pl == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	pl->base = base;
+	pl->st = st;
+	pl->cfg = cfg;
+	pl->ms = ms;
+	pl->model_dirty = 1;
+	pl->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+	if (cfg->destination_bootstrap_servers == NULL) {
+		snprintf(err, errlen, "destination.bootstrap_servers is not set");
+		goto fail;
+	}
+	pl->dst = pcluster_new(pl, "destination", 0, cfg->destination_bootstrap_servers,
+	    (const char *const *)cfg->destination_client.names,
+	    (const char *const *)cfg->destination_client.values,
+	    cfg->destination_client.n, err, errlen);
+	if (pl->dst == NULL)
+		goto fail;
+	pl->kick_ev = event_new(base, -1, 0, kick_cb, pl);
+	pl->tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, pl);
+	if (pl->kick_ev == NULL || pl->tick_ev == NULL) {
+		snprintf(err, errlen, "cannot create the pipeline's events");
+		goto fail;
+	}
+	if (mstate_add_hook(st, on_mstate, pl) != 0) {
+		snprintf(err, errlen, "mstate has no room for another hook");
+		goto fail;
+	}
+	return pl;
+fail:
+	pipeline_free(pl);
+	return NULL;
+}
+
+void pipeline_start(struct pipeline *pl)
+{
+	const struct timeval tv = { 0, TICK_MS * 1000 };
+
+	if (!pl->started && event_add(pl->tick_ev, &tv) == 0)
+		pl->started = 1;
+	pl_kick(pl);
+}
+
+void pipeline_set_config(struct pipeline *pl, const struct config *cfg)
+{
+	pl->cfg = cfg;
+	pl_kick(pl);
+}
+
+void pipeline_shutdown(struct pipeline *pl, void (*done)(void *arg), void *arg)
+{
+	pl->draining = 1;
+	pl->drain_cb = done;
+	pl->drain_arg = arg;
+	pl_kick(pl);
+}
+
+void pipeline_free(struct pipeline *pl)
+{
+	if (pl == NULL)
+		return;
+	if (pl->kick_ev)
+		event_free(pl->kick_ev);
+	if (pl->tick_ev)
+		event_free(pl->tick_ev);
+	pl->kick_ev = pl->tick_ev = NULL;
+	/* Connections first: their callbacks still see valid partitions. */
+	pcluster_free(pl->dst);
+	pl->dst = NULL;
+	for (size_t i = 0; i < pl->nmirrors; i++) {
+		pcluster_free(pl->mirrors[i]->src);
+		pl->mirrors[i]->src = NULL;
+	}
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		pm_free(pl->mirrors[i]);
+	free(pl->mirrors);
+	for (size_t i = 0; i < pl->ngrave; i++)
+		part_free(pl->graveyard[i]);
+	free(pl->graveyard);
+	if (pl->dns)
+		evdns_base_free(pl->dns, 0);
+	free(pl);
+}
+
+int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen)
+{
+	const struct pcluster *d = pl->dst;
+	int64_t age;
+
+	if (!d->md_ok_once) {
+		snprintf(why, whylen, "the destination (%s) has not answered Metadata yet",
+		    pl->cfg->destination_bootstrap_servers);
+		return 0;
+	}
+	age = clock_mono_ms() - d->md_last_ok;
+	if (age > 2 * d->md_interval_ms + 10000) {
+		snprintf(why, whylen, "the destination's last Metadata answer is %"
+		    PRId64 " ms old", age);
+		return 0;
+	}
+	return 1;
+}
+
+static struct ppart *part_of(struct pipeline *pl, const struct mpart *mp)
+{
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
+			if (pl->mirrors[i]->parts[j]->mp == mp)
+				return pl->mirrors[i]->parts[j];
+	return NULL;
+}
+
+void pipeline_partition_offsets(struct pipeline *pl, const struct mpart *p,
+    int64_t *source_hwm, int64_t *dest_end)
+{
+	const struct ppart *pp = part_of(pl, p);
+
+	*source_hwm = pp ? pp->live.source_high_watermark : -1;
+	*dest_end = pp ? pp->live.destination_end : -1;
+}
+
+int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
+    struct pipeline_live *out)
+{
+	const struct ppart *pp = part_of(pl, p);
+
+	if (pp == NULL)
+		return -1;
+	*out = pp->live;
+	return 0;
+}
+
+void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out)
+{
+	*out = pl->totals;
+	out->queued_bytes = (int64_t)pl->qbytes;
+}
