@@ -16,10 +16,11 @@
 
 #include "compat.h"
 #include "daemonconf.h"
+#include "kerr.h"
 #include "mirrorconf.h"
 
-#define ERR_INVALID_CONFIG 40  /* KERR_INVALID_CONFIG */
-#define ERR_INVALID_REQUEST 42 /* KERR_INVALID_REQUEST */
+#define ERR_INVALID_CONFIG KERR_INVALID_CONFIG   /* 40 */
+#define ERR_INVALID_REQUEST KERR_INVALID_REQUEST /* 42 */
 
 enum mtype {
 	MT_STRING,    /* any non-empty string */
@@ -767,7 +768,7 @@ int mirrorconf_parse(const char *const *names, const char *const *values,
 	return 0;
 oom:
 	mirrorconf_free(mc);
-	return fail(err_code, -1, msg, msglen, "Out of memory parsing mirror configs");
+	return fail(err_code, KERR_UNKNOWN_SERVER_ERROR, msg, msglen, "Out of memory parsing mirror configs");
 }
 
 static int regex_any(const struct mirrorconf_regexes *r, const char *s)
