@@ -801,6 +801,12 @@ static void refresh_step(struct kcluster *cl)
 			    KCONN_E_TIMEOUT : cl->last_kind, "%s (no metadata "
 			    "after %d ms)", cl->errs,
 			    cl->cfg->metadata_timeout_ms);
+		else if (cl->via != NULL && cl->via->conn != NULL)
+			refresh_fail(cl, KCONN_E_TIMEOUT, "%s: no metadata "
+			    "after %d ms (%s)", kconn_name(cl->via->conn),
+			    cl->cfg->metadata_timeout_ms, cl->md_inflight ?
+			    "Metadata request not answered" :
+			    "connection not ready");
 		else
 			refresh_fail(cl, KCONN_E_TIMEOUT, "metadata refresh "
 			    "timed out after %d ms",
