@@ -25,6 +25,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -162,16 +163,17 @@ def real_part():
             raise
         print("SKIP (real Kafka part only): see the reason above")
         return
-    created = {"kcl-alpha": 3, "kcl-beta": 5}
+    # The shared clusters outlive a test run: names unique to this run.
+    tag = "%d-%d" % (os.getpid(), int(time.time()))
+    created = {"kcl-alpha-" + tag: 3, "kcl-beta-" + tag: 5}
     for name, n in created.items():
         plain.create_topic(name, partitions=n)
-    out = probe(plain.bootstrap, "-q", "kcl-never-created", "-c",
-                timeout_ms=30000)
+    absent = "kcl-never-created-" + tag
+    out = probe(plain.bootstrap, "-q", absent, "-c", timeout_ms=30000)
     got = topic_map(out)
     h.check(all(got.get(k) == v for k, v in created.items()),
             "real Kafka listing %r lacks %r" % (got, created))
-    h.check("kcl-never-created" not in got
-            and out["lookups"]["kcl-never-created"] == -1,
+    h.check(absent not in got and out["lookups"][absent] == -1,
             "real Kafka lookup: %r" % out["lookups"])
     h.check(out["metadata_version"] == 12 and out["cluster_id"]
             and out["connections"][0]["apiversions_version"] == 3,
@@ -185,7 +187,7 @@ def real_part():
     h.check(all(t["name"].startswith("__") for t in internal),
             "internal topics %r" % internal)
     meta = plain.metadata()
-    h.check("kcl-never-created" not in meta["topics"],
+    h.check(absent not in meta["topics"],
             "the lookup created a topic on real Kafka")
 
     for security in ("sasl", "ssl"):
@@ -196,7 +198,8 @@ def real_part():
                 raise
             print("SKIP (real Kafka %s part)" % security)
             continue
-        c.create_topic("kcl-%s" % security, partitions=2)
+        topic = "kcl-%s-%s" % (security, tag)
+        c.create_topic(topic, partitions=2)
         mechs = ["PLAIN", "SCRAM-SHA-512"] if security == "sasl" else [None]
         for mech in mechs:
             cfg = c.client_config(mechanism=mech) if mech else c.client_config()
@@ -205,7 +208,7 @@ def real_part():
                 if k != "bootstrap.servers":
                     props += ["-X", "%s=%s" % (k, v)]
             out = probe(c.bootstrap, *props, timeout_ms=30000)
-            h.check(topic_map(out).get("kcl-%s" % security) == 2,
+            h.check(topic_map(out).get(topic) == 2,
                     "%s %s: listing %r" % (security, mech, topic_map(out)))
             if mech:
                 bad = [x.replace("sasl.password=%s" % cfg["sasl.password"],
