@@ -70,6 +70,7 @@ struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
 	snprintf(cl->label, sizeof(cl->label), "%s", label);
 	kconn_config_init(&cl->kcfg);
 	cl->md_interval_ms = 30000;
+	cl->md_wanted = 1;
 	while (s != NULL && *s != '\0') {
 		const char *comma = strchr(s, ',');
 		size_t len = comma ? (size_t)(comma - s) : strlen(s);
@@ -401,7 +402,7 @@ static void md_response(struct kconn *c, int err, const char *errstr,
 	struct pcluster *cl = arg;
 	struct mdctx x = { .cl = cl };
 	struct pw_md_cb cb = { md_broker, md_cluster_id, md_part, &x };
-	int16_t version = (int16_t)(intptr_t)0;
+	int16_t version;
 
 	cl->md_inflight = 0;
 	if (cl->dying)
@@ -455,10 +456,12 @@ static void md_response(struct kconn *c, int err, const char *errstr,
 	cl->brokers = x.brokers;
 	cl->nbrokers = x.nbrokers;
 	x.brokers = NULL;
+	x.nbrokers = 0;
 	topics_clear(cl->topics, cl->ntopics);
 	cl->topics = x.topics;
 	cl->ntopics = x.ntopics;
 	x.topics = NULL;
+	x.ntopics = 0;
 	if (x.cluster_id != NULL) {
 		free(cl->cluster_id);
 		cl->cluster_id = x.cluster_id;
