@@ -70,7 +70,7 @@ static const struct ckey keys[] = {
 	  "Address of the Kafka-protocol admin listener that serves the mirror RPCs to kafka-mirrors and Kafka admin clients. "
 	  "Use 0.0.0.0 or [::] for all interfaces. "
 	  "Port 0 takes any free port, which is meant for tests." },
-	{ "server.advertised", CT_HOSTPORT, F(server_advertised), "", 0, 0, NULL, KF_EMPTY | KF_PORT0, NULL,
+	{ "server.advertised", CT_HOSTPORT, F(server_advertised), "", 0, 0, NULL, KF_EMPTY, NULL,
 	  "Address mirrord names as its broker in Metadata responses, the one clients connect to after bootstrapping. "
 	  "Empty means the listen address, with this machine's host name when listening on all interfaces." },
 	{ "server.max_request_bytes", CT_SIZE, F(server_max_request_bytes), "100MiB", 1 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
@@ -149,6 +149,14 @@ static const struct ckey *key_find(const char *path)
 		if (strcmp(keys[i].path, path) == 0)
 			return &keys[i];
 	return NULL;
+}
+
+/* Section of a key: "server" for "server.listen". */
+static size_t section_len(const char *path)
+{
+	const char *dot = strchr(path, '.');
+
+	return dot ? (size_t)(dot - path) : 0;
 }
 
 /* 1 if path is a proper prefix (a section) of some key: "server". */
@@ -231,7 +239,7 @@ size_t config_edit_distance(const char *a, const char *b)
 /* The closest key to path, if close enough to be a typo. */
 static const char *suggest(const char *path)
 {
-	const char *best = NULL;
+	const char *best = NULL, *leaf;
 	size_t bestd = SIZE_MAX, limit = MAX(strlen(path) / 4, 2);
 
 	for (size_t i = 0; i < NKEYS; i++) {
@@ -242,7 +250,17 @@ static const char *suggest(const char *path)
 			best = keys[i].path;
 		}
 	}
-	return bestd <= limit ? best : NULL;
+	if (bestd <= limit)
+		return best;
+	/* The right key in the wrong section: "server.data_dir". */
+	leaf = strrchr(path, '.');
+	for (size_t i = 0; leaf != NULL && i < NKEYS; i++) {
+		const char *kl = strrchr(keys[i].path, '.');
+
+		if (kl != NULL && strcmp(kl, leaf) == 0)
+			return keys[i].path;
+	}
+	return NULL;
 }
 
 /* A section name close to name, e.g. "sever" -> "server". */
@@ -302,6 +320,11 @@ struct lctx {
 	yaml_document_t *doc;
 	int seen_line[NKEYS];      /* 1-based line where key i was set, 0 = not */
 	int seen_col[NKEYS];
+	struct {
+		char path[64];
+		int line, col;
+	} secs[16];                /* sections met, for duplicates and positions */
+	size_t nsecs;
 };
 
 PRINTF_LIKE(5, 6)
@@ -639,6 +662,8 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
     char *why, size_t whylen)
 {
 	void *f = field(cfg, k);
+	/* No key of the table is secret today; keep it so if one becomes so. */
+	const char *sv = config_key_is_secret(k->path) ? "(value hidden)" : s;
 	char r[96], tn[96];
 	int64_t v;
 	int rc;
@@ -668,31 +693,31 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 		else
 			rc = parse_size(s, &v);
 		if (rc == -2) {
-			snprintf(why, whylen, "%.64s is out of range: must be %s", s, r);
+			snprintf(why, whylen, "%.64s is out of range: must be %s", sv, r);
 			return -1;
 		}
 		if (rc < 0) {
-			snprintf(why, whylen, "'%.64s' is not %s %s", s,
+			snprintf(why, whylen, "'%.64s' is not %s %s", sv,
 			    k->type == CT_INT ? "an integer" :
 			    k->type == CT_SIZE ? "a size (bytes, or a number with KiB, MiB or GiB)" :
 			    "a duration (milliseconds, or a number with ms, s, m or h)", r);
 			return -1;
 		}
 		if (v < k->lo || v > k->hi) {
-			snprintf(why, whylen, "%.64s is out of range: must be %s", s, r);
+			snprintf(why, whylen, "%.64s is out of range: must be %s", sv, r);
 			return -1;
 		}
 		*(int64_t *)f = v;
 		return 0;
 	case CT_BOOL:
 		if (parse_bool(s, (int *)f) < 0) {
-			snprintf(why, whylen, "'%.64s' is not a boolean (true or false)", s);
+			snprintf(why, whylen, "'%.64s' is not a boolean (true or false)", sv);
 			return -1;
 		}
 		return 0;
 	case CT_ENUM:
 		if (parse_enum(s, k->choices, (int *)f) < 0) {
-			snprintf(why, whylen, "'%.64s' is not %s", s, type_name(k, tn, sizeof(tn)));
+			snprintf(why, whylen, "'%.64s' is not %s", sv, type_name(k, tn, sizeof(tn)));
 			return -1;
 		}
 		return 0;
@@ -705,7 +730,7 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 			return 0;
 		}
 		if (parse_hostport(s, !!(k->flags & KF_PORT0), &hp, r, sizeof(r)) < 0) {
-			snprintf(why, whylen, "'%.64s': %s", s, r);
+			snprintf(why, whylen, "'%.64s': %s", sv, r);
 			return -1;
 		}
 		free(((struct config_hostport *)f)->host);
@@ -1027,11 +1052,32 @@ static void walk(struct lctx *c, const yaml_node_t *map, const char *prefix)
 			continue;
 		}
 		if (is_section(path)) {
+			size_t j;
+
+			for (j = 0; j < c->nsecs; j++)
+				if (strcmp(c->secs[j].path, path) == 0)
+					break;
+			if (j < c->nsecs) {
+				lerr(c, MARK(kn), path, "duplicate section (first at line %d)",
+				    c->secs[j].line);
+				continue;
+			}
+			if (c->nsecs < ARRAY_SIZE(c->secs) && strlen(path) < sizeof(c->secs[0].path)) {
+				memcpy(c->secs[c->nsecs].path, path, strlen(path) + 1);
+				c->secs[c->nsecs].line = (int)kn->start_mark.line + 1;
+				c->secs[c->nsecs].col = (int)kn->start_mark.column + 1;
+				c->nsecs++;
+			}
 			if (vn->type == YAML_MAPPING_NODE)
 				walk(c, vn, path);
 			else if (!(vn->type == YAML_SCALAR_NODE && scalar_is_null(vn)))
 				lerr(c, MARK(vn), path, "expected a mapping of %s.* keys, got %s",
 				    path, node_kind(vn));
+			continue;
+		}
+		if (c->nerr >= CONFIG_MAX_ERRORS) {
+			/* Past the cap only the count matters: skip the suggestions. */
+			lerr(c, MARK(kn), path, "unknown key");
 			continue;
 		}
 		if ((sug = suggest(path)) != NULL)
@@ -1089,6 +1135,43 @@ static int derive_advertised(struct config *cfg)
 	return 0;
 }
 
+/*
+ * libyaml's loader slows down badly on deeply nested input, and no valid
+ * file nests deeper than section/key/list: a first pass over the events
+ * refuses deep nesting before anything is built.  Syntax errors are left to
+ * the loader, which reports them with their position.
+ */
+#define CONFIG_MAX_DEPTH 16
+
+static int depth_ok(struct lctx *c, const char *text, size_t len)
+{
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	int depth = 0, ok = 1;
+
+	if (!yaml_parser_initialize(&parser))
+		return 1; /* the loader will fail the same way and say so */
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	while (yaml_parser_parse(&parser, &ev)) {
+		yaml_event_type_t t = ev.type;
+
+		if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+			if (++depth > CONFIG_MAX_DEPTH) {
+				lerr(c, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
+				    NULL, "nested deeper than %d levels", CONFIG_MAX_DEPTH);
+				ok = 0;
+			}
+		} else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+			depth--;
+		}
+		yaml_event_delete(&ev);
+		if (!ok || t == YAML_STREAM_END_EVENT)
+			break;
+	}
+	yaml_parser_delete(&parser);
+	return ok;
+}
+
 int config_load_string(const char *name, const char *text, size_t len,
     struct config **out, struct config_errors *errs)
 {
@@ -1112,6 +1195,8 @@ int config_load_string(const char *name, const char *text, size_t len,
 		lerr(&c, 0, 0, NULL, "out of memory");
 		goto out;
 	}
+	if (!depth_ok(&c, text, len))
+		goto out;
 	if (!yaml_parser_initialize(&parser)) {
 		lerr(&c, 0, 0, NULL, "out of memory");
 		goto out;
@@ -1145,9 +1230,22 @@ int config_load_string(const char *name, const char *text, size_t len,
 		lerr(&c, MARK(root), NULL, "the top level must be a mapping of sections (server:, storage:, ...), got %s",
 		    node_kind(root));
 
-	for (size_t i = 0; i < NKEYS; i++)
-		if ((keys[i].flags & KF_REQUIRED) && c.seen_line[i] == 0)
+	for (size_t i = 0; i < NKEYS; i++) {
+		size_t j, sl = section_len(keys[i].path);
+
+		if (!(keys[i].flags & KF_REQUIRED) || c.seen_line[i] != 0)
+			continue;
+		/* Point at the key's section when the file has one. */
+		for (j = 0; j < c.nsecs; j++)
+			if (strlen(c.secs[j].path) == sl &&
+			    strncmp(c.secs[j].path, keys[i].path, sl) == 0)
+				break;
+		if (j < c.nsecs)
+			lerr(&c, c.secs[j].line, c.secs[j].col, keys[i].path,
+			    "required key is missing");
+		else
 			lerr(&c, 0, 0, keys[i].path, "required key is missing");
+	}
 	if (c.nerr == 0)
 		check_combination(&c);
 	if (c.nerr == 0 && derive_advertised(c.cfg) < 0)
@@ -1327,6 +1425,7 @@ int config_reload_keep(struct config *nw, const struct config *old)
 static void yaml_scalar(FILE *out, const char *s)
 {
 	int plain = *s != '\0' && strpbrk(s, ":#{}[],&*!|>'\"%@`\\\n\t") == NULL &&
+	    strcmp(s, "~") != 0 && strcasecmp(s, "null") != 0 &&
 	    !isspace((unsigned char)s[0]) && !isspace((unsigned char)s[strlen(s) - 1]) &&
 	    s[0] != '-' && s[0] != '?';
 
@@ -1422,14 +1521,6 @@ int config_format_value(const struct config *cfg, const char *key, char *buf, si
 	if (k == NULL || len == 0)
 		return -1;
 	return format_field(cfg, k, buf, len);
-}
-
-/* Section of a key: "server" for "server.listen". */
-static size_t section_len(const char *path)
-{
-	const char *dot = strchr(path, '.');
-
-	return dot ? (size_t)(dot - path) : 0;
 }
 
 void config_dump(const struct config *cfg, FILE *out)

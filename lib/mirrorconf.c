@@ -533,6 +533,14 @@ static int fail(int16_t *code, int16_t c, char *msg, size_t msglen, const char *
 	return -1;
 }
 
+static int has_control(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
 /*
  * Checks one name/value; what is "mirror config" or "client property" for
  * messages, mask the key kinds accepted.
@@ -549,6 +557,11 @@ static int check_one(const char *name, const char *value, const char *what,
 	if (strlen(name) > MIRRORCONF_MAX_NAME)
 		return fail(code, ERR_INVALID_CONFIG, msg, msglen,
 		    "%s name '%.64s...' is longer than %d bytes", what, name, MIRRORCONF_MAX_NAME);
+	/* Names and values end up in logs and error messages: no control
+	 * characters that could forge log lines or terminal output. */
+	if (has_control(name))
+		return fail(code, ERR_INVALID_CONFIG, msg, msglen,
+		    "Invalid %s name: it contains control characters", what);
 	for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
 		if (strncmp(name, unsupported[i].prefix, strlen(unsupported[i].prefix)) == 0)
 			return fail(code, ERR_INVALID_CONFIG, msg, msglen,
@@ -569,6 +582,9 @@ static int check_one(const char *name, const char *value, const char *what,
 	if (strlen(value) > MIRRORCONF_MAX_VALUE)
 		return fail(code, ERR_INVALID_CONFIG, msg, msglen,
 		    "Value of %s %s is longer than %d bytes", what, name, MIRRORCONF_MAX_VALUE);
+	if (has_control(value))
+		return fail(code, ERR_INVALID_CONFIG, msg, msglen,
+		    "Invalid value for %s %s: it contains control characters", what, name);
 	if (check_value(k, value, why, sizeof(why)) < 0) {
 		if (mirrorconf_is_secret(name))
 			return fail(code, ERR_INVALID_CONFIG, msg, msglen,

@@ -213,7 +213,7 @@ START_TEST(test_all_errors_at_once)
 		"t.yaml:15:5: destination.client.sasl.jaas.config: client property sasl.jaas.config is not supported: set sasl.mechanism, sasl.username and sasl.password instead",
 		"t.yaml:17:10: log.level: 'loud' is not one of error|warn|info|debug",
 		"t.yaml:18:11: log.target: expected one of auto|stderr|journal, got a list",
-		"t.yaml: destination.bootstrap_servers: required key is missing",
+		"t.yaml:11:1: destination.bootstrap_servers: required key is missing",
 	};
 	struct config *cfg = load(
 	    "server:\n"
@@ -252,7 +252,7 @@ START_TEST(test_value_errors)
 	static const char *const want[] = {
 		"t.yaml:3:22: server.max_request_bytes: '10XB' is not a size (bytes, or a number with KiB, MiB or GiB) from 1KiB to 1GiB",
 		"t.yaml:4:20: server.idle_timeout_ms: '5 days' is not a duration (milliseconds, or a number with ms, s, m or h) from 1000 to 86400000 ms",
-		"t.yaml:5:15: server.advertised: 'h:99999': port must be a number from 0 to 65535",
+		"t.yaml:5:15: server.advertised: 'h:99999': port must be a number from 1 to 65535",
 		"t.yaml:6:11: server.listen: '::1:9092': an IPv6 address must be in brackets: [addr]:port",
 		"t.yaml:8:22: destination.bootstrap_servers: 'bad': expected host:port, the port is missing",
 		"t.yaml:10:13: storage.data_dir: must not be empty",
@@ -325,10 +325,37 @@ START_TEST(test_yaml_structure_errors)
 	expect_errors(want3, ARRAY_SIZE(want3));
 	ck_assert_ptr_null(load("destination.bootstrap_servers: a:1\n---\nx: 1\n"));
 	expect_errors(want4, ARRAY_SIZE(want4));
+	/* Deep nesting is refused before libyaml builds anything. */
+	{
+		char *deep = malloc(200001);
+
+		memset(deep, '[', 100000);
+		memset(deep + 100000, ']', 100000);
+		deep[200000] = '\0';
+		memcpy(deep, "server: ", 8);
+		ck_assert_ptr_null(load(deep));
+		ck_assert_uint_eq(errs.n, 1);
+		ck_assert_str_eq(errs.v[0].text, "t.yaml:1:24: nested deeper than 16 levels");
+		free(deep);
+	}
 	/* A NUL inside a double-quoted scalar. */
 	ck_assert_ptr_null(load("destination.bootstrap_servers: \"a\\0:1\"\n"));
 	ck_assert_uint_eq(errs.n, 1);
 	ck_assert_str_eq(errs.v[0].text, "t.yaml:1:32: destination.bootstrap_servers: value contains a NUL character");
+}
+END_TEST
+
+START_TEST(test_sections)
+{
+	static const char *const want[] = {
+		"t.yaml:2:3: server.data_dir: unknown key; did you mean storage.data_dir?",
+		"t.yaml:3:1: server: duplicate section (first at line 1)",
+		"t.yaml:5:1: destination.bootstrap_servers: required key is missing",
+	};
+
+	ck_assert_ptr_null(load("server:\n  data_dir: /x\nserver:\n  node_id: 3\n"
+	    "destination:\n  client: {}\n"));
+	expect_errors(want, ARRAY_SIZE(want));
 }
 END_TEST
 
@@ -567,6 +594,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_value_errors);
 	tcase_add_test(tc, test_cross_key_errors);
 	tcase_add_test(tc, test_yaml_structure_errors);
+	tcase_add_test(tc, test_sections);
 	tcase_add_test(tc, test_error_cap);
 	tcase_add_test(tc, test_file_errors);
 	tcase_add_test(tc, test_log_levels_match_log_module);

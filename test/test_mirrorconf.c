@@ -189,6 +189,10 @@ START_TEST(test_bad_values)
 	    "'a(' is not a valid POSIX extended regular expression (", 105) == 0, "%s", msg);
 	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "mirror.source.cluster.id", "a b", NULL), -1);
 	expect_error(40, "Invalid value 'a b' for mirror config mirror.source.cluster.id: expected a cluster id of letters, digits, '.', '_' and '-'");
+	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "client.id", "a\nERROR forged", NULL), -1);
+	expect_error(40, "Invalid value for mirror config client.id: it contains control characters");
+	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "x\x1b[2J", "1", NULL), -1);
+	expect_error(40, "Invalid mirror config name: it contains control characters");
 	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "enable.ssl.certificate.verification", "nope", NULL), -1);
 	expect_error(40, "Invalid value 'nope' for mirror config enable.ssl.certificate.verification: expected true or false");
 }
