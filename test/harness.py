@@ -207,10 +207,11 @@ def real_kafka(clusters=2, security="plaintext"):
 
 def private_kafka(clusters=1, security="plaintext", **kw):
     """Clusters of this test's own (for tests that change broker settings or
-    stop brokers), under test_dir(); stopped at exit.  SKIPs like
-    real_kafka()."""
+    stop brokers), under test_dir(); stopped at exit.  security is one
+    variant or a list with one per cluster.  SKIPs like real_kafka()."""
     rk = realkafka()
-    launcher = rk.Launcher(os.path.join(test_dir(), "kafka-" + security.replace(",", "-")),
+    name = "-".join(security) if isinstance(security, (list, tuple)) else security
+    launcher = rk.Launcher(os.path.join(test_dir(), "kafka-" + name.replace(",", "-")),
                            clusters, security, **kw)
     atexit.register(launcher.stop)
     try:

@@ -938,8 +938,16 @@ class Launcher:
 
     def __init__(self, root, clusters=2, security="", heap_mb=256,
                  extra_props=None):
+        """security: one variant for all clusters, or a list with one
+        variant per cluster (e.g. ["ssl", "mtls"])."""
         self.root = os.path.abspath(root)
-        self.clusters = [Cluster(self.root, "k%d" % i, security,
+        if isinstance(security, (list, tuple)):
+            if len(security) != clusters:
+                raise ValueError("one security variant per cluster")
+            variants = list(security)
+        else:
+            variants = [security] * clusters
+        self.clusters = [Cluster(self.root, "k%d" % i, variants[i],
                                  heap_mb=heap_mb, extra_props=extra_props)
                          for i in range(clusters)]
 
