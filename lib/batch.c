@@ -95,9 +95,15 @@ int batch_parse(const uint8_t *buf, size_t len, struct batch *b, char *err,
 		return fail(err, errlen,
 		    "batch at offset %" PRId64 ": magic %d, only magic 2 is supported",
 		    base, (int)(int8_t)buf[BATCH_OFF_MAGIC]);
+	if (base < 0)
+		return fail(err, errlen, "batch at offset %" PRId64 ": BaseOffset is negative", base);
 	if (len < b->len)
 		return BATCH_INCOMPLETE;
 	header_load(buf, b);
+	/* base + LastOffsetDelta + 1 must be an offset (the accessors rely on it) */
+	if (b->last_offset_delta > 0 && base > INT64_MAX - 1 - b->last_offset_delta)
+		return fail(err, errlen, "batch at offset %" PRId64 ": LastOffsetDelta %" PRId32
+		    " runs past the largest offset", base, b->last_offset_delta);
 	b->p = buf;
 	b->records = buf + BATCH_OFF_RECORDS;
 	b->records_len = b->len - BATCH_OFF_RECORDS;
@@ -480,13 +486,12 @@ static int obuf_reserve(struct obuf *o, size_t more)
 	if (more > o->max || o->len > o->max - more)
 		return -1;
 	want = o->len + more;
-	if (want <= o->cap)
+	/* Always hold a buffer, even for zero bytes: o->p + o->len must be valid. */
+	if (o->p != NULL && want <= o->cap)
 		return 0;
-	ncap = o->cap ? o->cap : 4096;
+	ncap = o->cap ? o->cap : MAX(MIN((size_t)4096, o->max), (size_t)1);
 	while (ncap < want)
 		ncap = ncap > o->max / 2 ? o->max : ncap * 2;
-	if (ncap < want)
-		ncap = want;
 	if ((np = realloc(o->p, ncap)) == NULL)
 		return -1;
 	o->p = np;
@@ -941,6 +946,8 @@ int batch_reencode_contiguous(const struct batch *b, int64_t dst_base,
 	if (!batch_codec_supported(codec))
 		return fail(err, errlen, "batch at offset %" PRId64 ": unknown compression type id %d",
 		    b->base_offset, codec);
+	if (dst_base < 0 || dst_base > INT64_MAX - 1 - b->record_count)
+		return fail(err, errlen, "destination base offset %" PRId64 " is out of range", dst_base);
 	out->record_count = b->record_count;
 	out->src_next = batch_next_offset(b);
 	out->dst_next = dst_base + b->record_count;

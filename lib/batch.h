@@ -119,7 +119,8 @@ enum {
  * BATCH_INCOMPLETE means buf ends inside the batch; b->len is then the full
  * size of the batch if at least 12 bytes were there, else 0.
  * BATCH_ERROR (err names the base offset and what is wrong): BatchLength too
- * small or negative, magic other than 2.  The CRC is not checked here.
+ * small or negative, magic other than 2, a negative BaseOffset, or a
+ * LastOffsetDelta that runs past INT64_MAX.  The CRC is not checked here.
  */
 int batch_parse(const uint8_t *buf, size_t len, struct batch *b, char *err,
     size_t errlen);

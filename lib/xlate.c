@@ -132,6 +132,8 @@ static int lookup(const struct xlate *m, int64_t v, int64_t *out, int by_src)
 	from = by_src ? a->src : a->dst;
 	to = by_src ? a->dst : a->src;
 	k = v - from;
+	if (k > INT64_MAX - to)
+		return XLATE_UNMAPPED; /* no int64 partner */
 	if ((size_t)i + 1 == m->n) {
 		*out = to + k;
 		return XLATE_EXACT;

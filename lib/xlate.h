@@ -56,7 +56,7 @@ int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
 
 /* Results of the lookups. */
 enum {
-	XLATE_UNMAPPED = -1, /* before the first anchor, or the map is empty */
+	XLATE_UNMAPPED = -1, /* before the first anchor, map empty, or no int64 partner */
 	XLATE_EXACT = 0,     /* the offset has a partner: *out is it */
 	XLATE_NEXT = 1,	     /* the offset is in a hole: *out is the partner of the next mapped offset */
 };

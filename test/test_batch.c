@@ -314,6 +314,17 @@ START_TEST(test_magic_and_length_errors)
 	be32_store(buf + 8, 0x80000000u);
 	ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_ERROR);
 	ck_assert_str_eq(err, "batch at offset 1000: BatchLength -2147483648 is below the minimum 49");
+	be32_store(buf + 8, (uint32_t)(len - 12));
+	be64_store(buf, (uint64_t)-5);
+	ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_ERROR);
+	ck_assert_str_eq(err, "batch at offset -5: BaseOffset is negative");
+	be64_store(buf, (uint64_t)INT64_MAX - 3);
+	ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_ERROR);
+	ck_assert_str_eq(err, "batch at offset 9223372036854775804: LastOffsetDelta 3 runs past the largest offset");
+	be64_store(buf, (uint64_t)INT64_MAX - 4);
+	ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_next_offset(&b), INT64_MAX);
+	be64_store(buf, 1000);
 	/* huge but positive: incomplete, with the size it claims */
 	be32_store(buf + 8, 0x7fffffffu);
 	ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_INCOMPLETE);
