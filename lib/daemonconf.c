@@ -1,8 +1,9 @@
 /*
  * daemonconf.c: see daemonconf.h.  The key table comes first; everything
- * below it (parser, defaults, reload, dump, example, man page list) is
- * driven by it and knows no key by name, except the few cross-key checks
- * in check_combination() and the derivation of server.advertised.
+ * below it (value parsers, the YAML walk, defaults, reload) is driven by it
+ * and knows no key by name, except the few cross-key checks in
+ * check_combination() and the derivation of server.advertised.  The
+ * writers (dump, example, man page list) are in daemonconf_doc.c.
  */
 #include "config.h"
 
@@ -23,37 +24,9 @@
 
 #include "compat.h"
 #include "daemonconf.h"
+#include "daemonconf_int.h"
 #include "log.h"
 #include "mirrorconf.h"
-
-enum ctype {
-	CT_STRING,   /* char *, non-empty */
-	CT_INT,      /* int64_t within [lo, hi] */
-	CT_BOOL,     /* int */
-	CT_DURATION, /* int64_t milliseconds within [lo, hi] */
-	CT_SIZE,     /* int64_t bytes within [lo, hi] */
-	CT_ENUM,     /* int: index into choices */
-	CT_HOSTPORT, /* struct config_hostport */
-	CT_HOSTLIST, /* char *: "host:port,host:port" */
-	CT_MAP,      /* struct config_map of client properties */
-};
-
-#define KF_RELOAD 0x1   /* SIGHUP may change it */
-#define KF_REQUIRED 0x2 /* no default: the file must set it */
-#define KF_PORT0 0x4    /* host:port may use port 0 (a free port) */
-#define KF_EMPTY 0x8    /* "" is a valid value meaning "off"/"derive it" */
-
-struct ckey {
-	const char *path;
-	enum ctype type;
-	size_t off;            /* offsetof(struct config, field) */
-	const char *def;       /* default, written as in YAML; NULL: unset */
-	int64_t lo, hi;        /* CT_INT, CT_DURATION, CT_SIZE */
-	const char *choices;   /* CT_ENUM: "a|b|c" */
-	unsigned flags;
-	const char *example;   /* what the example file shows when no default */
-	const char *desc;      /* one paragraph, sentences end in ". " */
-};
 
 #define F(field) offsetof(struct config, field)
 #define KiB (INT64_C(1024))
@@ -62,7 +35,7 @@ struct ckey {
 #define DAY_MS (INT64_C(86400000))
 
 /* The one table.  Keys of a section stay together, sections in this order. */
-static const struct ckey keys[] = {
+const struct ckey config_keys[] = {
 	{ "server.node_id", CT_INT, F(server_node_id), "1", 0, INT32_MAX, NULL, 0, NULL,
 	  "Broker id mirrord reports for itself in Metadata responses on its admin port. "
 	  "Clients see mirrord as a one-broker cluster with this id as broker and controller." },
@@ -134,25 +107,26 @@ static const struct ckey keys[] = {
 	  "Anything not acknowledged is fetched again after the restart." },
 };
 
-#define NKEYS ARRAY_SIZE(keys)
+#define NKEYS ARRAY_SIZE(config_keys)
+const size_t config_nkeys = NKEYS;
 
 /* ---- small helpers --------------------------------------------------- */
 
-static void *field(const void *cfg, const struct ckey *k)
+void *config_field(const void *cfg, const struct ckey *k)
 {
 	return (char *)(uintptr_t)cfg + k->off;
 }
 
-static const struct ckey *key_find(const char *path)
+const struct ckey *config_key_find(const char *path)
 {
 	for (size_t i = 0; i < NKEYS; i++)
-		if (strcmp(keys[i].path, path) == 0)
-			return &keys[i];
+		if (strcmp(config_keys[i].path, path) == 0)
+			return &config_keys[i];
 	return NULL;
 }
 
 /* Section of a key: "server" for "server.listen". */
-static size_t section_len(const char *path)
+size_t config_section_len(const char *path)
 {
 	const char *dot = strchr(path, '.');
 
@@ -165,7 +139,7 @@ static int is_section(const char *path)
 	size_t n = strlen(path);
 
 	for (size_t i = 0; i < NKEYS; i++)
-		if (strncmp(keys[i].path, path, n) == 0 && keys[i].path[n] == '.')
+		if (strncmp(config_keys[i].path, path, n) == 0 && config_keys[i].path[n] == '.')
 			return 1;
 	return 0;
 }
@@ -177,12 +151,12 @@ size_t config_key_count(void)
 
 const char *config_key_path(size_t i)
 {
-	return i < NKEYS ? keys[i].path : NULL;
+	return i < NKEYS ? config_keys[i].path : NULL;
 }
 
 int config_key_reloadable(const char *key)
 {
-	const struct ckey *k = key_find(key);
+	const struct ckey *k = config_key_find(key);
 
 	return k == NULL ? -1 : !!(k->flags & KF_RELOAD);
 }
@@ -243,11 +217,11 @@ static const char *suggest(const char *path)
 	size_t bestd = SIZE_MAX, limit = MAX(strlen(path) / 4, 2);
 
 	for (size_t i = 0; i < NKEYS; i++) {
-		size_t d = config_edit_distance(path, keys[i].path);
+		size_t d = config_edit_distance(path, config_keys[i].path);
 
 		if (d < bestd) {
 			bestd = d;
-			best = keys[i].path;
+			best = config_keys[i].path;
 		}
 	}
 	if (bestd <= limit)
@@ -255,10 +229,10 @@ static const char *suggest(const char *path)
 	/* The right key in the wrong section: "server.data_dir". */
 	leaf = strrchr(path, '.');
 	for (size_t i = 0; leaf != NULL && i < NKEYS; i++) {
-		const char *kl = strrchr(keys[i].path, '.');
+		const char *kl = strrchr(config_keys[i].path, '.');
 
 		if (kl != NULL && strcmp(kl, leaf) == 0)
-			return keys[i].path;
+			return config_keys[i].path;
 	}
 	return NULL;
 }
@@ -270,14 +244,14 @@ static int suggest_section(const char *name, char *out, size_t outlen)
 
 	out[0] = '\0';
 	for (size_t i = 0; i < NKEYS; i++) {
-		const char *dot = strchr(keys[i].path, '.');
+		const char *dot = strchr(config_keys[i].path, '.');
 		char sec[128];
 		size_t d;
 
-		if (dot == NULL || (size_t)(dot - keys[i].path) >= sizeof(sec))
+		if (dot == NULL || (size_t)(dot - config_keys[i].path) >= sizeof(sec))
 			continue;
-		memcpy(sec, keys[i].path, (size_t)(dot - keys[i].path));
-		sec[dot - keys[i].path] = '\0';
+		memcpy(sec, config_keys[i].path, (size_t)(dot - config_keys[i].path));
+		sec[dot - config_keys[i].path] = '\0';
 		d = config_edit_distance(name, sec);
 		if (d < bestd && d <= limit) {
 			bestd = d;
@@ -612,7 +586,7 @@ fail:
 	return -1;
 }
 
-static const char *type_name(const struct ckey *k, char *buf, size_t len)
+const char *config_type_name(const struct ckey *k, char *buf, size_t len)
 {
 	switch (k->type) {
 	case CT_STRING: return "string";
@@ -630,7 +604,7 @@ static const char *type_name(const struct ckey *k, char *buf, size_t len)
 	return "?";
 }
 
-static void format_bound(const struct ckey *k, int64_t v, char *buf, size_t len)
+void config_format_bound(const struct ckey *k, int64_t v, char *buf, size_t len)
 {
 	if (k->type == CT_SIZE && v != 0 && v % GiB == 0)
 		snprintf(buf, len, "%" PRId64 "GiB", v / GiB);
@@ -643,12 +617,12 @@ static void format_bound(const struct ckey *k, int64_t v, char *buf, size_t len)
 }
 
 /* Range phrase: "from 1KiB to 1GiB". */
-static void range_text(const struct ckey *k, char *buf, size_t len)
+void config_range_text(const struct ckey *k, char *buf, size_t len)
 {
 	char lo[32], hi[32];
 
-	format_bound(k, k->lo, lo, sizeof(lo));
-	format_bound(k, k->hi, hi, sizeof(hi));
+	config_format_bound(k, k->lo, lo, sizeof(lo));
+	config_format_bound(k, k->hi, hi, sizeof(hi));
 	snprintf(buf, len, "from %s to %s%s", lo, hi,
 	    k->type == CT_DURATION ? " ms" : "");
 }
@@ -661,7 +635,7 @@ static void range_text(const struct ckey *k, char *buf, size_t len)
 static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
     char *why, size_t whylen)
 {
-	void *f = field(cfg, k);
+	void *f = config_field(cfg, k);
 	/* No key of the table is secret today; keep it so if one becomes so. */
 	const char *sv = config_key_is_secret(k->path) ? "(value hidden)" : s;
 	char r[96], tn[96];
@@ -683,7 +657,7 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 	case CT_INT:
 	case CT_DURATION:
 	case CT_SIZE:
-		range_text(k, r, sizeof(r));
+		config_range_text(k, r, sizeof(r));
 		if (k->type == CT_INT) {
 			rc = parse_i64(s, &v);
 			rc = rc == (int)strlen(s) ? 0 : rc == -2 ? -2 : -1;
@@ -717,7 +691,7 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 		return 0;
 	case CT_ENUM:
 		if (parse_enum(s, k->choices, (int *)f) < 0) {
-			snprintf(why, whylen, "'%.64s' is not %s", sv, type_name(k, tn, sizeof(tn)));
+			snprintf(why, whylen, "'%.64s' is not %s", sv, config_type_name(k, tn, sizeof(tn)));
 			return -1;
 		}
 		return 0;
@@ -793,7 +767,7 @@ static int map_add(struct config_map *m, const char *name, const char *value)
 
 static void field_free(struct config *cfg, const struct ckey *k)
 {
-	void *f = field(cfg, k);
+	void *f = config_field(cfg, k);
 
 	switch (k->type) {
 	case CT_STRING:
@@ -818,7 +792,7 @@ void config_free(struct config *cfg)
 	if (cfg == NULL)
 		return;
 	for (size_t i = 0; i < NKEYS; i++)
-		field_free(cfg, &keys[i]);
+		field_free(cfg, &config_keys[i]);
 	free(cfg->path);
 	free(cfg);
 }
@@ -833,10 +807,10 @@ struct config *config_defaults(void)
 	if ((cfg->path = strdup("<defaults>")) == NULL)
 		goto fail;
 	for (size_t i = 0; i < NKEYS; i++) {
-		if (keys[i].def == NULL)
+		if (config_keys[i].def == NULL)
 			continue;
 		/* The table's own defaults always parse; test_config checks. */
-		if (set_scalar(cfg, &keys[i], keys[i].def, why, sizeof(why)) < 0)
+		if (set_scalar(cfg, &config_keys[i], config_keys[i].def, why, sizeof(why)) < 0)
 			goto fail;
 	}
 	return cfg;
@@ -887,7 +861,7 @@ static char *lower_first(char *s)
 
 static void load_map(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
 {
-	struct config_map *m = field(c->cfg, k);
+	struct config_map *m = config_field(c->cfg, k);
 	char why[512], path[512];
 
 	if (v->type == YAML_SCALAR_NODE && scalar_is_null(v))
@@ -945,7 +919,7 @@ static void load_map(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
 
 static void load_hostlist_seq(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
 {
-	char **f = field(c->cfg, k), *list = NULL, why[256];
+	char **f = config_field(c->cfg, k), *list = NULL, why[256];
 	size_t count = 0;
 	int bad = 0;
 
@@ -987,7 +961,7 @@ static void load_hostlist_seq(struct lctx *c, const struct ckey *k, const yaml_n
 static void load_key(struct lctx *c, const struct ckey *k, const yaml_node_t *kn,
     const yaml_node_t *v)
 {
-	size_t idx = (size_t)(k - keys);
+	size_t idx = (size_t)(k - config_keys);
 	char why[512];
 	const char *s;
 
@@ -1008,7 +982,7 @@ static void load_key(struct lctx *c, const struct ckey *k, const yaml_node_t *kn
 	if (v->type != YAML_SCALAR_NODE) {
 		char tn[96];
 
-		lerr(c, MARK(v), k->path, "expected %s, got %s", type_name(k, tn, sizeof(tn)), node_kind(v));
+		lerr(c, MARK(v), k->path, "expected %s, got %s", config_type_name(k, tn, sizeof(tn)), node_kind(v));
 		return;
 	}
 	if (scalar_is_null(v)) {
@@ -1047,7 +1021,7 @@ static void walk(struct lctx *c, const yaml_node_t *map, const char *prefix)
 			continue;
 		}
 		snprintf(path, sizeof(path), "%s%s%s", prefix ? prefix : "", prefix ? "." : "", name);
-		if ((k = key_find(path)) != NULL) {
+		if ((k = config_key_find(path)) != NULL) {
 			load_key(c, k, kn, vn);
 			continue;
 		}
@@ -1096,16 +1070,16 @@ static void check_combination(struct lctx *c)
 	const struct ckey *k;
 	size_t i;
 
-	k = key_find("pipeline.max_inflight_bytes_per_partition");
-	i = (size_t)(k - keys);
+	k = config_key_find("pipeline.max_inflight_bytes_per_partition");
+	i = (size_t)(k - config_keys);
 	if (cfg->pipeline_max_inflight_bytes_per_partition > cfg->pipeline_max_inflight_bytes_total)
 		lerr(c, c->seen_line[i], c->seen_col[i], k->path,
 		    "%" PRId64 " is larger than pipeline.max_inflight_bytes_total (%" PRId64 ")",
 		    cfg->pipeline_max_inflight_bytes_per_partition,
 		    cfg->pipeline_max_inflight_bytes_total);
 
-	k = key_find("metrics.listen");
-	i = (size_t)(k - keys);
+	k = config_key_find("metrics.listen");
+	i = (size_t)(k - config_keys);
 	if (cfg->metrics_listen.host != NULL && cfg->server_listen.host != NULL &&
 	    cfg->metrics_listen.port != 0 &&
 	    cfg->metrics_listen.port == cfg->server_listen.port)
@@ -1231,20 +1205,20 @@ int config_load_string(const char *name, const char *text, size_t len,
 		    node_kind(root));
 
 	for (size_t i = 0; i < NKEYS; i++) {
-		size_t j, sl = section_len(keys[i].path);
+		size_t j, sl = config_section_len(config_keys[i].path);
 
-		if (!(keys[i].flags & KF_REQUIRED) || c.seen_line[i] != 0)
+		if (!(config_keys[i].flags & KF_REQUIRED) || c.seen_line[i] != 0)
 			continue;
 		/* Point at the key's section when the file has one. */
 		for (j = 0; j < c.nsecs; j++)
 			if (strlen(c.secs[j].path) == sl &&
-			    strncmp(c.secs[j].path, keys[i].path, sl) == 0)
+			    strncmp(c.secs[j].path, config_keys[i].path, sl) == 0)
 				break;
 		if (j < c.nsecs)
-			lerr(&c, c.secs[j].line, c.secs[j].col, keys[i].path,
+			lerr(&c, c.secs[j].line, c.secs[j].col, config_keys[i].path,
 			    "required key is missing");
 		else
-			lerr(&c, 0, 0, keys[i].path, "required key is missing");
+			lerr(&c, 0, 0, config_keys[i].path, "required key is missing");
 	}
 	if (c.nerr == 0)
 		check_combination(&c);
@@ -1318,7 +1292,7 @@ static int str_eq(const char *a, const char *b)
 
 static int field_eq(const struct config *a, const struct config *b, const struct ckey *k)
 {
-	const void *fa = field(a, k), *fb = field(b, k);
+	const void *fa = config_field(a, k), *fb = config_field(b, k);
 
 	switch (k->type) {
 	case CT_STRING:
@@ -1356,10 +1330,10 @@ size_t config_reload_diff(const struct config *old, const struct config *nw,
 	size_t n = 0;
 
 	for (size_t i = 0; i < NKEYS; i++) {
-		if ((keys[i].flags & KF_RELOAD) || field_eq(old, nw, &keys[i]))
+		if ((config_keys[i].flags & KF_RELOAD) || field_eq(old, nw, &config_keys[i]))
 			continue;
 		if (n < cap)
-			out[n] = keys[i].path;
+			out[n] = config_keys[i].path;
 		n++;
 	}
 	return n;
@@ -1367,8 +1341,8 @@ size_t config_reload_diff(const struct config *old, const struct config *nw,
 
 static int field_copy(struct config *dst, const struct config *src, const struct ckey *k)
 {
-	void *fd = field(dst, k);
-	const void *fs = field(src, k);
+	void *fd = config_field(dst, k);
+	const void *fs = config_field(src, k);
 
 	field_free(dst, k);
 	switch (k->type) {
@@ -1411,329 +1385,10 @@ static int field_copy(struct config *dst, const struct config *src, const struct
 int config_reload_keep(struct config *nw, const struct config *old)
 {
 	for (size_t i = 0; i < NKEYS; i++) {
-		if ((keys[i].flags & KF_RELOAD) || field_eq(old, nw, &keys[i]))
+		if ((config_keys[i].flags & KF_RELOAD) || field_eq(old, nw, &config_keys[i]))
 			continue;
-		if (field_copy(nw, old, &keys[i]) < 0)
+		if (field_copy(nw, old, &config_keys[i]) < 0)
 			return -1;
 	}
 	return 0;
-}
-
-/* ---- formatting -------------------------------------------------------- */
-
-/* Writes s as a YAML scalar, quoted when plain style would change it. */
-static void yaml_scalar(FILE *out, const char *s)
-{
-	int plain = *s != '\0' && strpbrk(s, ":#{}[],&*!|>'\"%@`\\\n\t") == NULL &&
-	    strcmp(s, "~") != 0 && strcasecmp(s, "null") != 0 &&
-	    !isspace((unsigned char)s[0]) && !isspace((unsigned char)s[strlen(s) - 1]) &&
-	    s[0] != '-' && s[0] != '?';
-
-	if (plain) {
-		fputs(s, out);
-		return;
-	}
-	fputc('"', out);
-	for (; *s != '\0'; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(out, "\\%c", *s);
-		else if (*s == '\n')
-			fputs("\\n", out);
-		else if (*s == '\t')
-			fputs("\\t", out);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(out, "\\x%02x", (unsigned char)*s);
-		else
-			fputc(*s, out);
-	}
-	fputc('"', out);
-}
-
-static void hostport_text(const struct config_hostport *hp, char *buf, size_t len)
-{
-	if (hp->host == NULL)
-		snprintf(buf, len, "%s", "");
-	else if (strchr(hp->host, ':') != NULL)
-		snprintf(buf, len, "[%s]:%u", hp->host, hp->port);
-	else
-		snprintf(buf, len, "%s:%u", hp->host, hp->port);
-}
-
-static const char *choice_name(const char *choices, int idx, char *buf, size_t len)
-{
-	const char *p = choices;
-
-	for (int i = 0; i < idx && p != NULL; i++)
-		if ((p = strchr(p, '|')) != NULL)
-			p++;
-	if (p == NULL)
-		return "?";
-	snprintf(buf, len, "%.*s", (int)strcspn(p, "|"), p);
-	return buf;
-}
-
-static int format_field(const struct config *cfg, const struct ckey *k, char *buf, size_t len)
-{
-	const void *f = field(cfg, k);
-	char tmp[64];
-
-	switch (k->type) {
-	case CT_STRING:
-	case CT_HOSTLIST:
-		snprintf(buf, len, "%s", *(char *const *)f ? *(char *const *)f : "");
-		return 0;
-	case CT_INT:
-	case CT_DURATION:
-		snprintf(buf, len, "%" PRId64, *(const int64_t *)f);
-		return 0;
-	case CT_SIZE:
-		format_bound(k, *(const int64_t *)f, buf, len);
-		return 0;
-	case CT_BOOL:
-		snprintf(buf, len, "%s", *(const int *)f ? "true" : "false");
-		return 0;
-	case CT_ENUM:
-		snprintf(buf, len, "%s", choice_name(k->choices, *(const int *)f, tmp, sizeof(tmp)));
-		return 0;
-	case CT_HOSTPORT:
-		hostport_text(f, buf, len);
-		return 0;
-	case CT_MAP: {
-		const struct config_map *m = f;
-		size_t used = 0;
-
-		used += (size_t)snprintf(buf, len, "{");
-		for (size_t i = 0; i < m->n && used < len; i++)
-			used += (size_t)snprintf(buf + used, len - used, "%s%s: %s", i ? ", " : "",
-			    m->names[i], config_redact(m->names[i], m->values[i]));
-		if (used < len)
-			snprintf(buf + used, len - used, "}");
-		return 0;
-	}
-	}
-	return -1;
-}
-
-int config_format_value(const struct config *cfg, const char *key, char *buf, size_t len)
-{
-	const struct ckey *k = key_find(key);
-
-	if (k == NULL || len == 0)
-		return -1;
-	return format_field(cfg, k, buf, len);
-}
-
-void config_dump(const struct config *cfg, FILE *out)
-{
-	char buf[4096];
-
-	fprintf(out, "# effective configuration of %s\n", cfg->path);
-	for (size_t i = 0; i < NKEYS; i++) {
-		const struct ckey *k = &keys[i];
-		size_t sl = section_len(k->path);
-
-		if (i == 0 || sl != section_len(keys[i - 1].path) ||
-		    strncmp(k->path, keys[i - 1].path, sl) != 0)
-			fprintf(out, "%.*s:\n", (int)sl, k->path);
-		if (k->type == CT_MAP) {
-			const struct config_map *m = field(cfg, k);
-
-			fprintf(out, "  %s:%s\n", k->path + sl + 1, m->n ? "" : " {}");
-			for (size_t j = 0; j < m->n; j++) {
-				fprintf(out, "    %s: ", m->names[j]);
-				yaml_scalar(out, config_redact(m->names[j], m->values[j]));
-				fputc('\n', out);
-			}
-			continue;
-		}
-		format_field(cfg, k, buf, sizeof(buf));
-		fprintf(out, "  %s: ", k->path + sl + 1);
-		if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST)
-			yaml_scalar(out, buf);
-		else
-			fputs(buf, out);
-		fputc('\n', out);
-	}
-}
-
-/* Word-wraps text at width columns, each line starting with lead. */
-static void wrap(FILE *out, const char *lead, const char *text, size_t width)
-{
-	const char *p = text;
-
-	while (*p != '\0') {
-		size_t room = width - strlen(lead), n = strlen(p);
-
-		if (n > room) {
-			n = room;
-			while (n > 0 && p[n] != ' ')
-				n--;
-			if (n == 0)
-				n = strcspn(p, " ");
-		}
-		fprintf(out, "%s%.*s\n", lead, (int)n, p);
-		p += n;
-		while (*p == ' ')
-			p++;
-	}
-}
-
-static void describe_type(const struct ckey *k, char *buf, size_t len)
-{
-	char r[96], tn[96];
-
-	switch (k->type) {
-	case CT_INT:
-		range_text(k, r, sizeof(r));
-		snprintf(buf, len, "integer %s", r);
-		break;
-	case CT_DURATION:
-		range_text(k, r, sizeof(r));
-		snprintf(buf, len, "duration %s (a plain number is milliseconds; ms, s, m, h suffixes work)", r);
-		break;
-	case CT_SIZE:
-		range_text(k, r, sizeof(r));
-		snprintf(buf, len, "size %s (a plain number is bytes; KiB, MiB, GiB suffixes work)", r);
-		break;
-	case CT_BOOL:
-		snprintf(buf, len, "boolean (true or false)");
-		break;
-	case CT_HOSTPORT:
-		snprintf(buf, len, "host:port%s", (k->flags & KF_PORT0) ? " (port 0: any free port)" : "");
-		break;
-	default:
-		snprintf(buf, len, "%s", type_name(k, tn, sizeof(tn)));
-		break;
-	}
-}
-
-static const char *default_text(const struct ckey *k)
-{
-	if (k->flags & KF_REQUIRED)
-		return "none, required";
-	if (k->def == NULL || k->def[0] == '\0')
-		return "empty";
-	return k->def;
-}
-
-void config_write_example(FILE *out)
-{
-	char t[256], line[512];
-
-	fputs("# mirrord.yaml: configuration of mirrord, the KIP-1279 cluster mirroring\n"
-	    "# daemon.  See mirrord.yaml(5).\n"
-	    "#\n"
-	    "# Every key is listed with its meaning, type and default.  Keys that are\n"
-	    "# commented out show their default value.  \"Reload: yes\" keys take effect\n"
-	    "# on SIGHUP; the others need a restart.  `mirrord --check-config` checks a\n"
-	    "# file and prints the effective configuration.\n"
-	    "#\n"
-	    "# This file is generated from the key table in lib/daemonconf.c\n"
-	    "# (test/config_docgen example); test/test_config_docs.py keeps it in step.\n", out);
-	for (size_t i = 0; i < NKEYS; i++) {
-		const struct ckey *k = &keys[i];
-		size_t sl = section_len(k->path);
-		const char *leaf = k->path + sl + 1;
-
-		if (i == 0 || sl != section_len(keys[i - 1].path) ||
-		    strncmp(k->path, keys[i - 1].path, sl) != 0)
-			fprintf(out, "\n%.*s:\n", (int)sl, k->path);
-		else
-			fputc('\n', out);
-		wrap(out, "  # ", k->desc, 78);
-		describe_type(k, t, sizeof(t));
-		snprintf(line, sizeof(line), "Type: %s.", t);
-		wrap(out, "  # ", line, 78);
-		snprintf(line, sizeof(line), "Default: %s. Reload: %s.", default_text(k),
-		    (k->flags & KF_RELOAD) ? "yes (SIGHUP)" : "no, needs a restart");
-		wrap(out, "  # ", line, 78);
-		if (k->type == CT_MAP) {
-			const char *p = k->example;
-
-			fprintf(out, "  #%s:\n", leaf);
-			while (p != NULL && *p != '\0') {
-				size_t n = strcspn(p, "\n");
-
-				fprintf(out, "  #  %.*s\n", (int)n, p);
-				p += n;
-				if (*p == '\n')
-					p++;
-			}
-		} else if (k->flags & KF_REQUIRED) {
-			fprintf(out, "  %s: %s\n", leaf, k->example);
-		} else if (k->def[0] == '\0') {
-			fprintf(out, "  #%s: \"\"\n", leaf);
-		} else {
-			fprintf(out, "  #%s: %s\n", leaf, k->def);
-		}
-	}
-}
-
-/* One mdoc text line; a leading '.' or '\'' would read as a macro. */
-static void mdoc_put(FILE *out, const char *s, size_t n)
-{
-	if (n > 0 && (s[0] == '.' || s[0] == '\''))
-		fputs("\\&", out);
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '\\')
-			fputs("\\e", out);
-		else
-			fputc(s[i], out);
-	}
-	fputc('\n', out);
-}
-
-void config_mdoc_text(FILE *out, const char *s)
-{
-	const size_t width = 78;
-
-	while (*s != '\0') {
-		size_t len = 0;
-
-		/* A sentence ends at ". " before a capital: new sentence, new line. */
-		while (s[len] != '\0' && !(len > 0 && s[len - 1] == '.' &&
-		    s[len] == ' ' && isupper((unsigned char)s[len + 1])))
-			len++;
-		/* Wrap the sentence at the last space that fits. */
-		while (len > 0) {
-			size_t n = len;
-
-			if (n > width) {
-				n = width;
-				while (n > 0 && s[n] != ' ')
-					n--;
-				if (n == 0) /* one word longer than the width */
-					n = strcspn(s, " ") < len ? strcspn(s, " ") : len;
-			}
-			mdoc_put(out, s, n);
-			while (n < len && s[n] == ' ')
-				n++;
-			s += n;
-			len -= n;
-		}
-		while (*s == ' ')
-			s++;
-	}
-}
-
-void config_write_mdoc(FILE *out)
-{
-	char t[256], tn[96], line[512];
-
-	fputs(".\\\" Generated from the key table in lib/daemonconf.c by\n"
-	    ".\\\" test/config_docgen mdoc; test/test_config_docs.py checks it.\n"
-	    ".Bl -tag -width Ds\n", out);
-	for (size_t i = 0; i < NKEYS; i++) {
-		const struct ckey *k = &keys[i];
-
-		fprintf(out, ".It Ic %s Pq \"%s\"\n", k->path, type_name(k, tn, sizeof(tn)));
-		config_mdoc_text(out, k->desc);
-		describe_type(k, t, sizeof(t));
-		snprintf(line, sizeof(line), "Type: %s. Default: %s. Reload: %s.", t,
-		    default_text(k), (k->flags & KF_RELOAD) ? "takes effect on SIGHUP" :
-		    "needs a restart; on SIGHUP a changed value is logged and ignored");
-		fputs(".Pp\n", out);
-		config_mdoc_text(out, line);
-	}
-	fputs(".El\n", out);
 }
