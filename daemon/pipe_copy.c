@@ -1018,7 +1018,7 @@ void pcopy_produce_round(struct pipeline *pl)
 		x->version = (int16_t)v;
 		r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
 		if (kconn_send(c, PW_API_PRODUCE, (int16_t)v, produce_encode, &r, 0,
-		    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 5000, INT32_MAX),
+		    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
 		    produce_response, x, err, sizeof(err)) != 0) {
 			/* Not sent: put the batches back. */
 			for (size_t i = 0; i < x->n; i++) {
