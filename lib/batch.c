@@ -850,6 +850,28 @@ int batch_compress(int codec, int snappy_xerial, const uint8_t *in,
 	return 0;
 }
 
+int batch_check_records(const struct batch *b, size_t max_bytes, char *err,
+    size_t errlen)
+{
+	char why[200];
+	uint8_t *plain = NULL;
+	size_t plain_len;
+	int rc;
+
+	if (b->record_count < 0)
+		return fail(err, errlen, "batch at offset %" PRId64 ": RecordCount %" PRId32
+		    " is negative", b->base_offset, b->record_count);
+	if (batch_codec(b) == BATCH_CODEC_NONE)
+		return records_check(b->records, b->records_len, b->record_count, 1,
+		    b->base_offset, err, errlen);
+	if (batch_decompress(batch_codec(b), b->records, b->records_len, max_bytes,
+		&plain, &plain_len, why, sizeof(why)) < 0)
+		return fail(err, errlen, "batch at offset %" PRId64 ": %s", b->base_offset, why);
+	rc = records_check(plain, plain_len, b->record_count, 1, b->base_offset, err, errlen);
+	free(plain);
+	return rc;
+}
+
 /* ---- hole re-encoding ------------------------------------------------ */
 
 void batch_reencoded_fini(struct batch_reencoded *r)

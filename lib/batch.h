@@ -243,6 +243,17 @@ int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
 int batch_validate_produce(const uint8_t *records, size_t len,
     size_t max_batch_bytes, char *err, size_t errlen);
 
+/*
+ * The record-level half of the broker's checks, which batch_validate_produce()
+ * leaves out for compressed batches because it costs a decompression: the
+ * records (decompressed, at most max_bytes) must be exactly RecordCount
+ * well-framed records with offset deltas 0..n-1, as a broker demands of
+ * the inner records of a compressed client batch.  0, or -1 with the record
+ * index and the reason.  The header is not re-checked.
+ */
+int batch_check_records(const struct batch *b, size_t max_bytes, char *err,
+    size_t errlen);
+
 /* One anchor for the translation map: source offset -> destination offset. */
 struct batch_offset_pair {
 	int64_t src;

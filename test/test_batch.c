@@ -577,6 +577,46 @@ START_TEST(test_validator_rules)
 }
 END_TEST
 
+/* batch_check_records: the inner-record rules, compressed or not. */
+START_TEST(test_check_records)
+{
+	uint8_t body[2048], buf[4096];
+	char err[512];
+	struct thdr h = hdr_default();
+	struct batch b;
+
+	for (int c = 0; c <= 4; c++) {
+		for (int contiguous = 0; contiguous < 2; contiguous++) {
+			size_t bl = t_records(body, recs4, 4, contiguous), zl, len;
+			uint8_t *z;
+
+			h.attrs = (uint16_t)c;
+			ck_assert_int_eq(batch_compress(c, 1, body, bl, 1 << 20, &z, &zl, err, sizeof(err)), 0);
+			len = t_batch(buf, &h, z, zl);
+			free(z);
+			ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_OK);
+			if (contiguous) {
+				ck_assert_int_eq(batch_check_records(&b, 1 << 20, err, sizeof(err)), 0);
+			} else {
+				ck_assert_int_eq(batch_check_records(&b, 1 << 20, err, sizeof(err)), -1);
+				ck_assert_str_eq(err, "batch at offset 1000: record 1 has offset delta 2, a client batch needs contiguous deltas (expected 1)");
+			}
+			/* the cap holds for the decompressed size */
+			if (c != BATCH_CODEC_NONE) {
+				ck_assert_int_eq(batch_check_records(&b, 16, err, sizeof(err)), -1);
+				ck_assert_ptr_nonnull(strstr(err, "decompressed records exceed 16 bytes"));
+			}
+		}
+	}
+	/* garbage instead of a compressed stream names the codec */
+	h.attrs = BATCH_CODEC_ZSTD;
+	memset(body, 0x11, 40);
+	ck_assert_int_eq(batch_parse(buf, t_batch(buf, &h, body, 40), &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_check_records(&b, 1 << 20, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "batch at offset 1000: zstd: "));
+}
+END_TEST
+
 /* ---- decompression on the test side, independent of lib/batch -------- */
 
 static size_t t_decompress(int codec, const uint8_t *in, size_t inlen, uint8_t *out, size_t cap)
@@ -1033,6 +1073,7 @@ static Suite *batch_suite(void)
 	tcase_add_test(tc, test_helpers);
 	tcase_add_test(tc, test_rewrite_header);
 	tcase_add_test(tc, test_validator_rules);
+	tcase_add_test(tc, test_check_records);
 	tcase_add_test(tc, test_reencode_none);
 	tcase_add_test(tc, test_reencode_gzip);
 	tcase_add_test(tc, test_reencode_snappy);

@@ -49,6 +49,7 @@ static void one_batch(const struct batch *b)
 	assert(batch_verify_crc(&c, err, sizeof(err)) == 0);
 	(void)batch_validate_produce(copy, b->len, 0, err, sizeof(err));
 	(void)batch_has_holes(&c);
+	(void)batch_check_records(&c, FUZZ_MAX_BYTES, err, sizeof(err));
 
 	if (batch_reencode_contiguous(&c, 12345, FUZZ_MAX_BYTES, &r, err, sizeof(err)) == 0) {
 		if (r.buf != NULL) {
