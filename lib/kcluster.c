@@ -344,8 +344,10 @@ static void add_err(struct kcluster *cl, int kind, const char *msg)
 	cl->last_kind = kind;
 	if (used + 3 >= sizeof(cl->errs))
 		return;
-	snprintf(cl->errs + used, sizeof(cl->errs) - used, "%s%s",
-	    cl->nerrs > 0 ? "; " : "", msg);
+	/* A message cut at the end of the buffer is still worth showing. */
+	if (snprintf(cl->errs + used, sizeof(cl->errs) - used, "%s%s",
+		cl->nerrs > 0 ? "; " : "", msg) >= (int)(sizeof(cl->errs) - used))
+		log_debug("%s cluster: error list truncated", cl->cfg->name);
 	cl->nerrs++;
 }
 
