@@ -160,6 +160,10 @@ size_t karena_used(const struct karena *a)
 
 void kr_init(struct kr *r, const void *buf, size_t len)
 {
+	static const uint8_t empty[1];
+
+	if (buf == NULL) /* pointer arithmetic on NULL is undefined, even + 0 */
+		buf = empty, len = 0;
 	r->start = buf;
 	r->p = buf;
 	r->end = r->start + len;

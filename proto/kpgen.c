@@ -1143,7 +1143,7 @@ static void emit_write(const struct msg *m, const struct sdef *s)
 
 	fprintf(C, "static void %s_write(struct kw *w, int16_t v, const struct %s *m)\n{\n",
 	    s->cname, s->cname);
-	fprintf(C, "\t(void)v;\n");
+	fprintf(C, "\t(void)v;\n\t(void)m;\n");
 	for (int i = 0; i < s->nfields; i++) {
 		const struct field *f = &s->fields[i];
 		const char *present = vcond(f->tag >= 0 ? f->tagged : f->versions, m->valid);
