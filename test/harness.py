@@ -202,6 +202,10 @@ def real_kafka(clusters=2, security="plaintext"):
             _lease[key] = rk.shared(clusters, security)
         except rk.Unavailable as e:
             skip("real Kafka tier: %s" % e)
+        lease = _lease[key]
+        print("real Kafka: %s shared %s clusters (start took %ss)"
+              % ("reusing" if lease.reused else "started", security,
+                 lease.start_seconds), flush=True)
     return _lease[key].clusters[:clusters]
 
 
@@ -218,6 +222,8 @@ def private_kafka(clusters=1, security="plaintext", **kw):
         launcher.start()
     except rk.Unavailable as e:
         skip("real Kafka tier: %s" % e)
+    print("real Kafka: started %d private %s cluster(s) in %.1fs"
+          % (clusters, security, launcher.start_seconds), flush=True)
     return launcher.clusters
 
 

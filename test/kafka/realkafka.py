@@ -947,6 +947,7 @@ class Launcher:
             variants = list(security)
         else:
             variants = [security] * clusters
+        self.start_seconds = None  # format + start + ready, measured
         self.clusters = [Cluster(self.root, "k%d" % i, variants[i],
                                  heap_mb=heap_mb, extra_props=extra_props)
                          for i in range(clusters)]
@@ -954,6 +955,7 @@ class Launcher:
     def start(self, timeout=START_TIMEOUT):
         libs = ensure_libs()
         os.makedirs(self.root, exist_ok=True)
+        t0 = time.monotonic()
         for attempt in range(3):
             errors = []
 
@@ -976,6 +978,7 @@ class Launcher:
                         c.launch()
                     for c in self.clusters:
                         c.wait_ready(deadline)
+                    self.start_seconds = time.monotonic() - t0
                     return self
                 except KafkaError as e:
                     errors.append(e)
@@ -995,6 +998,7 @@ class Launcher:
 
     def to_dict(self):
         return {"kafka_version": KAFKA_VERSION,
+                "start_seconds": round(self.start_seconds, 2),
                 "clusters": [c.to_dict() for c in self.clusters]}
 
 
@@ -1037,9 +1041,11 @@ class Lease:
     """A claim on the shared clusters by this process; release() or exit
     drops it."""
 
-    def __init__(self, root, clusters):
+    def __init__(self, root, clusters, start_seconds, reused):
         self.root = root
         self.clusters = clusters
+        self.start_seconds = start_seconds  # how long their start took
+        self.reused = reused  # False: this lease started them
         self.path = os.path.join(root, "leases", "%d" % os.getpid())
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         with open(self.path, "w") as f:
@@ -1064,12 +1070,17 @@ def shared(clusters=2, security="plaintext", root=None, timeout=None):
                  "another test is starting or stopping the shared clusters"):
         st = _read_state(root)
         if st and st.get("status") == "ready" and _alive(st.get("pid", 0)) \
-                and len(st["clusters"]) >= clusters \
-                and st.get("security") == security:
-            return Lease(root, [Cluster.from_dict(c) for c in st["clusters"]])
+                and _answers(st):
+            if len(st["clusters"]) >= clusters:
+                return Lease(root, [Cluster.from_dict(c) for c in st["clusters"]],
+                             st.get("start_seconds"), reused=True)
+            if _live_leases(root):
+                raise KafkaError("the shared %s clusters are %d and in use; "
+                                 "ask for at most that many or use a private "
+                                 "Launcher" % (security, len(st["clusters"])))
         if st:
             _stop_recorded(root, st)
-        lease = Lease(root, [])
+        lease = Lease(root, [], None, reused=False)
         logf = open(os.path.join(root, "supervisor.log"), "a")
         cmd = [sys.executable, os.path.abspath(__file__), "serve",
                "--dir", root, "--clusters", str(max(clusters, 2)),
@@ -1094,7 +1105,18 @@ def shared(clusters=2, security="plaintext", root=None, timeout=None):
                 raise KafkaError("the shared clusters were not ready in time")
             time.sleep(0.1)
         lease.clusters = [Cluster.from_dict(c) for c in st["clusters"]]
+        lease.start_seconds = st.get("start_seconds")
         return lease
+
+
+def _answers(state):
+    """Does every cluster a state file lists answer ApiVersions?"""
+    try:
+        for c in state["clusters"]:
+            api_versions(*_split(c["admin_bootstrap"]), timeout=5)
+        return True
+    except (OSError, KafkaError, KeyError, struct.error):
+        return False
 
 
 def _tail(path, n=30):
