@@ -52,9 +52,6 @@ const struct ckey config_keys[] = {
 	{ "server.max_connections", CT_INT, F(server_max_connections), "1024", 1, 65536, NULL, KF_RELOAD, NULL,
 	  "Most admin connections open at once. "
 	  "Further connections are accepted and closed at once, and counted in a metric." },
-	{ "server.idle_timeout_ms", CT_DURATION, F(server_idle_timeout_ms), "600000", 1000, DAY_MS, NULL, KF_RELOAD, NULL,
-	  "An admin connection with no request for this long is closed. "
-	  "This mirrors the connections.max.idle.ms setting of Kafka brokers." },
 
 	{ "storage.data_dir", CT_STRING, F(storage_data_dir), "/var/lib/mirrord", 0, 0, NULL, 0, NULL,
 	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states. "
@@ -74,9 +71,6 @@ const struct ckey config_keys[] = {
 	  "security.protocol: SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\nsasl.username: mirrord\nsasl.password: changeme\nssl.ca.location: /etc/ssl/certs/ca-certificates.crt",
 	  "Client properties for connections to the destination cluster, with librdkafka's names: security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm, client.id and the timeouts. "
 	  "Values of secret properties are never logged or printed." },
-	{ "destination.replication_factor", CT_INT, F(destination_replication_factor), "-1", -1, 32767, NULL, KF_RELOAD, NULL,
-	  "Replication factor of the mirror topics mirrord creates on the destination. "
-	  "The value -1 uses the destination brokers' default.replication.factor." },
 
 	{ "metrics.listen", CT_HOSTPORT, F(metrics_listen), "127.0.0.1:9193", 0, 0, NULL, KF_EMPTY | KF_PORT0, NULL,
 	  "Address of the HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz. "

@@ -59,7 +59,6 @@ struct config {
 	struct config_hostport server_advertised;/* server.advertised (derived if unset) */
 	int64_t server_max_request_bytes;        /* server.max_request_bytes */
 	int64_t server_max_connections;          /* server.max_connections */
-	int64_t server_idle_timeout_ms;          /* server.idle_timeout_ms */
 
 	char *storage_data_dir;                  /* storage.data_dir */
 	int64_t storage_snapshot_every_records;  /* storage.snapshot_every_records */
@@ -67,7 +66,6 @@ struct config {
 
 	char *destination_bootstrap_servers;     /* destination.bootstrap_servers, "h:p,h:p" */
 	struct config_map destination_client;    /* destination.client */
-	int64_t destination_replication_factor;  /* destination.replication_factor, -1 = broker default */
 
 	struct config_hostport metrics_listen;   /* metrics.listen, host NULL = disabled */
 	int metrics_per_partition;               /* metrics.per_partition */

@@ -65,8 +65,8 @@ static const struct mkey mkeys[] = {
 	{ "bootstrap.servers", MK_SOURCE, MT_HOSTLIST, NULL, 0, 0, NULL, 0, MF_REQUIRED,
 	  "Bootstrap servers of the source cluster, host:port[,host:port...]." },
 	{ "mirror.source.cluster.id", MK_SOURCE, MT_CLUSTERID, NULL, 0, 0, NULL, 0, 0,
-	  "Expected cluster id of the source. "
-	  "When unset it is learned from the source on first contact; when set, a source with another id is refused." },
+	  "Cluster id of the source, as in the KIP's mirror configs. "
+	  "It is checked for form and kept with the mirror; the id ListMirrors shows is the one mirrord learns from the source on first contact." },
 
 	{ "client.id", MK_CLIENT, MT_STRING, "mirrord", 0, 0, NULL, 0, 0,
 	  "Client id sent to the source brokers, as seen in their request logs and quotas." },
@@ -901,7 +901,7 @@ void mirrorconf_write_mdoc(FILE *out)
 			used = (size_t)snprintf(line, sizeof(line), "Default: ");
 			for (const char *p = def_text(k); *p != '\0' && used + 3 < sizeof(line); p++) {
 				line[used++] = *p;
-				if (*p == ',')
+				if (*p == ',' && p[1] != ' ')
 					line[used++] = ' ';
 			}
 			line[used] = '\0';

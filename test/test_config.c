@@ -68,7 +68,6 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg->storage_fsync, 1);
 	ck_assert_ptr_null(cfg->destination_bootstrap_servers);
 	ck_assert_uint_eq(cfg->destination_client.n, 0);
-	ck_assert_int_eq(cfg->destination_replication_factor, -1);
 	ck_assert_str_eq(cfg->metrics_listen.host, "127.0.0.1");
 	ck_assert_uint_eq(cfg->metrics_listen.port, 9193);
 	ck_assert_int_eq(cfg->metrics_per_partition, 1);
@@ -107,7 +106,6 @@ static const char full_yaml[] =
     "  advertised: mirror.example.net:19192\n"
     "  max_request_bytes: 2MiB\n"
     "  max_connections: 10\n"
-    "  idle_timeout_ms: 2m\n"
     "storage:\n"
     "  data_dir: /srv/mirrord\n"
     "  snapshot_every_records: 500\n"
@@ -120,7 +118,6 @@ static const char full_yaml[] =
     "    sasl.username: mirror\n"
     "    ssl.ca.location: /etc/ca.pem\n"
     "    socket.timeout.ms: 1234\n"
-    "  replication_factor: 3\n"
     "metrics:\n"
     "  listen: \"\"\n"
     "  per_partition: no\n"
@@ -146,7 +143,6 @@ START_TEST(test_full_file)
 	ck_assert_uint_eq(cfg->server_advertised.port, 19192);
 	ck_assert_int_eq(cfg->server_max_request_bytes, 2 * 1024 * 1024);
 	ck_assert_int_eq(cfg->server_max_connections, 10);
-	ck_assert_int_eq(cfg->server_idle_timeout_ms, 120000);
 	ck_assert_str_eq(cfg->storage_data_dir, "/srv/mirrord");
 	ck_assert_int_eq(cfg->storage_snapshot_every_records, 500);
 	ck_assert_int_eq(cfg->storage_fsync, 0);
@@ -156,7 +152,6 @@ START_TEST(test_full_file)
 	ck_assert_str_eq(cfg->destination_client.values[0], "SASL_SSL");
 	ck_assert_str_eq(cfg->destination_client.names[4], "socket.timeout.ms");
 	ck_assert_str_eq(cfg->destination_client.values[4], "1234");
-	ck_assert_int_eq(cfg->destination_replication_factor, 3);
 	ck_assert_ptr_null(cfg->metrics_listen.host);
 	ck_assert_int_eq(cfg->metrics_per_partition, 0);
 	ck_assert_int_eq(cfg->log_level, LOG_LVL_DEBUG);
@@ -251,19 +246,19 @@ START_TEST(test_value_errors)
 {
 	static const char *const want[] = {
 		"t.yaml:3:22: server.max_request_bytes: '10XB' is not a size (bytes, or a number with KiB, MiB or GiB) from 1KiB to 1GiB",
-		"t.yaml:4:20: server.idle_timeout_ms: '5 days' is not a duration (milliseconds, or a number with ms, s, m or h) from 1000 to 86400000 ms",
 		"t.yaml:5:15: server.advertised: 'h:99999': port must be a number from 1 to 65535",
 		"t.yaml:6:11: server.listen: '::1:9092': an IPv6 address must be in brackets: [addr]:port",
 		"t.yaml:8:22: destination.bootstrap_servers: 'bad': expected host:port, the port is missing",
 		"t.yaml:10:13: storage.data_dir: must not be empty",
 		"t.yaml:11:27: storage.snapshot_every_records: 99999999999999999999 is out of range: must be from 1 to 2147483647",
 		"t.yaml:13:29: pipeline.max_inflight_bytes_total: 99999999999GiB is out of range: must be from 1MiB to 64GiB",
+		"t.yaml:14:22: shutdown.timeout_ms: '5 days' is not a duration (milliseconds, or a number with ms, s, m or h) from 0 to 3600000 ms",
 	};
 	struct config *cfg = load(
 	    "server:\n"
 	    "  node_id: 1\n"
 	    "  max_request_bytes: 10XB\n"
-	    "  idle_timeout_ms: 5 days\n"
+	    "  # a comment line\n"
 	    "  advertised: h:99999\n"
 	    "  listen: ::1:9092\n"
 	    "destination:\n"
@@ -272,7 +267,8 @@ START_TEST(test_value_errors)
 	    "  data_dir: ''\n"
 	    "  snapshot_every_records: 99999999999999999999\n"
 	    "pipeline:\n"
-	    "  max_inflight_bytes_total: 99999999999GiB\n");
+	    "  max_inflight_bytes_total: 99999999999GiB\n"
+	    "shutdown.timeout_ms: 5 days\n");
 
 	ck_assert_ptr_null(cfg);
 	expect_errors(want, ARRAY_SIZE(want));
@@ -514,17 +510,18 @@ START_TEST(test_units_and_forms)
 {
 	struct config *cfg = load(
 	    "destination:\n  bootstrap_servers: \" a:1 , [fe80::1]:2,b.example:3 \"\n"
-	    "server:\n  max_request_bytes: 1 GiB\n  idle_timeout_ms: 1h\n"
+	    "server:\n  max_request_bytes: 1 GiB\n"
 	    "  listen: \"[::]:9192\"\n"
 	    "  node_id:\n"                 /* empty: the default */
 	    "pipeline:\n  request_timeout_ms: 250ms\n"
 	    "storage:\n  fsync: Off\n"
-	    "metrics:\n  listen: ~\n");
+	    "metrics:\n  listen: ~\n"
+	    "shutdown.timeout_ms: 1h\n");
 
 	ck_assert_msg(cfg != NULL, "%s", errs.n ? errs.v[0].text : "?");
 	ck_assert_str_eq(cfg->destination_bootstrap_servers, "a:1,[fe80::1]:2,b.example:3");
 	ck_assert_int_eq(cfg->server_max_request_bytes, 1024 * 1024 * 1024);
-	ck_assert_int_eq(cfg->server_idle_timeout_ms, 3600000);
+	ck_assert_int_eq(cfg->shutdown_timeout_ms, 3600000);
 	ck_assert_str_eq(cfg->server_listen.host, "::");
 	ck_assert_int_eq(cfg->server_node_id, 1);
 	ck_assert_int_eq(cfg->pipeline_request_timeout_ms, 250);
