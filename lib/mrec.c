@@ -46,6 +46,17 @@ static int name_ok(struct kstr s)
 	return s.len > 0 && s.len <= MREC_MAX_NAME;
 }
 
+/* Strings become C strings in the model: a NUL inside would cut them. */
+static struct kstr read_str(struct kr *rd)
+{
+	size_t at = kr_off(rd);
+	struct kstr s = kr_cstr(rd);
+
+	if (!rd->err && s.len > 0 && memchr(s.p, '\0', (size_t)s.len) != NULL)
+		kr_fail_at(rd, at, "string with a NUL byte");
+	return s;
+}
+
 int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 {
 	const struct mrec_desc *d = desc_of(r->type);
@@ -141,7 +152,7 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 		case 'M':
 		case 'T': {
 			size_t at = kr_off(&rd);
-			struct kstr s = kr_cstr(&rd);
+			struct kstr s = read_str(&rd);
 			if (!rd.err && !name_ok(s))
 				kr_fail_at(&rd, at, *f == 'M' ?
 				    "mirror name empty, null or over 249 bytes" :
@@ -152,7 +163,7 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 				r->topic = s;
 			break;
 		}
-		case 'S': r->str = kr_cstr(&rd); break;
+		case 'S': r->str = read_str(&rd); break;
 		case 'P': r->partition = kr_i32(&rd); break;
 		case 'k': r->kind = kr_i8(&rd); break;
 		case 's': r->state = kr_i8(&rd); break;
@@ -175,8 +186,8 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 			}
 			for (int32_t i = 0; i < n && !rd.err; i++) {
 				at = kr_off(&rd);
-				cfg_buf[i].name = kr_cstr(&rd);
-				cfg_buf[i].value = kr_cstr(&rd);
+				cfg_buf[i].name = read_str(&rd);
+				cfg_buf[i].value = read_str(&rd);
 				if (!rd.err && cfg_buf[i].name.len <= 0)
 					kr_fail_at(&rd, at, "config without a name");
 			}

@@ -794,7 +794,12 @@ static struct mtopic *new_topic(struct apply *a, struct mirror *m,
 	int found, oom = 0;
 	size_t pos = topic_pos(m, r->topic, &found);
 	struct mtopic *t;
+	char name[MREC_MAX_NAME + 1];
 
+	memcpy(name, r->topic.p, (size_t)r->topic.len);
+	name[r->topic.len] = '\0';
+	if (mstate_check_topic_name(name, a->err, a->errlen) != 0)
+		return NULL;
 	if (found) {
 		fmt(a->err, a->errlen, "topic %.*s restored twice in mirror %s",
 		    (int)r->topic.len, r->topic.p, m->name);
