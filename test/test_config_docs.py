@@ -111,6 +111,40 @@ def main():
                 problems.append("man/mirrord.yaml.5: %s has no %s" % (key, what))
     print("ok: checked %d keys for type, default and reload" % len(keys))
 
+    # 2b. A page that carries the mirror config reference (between
+    # ".\" BEGIN GENERATED MIRROR CONFIGS" and ".\" END GENERATED MIRROR
+    # CONFIGS") carries exactly what `config_docgen mirror-mdoc` writes.
+    rc, mirror_mdoc, err = docgen("mirror-mdoc")
+    if rc != 0:
+        h.fail("config_docgen mirror-mdoc failed: %s" % err)
+    mbegin = '.\\" BEGIN GENERATED MIRROR CONFIGS\n'
+    mend = '.\\" END GENERATED MIRROR CONFIGS\n'
+    mandir = os.path.join(h.SRC, "man")
+    carriers = 0
+    for name in sorted(os.listdir(mandir)):
+        if not re.match(r".*\.[1-9]$", name):
+            continue
+        with open(os.path.join(mandir, name)) as f:
+            t = f.read()
+        if mbegin not in t:
+            continue
+        carriers += 1
+        if mend not in t:
+            problems.append("man/%s: %r without %r" % (name, mbegin.strip(), mend.strip()))
+            continue
+        got = t[t.index(mbegin) + len(mbegin):t.index(mend)]
+        if got != mirror_mdoc:
+            problems.append(
+                "the mirror config reference in man/%s differs from the table in"
+                " lib/mirrorconf.c; replace it with the output of\n"
+                "  test/config_docgen mirror-mdoc\n" % name +
+                diff(got, mirror_mdoc, "man/%s (committed)" % name,
+                     "config_docgen mirror-mdoc"))
+        else:
+            print("ok: man/%s mirror config reference matches the table" % name)
+    if carriers == 0:
+        print("note: no page carries the generated mirror config reference")
+
     # 3. mandoc lint, style level included.
     if shutil.which("mandoc"):
         r = subprocess.run(["mandoc", "-Tlint", page], stdout=subprocess.PIPE,
