@@ -1,7 +1,8 @@
 /*
  * xlate.c: the per-partition offset translation map (see xlate.h).
  * A sorted array of anchors, searched by bisection on either coordinate;
- * both coordinates are strictly increasing, so either is a valid key.
+ * neither coordinate decreases, so either is a valid key (the last anchor
+ * with a given key is the one that maps it).
  */
 #include "config.h"
 
@@ -67,16 +68,13 @@ int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
 			    src, dst, last->src, last->dst);
 		if (src - dst == last->src - last->dst)
 			return 0; /* same delta: implied by the last anchor */
-		if (src == last->src || dst == last->dst) {
+		if (m->n >= 2 &&
+		    ((src == last->src && m->a[m->n - 2].src == last->src) ||
+			(dst == last->dst && m->a[m->n - 2].dst == last->dst))) {
 			/*
-			 * The last anchor covered nothing (an empty hole on one side):
-			 * it is superseded.  If that makes it equal in delta to the
-			 * one before, it is not needed at all.
+			 * Three in a row on one coordinate: the middle one maps
+			 * nothing and bounds nothing the new one does not.
 			 */
-			if (m->n >= 2 && src - dst == m->a[m->n - 2].src - m->a[m->n - 2].dst) {
-				m->n--;
-				return 0;
-			}
 			last->src = src;
 			last->dst = dst;
 			return 0;
@@ -122,30 +120,39 @@ static ptrdiff_t find(const struct xlate *m, int64_t v, int by_src)
 
 static int lookup(const struct xlate *m, int64_t v, int64_t *out, int by_src)
 {
-	ptrdiff_t i = find(m, v, by_src);
-	const struct xlate_anchor *a, *next;
-	int64_t from, to, k, span;
+	int rc = XLATE_EXACT;
 
-	if (i < 0)
-		return XLATE_UNMAPPED;
-	a = &m->a[i];
-	from = by_src ? a->src : a->dst;
-	to = by_src ? a->dst : a->src;
-	k = v - from;
-	if (k > INT64_MAX - to)
-		return XLATE_UNMAPPED; /* no int64 partner */
-	if ((size_t)i + 1 == m->n) {
+	/*
+	 * Each pass either answers or moves v to the next anchor, whose index
+	 * is larger: at most n passes (more than one only for holes on both
+	 * sides at one point).
+	 */
+	for (;;) {
+		ptrdiff_t i = find(m, v, by_src);
+		const struct xlate_anchor *a, *next;
+		int64_t from, to, k, span;
+
+		if (i < 0)
+			return XLATE_UNMAPPED;
+		a = &m->a[i];
+		from = by_src ? a->src : a->dst;
+		to = by_src ? a->dst : a->src;
+		k = v - from;
+		if (k > INT64_MAX - to)
+			return XLATE_UNMAPPED; /* no int64 partner */
+		if ((size_t)i + 1 < m->n) {
+			next = &m->a[i + 1];
+			span = MIN(next->src - a->src, next->dst - a->dst);
+			if (k >= span) {
+				/* no partner: resume at the next anchor */
+				v = by_src ? next->src : next->dst;
+				rc = XLATE_NEXT;
+				continue;
+			}
+		}
 		*out = to + k;
-		return XLATE_EXACT;
+		return rc;
 	}
-	next = &m->a[i + 1];
-	span = MIN(next->src - a->src, next->dst - a->dst);
-	if (k < span) {
-		*out = to + k;
-		return XLATE_EXACT;
-	}
-	*out = by_src ? next->dst : next->src;
-	return XLATE_NEXT;
 }
 
 int xlate_src_to_dst(const struct xlate *m, int64_t src, int64_t *dst)

@@ -6,8 +6,7 @@
  * holes, the source log start jumped past data never copied, or the
  * destination partition already had records), the relation between the two
  * changes at one point and stays 1:1 after it.  The map stores only those
- * points, as anchors (src, dst), sorted, both coordinates strictly
- * increasing:
+ * points, as anchors (src, dst) in order, neither coordinate decreasing:
  *
  *   between anchor i and anchor i+1, src[i] + k <-> dst[i] + k for
  *   0 <= k < min(src[i+1] - src[i], dst[i+1] - dst[i]); the last anchor
@@ -16,7 +15,10 @@
  * If src[i+1] - src[i] > dst[i+1] - dst[i], the source offsets in between
  * that have no partner are a hole (records the cleaner removed, or log that
  * retention dropped); the other way round, the destination offsets are
- * records with no source (a duplicate from a retried Produce, say).
+ * records with no source (a duplicate from a retried Produce, a foreign
+ * write).  Both at one point are two anchors sharing a coordinate: after
+ * (100, 50), a source hole 105..109 and three foreign records at 55..57 are
+ * recorded as (110, 55) then (110, 58).
  *
  * An anchor that keeps the current delta (src - dst) adds nothing and is
  * not stored, so the map costs memory only per hole.  The map has a hard
@@ -44,12 +46,13 @@ struct xlate *xlate_new(size_t max_anchors);
 void xlate_free(struct xlate *m);
 
 /*
- * Records that source offset src is (or, for a hole, is followed by the
- * record that is) destination offset dst.  Offsets must be >= 0 and must
- * not go backwards: src >= last src and dst >= last dst.  An anchor with the
- * current delta is dropped; an anchor that repeats the last src or dst
- * replaces the last anchor (which then mapped nothing).  -1 with the reason
- * in err if the anchor goes backwards, is negative, or the map is full.
+ * Records that source offset src maps to destination offset dst from here
+ * on (the offsets skipped since the last anchor on either side are holes).
+ * Offsets must be >= 0 and must not go backwards: src >= last src and
+ * dst >= last dst.  An anchor with the current delta is dropped; a third
+ * anchor in a row on the same src (or dst) replaces the second, which then
+ * says nothing more.  -1 with the reason in err if the anchor goes
+ * backwards, is negative, or the map is full.
  */
 int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
     size_t errlen);
@@ -58,7 +61,7 @@ int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
 enum {
 	XLATE_UNMAPPED = -1, /* before the first anchor, map empty, or no int64 partner */
 	XLATE_EXACT = 0,     /* the offset has a partner: *out is it */
-	XLATE_NEXT = 1,	     /* the offset is in a hole: *out is the partner of the next mapped offset */
+	XLATE_NEXT = 1,	     /* the offset has no partner: *out is the partner of the next offset that has one */
 };
 
 /*
