@@ -161,16 +161,11 @@ int config_key_is_secret(const char *key)
 		"password", "secret", "jaas", "oauthbearer.config", "token",
 		"credential", "key.pem", "private", "keystore.key",
 	};
-	char low[256];
-	size_t i;
 
 	if (key == NULL)
 		return 0;
-	for (i = 0; key[i] != '\0' && i < sizeof(low) - 1; i++)
-		low[i] = (char)tolower((unsigned char)key[i]);
-	low[i] = '\0';
-	for (i = 0; i < ARRAY_SIZE(marks); i++)
-		if (strstr(low, marks[i]) != NULL)
+	for (size_t i = 0; i < ARRAY_SIZE(marks); i++)
+		if (strcasestr(key, marks[i]) != NULL)
 			return 1;
 	return 0;
 }
