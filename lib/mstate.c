@@ -987,10 +987,12 @@ static int apply_part_epoch(struct apply *a, const struct mrec *r)
 	if (noop)
 		return 0;
 	if (p->nepochs == MSTATE_MAX_EPOCHS) {
-		/* Bounded memory: the oldest epoch goes. */
-		memmove(p->epochs, p->epochs + 1,
-		    (p->nepochs - 1) * sizeof(*p->epochs));
-		p->nepochs--;
+		/* Bounded memory: the oldest quarter goes (a quarter at a
+		 * time, so a long replay does not move the array per record). */
+		size_t drop = MSTATE_MAX_EPOCHS / 4;
+		memmove(p->epochs, p->epochs + drop,
+		    (p->nepochs - drop) * sizeof(*p->epochs));
+		p->nepochs -= drop;
 	}
 	if (grow(&p->epochs, p->nepochs, sizeof(*p->epochs)) != 0)
 		FAIL(a, "out of memory");
@@ -1054,9 +1056,10 @@ static int apply_part_anchor(struct apply *a, const struct mrec *r)
 		return 0;
 	}
 	if (p->nanchors == MSTATE_MAX_ANCHORS) {
-		memmove(p->anchors, p->anchors + 1,
-		    (p->nanchors - 1) * sizeof(*p->anchors));
-		p->nanchors--;
+		size_t drop = MSTATE_MAX_ANCHORS / 4;   /* as for epochs */
+		memmove(p->anchors, p->anchors + drop,
+		    (p->nanchors - drop) * sizeof(*p->anchors));
+		p->nanchors -= drop;
 	}
 	if (grow(&p->anchors, p->nanchors, sizeof(*p->anchors)) != 0)
 		FAIL(a, "out of memory");

@@ -64,6 +64,7 @@ int mpart_transition_ok(int from, int to);
 #define MSTATE_MAX_PARTITIONS 100000   /* per topic */
 #define MSTATE_MAX_EPOCHS 4096         /* epoch history kept per partition */
 #define MSTATE_MAX_ANCHORS 4096        /* translation anchors per partition */
+/* When either list is full the oldest quarter of it is dropped. */
 #define MSTATE_MAX_PATTERNS 1024       /* per list per mirror */
 
 struct mcfg {

@@ -1,0 +1,229 @@
+/*
+ * bench_mlog: how fast mirrord starts from a long metadata log.
+ *
+ * Writes a log of N state records (default 1,000,000; argv[1] overrides)
+ * the way the data plane would: one mirror, one topic of 64 partitions,
+ * then a mix of translation anchors (half), epoch-history entries (a
+ * quarter) and partition state changes (a quarter), synced every 10,000
+ * records.  Then it times, each from a fresh process state:
+ *   - the frame scan alone (mlog_open with an apply that only counts),
+ *   - the real start-up (mstate_open: scan, decode, apply every record),
+ *   - the start-up after a compaction (snapshot plus an empty segment).
+ * and prints records/s.  Timing lives here, never in the tests.
+ *
+ * Run with `make bench-mlog` (part of `make bench`).  The log goes to a
+ * temporary directory under $TMPDIR (default /tmp), removed at the end.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kbuf.h"
+#include "log.h"
+#include "mlog.h"
+#include "mrec.h"
+#include "mstate.h"
+
+#define NPART 64
+#define SYNC_EVERY 10000
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const char *err)
+{
+	fprintf(stderr, "bench_mlog: %s: %s\n", what, err);
+	exit(1);
+}
+
+static struct mlog *new_log(const char *dir)
+{
+	struct mlog_opts o;
+	char err[1024];
+	struct mlog *ml;
+
+	mlog_opts_init(&o);
+	o.dir = dir;
+	o.compact_records = 0;
+	o.compact_bytes = 0;
+	ml = mlog_file_new(&o, err, sizeof(err));
+	if (ml == NULL)
+		die("open", err);
+	return ml;
+}
+
+static void append_rec(struct mlog *ml, const struct mrec *r)
+{
+	char err[1024];
+	struct kw w;
+	uint8_t *b;
+	size_t len;
+
+	kw_init(&w, 4096);
+	if (mrec_encode(r, &w, err, sizeof(err)) != 0)
+		die("encode", err);
+	b = kw_take(&w, &len);
+	if (b == NULL || mlog_append(ml, r->type, b, len, err,
+	    sizeof(err)) != 0)
+		die("append", err);
+	free(b);
+}
+
+static void write_log(const char *dir, long n)
+{
+	struct mlog *ml = new_log(dir);
+	struct mstate *st = mstate_new();
+	struct mcfg boot = { (char *)"bootstrap.servers",
+		(char *)"127.0.0.1:9092" };
+	char err[1024], msg[1024];
+	struct mrec r;
+	int32_t epoch[NPART] = { 0 };
+	int64_t src[NPART] = { 0 };
+	int mirroring[NPART];
+	double t0;
+
+	if (mstate_open(st, ml, err, sizeof(err)) != 0)
+		die("mstate_open", err);
+	if (mstate_create_mirror(st, "bench", &boot, 1, msg, sizeof(msg)) ||
+	    mstate_add_topic(st, "bench", "orders", NPART, msg, sizeof(msg)))
+		die("setup", msg);
+	mstate_free(st);   /* the records below go straight to the log */
+	for (int p = 0; p < NPART; p++)
+		mirroring[p] = 0;
+	t0 = now_s();
+	for (long i = 0; i < n; i++) {
+		int p = (int)(i % NPART);
+		memset(&r, 0, sizeof(r));
+		r.mirror = kstr_c("bench");
+		r.topic = kstr_c("orders");
+		r.str = KSTR_NULL;
+		r.partition = p;
+		switch (i / NPART % 4) {
+		case 0:
+		case 1:
+			/* a hole: the delta changes every time */
+			src[p] += 1000;
+			r.type = MREC_PART_ANCHOR;
+			r.off = src[p];
+			r.off2 = src[p] - (src[p] / 1000 % 2);
+			break;
+		case 2:
+			r.type = MREC_PART_EPOCH;
+			r.epoch = ++epoch[p];
+			r.off = src[p];
+			break;
+		default:
+			/* PREPARING -> MIRRORING, then MIRRORING <-> PAUSING */
+			r.type = MREC_PART_STATE;
+			r.state = mirroring[p] == 1 ? MPART_PAUSING :
+			    MPART_MIRRORING;
+			mirroring[p] = mirroring[p] == 1 ? 2 : 1;
+			r.str = kstr_c("bench");
+			break;
+		}
+		append_rec(ml, &r);
+		if ((i + 1) % SYNC_EVERY == 0 && mlog_sync(ml, err,
+		    sizeof(err)) != 0)
+			die("sync", err);
+	}
+	if (mlog_sync(ml, err, sizeof(err)) != 0)
+		die("sync", err);
+	printf("write:   %ld records in %.3f s, %.0f records/s (fsync every "
+	    "%d)\n", n, now_s() - t0, (double)n / (now_s() - t0), SYNC_EVERY);
+	mlog_free(ml);
+}
+
+static int count_only(void *arg, const struct mlog_rec *rec, char *err,
+    size_t errlen)
+{
+	(*(long *)arg)++;
+	return 0;
+}
+
+static void time_scan(const char *dir)
+{
+	struct mlog *ml = new_log(dir);
+	char err[1024];
+	long count = 0;
+	double t0 = now_s(), dt;
+
+	if (mlog_open(ml, count_only, &count, err, sizeof(err)) != 0)
+		die("scan", err);
+	dt = now_s() - t0;
+	printf("scan:    %ld records in %.3f s, %.0f records/s\n", count, dt,
+	    (double)count / dt);
+	mlog_free(ml);
+}
+
+static void time_startup(const char *dir, const char *label, int compact)
+{
+	struct mlog *ml = new_log(dir);
+	struct mstate *st = mstate_new();
+	struct mlog_stats s;
+	char err[1024];
+	double t0 = now_s(), dt;
+
+	if (mstate_open(st, ml, err, sizeof(err)) != 0)
+		die("startup", err);
+	dt = now_s() - t0;
+	mlog_stats(ml, &s);
+	printf("%s %llu records in %.3f s, %.0f records/s\n", label,
+	    (unsigned long long)s.records, dt, (double)s.records / dt);
+	if (compact) {
+		t0 = now_s();
+		if (mstate_compact(st, err, sizeof(err)) != 0)
+			die("compact", err);
+		printf("compact: snapshot written in %.3f s\n", now_s() - t0);
+	}
+	mstate_free(st);
+	mlog_free(ml);
+}
+
+static void rm_rf(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[4096];
+
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+	const char *base = getenv("TMPDIR");
+	long n = argc > 1 ? atol(argv[1]) : 1000000;
+	char dir[512];
+
+	log_init("bench_mlog", LOG_LVL_WARN, 0);
+	snprintf(dir, sizeof(dir), "%s/bench_mlog.XXXXXX",
+	    base != NULL && base[0] != '\0' ? base : "/tmp");
+	if (n <= 0 || mkdtemp(dir) == NULL) {
+		fprintf(stderr, "usage: bench_mlog [records]\n");
+		return 2;
+	}
+	write_log(dir, n);
+	time_scan(dir);
+	time_startup(dir, "startup:", 1);
+	time_startup(dir, "startup after compaction:", 0);
+	rm_rf(dir);
+	return 0;
+}
