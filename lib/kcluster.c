@@ -395,9 +395,12 @@ static void conn_event(struct kconn *c, int event, int err, const char *errstr,
 		if (cl->refreshing)
 			b->tried = cl->round; /* not again in this refresh */
 		kconn_free(c); /* deferred by kconn: we are in its callback */
-		if (was_ready)
-			log_info("%s cluster: lost %s (node %d): %s",
-			    cl->cfg->name, kconn_name(c), b->node, errstr);
+		if (was_ready && b->node >= 0)
+			log_info("%s cluster: lost broker %d: %s", cl->cfg->name,
+			    b->node, errstr);
+		else if (was_ready)
+			log_debug("%s cluster: lost bootstrap connection: %s",
+			    cl->cfg->name, errstr);
 		else
 			log_debug("%s cluster: %s", cl->cfg->name, errstr);
 		/* A failed Metadata request was already recorded by

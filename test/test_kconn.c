@@ -28,6 +28,8 @@
 #include "compat.h"
 #include "kbuf.h"
 #include "kconn.h"
+#include "kfake.h"
+#include "kproto.h"
 #include "ksasl.h"
 
 /* ---- the fake broker ------------------------------------------------- */
@@ -44,23 +46,15 @@ enum fake_mode {
 	FAKE_SASL,       /* SaslHandshake + SaslAuthenticate (PLAIN, SCRAM-SHA-256) */
 };
 
-#define FAKE_MAX_REQ 64
-
+/* The fake broker (test/kfake) and what this suite's modes keep. */
 struct fake {
-	struct event_base *base;
-	struct evconnlistener *lst;
-	struct bufferevent *peer;
-	int port;
+	struct kfake k;
 	int mode;
-	int nreq;
-	int16_t keys[FAKE_MAX_REQ], versions[FAKE_MAX_REQ];
-	int32_t corrs[FAKE_MAX_REQ];
-	char client_id[64];
 	int user_reqs;         /* non-handshake requests seen */
-	uint8_t held[256];     /* FAKE_SWAP: the held first answer */
+	uint8_t held[64];      /* FAKE_SWAP: the held first answer */
 	size_t held_len;
 	int sasl_ok;           /* FAKE_SASL: authentication succeeded */
-	int scram_step;
+	int scram_step;        /* -1: PLAIN; 0, 1: SCRAM rounds */
 	char scram_cfirst_bare[256];
 	char scram_sfirst[256];
 };
@@ -75,88 +69,33 @@ static void put32(uint8_t *p, int32_t v)
 	be32_store(p, (uint32_t)v);
 }
 
-/* Frames and sends a response straight on the socket (small, loopback). */
-static void fake_send_raw(struct fake *f, const void *p, size_t n)
-{
-	ssize_t w = send(bufferevent_getfd(f->peer), p, n, MSG_NOSIGNAL);
-	ck_assert_int_eq((int)w, (int)n);
-}
-
-static size_t fake_frame(uint8_t *out, int32_t corr, int hdr_tags,
-    const void *body, size_t len)
-{
-	size_t n = 4;
-
-	put32(out + n, corr);
-	n += 4;
-	if (hdr_tags)
-		out[n++] = 0;
-	memcpy(out + n, body, len);
-	n += len;
-	put32(out, (int32_t)(n - 4));
-	return n;
-}
-
-static void fake_reply(struct fake *f, int32_t corr, int hdr_tags,
-    const void *body, size_t len)
-{
-	uint8_t buf[4096];
-
-	ck_assert_uint_lt(len, sizeof(buf) - 16);
-	fake_send_raw(f, buf, fake_frame(buf, corr, hdr_tags, body, len));
-}
-
 static void fake_apiversions(struct fake *f, int32_t corr, int version)
 {
-	static const int16_t keys[][3] = {
+	int16_t keys[][3] = {
 		{ 0, 0, 9 }, { 3, 0, 12 }, { 17, 1, 1 }, { 18, 0, 3 },
 		{ 36, 0, 2 },
 	};
-	uint8_t b[256];
-	size_t n = 0;
+	uint8_t b[16];
 
-	if ((f->mode == FAKE_MOCK_AV || f->mode == FAKE_KIP511) && version == 3) {
-		if (f->mode == FAKE_MOCK_AV) {
-			/* librdkafka 2.0.2 mock, verbatim (mock notes, section 1) */
-			static const uint8_t quirk[] = { 0x00, 0x23, 0x01, 0x00,
-				0x12, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00,
-				0x00 };
-			fake_reply(f, corr, 0, quirk, sizeof(quirk));
-		} else {
-			put16(b, 35);
-			put32(b + 2, 1);
-			put16(b + 6, 18);
-			put16(b + 8, 0);
-			put16(b + 10, 2);
-			fake_reply(f, corr, 0, b, 12);
-		}
+	if (f->mode == FAKE_MOCK_AV && version == 3) {
+		/* librdkafka 2.0.2 mock, verbatim (mock notes, section 1) */
+		static const uint8_t quirk[] = { 0x00, 0x23, 0x01, 0x00, 0x12,
+			0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00 };
+		kfake_reply(&f->k, corr, 0, quirk, sizeof(quirk));
 		return;
 	}
-	put16(b + n, 0);
-	n += 2;
-	if (version >= 3) {
-		b[n++] = (uint8_t)(ARRAY_SIZE(keys) + 1);
-	} else {
-		put32(b + n, (int32_t)ARRAY_SIZE(keys));
-		n += 4;
+	if (f->mode == FAKE_KIP511 && version == 3) {
+		put16(b, 35);
+		put32(b + 2, 1);
+		put16(b + 6, 18);
+		put16(b + 8, 0);
+		put16(b + 10, 2);
+		kfake_reply(&f->k, corr, 0, b, 12);
+		return;
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
-		put16(b + n, keys[i][0]);
-		put16(b + n + 2, keys[i][1]);
-		put16(b + n + 4, keys[i][0] == 3 && f->mode == FAKE_MOCK_AV ?
-		    2 : keys[i][2]);
-		n += 6;
-		if (version >= 3)
-			b[n++] = 0;
-	}
-	if (version >= 1) {
-		put32(b + n, 0);
-		n += 4;
-	}
-	if (version >= 3)
-		b[n++] = 0;
-	/* ApiVersions uses response header v0 at every version. */
-	fake_reply(f, corr, 0, b, n);
+	if (f->mode == FAKE_MOCK_AV)
+		keys[1][2] = 2; /* Metadata 0..2 like the mock */
+	kfake_apiversions(&f->k, corr, version, keys, ARRAY_SIZE(keys));
 }
 
 static void fake_user_reply(struct fake *f, int32_t corr, int flexible,
@@ -167,15 +106,34 @@ static void fake_user_reply(struct fake *f, int32_t corr, int flexible,
 	ck_assert_uint_lt(len, sizeof(b) - 8);
 	memcpy(b, "RESP", 4);
 	memcpy(b + 4, body, len);
-	fake_reply(f, corr, flexible, b, len + 4);
+	kfake_reply(&f->k, corr, flexible, b, len + 4);
+}
+
+/* SaslAuthenticate v1 response: error, message, auth bytes, lifetime 0. */
+static void fake_sasl_auth_reply(struct fake *f, int32_t corr, int16_t ec,
+    const char *emsg, const char *tok)
+{
+	struct kw w;
+	uint8_t *b;
+	size_t len = 0;
+
+	kw_init(&w, 4096);
+	kw_i16(&w, ec);
+	kw_str(&w, kstr_c(emsg));
+	kw_bytes(&w, tok ? (struct kbytes){ (const uint8_t *)tok,
+	    (int32_t)strlen(tok) } : KBYTES_NULL);
+	kw_i64(&w, 0);
+	b = kw_take(&w, &len);
+	ck_assert_ptr_nonnull(b);
+	kfake_reply(&f->k, corr, 0, b, len);
+	free(b);
+	kw_fini(&w);
 }
 
 /* SCRAM-SHA-256 server side with the RFC 7677 salt and password. */
 static void fake_scram(struct fake *f, int32_t corr, const uint8_t *tok,
     size_t len)
 {
-	uint8_t b[512];
-	size_t n = 0;
 	char msg[400];
 
 	if (f->scram_step == 0) {
@@ -189,90 +147,73 @@ static void fake_scram(struct fake *f, int32_t corr, const uint8_t *tok,
 		snprintf(f->scram_sfirst, sizeof(f->scram_sfirst),
 		    "r=%s%s,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096", r + 3,
 		    "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0");
-		snprintf(msg, sizeof(msg), "%s", f->scram_sfirst);
 		f->scram_step = 1;
-	} else {
-		/* Verify the proof: ClientKey = proof ^ HMAC(StoredKey, auth). */
-		uint8_t salt[16], salted[32], ckey[32], stored[32], csig[32];
-		uint8_t proof[48], skey[32], ssig[32];
-		char auth[512], sig64[64];
-		unsigned int hl;
-		const char *p = memmem(tok, len, ",p=", 3);
-
-		ck_assert_ptr_nonnull(p);
-		size_t wpl = (size_t)(p - (const char *)tok);
-		ck_assert_int_eq(EVP_DecodeBlock(salt,
-		    (const unsigned char *)"W22ZaJ0SNY7soEsUEjb6gQ==", 24), 18);
-		ck_assert_int_eq(PKCS5_PBKDF2_HMAC("pencil", 6, salt, 16, 4096,
-		    EVP_sha256(), 32, salted), 1);
-		HMAC(EVP_sha256(), salted, 32, (const uint8_t *)"Client Key", 10,
-		    ckey, &hl);
-		EVP_Digest(ckey, 32, stored, NULL, EVP_sha256(), NULL);
-		ck_assert_uint_lt(wpl, 200);
-		int an = snprintf(auth, sizeof(auth), "%s,%s,", f->scram_cfirst_bare,
-		    f->scram_sfirst);
-		ck_assert_int_lt(an + (int)wpl, (int)sizeof(auth));
-		memcpy(auth + an, tok, wpl);
-		auth[an + (int)wpl] = '\0';
-		HMAC(EVP_sha256(), stored, 32, (const uint8_t *)auth,
-		    strlen(auth), csig, &hl);
-		size_t plen = len - wpl - 3;
-		ck_assert_int_eq(EVP_DecodeBlock(proof,
-		    (const unsigned char *)p + 3, (int)plen), 33);
-		for (int i = 0; i < 32; i++)
-			proof[i] ^= csig[i];
-		EVP_Digest(proof, 32, ckey, NULL, EVP_sha256(), NULL);
-		if (memcmp(ckey, stored, 32) != 0) {
-			put16(b, 58);
-			put16(b + 2, 14);
-			memcpy(b + 4, "bad SCRAM user", 14);
-			put32(b + 18, -1);
-			memset(b + 22, 0, 8);
-			fake_reply(f, corr, 0, b, 30);
-			return;
-		}
-		HMAC(EVP_sha256(), salted, 32, (const uint8_t *)"Server Key", 10,
-		    skey, &hl);
-		HMAC(EVP_sha256(), skey, 32, (const uint8_t *)auth,
-		    strlen(auth), ssig, &hl);
-		EVP_EncodeBlock((unsigned char *)sig64, ssig, 32);
-		snprintf(msg, sizeof(msg), "v=%s", sig64);
-		f->sasl_ok = 1;
+		fake_sasl_auth_reply(f, corr, 0, NULL, f->scram_sfirst);
+		return;
 	}
-	put16(b + n, 0);
-	n += 2;
-	put16(b + n, -1); /* error_message null */
-	n += 2;
-	put32(b + n, (int32_t)strlen(msg));
-	n += 4;
-	memcpy(b + n, msg, strlen(msg));
-	n += strlen(msg);
-	memset(b + n, 0, 8); /* session_lifetime_ms (v1) */
-	n += 8;
-	fake_reply(f, corr, 0, b, n);
+	/* Verify the proof: ClientKey = proof ^ HMAC(StoredKey, auth). */
+	uint8_t salt[18], salted[32], ckey[32], stored[32], csig[32];
+	uint8_t proof[48], skey[32], ssig[32];
+	char auth[512], sig64[64];
+	unsigned int hl;
+	const char *p = memmem(tok, len, ",p=", 3);
+
+	ck_assert_ptr_nonnull(p);
+	size_t wpl = (size_t)(p - (const char *)tok);
+	ck_assert_int_eq(EVP_DecodeBlock(salt,
+	    (const unsigned char *)"W22ZaJ0SNY7soEsUEjb6gQ==", 24), 18);
+	ck_assert_int_eq(PKCS5_PBKDF2_HMAC("pencil", 6, salt, 16, 4096,
+	    EVP_sha256(), 32, salted), 1);
+	HMAC(EVP_sha256(), salted, 32, (const uint8_t *)"Client Key", 10, ckey,
+	    &hl);
+	EVP_Digest(ckey, 32, stored, NULL, EVP_sha256(), NULL);
+	ck_assert_uint_lt(wpl, 200);
+	int an = snprintf(auth, sizeof(auth), "%s,%s,", f->scram_cfirst_bare,
+	    f->scram_sfirst);
+	ck_assert_int_lt(an + (int)wpl, (int)sizeof(auth));
+	memcpy(auth + an, tok, wpl);
+	auth[an + (int)wpl] = '\0';
+	HMAC(EVP_sha256(), stored, 32, (const uint8_t *)auth, strlen(auth), csig,
+	    &hl);
+	ck_assert_int_eq(EVP_DecodeBlock(proof, (const unsigned char *)p + 3,
+	    (int)(len - wpl - 3)), 33);
+	for (int i = 0; i < 32; i++)
+		proof[i] ^= csig[i];
+	EVP_Digest(proof, 32, ckey, NULL, EVP_sha256(), NULL);
+	if (memcmp(ckey, stored, 32) != 0) {
+		fake_sasl_auth_reply(f, corr, 58, "bad SCRAM proof", NULL);
+		return;
+	}
+	HMAC(EVP_sha256(), salted, 32, (const uint8_t *)"Server Key", 10, skey,
+	    &hl);
+	HMAC(EVP_sha256(), skey, 32, (const uint8_t *)auth, strlen(auth), ssig,
+	    &hl);
+	EVP_EncodeBlock((unsigned char *)sig64, ssig, 32);
+	snprintf(msg, sizeof(msg), "v=%s", sig64);
+	f->sasl_ok = 1;
+	fake_sasl_auth_reply(f, corr, 0, NULL, msg);
 }
 
 static void fake_sasl(struct fake *f, int16_t key, int32_t corr,
     struct kr *r)
 {
-	uint8_t b[256];
-	static const char mechs[][16] = { "PLAIN", "SCRAM-SHA-256" };
-
 	if (key == 17) {
+		struct kw w;
+		uint8_t *b;
+		size_t len = 0;
 		struct kstr m = kr_str(r);
 		int known = kstr_eq(m, "PLAIN") || kstr_eq(m, "SCRAM-SHA-256");
-		size_t n = 0;
 
-		put16(b, known ? 0 : 33);
-		put32(b + 2, 2);
-		n = 6;
-		for (int i = 0; i < 2; i++) {
-			put16(b + n, (int16_t)strlen(mechs[i]));
-			memcpy(b + n + 2, mechs[i], strlen(mechs[i]));
-			n += 2 + strlen(mechs[i]);
-		}
+		kw_init(&w, 256);
+		kw_i16(&w, known ? 0 : 33);
+		kw_array(&w, 2);
+		kw_str(&w, kstr_c("PLAIN"));
+		kw_str(&w, kstr_c("SCRAM-SHA-256"));
+		b = kw_take(&w, &len);
 		f->scram_step = kstr_eq(m, "SCRAM-SHA-256") ? 0 : -1;
-		fake_reply(f, corr, 0, b, n);
+		kfake_reply(&f->k, corr, 0, b, len);
+		free(b);
+		kw_fini(&w);
 		return;
 	}
 	/* SaslAuthenticate v1 */
@@ -283,47 +224,19 @@ static void fake_sasl(struct fake *f, int16_t key, int32_t corr,
 		return;
 	}
 	if (tok.len == 12 && memcmp(tok.p, "\0user\0pencil", 12) == 0) {
-		put16(b, 0);
-		put16(b + 2, -1);
-		put32(b + 4, 0);
-		memset(b + 8, 0, 8);
 		f->sasl_ok = 1;
-		fake_reply(f, corr, 0, b, 16);
+		fake_sasl_auth_reply(f, corr, 0, NULL, "");
 	} else {
-		put16(b, 58);
-		put16(b + 2, 28);
-		memcpy(b + 4, "Invalid username or password", 28);
-		put32(b + 32, 0);
-		memset(b + 36, 0, 8);
-		fake_reply(f, corr, 0, b, 44);
+		fake_sasl_auth_reply(f, corr, 58, "Invalid username or password",
+		    "");
 	}
 }
 
-static void fake_request(struct fake *f, const uint8_t *p, size_t len)
+static void fake_request(struct kfake *k, int16_t key, int16_t version,
+    int32_t corr, struct kr *r, void *arg)
 {
-	struct kr r;
-	int16_t key, version;
-	int32_t corr;
-	struct kstr cid;
-	int flexible;
-
-	kr_init(&r, p, len);
-	key = kr_i16(&r);
-	version = kr_i16(&r);
-	corr = kr_i32(&r);
-	cid = kr_str(&r);
-	ck_assert_int_eq(r.err, 0);
-	flexible = (key == 18 && version >= 3) || (key == 3 && version >= 9);
-	if (flexible)
-		kr_skip_tagged(&r);
-	ck_assert_int_eq(r.err, 0);
-	ck_assert_int_lt(f->nreq, FAKE_MAX_REQ);
-	f->keys[f->nreq] = key;
-	f->versions[f->nreq] = version;
-	f->corrs[f->nreq] = corr;
-	f->nreq++;
-	snprintf(f->client_id, sizeof(f->client_id), "%.*s", (int)cid.len,
-	    cid.p);
+	struct fake *f = arg;
+	int flexible = kp_response_header_version(key, version) == 1;
 
 	if (key == 18) {
 		if (f->mode != FAKE_SILENT_AV)
@@ -331,30 +244,29 @@ static void fake_request(struct fake *f, const uint8_t *p, size_t len)
 		return;
 	}
 	if (f->mode == FAKE_SASL && (key == 17 || key == 36)) {
-		fake_sasl(f, key, corr, &r);
+		fake_sasl(f, key, corr, r);
 		return;
 	}
 	f->user_reqs++;
 	switch (f->mode) {
 	case FAKE_SWAP:
 		if (f->user_reqs == 1) {
-			uint8_t b[64];
-			memcpy(b, "RESP", 4);
-			f->held_len = fake_frame(f->held, corr, 0, b, 4);
+			f->held_len = kfake_frame(f->held, sizeof(f->held), corr, 0,
+			    "RESP", 4);
 		} else if (f->user_reqs == 2) {
-			fake_user_reply(f, corr, 0, r.p, kr_left(&r));
-			fake_send_raw(f, f->held, f->held_len);
+			fake_user_reply(f, corr, 0, r->p, kr_left(r));
+			kfake_send_raw(k, f->held, f->held_len);
 		}
 		break;
 	case FAKE_CLOSE_MID:
 		if (f->user_reqs == 1) {
-			fake_user_reply(f, corr, 0, r.p, kr_left(&r));
+			fake_user_reply(f, corr, 0, r->p, kr_left(r));
 		} else if (f->user_reqs == 2) {
 			uint8_t b[64];
-			size_t n = fake_frame(b, corr, 0, "RESPxxxxxxxx", 12);
-			fake_send_raw(f, b, n / 2);
-			bufferevent_free(f->peer);
-			f->peer = NULL;
+			size_t n = kfake_frame(b, sizeof(b), corr, 0,
+			    "RESPxxxxxxxx", 12);
+			kfake_send_raw(k, b, n / 2);
+			kfake_close_peer(k);
 		}
 		break;
 	case FAKE_SILENT:
@@ -364,81 +276,25 @@ static void fake_request(struct fake *f, const uint8_t *p, size_t len)
 		uint8_t b[8];
 		put32(b, 0x10000000);
 		put32(b + 4, corr);
-		fake_send_raw(f, b, 8);
+		kfake_send_raw(k, b, 8);
 		break;
 	}
 	default:
-		fake_user_reply(f, corr, flexible, r.p, kr_left(&r));
+		fake_user_reply(f, corr, flexible, r->p, kr_left(r));
 		break;
 	}
-}
-
-static void fake_read_cb(struct bufferevent *bev, void *arg)
-{
-	struct fake *f = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	uint8_t hdr[4];
-
-	while (f->peer != NULL && evbuffer_get_length(in) >= 4) {
-		evbuffer_copyout(in, hdr, 4);
-		uint32_t size = be32_load(hdr);
-		ck_assert_uint_lt(size, 1u << 20);
-		if (evbuffer_get_length(in) < size + 4)
-			break;
-		uint8_t *p = evbuffer_pullup(in, size + 4);
-		fake_request(f, p + 4, size);
-		if (f->peer == NULL)
-			return; /* closed: the buffer is gone */
-		evbuffer_drain(in, size + 4);
-	}
-}
-
-static void fake_event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	struct fake *f = arg;
-
-	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
-		bufferevent_free(bev);
-		if (f->peer == bev)
-			f->peer = NULL;
-	}
-}
-
-static void fake_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
-    struct sockaddr *sa, int salen, void *arg)
-{
-	struct fake *f = arg;
-
-	ck_assert_ptr_null(f->peer);
-	f->peer = bufferevent_socket_new(f->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	bufferevent_setcb(f->peer, fake_read_cb, NULL, fake_event_cb, f);
-	bufferevent_enable(f->peer, EV_READ);
 }
 
 static void fake_start(struct fake *f, struct event_base *base, int mode)
 {
-	struct sockaddr_in sin;
-	socklen_t sl = sizeof(sin);
-
 	memset(f, 0, sizeof(*f));
-	f->base = base;
 	f->mode = mode;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	f->lst = evconnlistener_new_bind(base, fake_accept_cb, f,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE, 16,
-	    (struct sockaddr *)&sin, sizeof(sin));
-	ck_assert_ptr_nonnull(f->lst);
-	getsockname(evconnlistener_get_fd(f->lst), (struct sockaddr *)&sin, &sl);
-	f->port = ntohs(sin.sin_port);
+	kfake_start(&f->k, base, fake_request, f);
 }
 
 static void fake_stop(struct fake *f)
 {
-	if (f->peer != NULL)
-		bufferevent_free(f->peer);
-	evconnlistener_free(f->lst);
+	kfake_stop(&f->k);
 }
 
 /* ---- the client side ------------------------------------------------- */
@@ -564,7 +420,7 @@ static void env_connect(struct env *e)
 	char err[256];
 
 	ck_assert_int_eq(kconn_config_prepare(&e->cfg, err, sizeof(err)), 0);
-	e->c = kconn_new(e->base, NULL, &e->cfg, "127.0.0.1", e->fake.port,
+	e->c = kconn_new(e->base, NULL, &e->cfg, "127.0.0.1", e->fake.k.port,
 	    ev_cb, &e->ev, err, sizeof(err));
 	ck_assert_msg(e->c != NULL, "kconn_new: %s", err);
 	kconn_set_stats_cb(e->c, stats_cb, NULL);
@@ -619,16 +475,16 @@ START_TEST(test_pipeline_in_order)
 		ck_assert_int_eq(memcmp(k[i].body, want, strlen(want)), 0);
 	}
 	/* ApiVersions v3 first, then correlation ids in sending order. */
-	ck_assert_int_eq(e.fake.nreq, 5);
-	ck_assert_int_eq(e.fake.keys[0], 18);
-	ck_assert_int_eq(e.fake.versions[0], 3);
+	ck_assert_int_eq(e.fake.k.nreq, 5);
+	ck_assert_int_eq(e.fake.k.keys[0], 18);
+	ck_assert_int_eq(e.fake.k.versions[0], 3);
 	for (int i = 1; i < 5; i++) {
-		ck_assert_int_eq(e.fake.keys[i], 3);
-		ck_assert_int_ne(e.fake.corrs[i], e.fake.corrs[0]);
+		ck_assert_int_eq(e.fake.k.keys[i], 3);
+		ck_assert_int_ne(e.fake.k.corrs[i], e.fake.k.corrs[0]);
 		if (i > 1)
-			ck_assert_int_eq(e.fake.corrs[i], e.fake.corrs[i - 1] + 1);
+			ck_assert_int_eq(e.fake.k.corrs[i], e.fake.k.corrs[i - 1] + 1);
 	}
-	ck_assert_str_eq(e.fake.client_id, "mirrord-test");
+	ck_assert_str_eq(e.fake.k.client_id, "mirrord-test");
 	ck_assert_int_eq(e.ev.ready, 1);
 	ck_assert_int_eq(e.ev.closed, 0);
 	ck_assert_int_eq(kconn_apiversions_version(e.c), 3);
@@ -656,9 +512,9 @@ START_TEST(test_apiversions_mock_quirk)
 	ck_assert_int_eq(k.err, KCONN_E_OK);
 	ck_assert_int_eq(e.ev.ready, 1);
 	/* v3 got the mock's broken answer; the retry used v0. */
-	ck_assert_int_eq(e.fake.versions[0], 3);
-	ck_assert_int_eq(e.fake.keys[1], 18);
-	ck_assert_int_eq(e.fake.versions[1], 0);
+	ck_assert_int_eq(e.fake.k.versions[0], 3);
+	ck_assert_int_eq(e.fake.k.keys[1], 18);
+	ck_assert_int_eq(e.fake.k.versions[1], 0);
 	ck_assert_int_eq(kconn_apiversions_version(e.c), 0);
 	ck_assert_int_eq(kconn_pick_version(e.c, 3, 0, 12), 2);
 	env_stop(&e);
@@ -672,8 +528,8 @@ START_TEST(test_apiversions_kip511)
 	env_start(&e, FAKE_KIP511);
 	env_connect(&e);
 	ck_assert(run_until(e.base, &e.ev.ready, 1));
-	ck_assert_int_eq(e.fake.versions[0], 3);
-	ck_assert_int_eq(e.fake.versions[1], 2); /* the broker's highest */
+	ck_assert_int_eq(e.fake.k.versions[0], 3);
+	ck_assert_int_eq(e.fake.k.versions[1], 2); /* the broker's highest */
 	ck_assert_int_eq(kconn_apiversions_version(e.c), 2);
 	env_stop(&e);
 }
@@ -723,7 +579,7 @@ START_TEST(test_close_mid_response)
 	ck_assert(run_until(e.base, &g_done, 3));
 	ck_assert_int_eq(k[0].err, KCONN_E_OK);
 	snprintf(want, sizeof(want), "127.0.0.1:%d: connection closed by the "
-	    "broker", e.fake.port);
+	    "broker", e.fake.k.port);
 	for (int i = 1; i < 3; i++) {
 		ck_assert_int_eq(k[i].fired, 1);
 		ck_assert_int_eq(k[i].err, KCONN_E_TRANSPORT);
@@ -779,7 +635,7 @@ START_TEST(test_handshake_timeout)
 	send_raw(&e, 3, 1, "h", 60000, &k);
 	ck_assert(run_until(e.base, &e.ev.closed, 1));
 	snprintf(want, sizeof(want), "127.0.0.1:%d: timed out after 300 ms "
-	    "while waiting for ApiVersions", e.fake.port);
+	    "while waiting for ApiVersions", e.fake.k.port);
 	ck_assert_int_eq(e.ev.err, KCONN_E_TIMEOUT);
 	ck_assert_str_eq(e.ev.errstr, want);
 	ck_assert_int_eq(e.ev.ready, 0);
@@ -821,9 +677,8 @@ START_TEST(test_connection_refused)
 
 	memset(&k, 0, sizeof(k));
 	env_start(&e, FAKE_NORMAL);
-	port = e.fake.port;
-	evconnlistener_free(e.fake.lst); /* nobody listens there now */
-	e.fake.lst = NULL;
+	port = e.fake.k.port;
+	kfake_stop_listening(&e.fake.k); /* nobody listens there now */
 	ck_assert_int_eq(kconn_config_prepare(&e.cfg, want, sizeof(want)), 0);
 	e.c = kconn_new(e.base, NULL, &e.cfg, "127.0.0.1", port, ev_cb, &e.ev,
 	    want, sizeof(want));
@@ -926,11 +781,11 @@ START_TEST(test_sasl_plain)
 	ck_assert_int_eq(k.err, KCONN_E_OK);
 	ck_assert(e.fake.sasl_ok);
 	/* ApiVersions, SaslHandshake v1, SaslAuthenticate v1, the request */
-	ck_assert_int_eq(e.fake.keys[1], 17);
-	ck_assert_int_eq(e.fake.versions[1], 1);
-	ck_assert_int_eq(e.fake.keys[2], 36);
-	ck_assert_int_eq(e.fake.versions[2], 1);
-	ck_assert_int_eq(e.fake.keys[3], 3);
+	ck_assert_int_eq(e.fake.k.keys[1], 17);
+	ck_assert_int_eq(e.fake.k.versions[1], 1);
+	ck_assert_int_eq(e.fake.k.keys[2], 36);
+	ck_assert_int_eq(e.fake.k.versions[2], 1);
+	ck_assert_int_eq(e.fake.k.keys[3], 3);
 	env_stop(&e);
 }
 END_TEST

@@ -1,0 +1,519 @@
+/*
+ * Unit tests for kcluster against a fake broker (test/kfake) that answers
+ * Metadata with the generated encoder: the version picked from ApiVersions
+ * (v12 flexible, v0), the exact "all topics, never create" request bytes,
+ * leaders and leader epochs, internal topics, hostile and malformed
+ * responses, bootstrap fail-over, unknown brokers and reconnect backoff.
+ * The librdkafka mock and real Kafka are covered by test_kcluster.py.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "compat.h"
+#include "kbuf.h"
+#include "kcluster.h"
+#include "kconn.h"
+#include "kfake.h"
+#include "kproto.h"
+
+enum md_mode {
+	MD_GOOD,        /* a well-formed answer */
+	MD_BAD_INDEX,   /* a partition index of -1 */
+	MD_TRUNCATED,   /* the answer cut in the middle */
+};
+
+struct env {
+	struct event_base *base;
+	struct kfake fake;
+	struct kcluster_config cfg;
+	struct kcluster *cl;
+	int md_max;          /* Metadata versions the fake advertises: 0..md_max */
+	int mode;
+	int md_requests;
+	uint8_t md_body[64]; /* body of the last Metadata request */
+	size_t md_body_len;
+	int16_t md_version;
+	/* refresh outcome */
+	int done, err;
+	char errstr[1024];
+	char listed[512];    /* "name:partitions:internal " of list_topics */
+	int free_in_cb;
+};
+
+static void fake_request(struct kfake *k, int16_t key, int16_t version,
+    int32_t corr, struct kr *r, void *arg)
+{
+	struct env *e = arg;
+
+	if (key == 18) {
+		int16_t keys[][3] = { { 3, 0, (int16_t)e->md_max }, { 18, 0, 3 } };
+		kfake_apiversions(k, corr, version, keys, ARRAY_SIZE(keys));
+		return;
+	}
+	ck_assert_int_eq(key, 3);
+	e->md_requests++;
+	e->md_version = version;
+	e->md_body_len = MIN(k->body_len, sizeof(e->md_body));
+	memcpy(e->md_body, k->body, e->md_body_len);
+
+	struct kp_metadata_response m;
+	struct kp_metadata_response_broker b;
+	struct kp_metadata_response_topic t[2];
+	struct kp_metadata_response_partition p[3], q;
+	struct kw w;
+	uint8_t *buf;
+	size_t len = 0;
+
+	kp_metadata_response_init(&m);
+	kp_metadata_response_broker_init(&b);
+	b.node_id = 1;
+	b.host = kstr_c("127.0.0.1");
+	b.port = k->port;
+	m.brokers = &b;
+	m.brokers_n = 1;
+	m.cluster_id = kstr_c("fake-cluster-1");
+	m.controller_id = 1;
+	for (int i = 0; i < 3; i++) {
+		kp_metadata_response_partition_init(&p[i]);
+		p[i].partition_index = i;
+		p[i].leader_id = i == 1 ? -1 : 1;
+		p[i].leader_epoch = 7 + i;
+		p[i].replica_nodes_n = p[i].isr_nodes_n = 0;
+		p[i].offline_replicas_n = 0;
+	}
+	if (e->mode == MD_BAD_INDEX)
+		p[2].partition_index = -1;
+	/* listed out of order on purpose: kcluster places them by index */
+	struct kp_metadata_response_partition tmp = p[0];
+	p[0] = p[2];
+	p[2] = tmp;
+	kp_metadata_response_partition_init(&q);
+	q.partition_index = 0;
+	q.leader_id = 1;
+	q.replica_nodes_n = q.isr_nodes_n = q.offline_replicas_n = 0;
+	for (int i = 0; i < 2; i++)
+		kp_metadata_response_topic_init(&t[i]);
+	t[0].name = kstr_c("alpha");
+	t[0].partitions = p;
+	t[0].partitions_n = 3;
+	t[1].name = kstr_c("__consumer_offsets");
+	t[1].is_internal = 1;
+	t[1].partitions = &q;
+	t[1].partitions_n = 1;
+	m.topics = t;
+	m.topics_n = 2;
+	kw_init(&w, 65536);
+	ck_assert_int_eq(kp_metadata_response_encode(&w, version, &m), 0);
+	buf = kw_take(&w, &len);
+	ck_assert_ptr_nonnull(buf);
+	if (e->mode == MD_TRUNCATED)
+		len = len / 2;
+	kfake_reply(k, corr, kp_response_header_version(3, version) == 1, buf,
+	    len);
+	free(buf);
+	kw_fini(&w);
+}
+
+static int g_deadline_hit;
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	g_deadline_hit = 1;
+}
+
+/* Runs the loop until *flag >= want or 10 s pass; returns 1 on success. */
+static int run_until(struct event_base *base, const int *flag, int want)
+{
+	struct timeval tv = { 10, 0 };
+	struct event *ev = evtimer_new(base, deadline_cb, NULL);
+
+	g_deadline_hit = 0;
+	evtimer_add(ev, &tv);
+	while (*flag < want && !g_deadline_hit)
+		event_base_loop(base, EVLOOP_ONCE);
+	event_free(ev);
+	return *flag >= want;
+}
+
+struct waiter {
+	int (*pred)(void *);
+	void *arg;
+	int met;
+};
+
+static void poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct waiter *w = arg;
+
+	if (w->pred(w->arg))
+		w->met = 1;
+}
+
+/* Runs the loop until pred(arg) holds, checking every 10 ms, for at most
+ * 10 s (for states that have no callback of their own). */
+static int wait_for(struct event_base *base, int (*pred)(void *), void *arg)
+{
+	struct waiter w = { pred, arg, 0 };
+	struct timeval tv = { 0, 10000 };
+	struct event *ev = event_new(base, -1, EV_PERSIST, poll_cb, &w);
+
+	evtimer_add(ev, &tv);
+	run_until(base, &w.met, 1);
+	event_free(ev);
+	return w.met;
+}
+
+/* A 127.0.0.1 port that nobody listens on (bound, then closed). */
+static int closed_port(void)
+{
+	struct sockaddr_in sin;
+	socklen_t sl = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	ck_assert_int_ge(fd, 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sl), 0);
+	close(fd);
+	return ntohs(sin.sin_port);
+}
+
+static void env_start(struct env *e, int md_max, int mode,
+    const char *bootstrap_fmt)
+{
+	char err[256], boot[128];
+
+	memset(e, 0, sizeof(*e));
+	e->md_max = md_max;
+	e->mode = mode;
+	e->base = event_base_new();
+	ck_assert_ptr_nonnull(e->base);
+	kfake_start(&e->fake, e->base, fake_request, e);
+	kcluster_config_init(&e->cfg, "source");
+	snprintf(boot, sizeof(boot), bootstrap_fmt, e->fake.port);
+	ck_assert_int_eq(kcluster_config_set(&e->cfg, "bootstrap.servers", boot,
+	    err, sizeof(err)), 0);
+	e->cfg.metadata_refresh_ms = 0;
+	e->cfg.metadata_timeout_ms = 5000;
+	ck_assert_int_eq(kcluster_config_prepare(&e->cfg, err, sizeof(err)), 0);
+	e->cl = kcluster_new(e->base, NULL, &e->cfg, err, sizeof(err));
+	ck_assert_msg(e->cl != NULL, "kcluster_new: %s", err);
+}
+
+static void env_stop(struct env *e)
+{
+	if (e->cl != NULL)
+		kcluster_free(e->cl);
+	event_base_loop(e->base, EVLOOP_NONBLOCK); /* deferred frees */
+	kfake_stop(&e->fake);
+	kcluster_config_fini(&e->cfg);
+	event_base_free(e->base);
+}
+
+static void refresh_cb(struct kcluster *cl, int err, const char *errstr,
+    void *arg)
+{
+	struct env *e = arg;
+
+	e->done++;
+	e->err = err;
+	snprintf(e->errstr, sizeof(e->errstr), "%s", errstr ? errstr : "");
+	if (e->free_in_cb) {
+		kcluster_free(cl);
+		e->cl = NULL;
+	}
+}
+
+static void topics_cb(struct kcluster *cl, int err, const char *errstr,
+    const struct kcluster_topic_info *t, size_t n, void *arg)
+{
+	struct env *e = arg;
+	size_t used = 0;
+
+	for (size_t i = 0; i < n; i++)
+		used += (size_t)snprintf(e->listed + used, sizeof(e->listed) - used,
+		    "%s:%d:%d ", t[i].name, t[i].partitions, t[i].internal);
+	refresh_cb(cl, err, errstr, arg);
+}
+
+START_TEST(test_metadata_v12_flexible)
+{
+	struct env e;
+	int32_t epoch;
+	/* null topic array, AllowAutoTopicCreation=false,
+	 * IncludeTopicAuthorizedOperations=false, no tags (compact forms) */
+	static const uint8_t want_req[] = { 0x00, 0x00, 0x00, 0x00 };
+
+	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
+	kcluster_list_topics(e.cl, topics_cb, &e);
+	ck_assert_int_eq(e.done, 0); /* never called from inside */
+	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
+	ck_assert_int_eq(e.md_version, 12);
+	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
+	ck_assert_int_eq(memcmp(e.md_body, want_req, sizeof(want_req)), 0);
+	ck_assert_str_eq(e.listed, "__consumer_offsets:1:1 alpha:3:0 ");
+	ck_assert_int_eq(kcluster_metadata_version(e.cl), 12);
+	ck_assert_str_eq(kcluster_cluster_id(e.cl), "fake-cluster-1");
+	ck_assert_int_eq(kcluster_controller_id(e.cl), 1);
+	ck_assert_int_eq(kcluster_topic_partitions(e.cl, "alpha"), 3);
+	ck_assert_int_eq(kcluster_topic_partitions(e.cl, "beta"), -1);
+	ck_assert_int_eq(kcluster_leader(e.cl, "alpha", 0, &epoch), 1);
+	ck_assert_int_eq(epoch, 7);
+	ck_assert_int_eq(kcluster_leader(e.cl, "alpha", 1, &epoch),
+	    KCLUSTER_NO_LEADER);
+	ck_assert_int_eq(epoch, 8);
+	ck_assert_int_eq(kcluster_leader(e.cl, "alpha", 2, &epoch), 1);
+	ck_assert_int_eq(epoch, 9);
+	ck_assert_int_eq(kcluster_leader(e.cl, "alpha", 3, &epoch),
+	    KCLUSTER_UNKNOWN);
+	ck_assert_int_eq(epoch, -1);
+	ck_assert_int_eq(kcluster_leader(e.cl, "beta", 0, NULL),
+	    KCLUSTER_UNKNOWN);
+	ck_assert_uint_eq(kcluster_broker_count(e.cl), 1);
+	int32_t node;
+	const char *host, *rack;
+	int port;
+	ck_assert_int_eq(kcluster_broker_at(e.cl, 0, &node, &host, &port,
+	    &rack), 0);
+	ck_assert_int_eq(node, 1);
+	ck_assert_str_eq(host, "127.0.0.1");
+	ck_assert_int_eq(port, e.fake.port);
+	ck_assert_ptr_null(rack);
+	ck_assert_int_ge(kcluster_metadata_age_ms(e.cl), 0);
+
+	/* The broker's connection by node id works and is reused. */
+	char err[512];
+	struct kconn *c = kcluster_broker_conn(e.cl, 1, err, sizeof(err));
+	ck_assert_msg(c != NULL, "broker_conn: %s", err);
+	ck_assert_ptr_eq(kcluster_broker_conn(e.cl, 1, err, sizeof(err)), c);
+	ck_assert_ptr_null(kcluster_broker_conn(e.cl, 99, err, sizeof(err)));
+	ck_assert_str_eq(err, "source cluster: broker 99 is not in the metadata");
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_metadata_v0)
+{
+	struct env e;
+	/* v0 has no null array: an empty one means all topics */
+	static const uint8_t want_req[] = { 0x00, 0x00, 0x00, 0x00 };
+
+	env_start(&e, 0, MD_GOOD, "127.0.0.1:%d");
+	kcluster_list_topics(e.cl, topics_cb, &e);
+	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
+	ck_assert_int_eq(e.md_version, 0);
+	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
+	ck_assert_int_eq(memcmp(e.md_body, want_req, sizeof(want_req)), 0);
+	/* v0: no IsInternal field, internal topics are known by name */
+	ck_assert_str_eq(e.listed, "__consumer_offsets:1:1 alpha:3:0 ");
+	ck_assert_ptr_null(kcluster_cluster_id(e.cl));
+	ck_assert_int_eq(kcluster_controller_id(e.cl), -1);
+	int32_t epoch;
+	ck_assert_int_eq(kcluster_leader(e.cl, "alpha", 0, &epoch), 1);
+	ck_assert_int_eq(epoch, -1); /* no epochs before v7 */
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_metadata_v4_refuses_autocreate)
+{
+	struct env e;
+	/* int32 -1 (null: all topics), AllowAutoTopicCreation = false */
+	static const uint8_t want_req[] = { 0xff, 0xff, 0xff, 0xff, 0x00 };
+
+	env_start(&e, 4, MD_GOOD, "127.0.0.1:%d");
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert_int_eq(e.err, KCONN_E_OK);
+	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
+	ck_assert_int_eq(memcmp(e.md_body, want_req, sizeof(want_req)), 0);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_hostile_partition_index)
+{
+	struct env e;
+	char want[256];
+
+	env_start(&e, 12, MD_BAD_INDEX, "127.0.0.1:%d");
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	ck_assert(run_until(e.base, &e.done, 1));
+	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: refusing "
+	    "Metadata v12 response: topic alpha: partition index -1 out of "
+	    "range", e.fake.port);
+	ck_assert_int_eq(e.err, KCONN_E_PROTOCOL);
+	ck_assert_str_eq(e.errstr, want);
+	ck_assert(!kcluster_has_metadata(e.cl));
+	ck_assert_int_eq(kcluster_topic_partitions(e.cl, "alpha"), -1);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_truncated_metadata)
+{
+	struct env e;
+	char want[128];
+
+	env_start(&e, 12, MD_TRUNCATED, "127.0.0.1:%d");
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	ck_assert(run_until(e.base, &e.done, 1));
+	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: malformed "
+	    "Metadata v12 response at byte ", e.fake.port);
+	ck_assert_int_eq(e.err, KCONN_E_PROTOCOL);
+	ck_assert_msg(strncmp(e.errstr, want, strlen(want)) == 0, "errstr: %s",
+	    e.errstr);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_bootstrap_failover)
+{
+	struct env e;
+
+	/* A port nobody listens on, then the fake. */
+	char fmt[64];
+	snprintf(fmt, sizeof(fmt), "127.0.0.1:%d,127.0.0.1:%%d", closed_port());
+
+	env_start(&e, 2, MD_GOOD, fmt);
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
+	ck_assert_int_eq(kcluster_topic_partitions(e.cl, "alpha"), 3);
+	env_stop(&e);
+}
+END_TEST
+
+static int broker_in_backoff(void *arg)
+{
+	struct env *e = arg;
+	char err[1024];
+
+	return kcluster_broker_conn(e->cl, 1, err, sizeof(err)) == NULL;
+}
+
+START_TEST(test_reconnect_backoff)
+{
+	struct env e;
+	char err[1024], want[128];
+	struct kconn *c;
+
+	env_start(&e, 2, MD_GOOD, "127.0.0.1:%d");
+	e.cfg.reconnect_backoff_ms = 60000; /* stays in backoff for the test */
+	e.cfg.reconnect_backoff_max_ms = 60000;
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert_int_eq(e.err, KCONN_E_OK);
+	c = kcluster_broker_conn(e.cl, 1, err, sizeof(err));
+	ck_assert_ptr_nonnull(c);
+	/* The broker goes away: the connection fails, backoff starts. */
+	kfake_stop(&e.fake);
+	ck_assert(wait_for(e.base, broker_in_backoff, &e));
+	ck_assert_ptr_null(kcluster_broker_conn(e.cl, 1, err, sizeof(err)));
+	snprintf(want, sizeof(want), "source cluster broker 1: 127.0.0.1:%d is "
+	    "in reconnect backoff after: 127.0.0.1:%d: ", e.fake.port,
+	    e.fake.port);
+	ck_assert_msg(strncmp(err, want, strlen(want)) == 0, "err: %s", err);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_free_inside_callback)
+{
+	struct env e;
+
+	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
+	e.free_in_cb = 1;
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	kcluster_refresh(e.cl, refresh_cb, &e); /* joins the same refresh */
+	ck_assert(run_until(e.base, &e.done, 2));
+	ck_assert_int_eq(e.md_requests, 1);
+	/* the second waiter still got its one callback */
+	ck_assert_int_eq(e.done, 2);
+	env_stop(&e);
+}
+END_TEST
+
+START_TEST(test_bootstrap_parsing)
+{
+	struct kcluster_config cfg;
+	char err[256];
+	static const struct {
+		const char *in, *err;
+	} bad[] = {
+		{ "", "source cluster: bootstrap.servers is empty" },
+		{ " , ", "source cluster: bootstrap.servers lists no server" },
+		{ "h:99999", "source cluster: bootstrap.servers: \"h:99999\" has a "
+		    "bad port (1..65535)" },
+		{ "h:x", "source cluster: bootstrap.servers: \"h:x\" has a bad "
+		    "port (1..65535)" },
+		{ "[::1:9092", "source cluster: bootstrap.servers: \"[::1:9092\" "
+		    "has no closing ']'" },
+		{ ":9092", "source cluster: bootstrap.servers: \":9092\" has no "
+		    "usable host" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		kcluster_config_init(&cfg, "source");
+		ck_assert_int_eq(kcluster_config_set(&cfg, "bootstrap.servers",
+		    bad[i].in, err, sizeof(err)), 0);
+		ck_assert_int_eq(kcluster_config_prepare(&cfg, err, sizeof(err)),
+		    -1);
+		ck_assert_str_eq(err, bad[i].err);
+		kcluster_config_fini(&cfg);
+	}
+	kcluster_config_init(&cfg, "source");
+	ck_assert_int_eq(kcluster_config_set(&cfg, "bootstrap.servers",
+	    "SASL_SSL://a:1, [::1]:2,b", err, sizeof(err)), 0);
+	ck_assert_int_eq(kcluster_config_prepare(&cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(kcluster_config_set(&cfg, "reconnect.backoff.ms", "-1",
+	    err, sizeof(err)), -1);
+	ck_assert_int_eq(kcluster_config_set(&cfg, "linger.ms", "1", err,
+	    sizeof(err)), 1);
+	kcluster_config_fini(&cfg);
+}
+END_TEST
+
+static Suite *kcluster_suite(void)
+{
+	Suite *s = suite_create("kcluster");
+	TCase *tc = tcase_create("fake-broker");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_metadata_v12_flexible);
+	tcase_add_test(tc, test_metadata_v0);
+	tcase_add_test(tc, test_metadata_v4_refuses_autocreate);
+	tcase_add_test(tc, test_hostile_partition_index);
+	tcase_add_test(tc, test_truncated_metadata);
+	tcase_add_test(tc, test_bootstrap_failover);
+	tcase_add_test(tc, test_reconnect_backoff);
+	tcase_add_test(tc, test_free_inside_callback);
+	tcase_add_test(tc, test_bootstrap_parsing);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(kcluster_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
