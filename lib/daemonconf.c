@@ -535,7 +535,7 @@ static int hostlist_add(char **list, const char *item, char *why, size_t whylen)
 	return 0;
 }
 
-static int parse_hostlist_string(const char *s, char **out, char *why, size_t whylen)
+int config_parse_hostlist(const char *s, char **out, char *why, size_t whylen)
 {
 	char r[160];
 	char *copy = strdup(s), *save = NULL, *tok;
@@ -703,7 +703,7 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 	case CT_HOSTLIST: {
 		char *list = NULL;
 
-		if (parse_hostlist_string(s, &list, why, whylen) < 0)
+		if (config_parse_hostlist(s, &list, why, whylen) < 0)
 			return -1;
 		free(*(char **)f);
 		*(char **)f = list;

@@ -151,6 +151,13 @@ const char *config_key_path(size_t i);
 int config_key_reloadable(const char *key);
 
 /* Helpers shared with mirrorconf. */
+/*
+ * Parses "host:port[,host:port...]" (spaces around entries allowed, IPv6
+ * addresses in brackets, at most 100 entries).  On success *out is the
+ * normalised list, malloc'd ("a:1,[::1]:2"); on failure why names the bad
+ * entry and what is wrong with it.
+ */
+int config_parse_hostlist(const char *s, char **out, char *why, size_t whylen);
 /* Levenshtein distance of two short names (SIZE_MAX past 128 bytes). */
 size_t config_edit_distance(const char *a, const char *b);
 /* Writes prose as mdoc text lines: one sentence per line, wrapped at 78

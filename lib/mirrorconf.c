@@ -226,85 +226,14 @@ static int enum_index(const struct mkey *k, const char *s)
 	}
 }
 
-static int valid_host(const char *h, size_t n)
-{
-	if (n == 0 || n > 253)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)h[i]) && h[i] != '-' && h[i] != '.' && h[i] != '_')
-			return 0;
-	return 1;
-}
-
-/* One host:port or [v6]:port. */
-static int valid_hostport(const char *s, size_t n)
-{
-	const char *colon;
-	int64_t port = 0;
-	size_t hn;
-
-	if (n > 0 && s[0] == '[') {
-		const char *rb = memchr(s, ']', n);
-
-		if (rb == NULL || rb == s + 1 || (size_t)(rb - s) + 1 >= n || rb[1] != ':')
-			return 0;
-		for (const char *p = s + 1; p < rb; p++)
-			if (!isxdigit((unsigned char)*p) && *p != ':' && *p != '.')
-				return 0;
-		colon = rb + 1;
-	} else {
-		colon = NULL;
-		for (size_t i = 0; i < n; i++)
-			if (s[i] == ':')
-				colon = s + i;
-		if (colon == NULL)
-			return 0;
-		hn = (size_t)(colon - s);
-		if (!valid_host(s, hn))
-			return 0;
-	}
-	if (colon + 1 == s + n)
-		return 0;
-	for (const char *p = colon + 1; p < s + n; p++) {
-		if (!isdigit((unsigned char)*p))
-			return 0;
-		port = port * 10 + (*p - '0');
-		if (port > 65535)
-			return 0;
-	}
-	return port >= 1;
-}
-
+/* host:port[,host:port...], with daemonconf's rules and messages. */
 static int check_hostlist(const char *s, char *why, size_t whylen)
 {
-	size_t count = 0;
+	char *list = NULL;
 
-	for (const char *p = s;;) {
-		size_t n = strcspn(p, ",");
-		const char *a = p, *b = p + n;
-
-		while (a < b && *a == ' ')
-			a++;
-		while (b > a && b[-1] == ' ')
-			b--;
-		if (a < b) {
-			if (!valid_hostport(a, (size_t)(b - a))) {
-				snprintf(why, whylen, "'%.*s' is not host:port", (int)MIN(b - a, 64), a);
-				return -1;
-			}
-			if (++count > 100) {
-				snprintf(why, whylen, "more than 100 servers");
-				return -1;
-			}
-		}
-		if (p[n] == '\0')
-			break;
-		p += n + 1;
-	}
-	if (count == 0) {
-		snprintf(why, whylen, "expected host:port[,host:port...]");
+	if (config_parse_hostlist(s, &list, why, whylen) < 0)
 		return -1;
-	}
+	free(list);
 	return 0;
 }
 
@@ -754,8 +683,10 @@ int mirrorconf_parse(const char *const *names, const char *const *values,
 		switch (k->kind) {
 		case MK_SOURCE:
 			if (strcmp(k->name, "bootstrap.servers") == 0) {
-				if ((mc->bootstrap_servers = strdup(values[i])) == NULL)
-					goto oom;
+				/* Normalised: "a:1, b:2 " becomes "a:1,b:2". */
+				if (config_parse_hostlist(values[i], &mc->bootstrap_servers,
+				    why, sizeof(why)) < 0)
+					goto oom; /* validated above: only ENOMEM is left */
 			} else if ((mc->source_cluster_id = strdup(values[i])) == NULL) {
 				goto oom;
 			}
