@@ -222,8 +222,8 @@ void config_write_example(FILE *out)
 	    "#\n"
 	    "# Every key is listed with its meaning, type and default.  Keys that are\n"
 	    "# commented out show their default value.  \"Reload: yes\" keys take effect\n"
-	    "# on SIGHUP; the others need a restart.  `mirrord --check-config` checks a\n"
-	    "# file and prints the effective configuration.\n"
+	    "# on SIGHUP; the others need a restart.  `mirrord --check-config FILE`\n"
+	    "# checks a file and prints the effective configuration.\n"
 	    "#\n"
 	    "# This file is generated from the key table in lib/daemonconf.c\n"
 	    "# (test/config_docgen example); test/test_config_docs.py keeps it in step.\n", out);
