@@ -233,9 +233,11 @@ int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
  * from a client, else -1 with the rule that is broken in err.  The rules
  * are those of Kafka's log validator for a client append of magic v2 data:
  * exactly one batch, the batch length matches the blob, magic 2, a valid
- * CRC, a known codec, RecordCount >= 1, LastOffsetDelta + 1 == RecordCount,
+ * CRC, a known codec, BaseOffset 0 (Kafka 4 checks it; older brokers just
+ * overwrote it), RecordCount >= 1, LastOffsetDelta + 1 == RecordCount,
  * no control batch, a producer id implies epoch >= 0 and base sequence >= 0,
  * and at most max_batch_bytes (0: no limit; the broker's max.message.bytes).
+ * test/test_batch_kafka.py checks these verdicts against a real broker.
  * For an uncompressed batch the records are walked as well: each record's
  * framing must fit and record i must have offset delta i.  Compressed
  * records are not opened (a broker would; we only check the header).

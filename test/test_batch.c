@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
@@ -454,6 +455,15 @@ END_TEST
 
 /* ---- the validator --------------------------------------------------- */
 
+/* The default header with BaseOffset 0, as a client sends it. */
+static struct thdr vhdr(void)
+{
+	struct thdr h = hdr_default();
+
+	h.base = 0;
+	return h;
+}
+
 /* Builds a batch from h and the 4 records (contiguous or not) and validates it. */
 static int validate_hdr(const struct thdr *h, int contiguous, char *err, size_t errlen)
 {
@@ -471,7 +481,7 @@ START_TEST(test_validator_rules)
 {
 	uint8_t buf[8192];
 	char err[512];
-	struct thdr h = hdr_default();
+	struct thdr h = vhdr();
 	size_t len;
 
 	/* the good batch, in every codec for the header checks */
@@ -502,33 +512,37 @@ START_TEST(test_validator_rules)
 
 	ck_assert_int_eq(batch_validate_produce(buf, len, 192, err, sizeof(err)), -1);
 	ck_assert_str_eq(err, "record too large: batch at offset 1000 is 193 bytes, the limit is 192");
+	ck_assert_int_eq(batch_validate_produce(buf, len, 193, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "base offset: batch has BaseOffset 1000; a client batch must carry 0 (Apache Kafka 4 refuses others with INVALID_RECORD): rewrite it with batch_rewrite.base_offset = 0");
+	be64_store(buf, 0); /* outside the CRC */
 	ck_assert_int_eq(batch_validate_produce(buf, len, 193, err, sizeof(err)), 0);
+	be64_store(buf, 1000);
 
 	h.attrs = 6;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "batch at offset 1000: unknown compression type id 6");
-	h = hdr_default();
+	ck_assert_str_eq(err, "batch at offset 0: unknown compression type id 6");
+	h = vhdr();
 
 	h.lod = -1;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "offset range: batch has an invalid offset range [1000, 999]");
-	h = hdr_default();
+	ck_assert_str_eq(err, "offset range: batch has an invalid offset range [0, -1]");
+	h = vhdr();
 
 	h.count = 0;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "record count: batch at offset 1000 reports 0 records, a client batch needs at least 1");
-	h = hdr_default();
+	ck_assert_str_eq(err, "record count: batch at offset 0 reports 0 records, a client batch needs at least 1");
+	h = vhdr();
 
 	/* a compacted batch: 4 records over offsets 1000..1009 */
 	h.lod = 9;
 	ck_assert_int_eq(validate_hdr(&h, 0, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "offset range: inconsistent batch offset range [1000, 1009] and count of records 4 (RecordCount must be LastOffsetDelta + 1; a compacted batch with holes needs re-encoding)");
-	h = hdr_default();
+	ck_assert_str_eq(err, "offset range: inconsistent batch offset range [0, 9] and count of records 4 (RecordCount must be LastOffsetDelta + 1; a compacted batch with holes needs re-encoding)");
+	h = vhdr();
 
 	h.attrs = BATCH_ATTR_CONTROL | BATCH_ATTR_TRANSACTIONAL;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "control batch: batch at offset 1000 is a control batch; clients are not allowed to write control records");
-	h = hdr_default();
+	ck_assert_str_eq(err, "control batch: batch at offset 0 is a control batch; clients are not allowed to write control records");
+	h = vhdr();
 
 	h.seq = -1;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
@@ -536,28 +550,28 @@ START_TEST(test_validator_rules)
 	h.pid = -1; /* no producer id: a negative sequence is expected */
 	h.pep = -1;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), 0);
-	h = hdr_default();
+	h = vhdr();
 
 	h.pep = -1;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
 	ck_assert_str_eq(err, "producer epoch: invalid epoch -1 in record batch with producerId 4242");
-	h = hdr_default();
+	h = vhdr();
 
 	/* count == lod + 1 but the deltas jump: 0,2,3,7 over lod 3 */
 	ck_assert_int_eq(validate_hdr(&h, 0, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "records: batch at offset 1000: record 1 has offset delta 2, a client batch needs contiguous deltas (expected 1)");
+	ck_assert_str_eq(err, "records: batch at offset 0: record 1 has offset delta 2, a client batch needs contiguous deltas (expected 1)");
 
 	/* count says 5, the records hold 4 */
 	h.count = 5;
 	h.lod = 4;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "records: batch at offset 1000: RecordCount 5 but the records end after 4");
+	ck_assert_str_eq(err, "records: batch at offset 0: RecordCount 5 but the records end after 4");
 	/* count says 3: a record is left over */
 	h.count = 3;
 	h.lod = 2;
 	ck_assert_int_eq(validate_hdr(&h, 1, err, sizeof(err)), -1);
 	ck_assert_ptr_nonnull(strstr(err, "bytes follow the last of 3 records"));
-	h = hdr_default();
+	h = vhdr();
 
 	/* a record whose length runs past the batch (with a valid CRC) */
 	{
@@ -567,7 +581,7 @@ START_TEST(test_validator_rules)
 		body[0] = 0x7e; /* record length 63, but only 10 bytes of records */
 		len = t_batch(buf, &h, body, 10);
 		ck_assert_int_eq(batch_validate_produce(buf, len, 0, err, sizeof(err)), -1);
-		ck_assert_str_eq(err, "records: batch at offset 1000: record 0: record length 63 does not fit in the 9 bytes left");
+		ck_assert_str_eq(err, "records: batch at offset 0: record 0: record length 63 does not fit in the 9 bytes left");
 	}
 	/* compressed batches: header rules only (the records are not opened) */
 	for (int c = 1; c <= 4; c++) {
@@ -1020,7 +1034,16 @@ START_TEST(test_librdkafka_batches)
 			ck_assert_int_ge(b.base_sequence, 0);
 			ck_assert_int_eq(b.record_count, b.last_offset_delta + 1);
 			ck_assert_int_eq(batch_has_holes(&b), 0);
-			ck_assert_int_eq(batch_validate_produce(b.p, b.len, 0, err, sizeof(err)), 0);
+			{
+				uint8_t *copy = malloc(b.len);
+
+				ck_assert_ptr_nonnull(copy);
+				memcpy(copy, b.p, b.len);
+				be64_store(copy, 0); /* as mirrord sends it */
+				ck_assert_msg(batch_validate_produce(copy, b.len, 0, err, sizeof(err)) == 0,
+				    "%s: %s", codecs[c], err);
+				free(copy);
+			}
 			ck_assert_int_eq(batch_decompress(c, b.records, b.records_len, 1 << 20, &plain, &plen, err, sizeof(err)), 0);
 			/* the first record's value is where we expect it */
 			{
@@ -1059,6 +1082,231 @@ START_TEST(test_librdkafka_batches)
 }
 END_TEST
 
+/* ---- the validator against a real broker ----------------------------- */
+
+/*
+ * Runs only when test/test_batch_kafka.py hands it a real Apache Kafka
+ * broker (MIRRORD_BATCH_KAFKA=host:port, MIRRORD_BATCH_TOPIC with one
+ * partition): each case is produced raw and the broker's verdict must be
+ * the validator's.  This is the oracle the mock cannot be (it accepts all).
+ */
+struct kresult {
+	int16_t code;
+	char msg[512];
+};
+
+static int read_full(int fd, uint8_t *p, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t r = read(fd, p + got, n - got);
+
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* Produce v8 (acks=all) of records to partition 0; the broker's answer. */
+static void raw_produce(const char *hostport, const char *topic, const uint8_t *records,
+    size_t rlen, struct kresult *res)
+{
+	size_t tl = strlen(topic), n = 4, need;
+	uint8_t *req = malloc(64 + tl + rlen), hdr[4], *resp;
+	struct sockaddr_in sa;
+	struct timeval tv = { 30, 0 };
+	int fd, port = atoi(strchr(hostport, ':') + 1);
+	const uint8_t *p, *end;
+	int32_t nerr;
+	int16_t ml;
+
+	ck_assert_ptr_nonnull(req);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	be16_store(req + n, 0), n += 2;		/* Produce */
+	be16_store(req + n, 8), n += 2;		/* v8 */
+	be32_store(req + n, 7), n += 4;		/* correlation id */
+	be16_store(req + n, 1), n += 2;
+	req[n++] = 't';				/* client id */
+	be16_store(req + n, 0xffff), n += 2;	/* transactional id: null */
+	be16_store(req + n, 0xffff), n += 2;	/* acks -1 */
+	be32_store(req + n, 30000), n += 4;	/* timeout */
+	be32_store(req + n, 1), n += 4;
+	be16_store(req + n, (uint16_t)tl), n += 2;
+	memcpy(req + n, topic, tl), n += tl;
+	be32_store(req + n, 1), n += 4;
+	be32_store(req + n, 0), n += 4;		/* partition */
+	be32_store(req + n, (uint32_t)rlen), n += 4;
+	memcpy(req + n, records, rlen), n += rlen;
+	be32_store(req, (uint32_t)(n - 4));
+	ck_assert_int_eq(write(fd, req, n), (ssize_t)n);
+	free(req);
+	ck_assert_msg(read_full(fd, hdr, 4) == 0, "no Produce response from %s", hostport);
+	need = be32_load(hdr);
+	ck_assert_uint_lt(need, 1 << 20);
+	resp = malloc(need);
+	ck_assert_int_eq(read_full(fd, resp, need), 0);
+	close(fd);
+	/* corr, [topic: name, [index, err, base, append time, log start, [errors], msg]], throttle */
+	p = resp;
+	end = resp + need;
+	ck_assert_int_eq(be32_load(p), 7);
+	p += 4;
+	ck_assert_int_eq(be32_load(p), 1);
+	p += 4;
+	p += 2 + be16_load(p);
+	ck_assert_int_eq(be32_load(p), 1);
+	p += 4 + 4;
+	res->code = (int16_t)be16_load(p);
+	p += 2 + 8 + 8 + 8;
+	nerr = (int32_t)be32_load(p);
+	p += 4;
+	res->msg[0] = '\0';
+	for (int32_t i = 0; i < nerr; i++) {
+		size_t at = strlen(res->msg);
+
+		ck_assert(p + 6 <= end);
+		ml = (int16_t)be16_load(p + 4);
+		ck_assert(p + 6 + (ml > 0 ? ml : 0) <= end);
+		snprintf(res->msg + at, sizeof(res->msg) - at, "record %d: %.*s; ",
+		    (int)be32_load(p), ml > 0 ? ml : 4, ml > 0 ? (const char *)p + 6 : "null");
+		p += 6 + (ml > 0 ? ml : 0);
+	}
+	ml = (int16_t)be16_load(p);
+	p += 2;
+	ck_assert(p + (ml > 0 ? ml : 0) <= end);
+	{
+		size_t at = strlen(res->msg);
+
+		snprintf(res->msg + at, sizeof(res->msg) - at, "%.*s", ml > 0 ? ml : 4,
+		    ml > 0 ? (const char *)p : "null");
+	}
+	free(resp);
+}
+
+/* One case: our verdict and the broker's must agree; returns the broker's code. */
+static int16_t kafka_agrees(const char *what, const uint8_t *buf, size_t len, int deep)
+{
+	const char *hp = getenv("MIRRORD_BATCH_KAFKA"), *topic = getenv("MIRRORD_BATCH_TOPIC");
+	char err[512] = "";
+	struct kresult kr;
+	int ours = batch_validate_produce(buf, len, 0, err, sizeof(err));
+
+	if (ours == 0 && deep) {
+		struct batch b;
+
+		ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_OK);
+		ours = batch_check_records(&b, 1 << 20, err, sizeof(err));
+	}
+	raw_produce(hp, topic, buf, len, &kr);
+	printf("%-40s broker %3d (%s) | mirrord %s\n", what, kr.code, kr.msg,
+	    ours == 0 ? "accepts" : err);
+	ck_assert_msg((ours == 0) == (kr.code == 0),
+	    "%s: broker says %d (%s), the validator says %s", what, kr.code, kr.msg,
+	    ours == 0 ? "ok" : err);
+	return kr.code;
+}
+
+START_TEST(test_validator_against_kafka)
+{
+	uint8_t body[4096], buf[8192], *z;
+	size_t bl, zl, len;
+	struct thdr h;
+	struct batch b;
+	struct batch_reencoded r;
+	char err[512], what[64];
+
+	for (int c = 0; c <= 4; c++) {
+		/* the good batch, every codec */
+		h = vhdr();
+		h.pid = -1, h.pep = -1, h.seq = -1;
+		h.attrs = (uint16_t)c;
+		bl = t_records(body, recs4, 4, 1);
+		ck_assert_int_eq(batch_compress(c, 1, body, bl, 1 << 20, &z, &zl, err, sizeof(err)), 0);
+		len = t_batch(buf, &h, z, zl);
+		free(z);
+		snprintf(what, sizeof(what), "good %s", batch_codec_name(c));
+		ck_assert_int_eq(kafka_agrees(what, buf, len, 1), 0);
+
+		/* a compacted batch with holes: refused as is, accepted re-encoded */
+		h.lod = 9;
+		bl = t_records(body, recs4, 4, 0);
+		ck_assert_int_eq(batch_compress(c, 1, body, bl, 1 << 20, &z, &zl, err, sizeof(err)), 0);
+		len = t_batch(buf, &h, z, zl);
+		free(z);
+		snprintf(what, sizeof(what), "holes %s", batch_codec_name(c));
+		ck_assert_int_eq(kafka_agrees(what, buf, len, 1), 87); /* INVALID_RECORD */
+		ck_assert_int_eq(batch_parse(buf, len, &b, err, sizeof(err)), BATCH_OK);
+		ck_assert_int_eq(batch_reencode_contiguous(&b, 0, 1 << 20, &r, err, sizeof(err)), 0);
+		snprintf(what, sizeof(what), "holes re-encoded %s", batch_codec_name(c));
+		ck_assert_int_eq(kafka_agrees(what, r.buf, r.len, 1), 0);
+		batch_reencoded_fini(&r);
+
+		/* count == lod + 1 but the inner deltas jump (compressed: inner check) */
+		if (c != BATCH_CODEC_NONE) {
+			h.lod = 3;
+			ck_assert_int_eq(batch_compress(c, 1, body, bl, 1 << 20, &z, &zl, err, sizeof(err)), 0);
+			len = t_batch(buf, &h, z, zl);
+			free(z);
+			snprintf(what, sizeof(what), "inner deltas jump %s", batch_codec_name(c));
+			ck_assert_int_ne(kafka_agrees(what, buf, len, 1), 0);
+		}
+	}
+	h = vhdr();
+	h.pid = -1, h.pep = -1, h.seq = -1;
+	bl = t_records(body, recs4, 4, 1);
+	len = t_batch(buf, &h, body, bl);
+	buf[120] ^= 1;
+	ck_assert_int_eq(kafka_agrees("bad CRC", buf, len, 0), 2); /* CORRUPT_MESSAGE */
+	buf[120] ^= 1;
+	memcpy(buf + len, buf, len);
+	ck_assert_int_ne(kafka_agrees("two batches", buf, 2 * len, 0), 0);
+	h.attrs = BATCH_ATTR_CONTROL;
+	len = t_batch(buf, &h, body, bl);
+	ck_assert_int_eq(kafka_agrees("control batch", buf, len, 0), 87);
+	h.attrs = 0;
+	h.count = 0;
+	len = t_batch(buf, &h, body, bl);
+	ck_assert_int_ne(kafka_agrees("RecordCount 0", buf, len, 0), 0);
+	h.count = 4;
+	h.pid = 91001;
+	h.pep = 0;
+	h.seq = -1;
+	len = t_batch(buf, &h, body, bl);
+	ck_assert_int_eq(kafka_agrees("producer id, sequence -1", buf, len, 0), 87);
+	h.seq = 0;
+	len = t_batch(buf, &h, body, bl);
+	ck_assert_int_eq(kafka_agrees("producer id, sequence 0", buf, len, 0), 0);
+	h.base = 1000;
+	h.seq = 4;
+	len = t_batch(buf, &h, body, bl);
+	ck_assert_int_eq(kafka_agrees("BaseOffset 1000", buf, len, 0), 87);
+	/*
+	 * Uncompressed, RecordCount == LastOffsetDelta + 1 but deltas 0,2,3,7:
+	 * Kafka 4.4 takes it as is (it checks only the count for uncompressed
+	 * data), and readers then see offsets 0,2,3,7 that overlap the next
+	 * batch.  The validator refuses it: mirrord must never send one.
+	 */
+	{
+		struct kresult kr;
+
+		h = vhdr();
+		h.pid = -1, h.pep = -1, h.seq = -1;
+		len = t_batch(buf, &h, body, t_records(body, recs4, 4, 0));
+		ck_assert_int_eq(batch_validate_produce(buf, len, 0, err, sizeof(err)), -1);
+		raw_produce(getenv("MIRRORD_BATCH_KAFKA"), getenv("MIRRORD_BATCH_TOPIC"), buf, len, &kr);
+		printf("%-40s broker %3d (%s) | mirrord %s (stricter on purpose)\n",
+		    "inner deltas jump none", kr.code, kr.msg, err);
+	}
+}
+END_TEST
+
 static Suite *batch_suite(void)
 {
 	Suite *s = suite_create("batch");
@@ -1085,6 +1333,13 @@ static Suite *batch_suite(void)
 	tcase_set_timeout(tk, 60);
 	tcase_add_test(tk, test_librdkafka_batches);
 	suite_add_tcase(s, tk);
+	if (getenv("MIRRORD_BATCH_KAFKA") != NULL && getenv("MIRRORD_BATCH_TOPIC") != NULL) {
+		TCase *tr = tcase_create("realkafka");
+
+		tcase_set_timeout(tr, 120);
+		tcase_add_test(tr, test_validator_against_kafka);
+		suite_add_tcase(s, tr);
+	}
 	return s;
 }
 
