@@ -569,8 +569,10 @@ static int list_dir(struct mlog_file *f, struct seqlist *snaps,
 		fmt_into(err, errlen, "%s: out of memory listing files", f->dir);
 		return -1;
 	}
-	qsort(snaps->v, snaps->n, sizeof(uint64_t), cmp_u64);
-	qsort(segs->v, segs->n, sizeof(uint64_t), cmp_u64);
+	if (snaps->n > 1)
+		qsort(snaps->v, snaps->n, sizeof(uint64_t), cmp_u64);
+	if (segs->n > 1)
+		qsort(segs->v, segs->n, sizeof(uint64_t), cmp_u64);
 	return 0;
 }
 
