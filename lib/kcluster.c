@@ -618,6 +618,23 @@ fail:
 
 /* ---- refresh --------------------------------------------------------- */
 
+/*
+ * Once the brokers are known, bootstrap connections only duplicate broker
+ * connections: close the idle ones (they reopen if every broker fails).
+ */
+static void boot_close_idle(struct kcluster *cl)
+{
+	for (int i = 0; i < cl->nboot; i++) {
+		struct cbroker *b = &cl->boot[i];
+
+		if (b->conn == NULL || kconn_inflight_count(b->conn) > 0)
+			continue;
+		kconn_free(b->conn); /* deferred if we are in its callback */
+		b->conn = NULL;
+		b->ready = 0;
+	}
+}
+
 static void refresh_finish(struct kcluster *cl, int err, const char *errstr)
 {
 	struct waiter *w = cl->waiters;
@@ -634,6 +651,8 @@ static void refresh_finish(struct kcluster *cl, int err, const char *errstr)
 	else
 		log_debug("%s cluster: metadata v%d: %zu brokers, %zu topics",
 		    cl->cfg->name, cl->md_version, cl->nbrokers, cl->ntopics);
+	if (err == KCONN_E_OK && cl->nbrokers > 0)
+		boot_close_idle(cl);
 
 	cl_enter(cl);
 	for (size_t i = 0; i < n; i++) {
