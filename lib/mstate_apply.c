@@ -1,0 +1,738 @@
+/*
+ * mstate_apply.c: the apply functions, one per record type, which are the
+ * only code that writes the model; replay at start-up and live operations
+ * (after their records are synced) both go through them.  And persistence:
+ * encode, append, sync, then apply.  See mstate.h.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "kbuf.h"
+#include "kerr.h"
+#include "log.h"
+#include "mlog.h"
+#include "mrec.h"
+#include "mstate.h"
+#include "mstate_int.h"
+
+/* ---- apply: the only writers of the model ------------------------------- */
+
+/* Context of one apply: live (after an operation's sync) or replay. */
+struct apply {
+	struct mstate *st;
+	int live;
+	int in_snapshot;
+	char *err;
+	size_t errlen;
+};
+
+#define FAIL(a, ...) do { mstate_fmt((a)->err, (a)->errlen, __VA_ARGS__); \
+	return -1; } while (0)
+
+/*
+ * The one writer of mpart.state.  restore: a snapshot sets the state of a
+ * partition that has none yet (UNKNOWN), bypassing the table.
+ */
+static int set_state(struct apply *a, struct mpart *p, enum mpart_state to,
+    const char *why, int restore)
+{
+	enum mpart_state from = p->state;
+	const struct mtopic *t = p->topic;
+
+	if (restore ? from != MPART_UNKNOWN : !mpart_transition_ok(from, to))
+		FAIL(a, "%s/%s-%d: %s -> %s is not an allowed transition",
+		    t->mirror->name, t->name, (int)p->index,
+		    mpart_state_name(from), mpart_state_name(to));
+	p->state = to;
+	if (from == to)
+		return 0;
+	if (to == MPART_MIRRORING)
+		p->retry_attempt = 0;
+	if (to != MPART_FAILED) {
+		free(p->error);
+		p->error = NULL;
+	}
+	if (a->live) {
+		log_info("%s/%s-%d: %s -> %s (%s)", t->mirror->name, t->name,
+		    (int)p->index, mpart_state_name(from),
+		    mpart_state_name(to), why != NULL ? why : "");
+		struct mstate_event ev = { .kind = MSTATE_EV_STATE,
+		    .mirror = t->mirror, .topic = t, .part = p, .from = from,
+		    .to = to, .why = why };
+		mstate_emit(a->st, 1, &ev);
+	} else {
+		log_debug("%s/%s-%d: %s -> %s (replayed)", t->mirror->name,
+		    t->name, (int)p->index, mpart_state_name(from),
+		    mpart_state_name(to));
+	}
+	return 0;
+}
+
+static struct mirror *need_mirror(struct apply *a, const struct mrec *r)
+{
+	struct mirror *m = mstate_find_mirror_k(a->st, r->mirror);
+
+	if (m == NULL)
+		mstate_fmt(a->err, a->errlen, "%s record names mirror '%.*s', which "
+		    "does not exist", mrec_type_name(r->type),
+		    (int)r->mirror.len, r->mirror.p);
+	return m;
+}
+
+static struct mtopic *need_topic(struct apply *a, const struct mrec *r,
+    struct mirror **mp)
+{
+	struct mirror *m = need_mirror(a, r);
+	struct mtopic *t;
+
+	if (m == NULL)
+		return NULL;
+	t = mstate_find_topic_k(m, r->topic);
+	if (t == NULL)
+		mstate_fmt(a->err, a->errlen, "%s record names topic '%.*s', which is "
+		    "not in mirror %s", mrec_type_name(r->type),
+		    (int)r->topic.len, r->topic.p, m->name);
+	if (mp != NULL)
+		*mp = m;
+	return t;
+}
+
+static struct mpart *need_part(struct apply *a, const struct mrec *r)
+{
+	struct mtopic *t = need_topic(a, r, NULL);
+
+	if (t == NULL)
+		return NULL;
+	if (r->partition < 0 || r->partition >= t->npart) {
+		mstate_fmt(a->err, a->errlen, "%s record names partition %s/%s-%d, "
+		    "the topic has %d", mrec_type_name(r->type),
+		    t->mirror->name, t->name, (int)r->partition, (int)t->npart);
+		return NULL;
+	}
+	return t->parts[r->partition];
+}
+
+static int apply_cluster_id(struct apply *a, const struct mrec *r)
+{
+	if (r->str.len != MSTATE_CLUSTER_ID_LEN)
+		FAIL(a, "cluster id of %d characters (want %d)", (int)r->str.len,
+		    MSTATE_CLUSTER_ID_LEN);
+	for (int i = 0; i < r->str.len; i++) {
+		char c = r->str.p[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_'))
+			FAIL(a, "cluster id has a character outside base64url");
+	}
+	if (a->st->cluster_id[0] != '\0' &&
+	    memcmp(a->st->cluster_id, r->str.p, MSTATE_CLUSTER_ID_LEN) != 0)
+		FAIL(a, "a second cluster id %.22s (already %s)", r->str.p,
+		    a->st->cluster_id);
+	memcpy(a->st->cluster_id, r->str.p, MSTATE_CLUSTER_ID_LEN);
+	a->st->cluster_id[MSTATE_CLUSTER_ID_LEN] = '\0';
+	return 0;
+}
+
+static int apply_mirror_create(struct apply *a, const struct mrec *r)
+{
+	struct mstate *st = a->st;
+	struct mirror *m;
+	int found, oom = 0;
+	size_t pos = mstate_mirror_pos(st, r->mirror, &found);
+	char name[MREC_MAX_NAME + 1];
+
+	memcpy(name, r->mirror.p, (size_t)r->mirror.len);
+	name[r->mirror.len] = '\0';
+	if (mstate_check_mirror_name(name, a->err, a->errlen) != 0)
+		return -1;
+	if (found)
+		FAIL(a, "mirror %s is created twice", name);
+	if (mstate_grow(&st->mirrors, st->nmirrors, sizeof(*st->mirrors)) != 0 ||
+	    (m = calloc(1, sizeof(*m))) == NULL)
+		FAIL(a, "out of memory creating mirror %s", name);
+	m->name = strdup(name);
+	if (r->nconfigs > 0) {
+		m->configs = calloc((size_t)r->nconfigs, sizeof(*m->configs));
+		if (m->configs == NULL)
+			oom = 1;
+	}
+	for (int32_t i = 0; i < r->nconfigs && !oom; i++) {
+		m->configs[i].name = mstate_kdup(r->configs[i].name, &oom);
+		m->configs[i].value = mstate_kdup(r->configs[i].value, &oom);
+		m->nconfigs++;
+	}
+	if (oom || m->name == NULL) {
+		mstate_mirror_free(m);
+		FAIL(a, "out of memory creating mirror %s", name);
+	}
+	memmove(st->mirrors + pos + 1, st->mirrors + pos,
+	    (st->nmirrors - pos) * sizeof(*st->mirrors));
+	st->mirrors[pos] = m;
+	st->nmirrors++;
+	if (a->live)
+		log_info("mirror %s: created (source %s)", m->name,
+		    mirror_bootstrap(m));
+	struct mstate_event ev = { .kind = MSTATE_EV_MIRROR_CREATED,
+	    .mirror = m };
+	mstate_emit(st, a->live, &ev);
+	return 0;
+}
+
+static int apply_mirror_delete(struct apply *a, const struct mrec *r)
+{
+	struct mstate *st = a->st;
+	int found;
+	size_t pos = mstate_mirror_pos(st, r->mirror, &found);
+	struct mirror *m;
+
+	if (!found)
+		return need_mirror(a, r) != NULL ? 0 : -1;
+	m = st->mirrors[pos];
+	for (size_t i = 0; i < m->ntopics; i++)
+		if (!mtopic_all_stopped(m->topics[i]))
+			FAIL(a, "mirror %s deleted while topic %s is %s",
+			    m->name, m->topics[i]->name,
+			    mtopic_state_name(m->topics[i]));
+	struct mstate_event ev = { .kind = MSTATE_EV_MIRROR_DELETING,
+	    .mirror = m };
+	mstate_emit(st, a->live, &ev);
+	if (a->live)
+		log_info("mirror %s: deleted", m->name);
+	memmove(st->mirrors + pos, st->mirrors + pos + 1,
+	    (st->nmirrors - pos - 1) * sizeof(*st->mirrors));
+	st->nmirrors--;
+	mstate_mirror_free(m);
+	return 0;
+}
+
+static int apply_mirror_source(struct apply *a, const struct mrec *r)
+{
+	struct mirror *m = need_mirror(a, r);
+	int oom = 0;
+	char *id;
+
+	if (m == NULL)
+		return -1;
+	if (r->str.len <= 0 || r->str.len > MREC_MAX_NAME)
+		FAIL(a, "mirror %s: source cluster id of %d bytes", m->name,
+		    (int)r->str.len);
+	id = mstate_kdup(r->str, &oom);
+	if (oom)
+		FAIL(a, "out of memory");
+	free(m->source_cluster_id);
+	m->source_cluster_id = id;
+	if (a->live)
+		log_info("mirror %s: source cluster id is %s", m->name, id);
+	struct mstate_event ev = { .kind = MSTATE_EV_SOURCE_ID, .mirror = m };
+	mstate_emit(a->st, a->live, &ev);
+	return 0;
+}
+
+static int apply_mirror_pattern(struct apply *a, const struct mrec *r)
+{
+	struct mirror *m = need_mirror(a, r);
+	char ***list;
+	size_t *n;
+	int oom = 0;
+
+	if (m == NULL)
+		return -1;
+	if (r->kind != MREC_INCLUDE && r->kind != MREC_EXCLUDE)
+		FAIL(a, "mirror %s: pattern kind %d", m->name, r->kind);
+	if (r->str.len <= 0)
+		FAIL(a, "mirror %s: empty pattern", m->name);
+	list = r->kind == MREC_INCLUDE ? &m->includes : &m->excludes;
+	n = r->kind == MREC_INCLUDE ? &m->nincludes : &m->nexcludes;
+	for (size_t i = 0; i < *n; i++)
+		if (mstate_kcmp(r->str, (*list)[i]) == 0)
+			return 0;
+	if (*n >= MSTATE_MAX_PATTERNS)
+		FAIL(a, "mirror %s: more than %d %s patterns", m->name,
+		    MSTATE_MAX_PATTERNS, r->kind == MREC_INCLUDE ? "include" :
+		    "exclude");
+	if (mstate_grow(list, *n, sizeof(char *)) != 0)
+		FAIL(a, "out of memory");
+	(*list)[*n] = mstate_kdup(r->str, &oom);
+	if (oom)
+		FAIL(a, "out of memory");
+	(*n)++;
+	if (a->live)
+		log_info("mirror %s: %s pattern '%s' added", m->name,
+		    r->kind == MREC_INCLUDE ? "include" : "exclude",
+		    (*list)[*n - 1]);
+	struct mstate_event ev = { .kind = MSTATE_EV_PATTERNS, .mirror = m };
+	mstate_emit(a->st, a->live, &ev);
+	return 0;
+}
+
+/* Adds partitions t->npart..count-1, in UNKNOWN. */
+static int add_parts(struct mtopic *t, int32_t count)
+{
+	struct mpart **parts;
+
+	if (count <= t->npart)
+		return 0;
+	parts = realloc(t->parts, (size_t)count * sizeof(*parts));
+	if (parts == NULL)
+		return -1;
+	t->parts = parts;
+	for (int32_t i = t->npart; i < count; i++) {
+		struct mpart *p = calloc(1, sizeof(*p));
+		if (p == NULL)
+			return -1;
+		p->topic = t;
+		p->index = i;
+		p->state = MPART_UNKNOWN;
+		p->last_offset = -1;
+		p->last_epoch = -1;
+		t->parts[i] = p;
+		t->npart = i + 1;
+	}
+	return 0;
+}
+
+static struct mtopic *new_topic(struct apply *a, struct mirror *m,
+    const struct mrec *r)
+{
+	int found, oom = 0;
+	size_t pos = mstate_topic_pos(m, r->topic, &found);
+	struct mtopic *t;
+	char name[MREC_MAX_NAME + 1];
+
+	memcpy(name, r->topic.p, (size_t)r->topic.len);
+	name[r->topic.len] = '\0';
+	if (mstate_check_topic_name(name, a->err, a->errlen) != 0)
+		return NULL;
+	if (found) {
+		mstate_fmt(a->err, a->errlen, "topic %.*s restored twice in mirror %s",
+		    (int)r->topic.len, r->topic.p, m->name);
+		return NULL;
+	}
+	if (mstate_grow(&m->topics, m->ntopics, sizeof(*m->topics)) != 0 ||
+	    (t = calloc(1, sizeof(*t))) == NULL) {
+		mstate_fmt(a->err, a->errlen, "out of memory");
+		return NULL;
+	}
+	t->mirror = m;
+	t->name = mstate_kdup(r->topic, &oom);
+	if (oom || add_parts(t, r->count) != 0) {
+		mstate_topic_free(t);
+		mstate_fmt(a->err, a->errlen, "out of memory adding topic %.*s",
+		    (int)r->topic.len, r->topic.p);
+		return NULL;
+	}
+	memmove(m->topics + pos + 1, m->topics + pos,
+	    (m->ntopics - pos) * sizeof(*m->topics));
+	m->topics[pos] = t;
+	m->ntopics++;
+	return t;
+}
+
+static int check_count(struct apply *a, const struct mrec *r)
+{
+	if (r->count < 1 || r->count > MSTATE_MAX_PARTITIONS)
+		FAIL(a, "%s record for %.*s/%.*s: partition count %d (1-%d)",
+		    mrec_type_name(r->type), (int)r->mirror.len, r->mirror.p,
+		    (int)r->topic.len, r->topic.p, (int)r->count,
+		    MSTATE_MAX_PARTITIONS);
+	return 0;
+}
+
+static int apply_topic_add(struct apply *a, const struct mrec *r)
+{
+	struct mirror *m = need_mirror(a, r);
+	struct mtopic *t;
+	int32_t old = 0;
+	int added;
+
+	if (m == NULL || check_count(a, r) != 0)
+		return -1;
+	t = mstate_find_topic_k(m, r->topic);
+	if (t == NULL) {
+		if ((t = new_topic(a, m, r)) == NULL)
+			return -1;
+	} else {
+		old = t->npart;
+		if (add_parts(t, r->count) != 0)
+			FAIL(a, "out of memory growing %s/%s", m->name, t->name);
+	}
+	added = t->npart > old;
+	for (int32_t i = 0; i < t->npart; i++) {
+		struct mpart *p = t->parts[i];
+		if (i >= old || ((r->flags & MREC_F_RESTART) &&
+		    p->state == MPART_STOPPED))
+			if (set_state(a, p, MPART_PREPARING, i >= old ?
+			    "added to the mirror" : "added again", 0) != 0)
+				return -1;
+	}
+	if (added) {
+		struct mstate_event ev = { .kind = MSTATE_EV_TOPIC_ADDED,
+		    .mirror = m, .topic = t };
+		mstate_emit(a->st, a->live, &ev);
+	}
+	return 0;
+}
+
+static int check_state(struct apply *a, const struct mrec *r)
+{
+	if (r->state < 0 || r->state >= MPART_STATE_COUNT)
+		FAIL(a, "%s record: state %d is not a partition state",
+		    mrec_type_name(r->type), r->state);
+	return 0;
+}
+
+static int apply_topic_state(struct apply *a, const struct mrec *r)
+{
+	struct mtopic *t = need_topic(a, r, NULL);
+	char why[64];
+
+	if (t == NULL || check_state(a, r) != 0)
+		return -1;
+	/* All or nothing: check every partition before moving any. */
+	for (int32_t i = 0; i < t->npart; i++) {
+		struct mpart *p = t->parts[i];
+		if ((r->from_mask & (1u << p->state)) &&
+		    !mpart_transition_ok(p->state, r->state))
+			FAIL(a, "%s/%s-%d: %s -> %s is not an allowed transition",
+			    t->mirror->name, t->name, (int)i,
+			    mpart_state_name(p->state),
+			    mpart_state_name(r->state));
+	}
+	snprintf(why, sizeof(why), "%.*s", r->str.len > 0 ? (int)r->str.len :
+	    0, r->str.len > 0 ? r->str.p : "");
+	for (int32_t i = 0; i < t->npart; i++) {
+		struct mpart *p = t->parts[i];
+		if ((r->from_mask & (1u << p->state)) &&
+		    set_state(a, p, (enum mpart_state)r->state, why, 0) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Sets p's error message from the record (cut at MAX_ERROR_MSG). */
+static int set_error(struct apply *a, struct mpart *p, struct kstr s)
+{
+	char *e = NULL;
+
+	if (s.len >= 0) {
+		struct kstr cut = { s.p, MIN(s.len, MAX_ERROR_MSG) };
+		int oom = 0;
+		e = mstate_kdup(cut, &oom);
+		if (oom)
+			FAIL(a, "out of memory");
+	}
+	free(p->error);
+	p->error = e;
+	return 0;
+}
+
+static int apply_part_state(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	char why[256];
+
+	if (p == NULL || check_state(a, r) != 0)
+		return -1;
+	if (!mpart_transition_ok(p->state, r->state))
+		return set_state(a, p, (enum mpart_state)r->state, NULL, 0);
+	snprintf(why, sizeof(why), "%.*s", r->str.len > 0 ? (int)MIN(r->str.len,
+	    200) : 0, r->str.len > 0 ? r->str.p : "");
+	if (r->flags & MREC_F_LAST) {
+		p->last_offset = r->off;
+		p->last_epoch = r->epoch;
+	}
+	if (r->state == MPART_FAILED) {
+		/* Before the move, so the hooks see why. */
+		if (set_error(a, p, r->str) != 0)
+			return -1;
+		p->retry_attempt = r->retry;
+	}
+	return set_state(a, p, (enum mpart_state)r->state, why, 0);
+}
+
+int mstate_epoch_check(const struct mpart *p, int32_t epoch, int64_t start,
+    int *noop, char *err, size_t errlen)
+{
+	const struct mtopic *t = p->topic;
+
+	*noop = 0;
+	if (epoch < 0 || start < 0) {
+		mstate_fmt(err, errlen, "%s/%s-%d: epoch %d at offset %" PRId64 ": "
+		    "negative", t->mirror->name, t->name, (int)p->index,
+		    (int)epoch, start);
+		return -1;
+	}
+	if (p->nepochs == 0)
+		return 0;
+	const struct mepoch *last = &p->epochs[p->nepochs - 1];
+	if (epoch == last->epoch && start == last->start_offset) {
+		*noop = 1;
+		return 0;
+	}
+	if (epoch <= last->epoch || start < last->start_offset) {
+		mstate_fmt(err, errlen, "%s/%s-%d: epoch %d at offset %" PRId64 " does "
+		    "not follow epoch %d at offset %" PRId64, t->mirror->name,
+		    t->name, (int)p->index, (int)epoch, start,
+		    (int)last->epoch, last->start_offset);
+		return -1;
+	}
+	return 0;
+}
+
+static int apply_part_epoch(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	int noop;
+
+	if (p == NULL ||
+	    mstate_epoch_check(p, r->epoch, r->off, &noop, a->err, a->errlen) != 0)
+		return -1;
+	if (noop)
+		return 0;
+	if (p->nepochs == MSTATE_MAX_EPOCHS) {
+		/* Bounded memory: the oldest quarter goes (a quarter at a
+		 * time, so a long replay does not move the array per record). */
+		size_t drop = MSTATE_MAX_EPOCHS / 4;
+		memmove(p->epochs, p->epochs + drop,
+		    (p->nepochs - drop) * sizeof(*p->epochs));
+		p->nepochs -= drop;
+	}
+	if (mstate_grow(&p->epochs, p->nepochs, sizeof(*p->epochs)) != 0)
+		FAIL(a, "out of memory");
+	p->epochs[p->nepochs].epoch = r->epoch;
+	p->epochs[p->nepochs].start_offset = r->off;
+	p->nepochs++;
+	return 0;
+}
+
+int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
+    int *action, char *err, size_t errlen)
+{
+	const struct mtopic *t = p->topic;
+
+	*action = MST_ANCHOR_APPEND;
+	if (src < 0 || dst < 0) {
+		mstate_fmt(err, errlen, "%s/%s-%d: anchor (%" PRId64 ", %" PRId64 "): "
+		    "negative offset", t->mirror->name, t->name,
+		    (int)p->index, src, dst);
+		return -1;
+	}
+	if (p->nanchors == 0)
+		return 0;
+	const struct manchor *l = &p->anchors[p->nanchors - 1];
+	if (src < l->src || dst < l->dst) {
+		mstate_fmt(err, errlen, "%s/%s-%d: anchor (%" PRId64 ", %" PRId64 ") "
+		    "goes back from (%" PRId64 ", %" PRId64 ")",
+		    t->mirror->name, t->name, (int)p->index, src, dst, l->src,
+		    l->dst);
+		return -1;
+	}
+	if (src - dst == l->src - l->dst)
+		*action = MST_ANCHOR_NOOP;
+	else if (src == l->src || dst == l->dst)
+		*action = MST_ANCHOR_REPLACE;
+	return 0;
+}
+
+static int apply_part_anchor(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	int action;
+
+	if (p == NULL ||
+	    mstate_anchor_check(p, r->off, r->off2, &action, a->err, a->errlen) != 0)
+		return -1;
+	if (action == MST_ANCHOR_NOOP)
+		return 0;
+	if (action == MST_ANCHOR_REPLACE) {
+		struct manchor *l = &p->anchors[p->nanchors - 1];
+		l->src = r->off;
+		l->dst = r->off2;
+		/* Keeping the previous delta makes it redundant: drop it, so
+		 * that every stored anchor changes the delta (and a snapshot
+		 * restores exactly this list). */
+		if (p->nanchors >= 2 && l->src - l->dst ==
+		    l[-1].src - l[-1].dst)
+			p->nanchors--;
+		return 0;
+	}
+	if (p->nanchors == MSTATE_MAX_ANCHORS) {
+		size_t drop = MSTATE_MAX_ANCHORS / 4;   /* as for epochs */
+		memmove(p->anchors, p->anchors + drop,
+		    (p->nanchors - drop) * sizeof(*p->anchors));
+		p->nanchors -= drop;
+	}
+	if (mstate_grow(&p->anchors, p->nanchors, sizeof(*p->anchors)) != 0)
+		FAIL(a, "out of memory");
+	p->anchors[p->nanchors].src = r->off;
+	p->anchors[p->nanchors].dst = r->off2;
+	p->nanchors++;
+	return 0;
+}
+
+static int only_in_snapshot(struct apply *a, const struct mrec *r)
+{
+	if (!a->in_snapshot)
+		FAIL(a, "%s record outside a snapshot", mrec_type_name(r->type));
+	return 0;
+}
+
+static int apply_topic_restore(struct apply *a, const struct mrec *r)
+{
+	struct mirror *m;
+
+	if (only_in_snapshot(a, r) != 0 || (m = need_mirror(a, r)) == NULL ||
+	    check_count(a, r) != 0)
+		return -1;
+	return new_topic(a, m, r) != NULL ? 0 : -1;
+}
+
+static int apply_part_restore(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p;
+
+	if (only_in_snapshot(a, r) != 0 || (p = need_part(a, r)) == NULL ||
+	    check_state(a, r) != 0)
+		return -1;
+	if (set_state(a, p, (enum mpart_state)r->state, "restored", 1) != 0)
+		return -1;
+	p->retry_attempt = r->retry;
+	p->last_offset = r->off;
+	p->last_epoch = r->epoch;
+	return set_error(a, p, r->str);
+}
+
+static int apply_decoded(struct apply *a, const struct mrec *r)
+{
+	switch ((enum mrec_type)r->type) {
+	case MREC_CLUSTER_ID: return apply_cluster_id(a, r);
+	case MREC_MIRROR_CREATE: return apply_mirror_create(a, r);
+	case MREC_MIRROR_DELETE: return apply_mirror_delete(a, r);
+	case MREC_MIRROR_SOURCE: return apply_mirror_source(a, r);
+	case MREC_MIRROR_PATTERN: return apply_mirror_pattern(a, r);
+	case MREC_TOPIC_ADD: return apply_topic_add(a, r);
+	case MREC_TOPIC_STATE: return apply_topic_state(a, r);
+	case MREC_PART_STATE: return apply_part_state(a, r);
+	case MREC_PART_EPOCH: return apply_part_epoch(a, r);
+	case MREC_PART_ANCHOR: return apply_part_anchor(a, r);
+	case MREC_TOPIC_RESTORE: return apply_topic_restore(a, r);
+	case MREC_PART_RESTORE: return apply_part_restore(a, r);
+	}
+	FAIL(a, "record type %u has no apply function", r->type);
+}
+
+static int apply_payload(struct mstate *st, uint16_t type, const uint8_t *p,
+    size_t len, int live, int in_snapshot, char *err, size_t errlen)
+{
+	struct mrec r;
+	struct apply a = { .st = st, .live = live, .in_snapshot = in_snapshot,
+	    .err = err, .errlen = errlen };
+
+	if (mrec_decode(type, p, len, &r, st->cfgbuf, MREC_MAX_CONFIGS, err,
+	    errlen) != 0)
+		return -1;
+	return apply_decoded(&a, &r);
+}
+
+int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
+    size_t errlen)
+{
+	return apply_payload(arg, rec->type, rec->p, rec->len, 0,
+	    rec->in_snapshot, err, errlen);
+}
+
+/* ---- persistence -------------------------------------------------------- */
+
+/*
+ * Encodes, appends and syncs n records, then applies them.  Nothing is
+ * applied unless all of them are durable.  what names the object for the
+ * message.
+ */
+int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
+    const char *what, char *msg, size_t msglen)
+{
+	char err[1024];
+	struct kw w;
+	uint8_t **bufs;
+	size_t *lens;
+	int rc = KERR_NONE;
+	size_t i;
+
+	if (st->ml == NULL) {
+		mstate_fmt(msg, msglen, "%s: the metadata log is not open", what);
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	bufs = calloc(n, sizeof(*bufs));
+	lens = calloc(n, sizeof(*lens));
+	if (bufs == NULL || lens == NULL) {
+		mstate_fmt(msg, msglen, "%s: out of memory", what);
+		rc = KERR_UNKNOWN_SERVER_ERROR;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		kw_init(&w, st->ml->opts.max_record);
+		if (mrec_encode(&recs[i], &w, err, sizeof(err)) != 0) {
+			kw_fini(&w);
+			mstate_fmt(msg, msglen, "%s: the change cannot be recorded: %s",
+			    what, err);
+			rc = KERR_INVALID_REQUEST;
+			goto out;
+		}
+		bufs[i] = kw_take(&w, &lens[i]);
+		if (bufs[i] == NULL) {
+			mstate_fmt(msg, msglen, "%s: out of memory", what);
+			rc = KERR_UNKNOWN_SERVER_ERROR;
+			goto out;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (mlog_append(st->ml, recs[i].type, bufs[i], lens[i], err,
+		    sizeof(err)) != 0)
+			break;
+	if (i < n || mlog_sync(st->ml, err, sizeof(err)) != 0) {
+		mlog_discard(st->ml);
+		mstate_fmt(msg, msglen, "%s: the change was not made, the metadata log "
+		    "cannot persist it: %s", what, err);
+		rc = KERR_KAFKA_STORAGE_ERROR;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (apply_payload(st, recs[i].type, bufs[i], lens[i], 1, 0, err,
+		    sizeof(err)) != 0) {
+			/* Validated before it was written: a bug. */
+			log_errorx("%s: a persisted %s record does not apply: %s",
+			    what, mrec_type_name(recs[i].type), err);
+			mstate_fmt(msg, msglen, "%s: internal error: %s", what, err);
+			rc = KERR_UNKNOWN_SERVER_ERROR;
+			goto out;
+		}
+	}
+out:
+	if (bufs != NULL)
+		for (i = 0; i < n; i++)
+			free(bufs[i]);
+	free(bufs);
+	free(lens);
+	return rc;
+}
+
+void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,
+    const char *topic)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->mirror = mirror != NULL ? kstr_c(mirror) : KSTR_NULL;
+	r->topic = topic != NULL ? kstr_c(topic) : KSTR_NULL;
+	r->str = KSTR_NULL;
+}
+
+void mstate_part_rec(struct mrec *r, uint16_t type, const struct mpart *p)
+{
+	mstate_rec_init(r, type, p->topic->mirror->name, p->topic->name);
+	r->partition = p->index;
+}

@@ -1,0 +1,75 @@
+/*
+ * mstate_int.h: what the three files of the mstate module share and
+ * nothing else may use.  mstate.c holds the model (lookups, validation,
+ * life cycle, snapshot and text dumps), mstate_apply.c the apply functions
+ * (the only writers of the model) and persistence, mstate_ops.c the admin
+ * and data-plane operations that validate and then persist.
+ */
+#ifndef MIRRORD_MSTATE_INT_H
+#define MIRRORD_MSTATE_INT_H
+
+#include <regex.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compat.h"
+#include "kbuf.h"
+#include "mrec.h"
+#include "mstate.h"
+
+#define MAX_HOOKS 8
+#define MAX_ERROR_MSG 4096     /* FAILED error messages are cut here */
+
+struct mstate {
+	struct mlog *ml;
+	char cluster_id[MSTATE_CLUSTER_ID_LEN + 1];
+	struct mirror **mirrors;   /* sorted by name */
+	size_t nmirrors;
+	struct {
+		mstate_hook_fn fn;
+		void *arg;
+	} hooks[MAX_HOOKS];
+	size_t nhooks;
+	struct mrec_config *cfgbuf; /* decode scratch, MREC_MAX_CONFIGS */
+};
+
+#define MST_BIT(s) (1u << MPART_##s)
+
+/* What mstate_anchor_check() says an anchor would do. */
+enum { MST_ANCHOR_APPEND, MST_ANCHOR_REPLACE, MST_ANCHOR_NOOP };
+
+/* snprintf into msg (NULL or 0-length msg: nothing). */
+void mstate_fmt(char *buf, size_t len, const char *f, ...) PRINTF_LIKE(3, 4);
+/* NUL-terminated copy of a kstr (NULL for null); sets *oom on failure. */
+char *mstate_kdup(struct kstr s, int *oom);
+/* strcmp of a kstr against a C string. */
+int mstate_kcmp(struct kstr a, const char *b);
+/* Room for element n of an array whose capacity is implied by its count. */
+int mstate_grow(void *arrp, size_t n, size_t elem);
+size_t mstate_mirror_pos(const struct mstate *st, struct kstr name, int *found);
+size_t mstate_topic_pos(const struct mirror *m, struct kstr name, int *found);
+struct mirror *mstate_find_mirror_k(const struct mstate *st, struct kstr name);
+struct mtopic *mstate_find_topic_k(const struct mirror *m, struct kstr name);
+/* 1 if any / every partition of t is in a state of mask (MST_BIT()s). */
+int mtopic_any(const struct mtopic *t, unsigned mask);
+int mtopic_all(const struct mtopic *t, unsigned mask);
+/* Compiles "^(pattern)$"; -1 with the reason in msg. */
+int mstate_compile_pattern(regex_t *re, const char *pattern, char *msg,
+    size_t msglen);
+void mstate_mirror_free(struct mirror *m);
+void mstate_topic_free(struct mtopic *t);
+/* Runs the hooks (live changes only). */
+void mstate_emit(struct mstate *st, int live, const struct mstate_event *ev);
+/* The epoch-history and anchor rules, shared by validation and apply. */
+int mstate_epoch_check(const struct mpart *p, int32_t epoch, int64_t start,
+    int *noop, char *err, size_t errlen);
+int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
+    int *action, char *err, size_t errlen);
+/* Encodes, appends and syncs n records, then applies them (Kafka code). */
+int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
+    const char *what, char *msg, size_t msglen);
+void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,
+    const char *topic);
+void mstate_part_rec(struct mrec *r, uint16_t type, const struct mpart *p);
+
+#endif

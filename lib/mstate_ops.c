@@ -1,0 +1,509 @@
+/*
+ * mstate_ops.c: the admin operations (the wire contract's validation and
+ * error codes) and the data-plane operations.  Each validates against the
+ * model, builds its record(s) and hands them to mstate_persist(), which
+ * applies them only once they are durable.  See mstate.h.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "kbuf.h"
+#include "kerr.h"
+#include "log.h"
+#include "mlog.h"
+#include "mrec.h"
+#include "mstate.h"
+#include "mstate_int.h"
+
+/* ---- admin operations ------------------------------------------------- */
+
+static int no_mirror(const char *name, char *msg, size_t msglen)
+{
+	mstate_fmt(msg, msglen, "cluster mirror '%s' does not exist", name);
+	return KERR_UNKNOWN_CLUSTER_MIRROR;
+}
+
+static int no_topic(const char *mirror, const char *topic, char *msg,
+    size_t msglen)
+{
+	mstate_fmt(msg, msglen, "topic '%s' is not in cluster mirror '%s'", topic,
+	    mirror);
+	return KERR_TOPIC_NOT_IN_CLUSTER_MIRROR;
+}
+
+/* Looks up mirror and topic for the per-topic operations. */
+static int find_mt(struct mstate *st, const char *mirror, const char *topic,
+    struct mirror **mp, struct mtopic **tp, char *msg, size_t msglen)
+{
+	*mp = mstate_mirror_find(st, mirror);
+	if (*mp == NULL)
+		return no_mirror(mirror, msg, msglen);
+	*tp = mirror_topic_find(*mp, topic);
+	if (*tp == NULL)
+		return no_topic(mirror, topic, msg, msglen);
+	return 0;
+}
+
+int mstate_create_mirror(struct mstate *st, const char *name,
+    const struct mcfg *configs, size_t nconfigs, char *msg, size_t msglen)
+{
+	struct mrec r;
+	struct mrec_config *rc;
+	int code, have_bootstrap = 0;
+
+	if ((code = mstate_check_mirror_name(name, msg, msglen)) != 0)
+		return code;
+	if (mstate_mirror_find(st, name) != NULL) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s' already exists", name);
+		return KERR_CLUSTER_MIRROR_ALREADY_EXISTS;
+	}
+	if (nconfigs > MREC_MAX_CONFIGS) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': %zu configs, at most %d",
+		    name, nconfigs, MREC_MAX_CONFIGS);
+		return KERR_INVALID_REQUEST;
+	}
+	for (size_t i = 0; i < nconfigs; i++) {
+		if (configs[i].name == NULL || configs[i].name[0] == '\0') {
+			mstate_fmt(msg, msglen, "cluster mirror '%s': config %zu has "
+			    "no name", name, i);
+			return KERR_INVALID_REQUEST;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(configs[i].name, configs[j].name) == 0) {
+				mstate_fmt(msg, msglen, "cluster mirror '%s': config "
+				    "'%s' is given twice", name,
+				    configs[i].name);
+				return KERR_INVALID_REQUEST;
+			}
+		if (strcmp(configs[i].name, "bootstrap.servers") == 0 &&
+		    configs[i].value != NULL && configs[i].value[0] != '\0')
+			have_bootstrap = 1;
+	}
+	if (!have_bootstrap) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': the configs must set "
+		    "bootstrap.servers (the source cluster)", name);
+		return KERR_INVALID_REQUEST;
+	}
+	rc = calloc(nconfigs + 1, sizeof(*rc));
+	if (rc == NULL) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': out of memory", name);
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	for (size_t i = 0; i < nconfigs; i++) {
+		rc[i].name = kstr_c(configs[i].name);
+		rc[i].value = kstr_c(configs[i].value);
+	}
+	mstate_rec_init(&r, MREC_MIRROR_CREATE, name, NULL);
+	r.configs = rc;
+	r.nconfigs = (int32_t)nconfigs;
+	code = mstate_persist(st, &r, 1, name, msg, msglen);
+	free(rc);
+	return code;
+}
+
+int mstate_delete_mirror(struct mstate *st, const char *name, char *msg,
+    size_t msglen)
+{
+	struct mirror *m = mstate_mirror_find(st, name);
+	struct mrec r;
+
+	if (m == NULL)
+		return no_mirror(name, msg, msglen);
+	for (size_t i = 0; i < m->ntopics; i++) {
+		struct mtopic *t = m->topics[i];
+		if (!mtopic_all_stopped(t)) {
+			mstate_fmt(msg, msglen, "cluster mirror '%s' is not empty: "
+			    "topic '%s' is %s, not STOPPED", name, t->name,
+			    mtopic_state_name(t));
+			return KERR_CLUSTER_MIRROR_NOT_EMPTY;
+		}
+	}
+	mstate_rec_init(&r, MREC_MIRROR_DELETE, name, NULL);
+	return mstate_persist(st, &r, 1, name, msg, msglen);
+}
+
+static int check_npart(const char *mirror, const char *topic, int32_t npart,
+    char *msg, size_t msglen)
+{
+	if (npart >= 1 && npart <= MSTATE_MAX_PARTITIONS)
+		return 0;
+	mstate_fmt(msg, msglen, "%s/%s: partition count %d is outside 1-%d", mirror,
+	    topic, (int)npart, MSTATE_MAX_PARTITIONS);
+	return KERR_INVALID_PARTITIONS;
+}
+
+int mstate_add_topic(struct mstate *st, const char *mirror, const char *topic,
+    int32_t npart, char *msg, size_t msglen)
+{
+	struct mirror *m = mstate_mirror_find(st, mirror), *other;
+	struct mtopic *t;
+	struct mrec r;
+	char what[520];
+	int code;
+
+	if (m == NULL)
+		return no_mirror(mirror, msg, msglen);
+	if ((code = mstate_check_topic_name(topic, msg, msglen)) != 0 ||
+	    (code = check_npart(mirror, topic, npart, msg, msglen)) != 0)
+		return code;
+	other = mstate_topic_holder(st, topic, m);
+	if (other != NULL) {
+		t = mirror_topic_find(other, topic);
+		mstate_fmt(msg, msglen, "topic '%s' is already in cluster mirror '%s' "
+		    "(%s)", topic, other->name, mtopic_state_name(t));
+		return KERR_TOPIC_ALREADY_IN_CLUSTER_MIRROR;
+	}
+	mstate_rec_init(&r, MREC_TOPIC_ADD, mirror, topic);
+	r.count = npart;
+	t = mirror_topic_find(m, topic);
+	if (t != NULL) {
+		if (mtopic_any(t, MST_BIT(STOPPING))) {
+			mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is "
+			    "being stopped", topic, mirror);
+			return KERR_MIRROR_TOPIC_BEING_STOPPED;
+		}
+		r.count = MAX(npart, t->npart);
+		if (mtopic_all_stopped(t))
+			r.flags = MREC_F_RESTART;
+		else if (npart <= t->npart)
+			return KERR_NONE;   /* already mirrored: no change */
+	}
+	snprintf(what, sizeof(what), "%s/%s", mirror, topic);
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+int mstate_grow_topic(struct mstate *st, const char *mirror,
+    const char *topic, int32_t npart, char *msg, size_t msglen)
+{
+	struct mirror *m;
+	struct mtopic *t;
+	struct mrec r;
+	char what[520];
+	int code;
+
+	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0 ||
+	    (code = check_npart(mirror, topic, npart, msg, msglen)) != 0)
+		return code;
+	if (npart <= t->npart || mtopic_any(t, MST_BIT(STOPPING) | MST_BIT(STOPPED)))
+		return KERR_NONE;
+	mstate_rec_init(&r, MREC_TOPIC_ADD, mirror, topic);
+	r.count = npart;
+	snprintf(what, sizeof(what), "%s/%s", mirror, topic);
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+static int has_pattern(char *const *list, size_t n, const char *pat)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(list[i], pat) == 0)
+			return 1;
+	return 0;
+}
+
+int mstate_add_patterns(struct mstate *st, const char *mirror,
+    const char *const *includes, size_t nincludes,
+    const char *const *excludes, size_t nexcludes, char *msg, size_t msglen)
+{
+	struct mirror *m = mstate_mirror_find(st, mirror);
+	struct mrec *recs;
+	size_t n = 0;
+	int code;
+
+	if (m == NULL)
+		return no_mirror(mirror, msg, msglen);
+	if (m->nincludes + nincludes > MSTATE_MAX_PATTERNS ||
+	    m->nexcludes + nexcludes > MSTATE_MAX_PATTERNS) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': more than %d include or "
+		    "exclude patterns", mirror, MSTATE_MAX_PATTERNS);
+		return KERR_INVALID_REQUEST;
+	}
+	for (size_t k = 0; k < 2; k++) {
+		const char *const *list = k == 0 ? includes : excludes;
+		size_t ln = k == 0 ? nincludes : nexcludes;
+		for (size_t i = 0; i < ln; i++) {
+			regex_t re;
+			char why[512];
+			if (list[i] == NULL || list[i][0] == '\0') {
+				mstate_fmt(msg, msglen, "cluster mirror '%s': empty "
+				    "%s pattern", mirror, k == 0 ? "include" :
+				    "exclude");
+				return KERR_INVALID_REQUEST;
+			}
+			if (mstate_compile_pattern(&re, list[i], why, sizeof(why)) != 0) {
+				mstate_fmt(msg, msglen, "cluster mirror '%s': %s",
+				    mirror, why);
+				return KERR_INVALID_REQUEST;
+			}
+			regfree(&re);
+		}
+	}
+	recs = calloc(nincludes + nexcludes + 1, sizeof(*recs));
+	if (recs == NULL) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': out of memory", mirror);
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	for (size_t i = 0; i < nincludes + nexcludes; i++) {
+		int inc = i < nincludes;
+		const char *pat = inc ? includes[i] : excludes[i - nincludes];
+		if (has_pattern(inc ? m->includes : m->excludes,
+		    inc ? m->nincludes : m->nexcludes, pat))
+			continue;
+		mstate_rec_init(&recs[n], MREC_MIRROR_PATTERN, mirror, NULL);
+		recs[n].kind = inc ? MREC_INCLUDE : MREC_EXCLUDE;
+		recs[n].str = kstr_c(pat);
+		n++;
+	}
+	code = n > 0 ? mstate_persist(st, recs, n, mirror, msg, msglen) : KERR_NONE;
+	free(recs);
+	return code;
+}
+
+/* Moves the partitions of t whose state is in mask to `to`. */
+static int topic_move(struct mstate *st, const struct mtopic *t,
+    unsigned mask, enum mpart_state to, const char *why, char *msg,
+    size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+
+	mstate_rec_init(&r, MREC_TOPIC_STATE, t->mirror->name, t->name);
+	r.state = (int8_t)to;
+	r.from_mask = (uint16_t)mask;
+	r.str = kstr_c(why);
+	snprintf(what, sizeof(what), "%s/%s", t->mirror->name, t->name);
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+int mstate_remove_topic(struct mstate *st, const char *mirror,
+    const char *topic, char *msg, size_t msglen)
+{
+	struct mirror *m;
+	struct mtopic *t;
+	int code;
+
+	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
+		return code;
+	if (mtopic_any(t, MST_BIT(STOPPING))) {
+		mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is already "
+		    "being stopped", topic, mirror);
+		return KERR_MIRROR_TOPIC_BEING_STOPPED;
+	}
+	if (mtopic_all_stopped(t))
+		return KERR_NONE;   /* the contract: success, no change */
+	return topic_move(st, t, MST_BIT(PREPARING) | MST_BIT(MIRRORING) | MST_BIT(PAUSING) |
+	    MST_BIT(PAUSED) | MST_BIT(FAILED), MPART_STOPPING, "removed from the mirror",
+	    msg, msglen);
+}
+
+int mstate_remove_pattern(struct mstate *st, const char *mirror,
+    const char *pattern, mstate_topic_result_fn cb, void *arg, char *msg,
+    size_t msglen)
+{
+	struct mirror *m = mstate_mirror_find(st, mirror);
+	const char *pats[1] = { pattern };
+	regex_t re;
+	int code;
+
+	if (m == NULL)
+		return no_mirror(mirror, msg, msglen);
+	code = mstate_add_patterns(st, mirror, NULL, 0, pats, 1, msg, msglen);
+	if (code != 0)
+		return code;
+	if (mstate_compile_pattern(&re, pattern, msg, msglen) != 0)
+		return KERR_INVALID_REQUEST;
+	/* Topics are never removed from the array here, only moved to
+	 * STOPPING, so indexing stays valid. */
+	for (size_t i = 0; i < m->ntopics; i++) {
+		struct mtopic *t = m->topics[i];
+		char tmsg[1024] = "";
+		int tc;
+		if (regexec(&re, t->name, 0, NULL, 0) != 0)
+			continue;
+		tc = mstate_remove_topic(st, mirror, t->name, tmsg,
+		    sizeof(tmsg));
+		if (cb != NULL)
+			cb(arg, t->name, tc, tc != 0 ? tmsg : NULL);
+	}
+	regfree(&re);
+	return KERR_NONE;
+}
+
+static int being_stopped(const struct mtopic *t, char *msg, size_t msglen)
+{
+	mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is %s",
+	    t->name, t->mirror->name, mtopic_any(t, MST_BIT(STOPPING)) ?
+	    "being stopped" : "stopped");
+	return KERR_MIRROR_TOPIC_BEING_STOPPED;
+}
+
+int mstate_pause_topic(struct mstate *st, const char *mirror,
+    const char *topic, char *msg, size_t msglen)
+{
+	struct mirror *m;
+	struct mtopic *t;
+	int code;
+
+	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
+		return code;
+	if (mtopic_any(t, MST_BIT(STOPPING) | MST_BIT(STOPPED)))
+		return being_stopped(t, msg, msglen);
+	if (mtopic_all(t, MST_BIT(PAUSING) | MST_BIT(PAUSED))) {
+		mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is already "
+		    "paused", topic, mirror);
+		return KERR_MIRROR_TOPIC_ALREADY_PAUSED;
+	}
+	return topic_move(st, t, MST_BIT(PREPARING) | MST_BIT(MIRRORING) | MST_BIT(FAILED),
+	    MPART_PAUSING, "paused", msg, msglen);
+}
+
+int mstate_resume_topic(struct mstate *st, const char *mirror,
+    const char *topic, char *msg, size_t msglen)
+{
+	struct mirror *m;
+	struct mtopic *t;
+	int code;
+
+	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
+		return code;
+	if (mtopic_any(t, MST_BIT(STOPPING) | MST_BIT(STOPPED)))
+		return being_stopped(t, msg, msglen);
+	if (!mtopic_any(t, MST_BIT(PAUSING) | MST_BIT(PAUSED))) {
+		mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is not "
+		    "paused (%s)", topic, mirror, mtopic_state_name(t));
+		return KERR_MIRROR_TOPIC_NOT_PAUSED;
+	}
+	return topic_move(st, t, MST_BIT(PAUSING) | MST_BIT(PAUSED), MPART_MIRRORING,
+	    "resumed", msg, msglen);
+}
+
+/* ---- data-plane operations ------------------------------------------ */
+
+static void part_what(const struct mpart *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s-%d", p->topic->mirror->name, p->topic->name,
+	    (int)p->index);
+}
+
+static int part_move(struct mstate *st, struct mpart *p, int to,
+    const char *why, int32_t retry, int last, int64_t last_offset,
+    int32_t last_epoch, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+
+	part_what(p, what, sizeof(what));
+	if (to < 0 || to >= MPART_STATE_COUNT) {
+		mstate_fmt(msg, msglen, "%s: %d is not a partition state", what, to);
+		return KERR_INVALID_REQUEST;
+	}
+	if (!mpart_transition_ok(p->state, to)) {
+		mstate_fmt(msg, msglen, "%s: %s -> %s is not an allowed transition",
+		    what, mpart_state_name(p->state), mpart_state_name(to));
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
+	}
+	if ((int)p->state == to && to != MPART_FAILED && !last)
+		return KERR_NONE;
+	mstate_part_rec(&r, MREC_PART_STATE, p);
+	r.state = (int8_t)to;
+	r.retry = retry;
+	r.str = kstr_c(why);
+	if (last) {
+		r.flags = MREC_F_LAST;
+		r.off = last_offset;
+		r.epoch = last_epoch;
+	}
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+int mpart_set_state(struct mstate *st, struct mpart *p, int to,
+    const char *why, char *msg, size_t msglen)
+{
+	return part_move(st, p, to, why, p->retry_attempt, 0, 0, 0, msg,
+	    msglen);
+}
+
+int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
+    int32_t retry_attempt, char *msg, size_t msglen)
+{
+	return part_move(st, p, MPART_FAILED, error != NULL ? error :
+	    "failed", retry_attempt, 0, 0, 0, msg, msglen);
+}
+
+int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
+    int32_t last_epoch, const char *why, char *msg, size_t msglen)
+{
+	char what[520];
+
+	if (p->state != MPART_STOPPING) {
+		part_what(p, what, sizeof(what));
+		mstate_fmt(msg, msglen, "%s: %s -> STOPPED is not an allowed "
+		    "transition", what, mpart_state_name(p->state));
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
+	}
+	return part_move(st, p, MPART_STOPPED, why, p->retry_attempt, 1,
+	    last_offset, last_epoch, msg, msglen);
+}
+
+int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
+    int64_t start_offset, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+	int noop;
+
+	if (mstate_epoch_check(p, epoch, start_offset, &noop, msg, msglen) != 0)
+		return KERR_INVALID_REQUEST;
+	if (noop)
+		return KERR_NONE;
+	mstate_part_rec(&r, MREC_PART_EPOCH, p);
+	r.epoch = epoch;
+	r.off = start_offset;
+	part_what(p, what, sizeof(what));
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
+    int64_t dst, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+	int action;
+
+	if (mstate_anchor_check(p, src, dst, &action, msg, msglen) != 0)
+		return KERR_INVALID_REQUEST;
+	if (action == MST_ANCHOR_NOOP)
+		return KERR_NONE;
+	mstate_part_rec(&r, MREC_PART_ANCHOR, p);
+	r.off = src;
+	r.off2 = dst;
+	part_what(p, what, sizeof(what));
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
+    const char *cluster_id, char *msg, size_t msglen)
+{
+	struct mirror *m = mstate_mirror_find(st, mirror);
+	struct mrec r;
+
+	if (m == NULL)
+		return no_mirror(mirror, msg, msglen);
+	if (cluster_id == NULL || cluster_id[0] == '\0' ||
+	    strlen(cluster_id) > MREC_MAX_NAME) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': source cluster id must "
+		    "be 1-%d characters", mirror, MREC_MAX_NAME);
+		return KERR_INVALID_REQUEST;
+	}
+	if (m->source_cluster_id != NULL &&
+	    strcmp(m->source_cluster_id, cluster_id) == 0)
+		return KERR_NONE;
+	mstate_rec_init(&r, MREC_MIRROR_SOURCE, mirror, NULL);
+	r.str = kstr_c(cluster_id);
+	return mstate_persist(st, &r, 1, mirror, msg, msglen);
+}
