@@ -6,7 +6,7 @@
  * #include "config.h" for autoconf's header, and a lib/config.h would shadow
  * it for everything in lib/.
  *
- * One table in daemonconf.c (CONFIG_KEYS) drives everything: for each key
+ * One table in daemonconf.c (config_keys[]) drives everything: for each key
  * its dotted path, type, bounds, default, whether SIGHUP may change it and a
  * description.  The parser, config_dump (--check-config), the annotated
  * example etc/mirrord.yaml (config_write_example) and the key list of
@@ -40,7 +40,7 @@ struct config_map {
 	char **values;
 };
 
-/* log.target */
+/* log.target; the order is that of the key's choices in the table. */
 enum config_log_target {
 	CONFIG_LOG_AUTO,    /* journald prefixes when JOURNAL_STREAM is set */
 	CONFIG_LOG_STDERR,  /* timestamped lines */
@@ -56,7 +56,9 @@ struct config {
 
 	int64_t server_node_id;                  /* server.node_id */
 	struct config_hostport server_listen;    /* server.listen */
-	struct config_hostport server_advertised;/* server.advertised (derived if unset) */
+	struct config_hostport server_advertised;/* server.advertised; when unset, derived from
+	                                            server.listen (port 0 there stays 0 here:
+	                                            use the port actually bound) */
 	int64_t server_max_request_bytes;        /* server.max_request_bytes */
 	int64_t server_max_connections;          /* server.max_connections */
 
