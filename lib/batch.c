@@ -431,9 +431,8 @@ int batch_validate_produce(const uint8_t *records, size_t len,
 		    b.base_offset, batch_codec(&b));
 	if (b.base_offset != 0)
 		return fail(err, errlen,
-		    "base offset: batch has BaseOffset %" PRId64 "; a client batch must carry 0 "
-		    "(Apache Kafka 4 refuses others with INVALID_RECORD): rewrite it with "
-		    "batch_rewrite.base_offset = 0", b.base_offset);
+		    "base offset: BaseOffset %" PRId64 ", a client batch must carry 0 "
+		    "(Kafka 4 refuses others)", b.base_offset);
 	if (b.last_offset_delta < 0)
 		return fail(err, errlen,
 		    "offset range: batch has an invalid offset range [%" PRId64 ", %" PRId64 "]",
