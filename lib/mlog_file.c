@@ -48,6 +48,7 @@ struct mlog_file {
 	char seg_path[4096];
 	uint64_t synced_off;    /* durable end of the live segment */
 	uint64_t written_off;   /* end of what has been handed to pwrite */
+	int tail_dirty;         /* bytes may lie past synced_off */
 	uint8_t *wbuf;
 	size_t wlen, wcap;
 	int broken;
@@ -181,7 +182,9 @@ static void rollback(struct mlog_file *f)
 {
 	f->wlen = 0;
 	f->st.pending = 0;
-	if (f->written_off == f->synced_off)
+	/* A failed write may have put part of its bytes in the file even
+	 * though written_off did not move: cut whenever one was tried. */
+	if (!f->tail_dirty)
 		return;
 	if (ftruncate(f->fd, (off_t)f->synced_off) != 0) {
 		char why[512];
@@ -193,12 +196,14 @@ static void rollback(struct mlog_file *f)
 		return;
 	}
 	f->written_off = f->synced_off;
+	f->tail_dirty = 0;
 }
 
 static int flush_wbuf(struct mlog_file *f, char *err, size_t errlen)
 {
 	if (f->wlen == 0)
 		return 0;
+	f->tail_dirty = 1;
 	if (write_all(f, f->fd, f->wbuf, f->wlen, f->written_off) != 0) {
 		fmt_into(err, errlen, "%s: write of %zu bytes at offset %"
 		    PRIu64 " failed: %s", f->seg_path, f->wlen, f->written_off,
@@ -268,6 +273,7 @@ static int file_sync(struct mlog *ml, char *err, size_t errlen)
 	f->st.syncs++;
 	f->st.bytes_since_snapshot += f->written_off - f->synced_off;
 	f->synced_off = f->written_off;
+	f->tail_dirty = 0;
 	f->st.bytes = f->synced_off;
 	f->st.records += pending;
 	f->st.records_since_snapshot += pending;

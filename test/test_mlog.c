@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,7 +107,7 @@ struct seen {
 	size_t n;
 	uint16_t type[512];
 	size_t len[512];
-	uint8_t data[512][300];
+	uint8_t data[512][1024];
 	int snap[512];
 	int fail_at;   /* apply fails on this record number (-1: never) */
 };
@@ -121,7 +122,7 @@ static int collect(void *arg, const struct mlog_rec *rec, char *err,
 		return -1;
 	}
 	ck_assert_uint_lt(s->n, 512);
-	ck_assert_uint_le(rec->len, 300);
+	ck_assert_uint_le(rec->len, 1024);
 	s->type[s->n] = rec->type;
 	s->len[s->n] = rec->len;
 	memcpy(s->data[s->n], rec->p, rec->len);
@@ -748,7 +749,13 @@ START_TEST(test_enospc_on_write)
 	char err[1024], want[512];
 	struct mlog_stats st;
 
+	char *seg = path_in(dir, SEG1);
+	struct stat sb;
+	off_t good;
+
 	append_range(ml, 0, 5);
+	ck_assert_int_eq(stat(seg, &sb), 0);
+	good = sb.st_size;
 	f.write_errno = ENOSPC;
 	f.short_write = 1;   /* part of the group reaches the file first */
 	ck_assert_int_eq(mlog_append(ml, 3, "abc", 3, err, sizeof(err)), 0);
@@ -761,6 +768,10 @@ START_TEST(test_enospc_on_write)
 	ck_assert_uint_eq(st.pending, 0);
 	ck_assert_uint_eq(st.records, 5);
 	ck_assert_int_eq(st.broken, 0);
+	/* The half-written group was cut off the file again. */
+	ck_assert_int_eq(stat(seg, &sb), 0);
+	ck_assert_int_eq(sb.st_size, good);
+	free(seg);
 	/* Space comes back: the log goes on, without the failed group. */
 	f.write_errno = 0;
 	append_range(ml, 5, 8);
@@ -811,6 +822,66 @@ START_TEST(test_eio_on_fsync)
 }
 END_TEST
 
+/* A real full disk: a 64 KiB tmpfs, where mounting is allowed (root).
+ * The teardown unmounts even when an assertion ended the test. */
+static char *tmpfs_mnt;
+
+static void tmpfs_teardown(void)
+{
+	if (tmpfs_mnt == NULL)
+		return;
+	umount2(tmpfs_mnt, MNT_DETACH);
+	rmdir(tmpfs_mnt);
+	free(tmpfs_mnt);
+	tmpfs_mnt = NULL;
+}
+
+START_TEST(test_enospc_real_tmpfs)
+{
+	char *mnt = tmpfs_mnt = tmpdir_new(), *dir = path_in(mnt, "data");
+	struct seen *s = calloc(1, sizeof(*s));
+	struct mlog *ml;
+	struct mlog_stats st;
+	uint8_t rec[1000];
+	char err[1024], want[512];
+	size_t ok = 0;
+
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=64k") != 0) {
+		fprintf(stderr, "test_enospc_real_tmpfs: skipped, cannot mount "
+		    "a tmpfs on %s: %s\n", mnt, strerror(errno));
+		goto out;
+	}
+	ml = open_log(dir, s, NULL);
+	memset(rec, 0xab, sizeof(rec));
+	for (;;) {
+		ck_assert_uint_lt(ok, 1000);   /* 64 KiB must fill up */
+		ck_assert_int_eq(mlog_append(ml, 1, rec, sizeof(rec), err,
+		    sizeof(err)), 0);
+		if (mlog_sync(ml, err, sizeof(err)) != 0)
+			break;
+		ok++;
+	}
+	snprintf(want, sizeof(want), "%s/%s: write of", dir, SEG1);
+	ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+	ck_assert_msg(strstr(err, strerror(ENOSPC)) != NULL, "%s", err);
+	ck_assert_uint_gt(ok, 10);
+	mlog_stats(ml, &st);
+	ck_assert_uint_eq(st.records, ok);
+	ck_assert_int_eq(st.broken, 0);
+	mlog_free(ml);
+	ml = open_log(dir, s, NULL);
+	ck_assert_uint_eq(s->n, ok);
+	ck_assert_uint_eq(s->len[ok - 1], sizeof(rec));
+	ck_assert_mem_eq(s->data[ok - 1], rec, sizeof(rec));
+	mlog_stats(ml, &st);
+	ck_assert_uint_eq(st.torn_bytes_dropped, 0);
+	mlog_free(ml);
+out:
+	free(dir);
+	free(s);
+}
+END_TEST
+
 static Suite *mlog_suite(void)
 {
 	Suite *s = suite_create("mlog");
@@ -827,6 +898,11 @@ static Suite *mlog_suite(void)
 	tcase_add_test(tc, test_compaction_crash_states);
 	tcase_add_test(tc, test_enospc_on_write);
 	tcase_add_test(tc, test_eio_on_fsync);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("tmpfs");
+	tcase_set_timeout(tc, 60);
+	tcase_add_checked_fixture(tc, NULL, tmpfs_teardown);
+	tcase_add_test(tc, test_enospc_real_tmpfs);
 	suite_add_tcase(s, tc);
 	return s;
 }
