@@ -5,6 +5,10 @@
  *
  *   kp_dump            ApiVersions v0-v3 and Metadata v0-v12, each a
  *                      request followed by its response
+ *   kp_dump decode     read "<api key> <version> request|response <hex body>"
+ *                      lines on stdin; for each print "ok <re-encoded hex>
+ *                      <value tokens>" or "error <offset> <reason>"
+ *                      (test_codec_xcheck.py compares with kafka-python)
  */
 #include "config.h"
 
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "compat.h"
+#include "kp_gen_fill.h"
 #include "kproto.h"
 
 static int32_t next_corr = 100;
@@ -132,11 +137,94 @@ static void metadata(void)
 	}
 }
 
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static void decode_one(int16_t key, int16_t v, int is_req, const char *hex)
+{
+	const struct kp_api *api = kp_api_find(key);
+	const struct kp_fill *fill = NULL;
+	size_t n = strlen(hex) / 2;
+	uint8_t *buf = malloc(n ? n : 1);
+	struct karena *a = karena_new(1u << 24);
+	void *m;
+	struct kr r;
+	struct kw w;
+
+	for (size_t i = 0; i < kp_fill_count; i++)
+		if (kp_fill_table[i].api_key == key)
+			fill = &kp_fill_table[i];
+	if (api == NULL || fill == NULL || buf == NULL || a == NULL) {
+		printf("error 0 unknown ApiKey %d\n", key);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			printf("error 0 bad hex\n");
+			goto out;
+		}
+		buf[i] = (uint8_t)(hi << 4 | lo);
+	}
+	m = karena_alloc(a, is_req ? api->request_size : api->response_size);
+	kr_init(&r, buf, n);
+	if ((is_req ? api->request_decode : api->response_decode)(&r, a, v, m) != 0 ||
+	    kp_expect_end(&r) != 0) {
+		printf("error %zu %s\n", r.err_off, r.why);
+		goto out;
+	}
+	kw_init(&w, 1u << 24);
+	if ((is_req ? api->request_encode : api->response_encode)(&w, v, m) != 0) {
+		printf("error 0 re-encode: %s\n", w.why);
+		kw_fini(&w);
+		goto out;
+	}
+	printf("ok ");
+	for (size_t i = 0; i < w.len; i++)
+		printf("%02x", w.buf[i]);
+	if (w.len == 0)
+		printf("-");
+	(is_req ? fill->request_tokens : fill->response_tokens)(stdout, v, m);
+	printf("\n");
+	kw_fini(&w);
+out:
+	free(buf);
+	karena_free(a);
+}
+
+static int decode_lines(void)
+{
+	char line[1 << 16];
+
+	while (fgets(line, sizeof(line), stdin) != NULL) {
+		int key, v;
+		char dir[16], hex[sizeof(line)];
+
+		hex[0] = '\0';
+		if (sscanf(line, "%d %d %15s %s", &key, &v, dir, hex) < 3) {
+			fprintf(stderr, "kp_dump: bad input line: %s", line);
+			return 1;
+		}
+		if (strcmp(hex, "-") == 0)
+			hex[0] = '\0';
+		decode_one((int16_t)key, (int16_t)v, strcmp(dir, "request") == 0, hex);
+	}
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
-	(void)argv;
+	if (argc == 2 && strcmp(argv[1], "decode") == 0)
+		return decode_lines();
 	if (argc != 1) {
-		fprintf(stderr, "usage: kp_dump\n");
+		fprintf(stderr, "usage: kp_dump [decode]\n");
 		return 2;
 	}
 	api_versions();
