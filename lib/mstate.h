@@ -132,11 +132,12 @@ void mstate_free(struct mstate *st);
  * Returns 0, or -1 with the log's message (file and offset) in err.
  */
 int mstate_open(struct mstate *st, struct mlog *ml, char *err, size_t errlen);
-/* Snapshots the model into the log (the daemon calls this at clean
- * shutdown).  0 or -1 with err. */
+/* Snapshots the model into the log.  The daemon calls this at clean
+ * shutdown; the record/byte trigger runs by itself after every persisted
+ * change (mstate_maybe_compact).  0 or -1 with err. */
 int mstate_compact(struct mstate *st, char *err, size_t errlen);
-/* Compacts if the log's record/byte threshold is reached; logs failures.
- * Returns 1 if it compacted. */
+/* Compacts if the log's record/byte threshold is reached; logs failures
+ * (the change that triggered it stands).  Returns 1 if it compacted. */
 int mstate_maybe_compact(struct mstate *st);
 /*
  * The callback mlog_open() calls for each record: decodes and applies it.

@@ -712,6 +712,10 @@ int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
 			goto out;
 		}
 	}
+	/* The record/byte trigger of compaction.  It runs on the caller's
+	 * thread: a snapshot of the model is small and this is rare (every
+	 * storage.snapshot_every_records records). */
+	mstate_maybe_compact(st);
 out:
 	if (bufs != NULL)
 		for (i = 0; i < n; i++)

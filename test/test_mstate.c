@@ -53,6 +53,7 @@ static int fault_fsync(void *arg, int fd)
 
 struct fx {
 	char dir[256];
+	uint64_t compact_records;   /* 0: the default */
 	struct faults faults;
 	struct mlog_io io;
 	struct mlog *ml;
@@ -70,6 +71,8 @@ static void fx_open(void)
 	mlog_opts_init(&o);
 	o.dir = F.dir;
 	o.io = &F.io;
+	if (F.compact_records != 0)
+		o.compact_records = F.compact_records;
 	F.ml = mlog_file_new(&o, err, sizeof(err));
 	ck_assert_msg(F.ml != NULL, "%s", err);
 	F.st = mstate_new();
@@ -845,6 +848,26 @@ START_TEST(test_replay_equality)
 }
 END_TEST
 
+/* With a small record trigger the log compacts by itself as operations
+ * go, and every reopen still rebuilds the same model. */
+START_TEST(test_automatic_compaction)
+{
+	struct mlog_stats s;
+
+	F.compact_records = 7;
+	fx_close();
+	fx_open();
+	build_rich();
+	mlog_stats(F.ml, &s);
+	ck_assert_uint_ge(s.compactions, 3);
+	ck_assert_uint_lt(s.records_since_snapshot, 7);
+	ck_assert_int_gt(s.snapshot_wall_ms, 0);
+	reopen_same();
+	CODE(mstate_resume_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)), 0);
+	reopen_same();
+}
+END_TEST
+
 /* Offset of the last frame in the newest segment of dir. */
 static char *newest_segment(size_t *last_off, size_t *size)
 {
@@ -1026,6 +1049,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_transition_table);
 	tcase_add_test(tc, test_data_plane_and_hooks);
 	tcase_add_test(tc, test_replay_equality);
+	tcase_add_test(tc, test_automatic_compaction);
 	tcase_add_test(tc, test_kill_at_every_byte_of_last_record);
 	tcase_add_test(tc, test_disk_errors_leave_state_unchanged);
 	tcase_add_test(tc, test_replay_refuses_bad_records);
