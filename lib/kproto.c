@@ -29,6 +29,34 @@ int kp_response_header_version(int16_t api_key, int16_t api_version)
 	return api->first_flexible >= 0 && api_version >= api->first_flexible ? 1 : 0;
 }
 
+size_t kp_served_api_versions(struct kp_api_versions_response_api_version *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < kp_api_count; i++) {
+		const struct kp_api *api = &kp_api_table[i];
+
+		if (api->served_min < 0)
+			continue;
+		if (n < max) {
+			kp_api_versions_response_api_version_init(&out[n]);
+			out[n].api_key = api->api_key;
+			out[n].min_version = api->served_min;
+			out[n].max_version = api->served_max;
+		}
+		n++;
+	}
+	return n;
+}
+
+int kp_api_served(int16_t api_key, int16_t api_version)
+{
+	const struct kp_api *api = kp_api_find(api_key);
+
+	return api != NULL && api->served_min >= 0 && api_version >= api->served_min &&
+	    api_version <= api->served_max;
+}
+
 void kp_request_header_init(struct kp_request_header *h)
 {
 	memset(h, 0, sizeof(*h));

@@ -62,6 +62,15 @@ int kp_request_header_read(struct kr *r, struct kp_request_header *h, int *hver)
 int kp_response_header_decode(struct kr *r, int hver, struct kp_response_header *h);
 int kp_response_header_encode(struct kw *w, int hver, const struct kp_response_header *h);
 
+/*
+ * The ApiVersions entries for what mirrord serves (the servedVersions of
+ * each request spec), in ApiKey order: fills out[0..max) and returns how
+ * many there are (which may exceed max; then only max were written).
+ */
+size_t kp_served_api_versions(struct kp_api_versions_response_api_version *out, size_t max);
+/* 1 if mirrord serves this ApiKey at this version. */
+int kp_api_served(int16_t api_key, int16_t api_version);
+
 /* Reserve the 4-byte size prefix of a frame; returns the slot. */
 size_t kp_frame_begin(struct kw *w);
 /* Patch the size prefix with the bytes written since kp_frame_begin(). */

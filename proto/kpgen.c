@@ -555,7 +555,6 @@ static struct sdef *load_struct(struct msg *m, const char *name, yaml_node_t *fi
 
 static void load_spec(const char *path)
 {
-	static const char *const top_keys[] = { "", NULL };
 	FILE *fp = fopen(path, "rb");
 	yaml_parser_t parser;
 	yaml_node_t *root, *n;
@@ -563,7 +562,6 @@ static void load_spec(const char *path)
 	const char *s;
 	long key;
 
-	(void)top_keys;
 	cur_file = path;
 	if (fp == NULL) {
 		fprintf(stderr, "kpgen: %s: %s\n", path, strerror(errno));
@@ -718,7 +716,7 @@ static char *nondefault_expr(const struct field *f, const char *obj)
 
 /* ---- header --------------------------------------------------------- */
 
-static void emit_struct_decl(const struct msg *m, const struct sdef *s)
+static void emit_struct_decl(const struct sdef *s)
 {
 	fprintf(H, "struct %s {\n", s->cname);
 	for (int i = 0; i < s->nfields; i++) {
@@ -742,7 +740,6 @@ static void emit_struct_decl(const struct msg *m, const struct sdef *s)
 	if (s->nfields == 0)
 		fprintf(H, "\tchar unused_; /* no fields: only the tagged-field section */\n");
 	fprintf(H, "};\n");
-	(void)m;
 }
 
 static void emit_header(void)
@@ -773,7 +770,7 @@ static void emit_header(void)
 		else
 			fprintf(H, ", flexible %d+ */\n", m->flexible.lo);
 		for (int j = 0; j < m->nstructs; j++)
-			emit_struct_decl(m, m->structs[j]);
+			emit_struct_decl(m->structs[j]);
 		for (int j = 0; j < m->nstructs - 1; j++)
 			fprintf(H, "void %s_init(struct %s *m);\n", m->structs[j]->cname, m->structs[j]->cname);
 		fprintf(H, "void kp_%s_init(struct kp_%s *m);\n", m->snake, m->snake);
@@ -809,10 +806,10 @@ static void emit_header(void)
 
 /* ---- source: init / is_default -------------------------------------- */
 
-static void emit_init(const struct msg *m, const struct sdef *s, int is_top)
+static void emit_init(const struct sdef *s)
 {
-	fprintf(C, "%svoid %s_init(struct %s *m)\n{\n\tmemset(m, 0, sizeof(*m));\n",
-	    "", s->cname, s->cname);
+	fprintf(C, "void %s_init(struct %s *m)\n{\n\tmemset(m, 0, sizeof(*m));\n",
+	    s->cname, s->cname);
 	for (int i = 0; i < s->nfields; i++) {
 		const struct field *f = &s->fields[i];
 
@@ -830,8 +827,6 @@ static void emit_init(const struct msg *m, const struct sdef *s, int is_top)
 		fprintf(C, "\tm->%s = %s;\n", f->snake, default_expr(f));
 	}
 	fprintf(C, "}\n\n");
-	(void)m;
-	(void)is_top;
 }
 
 static void emit_is_default(const struct sdef *s)
@@ -1215,7 +1210,7 @@ static void emit_source(void)
 		for (int j = 0; j < m->nstructs; j++) {
 			const struct sdef *s = m->structs[j];
 
-			emit_init(m, s, j == m->nstructs - 1);
+			emit_init(s);
 			if (s->used_as_value)
 				emit_is_default(s);
 		}

@@ -62,18 +62,13 @@ static void api_versions(void)
 	struct kp_api_versions_response_api_version keys[64];
 	struct kp_api_versions_response rs;
 	struct kp_api_versions_request rq;
-	int32_t n = 0;
+	int32_t n;
 
 	/* The ranges mirrord serves, as its listener would answer. */
-	for (size_t i = 0; i < kp_api_count && n < (int32_t)ARRAY_SIZE(keys); i++) {
-		const struct kp_api *api = &kp_api_table[i];
-
-		if (api->served_min < 0)
-			continue;
-		keys[n].api_key = api->api_key;
-		keys[n].min_version = api->served_min;
-		keys[n].max_version = api->served_max;
-		n++;
+	n = (int32_t)kp_served_api_versions(keys, ARRAY_SIZE(keys));
+	if ((size_t)n > ARRAY_SIZE(keys)) {
+		fprintf(stderr, "kp_dump: more served APIs than room\n");
+		exit(1);
 	}
 	kp_api_versions_response_init(&rs);
 	rs.api_keys = keys;
