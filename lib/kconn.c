@@ -50,7 +50,6 @@
 #define API_APIVERSIONS 18
 #define API_SASL_HANDSHAKE 17
 #define API_SASL_AUTHENTICATE 36
-#define KCONN_MAX_API_KEY 256    /* keys we remember ranges for */
 #define KCONN_NORESP_RING 64     /* recent acks=0 correlation ids */
 #define KCONN_APIVERSIONS_MAX 3  /* the version we ask first */
 #define KCONN_MAX_ERRSTR 512
@@ -472,10 +471,6 @@ struct kreq {
 };
 TAILQ_HEAD(kreq_q, kreq);
 
-struct api_range {
-	int16_t min, max; /* min -1: not listed */
-};
-
 struct kconn {
 	struct event_base *base;
 	struct evdns_base *dns;
@@ -507,7 +502,7 @@ struct kconn {
 	int64_t connect_deadline;
 	int64_t timer_at; /* 0 = not armed */
 
-	struct api_range apis[KCONN_MAX_API_KEY];
+	struct kconn_api_range apis[KCONN_MAX_API_KEY];
 	int have_apis;
 	int av_version;   /* ApiVersions version in flight / answered */
 	int av_retried;
@@ -943,19 +938,20 @@ static void peer_text(char *dst, size_t len, struct kstr s)
 static void sasl_start(struct kconn *c);
 static void apiversions_send(struct kconn *c, int version);
 
-static void apiversions_cb(struct kconn *c, int err, const char *errstr,
-    struct kr *r, void *arg)
+int kconn_apiversions_parse(struct kr *r, int version,
+    struct kconn_api_range *ranges, int *retry_version, int16_t *errcode)
 {
-	int v = c->av_version;
 	int16_t ec;
 	int32_t n;
 
-	if (err != KCONN_E_OK)
-		return; /* the connection is already failing */
+	*errcode = 0;
+	for (int i = 0; i < KCONN_MAX_API_KEY; i++)
+		ranges[i].min = ranges[i].max = -1;
 	ec = kr_i16(r);
 	if (r->err)
-		goto malformed;
-	if (ec == 35 && v > 0 && !c->av_retried) {
+		return -1;
+	*errcode = ec;
+	if (ec == 35 && version > 0) {
 		/*
 		 * KIP-511: a broker that does not know our version answers in
 		 * the v0 shape with its own ApiVersions range.  The librdkafka
@@ -967,14 +963,58 @@ static void apiversions_cb(struct kconn *c, int err, const char *errstr,
 
 		n = kr_array(&r0);
 		for (int32_t i = 0; i < n && !r0.err; i++) {
-			int16_t key = kr_i16(&r0), mn = kr_i16(&r0),
-			    mx = kr_i16(&r0);
-			(void)mn;
-			if (!r0.err && key == API_APIVERSIONS && mx < v && mx >= 0)
+			int16_t key = kr_i16(&r0);
+			(void)kr_i16(&r0);
+			int16_t mx = kr_i16(&r0);
+			if (!r0.err && key == API_APIVERSIONS && mx >= 0 &&
+			    mx < version)
 				next = mx;
 		}
-		if (r0.err)
-			next = 0;
+		*retry_version = r0.err ? 0 : next;
+		return 1;
+	}
+	if (ec != 0) {
+		kr_fail(r, "ApiVersions error code");
+		return -1;
+	}
+	n = version >= 3 ? kr_carray(r) : kr_array(r);
+	if (n < 0 && !r->err)
+		kr_fail(r, "null ApiVersions array");
+	for (int32_t i = 0; i < n && !r->err; i++) {
+		size_t off = kr_off(r);
+		int16_t key = kr_i16(r), mn = kr_i16(r), mx = kr_i16(r);
+
+		if (version >= 3)
+			kr_skip_tagged(r);
+		if (r->err)
+			break;
+		if (mn < 0 || mx < mn) {
+			kr_fail_at(r, off, "ApiVersions range with min < 0 or "
+			    "min > max");
+			break;
+		}
+		if (key >= 0 && key < KCONN_MAX_API_KEY) {
+			ranges[key].min = mn;
+			ranges[key].max = mx;
+		}
+	}
+	if (version >= 1)
+		(void)kr_i32(r); /* throttle_time_ms */
+	if (version >= 3)
+		kr_skip_tagged(r);
+	return r->err ? -1 : 0;
+}
+
+static void apiversions_cb(struct kconn *c, int err, const char *errstr,
+    struct kr *r, void *arg)
+{
+	int v = c->av_version, next = 0, rc;
+	int16_t ec;
+
+	if (err != KCONN_E_OK)
+		return; /* the connection is already failing */
+	rc = kconn_apiversions_parse(r, v, c->apis, &next, &ec);
+	if (rc == 1 && !c->av_retried) {
 		c->av_retried = 1;
 		log_debug("kconn %s: ApiVersions v%d unsupported, retrying "
 		    "with v%d", c->name, v, next);
@@ -986,44 +1026,20 @@ static void apiversions_cb(struct kconn *c, int err, const char *errstr,
 		    "error %d", v, ec);
 		return;
 	}
-	n = v >= 3 ? kr_carray(r) : kr_array(r);
-	if (n < 0)
-		kr_fail(r, "null ApiVersions array");
-	for (int i = 0; i < KCONN_MAX_API_KEY; i++)
-		c->apis[i].min = c->apis[i].max = -1;
-	for (int32_t i = 0; i < n && !r->err; i++) {
-		int16_t key = kr_i16(r), mn = kr_i16(r), mx = kr_i16(r);
-		if (v >= 3)
-			kr_skip_tagged(r);
-		if (r->err)
-			break;
-		if (mn < 0 || mx < mn) {
-			kr_fail(r, "ApiVersions range with min > max");
-			break;
-		}
-		if (key >= 0 && key < KCONN_MAX_API_KEY) {
-			c->apis[key].min = mn;
-			c->apis[key].max = mx;
-		}
+	if (rc != 0) {
+		log_warnx("kconn %s: malformed ApiVersions v%d response at "
+		    "byte %zu: %s", c->name, v, r->err_off, r->why);
+		conn_failf(c, KCONN_E_PROTOCOL, "malformed ApiVersions v%d "
+		    "response at byte %zu: %s", v, r->err_off,
+		    r->why ? r->why : "?");
+		return;
 	}
-	if (v >= 1)
-		(void)kr_i32(r); /* throttle_time_ms */
-	if (v >= 3)
-		kr_skip_tagged(r);
-	if (r->err)
-		goto malformed;
 	c->have_apis = 1;
 	if (security_sasl[c->cfg->security]) {
 		sasl_start(c);
 		return;
 	}
 	conn_ready(c);
-	return;
-malformed:
-	log_warnx("kconn %s: malformed ApiVersions v%d response at byte %zu: "
-	    "%s", c->name, v, r->err_off, r->why);
-	conn_failf(c, KCONN_E_PROTOCOL, "malformed ApiVersions v%d response "
-	    "at byte %zu: %s", v, r->err_off, r->why ? r->why : "?");
 }
 
 static void apiversions_send(struct kconn *c, int version)

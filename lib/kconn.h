@@ -218,4 +218,23 @@ int kconn_apiversions_version(const struct kconn *c);
 
 void kconn_set_stats_cb(struct kconn *c, kconn_stats_fn fn, void *arg);
 
+/* ---- parsing (exposed for the fuzz harness and tests) ---------------- */
+
+#define KCONN_MAX_API_KEY 256 /* ApiKeys whose ranges are kept */
+
+struct kconn_api_range {
+	int16_t min, max; /* min -1: the broker does not list the key */
+};
+
+/*
+ * Parses an ApiVersions response body of `version` into ranges[0..255].
+ * Returns 0 on success; 1 when the broker answered UNSUPPORTED_VERSION,
+ * with *retry_version the version to ask next (KIP-511: the highest the
+ * broker lists below ours, or 0 when the v0-shaped body does not parse, as
+ * from the librdkafka 2.0.2 mock); -1 when the body is malformed (r->why,
+ * r->err_off) or carries another error (*errcode).
+ */
+int kconn_apiversions_parse(struct kr *r, int version,
+    struct kconn_api_range *ranges, int *retry_version, int16_t *errcode);
+
 #endif

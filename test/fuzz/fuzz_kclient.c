@@ -1,0 +1,180 @@
+/*
+ * fuzz_kclient: libFuzzer harness for what our Kafka client reads from a
+ * broker before anything else trusts it: the ApiVersions response body
+ * (kconn_apiversions_parse, any version, incl. the KIP-511 fallback) and
+ * the SCRAM server messages (ksasl_scram_client_final /
+ * ksasl_scram_verify_server).  The response framing and correlation checks
+ * run on sockets and are covered by test_kconn's hostile fake brokers.
+ *
+ * Input: byte 0 picks the target (even: ApiVersions, odd: SCRAM), byte 1
+ * the ApiVersions version (0-4) or the SCRAM hash (even: SHA-256, odd:
+ * SHA-512); the rest is the peer's bytes.  For SCRAM the rest is
+ * "server-first\nserver-final".
+ *
+ * Built with clang -fsanitize=fuzzer under --enable-fuzzers
+ * (MIRRORD_LIBFUZZER), and always as a replay program that runs the saved
+ * corpus (test/fuzz/corpus/kclient, or the paths given) under make check.
+ */
+#include "config.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kbuf.h"
+#include "kconn.h"
+#include "ksasl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fuzz_apiversions(int version, const uint8_t *p, size_t n)
+{
+	struct kconn_api_range ranges[KCONN_MAX_API_KEY];
+	struct kr r;
+	int retry = -1, rc;
+	int16_t ec;
+
+	kr_init(&r, p, n);
+	rc = kconn_apiversions_parse(&r, version, ranges, &retry, &ec);
+	assert(rc >= -1 && rc <= 1);
+	assert(r.p >= r.start && r.p <= r.end);
+	if (rc == 1) {
+		/* the fallback only ever goes down */
+		assert(ec == 35 && retry >= 0 && retry < version);
+	}
+	if (rc == 0) {
+		assert(ec == 0);
+		for (int i = 0; i < KCONN_MAX_API_KEY; i++)
+			assert(ranges[i].min == -1 ||
+			    (ranges[i].min >= 0 && ranges[i].min <= ranges[i].max));
+	}
+	if (rc == -1 && ec == 0)
+		assert(r.err && r.why != NULL);
+}
+
+static void fuzz_scram(int sha512, const uint8_t *p, size_t n)
+{
+	char err[512];
+	const char *msg;
+	size_t mlen;
+	const uint8_t *nl = memchr(p, '\n', n);
+	size_t first = nl ? (size_t)(nl - p) : n;
+	struct ksasl_scram *s = ksasl_scram_new(sha512 ? KSASL_SCRAM_SHA_512 :
+	    KSASL_SCRAM_SHA_256, "user", "pencil", "rOprNGfwEbeRWgbNEkqO", err,
+	    sizeof(err));
+
+	assert(s != NULL);
+	if (ksasl_scram_client_final(s, p, first, &msg, &mlen, err,
+		sizeof(err)) == 0) {
+		assert(mlen == strlen(msg));
+		assert(strncmp(msg, "c=biws,r=rOprNGfwEbeRWgbNEkqO", 29) == 0);
+		if (nl != NULL)
+			(void)ksasl_scram_verify_server(s, nl + 1, n - first - 1,
+			    err, sizeof(err));
+	} else {
+		assert(err[0] != '\0');
+		/* no server-final accepted without a client-final */
+		assert(ksasl_scram_verify_server(s, p, n, err, sizeof(err)) == -1);
+	}
+	ksasl_scram_free(s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 2)
+		return 0;
+	if (data[0] % 2 == 0)
+		fuzz_apiversions(data[1] % 5, data + 2, size - 2);
+	else
+		fuzz_scram(data[1] % 2, data + 2, size - 2);
+	return 0;
+}
+
+#ifndef MIRRORD_LIBFUZZER
+/* Replays the files given, or every file under the directories given. */
+static int replay_one(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *buf = NULL;
+	long len = -1;
+	int rc = -1;
+
+	if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fprintf(stderr, "fuzz_kclient: %s: %s\n", path, strerror(errno));
+		goto out;
+	}
+	/* exactly the file's size, so ASan catches any over-read */
+	buf = malloc(len > 0 ? (size_t)len : 1);
+	if (buf == NULL || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+		fprintf(stderr, "fuzz_kclient: %s: short read\n", path);
+		goto out;
+	}
+	LLVMFuzzerTestOneInput(buf, (size_t)len);
+	rc = 0;
+out:
+	free(buf);
+	if (f != NULL)
+		fclose(f);
+	return rc;
+}
+
+static int replay_path(const char *path, int *count)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (stat(path, &st) != 0) {
+		fprintf(stderr, "fuzz_kclient: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		(*count)++;
+		return replay_one(path);
+	}
+	if ((d = opendir(path)) == NULL) {
+		fprintf(stderr, "fuzz_kclient: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		char sub[4096];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		if (replay_path(sub, count) != 0)
+			rc = -1;
+	}
+	closedir(d);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *src = getenv("top_srcdir");
+	char def[4096];
+	int count = 0, rc = 0;
+
+	if (argc < 2) {
+		snprintf(def, sizeof(def), "%s/test/fuzz/corpus/kclient",
+		    src ? src : ".");
+		rc = replay_path(def, &count);
+	}
+	for (int i = 1; i < argc; i++)
+		if (replay_path(argv[i], &count) != 0)
+			rc = -1;
+	if (rc == 0 && count == 0) {
+		fprintf(stderr, "fuzz_kclient: no corpus files found\n");
+		return 1;
+	}
+	printf("fuzz_kclient: %d inputs replayed\n", count);
+	return rc == 0 ? 0 : 1;
+}
+#endif
