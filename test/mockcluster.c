@@ -31,6 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef HAVE_SYS_PRCTL_H
+#include <sys/prctl.h>
+#endif
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -372,6 +375,10 @@ int main(int argc, char **argv)
 	if (optind != argc)
 		usage();
 	signal(SIGPIPE, SIG_IGN); /* a dead parent shows up as EOF or EPIPE */
+#ifdef HAVE_SYS_PRCTL_H
+	/* and even if something else holds our stdin open, die with the parent */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
 
 	conf = rd_kafka_conf_new();
 	/* The owner handle only hosts the clusters; it never connects anywhere. */
