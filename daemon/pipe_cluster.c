@@ -208,6 +208,8 @@ struct kconn *pbroker_conn(struct pbroker *b)
 		return NULL;
 	b->conn = kconn_new(b->cl->pl->base, b->cl->pl->dns, &b->cl->kcfg, b->host,
 	    b->port, broker_event, b, err, sizeof(err));
+	if (b->conn != NULL)
+		kconn_set_stats_cb(b->conn, pl_request_stats, b->cl);
 	if (b->conn == NULL) {
 		log_warnx("%s: broker %d: %s", b->cl->label, b->id, err);
 		b->failures++;

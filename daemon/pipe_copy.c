@@ -196,6 +196,8 @@ static void sync_done(struct ppart *p, int64_t d)
 	}
 	p->dst_next = p->dst_tail = d;
 	p->src_fetch = p->src_copied = s;
+	p->src_done = s;
+	pl_update_lag(p);
 	p->last_src = s > 0 ? s - 1 : p->last_src;
 	p->sync_lo = p->sync_hi = -1;
 	if (!pl_part_wants_run(p)) {
@@ -572,6 +574,7 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 		p->live.source_high_watermark = fp->high_watermark;
 		if (fp->log_start_offset >= 0)
 			p->live.source_log_start = fp->log_start_offset;
+		pl_update_lag(p);
 		intake(p, fp);
 		return;
 	}
@@ -760,11 +763,8 @@ static void produce_ok(struct ppart *p, struct pbatch *s)
 	pl->totals.bytes += (int64_t)s->len;
 	pl->totals.batches++;
 	p->attempts = 0;
-	if (p->live.source_high_watermark >= 0) {
-		int64_t lag = p->live.source_high_watermark - p->src_copied;
-
-		p->live.lag = lag > 0 ? lag : 0;
-	}
+	p->src_done = s->src_next;
+	pl_update_lag(p);
 	if (s->epoch >= 0 && s->epoch > p->last_epoch && p->mp != NULL) {
 		if (mpart_add_epoch(pl->st, p->mp, s->epoch, s->dst_base, msg,
 		    sizeof(msg)) != 0)
@@ -912,7 +912,7 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 	}
 	memset(&rw, 0, sizeof(rw));
 	rw.flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN;
-	rw.base_offset = q->dst_base;
+	rw.base_offset = 0; /* brokers assign offsets; Kafka 4 wants 0 from clients */
 	rw.producer_id = dst->pid_state == 2 ? dst->pid : -1;
 	rw.producer_epoch = dst->pid_state == 2 ? dst->pepoch : -1;
 	rw.base_sequence = dst->pid_state == 2 ? p->seq : -1;

@@ -117,6 +117,7 @@ struct ppart {
 	int64_t src_copied;          /* source offset after the last queued batch */
 	int64_t dst_tail;            /* destination offset after the last queued batch */
 	int64_t dst_next;            /* destination end as far as we know */
+	int64_t src_done;            /* source offset matching dst_next, -1 */
 	int64_t sync_lo, sync_hi;    /* a SYNC after an uncertain Produce expects one of these */
 	int fetch_inflight;
 	struct pbatch *sending;      /* the Produce in flight */
@@ -128,6 +129,7 @@ struct ppart {
 	int32_t last_epoch;
 
 	struct pipeline_live live;
+	struct pipeline_live reported; /* counters as last given to metrics */
 };
 
 struct pmirror {
@@ -172,6 +174,12 @@ void pl_drop_queue(struct ppart *p);
 void pbatch_free(struct pbatch *b);
 int pl_part_wants_run(const struct ppart *p);
 int64_t pl_backoff_ms(const struct pipeline *pl);
+
+/* pipeline.c: metrics of one finished request (kconn stats callback). */
+void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
+    size_t request_bytes, size_t response_bytes);
+
+void pl_update_lag(struct ppart *p);
 
 /* pipe_cluster.c */
 struct pcluster *pcluster_new(struct pipeline *pl, const char *label,

@@ -18,6 +18,8 @@
 #include "daemonconf.h"
 #include "kerr.h"
 #include "log.h"
+#include "metrics.h"
+#include "metrics_std.h"
 #include "mirrorconf.h"
 #include "pipe_int.h"
 
@@ -57,6 +59,15 @@ void pl_drop_queue(struct ppart *p)
 	p->gen++;
 	p->src_fetch = p->src_copied = -1;
 	p->dst_tail = p->dst_next;
+}
+
+/* Lag: source high watermark minus the source offset the destination end
+ * stands for. */
+void pl_update_lag(struct ppart *p)
+{
+	if (p->live.source_high_watermark < 0 || p->src_done < 0)
+		return;
+	p->live.lag = MAX(0, p->live.source_high_watermark - p->src_done);
 }
 
 static const char *part_name(const struct ppart *p, char *buf, size_t len)
@@ -192,6 +203,8 @@ static struct pmirror *pm_find(struct pipeline *pl, const struct mirror *m)
 
 static void pm_free(struct pmirror *pm)
 {
+	if (pm->pl->ms != NULL && pm->dead)
+		metrics_std_mirror_remove(pm->pl->ms, pm->name);
 	pcluster_free(pm->src);
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
@@ -275,6 +288,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	TAILQ_INIT(&p->q);
 	p->src_fetch = p->src_copied = -1;
 	p->dst_next = p->dst_tail = -1;
+	p->src_done = -1;
 	p->sync_lo = p->sync_hi = -1;
 	p->last_src = mp->last_offset;
 	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
@@ -504,6 +518,100 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	kick_cb(fd, what, arg);
 }
 
+/* ---- metrics --------------------------------------------------------------- */
+
+static const char *const state_names[] = {
+#define X(st) #st,
+	MPART_STATES(X)
+#undef X
+};
+
+static void counter_to(struct metrics_std *ms, enum metrics_std_id id,
+    const struct ppart *p, int64_t now, int64_t *reported)
+{
+	if (now > *reported) {
+		metrics_counter_add(metrics_std_partition(ms, id, p->pm->name, p->topic,
+		    p->index), (double)(now - *reported));
+		*reported = now;
+	}
+}
+
+static void gauge(struct metrics_std *ms, enum metrics_std_id id,
+    const struct ppart *p, int64_t v)
+{
+	if (v >= 0)
+		metrics_gauge_set(metrics_std_partition(ms, id, p->pm->name, p->topic,
+		    p->index), (double)v);
+}
+
+/* Scrape time: the per-partition series from the live numbers (nothing on
+ * the copy path touches the registry). */
+static void collect_partitions(struct metric_family *f, void *arg)
+{
+	struct pipeline *pl = arg;
+	struct metrics_std *ms = pl->ms;
+
+	(void)f;
+	for (size_t i = 0; i < pl->nmirrors; i++) {
+		struct pmirror *pm = pl->mirrors[i];
+
+		for (size_t j = 0; j < pm->nparts; j++) {
+			struct ppart *p = pm->parts[j];
+
+			if (p->dead || p->mp == NULL)
+				continue;
+			metrics_std_partition_state(ms, pm->name, p->topic, p->index,
+			    state_names, ARRAY_SIZE(state_names), (size_t)p->mp->state);
+			gauge(ms, MSTD_PARTITION_LAG_RECORDS, p, p->live.lag);
+			gauge(ms, MSTD_PARTITION_SOURCE_HIGH_WATERMARK, p,
+			    p->live.source_high_watermark);
+			gauge(ms, MSTD_PARTITION_DESTINATION_END_OFFSET, p,
+			    p->live.destination_end);
+			counter_to(ms, MSTD_PARTITION_RECORDS, p, p->live.records,
+			    &p->reported.records);
+			counter_to(ms, MSTD_PARTITION_BYTES, p, p->live.bytes,
+			    &p->reported.bytes);
+			counter_to(ms, MSTD_PARTITION_BATCHES, p, p->live.batches,
+			    &p->reported.batches);
+			counter_to(ms, MSTD_PARTITION_CRC_FAILURES, p, p->live.crc_failures,
+			    &p->reported.crc_failures);
+			counter_to(ms, MSTD_PARTITION_OFFSET_HOLES, p, p->live.offset_holes,
+			    &p->reported.offset_holes);
+			counter_to(ms, MSTD_PARTITION_RETRIES, p, p->live.retries,
+			    &p->reported.retries);
+		}
+	}
+}
+
+void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
+    size_t request_bytes, size_t response_bytes)
+{
+	struct pcluster *cl = arg;
+	struct metrics_std *ms = cl->pl->ms;
+	const char *api, *mirror = "";
+
+	(void)request_bytes;
+	(void)response_bytes;
+	if (ms == NULL || cl->dying)
+		return;
+	if (api_key == 0)
+		api = "Produce";
+	else if (api_key == 1)
+		api = "Fetch";
+	else
+		return;
+	for (size_t i = 0; i < cl->pl->nmirrors; i++)
+		if (cl->pl->mirrors[i]->src == cl)
+			mirror = cl->pl->mirrors[i]->name;
+	metrics_histogram_observe(METRICS_SERIES(MSTD(ms, CLUSTER_REQUEST_DURATION),
+	    cl->is_source ? "source" : "destination", mirror, api),
+	    (double)latency_us / 1e6);
+	if (err != KCONN_E_OK)
+		metrics_counter_inc(METRICS_SERIES(MSTD(ms, CLUSTER_REQUEST_ERRORS),
+		    cl->is_source ? "source" : "destination", mirror, api,
+		    kconn_err_name(err)));
+}
+
 /* ---- mstate hook ----------------------------------------------------------- */
 
 static void on_mstate(void *arg, const struct mstate_event *ev)
@@ -573,6 +681,9 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 		snprintf(err, errlen, "cannot create the pipeline's events");
 		goto fail;
 	}
+	if (ms != NULL)
+		metrics_family_on_collect(MSTD(ms, PARTITION_STATE),
+		    collect_partitions, pl);
 	if (mstate_add_hook(st, on_mstate, pl) != 0) {
 		snprintf(err, errlen, "mstate has no room for another hook");
 		goto fail;
@@ -630,6 +741,8 @@ void pipeline_free(struct pipeline *pl)
 	free(pl->graveyard);
 	if (pl->dns)
 		evdns_base_free(pl->dns, 0);
+	if (pl->ms != NULL)
+		metrics_family_on_collect(MSTD(pl->ms, PARTITION_STATE), NULL, NULL);
 	free(pl);
 }
 

@@ -50,11 +50,12 @@ def eq(got, want, what):
 # ---- producing and consuming with librdkafka --------------------------------
 
 def produce(bootstrap, topic, partition, records, codec="none",
-            idempotent=False, linger_ms=5):
+            idempotent=False, linger_ms=5, batch_size=1000000):
     """records: [(key, value, headers, timestamp_ms)]; all acknowledged."""
     errors = []
     p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
                   "linger.ms": linger_ms, "enable.idempotence": idempotent,
+                  "batch.size": batch_size,
                   "acks": "all", "message.timeout.ms": 30000})
 
     def dr(err, _msg):
@@ -80,15 +81,15 @@ def produce(bootstrap, topic, partition, records, codec="none",
                % (topic, partition, left, errors[:3]))
 
 
-def consume_all(bootstrap, topic, partition, end):
-    """Every record of the partition below end, read with check.crcs."""
+def consume_all(bootstrap, topic, partition, end, start=0):
+    """Every record of the partition in [start, end), read with check.crcs."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dataplane-check",
                   "enable.auto.commit": False, "check.crcs": True,
                   "enable.partition.eof": False, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, partition, 0)])
+    c.assign([TopicPartition(topic, partition, start)])
     out = []
     deadline = time.monotonic() + 60
-    while (not out or out[-1][0] < end - 1) and end > 0:
+    while (not out or out[-1][0] < end - 1) and end > start:
         if time.monotonic() > deadline:
             h.fail("reading %s-%d from %s: got up to offset %s of %d"
                    % (topic, partition, bootstrap,
@@ -196,6 +197,14 @@ def compare_records(topic, partition):
     return len(a)
 
 
+def proc_hwm_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
 def part_state(topic, partition, mirror="m1"):
     for p in d.describe_json(mirror):
         if p["topic"] == topic and p["partition"] == partition:
@@ -218,12 +227,15 @@ def main():
                      log_path=os.path.join(h.test_dir(), "mock.log"))
     SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
     TOPICS = {"codecs": len(CODECS), "idem": 2, "live": 4, "pr": 1, "bad": 2,
-              "foreign": 1}
+              "foreign": 1, "retention": 1, "disc.one": 2, "slow": 12}
     for name, n in TOPICS.items():
         for c in (0, 1):
             mc.cmd("topic %d %s %d" % (c, name, n))
 
-    d = mt.Mirrord(destination=DST, extra_yaml="pipeline:\n  request_timeout_ms: 1500\n")
+    d = mt.Mirrord(destination=DST, extra_yaml=(
+        "pipeline:\n  request_timeout_ms: 1500\n"
+        "  max_inflight_bytes_per_partition: 1MiB\n"
+        "  max_inflight_bytes_total: 3MiB\n"))
     d.create("m1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "200",
                     "mirror.failed.retry.initial.backoff.ms": "200",
                     "mirror.failed.retry.max.backoff.ms": "1000",
@@ -387,6 +399,87 @@ def main():
     h.check("13" in msg and "10" in msg and "another producer" in msg,
             "foreign-0 message should name offsets 13 and 10: %r" % msg)
     print("foreign write: %r" % msg, flush=True)
+
+
+    # 7. Metrics: the per-partition series a dashboard reads.
+    text = d.metrics()
+    for p in range(len(CODECS)):
+        lbl = 'mirror="m1",topic="codecs",partition="%d"' % p
+        for line in ("mirrord_partition_destination_end_offset{%s} %d" % (lbl, want[p]),
+                     "mirrord_partition_source_high_watermark{%s} %d" % (lbl, want[p]),
+                     "mirrord_partition_lag_records{%s} 0" % lbl,
+                     'mirrord_partition_state{%s,state="MIRRORING"} 1' % lbl):
+            h.check(line in text, "metrics lack %r" % line)
+    h.check('mirrord_partition_crc_failures_total{mirror="m1",topic="bad",'
+            'partition="0"} 1' in text or 'mirrord_partition_crc_failures_total{'
+            'mirror="m1",topic="bad",partition="0"} 2' in text,
+            "metrics do not count the CRC failure of bad-0")
+
+    # 8. Retention overtakes a paused mirror: OFFSET_OUT_OF_RANGE, resume at
+    # the new log start, the jump recorded as a translation anchor.
+    produce(SRC, "retention", 0, records_for(20, "ret1"))
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "retention")
+    wait_mirrored("retention", 1)
+    d.cli_ok("--pause", "--mirror", "m1", "--topic", "retention")
+    wait_state("retention", 1, "PAUSED")
+    dst_before = ends(DST, "retention", 1)[0]
+    big = [(None, bytes([65 + i % 26]) * 400000, None, None) for i in range(20)]
+    for rec in big:
+        produce(SRC, "retention", 0, [rec], linger_ms=0)
+    c = kraw.Cluster(SRC)
+    log_start, src_end = c.offsets("retention", 0)
+    c.close()
+    h.check(log_start > dst_before, "the mock did not drop the old records "
+            "(log start %d, mirrored up to %d): test setup" % (log_start, dst_before))
+    d.cli_ok("--resume", "--mirror", "m1", "--topic", "retention")
+    expect_end = dst_before + (src_end - log_start)
+    h.wait_for(lambda: ends(DST, "retention", 1)[0] == expect_end, 60,
+               "retention-0 to resume at the source log start %d" % log_start)
+    a = consume_all(SRC, "retention", 0, src_end, start=log_start)
+    b = consume_all(DST, "retention", 0, expect_end)
+    eq([r[2] for r in b[dst_before:]], [r[2] for r in a],
+       "records after the retention jump")
+    eq(part_state("retention", 0)["state"], "MIRRORING", "retention-0 state")
+    h.check("deleted by retention" in d.log(), "the retention jump was not logged")
+    print("retention overtook a paused mirror: resumed at %d, %d records" %
+          (log_start, len(a)), flush=True)
+
+    # 9. Include patterns are re-evaluated on the metadata refresh: a topic
+    # created on the source later is found and mirrored.
+    d.create("m3", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "200",
+                    "mirror.metadata.refresh.interval.ms": "1000"})
+    produce(SRC, "disc.one", 1, records_for(30, "disc1"))
+    d.cli_ok("--add", "--mirror", "m3", "--topic", "disc\\..*")
+    wait_mirrored("disc.one", 2)
+    for c in (0, 1):
+        mc.cmd("topic %d disc.two 3" % c)
+    produce(SRC, "disc.two", 2, records_for(30, "disc2"))
+    h.wait_for(lambda: part_state("disc.two", 2, "m3") is not None, 30,
+               "disc.two to be discovered by m3's include pattern")
+    wait_mirrored("disc.two", 3)
+    compare_batches("disc.two", 2)
+    print("pattern discovery: disc.two found and mirrored", flush=True)
+
+    # 10. A slow destination slows fetching: memory stays bounded by
+    # pipeline.max_inflight_bytes_total (3 MiB here) and the fetch response
+    # size (1 MiB for this mirror) while ~48 MB wait at the source.
+    d.create("m4", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "200",
+                    "mirror.fetch.response.max.bytes": "1048576",
+                    "mirror.fetch.max.bytes": "262144"})
+    for p in range(TOPICS["slow"]):
+        produce(SRC, "slow", p, [(None, b"s" * 2000, None, None)] * 2000,
+                linger_ms=5, batch_size=65536)
+    hwm_before = proc_hwm_kb(d.proc.pid)
+    mc.cmd("rtt 1 -1 150")
+    d.cli_ok("--add", "--mirror", "m4", "--topic", "slow")
+    wait_mirrored("slow", TOPICS["slow"], timeout=180)
+    mc.cmd("rtt 1 -1 0")
+    grew = proc_hwm_kb(d.proc.pid) - hwm_before
+    total = sum(ends(SRC, "slow", TOPICS["slow"])) * 2000 // 1024
+    h.check(grew < 16 * 1024, "peak RSS grew by %d KiB while %d KiB went through a "
+            "slow destination (caps: 3 MiB queued, 1 MiB per fetch)" % (grew, total))
+    print("slow destination: peak RSS grew %d KiB for %d KiB copied" % (grew, total),
+          flush=True)
 
     rc = d.stop()
     eq(rc, 0, "mirrord exit status after SIGTERM")

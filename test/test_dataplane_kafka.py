@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""mirrord's data plane against real Apache Kafka (the test tier of
+test/kafka/realkafka.py; SKIPs with the reason when it cannot run).
+
+What the librdkafka mock cannot show, checked on real brokers:
+
+  * real Kafka's log validator accepts every batch mirrord writes (all five
+    codecs, idempotent batches rewritten to mirrord's producer id and
+    sequences, committed transactional batches sent as ordinary ones);
+  * offsets equal and records bytes equal for non-transactional data;
+  * read_committed: aborted transactions and transaction markers are not
+    copied, and the destination holds exactly the committed records;
+  * compacted source data (batches with offset holes) is re-encoded and
+    reads back record for record;
+  * kill -9 during copying: nothing lost, nothing twice.
+"""
+
+import os
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import kraw  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+
+try:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+except ImportError:
+    h.skip("python3-confluent-kafka is not installed")
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+RUN = "%d" % (os.getpid() % 100000)
+# Recent timestamps: the brokers delete segments older than 7 days.
+NOW_MS = int(time.time() * 1000)
+
+
+def eq(got, want, what):
+    if got != want:
+        h.fail("%s: got %r, want %r" % (what, got, want))
+
+
+def producer(bootstrap, **conf):
+    c = {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"}
+    c.update(conf)
+    return Producer(c)
+
+
+def flush(p, what):
+    left = p.flush(60)
+    if left:
+        h.fail("%s: %d messages not delivered" % (what, left))
+
+
+def read_committed(bootstrap, topic, partition):
+    """Every committed record (key, value, headers, timestamp) in order."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dp-kafka-%s" % RUN,
+                  "enable.auto.commit": False, "check.crcs": True,
+                  "isolation.level": "read_committed",
+                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(topic, partition, 0)])
+    out = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        if m.error():
+            if m.error().code() == -191:  # _PARTITION_EOF
+                break
+            h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
+        out.append((m.key(), m.value(), m.headers(), m.timestamp()))
+    else:
+        h.fail("reading %s-%d from %s did not reach the end" % (topic, partition,
+                                                             bootstrap))
+    c.close()
+    return out
+
+
+def hwm(bootstrap, topic, partition):
+    c = kraw.Cluster(bootstrap)
+    try:
+        return c.offsets(topic, partition)[1]
+    finally:
+        c.close()
+
+
+def main():
+    src, dst = h.real_kafka(2)
+    SRC, DST = src.bootstrap, dst.bootstrap
+    t_codecs = "dp-codecs-" + RUN
+    t_txn = "dp-txn-" + RUN
+    t_comp = "dp-compact-" + RUN
+    for cl in (src, dst):
+        cl.create_topic(t_codecs, partitions=len(CODECS))
+        cl.create_topic(t_txn, partitions=1)
+    src.create_compacted_topic(t_comp, partitions=1)
+    dst.create_topic(t_comp, partitions=1)
+
+    # Every codec, from an idempotent producer (real sequences).
+    for i, codec in enumerate(CODECS):
+        p = producer(SRC, **{"compression.type": codec, "enable.idempotence": True})
+        for k in range(400):
+            p.produce(t_codecs, partition=i, key=None if k % 9 == 0 else b"k%d" % k,
+                      value=None if k % 13 == 0 else (b'{"i":%d,"c":"%s"}' % (k, codec.encode())) * 3,
+                      headers=[("h", b"%d" % k)] if k % 4 == 0 else None,
+                      timestamp=NOW_MS - 400000 + k)
+        flush(p, "codec %s" % codec)
+
+    # Transactions: committed, aborted, committed.
+    tp = producer(SRC, **{"transactional.id": "dp-tx-" + RUN})
+    tp.init_transactions(30)
+    for n, commit in enumerate((True, False, True, True, False)):
+        tp.begin_transaction()
+        for k in range(20):
+            tp.produce(t_txn, partition=0, key=b"t%d" % n,
+                       value=b"txn-%d-%d-%s" % (n, k, b"commit" if commit else b"abort"))
+        if commit:
+            tp.commit_transaction(30)
+        else:
+            tp.abort_transaction(30)
+    p = producer(SRC)
+    for k in range(10):
+        p.produce(t_txn, partition=0, value=b"plain-%d" % k)
+    flush(p, "plain after transactions")
+
+    # A compacted topic: many versions of few keys, then let the cleaner run.
+    p = producer(SRC, **{"linger.ms": 0})
+    for k in range(300):
+        p.produce(t_comp, partition=0, key=b"key-%d" % (k % 10), value=b"v%d" % k)
+        if k % 30 == 29:
+            p.flush(10)
+    flush(p, "compacted topic")
+
+    def compacted():
+        c = kraw.Cluster(SRC)
+        try:
+            return any(b["count"] != b["last_delta"] + 1 for b in c.batches(t_comp, 0))
+        finally:
+            c.close()
+    try:
+        h.wait_for(compacted, 90, "the log cleaner to leave holes in %s" % t_comp)
+        holes = True
+    except AssertionError as e:
+        print("note: %s; the hole re-encoding is not exercised" % e, flush=True)
+        holes = False
+
+    d = mt.Mirrord(destination=DST)
+    d.create("k1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "200"})
+    d.cli_ok("--add", "--mirror", "k1", "--topic", ",".join([t_codecs, t_txn, t_comp]))
+
+    # Non-transactional: offsets equal, records bytes equal.
+    for i in range(len(CODECS)):
+        end = hwm(SRC, t_codecs, i)
+        h.wait_for(lambda: hwm(DST, t_codecs, i) == end, 90,
+                   "%s-%d to reach %d (log %s)" % (t_codecs, i, end, d.proc.log_path))
+        s, t = kraw.Cluster(SRC), kraw.Cluster(DST)
+        sb, db = s.batches(t_codecs, i), t.batches(t_codecs, i)
+        s.close()
+        t.close()
+        eq(len(db), len(sb), "%s-%d batches" % (t_codecs, i))
+        for a, b in zip(sb, db):
+            eq(b["base_offset"], a["base_offset"], "%s-%d base offset" % (t_codecs, i))
+            h.check(b["crc_ok"], "%s-%d@%d destination CRC" % (t_codecs, i, b["base_offset"]))
+            if kraw.records_section(a["raw"]) != kraw.records_section(b["raw"]):
+                h.fail("%s-%d@%d records differ" % (t_codecs, i, a["base_offset"]))
+            # mirrord's own idempotent producer (ids are per cluster, so
+            # the value may equal the source's; the broker checked the
+            # sequences when it accepted the batch).
+            dpid = struct.unpack(">q", b["raw"][43:51])[0]
+            h.check(dpid >= 0, "%s-%d@%d written without a producer id"
+                    % (t_codecs, i, a["base_offset"]))
+        eq(read_committed(DST, t_codecs, i), read_committed(SRC, t_codecs, i),
+           "%s-%d records read back" % (t_codecs, i))
+    print("real Kafka: five codecs, idempotent batches accepted, bytes equal", flush=True)
+
+    # Transactions: the destination holds exactly the committed records.
+    want = read_committed(SRC, t_txn, 0)
+    eq(len(want), 3 * 20 + 10, "committed records in the source (test setup)")
+    h.wait_for(lambda: read_committed(DST, t_txn, 0) == want, 90,
+               "the committed transactional records on the destination")
+    print("real Kafka: aborted data and markers skipped, %d committed records"
+          % len(want), flush=True)
+
+    # Compaction holes: re-encoded, every surviving record reads back.
+    want = read_committed(SRC, t_comp, 0)
+    h.wait_for(lambda: read_committed(DST, t_comp, 0) == want, 90,
+               "the compacted topic's records on the destination")
+    if holes:
+        print("real Kafka: %d records from batches with holes re-encoded" % len(want),
+              flush=True)
+
+    # kill -9 while producing more: nothing lost, nothing twice.
+    p = producer(SRC, **{"compression.type": "lz4"})
+    for round_ in range(3):
+        for k in range(200):
+            p.produce(t_codecs, partition=round_ % len(CODECS), value=b"late-%d-%d" % (round_, k))
+        flush(p, "late round %d" % round_)
+        d.kill9()
+        d.start()
+    for i in range(len(CODECS)):
+        end = hwm(SRC, t_codecs, i)
+        h.wait_for(lambda: hwm(DST, t_codecs, i) == end, 90,
+                   "%s-%d to reach %d after kill -9" % (t_codecs, i, end))
+        eq(read_committed(DST, t_codecs, i), read_committed(SRC, t_codecs, i),
+           "%s-%d records after kill -9" % (t_codecs, i))
+    for row in d.describe_json("k1"):
+        h.check(row["state"] == "MIRRORING", "partition %s-%d is %s: %s"
+                % (row["topic"], row["partition"], row["state"], row["errorMessage"]))
+    eq(d.stop(), 0, "mirrord exit status")
+    print("PASS", flush=True)
+
+
+if __name__ == "__main__":
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    h._kill_all()
+    os._exit(code)
