@@ -20,6 +20,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
@@ -523,10 +524,20 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The only writer of c->state: checks the move and logs it. */
 static void conn_set_state(struct kconn *c, int s, const char *why)
 {
+	static const uint8_t allowed[CS_COUNT] = {
+		[CS_CONNECTING] = 1u << CS_APIVERSIONS,
+		[CS_APIVERSIONS] = 1u << CS_SASL_HANDSHAKE | 1u << CS_READY,
+		[CS_SASL_HANDSHAKE] = 1u << CS_SASL_AUTH,
+		[CS_SASL_AUTH] = 1u << CS_READY,
+	};
+
 	if (c->state == s)
-		return;
+		return; /* e.g. the ApiVersions retry */
+	/* Our own invariant, never the peer's doing: any state may close. */
+	assert(s == CS_CLOSED || (allowed[c->state] & (1u << s)) != 0);
 	log_debug("kconn %s: %s -> %s (%s)", c->name, state_names[c->state],
 	    state_names[s], why);
 	c->state = s;
