@@ -10,6 +10,7 @@ relies on: addresses, cluster ids, leaders, offsets and bytes.
 import json
 import os
 import socket
+import struct
 import sys
 import tempfile
 import time
@@ -180,8 +181,33 @@ eq(produce(0, "orders", 0, [(b"x", b"after two injected errors")]), [0],
    "offset after injected NOT_LEADER and REQUEST_TIMED_OUT")
 mc.cmd("errrtt 0 1 0 0 10")
 mc.cmd("rtt 0 -1 0")
-mc.cmd("apiversion 1 3 0 2")
 mc.cmd("clear 0 0")
+
+
+def api_versions(c, broker):
+    """{ApiKey: (min, max)} from a raw ApiVersions v0 to one broker."""
+    host, port = mc.broker_addrs(c)[broker - 1]
+    with socket.create_connection((host, port), timeout=10) as s:
+        req = struct.pack(">hhih", 18, 0, 5, 1) + b"t"
+        s.sendall(struct.pack(">i", len(req)) + req)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise AssertionError("broker %d closed during ApiVersions" % broker)
+            buf += chunk
+    corr, err, n = struct.unpack(">ihi", buf[4:14])
+    eq((corr, err), (5, 0), "ApiVersions correlation id and error")
+    return {k: (lo, hi) for k, lo, hi in
+            (struct.unpack(">hhh", buf[14 + 6 * i:20 + 6 * i]) for i in range(n))}
+
+
+# -- apiversion narrows what every broker of that cluster advertises
+eq(api_versions(1, 2)[3], (0, 2), "Metadata versions before")
+mc.cmd("apiversion 1 3 0 1")
+eq(api_versions(1, 2)[3], (0, 1), "Metadata versions after apiversion 1 3 0 1")
+eq(api_versions(0, 2)[3], (0, 2), "the other cluster's Metadata versions")
+mc.cmd("apiversion 1 3 0 2")
 
 # -- mistakes are reported with the reason, and the helper keeps serving
 for bad, why in [("leader 0 orders 0 4", "broker '4': expected an integer in [-1, 3]"),
