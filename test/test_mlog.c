@@ -708,6 +708,7 @@ struct faults {
 	int write_errno;   /* fail pwrite with this (0: pass) */
 	int fsync_errno;   /* fail fsync with this */
 	int short_write;   /* write only part of the buffer before failing */
+	int fsync_fail_in; /* > 0: the fsync call this many from now fails */
 };
 
 static ssize_t fault_pwrite(void *arg, int fd, const void *buf, size_t n,
@@ -732,8 +733,9 @@ static int fault_fsync(void *arg, int fd)
 {
 	struct faults *f = arg;
 
-	if (f->fsync_errno != 0) {
-		errno = f->fsync_errno;
+	if (f->fsync_errno != 0 ||
+	    (f->fsync_fail_in > 0 && --f->fsync_fail_in == 0)) {
+		errno = f->fsync_errno != 0 ? f->fsync_errno : EIO;
 		return -1;
 	}
 	return fsync(fd);
@@ -822,6 +824,103 @@ START_TEST(test_eio_on_fsync)
 }
 END_TEST
 
+/* A compaction that fails at any of its fsyncs, or writing its snapshot,
+ * fails cleanly: the log goes on in the old segment and reopens to every
+ * record. */
+START_TEST(test_compaction_failures)
+{
+	struct seen *s = calloc(1, sizeof(*s)), *all = calloc(1, sizeof(*all));
+	char err[1024];
+
+	for (int step = 0; step <= 4; step++) {
+		char *dir = tmpdir_new();
+		struct faults f = { 0 };
+		struct mlog_io io = { fault_pwrite, fault_fsync, &f };
+		struct mlog *ml = open_log(dir, s, &io);
+		struct mlog_stats st;
+
+		append_range(ml, 0, 20);
+		mlog_free(ml);
+		ml = open_log(dir, all, &io);
+		if (step == 0)
+			f.write_errno = ENOSPC;   /* writing the snapshot */
+		else
+			f.fsync_fail_in = step;   /* 1: snapshot, 2: dir after
+						   * the rename, 3: new segment,
+						   * 4: dir after it */
+		ck_assert_int_eq(mlog_compact(ml, dump_stream, all, err,
+		    sizeof(err)), -1);
+		ck_assert_msg(strstr(err, dir) != NULL, "step %d: %s", step,
+		    err);
+		ck_assert_msg(strstr(err, step == 0 ? strerror(ENOSPC) :
+		    strerror(EIO)) != NULL, "step %d: %s", step, err);
+		ck_assert_msg(!file_exists(dir, SNAP2) &&
+		    !file_exists(dir, SNAP2 ".tmp") && !file_exists(dir, SEG2),
+		    "step %d left new files behind", step);
+		f.write_errno = 0;
+		f.fsync_fail_in = 0;
+		mlog_stats(ml, &st);
+		ck_assert_int_eq(st.broken, 0);
+		ck_assert_uint_eq(st.compactions, 0);
+		append_range(ml, 20, 25);
+		mlog_free(ml);
+		ml = open_log(dir, s, NULL);
+		check_stream(s, 25);
+		mlog_free(ml);
+		rm_rf(dir);
+		free(dir);
+	}
+	free(s);
+	free(all);
+}
+END_TEST
+
+/* Only the newest segment may end torn; a segment must not be missing. */
+START_TEST(test_segment_sequence_errors)
+{
+	char *before = tmpdir_new(), *d = tmpdir_new();
+	struct seen *s = calloc(1, sizeof(*s));
+	struct mlog *ml;
+	char *p, *msg, want[512];
+	size_t len;
+	uint8_t *seg;
+
+	ml = open_log(before, s, NULL);
+	append_range(ml, 0, 5);
+	mlog_free(ml);
+	p = path_in(before, SEG1);
+	seg = read_file(p, &len);
+	free(p);
+
+	/* segment 1 torn, segment 2 after it */
+	p = path_in(d, SEG1);
+	write_file(p, seg, len - 3);
+	free(p);
+	p = path_in(d, "mlog-00000000000000000002.log");
+	write_file(p, seg, 0);
+	free(p);
+	msg = open_fails(d);
+	snprintf(want, sizeof(want), "%s/%s: damaged record at byte offset",
+	    d, SEG1);
+	ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
+	ck_assert_ptr_nonnull(strstr(msg, "not the newest"));
+
+	/* segment 1 gone, segment 2 present */
+	p = path_in(d, SEG1);
+	unlink(p);
+	free(p);
+	msg = open_fails(d);
+	snprintf(want, sizeof(want), "%s/%s is missing", d, SEG1);
+	ck_assert_msg(strstr(msg, want) != NULL, "%s", msg);
+	free(seg);
+	rm_rf(before);
+	rm_rf(d);
+	free(before);
+	free(d);
+	free(s);
+}
+END_TEST
+
 /* A real full disk: a 64 KiB tmpfs, where mounting is allowed (root).
  * The teardown unmounts even when an assertion ended the test. */
 static char *tmpfs_mnt;
@@ -898,6 +997,8 @@ static Suite *mlog_suite(void)
 	tcase_add_test(tc, test_compaction_crash_states);
 	tcase_add_test(tc, test_enospc_on_write);
 	tcase_add_test(tc, test_eio_on_fsync);
+	tcase_add_test(tc, test_compaction_failures);
+	tcase_add_test(tc, test_segment_sequence_errors);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("tmpfs");
 	tcase_set_timeout(tc, 60);
