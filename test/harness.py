@@ -81,7 +81,11 @@ def src_path(*parts):
 
 
 def test_name():
-    return os.path.splitext(os.path.basename(sys.argv[0]))[0] or "test"
+    """test_foo for test/test_foo.py, kafka-test_foo for test/kafka/test_foo.py."""
+    path = os.path.abspath(sys.argv[0] or "test")
+    name = os.path.splitext(os.path.basename(path))[0] or "test"
+    parent = os.path.basename(os.path.dirname(path))
+    return name if parent == "test" else "%s-%s" % (parent, name)
 
 
 _test_dir = None
