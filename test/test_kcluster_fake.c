@@ -1,5 +1,5 @@
 /*
- * Unit tests for kcluster against a fake broker (test/kfake) that answers
+ * test_kcluster_fake: unit tests for kcluster against a fake broker (test/kfake) that answers
  * Metadata with the generated encoder: the version picked from ApiVersions
  * (v12 flexible, v0), the exact "all topics, never create" request bytes,
  * leaders and leader epochs, internal topics, hostile and malformed
