@@ -152,7 +152,7 @@ struct mlog *mlog_file_new(const struct mlog_opts *opts, char *err,
 /* Replays the newest snapshot (if any) and then the log after it through
  * apply, repairs a torn tail, and leaves the log ready for appends.  Fails
  * (nothing written) on corruption before the tail, naming file and byte
- * offset. */
+ * offset; the caller's state then holds a partial replay: discard it. */
 int mlog_open(struct mlog *ml, mlog_apply_fn apply, void *arg, char *err,
     size_t errlen);
 /* Buffers one record.  Fails if len is over max_record or the log is

@@ -911,6 +911,10 @@ static void file_free(struct mlog *ml)
 {
 	struct mlog_file *f = (struct mlog_file *)ml;
 
+	/* Unsynced records never reach a later open, even those a full
+	 * append buffer already pushed into the file. */
+	if (f->fd >= 0 && !f->broken)
+		rollback(f);
 	if (f->fd >= 0)
 		close(f->fd);
 	if (f->dirfd >= 0)

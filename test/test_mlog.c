@@ -351,6 +351,14 @@ START_TEST(test_unsynced_records_are_not_written)
 	mlog_discard(ml);
 	append_range(ml, 5, 6);
 	ck_assert_int_eq(mlog_append(ml, 1, "lost", 4, err, sizeof(err)), 0);
+	/* Enough unsynced bytes that the append buffer spills into the
+	 * file: they must not come back either. */
+	{
+		static uint8_t big[60000];
+		for (int i = 0; i < 10; i++)
+			ck_assert_int_eq(mlog_append(ml, 2, big, sizeof(big),
+			    err, sizeof(err)), 0);
+	}
 	mlog_free(ml);   /* never synced: dropped */
 	ml = open_log(dir, s, NULL);
 	check_stream(s, 6);
