@@ -1312,6 +1312,15 @@ static void read_cb(struct bufferevent *bev, void *arg)
 			break;
 		evbuffer_copyout(in, hdr, 4);
 		size = be32_load(hdr);
+		if (!c->tls && c->state == CS_APIVERSIONS &&
+		    (hdr[0] == 0x15 || hdr[0] == 0x16) && hdr[1] == 0x03) {
+			/* A TLS record (alert or handshake), not a frame. */
+			conn_failf(c, KCONN_E_PROTOCOL, "the broker answered "
+			    "with TLS: this listener needs security.protocol "
+			    "ssl or sasl_ssl, not %s",
+			    security_names[c->cfg->security]);
+			break;
+		}
 		if (size > c->cfg->max_response_bytes || size > INT32_MAX) {
 			log_warnx("kconn %s: response frame of %u bytes passes "
 			    "the limit of %zu", c->name, size,

@@ -218,6 +218,19 @@ def real_part():
                 h.check(out["kind"] == "auth" and "wrong" not in out["error"]
                         and "SASL/%s authentication" % mech in out["error"],
                         "%s with a wrong password: %r" % (mech, out))
+        if security == "ssl":
+            # Without the test CA (system store only) the broker's
+            # certificate must be refused, and say so.
+            nocafile = []
+            for k, v in cfg.items():
+                if k not in ("bootstrap.servers", "ssl.ca.location"):
+                    nocafile += ["-X", "%s=%s" % (k, v)]
+            out = probe(c.bootstrap, *nocafile, timeout_ms=30000,
+                        expect_rc=1)
+            h.check(out["kind"] == "tls"
+                    and "certificate verification" in out["error"]
+                    and c.bootstrap in out["error"],
+                    "TLS without the test CA: %r" % out)
         print("real Kafka %s: ok" % security)
 
 

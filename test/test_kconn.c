@@ -44,6 +44,7 @@ enum fake_mode {
 	FAKE_SILENT_AV,  /* answers nothing */
 	FAKE_OVERSIZE,   /* answers the 1st user request with a huge frame size */
 	FAKE_SASL,       /* SaslHandshake + SaslAuthenticate (PLAIN, SCRAM-SHA-256) */
+	FAKE_TLS,        /* a TLS listener: answers with a TLS alert record */
 };
 
 /* The fake broker (test/kfake) and what this suite's modes keep. */
@@ -238,6 +239,14 @@ static void fake_request(struct kfake *k, int16_t key, int16_t version,
 	struct fake *f = arg;
 	int flexible = kp_response_header_version(key, version) == 1;
 
+	if (key == 18 && f->mode == FAKE_TLS) {
+		/* TLS 1.2 alert record: fatal, unexpected_message */
+		static const uint8_t alert[] = { 0x15, 0x03, 0x03, 0x00, 0x02,
+			0x02, 0x0a };
+		kfake_send_raw(k, alert, sizeof(alert));
+		kfake_close_peer(k);
+		return;
+	}
 	if (key == 18) {
 		if (f->mode != FAKE_SILENT_AV)
 			fake_apiversions(f, corr, version);
@@ -668,6 +677,23 @@ START_TEST(test_oversized_frame)
 }
 END_TEST
 
+START_TEST(test_plaintext_to_tls_listener)
+{
+	struct env e;
+	char want[160];
+
+	env_start(&e, FAKE_TLS);
+	env_connect(&e);
+	ck_assert(run_until(e.base, &e.ev.closed, 1));
+	snprintf(want, sizeof(want), "127.0.0.1:%d: the broker answered with "
+	    "TLS: this listener needs security.protocol ssl or sasl_ssl, not "
+	    "plaintext", e.fake.k.port);
+	ck_assert_int_eq(e.ev.err, KCONN_E_PROTOCOL);
+	ck_assert_str_eq(e.ev.errstr, want);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(test_connection_refused)
 {
 	struct env e;
@@ -966,6 +992,7 @@ static Suite *kconn_suite(void)
 	tcase_add_test(tc, test_handshake_timeout);
 	tcase_add_test(tc, test_oversized_frame);
 	tcase_add_test(tc, test_connection_refused);
+	tcase_add_test(tc, test_plaintext_to_tls_listener);
 	tcase_add_test(tc, test_free_inside_callback);
 	tcase_add_test(tc, test_limits_and_no_response);
 	tcase_add_test(tc, test_config_properties);
