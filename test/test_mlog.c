@@ -355,7 +355,7 @@ START_TEST(test_unsynced_records_are_not_written)
 	 * file: they must not come back either. */
 	{
 		static uint8_t big[60000];
-		for (int i = 0; i < 10; i++)
+		for (int i = 0; i < 20; i++)   /* over the 1 MiB buffer */
 			ck_assert_int_eq(mlog_append(ml, 2, big, sizeof(big),
 			    err, sizeof(err)), 0);
 	}
