@@ -151,7 +151,8 @@ int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
  */
 int mstate_dump_records(void *arg, struct mlog_sink *sink);
 /* A text rendering of every field, for tests, tools and debugging; free()
- * it.  NULL when out of memory. */
+ * it.  NULL when out of memory.  It holds config values verbatim, secrets
+ * included (sasl.jaas.config...): never log it. */
 char *mstate_dump(const struct mstate *st);
 
 /* ---- change hooks ------------------------------------------------------ */
