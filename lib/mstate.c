@@ -470,6 +470,9 @@ void mstate_free(struct mstate *st)
 {
 	if (st == NULL)
 		return;
+	if (st->batch && st->ml != NULL)
+		mlog_discard(st->ml);
+	mstate_batch_clear(st);
 	for (size_t i = 0; i < st->nmirrors; i++)
 		mstate_mirror_free(st->mirrors[i]);
 	free(st->mirrors);
@@ -559,6 +562,11 @@ int mstate_compact(struct mstate *st, char *err, size_t errlen)
 {
 	if (st->ml == NULL) {
 		mstate_fmt(err, errlen, "the metadata log is not open");
+		return -1;
+	}
+	if (st->batch) {
+		/* The snapshot would hide the batch's unapplied records. */
+		mstate_fmt(err, errlen, "cannot compact while a batch is open");
 		return -1;
 	}
 	return mlog_compact(st->ml, mstate_dump_records, st, err, errlen);

@@ -253,6 +253,22 @@ int mstate_pause_topic(struct mstate *st, const char *mirror,
 int mstate_resume_topic(struct mstate *st, const char *mirror,
     const char *topic, char *msg, size_t msglen);
 
+/*
+ * Batches: one fsync for many operations (an AddTopicsToMirror with many
+ * topics, the anchors of many partitions).  Between begin and commit each
+ * operation validates against the model as it was at begin, appends its
+ * records and returns 0 ("queued") or its error; nothing is applied yet.
+ * Commit syncs and applies all of them in order (hooks run then), or, if
+ * the disk refuses, applies none and returns KAFKA_STORAGE_ERROR: the
+ * caller then reports that for every queued operation.  Give each
+ * partition at most one operation per batch (validation does not see
+ * earlier queued ones).  Compaction waits until the batch is closed.
+ */
+int mstate_batch_begin(struct mstate *st);   /* 0, or -1 if one is open */
+int mstate_batch_commit(struct mstate *st, char *msg, size_t msglen);
+/* Drops every queued operation. */
+void mstate_batch_abort(struct mstate *st);
+
 /* ---- data-plane operations ------------------------------------------- */
 
 /*

@@ -648,10 +648,126 @@ int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
 
 /* ---- persistence -------------------------------------------------------- */
 
+void mstate_batch_clear(struct mstate *st)
+{
+	for (size_t i = 0; i < st->npending; i++)
+		free(st->pending[i].buf);
+	free(st->pending);
+	st->pending = NULL;
+	st->npending = 0;
+}
+
+/*
+ * Batch mode: appends the records (no sync) and keeps them, buffers
+ * handed over, for mstate_batch_commit().  An append that fails takes
+ * back what this operation appended; the batch's earlier records stay.
+ */
+static int queue(struct mstate *st, const struct mrec *recs, uint8_t **bufs,
+    size_t *lens, size_t n, const char *what, char *msg, size_t msglen)
+{
+	char err[1024];
+	size_t i;
+
+	if (st->batch_failed) {
+		mstate_fmt(msg, msglen, "%s: the change was not made, an earlier "
+		    "change of this batch could not be written", what);
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	for (i = 0; i < n; i++) {
+		if (mstate_grow(&st->pending, st->npending + i,
+		    sizeof(*st->pending)) != 0) {
+			mstate_fmt(err, sizeof(err), "out of memory");
+			break;
+		}
+		if (mlog_append(st->ml, recs[i].type, bufs[i], lens[i], err,
+		    sizeof(err)) != 0)
+			break;
+		st->pending[st->npending + i].type = recs[i].type;
+		st->pending[st->npending + i].buf = bufs[i];
+		st->pending[st->npending + i].len = lens[i];
+	}
+	if (i < n) {
+		/* The log cannot take back one operation's records alone:
+		 * the whole batch fails (commit says so for all of it). */
+		mlog_discard(st->ml);
+		mstate_batch_clear(st);
+		st->batch_failed = 1;
+		mstate_fmt(msg, msglen, "%s: the change was not made, the "
+		    "metadata log cannot take it (the whole batch is dropped): "
+		    "%s", what, err);
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	st->npending += n;
+	for (i = 0; i < n; i++)
+		bufs[i] = NULL;   /* now owned by st->pending */
+	return KERR_NONE;
+}
+
+int mstate_batch_begin(struct mstate *st)
+{
+	if (st->batch || st->ml == NULL)
+		return -1;
+	st->batch = 1;
+	return 0;
+}
+
+int mstate_batch_commit(struct mstate *st, char *msg, size_t msglen)
+{
+	char err[1024];
+	int rc = KERR_NONE;
+
+	if (!st->batch) {
+		mstate_fmt(msg, msglen, "no batch is open");
+		return KERR_INVALID_REQUEST;
+	}
+	st->batch = 0;
+	if (st->batch_failed) {
+		st->batch_failed = 0;
+		mstate_fmt(msg, msglen, "none of the batch's changes were made, "
+		    "the metadata log refused a write");
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	if (st->npending == 0)
+		return KERR_NONE;
+	if (mlog_sync(st->ml, err, sizeof(err)) != 0) {
+		mlog_discard(st->ml);
+		mstate_batch_clear(st);
+		mstate_fmt(msg, msglen, "none of the batch's changes were made, "
+		    "the metadata log cannot persist them: %s", err);
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	for (size_t i = 0; i < st->npending; i++) {
+		struct mstate_pending *q = &st->pending[i];
+		if (apply_payload(st, q->type, q->buf, q->len, 1, 0, err,
+		    sizeof(err)) != 0) {
+			/* Each was validated against the model before the
+			 * batch; operations on one topic in one batch can
+			 * still collide.  The record is durable: a bug. */
+			log_errorx("batch: a persisted %s record does not "
+			    "apply: %s", mrec_type_name(q->type), err);
+			mstate_fmt(msg, msglen, "internal error: %s", err);
+			rc = KERR_UNKNOWN_SERVER_ERROR;
+		}
+	}
+	mstate_batch_clear(st);
+	mstate_maybe_compact(st);
+	return rc;
+}
+
+void mstate_batch_abort(struct mstate *st)
+{
+	if (!st->batch)
+		return;
+	st->batch = 0;
+	st->batch_failed = 0;
+	mlog_discard(st->ml);
+	mstate_batch_clear(st);
+}
+
 /*
  * Encodes, appends and syncs n records, then applies them.  Nothing is
- * applied unless all of them are durable.  what names the object for the
- * message.
+ * applied unless all of them are durable.  In a batch, only appends and
+ * queues them.  what names the object for the message.
  */
 int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
     const char *what, char *msg, size_t msglen)
@@ -689,6 +805,10 @@ int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
 			rc = KERR_UNKNOWN_SERVER_ERROR;
 			goto out;
 		}
+	}
+	if (st->batch) {
+		rc = queue(st, recs, bufs, lens, n, what, msg, msglen);
+		goto out;
 	}
 	for (i = 0; i < n; i++)
 		if (mlog_append(st->ml, recs[i].type, bufs[i], lens[i], err,

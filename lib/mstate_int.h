@@ -31,6 +31,16 @@ struct mstate {
 	} hooks[MAX_HOOKS];
 	size_t nhooks;
 	struct mrec_config *cfgbuf; /* decode scratch, MREC_MAX_CONFIGS */
+	/* An open batch (mstate_batch_begin): records appended, not yet
+	 * synced, applied at commit in this order. */
+	int batch;
+	int batch_failed;      /* an append failed: commit fails it all */
+	struct mstate_pending {
+		uint16_t type;
+		uint8_t *buf;
+		size_t len;
+	} *pending;
+	size_t npending;
 };
 
 #define MST_BIT(s) (1u << MPART_##s)
@@ -68,6 +78,8 @@ int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
 /* Encodes, appends and syncs n records, then applies them (Kafka code). */
 int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
     const char *what, char *msg, size_t msglen);
+/* Drops an open batch's queued records (not the log's). */
+void mstate_batch_clear(struct mstate *st);
 void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,
     const char *topic);
 void mstate_part_rec(struct mrec *r, uint16_t type, const struct mpart *p);

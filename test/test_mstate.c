@@ -868,6 +868,70 @@ START_TEST(test_automatic_compaction)
 }
 END_TEST
 
+/* A batch: many operations, one fsync; applied only at commit. */
+START_TEST(test_batch)
+{
+	struct mlog_stats s0, s1;
+	char *before;
+	char names[20][8];
+
+	mk_mirror("m");
+	mk_topic("m", "held", 1);
+	mk_mirror("other");
+	mlog_stats(F.ml, &s0);
+	ck_assert_int_eq(mstate_batch_begin(F.st), 0);
+	ck_assert_int_eq(mstate_batch_begin(F.st), -1);
+	for (int i = 0; i < 20; i++) {
+		snprintf(names[i], sizeof(names[i]), "t%02d", i);
+		CODE(mstate_add_topic(F.st, "m", names[i], 2, F.msg,
+		    sizeof(F.msg)), 0);
+	}
+	/* Errors are still immediate, from the model as it was. */
+	CODE(mstate_add_topic(F.st, "other", "held", 1, F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_ALREADY_IN_CLUSTER_MIRROR);
+	/* Nothing applied yet, nothing synced. */
+	ck_assert_ptr_null(mirror_topic_find(mstate_mirror_find(F.st, "m"),
+	    "t00"));
+	char err[256];
+	ck_assert_int_eq(mstate_compact(F.st, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "batch is open"));
+	CODE(mstate_batch_commit(F.st, F.msg, sizeof(F.msg)), 0);
+	mlog_stats(F.ml, &s1);
+	ck_assert_uint_eq(s1.syncs, s0.syncs + 1);
+	ck_assert_uint_eq(s1.records, s0.records + 20);
+	ck_assert_uint_eq(mstate_mirror_find(F.st, "m")->ntopics, 21);
+	ck_assert_str_eq(mtopic_state_name(topic("m", "t19")), "PREPARING");
+	reopen_same();
+
+	/* The disk refuses at commit: none of it happened. */
+	before = mstate_dump(F.st);
+	ck_assert_int_eq(mstate_batch_begin(F.st), 0);
+	CODE(mstate_remove_topic(F.st, "m", "t00", F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_remove_topic(F.st, "m", "t01", F.msg, sizeof(F.msg)), 0);
+	F.faults.write_errno = ENOSPC;
+	CODE(mstate_batch_commit(F.st, F.msg, sizeof(F.msg)),
+	    KERR_KAFKA_STORAGE_ERROR);
+	MSG_HAS("none of the batch's changes were made");
+	MSG_HAS(strerror(ENOSPC));
+	F.faults.write_errno = 0;
+	char *now = mstate_dump(F.st);
+	ck_assert_str_eq(now, before);
+	free(now);
+	reopen_same();
+
+	/* Abort drops the queued operations. */
+	ck_assert_int_eq(mstate_batch_begin(F.st), 0);
+	CODE(mstate_remove_topic(F.st, "m", "t02", F.msg, sizeof(F.msg)), 0);
+	mstate_batch_abort(F.st);
+	ck_assert_str_eq(mtopic_state_name(topic("m", "t02")), "PREPARING");
+	now = mstate_dump(F.st);
+	ck_assert_str_eq(now, before);
+	free(now);
+	reopen_same();
+	free(before);
+}
+END_TEST
+
 /* Offset of the last frame in the newest segment of dir. */
 static char *newest_segment(size_t *last_off, size_t *size)
 {
@@ -1050,6 +1114,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_data_plane_and_hooks);
 	tcase_add_test(tc, test_replay_equality);
 	tcase_add_test(tc, test_automatic_compaction);
+	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_kill_at_every_byte_of_last_record);
 	tcase_add_test(tc, test_disk_errors_leave_state_unchanged);
 	tcase_add_test(tc, test_replay_refuses_bad_records);
