@@ -544,7 +544,7 @@ class Cluster:
     from to_dict() output in another process to use a running one."""
 
     def __init__(self, root, name="k0", security="", libs=None,
-                 heap_mb=256, extra_props=None):
+                 heap_mb=256, extra_props=None, features=None):
         self.root = os.path.abspath(root)
         self.name = name
         self.dir = os.path.join(self.root, name)
@@ -554,6 +554,8 @@ class Cluster:
         self.libs = libs
         self.heap_mb = heap_mb
         self.extra_props = dict(extra_props or {})
+        # Feature levels set at format time, e.g. {"transaction.version": 1}.
+        self.features = dict(features or {})
         self.proc = None
         self.pid = None
         self.cluster_id = None
@@ -780,6 +782,8 @@ class Cluster:
         self.cluster_id = base64.urlsafe_b64encode(
             uuid.uuid4().bytes).decode().rstrip("=")
         fmt = ["format", "-t", self.cluster_id, "-c", conf]
+        for name, level in sorted(self.features.items()):
+            fmt += ["--feature", "%s=%s" % (name, level)]
         if "sasl" in self.feats:
             for u, pw in sorted(USERS.items()):
                 # An explicit salt whose length is a multiple of 3: the
@@ -1032,7 +1036,7 @@ class Launcher:
     with this process anyway (PR_SET_PDEATHSIG)."""
 
     def __init__(self, root, clusters=2, security="", heap_mb=256,
-                 extra_props=None):
+                 extra_props=None, features=None):
         """security: one variant for all clusters, or a list with one
         variant per cluster (e.g. ["ssl", "mtls"])."""
         self.root = os.path.abspath(root)
@@ -1044,7 +1048,8 @@ class Launcher:
             variants = [security] * clusters
         self.start_seconds = None  # format + start + ready, measured
         self.clusters = [Cluster(self.root, "k%d" % i, variants[i],
-                                 heap_mb=heap_mb, extra_props=extra_props)
+                                 heap_mb=heap_mb, extra_props=extra_props,
+                                 features=features)
                          for i in range(clusters)]
 
     def start(self, timeout=START_TIMEOUT):
