@@ -42,7 +42,7 @@ What it does
   test registers a lease file naming its pid and start time and removes it
   at exit.  The supervisor prunes leases whose process is gone and, once no
   lease has been live for --idle-timeout seconds (MIRRORD_KAFKA_IDLE,
-  default 30), removes state.json and stops the brokers while holding the
+  default 60), removes state.json and stops the brokers while holding the
   lock, so a test arriving then waits and starts a fresh pair.  It also stops
   after --max-life seconds whatever happens.  Tests sharing clusters keep
   apart by using distinct topic names and must create the topics they use:
@@ -1187,7 +1187,7 @@ def shared(clusters=2, security="plaintext", root=None, timeout=None):
         cmd = [sys.executable, os.path.abspath(__file__), "serve",
                "--dir", root, "--clusters", str(max(clusters, 2)),
                "--security", security,
-               "--idle-timeout", os.environ.get("MIRRORD_KAFKA_IDLE", "30"),
+               "--idle-timeout", os.environ.get("MIRRORD_KAFKA_IDLE", "60"),
                "--max-life", os.environ.get("MIRRORD_KAFKA_MAX_LIFE", "7200")]
         sup = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf,
                                stderr=subprocess.STDOUT, close_fds=True,
