@@ -351,6 +351,9 @@ static void add_err(struct kcluster *cl, int kind, const char *msg)
 	cl->nerrs++;
 }
 
+static void refresh_start(struct kcluster *cl, kcluster_cb cb,
+    kcluster_topics_cb tcb, void *arg);
+
 static void refresh_kick(struct kcluster *cl)
 {
 	if (cl->refreshing)
@@ -395,9 +398,13 @@ static void conn_event(struct kconn *c, int event, int err, const char *errstr,
 		if (cl->refreshing)
 			b->tried = cl->round; /* not again in this refresh */
 		kconn_free(c); /* deferred by kconn: we are in its callback */
-		if (was_ready && b->node >= 0)
+		if (was_ready && b->node >= 0) {
 			log_info("%s cluster: lost broker %d: %s", cl->cfg->name,
 			    b->node, errstr);
+			/* Its partitions may have moved: look again soon. */
+			if (!cl->freeing)
+				refresh_start(cl, NULL, NULL, NULL);
+		}
 		else if (was_ready)
 			log_debug("%s cluster: lost bootstrap connection: %s",
 			    cl->cfg->name, errstr);
