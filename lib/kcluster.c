@@ -260,6 +260,8 @@ struct kcluster {
 	const struct kcluster_config *cfg;
 	kconn_stats_fn stats;
 	void *stats_arg;
+	kcluster_cb md_cb;
+	void *md_arg;
 
 	struct cbroker *boot;
 	int nboot;
@@ -662,6 +664,8 @@ static void refresh_finish(struct kcluster *cl, int err, const char *errstr)
 		boot_close_idle(cl);
 
 	cl_enter(cl);
+	if (err == KCONN_E_OK && cl->md_cb != NULL && !cl->freeing)
+		cl->md_cb(cl, KCONN_E_OK, NULL, cl->md_arg);
 	for (size_t i = 0; i < n; i++) {
 		if (w[i].cb != NULL) {
 			w[i].cb(cl, err, errstr, w[i].arg);
@@ -1204,4 +1208,28 @@ void kcluster_set_stats_cb(struct kcluster *cl, kconn_stats_fn fn, void *arg)
 	for (size_t i = 0; i < cl->nbrokers; i++)
 		if (cl->brokers[i].conn != NULL)
 			kconn_set_stats_cb(cl->brokers[i].conn, fn, arg);
+}
+
+struct kconn *kcluster_leader_conn(struct kcluster *cl, const char *topic,
+    int32_t partition, char *err, size_t errlen)
+{
+	int32_t leader = kcluster_leader(cl, topic, partition, NULL);
+
+	if (leader == KCLUSTER_UNKNOWN) {
+		snprintf(err, errlen, "%s cluster: %s-%d is not in the metadata",
+		    cl->cfg->name, topic, partition);
+		return NULL;
+	}
+	if (leader == KCLUSTER_NO_LEADER) {
+		snprintf(err, errlen, "%s cluster: %s-%d has no leader",
+		    cl->cfg->name, topic, partition);
+		return NULL;
+	}
+	return kcluster_broker_conn(cl, leader, err, errlen);
+}
+
+void kcluster_set_metadata_cb(struct kcluster *cl, kcluster_cb cb, void *arg)
+{
+	cl->md_cb = cb;
+	cl->md_arg = arg;
 }

@@ -126,6 +126,19 @@ int kcluster_broker_at(const struct kcluster *cl, size_t i, int32_t *node,
 struct kconn *kcluster_broker_conn(struct kcluster *cl, int32_t node,
     char *err, size_t errlen);
 
+/*
+ * The connection to the current leader of topic/partition (as
+ * kcluster_broker_conn).  NULL with the reason in err when the topic or
+ * partition is unknown, the partition has no leader, or the leader is in
+ * backoff; refreshing the metadata is then the caller's next step.
+ */
+struct kconn *kcluster_leader_conn(struct kcluster *cl, const char *topic,
+    int32_t partition, char *err, size_t errlen);
+
+/* Called after every successful refresh (periodic ones included), before
+ * the refresh's own callbacks: the place to re-route partitions. */
+void kcluster_set_metadata_cb(struct kcluster *cl, kcluster_cb cb, void *arg);
+
 /* Statistics hook applied to every connection of the cluster. */
 void kcluster_set_stats_cb(struct kcluster *cl, kconn_stats_fn fn, void *arg);
 

@@ -48,7 +48,18 @@ struct env {
 	char errstr[1024];
 	char listed[512];    /* "name:partitions:internal " of list_topics */
 	int free_in_cb;
+	int md_events;       /* kcluster_set_metadata_cb calls */
 };
+
+static void md_event_cb(struct kcluster *cl, int err, const char *errstr,
+    void *arg)
+{
+	struct env *e = arg;
+
+	ck_assert_int_eq(err, KCONN_E_OK);
+	ck_assert_int_eq(e->done, 0); /* before the refresh's own callback */
+	e->md_events++;
+}
 
 static void fake_request(struct kfake *k, int16_t key, int16_t version,
     int32_t corr, struct kr *r, void *arg)
@@ -210,6 +221,7 @@ static void env_start(struct env *e, int md_max, int mode,
 	ck_assert_int_eq(kcluster_config_prepare(&e->cfg, err, sizeof(err)), 0);
 	e->cl = kcluster_new(e->base, NULL, &e->cfg, err, sizeof(err));
 	ck_assert_msg(e->cl != NULL, "kcluster_new: %s", err);
+	kcluster_set_metadata_cb(e->cl, md_event_cb, e);
 }
 
 static void env_stop(struct env *e)
@@ -294,6 +306,8 @@ START_TEST(test_metadata_v12_flexible)
 	ck_assert_ptr_null(rack);
 	ck_assert_int_ge(kcluster_metadata_age_ms(e.cl), 0);
 
+	ck_assert_int_eq(e.md_events, 1);
+
 	/* The broker's connection by node id works and is reused. */
 	char err[512];
 	struct kconn *c = kcluster_broker_conn(e.cl, 1, err, sizeof(err));
@@ -301,6 +315,14 @@ START_TEST(test_metadata_v12_flexible)
 	ck_assert_ptr_eq(kcluster_broker_conn(e.cl, 1, err, sizeof(err)), c);
 	ck_assert_ptr_null(kcluster_broker_conn(e.cl, 99, err, sizeof(err)));
 	ck_assert_str_eq(err, "source cluster: broker 99 is not in the metadata");
+	ck_assert_ptr_eq(kcluster_leader_conn(e.cl, "alpha", 0, err,
+	    sizeof(err)), c);
+	ck_assert_ptr_null(kcluster_leader_conn(e.cl, "alpha", 1, err,
+	    sizeof(err)));
+	ck_assert_str_eq(err, "source cluster: alpha-1 has no leader");
+	ck_assert_ptr_null(kcluster_leader_conn(e.cl, "alpha", 3, err,
+	    sizeof(err)));
+	ck_assert_str_eq(err, "source cluster: alpha-3 is not in the metadata");
 	env_stop(&e);
 }
 END_TEST
