@@ -511,6 +511,7 @@ struct kconn {
 	struct ksasl_scram *scram;
 	int sasl_step;
 	int16_t sasl_auth_version;
+	int lifetime_logged;
 
 	int busy;     /* > 0 while inside a callback */
 	int freeing;  /* kconn_free() was called while busy */
@@ -1080,6 +1081,7 @@ static void sasl_auth_cb(struct kconn *c, int err, const char *errstr,
     struct kr *r, void *arg)
 {
 	int16_t ec;
+	int64_t lifetime = 0;
 	struct kstr emsg;
 	struct kbytes tok;
 	char text[256], e2[KCONN_MAX_ERRSTR];
@@ -1092,7 +1094,7 @@ static void sasl_auth_cb(struct kconn *c, int err, const char *errstr,
 	emsg = kr_str(r);
 	tok = kr_bytes(r);
 	if (c->sasl_auth_version >= 1)
-		(void)kr_i64(r); /* session_lifetime_ms: re-auth not done */
+		lifetime = kr_i64(r);
 	if (r->err) {
 		conn_failf(c, KCONN_E_PROTOCOL, "malformed SaslAuthenticate "
 		    "response at byte %zu: %s", r->err_off, r->why);
@@ -1104,6 +1106,14 @@ static void sasl_auth_cb(struct kconn *c, int err, const char *errstr,
 		    "failed: error %d: %s", ksasl_mech_name(c->cfg->sasl_mech),
 		    c->cfg->sasl_username, ec, text);
 		return;
+	}
+	if (lifetime > 0 && !c->lifetime_logged) {
+		/* KIP-368 re-authentication is not implemented: the broker
+		 * will close the connection and the owner reconnects. */
+		log_info("kconn %s: the broker ends SASL sessions after %lld "
+		    "ms; mirrord reconnects then instead of re-authenticating",
+		    c->name, (long long)lifetime);
+		c->lifetime_logged = 1;
 	}
 	if (c->cfg->sasl_mech == KSASL_PLAIN) {
 		conn_ready(c);
