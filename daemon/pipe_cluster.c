@@ -308,6 +308,11 @@ static struct kconn *ctl_conn(struct pcluster *cl)
 	return NULL;
 }
 
+struct kconn *pcluster_ctl(struct pcluster *cl)
+{
+	return ctl_conn(cl);
+}
+
 void pcluster_want_metadata(struct pcluster *cl)
 {
 	if (!cl->md_wanted) {

@@ -276,10 +276,12 @@ static int check_destination_topic(struct ppart *p)
 		return -1;
 	}
 	if (t->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
-		pl_part_fail(p, "destination topic %s does not exist: create it with "
-		    "%" PRId32 " partitions (this destination does not let mirrord "
-		    "create topics)", p->topic, p->mp->topic->npart);
-		return -1;
+		char msg[600];
+		int rc = ptopic_ensure(p, msg, sizeof(msg));
+
+		if (rc < 0)
+			pl_part_fail(p, "%s", msg);
+		return -1; /* created or not: wait for the next Metadata */
 	}
 	if (t->error != 0) {
 		pcluster_want_metadata(dst);

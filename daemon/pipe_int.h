@@ -24,6 +24,7 @@ struct metrics_std;
 struct pipeline;
 struct pcluster;
 struct pmirror;
+struct ptcreate;
 
 /* ---- clusters -------------------------------------------------------- */
 
@@ -140,6 +141,8 @@ struct pmirror {
 	struct pcluster *src;
 	struct ppart **parts;
 	size_t nparts;
+	struct ptcreate **creates;   /* destination topics being created */
+	size_t ncreates;
 	int dead;
 };
 
@@ -195,6 +198,8 @@ const struct ptopicmd *pcluster_topic(const struct pcluster *cl,
 /* A ready connection to b, or NULL (connecting, or backing off). */
 struct kconn *pbroker_conn(struct pbroker *b);
 void pcluster_want_metadata(struct pcluster *cl);
+/* The ready control connection, or NULL (connecting or backing off). */
+struct kconn *pcluster_ctl(struct pcluster *cl);
 /* Periodic work: metadata, producer id, reconnects. */
 void pcluster_tick(struct pcluster *cl);
 
@@ -203,6 +208,11 @@ void pcopy_fetch_round(struct pmirror *pm);
 void pcopy_produce_round(struct pipeline *pl);
 void pcopy_sync(struct ppart *p);
 void pcopy_oor(struct ppart *p);
+/* pipe_topic.c: a missing destination topic.  1 exists, 0 wait, -1 fail
+ * with msg. */
+int ptopic_ensure(struct ppart *p, char *msg, size_t msglen);
+void ptopic_forget_all(struct pmirror *pm);
+
 /* Source metadata arrived: discovery and deletion (pipeline.c). */
 void pl_source_metadata(struct pmirror *pm);
 

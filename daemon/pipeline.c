@@ -205,9 +205,12 @@ static void pm_free(struct pmirror *pm)
 {
 	if (pm->pl->ms != NULL && pm->dead)
 		metrics_std_mirror_remove(pm->pl->ms, pm->name);
-	pcluster_free(pm->src);
+	/* Bury the partitions before closing the source: closing fails their
+	 * in-flight requests, whose callbacks free buried partitions. */
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
+	pcluster_free(pm->src);
+	ptopic_forget_all(pm);
 	free(pm->parts);
 	mirrorconf_free(pm->conf);
 	free(pm->name);

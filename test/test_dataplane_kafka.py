@@ -97,6 +97,16 @@ def main():
         cl.create_topic(t_txn, partitions=1)
     src.create_compacted_topic(t_comp, partitions=1)
     dst.create_topic(t_comp, partitions=1)
+    # Only on the source: mirrord creates it on the destination with the
+    # source's partition count and topic-level configs.
+    t_new = "dp-new-" + RUN
+    new_configs = {"retention.ms": "86400000", "max.message.bytes": "2000000",
+                   "min.cleanable.dirty.ratio": "0.3"}
+    src.create_topic(t_new, partitions=3, configs=new_configs)
+    p = producer(SRC)
+    for k in range(30):
+        p.produce(t_new, partition=k % 3, value=b"new-%d" % k)
+    flush(p, "topic created by mirrord")
 
     # Every codec, from an idempotent producer (real sequences).
     for i, codec in enumerate(CODECS):
@@ -148,7 +158,8 @@ def main():
 
     d = mt.Mirrord(destination=DST)
     d.create("k1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "200"})
-    d.cli_ok("--add", "--mirror", "k1", "--topic", ",".join([t_codecs, t_txn, t_comp]))
+    d.cli_ok("--add", "--mirror", "k1", "--topic",
+             ",".join([t_codecs, t_txn, t_comp, t_new]))
 
     # Non-transactional: offsets equal, records bytes equal.
     for i in range(len(CODECS)):
@@ -190,6 +201,24 @@ def main():
     if holes:
         print("real Kafka: %d records from batches with holes re-encoded" % len(want),
               flush=True)
+
+    # The topic mirrord created: partitions, configs, records.
+    for i in range(3):
+        end = hwm(SRC, t_new, i)
+        h.wait_for(lambda: hwm(DST, t_new, i) == end, 90,
+                   "%s-%d on the destination (created by mirrord)" % (t_new, i))
+        eq(read_committed(DST, t_new, i), read_committed(SRC, t_new, i),
+           "%s-%d records" % (t_new, i))
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    adm = AdminClient({"bootstrap.servers": DST})
+    md = adm.list_topics(t_new, timeout=10).topics[t_new]
+    eq(len(md.partitions), 3, "partitions of the topic mirrord created")
+    res = ConfigResource(ConfigResource.Type.TOPIC, t_new)
+    got = list(adm.describe_configs([res]).values())[0].result(30)
+    for k, v in new_configs.items():
+        eq(got[k].value, v, "destination config %s of %s" % (k, t_new))
+    print("real Kafka: %s created on the destination with 3 partitions and "
+          "its configs" % t_new, flush=True)
 
     # kill -9 while producing more: nothing lost, nothing twice.
     p = producer(SRC, **{"compression.type": "lz4"})

@@ -1,0 +1,396 @@
+/*
+ * pipe_topic.c: creating a missing destination topic during PREPARING.
+ *
+ * When the destination's Metadata says a mirrored topic does not exist and
+ * the destination serves CreateTopics, mirrord creates it with the
+ * source's partition count, destination.replication_factor, and the
+ * source's topic-level configs (DescribeConfigs, entries whose source is
+ * DYNAMIC_TOPIC_CONFIG) minus mirror.topic.properties.exclude.  A broker
+ * that lacks DescribeConfigs gets the topic without configs; one that
+ * lacks CreateTopics (the librdkafka mock) fails the partition with a
+ * message saying to create the topic.
+ *
+ * One creation per (mirror, topic) is in flight; the partitions of the
+ * topic wait for it.  Requests: DescribeConfigs v1-v3 and CreateTopics
+ * v2-v4, non-flexible, encoded here.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "daemonconf.h"
+#include "kbuf.h"
+#include "kerr.h"
+#include "log.h"
+#include "mirrorconf.h"
+#include "pipe_int.h"
+
+#define API_CREATE_TOPICS 19
+#define API_DESCRIBE_CONFIGS 32
+#define CONFIG_SOURCE_DYNAMIC_TOPIC 1
+#define MAX_TOPIC_CONFIGS 512
+
+enum { TC_DESCRIBING = 1, TC_CREATING, TC_DONE, TC_FAILED };
+
+struct ptcreate {
+	struct pmirror *pm;
+	char *topic;
+	int32_t npart;
+	int state;
+	char msg[512];
+	size_t nconf;
+	char **names, **values;
+	int dead;       /* the mirror went away while a request was out */
+	int refs;
+};
+
+static void tc_free(struct ptcreate *tc)
+{
+	for (size_t i = 0; i < tc->nconf; i++) {
+		free(tc->names[i]);
+		free(tc->values[i]);
+	}
+	free(tc->names);
+	free(tc->values);
+	free(tc->topic);
+	free(tc);
+}
+
+static void tc_unref(struct ptcreate *tc)
+{
+	if (--tc->refs == 0 && tc->dead)
+		tc_free(tc);
+}
+
+static struct ptcreate *tc_find(struct pmirror *pm, const char *topic)
+{
+	for (size_t i = 0; i < pm->ncreates; i++)
+		if (strcmp(pm->creates[i]->topic, topic) == 0)
+			return pm->creates[i];
+	return NULL;
+}
+
+static void tc_remove(struct pmirror *pm, struct ptcreate *tc)
+{
+	for (size_t i = 0; i < pm->ncreates; i++)
+		if (pm->creates[i] == tc) {
+			pm->creates[i] = pm->creates[--pm->ncreates];
+			break;
+		}
+	tc->dead = 1;
+	if (tc->refs == 0)
+		tc_free(tc);
+}
+
+void ptopic_forget_all(struct pmirror *pm)
+{
+	while (pm->ncreates > 0)
+		tc_remove(pm, pm->creates[0]);
+	free(pm->creates);
+	pm->creates = NULL;
+}
+
+/* ---- CreateTopics ------------------------------------------------------------ */
+
+static int create_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct ptcreate *tc = msg;
+	const struct config *cfg = tc->pm->pl->cfg;
+	size_t nb = tc->pm->pl->dst->nbrokers;
+
+	kw_array(w, 1);
+	kw_str(w, kstr_c(tc->topic));
+	kw_i32(w, tc->npart);
+	/* v4+: the broker's default.replication.factor; older: up to 3. */
+	kw_i16(w, version >= 4 ? -1 : (int16_t)MAX(1, MIN(3, nb)));
+	kw_array(w, 0); /* assignments */
+	kw_array(w, (int32_t)tc->nconf);
+	for (size_t i = 0; i < tc->nconf; i++) {
+		kw_str(w, kstr_c(tc->names[i]));
+		kw_str(w, kstr_c(tc->values[i]));
+	}
+	kw_i32(w, (int32_t)MIN(cfg->pipeline_request_timeout_ms, INT32_MAX));
+	kw_bool(w, 0); /* validate only */
+	(void)version;
+	return w->err ? -1 : 0;
+}
+
+static void create_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct ptcreate *tc = arg;
+	struct pcluster *dst;
+	int16_t e = -1;
+	struct kstr em = KSTR_NULL;
+	int32_t n;
+
+	if (tc->dead)
+		goto out;
+	dst = tc->pm->pl->dst;
+	if (err != KCONN_E_OK) {
+		snprintf(tc->msg, sizeof(tc->msg), "CreateTopics %s on the destination: %s",
+		    tc->topic, errstr);
+		tc->state = TC_FAILED;
+		goto out;
+	}
+	(void)kr_i32(body); /* throttle */
+	n = kr_array(body);
+	for (int32_t i = 0; i < n && !body->err; i++) {
+		struct kstr name = kr_str(body);
+		int16_t ec = kr_i16(body);
+		struct kstr msg = kr_str(body);
+
+		if (kstr_eq(name, tc->topic)) {
+			e = ec;
+			em = msg;
+		}
+	}
+	if (body->err || e == -1) {
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed CreateTopics response");
+		snprintf(tc->msg, sizeof(tc->msg), "CreateTopics %s: the answer does not "
+		    "parse or lacks the topic", tc->topic);
+		tc->state = TC_FAILED;
+		goto out;
+	}
+	if (e == 0 || e == 36 /* TOPIC_ALREADY_EXISTS */) {
+		log_info("mirror %s: %s destination topic %s (%" PRId32 " partitions, "
+		    "%zu configs copied)", tc->pm->name, e == 0 ? "created" : "found",
+		    tc->topic, tc->npart, tc->nconf);
+		tc->state = TC_DONE;
+		pcluster_want_metadata(dst);
+	} else {
+		snprintf(tc->msg, sizeof(tc->msg), "CreateTopics %s on the destination: "
+		    "%s%s%.*s", tc->topic, kerr_name(e), em.len > 0 ? ": " : "",
+		    em.len > 0 ? (int)MIN(em.len, 300) : 0, em.len > 0 ? em.p : "");
+		tc->state = TC_FAILED;
+	}
+out:
+	if (!tc->dead)
+		pl_kick(tc->pm->pl);
+	tc_unref(tc);
+}
+
+static void send_create(struct ptcreate *tc)
+{
+	struct pcluster *dst = tc->pm->pl->dst;
+	struct kconn *c = pcluster_ctl(dst);
+	char err[256];
+	int v;
+
+	if (c == NULL) {
+		snprintf(tc->msg, sizeof(tc->msg), "no connection to the destination to "
+		    "create topic %s", tc->topic);
+		tc->state = TC_FAILED;
+		return;
+	}
+	v = kconn_pick_version(c, API_CREATE_TOPICS, 2, 4);
+	if (v < 0) {
+		snprintf(tc->msg, sizeof(tc->msg), "destination topic %s does not exist "
+		    "and the destination supports no CreateTopics version mirrord "
+		    "speaks (v2-v4): create it with %" PRId32 " partitions", tc->topic,
+		    tc->npart);
+		tc->state = TC_FAILED;
+		return;
+	}
+	tc->state = TC_CREATING;
+	tc->refs++;
+	if (kconn_send(c, API_CREATE_TOPICS, (int16_t)v, create_encode, tc, 0, 0,
+	    create_response, tc, err, sizeof(err)) != 0) {
+		tc->refs--;
+		snprintf(tc->msg, sizeof(tc->msg), "CreateTopics %s: %s", tc->topic, err);
+		tc->state = TC_FAILED;
+	}
+}
+
+/* ---- DescribeConfigs (source) -------------------------------------------------- */
+
+static int describe_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct ptcreate *tc = msg;
+
+	kw_array(w, 1);
+	kw_i8(w, 2); /* TOPIC */
+	kw_str(w, kstr_c(tc->topic));
+	kw_array(w, -1); /* every key */
+	kw_bool(w, 0);   /* synonyms */
+	if (version >= 3)
+		kw_bool(w, 0); /* documentation */
+	return w->err ? -1 : 0;
+}
+
+static int add_conf(struct ptcreate *tc, struct kstr name, struct kstr value)
+{
+	char **nn, **nv;
+
+	if (tc->nconf == MAX_TOPIC_CONFIGS)
+		return -1;
+	nn = realloc(tc->names, (tc->nconf + 1) * sizeof(*nn));
+	if (nn != NULL)
+		tc->names = nn;
+	nv = realloc(tc->values, (tc->nconf + 1) * sizeof(*nv));
+	if (nv != NULL)
+		tc->values = nv;
+	if (nn == NULL || nv == NULL)
+		return -1;
+	tc->names[tc->nconf] = kstr_dup(name);
+	tc->values[tc->nconf] = kstr_dup(value);
+	if (tc->names[tc->nconf] == NULL || tc->values[tc->nconf] == NULL) {
+		free(tc->names[tc->nconf]);
+		free(tc->values[tc->nconf]);
+		return -1;
+	}
+	tc->nconf++;
+	return 0;
+}
+
+static void describe_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct ptcreate *tc = arg;
+	int16_t version;
+	int32_t n;
+
+	if (tc->dead)
+		goto out;
+	if (err != KCONN_E_OK) {
+		log_warnx("mirror %s: DescribeConfigs %s on the source: %s; creating "
+		    "the destination topic without configs", tc->pm->name, tc->topic, errstr);
+		send_create(tc);
+		goto out;
+	}
+	version = (int16_t)kconn_pick_version(c, API_DESCRIBE_CONFIGS, 1, 3);
+	(void)kr_i32(body);
+	n = kr_array(body);
+	for (int32_t i = 0; i < n && !body->err; i++) {
+		int16_t ec = kr_i16(body);
+		struct kstr em = kr_str(body);
+		int32_t nc;
+
+		(void)kr_i8(body);
+		(void)kr_str(body);
+		if (ec != 0 && !body->err) {
+			log_warnx("mirror %s: DescribeConfigs %s on the source: %s %.*s; "
+			    "creating the destination topic without configs", tc->pm->name,
+			    tc->topic, kerr_name(ec), em.len > 0 ? (int)MIN(em.len, 200) : 0,
+			    em.len > 0 ? em.p : "");
+		}
+		nc = kr_array(body);
+		for (int32_t k = 0; k < nc && !body->err; k++) {
+			struct kstr name = kr_str(body), value = kr_str(body);
+			int8_t source;
+			int sensitive;
+			int32_t ns;
+
+			(void)kr_bool(body); /* read only */
+			source = kr_i8(body);
+			sensitive = kr_bool(body);
+			ns = kr_array(body);
+			for (int32_t j = 0; j < ns && !body->err; j++) {
+				(void)kr_str(body);
+				(void)kr_str(body);
+				(void)kr_i8(body);
+			}
+			if (version >= 3) {
+				(void)kr_i8(body);
+				(void)kr_str(body);
+			}
+			if (body->err || ec != 0 || source != CONFIG_SOURCE_DYNAMIC_TOPIC ||
+			    sensitive || name.len <= 0 || value.len < 0)
+				continue;
+			{
+				char nbuf[256];
+
+				if ((size_t)name.len >= sizeof(nbuf))
+					continue;
+				memcpy(nbuf, name.p, (size_t)name.len);
+				nbuf[name.len] = '\0';
+				if (tc->pm->conf != NULL &&
+				    mirrorconf_topic_property_excluded(tc->pm->conf, nbuf))
+					continue;
+			}
+			if (add_conf(tc, name, value) < 0)
+				break;
+		}
+	}
+	if (body->err) {
+		log_warnx("mirror %s: DescribeConfigs response for %s does not parse "
+		    "at byte %zu: %s", tc->pm->name, tc->topic, body->err_off, body->why);
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed DescribeConfigs response");
+	}
+	send_create(tc);
+out:
+	if (!tc->dead)
+		pl_kick(tc->pm->pl);
+	tc_unref(tc);
+}
+
+/*
+ * Called by a PREPARING partition whose destination topic is missing.
+ * Returns 1 when the topic now exists (go on), 0 to wait, -1 when the
+ * partition must fail (msg says why).
+ */
+int ptopic_ensure(struct ppart *p, char *msg, size_t msglen)
+{
+	struct pmirror *pm = p->pm;
+	struct ptcreate *tc = tc_find(pm, p->topic), **arr;
+	struct kconn *sc;
+	char err[256];
+	int v;
+
+	if (tc != NULL) {
+		switch (tc->state) {
+		case TC_DONE:
+			/* Wait for the metadata that shows it. */
+			return pcluster_topic(pm->pl->dst, p->topic) != NULL &&
+			    pcluster_topic(pm->pl->dst, p->topic)->error == 0;
+		case TC_FAILED:
+			snprintf(msg, msglen, "%s", tc->msg);
+			tc_remove(pm, tc); /* the next retry tries again */
+			return -1;
+		default:
+			return 0;
+		}
+	}
+	if (pcluster_ctl(pm->pl->dst) == NULL ||
+	    (pm->src != NULL && pcluster_ctl(pm->src) == NULL))
+		return 0; /* connecting */
+	if (kconn_pick_version(pcluster_ctl(pm->pl->dst), API_CREATE_TOPICS, 2, 4) < 0) {
+		snprintf(msg, msglen, "destination topic %s does not exist: create it with "
+		    "%" PRId32 " partitions (this destination does not let mirrord create "
+		    "topics)", p->topic, p->mp->topic->npart);
+		return -1;
+	}
+	tc = calloc(1, sizeof(*tc));
+	arr = realloc(pm->creates, (pm->ncreates + 1) * sizeof(*arr));
+	if (arr != NULL)
+		pm->creates = arr;
+	if (tc == NULL || arr == NULL || (tc->topic = strdup(p->topic)) == NULL) {
+		free(tc);
+		snprintf(msg, msglen, "out of memory creating destination topic %s", p->topic);
+		return -1;
+	}
+	tc->pm = pm;
+	tc->npart = p->mp->topic->npart;
+	pm->creates[pm->ncreates++] = tc;
+	sc = pm->src != NULL ? pcluster_ctl(pm->src) : NULL;
+	v = sc ? kconn_pick_version(sc, API_DESCRIBE_CONFIGS, 1, 3) : -1;
+	if (v < 0) {
+		if (sc != NULL)
+			log_info("mirror %s: the source has no DescribeConfigs v1-v3: "
+			    "creating %s without configs", pm->name, p->topic);
+		send_create(tc);
+		return 0;
+	}
+	tc->state = TC_DESCRIBING;
+	tc->refs++;
+	if (kconn_send(sc, API_DESCRIBE_CONFIGS, (int16_t)v, describe_encode, tc, 0, 0,
+	    describe_response, tc, err, sizeof(err)) != 0) {
+		tc->refs--;
+		send_create(tc);
+	}
+	return 0;
+}
