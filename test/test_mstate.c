@@ -10,6 +10,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -868,6 +869,60 @@ START_TEST(test_automatic_compaction)
 }
 END_TEST
 
+/* Runs fn with stderr going to a file; returns what was written. */
+static char *capture_stderr(void (*fn)(void))
+{
+	char path[300];
+	int saved = dup(2), fd;
+	FILE *f;
+	static char out[8192];
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/stderr.txt", F.dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(saved, 0);
+	dup2(fd, 2);
+	close(fd);
+	fn();
+	dup2(saved, 2);
+	close(saved);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	fclose(f);
+	unlink(path);
+	return out;
+}
+
+static void log_some_transitions(void)
+{
+	mk_mirror("m");
+	mk_topic("m", "orders", 4);
+	CODE(mpart_set_state(F.st, part("m", "orders", 3), MPART_MIRRORING,
+	    "log aligned", F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_fail(F.st, part("m", "orders", 3), "fetch: CORRUPT_MESSAGE",
+	    1, F.msg, sizeof(F.msg)), 0);
+}
+
+/* The operator's view: one info line per transition, in the house form. */
+START_TEST(test_transition_log_lines)
+{
+	char *out = capture_stderr(log_some_transitions);
+
+	ck_assert_msg(strstr(out, " info: m/orders-3: UNKNOWN -> PREPARING "
+	    "(added to the mirror)\n") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, " info: m/orders-3: PREPARING -> MIRRORING "
+	    "(log aligned)\n") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, " info: m/orders-3: MIRRORING -> FAILED "
+	    "(fetch: CORRUPT_MESSAGE)\n") != NULL, "%s", out);
+	/* Replay does not repeat them at info level. */
+	out = capture_stderr(reopen_same);
+	ck_assert_msg(strstr(out, "-> PREPARING") == NULL, "%s", out);
+}
+END_TEST
+
 /* A batch: many operations, one fsync; applied only at commit. */
 START_TEST(test_batch)
 {
@@ -1115,6 +1170,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_replay_equality);
 	tcase_add_test(tc, test_automatic_compaction);
 	tcase_add_test(tc, test_batch);
+	tcase_add_test(tc, test_transition_log_lines);
 	tcase_add_test(tc, test_kill_at_every_byte_of_last_record);
 	tcase_add_test(tc, test_disk_errors_leave_state_unchanged);
 	tcase_add_test(tc, test_replay_refuses_bad_records);
