@@ -43,11 +43,20 @@ void mlog_frame_header(uint8_t hdr[MLOG_FRAME_HDR], uint16_t type,
 	be16_store(hdr + 10, header_check(hdr));
 }
 
-/* 1 if an intact frame (checked header, payload inside the buffer, good
- * CRC) starts anywhere in buf[from..len).  Only run on the error path. */
+/* Payload bytes the search below may checksum before it gives up. */
+#define INTACT_SEARCH_BUDGET (256u << 20)
+
+/*
+ * 1 if an intact frame (checked header, payload inside the buffer, good
+ * CRC) starts anywhere in buf[from..len).  Only run on the error path.
+ * Headers that pass their check by chance cost a payload CRC each; past a
+ * budget the answer is 1, the safe side (refuse rather than truncate).
+ */
 static int intact_frame_after(const uint8_t *buf, size_t len, size_t from,
     uint32_t max_record)
 {
+	uint64_t budget = INTACT_SEARCH_BUDGET;
+
 	for (size_t o = from; o + MLOG_FRAME_HDR <= len; o++) {
 		const uint8_t *h = buf + o;
 		if (be16_load(h + 10) != header_check(h))
@@ -55,6 +64,9 @@ static int intact_frame_after(const uint8_t *buf, size_t len, size_t from,
 		uint32_t flen = be32_load(h);
 		if (flen > max_record || flen > len - o - MLOG_FRAME_HDR)
 			continue;
+		if (flen > budget)
+			return 1;
+		budget -= flen;
 		if (frame_crc(be16_load(h + 8), h + MLOG_FRAME_HDR, flen) ==
 		    be32_load(h + 4))
 			return 1;
