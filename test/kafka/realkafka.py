@@ -1171,15 +1171,23 @@ def shared(clusters=2, security="plaintext", root=None, timeout=None):
     with flocked(os.path.join(root, "lock"), timeout + 60,
                  "another test is starting or stopping the shared clusters"):
         st = _read_state(root)
-        if st and st.get("status") == "ready" and _alive(st.get("pid", 0)) \
-                and _answers(st):
-            if len(st["clusters"]) >= clusters:
+        if st and st.get("status") == "ready" and _alive(st.get("pid", 0)):
+            # A live supervisor: reuse it.  Replace it only when nobody
+            # holds a lease (a pid reused by another program, brokers gone
+            # or too few clusters); never pull clusters from under a test.
+            why = None
+            if not _answers(st, 30.0):
+                why = "its brokers do not answer"
+            elif len(st["clusters"]) < clusters:
+                why = "it has %d clusters, %d wanted" % (len(st["clusters"]),
+                                                        clusters)
+            else:
                 return Lease(root, [Cluster.from_dict(c) for c in st["clusters"]],
                              st.get("start_seconds"), reused=True)
             if _live_leases(root):
-                raise KafkaError("the shared %s clusters are %d and in use; "
-                                 "ask for at most that many or use a private "
-                                 "Launcher" % (security, len(st["clusters"])))
+                raise KafkaError("the shared %s clusters in %s are in use but "
+                                 "%s" % (security, root, why))
+            log("replacing the shared clusters in %s: %s" % (root, why))
         if st:
             _stop_recorded(root, st)
         lease = Lease(root, [], None, reused=False)
@@ -1211,14 +1219,22 @@ def shared(clusters=2, security="plaintext", root=None, timeout=None):
         return lease
 
 
-def _answers(state):
-    """Does every cluster a state file lists answer ApiVersions?"""
-    try:
-        for c in state["clusters"]:
-            api_versions(*_split(c["admin_bootstrap"]), timeout=5)
-        return True
-    except (OSError, KafkaError, KeyError, struct.error):
-        return False
+def _answers(state, within):
+    """Does every cluster a state file lists answer ApiVersions (retrying
+    for `within` seconds: a loaded machine can be slow to answer)?"""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            for c in state["clusters"]:
+                api_versions(*_split(c["admin_bootstrap"]), timeout=5)
+            return True
+        except KeyError:
+            return False
+        except (OSError, KafkaError, struct.error) as e:
+            if time.monotonic() > deadline:
+                log("shared clusters do not answer: %s" % e)
+                return False
+        time.sleep(0.5)
 
 
 def _tail(path, n=30):
