@@ -66,6 +66,11 @@ static char *arena_strdup(struct karena *a, struct kstr s)
 	return p;
 }
 
+static int has_nul(struct kstr s)
+{
+	return s.len > 0 && memchr(s.p, '\0', (size_t)s.len) != NULL;
+}
+
 static struct kstr arena_kstr(struct karena *a, const char *s)
 {
 	size_t n = strlen(s);
@@ -324,8 +329,18 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 		values[i] = arena_strdup(a, req.configs[i].value);
 		cfgs[i].name = (char *)names[i];
 		cfgs[i].value = (char *)values[i];
+		/* A NUL inside a wire string would cut the C string short. */
+		if (has_nul(req.configs[i].name) || has_nul(req.configs[i].value)) {
+			snprintf(msg, sizeof(msg), "config %d contains a NUL byte", i);
+			code = KERR_INVALID_REQUEST;
+		}
 	}
-	code = (int16_t)mstate_check_mirror_name(name, msg, sizeof(msg));
+	if (has_nul(req.mirror_name)) {
+		snprintf(msg, sizeof(msg), "the mirror name contains a NUL byte");
+		code = KERR_INVALID_CLUSTER_MIRROR_NAME;
+	}
+	if (code == 0)
+		code = (int16_t)mstate_check_mirror_name(name, msg, sizeof(msg));
 	if (code == 0)
 		mirrorconf_validate(names, values, (size_t)n, &code, msg, sizeof(msg));
 	if (code == 0)

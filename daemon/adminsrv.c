@@ -52,6 +52,7 @@ struct adminsrv_conn {
 	char peer[INET6_ADDRSTRLEN + 8];
 	struct adminsrv_req *cur; /* the request being handled, if any */
 	int dead;                 /* peer gone; free when cur is answered */
+	struct event *free_ev;    /* frees the struct outside any callback */
 };
 
 struct adminsrv {
@@ -105,7 +106,23 @@ static void conn_free(struct adminsrv_conn *c)
 	if (c->bev != NULL)
 		bufferevent_free(c->bev);
 	req_free(c->cur);
+	event_free(c->free_ev);
 	free(c);
+}
+
+static void conn_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_free(arg);
+}
+
+/* Frees c from the loop: never inside a callback that still uses it. */
+static void conn_free_later(struct adminsrv_conn *c)
+{
+	static const struct timeval now = { 0, 0 };
+
+	evtimer_add(c->free_ev, &now);
 }
 
 /* Closes the socket now; the struct goes once no request refers to it. */
@@ -117,7 +134,7 @@ static void conn_close(struct adminsrv_conn *c)
 	}
 	c->dead = 1;
 	if (c->cur == NULL)
-		conn_free(c);
+		conn_free_later(c);
 }
 
 static void conn_reject(struct adminsrv_conn *c, int16_t key, int16_t ver,
@@ -280,9 +297,15 @@ static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
 	c->srv = srv;
 	snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
 	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (c->bev == NULL) {
+	c->free_ev = evtimer_new(srv->base, conn_free_cb, c);
+	if (c->bev == NULL || c->free_ev == NULL) {
+		if (c->bev != NULL)
+			bufferevent_free(c->bev);
+		else
+			evutil_closesocket(fd);
+		if (c->free_ev != NULL)
+			event_free(c->free_ev);
 		log_warnx("admin: %s: cannot set up connection", c->peer);
-		evutil_closesocket(fd);
 		free(c);
 		return;
 	}
@@ -441,7 +464,7 @@ static struct adminsrv_conn *req_finish(struct adminsrv_req *rq)
 	c->cur = NULL;
 	req_free(rq);
 	if (c->dead) {
-		conn_free(c);
+		conn_free_later(c);
 		return NULL;
 	}
 	return c;

@@ -220,7 +220,9 @@ cases = {
     "unknown api key": mt.frame(250, 0, 7),
     "unsupported version": mt.frame(94, 9, 7, flexible=True),
     "truncated body": mt.frame(94, 0, 7, b"\x05ab", flexible=True),
-    "garbage header": struct.pack(">i", 10) + b"\x00\x12\x00\x00\xff\xff\xff",
+    # ApiVersions v0 whose client id claims 32767 bytes and has none.
+    "garbage header": struct.pack(">i", 10) + b"\x00\x12\x00\x00"
+                      b"\x00\x00\x00\x01\x7f\xff",
     "bad compact string": mt.frame(99, 0, 7, b"\x02\xff\xff\xff\xff\x7f",
                                    flexible=True),
 }
