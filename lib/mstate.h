@@ -34,7 +34,16 @@
 
 #include "mlog.h"
 
-/* The seed's partition states, in this order (the values are on disk). */
+/*
+ * The seed's partition states, in this order (the values are on disk).
+ * Allowed moves (any state may also stay put, and fail):
+ *   PREPARING  from UNKNOWN, STOPPED (added again), FAILED (retry)
+ *   MIRRORING  from PREPARING, PAUSED, PAUSING (resume), FAILED
+ *   PAUSING    from MIRRORING, PREPARING, FAILED (pause)
+ *   PAUSED     from PAUSING
+ *   STOPPING   from PREPARING, MIRRORING, PAUSING, PAUSED, FAILED
+ *   STOPPED    from STOPPING
+ */
 #define MPART_STATES(X) \
 	X(UNKNOWN) \
 	X(PREPARING) \
