@@ -1086,9 +1086,10 @@ class Launcher:
                     errors.append(e)
             self.stop()
             # A port taken between free_port() and bind: try new ports.
-            if not any("Address already in use" in str(e) for e in errors) \
-                    or attempt == 2:
+            if not any("Address already in use" in c.log_tail(200)
+                       for c in self.clusters) or attempt == 2:
                 raise errors[0]
+            log("a port was taken meanwhile; starting again on new ports")
         return self
 
     def stop(self):
