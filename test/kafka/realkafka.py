@@ -1274,6 +1274,9 @@ def serve(args, detach_fd=None):
         raise KafkaError("%s is in use by pid %d; stop it first"
                          % (root, old["pid"]))
     launcher = Launcher(root, args.clusters, args.security)
+    # Recorded before the (slow) start so that `stop` finds us meanwhile.
+    _write_state(root, {"status": "starting", "pid": os.getpid(),
+                        "clusters": []})
     stopping = []
 
     def on_signal(signum, _frame):
@@ -1286,7 +1289,13 @@ def serve(args, detach_fd=None):
         launcher.start()
     except Exception:
         launcher.stop()
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(root, "state.json"))
         raise
+    if stopping:  # told to stop while starting
+        os.unlink(os.path.join(root, "state.json"))
+        launcher.stop()
+        return 0
     state = launcher.to_dict()
     state.update(status="ready", pid=os.getpid(), security=args.security,
                  started=time.time())
