@@ -288,10 +288,12 @@ static int check_destination_topic(struct ppart *p)
 		return -1;
 	}
 	if (p->index >= t->npart) {
-		pl_part_fail(p, "destination topic %s has %" PRId32 " partitions, the "
-		    "source has %" PRId32 ": partition %" PRId32 " has no destination",
-		    p->topic, t->npart, p->mp->topic->npart, p->index);
-		return -1;
+		char msg[600];
+		int rc = ptopic_grow(p, t->npart, msg, sizeof(msg));
+
+		if (rc < 0)
+			pl_part_fail(p, "%s", msg);
+		return rc > 0 ? 0 : -1;
 	}
 	return 0;
 }

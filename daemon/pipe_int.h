@@ -211,6 +211,7 @@ void pcopy_oor(struct ppart *p);
 /* pipe_topic.c: a missing destination topic.  1 exists, 0 wait, -1 fail
  * with msg. */
 int ptopic_ensure(struct ppart *p, char *msg, size_t msglen);
+int ptopic_grow(struct ppart *p, int32_t have, char *msg, size_t msglen);
 void ptopic_forget_all(struct pmirror *pm);
 
 /* Source metadata arrived: discovery and deletion (pipeline.c). */

@@ -30,6 +30,7 @@
 #include "pipe_int.h"
 
 #define API_CREATE_TOPICS 19
+#define API_CREATE_PARTITIONS 37
 #define API_DESCRIBE_CONFIGS 32
 #define CONFIG_SOURCE_DYNAMIC_TOPIC 1
 #define MAX_TOPIC_CONFIGS 512
@@ -44,6 +45,7 @@ struct ptcreate {
 	char msg[512];
 	size_t nconf;
 	char **names, **values;
+	int grow;       /* CreatePartitions of an existing topic */
 	int dead;       /* the mirror went away while a request was out */
 	int refs;
 };
@@ -204,6 +206,140 @@ static void send_create(struct ptcreate *tc)
 		snprintf(tc->msg, sizeof(tc->msg), "CreateTopics %s: %s", tc->topic, err);
 		tc->state = TC_FAILED;
 	}
+}
+
+/* ---- CreatePartitions ---------------------------------------------------------- */
+
+static int grow_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct ptcreate *tc = msg;
+
+	kw_array(w, 1);
+	kw_str(w, kstr_c(tc->topic));
+	kw_i32(w, tc->npart);
+	kw_array(w, -1); /* assignments: the broker's choice */
+	kw_i32(w, (int32_t)MIN(tc->pm->pl->cfg->pipeline_request_timeout_ms, INT32_MAX));
+	kw_bool(w, 0);
+	(void)version;
+	return w->err ? -1 : 0;
+}
+
+static void grow_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct ptcreate *tc = arg;
+	int16_t e = -1;
+	struct kstr em = KSTR_NULL;
+	int32_t n;
+
+	if (tc->dead)
+		goto out;
+	if (err != KCONN_E_OK) {
+		snprintf(tc->msg, sizeof(tc->msg), "CreatePartitions %s on the "
+		    "destination: %s", tc->topic, errstr);
+		tc->state = TC_FAILED;
+		goto out;
+	}
+	(void)kr_i32(body);
+	n = kr_array(body);
+	for (int32_t i = 0; i < n && !body->err; i++) {
+		struct kstr name = kr_str(body);
+		int16_t ec = kr_i16(body);
+		struct kstr msg = kr_str(body);
+
+		if (kstr_eq(name, tc->topic)) {
+			e = ec;
+			em = msg;
+		}
+	}
+	if (body->err || e == -1) {
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed CreatePartitions response");
+		snprintf(tc->msg, sizeof(tc->msg), "CreatePartitions %s: the answer does "
+		    "not parse or lacks the topic", tc->topic);
+		tc->state = TC_FAILED;
+		goto out;
+	}
+	/* INVALID_PARTITIONS (37) when someone grew it already to this count. */
+	if (e == 0 || e == 37) {
+		log_info("mirror %s: destination topic %s grown to %" PRId32
+		    " partitions", tc->pm->name, tc->topic, tc->npart);
+		tc->state = TC_DONE;
+		pcluster_want_metadata(tc->pm->pl->dst);
+	} else {
+		snprintf(tc->msg, sizeof(tc->msg), "CreatePartitions %s to %" PRId32
+		    " on the destination: %s%s%.*s", tc->topic, tc->npart, kerr_name(e),
+		    em.len > 0 ? ": " : "", em.len > 0 ? (int)MIN(em.len, 300) : 0,
+		    em.len > 0 ? em.p : "");
+		tc->state = TC_FAILED;
+	}
+out:
+	if (!tc->dead)
+		pl_kick(tc->pm->pl);
+	tc_unref(tc);
+}
+
+/*
+ * A PREPARING partition whose index the destination topic lacks (the
+ * source grew).  Same answers as ptopic_ensure().
+ */
+int ptopic_grow(struct ppart *p, int32_t have, char *msg, size_t msglen)
+{
+	struct pmirror *pm = p->pm;
+	struct ptcreate *tc = tc_find(pm, p->topic), **arr;
+	const struct ptopicmd *t;
+	struct kconn *c;
+	char err[256];
+	int v;
+
+	if (tc != NULL) {
+		switch (tc->state) {
+		case TC_DONE:
+			t = pcluster_topic(pm->pl->dst, p->topic);
+			if (t != NULL && t->error == 0 && p->index < t->npart)
+				return 1;
+			if (tc->grow || t == NULL || t->error != 0)
+				return 0; /* wait for the Metadata that shows it */
+			tc_remove(pm, tc); /* created earlier, now it must grow */
+			break;
+		case TC_FAILED:
+			snprintf(msg, msglen, "%s", tc->msg);
+			tc_remove(pm, tc);
+			return -1;
+		default:
+			return 0;
+		}
+	}
+	if ((c = pcluster_ctl(pm->pl->dst)) == NULL)
+		return 0;
+	v = kconn_pick_version(c, API_CREATE_PARTITIONS, 0, 1);
+	if (v < 0) {
+		snprintf(msg, msglen, "destination topic %s has %" PRId32 " partitions, "
+		    "the source has %" PRId32 ": add partitions to it (this destination "
+		    "does not let mirrord)", p->topic, have, p->mp->topic->npart);
+		return -1;
+	}
+	tc = calloc(1, sizeof(*tc));
+	arr = realloc(pm->creates, (pm->ncreates + 1) * sizeof(*arr));
+	if (arr != NULL)
+		pm->creates = arr;
+	if (tc == NULL || arr == NULL || (tc->topic = strdup(p->topic)) == NULL) {
+		free(tc);
+		snprintf(msg, msglen, "out of memory growing destination topic %s", p->topic);
+		return -1;
+	}
+	tc->pm = pm;
+	tc->grow = 1;
+	tc->npart = p->mp->topic->npart;
+	tc->state = TC_CREATING;
+	pm->creates[pm->ncreates++] = tc;
+	tc->refs++;
+	if (kconn_send(c, API_CREATE_PARTITIONS, (int16_t)v, grow_encode, tc, 0, 0,
+	    grow_response, tc, err, sizeof(err)) != 0) {
+		tc->refs--;
+		snprintf(tc->msg, sizeof(tc->msg), "CreatePartitions %s: %s", tc->topic, err);
+		tc->state = TC_FAILED;
+	}
+	return 0;
 }
 
 /* ---- DescribeConfigs (source) -------------------------------------------------- */

@@ -220,6 +220,39 @@ def main():
     print("real Kafka: %s created on the destination with 3 partitions and "
           "its configs" % t_new, flush=True)
 
+    # The source grows a topic: the new partitions are found on the metadata
+    # refresh, the destination topic is grown, and they are mirrored.  Then
+    # the source topic is deleted: its partitions stop.
+    from confluent_kafka.admin import NewPartitions
+    t_grow = "dp-grow-" + RUN
+    src.create_topic(t_grow, partitions=2)
+    d.create("k2", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "200",
+                    "mirror.metadata.refresh.interval.ms": "1000"})
+    d.cli_ok("--add", "--mirror", "k2", "--topic", t_grow)
+    sadm = AdminClient({"bootstrap.servers": SRC})
+    list(sadm.create_partitions([NewPartitions(t_grow, 4)]).values())[0].result(30)
+    p = producer(SRC)
+    for k in range(40):
+        p.produce(t_grow, partition=k % 4, value=b"grow-%d" % k)
+    flush(p, "grown topic")
+    for i in range(4):
+        end = hwm(SRC, t_grow, i)
+        h.wait_for(lambda: hwm(DST, t_grow, i) == end, 90,
+                   "%s-%d on the destination after the source grew" % (t_grow, i))
+    eq(len(adm.list_topics(t_grow, timeout=10).topics[t_grow].partitions), 4,
+       "destination partitions of %s after the source grew" % t_grow)
+    list(sadm.delete_topics([t_grow]).values())[0].result(30)
+
+    def stopped():
+        rows = [r for r in d.describe_json("k2") if r["topic"] == t_grow]
+        return len(rows) == 4 and all(r["state"] == "STOPPED" for r in rows) and rows
+    rows = h.wait_for(stopped, 60, "%s to stop after its source topic was deleted"
+                      % t_grow)
+    eq(sorted(r["lastMirroredOffset"] for r in rows), [9, 9, 9, 9],
+       "last mirrored offsets of the deleted topic's partitions")
+    print("real Kafka: partitions added on the source mirrored; source topic "
+          "deleted -> STOPPED", flush=True)
+
     # kill -9 while producing more: nothing lost, nothing twice.
     p = producer(SRC, **{"compression.type": "lz4"})
     for round_ in range(3):
