@@ -131,6 +131,12 @@ def unreachable_part():
     h.check(out["error"] == want and out["kind"] == "transport",
             "unreachable: %r, wanted %r" % (out, want))
 
+    # The same through a host name (resolved without blocking, /etc/hosts).
+    out = probe("localhost:%d" % port, timeout_ms=3000, expect_rc=1)
+    want = "source cluster localhost:%d: connection refused" % port
+    h.check(out["error"] == want, "unreachable by name: %r, wanted %r"
+            % (out, want))
+
     p2 = h.free_port()
     out = probe("127.0.0.1:%d, 127.0.0.1:%d" % (port, p2), "-n", "dest",
                 timeout_ms=3000, expect_rc=1)
