@@ -21,6 +21,8 @@
 #include "mstate.h"
 #include "mstate_int.h"
 
+#define B(s) MST_BIT(s)
+
 /* ---- admin operations ------------------------------------------------- */
 
 static int no_mirror(const char *name, char *msg, size_t msglen)
@@ -163,7 +165,7 @@ int mstate_add_topic(struct mstate *st, const char *mirror, const char *topic,
 	r.count = npart;
 	t = mirror_topic_find(m, topic);
 	if (t != NULL) {
-		if (mtopic_any(t, MST_BIT(STOPPING))) {
+		if (mtopic_any(t, B(STOPPING))) {
 			mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is "
 			    "being stopped", topic, mirror);
 			return KERR_MIRROR_TOPIC_BEING_STOPPED;
@@ -190,7 +192,7 @@ int mstate_grow_topic(struct mstate *st, const char *mirror,
 	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0 ||
 	    (code = check_npart(mirror, topic, npart, msg, msglen)) != 0)
 		return code;
-	if (npart <= t->npart || mtopic_any(t, MST_BIT(STOPPING) | MST_BIT(STOPPED)))
+	if (npart <= t->npart || mtopic_any(t, B(STOPPING) | B(STOPPED)))
 		return KERR_NONE;
 	mstate_rec_init(&r, MREC_TOPIC_ADD, mirror, topic);
 	r.count = npart;
@@ -289,15 +291,15 @@ int mstate_remove_topic(struct mstate *st, const char *mirror,
 
 	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
 		return code;
-	if (mtopic_any(t, MST_BIT(STOPPING))) {
+	if (mtopic_any(t, B(STOPPING))) {
 		mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is already "
 		    "being stopped", topic, mirror);
 		return KERR_MIRROR_TOPIC_BEING_STOPPED;
 	}
 	if (mtopic_all_stopped(t))
 		return KERR_NONE;   /* the contract: success, no change */
-	return topic_move(st, t, MST_BIT(PREPARING) | MST_BIT(MIRRORING) | MST_BIT(PAUSING) |
-	    MST_BIT(PAUSED) | MST_BIT(FAILED), MPART_STOPPING, "removed from the mirror",
+	return topic_move(st, t, B(PREPARING) | B(MIRRORING) | B(PAUSING) |
+	    B(PAUSED) | B(FAILED), MPART_STOPPING, "removed from the mirror",
 	    msg, msglen);
 }
 
@@ -337,7 +339,7 @@ int mstate_remove_pattern(struct mstate *st, const char *mirror,
 static int being_stopped(const struct mtopic *t, char *msg, size_t msglen)
 {
 	mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is %s",
-	    t->name, t->mirror->name, mtopic_any(t, MST_BIT(STOPPING)) ?
+	    t->name, t->mirror->name, mtopic_any(t, B(STOPPING)) ?
 	    "being stopped" : "stopped");
 	return KERR_MIRROR_TOPIC_BEING_STOPPED;
 }
@@ -351,14 +353,14 @@ int mstate_pause_topic(struct mstate *st, const char *mirror,
 
 	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
 		return code;
-	if (mtopic_any(t, MST_BIT(STOPPING) | MST_BIT(STOPPED)))
+	if (mtopic_any(t, B(STOPPING) | B(STOPPED)))
 		return being_stopped(t, msg, msglen);
-	if (mtopic_all(t, MST_BIT(PAUSING) | MST_BIT(PAUSED))) {
+	if (mtopic_all(t, B(PAUSING) | B(PAUSED))) {
 		mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is already "
 		    "paused", topic, mirror);
 		return KERR_MIRROR_TOPIC_ALREADY_PAUSED;
 	}
-	return topic_move(st, t, MST_BIT(PREPARING) | MST_BIT(MIRRORING) | MST_BIT(FAILED),
+	return topic_move(st, t, B(PREPARING) | B(MIRRORING) | B(FAILED),
 	    MPART_PAUSING, "paused", msg, msglen);
 }
 
@@ -371,14 +373,14 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
 
 	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
 		return code;
-	if (mtopic_any(t, MST_BIT(STOPPING) | MST_BIT(STOPPED)))
+	if (mtopic_any(t, B(STOPPING) | B(STOPPED)))
 		return being_stopped(t, msg, msglen);
-	if (!mtopic_any(t, MST_BIT(PAUSING) | MST_BIT(PAUSED))) {
+	if (!mtopic_any(t, B(PAUSING) | B(PAUSED))) {
 		mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' is not "
 		    "paused (%s)", topic, mirror, mtopic_state_name(t));
 		return KERR_MIRROR_TOPIC_NOT_PAUSED;
 	}
-	return topic_move(st, t, MST_BIT(PAUSING) | MST_BIT(PAUSED), MPART_MIRRORING,
+	return topic_move(st, t, B(PAUSING) | B(PAUSED), MPART_MIRRORING,
 	    "resumed", msg, msglen);
 }
 
