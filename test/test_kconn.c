@@ -313,7 +313,7 @@ struct call {
 	int err;
 	int order;
 	char errstr[512];
-	uint8_t body[256];
+	uint8_t body[1100];
 	size_t bodylen;
 	int free_conn; /* kconn_free() from inside this callback */
 };
@@ -505,6 +505,45 @@ START_TEST(test_pipeline_in_order)
 	ck_assert_uint_eq(kconn_inflight_bytes(e.c), 0);
 	ck_assert_int_eq(g_stats, 5); /* ApiVersions + 4 */
 	env_stop(&e);
+}
+END_TEST
+
+/* Many requests in flight whose answers span many reads. */
+START_TEST(test_pipeline_many)
+{
+	enum { N = 300 };
+	struct env e;
+	struct call *k = calloc(N, sizeof(*k));
+	char (*bodies)[1000] = calloc(N, sizeof(*bodies));
+
+	ck_assert_ptr_nonnull(k);
+	ck_assert_ptr_nonnull(bodies);
+	env_start(&e, FAKE_NORMAL);
+	env_connect(&e);
+	for (int i = 0; i < N; i++) {
+		/* 1..999 bytes, distinct per request */
+		size_t len = 1 + (size_t)(i * 37) % 998;
+		memset(bodies[i], 'a' + i % 26, len);
+		bodies[i][len] = '\0';
+		snprintf(bodies[i], 8, "%05d", i);
+		bodies[i][5] = '-';
+		send_raw(&e, 3, 1, bodies[i], 0, &k[i]);
+	}
+	ck_assert_int_eq(kconn_inflight_count(e.c), N);
+	ck_assert(run_until(e.base, &g_done, N));
+	for (int i = 0; i < N; i++) {
+		size_t len = strlen(bodies[i]);
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_OK);
+		ck_assert_int_eq(k[i].order, i + 1);
+		ck_assert_uint_eq(k[i].bodylen, MIN(len + 4, sizeof(k[i].body)));
+		ck_assert_int_eq(memcmp(k[i].body + 4, bodies[i],
+		    k[i].bodylen - 4), 0);
+	}
+	ck_assert_uint_eq(kconn_inflight_bytes(e.c), 0);
+	env_stop(&e);
+	free(k);
+	free(bodies);
 }
 END_TEST
 
@@ -984,6 +1023,7 @@ static Suite *kconn_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_pipeline_in_order);
+	tcase_add_test(tc, test_pipeline_many);
 	tcase_add_test(tc, test_apiversions_mock_quirk);
 	tcase_add_test(tc, test_apiversions_kip511);
 	tcase_add_test(tc, test_out_of_order_is_protocol_error);
