@@ -850,6 +850,10 @@ static int file_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
 		return -1;
 	if (file_sync(ml, err, errlen) != 0)
 		return -1;
+	/* Nothing since the last snapshot (a second clean shutdown): the
+	 * files already are the compact form. */
+	if (f->st.records_since_snapshot == 0 && f->st.snapshot_wall_ms >= 0)
+		return 0;
 	if (write_snapshot(f, seq, dump, arg, err, errlen) != 0)
 		return -1;
 	snap_name(name, sizeof(name), seq);

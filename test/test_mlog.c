@@ -578,6 +578,12 @@ START_TEST(test_compaction_round_trip)
 	ck_assert(!file_exists(dir, SEG1));
 	ck_assert(file_exists(dir, SNAP2));
 	ck_assert(file_exists(dir, SEG2));
+	/* Nothing new: a second compaction writes nothing. */
+	ck_assert_int_eq(mlog_compact(ml, dump_stream, all, err, sizeof(err)),
+	    0);
+	mlog_stats(ml, &st);
+	ck_assert_uint_eq(st.compactions, 1);
+	ck_assert(file_exists(dir, SEG2));
 	append_range(ml, 30, 40);
 	mlog_free(ml);
 
