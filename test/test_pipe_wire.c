@@ -1,0 +1,451 @@
+/*
+ * Unit tests for daemon/pipe_wire: the data plane's Fetch, Produce,
+ * ListOffsets, Metadata and InitProducerId codecs.  Requests are compared
+ * with bytes written out by hand from the Kafka protocol guide; responses
+ * are laid out field by field here (in the guide's order, independently of
+ * the decoder) and decoded, then cut at every length to prove that a
+ * truncated answer is an error and never a read past the end.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "kbuf.h"
+#include "pipe_wire.h"
+
+/* ---- requests ------------------------------------------------------------ */
+
+START_TEST(test_fetch_request_v4)
+{
+	static const uint8_t want[] = {
+		0xff, 0xff, 0xff, 0xff,             /* replica id -1 */
+		0x00, 0x00, 0x01, 0xf4,             /* max wait 500 */
+		0x00, 0x00, 0x00, 0x01,             /* min bytes 1 */
+		0x00, 0xa0, 0x00, 0x00,             /* max bytes 10 MiB */
+		0x01,                               /* read_committed */
+		0x00, 0x00, 0x00, 0x01,             /* 1 topic */
+		0x00, 0x01, 't',
+		0x00, 0x00, 0x00, 0x02,             /* 2 partitions */
+		0x00, 0x00, 0x00, 0x00,             /* partition 0 */
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, /* offset 7 */
+		0x00, 0x10, 0x00, 0x00,             /* 1 MiB */
+		0x00, 0x00, 0x00, 0x03,             /* partition 3 */
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, /* offset 256 */
+		0x00, 0x00, 0x10, 0x00,             /* 4 KiB */
+	};
+	struct pw_fetch_req req = { 500, 1, 10 << 20, 1 };
+	struct pw_tp tps[2] = {
+		{ .topic = "t", .partition = 0, .offset = 7, .max_bytes = 1 << 20 },
+		{ .topic = "t", .partition = 3, .offset = 256, .max_bytes = 4096 },
+	};
+	struct kw w;
+
+	kw_init(&w, 4096);
+	ck_assert_int_eq(pw_fetch_encode(&w, 4, &req, tps, 2), 0);
+	ck_assert_uint_eq(w.len, sizeof(want));
+	ck_assert_mem_eq(w.buf, want, sizeof(want));
+	kw_fini(&w);
+}
+END_TEST
+
+START_TEST(test_fetch_request_v11_fields)
+{
+	struct pw_fetch_req req = { 100, 1, 1024, 1 };
+	struct pw_tp tp = { .topic = "ab", .partition = 1, .offset = 5, .max_bytes = 9 };
+	struct kw w;
+	struct kr r;
+
+	kw_init(&w, 4096);
+	ck_assert_int_eq(pw_fetch_encode(&w, 11, &req, &tp, 1), 0);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(kr_i32(&r), -1);
+	ck_assert_int_eq(kr_i32(&r), 100);
+	ck_assert_int_eq(kr_i32(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 1024);
+	ck_assert_int_eq(kr_i8(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 0);   /* session id */
+	ck_assert_int_eq(kr_i32(&r), -1);  /* session epoch: sessionless */
+	ck_assert_int_eq(kr_array(&r), 1);
+	ck_assert(kstr_eq(kr_str(&r), "ab"));
+	ck_assert_int_eq(kr_array(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), -1);  /* current leader epoch (v9+) */
+	ck_assert_int_eq(kr_i64(&r), 5);
+	ck_assert_int_eq(kr_i64(&r), -1);  /* log start offset (v5+) */
+	ck_assert_int_eq(kr_i32(&r), 9);
+	ck_assert_int_eq(kr_array(&r), 0); /* forgotten topics (v7+) */
+	ck_assert(kstr_eq(kr_str(&r), "")); /* rack (v11) */
+	ck_assert_int_eq(r.err, 0);
+	ck_assert_uint_eq(kr_left(&r), 0);
+	kw_fini(&w);
+}
+END_TEST
+
+START_TEST(test_produce_request_groups_topics)
+{
+	static const uint8_t rec1[] = { 1, 2, 3 }, rec2[] = { 4 }, rec3[] = { 5, 6 };
+	struct pw_tp tps[3] = {
+		{ .topic = "a", .partition = 0, .records = rec1, .records_len = 3 },
+		{ .topic = "a", .partition = 2, .records = rec2, .records_len = 1 },
+		{ .topic = "b", .partition = 1, .records = rec3, .records_len = 2 },
+	};
+	static const uint8_t want[] = {
+		0xff, 0xff,                         /* transactional id: null */
+		0xff, 0xff,                         /* acks -1 */
+		0x00, 0x00, 0x75, 0x30,             /* timeout 30000 */
+		0x00, 0x00, 0x00, 0x02,             /* 2 topics */
+		0x00, 0x01, 'a', 0x00, 0x00, 0x00, 0x02,
+		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 1, 2, 3,
+		0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 4,
+		0x00, 0x01, 'b', 0x00, 0x00, 0x00, 0x01,
+		0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, 5, 6,
+	};
+	struct kw w;
+
+	kw_init(&w, 4096);
+	ck_assert_int_eq(pw_produce_encode(&w, 7, -1, 30000, tps, 3), 0);
+	ck_assert_uint_eq(w.len, sizeof(want));
+	ck_assert_mem_eq(w.buf, want, sizeof(want));
+	kw_fini(&w);
+}
+END_TEST
+
+START_TEST(test_list_offsets_request_versions)
+{
+	static const uint8_t v1[] = {
+		0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01, 'x',
+		0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x04,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe, /* earliest */
+	};
+	struct pw_tp tp = { .topic = "x", .partition = 4, .offset = PW_TS_EARLIEST };
+	struct kw w;
+
+	kw_init(&w, 256);
+	ck_assert_int_eq(pw_list_offsets_encode(&w, 1, &tp, 1), 0);
+	ck_assert_uint_eq(w.len, sizeof(v1));
+	ck_assert_mem_eq(w.buf, v1, sizeof(v1));
+	kw_reset(&w);
+	ck_assert_int_eq(pw_list_offsets_encode(&w, 3, &tp, 1), 0);
+	/* v2+: isolation level after the replica id. */
+	ck_assert_uint_eq(w.len, sizeof(v1) + 1);
+	ck_assert_int_eq(w.buf[4], 0);
+	ck_assert_mem_eq(w.buf + 5, v1 + 4, sizeof(v1) - 4);
+	kw_fini(&w);
+}
+END_TEST
+
+/* ---- responses ----------------------------------------------------------- */
+
+struct seen {
+	int n;
+	struct pw_fetch_part p[4];
+	struct pw_aborted ab[4][4];
+	uint8_t rec[4][16];
+};
+
+static void on_fetch(void *arg, const struct pw_fetch_part *p)
+{
+	struct seen *s = arg;
+
+	if (s->n < 4) {
+		s->p[s->n] = *p;
+		for (size_t i = 0; i < p->naborted && i < 4; i++)
+			s->ab[s->n][i] = p->aborted[i];
+		if (p->records.len > 0 && p->records.len <= 16)
+			memcpy(s->rec[s->n], p->records.p, (size_t)p->records.len);
+	}
+	s->n++;
+}
+
+/* A Fetch v11 response: topic "t", partition 2 (error 0, two aborted
+ * transactions given out of order, 3 record bytes) and partition 5
+ * (OFFSET_OUT_OF_RANGE, null aborted list, null records). */
+static void fetch_v11_response(struct kw *w)
+{
+	kw_i32(w, 0);          /* throttle */
+	kw_i16(w, 0);          /* error */
+	kw_i32(w, 0);          /* session id */
+	kw_array(w, 1);
+	kw_str(w, kstr_c("t"));
+	kw_array(w, 2);
+	kw_i32(w, 2);
+	kw_i16(w, 0);
+	kw_i64(w, 100);        /* high watermark */
+	kw_i64(w, 90);         /* last stable offset */
+	kw_i64(w, 10);         /* log start */
+	kw_array(w, 2);
+	kw_i64(w, 7000); kw_i64(w, 50);
+	kw_i64(w, 8000); kw_i64(w, 20);
+	kw_i32(w, -1);         /* preferred read replica */
+	kw_i32(w, 3);
+	kw_raw(w, "abc", 3);
+	kw_i32(w, 5);
+	kw_i16(w, 1);
+	kw_i64(w, -1);
+	kw_i64(w, -1);
+	kw_i64(w, -1);
+	kw_array(w, -1);
+	kw_i32(w, -1);
+	kw_i32(w, -1);         /* records: null */
+}
+
+START_TEST(test_fetch_response_v11)
+{
+	struct kw w;
+	struct kr r;
+	struct seen s;
+	int16_t top = -1;
+
+	memset(&s, 0, sizeof(s));
+	kw_init(&w, 4096);
+	fetch_v11_response(&w);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_fetch_decode(&r, 11, &top, on_fetch, &s), 0);
+	ck_assert_int_eq(top, 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert(kstr_eq(s.p[0].topic, "t"));
+	ck_assert_int_eq(s.p[0].partition, 2);
+	ck_assert_int_eq(s.p[0].high_watermark, 100);
+	ck_assert_int_eq(s.p[0].last_stable_offset, 90);
+	ck_assert_int_eq(s.p[0].log_start_offset, 10);
+	ck_assert_uint_eq(s.p[0].naborted, 2);
+	/* sorted by first offset for the intake walk */
+	ck_assert_int_eq(s.ab[0][0].producer_id, 8000);
+	ck_assert_int_eq(s.ab[0][0].first_offset, 20);
+	ck_assert_int_eq(s.ab[0][1].producer_id, 7000);
+	ck_assert_int_eq(s.p[0].records.len, 3);
+	ck_assert_mem_eq(s.rec[0], "abc", 3);
+	ck_assert_int_eq(s.p[1].partition, 5);
+	ck_assert_int_eq(s.p[1].error, 1);
+	ck_assert_uint_eq(s.p[1].naborted, 0);
+	ck_assert_int_eq(s.p[1].records.len, -1);
+	ck_assert_uint_eq(kr_left(&r), 0);
+	kw_fini(&w);
+}
+END_TEST
+
+START_TEST(test_fetch_response_truncated_everywhere)
+{
+	struct kw w;
+
+	kw_init(&w, 4096);
+	fetch_v11_response(&w);
+	for (size_t cut = 0; cut < w.len; cut++) {
+		uint8_t *copy = malloc(cut ? cut : 1); /* exact size: ASan sees overruns */
+		struct kr r;
+		struct seen s;
+		int16_t top;
+
+		memcpy(copy, w.buf, cut);
+		memset(&s, 0, sizeof(s));
+		kr_init(&r, copy, cut);
+		ck_assert_msg(pw_fetch_decode(&r, 11, &top, on_fetch, &s) == -1,
+		    "a Fetch response cut at %zu of %zu bytes decoded", cut, w.len);
+		ck_assert_int_ne(r.err, 0);
+		free(copy);
+	}
+	kw_fini(&w);
+}
+END_TEST
+
+START_TEST(test_fetch_response_aborted_cap)
+{
+	struct kw w;
+	struct kr r;
+	struct seen s;
+	int16_t top;
+
+	kw_init(&w, 1 << 20);
+	kw_i32(&w, 0);
+	kw_array(&w, 1);
+	kw_str(&w, kstr_c("t"));
+	kw_array(&w, 1);
+	kw_i32(&w, 0);
+	kw_i16(&w, 0);
+	kw_i64(&w, 1);
+	kw_i64(&w, 1);
+	kw_array(&w, PW_MAX_ABORTED + 1); /* more than we hold */
+	for (int i = 0; i <= PW_MAX_ABORTED; i++) {
+		kw_i64(&w, i);
+		kw_i64(&w, i);
+	}
+	kw_i32(&w, -1);
+	memset(&s, 0, sizeof(s));
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_fetch_decode(&r, 4, &top, on_fetch, &s), -1);
+	ck_assert_int_eq(s.n, 0);
+	ck_assert_ptr_nonnull(strstr(r.why, "aborted"));
+	kw_fini(&w);
+}
+END_TEST
+
+struct pseen {
+	int n;
+	struct pw_produce_part p[2];
+	char msg[64];
+};
+
+static void on_produce(void *arg, const struct pw_produce_part *p)
+{
+	struct pseen *s = arg;
+
+	if (s->n < 2) {
+		s->p[s->n] = *p;
+		if (p->error_message.len > 0 && p->error_message.len < 64) {
+			memcpy(s->msg, p->error_message.p, (size_t)p->error_message.len);
+			s->msg[p->error_message.len] = '\0';
+		}
+	}
+	s->n++;
+}
+
+START_TEST(test_produce_response_v8)
+{
+	struct kw w;
+	struct kr r;
+	struct pseen s;
+
+	memset(&s, 0, sizeof(s));
+	kw_init(&w, 4096);
+	kw_array(&w, 1);
+	kw_str(&w, kstr_c("orders"));
+	kw_array(&w, 2);
+	kw_i32(&w, 0);
+	kw_i16(&w, 0);
+	kw_i64(&w, 4242);          /* base offset */
+	kw_i64(&w, -1);            /* log append time */
+	kw_i64(&w, 0);             /* log start */
+	kw_array(&w, 0);           /* record errors */
+	kw_str(&w, KSTR_NULL);
+	kw_i32(&w, 1);
+	kw_i16(&w, 87);            /* INVALID_RECORD */
+	kw_i64(&w, -1);
+	kw_i64(&w, -1);
+	kw_i64(&w, -1);
+	kw_array(&w, 1);
+	kw_i32(&w, 0);
+	kw_str(&w, kstr_c("record 0"));
+	kw_str(&w, kstr_c("bad base offset"));
+	kw_i32(&w, 0);             /* throttle */
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_produce_decode(&r, 8, on_produce, &s), 0);
+	ck_assert_int_eq(s.n, 2);
+	ck_assert_int_eq(s.p[0].base_offset, 4242);
+	ck_assert_int_eq(s.p[0].error, 0);
+	ck_assert_int_eq(s.p[1].partition, 1);
+	ck_assert_int_eq(s.p[1].error, 87);
+	ck_assert_str_eq(s.msg, "bad base offset");
+	ck_assert_uint_eq(kr_left(&r), 0);
+	for (size_t cut = 0; cut < w.len; cut++) {
+		uint8_t *copy = malloc(cut ? cut : 1);
+
+		memcpy(copy, w.buf, cut);
+		memset(&s, 0, sizeof(s));
+		kr_init(&r, copy, cut);
+		ck_assert_int_eq(pw_produce_decode(&r, 8, on_produce, &s), -1);
+		free(copy);
+	}
+	kw_fini(&w);
+}
+END_TEST
+
+struct mseen {
+	int brokers, parts;
+	int32_t leader[4];
+	char cluster[32];
+};
+
+static void md_b(void *arg, const struct pw_md_broker *b)
+{
+	((struct mseen *)arg)->brokers++;
+	(void)b;
+}
+
+static void md_c(void *arg, struct kstr id)
+{
+	struct mseen *s = arg;
+
+	if (id.len > 0 && id.len < 32) {
+		memcpy(s->cluster, id.p, (size_t)id.len);
+		s->cluster[id.len] = '\0';
+	}
+}
+
+static void md_p(void *arg, const struct pw_md_part *p)
+{
+	struct mseen *s = arg;
+
+	if (p->partition >= 0 && p->partition < 4)
+		s->leader[p->partition] = p->leader;
+	s->parts++;
+}
+
+START_TEST(test_metadata_v8_response)
+{
+	struct kw w;
+	struct kr r;
+	struct mseen s;
+	struct pw_md_cb cb = { md_b, md_c, md_p, &s };
+
+	memset(&s, 0, sizeof(s));
+	kw_init(&w, 4096);
+	kw_i32(&w, 0);                    /* throttle (v3+) */
+	kw_array(&w, 1);
+	kw_i32(&w, 1); kw_str(&w, kstr_c("127.0.0.1")); kw_i32(&w, 9092);
+	kw_str(&w, KSTR_NULL);            /* rack */
+	kw_str(&w, kstr_c("cid"));        /* cluster id (v2+) */
+	kw_i32(&w, 1);                    /* controller */
+	kw_array(&w, 1);
+	kw_i16(&w, 0); kw_str(&w, kstr_c("t")); kw_bool(&w, 0);
+	kw_array(&w, 2);
+	for (int p = 0; p < 2; p++) {
+		kw_i16(&w, 0); kw_i32(&w, p); kw_i32(&w, p + 1);
+		kw_i32(&w, 7);                /* leader epoch (v7+) */
+		kw_array(&w, 1); kw_i32(&w, 1);
+		kw_array(&w, 1); kw_i32(&w, 1);
+		kw_array(&w, 0);              /* offline (v5+) */
+	}
+	kw_i32(&w, 0);                    /* topic authorized ops (v8+) */
+	kw_i32(&w, 0);                    /* cluster authorized ops (v8-10) */
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_metadata_decode(&r, 8, &cb), 0);
+	ck_assert_int_eq(s.brokers, 1);
+	ck_assert_str_eq(s.cluster, "cid");
+	ck_assert_int_eq(s.parts, 2);
+	ck_assert_int_eq(s.leader[1], 2);
+	ck_assert_uint_eq(kr_left(&r), 0);
+	kw_fini(&w);
+}
+END_TEST
+
+static Suite *pipe_wire_suite(void)
+{
+	Suite *s = suite_create("pipe_wire");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_fetch_request_v4);
+	tcase_add_test(tc, test_fetch_request_v11_fields);
+	tcase_add_test(tc, test_produce_request_groups_topics);
+	tcase_add_test(tc, test_list_offsets_request_versions);
+	tcase_add_test(tc, test_fetch_response_v11);
+	tcase_add_test(tc, test_fetch_response_truncated_everywhere);
+	tcase_add_test(tc, test_fetch_response_aborted_cap);
+	tcase_add_test(tc, test_produce_response_v8);
+	tcase_add_test(tc, test_metadata_v8_response);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(pipe_wire_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
