@@ -1270,6 +1270,10 @@ START_TEST(test_validator_against_kafka)
 	h.attrs = BATCH_ATTR_CONTROL;
 	len = t_batch(buf, &h, body, bl);
 	ck_assert_int_eq(kafka_agrees("control batch", buf, len, 0), 87);
+	/* compacted source batches can carry the delete horizon (KIP-534) */
+	h.attrs = BATCH_ATTR_DELETE_HORIZON;
+	len = t_batch(buf, &h, body, bl);
+	kafka_agrees("delete horizon bit", buf, len, 0);
 	h.attrs = 0;
 	h.count = 0;
 	len = t_batch(buf, &h, body, bl);
