@@ -1311,6 +1311,84 @@ START_TEST(test_validator_against_kafka)
 }
 END_TEST
 
+/*
+ * Batches the Kafka log cleaner really thinned (MIRRORD_BATCH_COMPACTED: a
+ * comma-separated list of compacted topics, one partition, one per codec):
+ * fetched raw, each must verify, the ones with holes must be found by
+ * batch_has_holes(), re-encode to batches the broker accepts, and the
+ * anchors must account for every source offset.
+ */
+START_TEST(test_compacted_from_kafka)
+{
+	const char *hp = getenv("MIRRORD_BATCH_KAFKA");
+	char topics[1024], *save = NULL, err[512], what[128];
+
+	snprintf(topics, sizeof(topics), "%s", getenv("MIRRORD_BATCH_COMPACTED"));
+	for (char *t = strtok_r(topics, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		int64_t next = 0, dst = 0;
+		int nholes = 0, nbatches = 0, nempty = 0;
+
+		for (int round = 0; round < 1000; round++) {
+			size_t rlen;
+			uint8_t *records = raw_fetch(hp, t, next, &rlen);
+			struct batch_iter it;
+			struct batch b;
+			int rc, got = 0;
+
+			batch_iter_init(&it, records, rlen);
+			while ((rc = batch_iter_next(&it, &b, err, sizeof(err))) == BATCH_OK) {
+				struct batch_reencoded r;
+
+				if (batch_last_offset(&b) < next)
+					continue; /* a fetch may start inside an earlier batch */
+				got++;
+				nbatches++;
+				ck_assert_msg(batch_verify_crc(&b, err, sizeof(err)) == 0, "%s: %s", t, err);
+				/* the cleaner's output: a whole batch is contiguous, a thinned one has holes */
+				if ((int64_t)b.record_count == (int64_t)b.last_offset_delta + 1)
+					ck_assert_msg(batch_check_records(&b, 1 << 22, err, sizeof(err)) == 0,
+					    "%s: %s", t, err);
+				else
+					ck_assert_int_eq(batch_has_holes(&b), 1);
+				if (batch_is_empty(&b)) {
+					nempty++;
+				} else if (batch_has_holes(&b)) {
+					struct batch_rewrite rw = { .flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN,
+						.base_offset = 0, .producer_id = -1, .producer_epoch = -1,
+						.base_sequence = -1 };
+					struct batch o;
+
+					nholes++;
+					ck_assert_msg(batch_reencode_contiguous(&b, dst, 1 << 22, &r, err, sizeof(err)) == 0,
+					    "%s at %lld: %s", t, (long long)b.base_offset, err);
+					ck_assert_int_ge(r.pairs[0].src, b.base_offset);
+					ck_assert_int_eq(r.pairs[0].dst, dst);
+					ck_assert_int_eq(r.pairs[r.npairs - 1].src, batch_next_offset(&b));
+					ck_assert_int_eq(r.pairs[r.npairs - 1].dst, dst + b.record_count);
+					ck_assert_int_eq(batch_parse(r.buf, r.len, &o, err, sizeof(err)), BATCH_OK);
+					ck_assert_int_eq(batch_codec(&o), batch_codec(&b));
+					ck_assert_int_eq(batch_rewrite_header(&o, &rw, r.buf, r.len, err, sizeof(err)), 0);
+					snprintf(what, sizeof(what), "cleaned %s@%lld (%d of %d)", t,
+					    (long long)b.base_offset, (int)b.record_count, (int)b.last_offset_delta + 1);
+					ck_assert_int_eq(kafka_agrees(what, r.buf, r.len, 1), 0);
+					batch_reencoded_fini(&r);
+				}
+				dst += b.record_count;
+				next = batch_next_offset(&b);
+			}
+			ck_assert_int_ne(rc, BATCH_ERROR);
+			free(records);
+			if (got == 0)
+				break; /* the end of the log */
+		}
+		printf("%s: %d batches, %d with holes, %d emptied, %lld records kept of %lld\n",
+		    t, nbatches, nholes, nempty, (long long)dst, (long long)next);
+		ck_assert_msg(nholes > 0, "%s: the cleaner left no batch with holes", t);
+		ck_assert_int_lt(dst, next);
+	}
+}
+END_TEST
+
 static Suite *batch_suite(void)
 {
 	Suite *s = suite_create("batch");
@@ -1342,6 +1420,8 @@ static Suite *batch_suite(void)
 
 		tcase_set_timeout(tr, 120);
 		tcase_add_test(tr, test_validator_against_kafka);
+		if (getenv("MIRRORD_BATCH_COMPACTED") != NULL)
+			tcase_add_test(tr, test_compacted_from_kafka);
 		suite_add_tcase(s, tr);
 	}
 	return s;
