@@ -239,8 +239,10 @@ int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
  * and at most max_batch_bytes (0: no limit; the broker's max.message.bytes).
  * test/test_batch_kafka.py checks these verdicts against a real broker.
  * For an uncompressed batch the records are walked as well: each record's
- * framing must fit and record i must have offset delta i.  Compressed
- * records are not opened (a broker would; we only check the header).
+ * framing must fit and record i must have offset delta i (stricter than
+ * Kafka 4.4, which stores such a batch and serves overlapping offsets).
+ * Compressed records are not opened here (a broker does): add
+ * batch_check_records() for that.
  */
 int batch_validate_produce(const uint8_t *records, size_t len,
     size_t max_batch_bytes, char *err, size_t errlen);
