@@ -146,6 +146,15 @@ static struct thdr hdr_default(void)
 	return h;
 }
 
+/* The default header with BaseOffset 0, as a client sends it. */
+static struct thdr vhdr(void)
+{
+	struct thdr h = hdr_default();
+
+	h.base = 0;
+	return h;
+}
+
 /* A contiguous 4-record batch with the given attributes; returns its length. */
 static size_t t_simple(uint8_t *out, uint16_t attrs)
 {
@@ -373,6 +382,33 @@ START_TEST(test_iterate_truncated_at_every_length)
 }
 END_TEST
 
+START_TEST(test_validate_truncated_at_every_length)
+{
+	uint8_t buf[4096];
+	struct thdr h = vhdr();
+	uint8_t body[2048];
+	size_t len = t_batch(buf, &h, body, t_records(body, recs4, 4, 1));
+	char err[512];
+
+	ck_assert_int_eq(batch_validate_produce(buf, len, 0, err, sizeof(err)), 0);
+	for (size_t cut = 0; cut < len; cut++) {
+		uint8_t *q = exact(buf, cut);
+
+		ck_assert_int_eq(batch_validate_produce(q, cut, 0, err, sizeof(err)), -1);
+		if (cut == 0)
+			ck_assert_str_eq(err, "one-batch rule: the records hold no batch");
+		else
+			ck_assert_msg(strncmp(err, "batch length: BatchLength says ", 31) == 0,
+			    "cut %zu: %s", cut, err);
+		free(q);
+	}
+	/* a BatchLength that says less than the blob: the rest is a second "batch" */
+	be32_store(buf + 8, (uint32_t)(len - 12 - 7));
+	ck_assert_int_eq(batch_validate_produce(buf, len, 0, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "one-batch rule: 7 bytes follow the first batch (offset 0, 186 bytes); a Produce carries exactly one batch per partition");
+}
+END_TEST
+
 START_TEST(test_helpers)
 {
 	uint8_t blob[8192], out[8192];
@@ -454,15 +490,6 @@ START_TEST(test_rewrite_header)
 END_TEST
 
 /* ---- the validator --------------------------------------------------- */
-
-/* The default header with BaseOffset 0, as a client sends it. */
-static struct thdr vhdr(void)
-{
-	struct thdr h = hdr_default();
-
-	h.base = 0;
-	return h;
-}
 
 /* Builds a batch from h and the 4 records (contiguous or not) and validates it. */
 static int validate_hdr(const struct thdr *h, int contiguous, char *err, size_t errlen)
@@ -1401,6 +1428,7 @@ static Suite *batch_suite(void)
 	tcase_add_test(tc, test_magic_and_length_errors);
 	tcase_add_test(tc, test_iterate_truncated_at_every_length);
 	tcase_add_test(tc, test_helpers);
+	tcase_add_test(tc, test_validate_truncated_at_every_length);
 	tcase_add_test(tc, test_rewrite_header);
 	tcase_add_test(tc, test_validator_rules);
 	tcase_add_test(tc, test_check_records);
