@@ -788,7 +788,13 @@ START_TEST(test_enospc_on_write)
 	ck_assert_int_eq(stat(seg, &sb), 0);
 	ck_assert_int_eq(sb.st_size, good);
 	free(seg);
-	/* Space comes back: the log goes on, without the failed group. */
+	/* EIO on write: the same, with its own message. */
+	f.write_errno = EIO;
+	ck_assert_int_eq(mlog_append(ml, 3, "abc", 3, err, sizeof(err)), 0);
+	ck_assert_int_eq(mlog_sync(ml, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, want) != NULL && strstr(err,
+	    strerror(EIO)) != NULL, "%s", err);
+	/* Space comes back: the log goes on, without the failed groups. */
 	f.write_errno = 0;
 	append_range(ml, 5, 8);
 	mlog_free(ml);
