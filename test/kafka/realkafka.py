@@ -793,16 +793,24 @@ class Cluster:
                 fmt += ["--add-scram",
                         "SCRAM-SHA-512=[name=%s,password=%s,salt=%s,"
                         "iterations=4096]" % (u, pw, salt)]
-        with open(os.path.join(self.dir, "format.log"), "w") as out:
-            p = subprocess.run(self._java("kafka.tools.StorageTool", fmt,
-                                          cds_use(self.libs)),
-                               stdout=out, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL,
-                               start_new_session=True, timeout=120)
-        if p.returncode != 0:
-            raise KafkaError("%s: formatting storage failed (exit %d), see %s"
-                             % (self.name, p.returncode,
-                                os.path.join(self.dir, "format.log")))
+        log_path = os.path.join(self.dir, "format.log")
+        for attempt in (1, 2):
+            with open(log_path, "w") as out:
+                p = subprocess.run(self._java("kafka.tools.StorageTool", fmt,
+                                              cds_use(self.libs)),
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL,
+                                   start_new_session=True, timeout=120)
+            if p.returncode == 0:
+                return
+            # Seen once under heavy load and not understood: keep the log,
+            # say so, and format once more from scratch.
+            shutil.copy(log_path, log_path + ".failed-%d" % attempt)
+            log("%s: formatting storage failed (exit %d), attempt %d:\n%s"
+                % (self.name, p.returncode, attempt, _tail(log_path, 8)))
+            shutil.rmtree(os.path.join(self.dir, "data"), ignore_errors=True)
+        raise KafkaError("%s: formatting storage failed (exit %d):\n%s"
+                         % (self.name, p.returncode, _tail(log_path, 8)))
 
     def launch(self):
         """Start the formatted broker.  Call from the thread that will live
