@@ -97,6 +97,9 @@ int kconn_config_set(struct kconn_config *cfg, const char *name,
  */
 int kconn_config_prepare(struct kconn_config *cfg, char *err, size_t errlen);
 const char *kconn_security_name(int security);
+/* 1 if that security.protocol runs TLS / SASL. */
+int kconn_security_tls(int security);
+int kconn_security_sasl(int security);
 
 /* ---- errors ---------------------------------------------------------- */
 
