@@ -30,6 +30,7 @@
 #include "batch.h"
 #include "compat.h"
 #include "crc32c.h"
+#include "xlate.h"
 
 /* ---- a small independent batch builder ------------------------------- */
 
@@ -1338,6 +1339,37 @@ START_TEST(test_validator_against_kafka)
 }
 END_TEST
 
+/* Test-side reader of record offset deltas (uncompressed records). */
+static int64_t t_varint_read(const uint8_t **p)
+{
+	uint64_t raw = 0;
+
+	for (int i = 0; i < 10; i++) {
+		uint8_t c = *(*p)++;
+
+		raw |= (uint64_t)(c & 0x7f) << (7 * i);
+		if (!(c & 0x80))
+			break;
+	}
+	return (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+}
+
+static void t_deltas(const uint8_t *recs, size_t len, int n, int64_t *deltas)
+{
+	const uint8_t *p = recs, *end = recs + len;
+
+	for (int i = 0; i < n; i++) {
+		int64_t l = t_varint_read(&p);
+		const uint8_t *next = p + l, *q = p + 1;
+
+		ck_assert(next <= end);
+		t_varint_read(&q); /* timestamp delta */
+		deltas[i] = t_varint_read(&q);
+		p = next;
+	}
+	ck_assert(p == end);
+}
+
 /*
  * Batches the Kafka log cleaner really thinned (MIRRORD_BATCH_COMPACTED: a
  * comma-separated list of compacted topics, one partition, one per codec):
@@ -1354,6 +1386,10 @@ START_TEST(test_compacted_from_kafka)
 	for (char *t = strtok_r(topics, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
 		int64_t next = 0, dst = 0;
 		int nholes = 0, nbatches = 0, nempty = 0;
+		struct xlate *map = xlate_new(4096);
+		/* every kept record: source offset -> destination offset */
+		static int64_t kept_src[4096], kept_dst[4096];
+		size_t nkept = 0;
 
 		for (int round = 0; round < 1000; round++) {
 			size_t rlen;
@@ -1371,6 +1407,24 @@ START_TEST(test_compacted_from_kafka)
 				got++;
 				nbatches++;
 				ck_assert_msg(batch_verify_crc(&b, err, sizeof(err)) == 0, "%s: %s", t, err);
+				/* where each record goes: the map must agree */
+				if (!batch_is_empty(&b)) {
+					uint8_t *plain;
+					size_t plen;
+					int64_t deltas[256];
+
+					ck_assert_int_le(b.record_count, 256);
+					ck_assert_int_eq(batch_decompress(batch_codec(&b), b.records, b.records_len,
+					    1 << 22, &plain, &plen, err, sizeof(err)), 0);
+					t_deltas(plain, plen, b.record_count, deltas);
+					free(plain);
+					for (int i = 0; i < b.record_count; i++) {
+						ck_assert_uint_lt(nkept, 4096);
+						kept_src[nkept] = b.base_offset + deltas[i];
+						kept_dst[nkept] = dst + i;
+						nkept++;
+					}
+				}
 				/* the cleaner's output: a whole batch is contiguous, a thinned one has holes */
 				if ((int64_t)b.record_count == (int64_t)b.last_offset_delta + 1)
 					ck_assert_msg(batch_check_records(&b, 1 << 22, err, sizeof(err)) == 0,
@@ -1398,7 +1452,13 @@ START_TEST(test_compacted_from_kafka)
 					snprintf(what, sizeof(what), "cleaned %s@%lld (%d of %d)", t,
 					    (long long)b.base_offset, (int)b.record_count, (int)b.last_offset_delta + 1);
 					ck_assert_int_eq(kafka_agrees(what, r.buf, r.len, 1), 0);
+					for (size_t i = 0; i < r.npairs; i++)
+						ck_assert_int_eq(xlate_add(map, r.pairs[i].src, r.pairs[i].dst,
+						    err, sizeof(err)), 0);
 					batch_reencoded_fini(&r);
+				} else {
+					/* copied as is: it starts where the source says */
+					ck_assert_int_eq(xlate_add(map, b.base_offset, dst, err, sizeof(err)), 0);
 				}
 				dst += b.record_count;
 				next = batch_next_offset(&b);
@@ -1408,8 +1468,28 @@ START_TEST(test_compacted_from_kafka)
 			if (got == 0)
 				break; /* the end of the log */
 		}
-		printf("%s: %d batches, %d with holes, %d emptied, %lld records kept of %lld\n",
-		    t, nbatches, nholes, nempty, (long long)dst, (long long)next);
+		printf("%s: %d batches, %d with holes, %d emptied, %lld records kept of %lld, "
+		    "%zu anchors\n", t, nbatches, nholes, nempty, (long long)dst, (long long)next,
+		    xlate_count(map));
+		/* the map translates every kept record exactly, both ways ... */
+		for (size_t i = 0; i < nkept; i++) {
+			int64_t o;
+
+			ck_assert_int_eq(xlate_src_to_dst(map, kept_src[i], &o), XLATE_EXACT);
+			ck_assert_int_eq(o, kept_dst[i]);
+			ck_assert_int_eq(xlate_dst_to_src(map, kept_dst[i], &o), XLATE_EXACT);
+			ck_assert_int_eq(o, kept_src[i]);
+		}
+		/* ... and a removed one to the next kept record */
+		for (size_t i = 1; i < nkept; i++)
+			for (int64_t so = kept_src[i - 1] + 1; so < kept_src[i]; so++) {
+				int64_t o;
+
+				ck_assert_int_eq(xlate_src_to_dst(map, so, &o), XLATE_NEXT);
+				ck_assert_int_eq(o, kept_dst[i]);
+			}
+		ck_assert_uint_eq(nkept, (size_t)dst);
+		xlate_free(map);
 		ck_assert_msg(nholes > 0, "%s: the cleaner left no batch with holes", t);
 		ck_assert_int_lt(dst, next);
 	}
