@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -71,6 +73,7 @@ struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
 	kconn_config_init(&cl->kcfg);
 	cl->md_interval_ms = 30000;
 	cl->md_wanted = 1;
+	cl->saved_pid = -1;
 	while (s != NULL && *s != '\0') {
 		const char *comma = strchr(s, ',');
 		size_t len = comma ? (size_t)(comma - s) : strlen(s);
@@ -156,6 +159,8 @@ void pcluster_free(struct pcluster *cl)
 	free(cl->boot_host);
 	free(cl->boot_port);
 	free(cl->cluster_id);
+	free(cl->pid_file);
+	free(cl->saved_cluster);
 	kconn_config_fini(&cl->kcfg);
 	free(cl);
 }
@@ -536,11 +541,8 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
 				if (t.n == 0 || strcmp(t.names[t.n - 1], name) != 0)
 					t.names[t.n++] = name;
 			}
-		if (t.n == 0) {
-			free(t.names);
-			cl->md_wanted = 0;
-			return;
-		}
+		/* No topics yet: an empty list still names the brokers and the
+		 * cluster (readiness, the producer identity). */
 	}
 	if (kconn_send(c, PW_API_METADATA, (int16_t)v, md_encode, &t, 0, 0,
 	    md_response, cl, err, sizeof(err)) == 0) {
@@ -553,6 +555,106 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
 }
 
 /* ---- InitProducerId (destination) ---------------------------------------- */
+
+/*
+ * The identity is kept in <storage.data_dir>/producer-id as one line
+ * "<destination cluster id> <producer id> <epoch>", replaced atomically
+ * (write, fsync, rename, fsync the directory): it changes once per new
+ * identity, so the fsyncs on the loop thread are rare.
+ */
+void pcluster_load_pid(struct pcluster *cl, const char *dir)
+{
+	char path[4096], line[512], cid[256];
+	long long pid;
+	int epoch;
+	FILE *f;
+
+	if (dir == NULL || snprintf(path, sizeof(path), "%s/producer-id", dir) >=
+	    (int)sizeof(path))
+		return;
+	cl->pid_file = strdup(path);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	if (fgets(line, sizeof(line), f) != NULL &&
+	    sscanf(line, "%255s %lld %d", cid, &pid, &epoch) == 3 && pid >= 0 &&
+	    epoch >= 0 && epoch <= INT16_MAX) {
+		cl->saved_pid = pid;
+		cl->saved_epoch = (int16_t)epoch;
+		cl->saved_cluster = strdup(cid);
+	} else {
+		log_warnx("%s: %s does not hold \"<cluster id> <producer id> <epoch>\": "
+		    "asking for a new producer id", cl->label, path);
+	}
+	fclose(f);
+}
+
+static void save_pid(struct pcluster *cl)
+{
+	char tmp[4200], dir[4096], *slash;
+	int fd = -1, ok = 0;
+	FILE *f = NULL;
+
+	if (cl->pid_file == NULL)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", cl->pid_file);
+	snprintf(dir, sizeof(dir), "%s", cl->pid_file);
+	slash = strrchr(dir, '/');
+	if (slash != NULL)
+		*slash = '\0';
+	f = fopen(tmp, "w");
+	if (f != NULL && fprintf(f, "%s %" PRId64 " %d\n",
+	    cl->cluster_id ? cl->cluster_id : "-", cl->pid, cl->pepoch) > 0 &&
+	    fflush(f) == 0 && fsync(fileno(f)) == 0)
+		ok = 1;
+	if (f != NULL && fclose(f) != 0)
+		ok = 0;
+	if (ok && rename(tmp, cl->pid_file) == 0) {
+		fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
+		if (fd >= 0) {
+			(void)fsync(fd);
+			close(fd);
+		}
+		free(cl->saved_cluster);
+		cl->saved_cluster = strdup(cl->cluster_id ? cl->cluster_id : "-");
+		cl->saved_pid = cl->pid;
+		cl->saved_epoch = cl->pepoch;
+		return;
+	}
+	log_warn("%s: cannot keep the producer id in %s (a restart will use a new "
+	    "one)", cl->label, cl->pid_file);
+	(void)unlink(tmp);
+}
+
+void pcluster_reset_pid(struct pcluster *cl)
+{
+	if (cl->pid_state == 2)
+		log_info("%s: the destination refused producer id %" PRId64
+		    ": asking for a new one", cl->label, cl->pid);
+	cl->pid_state = 0;
+	cl->saved_pid = -1;
+}
+
+/* Reuse the kept identity if it belongs to this destination cluster. */
+static int adopt_saved_pid(struct pcluster *cl)
+{
+	const char *cid = cl->cluster_id ? cl->cluster_id : "-";
+
+	if (cl->saved_pid < 0 || cl->saved_cluster == NULL)
+		return 0;
+	if (strcmp(cid, cl->saved_cluster) != 0) {
+		log_info("%s: the kept producer id belongs to cluster %s, this is %s: "
+		    "asking for a new one", cl->label, cl->saved_cluster, cid);
+		cl->saved_pid = -1;
+		return 0;
+	}
+	cl->pid = cl->saved_pid;
+	cl->pepoch = cl->saved_epoch;
+	cl->pid_state = 2;
+	log_info("%s: producing as idempotent producer id %" PRId64 " epoch %d "
+	    "(kept from the previous run)", cl->label, cl->pid, cl->pepoch);
+	return 1;
+}
 
 static int pid_encode(struct kw *w, int16_t version, const void *msg)
 {
@@ -587,9 +689,9 @@ static void pid_response(struct kconn *c, int err, const char *errstr,
 	cl->pid = pid;
 	cl->pepoch = epoch;
 	cl->pid_state = 2;
-	cl->pid_gen++;
 	log_info("%s: producing as idempotent producer id %" PRId64 " epoch %d",
 	    cl->label, pid, epoch);
+	save_pid(cl);
 	pl_kick(cl->pl);
 }
 
@@ -605,7 +707,6 @@ static void ask_pid(struct pcluster *cl, struct kconn *c)
 		cl->pid = -1;
 		cl->pepoch = -1;
 		cl->pid_state = 3;
-		cl->pid_gen++;
 		pl_kick(cl->pl);
 		return;
 	}
@@ -617,20 +718,27 @@ static void ask_pid(struct pcluster *cl, struct kconn *c)
 void pcluster_tick(struct pcluster *cl)
 {
 	int64_t now = clock_mono_ms();
+	int want_pid;
 	struct kconn *c;
 
 	if (cl->dying)
 		return;
 	if (cl->md_ok_once && now - cl->md_last_ok >= cl->md_interval_ms)
 		cl->md_wanted = 1;
-	if (!cl->is_source && cl->pid_state == 0 && now >= cl->pid_not_before)
-		; /* ask below */
-	else if (!cl->md_wanted || cl->md_inflight || now < cl->md_not_before)
+	/* The destination's identity: after the first Metadata (it names the
+	 * cluster the kept identity must belong to). */
+	want_pid = !cl->is_source && cl->pid_state == 0 && cl->md_ok_once &&
+	    now >= cl->pid_not_before;
+	if (want_pid && adopt_saved_pid(cl)) {
+		want_pid = 0;
+		pl_kick(cl->pl);
+	}
+	if (!want_pid && (!cl->md_wanted || cl->md_inflight || now < cl->md_not_before))
 		return;
 	c = ctl_conn(cl);
 	if (c == NULL)
 		return;
-	if (!cl->is_source && cl->pid_state == 0 && now >= cl->pid_not_before)
+	if (want_pid)
 		ask_pid(cl, c);
 	if (cl->md_wanted && !cl->md_inflight && now >= cl->md_not_before)
 		send_metadata(cl, c);

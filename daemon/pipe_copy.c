@@ -159,10 +159,6 @@ static void sync_done(struct ppart *p, int64_t d)
 		    d, p->sync_lo, p->sync_hi);
 		return;
 	}
-	if (p->sync_lo >= 0 && d == p->sync_hi && d != p->sync_lo) {
-		/* The uncertain Produce was written: its sequences are used. */
-		p->seq = (int32_t)((p->seq + (p->sync_hi - p->sync_lo)) & INT32_MAX);
-	}
 	if (mp->nanchors > 0) {
 		struct xlate *m = xlate_new(MSTATE_MAX_ANCHORS + 1);
 		int rc;
@@ -757,7 +753,6 @@ static void produce_ok(struct ppart *p, struct pbatch *s)
 
 	p->dst_next = s->dst_base + s->count;
 	p->live.destination_end = p->dst_next;
-	p->seq = (int32_t)(((int64_t)p->seq + s->count) & INT32_MAX);
 	p->last_src = s->src_next - 1;
 	p->live.records += s->count;
 	p->live.bytes += (int64_t)s->len;
@@ -827,9 +822,8 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		char why[160];
 
 		if (pp->error == 45 || pp->error == 59 || pp->error == 47) {
-			/* Our producer identity is no good any more: a new one,
-			 * sequences from 0. */
-			x->cl->pid_state = 0;
+			/* Our producer identity is no good any more: a new one. */
+			pcluster_reset_pid(x->cl);
 		}
 		snprintf(why, sizeof(why), "Produce answered %s", kerr_name(pp->error));
 		produce_uncertain(p, why);
@@ -910,16 +904,18 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		    "parses: %s", q->src_base, err);
 		return -1;
 	}
-	if (p->seq_pid_gen != dst->pid_gen) {
-		p->seq = 0;
-		p->seq_pid_gen = dst->pid_gen;
-	}
 	memset(&rw, 0, sizeof(rw));
 	rw.flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN;
 	rw.base_offset = 0; /* brokers assign offsets; Kafka 4 wants 0 from clients */
 	rw.producer_id = dst->pid_state == 2 ? dst->pid : -1;
 	rw.producer_epoch = dst->pid_state == 2 ? dst->pepoch : -1;
-	rw.base_sequence = dst->pid_state == 2 ? p->seq : -1;
+	/*
+	 * The sequence is the destination offset the batch lands at: the same
+	 * batch always carries the same sequence, also after a restart (the
+	 * identity is kept), so a broker that still holds an in-flight copy
+	 * from before a crash or timeout rejects the second one as a duplicate.
+	 */
+	rw.base_sequence = dst->pid_state == 2 ? (int32_t)(q->dst_base & INT32_MAX) : -1;
 	if (batch_rewrite_header(&b, &rw, q->buf, q->len, err, sizeof(err)) != 0) {
 		pl_part_fail(p, "cannot rewrite the batch at source offset %" PRId64
 		    ": %s", q->src_base, err);

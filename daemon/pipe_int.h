@@ -71,7 +71,10 @@ struct pcluster {
 	int16_t pepoch;
 	int pid_state;               /* 0 none, 1 asking, 2 have, 3 unsupported */
 	int64_t pid_not_before;
-	uint32_t pid_gen;            /* bumps with each new identity */
+	char *pid_file;              /* where the identity is kept across restarts */
+	int64_t saved_pid;           /* from pid_file, -1 none */
+	int16_t saved_epoch;
+	char *saved_cluster;         /* the destination cluster id it belongs to */
 	int dying;
 };
 
@@ -124,8 +127,6 @@ struct ppart {
 	struct pbatch *sending;      /* the Produce in flight */
 	struct pbatchq q;
 	size_t qbytes;
-	int32_t seq;
-	uint32_t seq_pid_gen;
 	int64_t last_src;            /* last source offset copied, -1 */
 	int32_t last_epoch;
 
@@ -159,6 +160,7 @@ struct pipeline {
 	size_t qbytes;
 	struct metrics_std *ms;      /* may be NULL (tests) */
 	int started;
+	int64_t started_ms;
 	struct pipeline_totals totals;
 	int draining;
 	void (*drain_cb)(void *arg);
@@ -202,6 +204,10 @@ void pcluster_want_metadata(struct pcluster *cl);
 struct kconn *pcluster_ctl(struct pcluster *cl);
 /* Periodic work: metadata, producer id, reconnects. */
 void pcluster_tick(struct pcluster *cl);
+/* Destination: keep the producer identity in dir/producer-id, reuse it. */
+void pcluster_load_pid(struct pcluster *cl, const char *dir);
+/* Destination: drop the identity (the broker refused it). */
+void pcluster_reset_pid(struct pcluster *cl);
 
 /* pipe_copy.c */
 void pcopy_fetch_round(struct pmirror *pm);

@@ -24,6 +24,16 @@
 #include "pipe_int.h"
 
 #define TICK_MS 100
+/*
+ * How long a partition waits before reading the destination end when a
+ * Produce of ours may still be in a broker's hands: at start-up (a previous
+ * process may have been killed with one in flight) and after an uncertain
+ * outcome (a timed-out connection's request can still be applied).  The
+ * kept producer identity and offset-derived sequences make a real broker
+ * reject a late duplicate anyway; this covers brokers that do not check
+ * sequences (the librdkafka mock).
+ */
+#define SETTLE_MS 1000
 
 int64_t pl_backoff_ms(const struct pipeline *pl)
 {
@@ -138,7 +148,7 @@ void pl_part_resync(struct ppart *p, const char *why)
 	pl_drop_queue(p);
 	p->live.retries++;
 	p->step = PS_SYNC;
-	p->not_before = clock_mono_ms() + pl_backoff_ms(p->pm->pl);
+	p->not_before = clock_mono_ms() + MAX(pl_backoff_ms(p->pm->pl), SETTLE_MS);
 	pl_kick(p->pm->pl);
 }
 
@@ -301,6 +311,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->live.lag = -1;
 	p->live.last_batch_timestamp_ms = -1;
 	p->step = PS_IDLE;
+	p->not_before = pm->pl->started_ms + SETTLE_MS;
 	pm->parts[pm->nparts++] = p;
 	return p;
 }
@@ -678,6 +689,7 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 	    cfg->destination_client.n, err, errlen);
 	if (pl->dst == NULL)
 		goto fail;
+	pcluster_load_pid(pl->dst, cfg->storage_data_dir);
 	pl->kick_ev = event_new(base, -1, 0, kick_cb, pl);
 	pl->tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, pl);
 	if (pl->kick_ev == NULL || pl->tick_ev == NULL) {
@@ -701,8 +713,10 @@ void pipeline_start(struct pipeline *pl)
 {
 	const struct timeval tv = { 0, TICK_MS * 1000 };
 
-	if (!pl->started && event_add(pl->tick_ev, &tv) == 0)
+	if (!pl->started && event_add(pl->tick_ev, &tv) == 0) {
 		pl->started = 1;
+		pl->started_ms = clock_mono_ms();
+	}
 	pl_kick(pl);
 }
 

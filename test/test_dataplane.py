@@ -156,7 +156,6 @@ def compare_batches(topic, partition, expect_foreign_pid=False):
         t.close()
     eq(len(db), len(sb), "%s-%d batch count" % (topic, partition))
     pids = []
-    seq = None
     for a, b in zip(sb, db):
         what = "%s-%d batch at %d" % (topic, partition, a["base_offset"])
         eq(b["base_offset"], a["base_offset"], what + ": destination base offset")
@@ -174,14 +173,13 @@ def compare_batches(topic, partition, expect_foreign_pid=False):
         h.check(pid >= 0, what + ": mirrord produced without a producer id")
         if expect_foreign_pid and spid >= 0:
             h.check(pid != spid, what + ": destination kept the source producer id")
-        # Sequences run on per producer id; a restarted mirrord has a new one.
-        if pids and pids[-1] == pid:
-            eq(bseq, seq, what + ": destination base sequence")
-        else:
-            h.check(pid not in pids, what + ": producer id %d came back" % pid)
-            eq(bseq, 0, what + ": first sequence of producer id %d" % pid)
+        # mirrord keeps its producer id across restarts and numbers each
+        # batch by the destination offset it lands at, so a late duplicate
+        # of a batch is recognisable by a broker.
+        eq(bseq, b["base_offset"] & 0x7FFFFFFF, what + ": destination base sequence")
+        if pid not in pids:
             pids.append(pid)
-        seq = bseq + b["count"]
+    eq(len(pids), 1, "%s-%d: producer ids on the destination" % (topic, partition))
     return len(sb)
 
 
@@ -418,9 +416,10 @@ def main():
                      "mirrord_partition_lag_records{%s} 0" % lbl,
                      'mirrord_partition_state{%s,state="MIRRORING"} 1' % lbl):
             h.check(line in text, "metrics lack %r" % line)
-    h.check('mirrord_partition_crc_failures_total{mirror="m1",topic="bad",'
-            'partition="0"} 1' in text or 'mirrord_partition_crc_failures_total{'
-            'mirror="m1",topic="bad",partition="0"} 2' in text,
+    import re
+    m = re.search(r'^mirrord_partition_crc_failures_total\{mirror="m1",topic="bad",'
+                  r'partition="0"\} (\d+)$', text, re.M)
+    h.check(m is not None and int(m.group(1)) >= 1,
             "metrics do not count the CRC failure of bad-0")
 
     # 8. Retention overtakes a paused mirror: OFFSET_OUT_OF_RANGE, resume at
