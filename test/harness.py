@@ -213,14 +213,19 @@ def real_kafka(clusters=2, security="plaintext"):
     return _lease[key].clusters[:clusters]
 
 
+_private = []
+
+
 def private_kafka(clusters=1, security="plaintext", **kw):
     """Clusters of this test's own (for tests that change broker settings or
     stop brokers), under test_dir(); stopped at exit.  security is one
     variant or a list with one per cluster.  SKIPs like real_kafka()."""
     rk = realkafka()
     name = "-".join(security) if isinstance(security, (list, tuple)) else security
-    launcher = rk.Launcher(os.path.join(test_dir(), "kafka-" + name.replace(",", "-")),
-                           clusters, security, **kw)
+    _private.append(name)
+    name = "kafka-%s-%d" % (name.replace(",", "-"), len(_private))
+    launcher = rk.Launcher(os.path.join(test_dir(), name), clusters, security,
+                           **kw)
     atexit.register(launcher.stop)
     try:
         launcher.start()
