@@ -605,9 +605,15 @@ static void load_spec(const char *path)
 		spec_error(root, "request %s: the name must end in Request", m->name);
 	if (!m->is_request && strlen(m->name) > 8 && strcmp(m->name + strlen(m->name) - 8, "Response") != 0)
 		spec_error(root, "response %s: the name must end in Response", m->name);
-	m->valid = parse_versions(map_get(root, "validVersions"), "validVersions", (struct vrange){ 1, 0 });
-	if (vr_empty(m->valid) || m->valid.hi == VMAX)
-		spec_error(root, "validVersions must be a bounded, non-empty range");
+	{
+		int before = nerrors;
+
+		n = map_get(root, "validVersions");
+		m->valid = parse_versions(n, "validVersions", (struct vrange){ 1, 0 });
+		/* One report per mistake: a range that did not parse was reported. */
+		if (nerrors == before && (vr_empty(m->valid) || m->valid.hi == VMAX))
+			spec_error(n ? n : root, "validVersions must be a bounded, non-empty range");
+	}
 	m->flexible = parse_versions(map_get(root, "flexibleVersions"), "flexibleVersions", (struct vrange){ 1, 0 });
 	if (map_get(root, "flexibleVersions") == NULL)
 		spec_error(root, "flexibleVersions is required (\"none\" if never flexible)");
