@@ -177,6 +177,13 @@ def main():
             table = {int(k): (int(a), int(b)) for k, a, b in zip(keys, mins, maxs)}
             if table.get(18) != (0, 3) or table.get(3) != (0, 12) or table.get(94) != (0, 0):
                 fail("ApiVersions ranges as decoded by tshark: %r" % table)
+        # The v3 request's compact strings come out whole.
+        sw = subprocess.run(
+            common + ["-Y", "kafka.client_software_name", "-T", "fields", "-E", "separator=|",
+                      "-e", "kafka.client_software_name", "-e", "kafka.client_software_version"],
+            capture_output=True, text=True, check=True).stdout.split()
+        if sw != ["mirrord-kp-dump|0.1.0"]:
+            fail("ApiVersions v3 client software as decoded by tshark: %r" % sw)
         # Metadata responses name the broker and topic we put in.
         meta = subprocess.run(
             common + ["-Y", "kafka.response.version && kafka.topic_name && kafka.response.version <= %d"
