@@ -257,6 +257,21 @@ struct pbroker *pcluster_leader(struct pcluster *cl, const char *topic,
 	return b;
 }
 
+struct pbroker *ppart_leader(struct ppart *p, int is_dst)
+{
+	struct pcluster *cl = is_dst ? p->pm->pl->dst : p->pm->src;
+	struct pbroker **cache = is_dst ? &p->dst_leader : &p->src_leader;
+	uint32_t *gen = is_dst ? &p->dst_md_gen : &p->src_md_gen;
+
+	if (*cache == NULL || *gen != cl->md_gen) {
+		*cache = pcluster_leader(cl, p->topic, p->index);
+		*gen = cl->md_gen;
+	}
+	if (*cache == NULL)
+		pcluster_want_metadata(cl);
+	return *cache;
+}
+
 /* ---- control connection and Metadata ----------------------------------- */
 
 static void ctl_event(struct kconn *c, int event, int err, const char *errstr,
@@ -481,6 +496,7 @@ static void md_response(struct kconn *c, int err, const char *errstr,
 	}
 	cl->md_last_ok = clock_mono_ms();
 	cl->md_ok_once = 1;
+	cl->md_gen++;
 	log_debug("%s: metadata: %zu brokers, %zu topics", cl->label, cl->nbrokers,
 	    cl->ntopics);
 	if (cl->is_source) {

@@ -298,7 +298,7 @@ static void send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
     kconn_resp_cb cb)
 {
 	struct pipeline *pl = p->pm->pl;
-	struct pbroker *b = pcluster_leader(cl, p->topic, p->index);
+	struct pbroker *b = ppart_leader(p, cl == p->pm->pl->dst);
 	struct kconn *c = b ? pbroker_conn(b) : NULL;
 	struct lo_one o;
 	struct pctx *x;
@@ -657,7 +657,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 			if (p->step != PS_RUN || p->fetch_inflight || !pl_part_wants_run(p) ||
 			    now < p->not_before || room <= 0 ||
 			    (int64_t)pl->qbytes >= tcap(pl) ||
-			    pcluster_leader(cl, p->topic, p->index) != b)
+			    ppart_leader(p, 0) != b)
 				continue;
 			if (f.tps == NULL) {
 				f.tps = calloc(pm->nparts, sizeof(*f.tps));
@@ -962,7 +962,7 @@ void pcopy_produce_round(struct pipeline *pl)
 				if (p->step != PS_RUN || p->sending != NULL ||
 				    TAILQ_EMPTY(&p->q) || !pl_part_wants_run(p) ||
 				    now < p->not_before ||
-				    pcluster_leader(dst, p->topic, p->index) != b)
+				    ppart_leader(p, 1) != b)
 					continue;
 				if (c == NULL) {
 					c = pbroker_conn(b);

@@ -64,6 +64,7 @@ struct pcluster {
 	struct ptopicmd *topics;
 	size_t ntopics;
 	int md_inflight, md_wanted, md_ok_once;
+	uint32_t md_gen;             /* bumps with every Metadata answer */
 	int64_t md_not_before, md_last_ok, md_interval_ms;
 	char *cluster_id;
 	/* Destination: mirrord's idempotent producer identity. */
@@ -130,6 +131,10 @@ struct ppart {
 	int64_t last_src;            /* last source offset copied, -1 */
 	int32_t last_epoch;
 
+	/* Leaders, cached per metadata generation. */
+	struct pbroker *src_leader, *dst_leader;
+	uint32_t src_md_gen, dst_md_gen;
+
 	struct pipeline_live live;
 	struct pipeline_live reported; /* counters as last given to metrics */
 };
@@ -194,6 +199,9 @@ void pcluster_free(struct pcluster *cl);
 /* The leader broker of topic/partition, or NULL (a refresh is asked). */
 struct pbroker *pcluster_leader(struct pcluster *cl, const char *topic,
     int32_t partition);
+/* The same through p's cache (is_dst picks the side): O(1) until the next
+ * Metadata answer. */
+struct pbroker *ppart_leader(struct ppart *p, int is_dst);
 /* The topic's metadata, or NULL. */
 const struct ptopicmd *pcluster_topic(const struct pcluster *cl,
     const char *topic);

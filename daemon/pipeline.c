@@ -312,6 +312,11 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->live.last_batch_timestamp_ms = -1;
 	p->step = PS_IDLE;
 	p->not_before = pm->pl->started_ms + SETTLE_MS;
+	if (mp->state == MPART_FAILED && mp->retry_attempt > 0) {
+		/* A retry that was due before a restart: keep its schedule. */
+		p->attempts = mp->retry_attempt;
+		p->retry_at = clock_mono_ms() + retry_delay(pm, mp->retry_attempt);
+	}
 	pm->parts[pm->nparts++] = p;
 	return p;
 }
@@ -717,6 +722,8 @@ void pipeline_start(struct pipeline *pl)
 		pl->started = 1;
 		pl->started_ms = clock_mono_ms();
 	}
+	/* Probe the destination now, mirrors or not: /readyz reports it. */
+	pcluster_want_metadata(pl->dst);
 	pl_kick(pl);
 }
 

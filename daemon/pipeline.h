@@ -30,15 +30,26 @@
  *
  * Produce.  At most one Produce in flight per partition, carrying exactly
  * one batch; a destination broker gets one request per round with every
- * ready partition it leads.  Only BaseOffset, producer id/epoch/base
- * sequence (mirrord's own idempotent producer from InitProducerId) and the
- * transactional bit are rewritten; the CRC is recomputed, the records are
- * copied byte for byte.  With MIRRORD_STRICT_PRODUCE every outgoing batch
- * passes batch_validate_produce() first.
+ * ready partition it leads.  Only BaseOffset (0, as Kafka 4 requires of
+ * clients), producer id/epoch/base sequence and the transactional bit are
+ * rewritten; the CRC is recomputed, the records are copied byte for byte.
+ * The producer id is mirrord's own (InitProducerId), kept across restarts
+ * in storage.data_dir/producer-id for the same destination cluster id, and
+ * the base sequence is the destination offset the batch lands at, so a
+ * broker recognises a late copy of a batch from before a crash or timeout.
+ * With MIRRORD_STRICT_PRODUCE every batch passes batch_validate_produce().
+ *
+ * Destination topics.  A PREPARING partition whose destination topic is
+ * missing gets it created (CreateTopics with the source's partition count
+ * and its topic-level configs from DescribeConfigs, minus
+ * mirror.topic.properties.exclude); a source that grew gets the destination
+ * grown (CreatePartitions).  A destination without those APIs (the mock)
+ * fails the partition with a message saying what to create.
  *
  * Exactly once.  The destination's log end is the truth.  A partition
  * starts, and restarts after any uncertain outcome (timeout, lost
- * connection, crash), in SYNC: ListOffsets(latest) on the destination
+ * connection, crash), in SYNC (after a settle delay, so that a Produce of
+ * ours still in a broker's hands lands first): ListOffsets(latest) on the destination
  * leader gives D; the translation map turns D into the source offset S to
  * fetch from (identity without anchors; an empty destination starts at 0
  * and learns the source log start from OFFSET_OUT_OF_RANGE, anchoring the
