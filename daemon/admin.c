@@ -87,36 +87,48 @@ static void *arena_array(struct karena *a, size_t n, size_t size)
 	return karena_alloc(a, (n == 0 ? 1 : n) * size);
 }
 
-/* Encodes with fn at the request's version and answers. */
-static void respond(struct adminsrv_req *rq, kp_encode_fn fn, const void *msg,
+/* Answers with the encoding in w (rc: the encoder's return value). */
+static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
     int16_t error_code)
 {
 	int16_t key = adminsrv_req_api_key(rq), ver = adminsrv_req_api_version(rq);
-	struct kw w;
 	int hv;
 
-	kw_init(&w, 256u << 20);
-	if (fn(&w, ver, msg) < 0 || w.err) {
+	if (rc < 0 || w->err) {
 		/* Our own response did not encode: a bug, not the peer's fault. */
 		log_errorx("admin: cannot encode the %s v%d response: %s",
-		    kp_api_name(key), ver, w.why != NULL ? w.why : "encode error");
+		    kp_api_name(key), ver, w->why != NULL ? w->why : "encode error");
 		adminsrv_reject(rq, ADMINSRV_REJECT_MALFORMED_BODY,
 		    "internal error encoding the response");
-		kw_fini(&w);
 		return;
 	}
 	hv = key == KP_API_API_VERSIONS ? 0 : kp_response_header_version(key, ver);
-	adminsrv_respond(rq, hv, w.buf, w.len, error_code);
+	adminsrv_respond(rq, hv, w->buf, w->len, error_code);
+}
+
+/* Encodes msg (the response struct of the request's ApiKey) and answers. */
+static void respond(struct adminsrv_req *rq, const void *msg,
+    int16_t error_code)
+{
+	const struct kp_api *api = kp_api_find(adminsrv_req_api_key(rq));
+	struct kw w;
+
+	kw_init(&w, 256u << 20);
+	send_encoded(rq, &w, api->response_encode(&w,
+	    adminsrv_req_api_version(rq), msg), error_code);
 	kw_fini(&w);
 }
 
-/* Decodes the body with the API's decoder; rejects (closing) on failure. */
-static int decode_body(struct adminsrv_req *rq, kp_decode_fn fn, void *msg)
+/* Decodes the body into msg (the request struct of the request's ApiKey);
+ * rejects (closing the connection) when it does not parse. */
+static int decode_body(struct adminsrv_req *rq, void *msg)
 {
+	const struct kp_api *api = kp_api_find(adminsrv_req_api_key(rq));
 	struct kr *r = adminsrv_req_body(rq);
 
-	if (fn(r, adminsrv_req_arena(rq), adminsrv_req_api_version(rq), msg) < 0 ||
-	    r->err) {
+	api->request_init(msg);
+	if (api->request_decode(r, adminsrv_req_arena(rq),
+	    adminsrv_req_api_version(rq), msg) < 0 || r->err) {
 		adminsrv_reject(rq, ADMINSRV_REJECT_MALFORMED_BODY,
 		    r->why != NULL ? r->why : "body does not parse");
 		return -1;
@@ -165,9 +177,7 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 	{
 		struct kp_api_versions_request req;
 
-		kp_api_versions_request_init(&req);
-		if (decode_body(rq, (kp_decode_fn)kp_api_versions_request_decode,
-		    &req) < 0)
+		if (decode_body(rq, &req) < 0)
 			return;
 	}
 	resp.api_keys = arena_array(a, kp_api_count, sizeof(*resp.api_keys));
@@ -182,7 +192,7 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 		n++;
 	}
 	resp.api_keys_n = (int32_t)n;
-	respond(rq, (kp_encode_fn)kp_api_versions_response_encode, &resp, 0);
+	respond(rq, &resp, 0);
 }
 
 /* ---- Metadata ----------------------------------------------------------- */
@@ -195,8 +205,7 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 	struct kp_metadata_response resp;
 	const struct config *cfg = adm->cfg;
 
-	kp_metadata_request_init(&req);
-	if (decode_body(rq, (kp_decode_fn)kp_metadata_request_decode, &req) < 0)
+	if (decode_body(rq, &req) < 0)
 		return;
 	kp_metadata_response_init(&resp);
 	resp.brokers = arena_array(a, 1, sizeof(*resp.brokers));
@@ -226,7 +235,7 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 		resp.topics_n = req.topics_n;
 	}
 	(void)ver;
-	respond(rq, (kp_encode_fn)kp_metadata_response_encode, &resp, 0);
+	respond(rq, &resp, 0);
 }
 
 /* ---- CreateMirror / DeleteMirror / ListMirrors ------------------------ */
@@ -311,8 +320,7 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 	int16_t code = 0;
 	int32_t n;
 
-	kp_create_mirror_request_init(&req);
-	if (decode_body(rq, (kp_decode_fn)kp_create_mirror_request_decode, &req) < 0)
+	if (decode_body(rq, &req) < 0)
 		return;
 	kp_create_mirror_response_init(&resp);
 	name = arena_strdup(a, req.mirror_name);
@@ -359,7 +367,7 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 	}
 	resp.error_code = code;
 	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-	respond(rq, (kp_encode_fn)kp_create_mirror_response_encode, &resp, code);
+	respond(rq, &resp, code);
 }
 
 static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
@@ -371,8 +379,7 @@ static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
 	char *name;
 	int16_t code;
 
-	kp_delete_mirror_request_init(&req);
-	if (decode_body(rq, (kp_decode_fn)kp_delete_mirror_request_decode, &req) < 0)
+	if (decode_body(rq, &req) < 0)
 		return;
 	kp_delete_mirror_response_init(&resp);
 	name = arena_strdup(a, req.mirror_name);
@@ -381,7 +388,7 @@ static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
 		log_info("mirror %s deleted by %s", name, adminsrv_req_peer(rq));
 	resp.error_code = code;
 	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-	respond(rq, (kp_encode_fn)kp_delete_mirror_response_encode, &resp, code);
+	respond(rq, &resp, code);
 }
 
 static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
@@ -391,8 +398,7 @@ static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	struct kp_list_mirrors_response resp;
 	size_t n = mstate_mirror_count(adm->st);
 
-	kp_list_mirrors_request_init(&req);
-	if (decode_body(rq, (kp_decode_fn)kp_list_mirrors_request_decode, &req) < 0)
+	if (decode_body(rq, &req) < 0)
 		return;
 	kp_list_mirrors_response_init(&resp);
 	resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
@@ -407,7 +413,7 @@ static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
 		resp.mirrors[i].topic_count = (int32_t)m->ntopics;
 	}
 	resp.mirrors_n = (int32_t)n;
-	respond(rq, (kp_encode_fn)kp_list_mirrors_response_encode, &resp, 0);
+	respond(rq, &resp, 0);
 }
 
 /* ---- DescribeMirrors ------------------------------------------------- */
@@ -454,9 +460,7 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	struct kp_describe_mirrors_request req;
 	struct kp_describe_mirrors_response resp;
 
-	kp_describe_mirrors_request_init(&req);
-	if (decode_body(rq, (kp_decode_fn)kp_describe_mirrors_request_decode,
-	    &req) < 0)
+	if (decode_body(rq, &req) < 0)
 		return;
 	kp_describe_mirrors_response_init(&resp);
 	if (req.mirror_names_n <= 0) {
@@ -494,7 +498,7 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 		}
 		resp.mirrors_n = req.mirror_names_n;
 	}
-	respond(rq, (kp_encode_fn)kp_describe_mirrors_response_encode, &resp, 0);
+	respond(rq, &resp, 0);
 }
 
 /* ---- topic operations (shared response shape) ------------------------- */
@@ -542,9 +546,18 @@ static void respond_results(struct adminsrv_req *rq, const char *mirror,
 	resp.topics_n = rs->n;
 	for (int32_t i = 0; worst == 0 && i < rs->n; i++)
 		worst = rs->v[i].error_code;
-	/* The four responses share one wire shape (mirror-protocol.md). */
-	respond(rq, (kp_encode_fn)kp_add_topics_to_mirror_response_encode, &resp,
-	    worst);
+	/*
+	 * The four responses share one wire shape (mirror-protocol.md), so the
+	 * AddTopicsToMirror encoder writes each of them.
+	 */
+	{
+		struct kw w;
+
+		kw_init(&w, 256u << 20);
+		send_encoded(rq, &w, kp_add_topics_to_mirror_response_encode(&w,
+		    adminsrv_req_api_version(rq), &resp), worst);
+		kw_fini(&w);
+	}
 }
 
 static void pattern_result(void *arg, const char *topic, int code,
@@ -564,34 +577,36 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 	char msg[MSG_LEN];
 	char *mirror;
 
+	/* Each request type keeps its own struct; the fields are the same. */
+#define TOPIC_NAMES(req) do { \
+		mname = (req).mirror_name; \
+		nn = MAX((req).topics_n, 0); \
+		names = arena_array(a, (size_t)nn, sizeof(*names)); \
+		for (int32_t i_ = 0; names != NULL && i_ < nn; i_++) \
+			names[i_] = (req).topics[i_].name; \
+	} while (0)
 	if (key == KP_API_REMOVE_TOPICS_FROM_MIRROR) {
 		struct kp_remove_topics_from_mirror_request req;
 
-		kp_remove_topics_from_mirror_request_init(&req);
-		if (decode_body(rq,
-		    (kp_decode_fn)kp_remove_topics_from_mirror_request_decode, &req) < 0)
+		if (decode_body(rq, &req) < 0)
 			return;
-		mname = req.mirror_name;
-		nn = MAX(req.topics_n, 0);
-		names = arena_array(a, (size_t)nn, sizeof(*names));
-		for (int32_t i = 0; names != NULL && i < nn; i++)
-			names[i] = req.topics[i].name;
+		TOPIC_NAMES(req);
 		pats = req.patterns;
 		np = MAX(req.patterns_n, 0);
-	} else {
-		/* Pause and Resume requests have the same shape. */
+	} else if (key == KP_API_PAUSE_MIRROR_TOPICS) {
 		struct kp_pause_mirror_topics_request req;
 
-		kp_pause_mirror_topics_request_init(&req);
-		if (decode_body(rq, (kp_decode_fn)kp_pause_mirror_topics_request_decode,
-		    &req) < 0)
+		if (decode_body(rq, &req) < 0)
 			return;
-		mname = req.mirror_name;
-		nn = MAX(req.topics_n, 0);
-		names = arena_array(a, (size_t)nn, sizeof(*names));
-		for (int32_t i = 0; names != NULL && i < nn; i++)
-			names[i] = req.topics[i].name;
+		TOPIC_NAMES(req);
+	} else {
+		struct kp_resume_mirror_topics_request req;
+
+		if (decode_body(rq, &req) < 0)
+			return;
+		TOPIC_NAMES(req);
 	}
+#undef TOPIC_NAMES
 	mirror = arena_strdup(a, mname);
 	if (mirror == NULL || names == NULL) {
 		adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, "request too large");
@@ -774,9 +789,7 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 	pd = calloc(1, sizeof(*pd));
 	if (pd == NULL)
 		fatal("admin: out of memory");
-	kp_add_topics_to_mirror_request_init(&pd->req);
-	if (decode_body(rq, (kp_decode_fn)kp_add_topics_to_mirror_request_decode,
-	    &pd->req) < 0) {
+	if (decode_body(rq, &pd->req) < 0) {
 		free(pd);
 		return;
 	}

@@ -246,6 +246,36 @@ with mt.connect(d.bootstrap) as s:
     eq(struct.unpack(">hhh", resp[10:16]), (18, 0, 3),
        "ApiVersions v9 lists ApiVersions' own range")
 
+# Metadata at every served version names mirrord and its cluster id.
+import re  # noqa: E402
+m = re.search(r"cluster id (\S+)", d.log())
+h.check(m, "the log names mirrord's cluster id")
+cluster_id = m.group(1).encode()
+for v in range(0, 13):
+    flexible = v >= 9
+    if v == 0:
+        body = struct.pack(">i", 0)            # v0: empty array = all topics
+    elif flexible:
+        body = b"\x00"                         # compact null array
+    else:
+        body = struct.pack(">i", -1)           # null array = all topics
+    if v >= 4:
+        body += b"\x00"                        # AllowAutoTopicCreation
+    if v >= 8:
+        body += (b"\x00\x00" if v <= 10 else b"\x00")  # authorized ops flags
+    if flexible:
+        body += b"\x00"                        # tagged fields
+    with mt.connect(d.bootstrap) as s:
+        s.sendall(mt.frame(3, v, 300 + v, body, flexible=flexible))
+        resp = mt.recv_frame(s)
+    eq(struct.unpack(">i", resp[:4])[0], 300 + v, "Metadata v%d correlation" % v)
+    h.check(b"127.0.0.1" in resp, "Metadata v%d names the advertised host" % v)
+    h.check(struct.pack(">i", d.port) in resp,
+            "Metadata v%d names the admin port" % v)
+    if v >= 2:
+        h.check(cluster_id in resp, "Metadata v%d carries the cluster id" % v)
+h.check(mt.api_versions_ok(d.bootstrap), "daemon answers after Metadata v0-v12")
+
 # Pipelined requests are answered in order.
 with mt.connect(d.bootstrap) as s:
     s.sendall(mt.frame(18, 0, 11) + mt.frame(98, 0, 12, b"\x00", flexible=True)
