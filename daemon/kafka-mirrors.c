@@ -359,6 +359,33 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 	return resp;
 }
 
+/*
+ * One round trip for the request struct req of ApiKey key (version 0, as
+ * every mirror RPC): encodes it, sends it, and decodes the answer into
+ * resp, the response struct of the same key.  Returns the response frame,
+ * which resp points into; free it after use.
+ */
+static uint8_t *rpc(struct cli_conn *c, int16_t key, const void *req,
+    void *resp, struct karena *a)
+{
+	const struct kp_api *api = kp_api_find(key);
+	struct kw w;
+	struct kr r;
+	uint8_t *frame;
+
+	kw_init(&w, MAX_RESPONSE);
+	if (api->request_encode(&w, 0, req) < 0 || w.err)
+		die_conn("cannot encode the %s request: %s", api->name,
+		    w.why != NULL ? w.why : "encode error");
+	frame = conn_call(c, key, 0, &w, &r);
+	kw_fini(&w);
+	api->response_init(resp);
+	if (api->response_decode(&r, a, 0, resp) < 0 || r.err)
+		die_conn("%s: malformed %s response: %s", c->addr, api->name,
+		    r.why != NULL ? r.why : "decode error");
+	return frame;
+}
+
 /* ---- output helpers ---------------------------------------------- */
 
 static void print_kafka_error(const char *what, int16_t code, struct kstr msg)
@@ -422,8 +449,6 @@ static int do_create(struct cli_conn *c, const struct opts *o)
 	struct kp_create_mirror_request req;
 	struct kp_create_mirror_response resp;
 	struct karena *a = karena_new(MAX_RESPONSE);
-	struct kw w;
-	struct kr r;
 	char err[512];
 	uint8_t *frame;
 	int rc = 0;
@@ -441,12 +466,7 @@ static int do_create(struct cli_conn *c, const struct opts *o)
 		req.configs[i].name = kstr_c(pr.names[i]);
 		req.configs[i].value = kstr_c(pr.values[i]);
 	}
-	kw_init(&w, MAX_RESPONSE);
-	kp_create_mirror_request_encode(&w, 0, &req);
-	frame = conn_call(c, KP_API_CREATE_MIRROR, 0, &w, &r);
-	kp_create_mirror_response_init(&resp);
-	if (kp_create_mirror_response_decode(&r, a, 0, &resp) < 0)
-		die_conn("%s: malformed CreateMirror response: %s", c->addr, r.why);
+	frame = rpc(c, KP_API_CREATE_MIRROR, &req, &resp, a);
 	if (resp.error_code != 0) {
 		print_kafka_error(NULL, resp.error_code, resp.error_message);
 		rc = EXIT_KAFKA;
@@ -455,7 +475,6 @@ static int do_create(struct cli_conn *c, const struct opts *o)
 	}
 	free(frame);
 	free(req.configs);
-	kw_fini(&w);
 	karena_free(a);
 	props_fini(&pr);
 	return rc;
@@ -727,8 +746,6 @@ static int do_delete(struct cli_conn *c, const struct opts *o)
 	struct kp_delete_mirror_request req;
 	struct kp_delete_mirror_response resp;
 	struct karena *a = karena_new(MAX_RESPONSE);
-	struct kw w;
-	struct kr r;
 	uint8_t *frame;
 	int rc = 0;
 
@@ -736,12 +753,7 @@ static int do_delete(struct cli_conn *c, const struct opts *o)
 		die_conn("out of memory");
 	kp_delete_mirror_request_init(&req);
 	req.mirror_name = kstr_c(o->mirror);
-	kw_init(&w, MAX_RESPONSE);
-	kp_delete_mirror_request_encode(&w, 0, &req);
-	frame = conn_call(c, KP_API_DELETE_MIRROR, 0, &w, &r);
-	kp_delete_mirror_response_init(&resp);
-	if (kp_delete_mirror_response_decode(&r, a, 0, &resp) < 0)
-		die_conn("%s: malformed DeleteMirror response: %s", c->addr, r.why);
+	frame = rpc(c, KP_API_DELETE_MIRROR, &req, &resp, a);
 	if (resp.error_code != 0) {
 		print_kafka_error(NULL, resp.error_code, resp.error_message);
 		rc = EXIT_KAFKA;
@@ -749,7 +761,6 @@ static int do_delete(struct cli_conn *c, const struct opts *o)
 		printf("Deleted mirror %s\n", o->mirror);
 	}
 	free(frame);
-	kw_fini(&w);
 	karena_free(a);
 	return rc;
 }
@@ -774,20 +785,13 @@ static int do_list(struct cli_conn *c, const struct opts *o)
 	struct kp_list_mirrors_request req;
 	struct kp_list_mirrors_response resp;
 	struct karena *a = karena_new(MAX_RESPONSE);
-	struct kw w;
-	struct kr r;
 	uint8_t *frame;
 
 	(void)o;
 	if (a == NULL)
 		die_conn("out of memory");
 	kp_list_mirrors_request_init(&req);
-	kw_init(&w, 1024);
-	kp_list_mirrors_request_encode(&w, 0, &req);
-	frame = conn_call(c, KP_API_LIST_MIRRORS, 0, &w, &r);
-	kp_list_mirrors_response_init(&resp);
-	if (kp_list_mirrors_response_decode(&r, a, 0, &resp) < 0)
-		die_conn("%s: malformed ListMirrors response: %s", c->addr, r.why);
+	frame = rpc(c, KP_API_LIST_MIRRORS, &req, &resp, a);
 	if (resp.error_code != 0) {
 		print_kafka_error(NULL, resp.error_code, resp.error_message);
 		return EXIT_KAFKA;
@@ -811,7 +815,6 @@ static int do_list(struct cli_conn *c, const struct opts *o)
 		}
 	}
 	free(frame);
-	kw_fini(&w);
 	karena_free(a);
 	return 0;
 }
@@ -822,8 +825,6 @@ static int describe_call(struct cli_conn *c, const char *mirror,
 {
 	struct kp_describe_mirrors_request req;
 	struct kstr name = kstr_c(mirror);
-	struct kw w;
-	struct kr r;
 	int rc = 0;
 
 	kp_describe_mirrors_request_init(&req);
@@ -834,14 +835,7 @@ static int describe_call(struct cli_conn *c, const char *mirror,
 		req.mirror_names = NULL;
 		req.mirror_names_n = -1;
 	}
-	kw_init(&w, 4096);
-	kp_describe_mirrors_request_encode(&w, 0, &req);
-	*frame = conn_call(c, KP_API_DESCRIBE_MIRRORS, 0, &w, &r);
-	kw_fini(&w);
-	kp_describe_mirrors_response_init(resp);
-	if (kp_describe_mirrors_response_decode(&r, a, 0, resp) < 0)
-		die_conn("%s: malformed DescribeMirrors response: %s", c->addr,
-		    r.why);
+	*frame = rpc(c, KP_API_DESCRIBE_MIRRORS, &req, resp, a);
 	if (resp->error_code != 0) {
 		print_kafka_error(NULL, resp->error_code, resp->error_message);
 		rc = EXIT_KAFKA;
