@@ -49,11 +49,11 @@
  * Exactly once.  The destination's log end is the truth.  A partition
  * starts, and restarts after any uncertain outcome (timeout, lost
  * connection, crash), in SYNC (after a settle delay, so that a Produce of
- * ours still in a broker's hands lands first): ListOffsets(latest) on the destination
- * leader gives D; the translation map turns D into the source offset S to
- * fetch from (identity without anchors; an empty destination starts at 0
- * and learns the source log start from OFFSET_OUT_OF_RANGE, anchoring the
- * jump).  A Produce whose base offset is not the expected one, or a SYNC
+ * ours still in a broker's hands lands first): ListOffsets(latest) on the
+ * destination leader gives D; the translation map turns D into the source
+ * offset S to fetch from (identity without anchors; an empty destination
+ * starts at 0 and learns the source log start from OFFSET_OUT_OF_RANGE,
+ * anchoring the jump).  A Produce whose base offset is not the expected one, or a SYNC
  * after an uncertain Produce that finds an end other than "written" or
  * "not written", fails the partition naming both offsets.  Nothing is
  * re-sent unless the destination is known not to have it.

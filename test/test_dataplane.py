@@ -291,7 +291,8 @@ def main():
 
     def producer_loop():
         n = 0
-        while not stop_producing.is_set() and n < 60:
+        # Until told to stop (bounded, so a hung test cannot fill the mock).
+        while not stop_producing.is_set() and n < 1000:
             for p in range(LIVE):
                 produce(SRC, "live", p,
                         [(b"k%d" % n, b"live-%d-%d" % (p, n * 10 + i), None, None)
@@ -318,6 +319,7 @@ def main():
         if k % 2 == 0:
             d.kill9()
             d.start()
+    stop_producing.set()
     t.join(120)
     h.check(not t.is_alive(), "the producer thread did not finish")
     wait_mirrored("live", LIVE, timeout=120)
@@ -353,6 +355,12 @@ def main():
     rows = wait_state("pr", 1, "STOPPED")
     end = ends(SRC, "pr", 1)[0]
     eq(rows[0]["lastMirroredOffset"], end - 1, "lastMirroredOffset of STOPPED pr-0")
+    # The last mirrored epoch is the newest source PartitionLeaderEpoch copied.
+    c = kraw.Cluster(SRC)
+    epochs = [struct.unpack(">i", b["raw"][12:16])[0] for b in c.batches("pr", 0)]
+    c.close()
+    eq(rows[0]["lastMirroredEpoch"], max(epochs) if max(epochs) >= 0 else -1,
+       "lastMirroredEpoch of STOPPED pr-0 (source epochs %s)" % sorted(set(epochs)))
     produce(SRC, "pr", 0, records_for(30, "pr3"))
     d.cli_ok("--add", "--mirror", "m1", "--topic", "pr")
     wait_state("pr", 1, "MIRRORING")
