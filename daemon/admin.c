@@ -438,6 +438,7 @@ static void describe_one(struct admin *adm, struct karena *a,
 			struct kp_describe_mirrors_response_partition *op =
 			    &ot->partitions[p];
 			int64_t src = -1, dst = -1;
+			struct pipeline_live live;
 
 			kp_describe_mirrors_response_partition_init(op);
 			pipeline_partition_offsets(adm->pl, mp, &src, &dst);
@@ -445,6 +446,11 @@ static void describe_one(struct admin *adm, struct karena *a,
 			op->source_offset = src;
 			op->destination_offset = dst;
 			op->lag = src >= 0 && dst >= 0 ? MAX(src - dst, 0) : -1;
+			/* The pipeline's lag is in source offsets, right also when
+			 * the translation map has anchors (holes, retention jumps). */
+			if (pipeline_partition_live(adm->pl, mp, &live) == 0 &&
+			    live.lag >= 0)
+				op->lag = live.lag;
 			op->state = kstr_c(mpart_state_name(mp->state));
 			op->error_message = kstr_c(mp->state == MPART_FAILED ?
 			    mp->error : NULL);
