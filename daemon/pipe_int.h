@@ -170,6 +170,7 @@ struct pipeline {
 	int draining;
 	void (*drain_cb)(void *arg);
 	void *drain_arg;
+	size_t hint_mirror, hint_part; /* part_of(): where the last answer was */
 	struct ppart **graveyard;    /* dead partitions with refs left */
 	size_t ngrave;
 };

@@ -789,12 +789,30 @@ int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen)
 	return 1;
 }
 
+/*
+ * The pipeline's record of mp.  DescribeMirrors asks for every partition in
+ * model order, which is the order partitions were created in, so the entry
+ * after the previous answer is tried first: a whole describe costs O(P),
+ * not O(P^2).
+ */
 static struct ppart *part_of(struct pipeline *pl, const struct mpart *mp)
 {
+	size_t mi = pl->hint_mirror;
+
+	/* The same partition again (offsets, then live numbers), or the next. */
+	for (size_t pi = pl->hint_part; mi < pl->nmirrors &&
+	    pi < pl->mirrors[mi]->nparts && pi <= pl->hint_part + 1; pi++)
+		if (pl->mirrors[mi]->parts[pi]->mp == mp) {
+			pl->hint_part = pi;
+			return pl->mirrors[mi]->parts[pi];
+		}
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
-			if (pl->mirrors[i]->parts[j]->mp == mp)
+			if (pl->mirrors[i]->parts[j]->mp == mp) {
+				pl->hint_mirror = i;
+				pl->hint_part = j;
 				return pl->mirrors[i]->parts[j];
+			}
 	return NULL;
 }
 
