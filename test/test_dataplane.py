@@ -310,8 +310,10 @@ def main():
         "err 1 0 6 6",                # two Produce requests: NOT_LEADER
         "err 0 1 6",                  # one Fetch: NOT_LEADER
         "errrtt 1 1 0 0 4000",        # a Produce applied, its answer after the timeout
+        "down 0 2",                   # a source leader goes away (leads live-0, live-1)
+        "up 0 2",                     # and comes back on the same port
     ]
-    for k in range(5):
+    for k in range(len(injections)):
         base = sum(ends(DST, "live", LIVE))
         h.wait_for(lambda: sum(ends(DST, "live", LIVE)) > base, 60,
                    "the destination to grow before kill %d" % (k + 1))
@@ -327,9 +329,9 @@ def main():
         n = compare_records("live", p)
         eq(n, produced[0] * 10, "live-%d records on the destination" % p)
         compare_batches("live", p)
-    print("kill -9 x3, leader moves, NOT_LEADER and a lost Produce answer: "
-          "%d records, nothing lost or duplicated" % (produced[0] * 10 * LIVE),
-          flush=True)
+    print("kill -9 x%d, leader moves, a source broker down and up, NOT_LEADER "
+          "and a lost Produce answer: %d records, nothing lost or duplicated"
+          % ((len(injections) + 1) // 2, produced[0] * 10 * LIVE), flush=True)
 
     # 3. Pause and resume.
     produce(SRC, "pr", 0, records_for(50, "pr1"))
