@@ -551,10 +551,6 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 		    "offset %" PRId64 ": %s", p->src_fetch, err);
 }
 
-struct fetch_cb_arg {
-	struct pctx *x;
-};
-
 static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 {
 	struct pctx *x = arg;
@@ -778,7 +774,6 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 	ssize_t i = ctx_find(x, pp->topic, pp->partition);
 	struct ppart *p;
 	struct pbatch *s;
-	char name[300];
 
 	if (i < 0)
 		return;
@@ -835,7 +830,6 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 	    pp->error_message.len > 0 ? ": " : "",
 	    pp->error_message.len > 0 ? (int)MIN(pp->error_message.len, 200) : 0,
 	    pp->error_message.len > 0 ? pp->error_message.p : "");
-	(void)name;
 	pbatch_free(s);
 }
 
