@@ -130,7 +130,7 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 	struct kstr em = KSTR_NULL;
 	int32_t n;
 
-	if (tc->dead)
+	if (tc->dead || tc->pm->pl->dst == NULL || tc->pm->pl->dst->dying)
 		goto out;
 	dst = tc->pm->pl->dst;
 	if (err != KCONN_E_OK) {
@@ -172,7 +172,7 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 	}
 out:
 	if (!tc->dead)
-		pl_kick(tc->pm->pl);
+		pl_kick(tc->pm->pl); /* a no-op once the pipeline is being freed */
 	tc_unref(tc);
 }
 
@@ -232,7 +232,7 @@ static void grow_response(struct kconn *c, int err, const char *errstr,
 	struct kstr em = KSTR_NULL;
 	int32_t n;
 
-	if (tc->dead)
+	if (tc->dead || tc->pm->pl->dst == NULL || tc->pm->pl->dst->dying)
 		goto out;
 	if (err != KCONN_E_OK) {
 		snprintf(tc->msg, sizeof(tc->msg), "CreatePartitions %s on the "
@@ -274,7 +274,7 @@ static void grow_response(struct kconn *c, int err, const char *errstr,
 	}
 out:
 	if (!tc->dead)
-		pl_kick(tc->pm->pl);
+		pl_kick(tc->pm->pl); /* a no-op once the pipeline is being freed */
 	tc_unref(tc);
 }
 
@@ -390,7 +390,9 @@ static void describe_response(struct kconn *c, int err, const char *errstr,
 	int16_t version;
 	int32_t n;
 
-	if (tc->dead)
+	/* Shutting down, or the mirror is going: nothing to create. */
+	if (tc->dead || tc->pm->dead || tc->pm->src == NULL || tc->pm->src->dying ||
+	    tc->pm->pl->dst == NULL || tc->pm->pl->dst->dying)
 		goto out;
 	if (err != KCONN_E_OK) {
 		log_warnx("mirror %s: DescribeConfigs %s on the source: %s; creating "
@@ -460,7 +462,7 @@ static void describe_response(struct kconn *c, int err, const char *errstr,
 	send_create(tc);
 out:
 	if (!tc->dead)
-		pl_kick(tc->pm->pl);
+		pl_kick(tc->pm->pl); /* a no-op once the pipeline is being freed */
 	tc_unref(tc);
 }
 
