@@ -40,6 +40,7 @@ struct admin {
 	struct metrics_std *ms;
 	struct adminsrv *srv;
 	struct pending *pending; /* lookups in flight, to cancel at exit */
+	struct resolve *resolves; /* background source cluster id lookups */
 };
 
 /* An AddTopicsToMirror waiting for its source lookup. */
@@ -249,7 +250,6 @@ struct resolve {
 	char *mirror;
 	struct srclookup *lookup;
 };
-static struct resolve *resolves;
 
 /* Learns a new mirror's source cluster id in the background. */
 static void resolve_source_id(struct admin *adm, const struct mirror *m)
@@ -270,11 +270,11 @@ static void resolve_source_id(struct admin *adm, const struct mirror *m)
 		free(rs);
 		return;
 	}
-	rs->next = resolves;
-	if (resolves != NULL)
-		resolves->prevp = &rs->next;
-	rs->prevp = &resolves;
-	resolves = rs;
+	rs->next = adm->resolves;
+	if (adm->resolves != NULL)
+		adm->resolves->prevp = &rs->next;
+	rs->prevp = &adm->resolves;
+	adm->resolves = rs;
 }
 
 static void resolve_free(struct resolve *rs)
@@ -997,8 +997,8 @@ void admin_free(struct admin *adm)
 		free(pd->mirror);
 		free(pd);
 	}
-	while (resolves != NULL)
-		resolve_free(resolves);
+	while (adm->resolves != NULL)
+		resolve_free(adm->resolves);
 	adminsrv_free(adm->srv);
 	free(adm);
 }
