@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "admin.h"
 #include "adminsrv.h"
 #include "daemonconf.h"
@@ -241,41 +243,26 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 
 /* ---- CreateMirror / DeleteMirror / ListMirrors ------------------------ */
 
-static void resolve_done(void *arg, int ok, const char *errstr,
-    const char *cluster_id, const struct srctopic *topics, size_t ntopics);
+/*
+ * Learning a mirror's source cluster id in the background: a lookup now,
+ * and while the source cannot be reached, again with exponential backoff
+ * (1 s doubling to 60 s) until it answers or the mirror is deleted.
+ */
+#define RESOLVE_BACKOFF_MIN_MS 1000
+#define RESOLVE_BACKOFF_MAX_MS 60000
 
 struct resolve {
 	struct resolve *next, **prevp;
 	struct admin *adm;
 	char *mirror;
 	struct srclookup *lookup;
+	struct event *retry_ev;
+	int backoff_ms;
+	int attempts;
 };
 
-/* Learns a new mirror's source cluster id in the background. */
-static void resolve_source_id(struct admin *adm, const struct mirror *m)
-{
-	struct resolve *rs = calloc(1, sizeof(*rs));
-	char err[MSG_LEN];
-
-	if (rs == NULL)
-		return;
-	rs->adm = adm;
-	rs->mirror = strdup(m->name);
-	rs->lookup = srclookup_start(adm->base, m, LOOKUP_TIMEOUT_MS, resolve_done,
-	    rs, err, sizeof(err));
-	if (rs->lookup == NULL || rs->mirror == NULL) {
-		log_warnx("mirror %s: cannot look up the source cluster: %s",
-		    m->name, err);
-		free(rs->mirror);
-		free(rs);
-		return;
-	}
-	rs->next = adm->resolves;
-	if (adm->resolves != NULL)
-		adm->resolves->prevp = &rs->next;
-	rs->prevp = &adm->resolves;
-	adm->resolves = rs;
-}
+static void resolve_done(void *arg, int ok, const char *errstr,
+    const char *cluster_id, const struct srctopic *topics, size_t ntopics);
 
 static void resolve_free(struct resolve *rs)
 {
@@ -283,8 +270,71 @@ static void resolve_free(struct resolve *rs)
 	if (rs->next != NULL)
 		rs->next->prevp = rs->prevp;
 	srclookup_free(rs->lookup);
+	if (rs->retry_ev != NULL)
+		event_free(rs->retry_ev);
 	free(rs->mirror);
 	free(rs);
+}
+
+static void resolve_retry_later(struct resolve *rs)
+{
+	struct timeval tv;
+	int ms = rs->backoff_ms;
+
+	rs->backoff_ms = MIN(rs->backoff_ms * 2, RESOLVE_BACKOFF_MAX_MS);
+	ms = ms / 2 + (int)(random() % (ms / 2 + 1));   /* jitter */
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(rs->retry_ev, &tv);
+}
+
+static void resolve_start(struct resolve *rs)
+{
+	struct mirror *m = mstate_mirror_find(rs->adm->st, rs->mirror);
+	char err[MSG_LEN];
+
+	if (m == NULL || m->source_cluster_id != NULL) {
+		resolve_free(rs);   /* deleted, or learnt elsewhere (the pipeline) */
+		return;
+	}
+	rs->attempts++;
+	rs->lookup = srclookup_start(rs->adm->base, m, LOOKUP_TIMEOUT_MS,
+	    resolve_done, rs, err, sizeof(err));
+	if (rs->lookup == NULL) {
+		log_warnx("mirror %s: cannot look up the source cluster: %s",
+		    rs->mirror, err);
+		resolve_retry_later(rs);
+	}
+}
+
+static void resolve_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	resolve_start(arg);
+}
+
+static void resolve_source_id(struct admin *adm, const struct mirror *m)
+{
+	struct resolve *rs = calloc(1, sizeof(*rs));
+
+	if (rs == NULL || (rs->mirror = strdup(m->name)) == NULL ||
+	    (rs->retry_ev = evtimer_new(adm->base, resolve_retry_cb, rs)) == NULL) {
+		log_warnx("mirror %s: out of memory; its source cluster id stays "
+		    "unknown", m->name);
+		if (rs != NULL)
+			free(rs->mirror);
+		free(rs);
+		return;
+	}
+	rs->adm = adm;
+	rs->backoff_ms = RESOLVE_BACKOFF_MIN_MS;
+	rs->next = adm->resolves;
+	if (adm->resolves != NULL)
+		adm->resolves->prevp = &rs->next;
+	rs->prevp = &adm->resolves;
+	adm->resolves = rs;
+	resolve_start(rs);
 }
 
 static void resolve_done(void *arg, int ok, const char *errstr,
@@ -296,15 +346,23 @@ static void resolve_done(void *arg, int ok, const char *errstr,
 
 	(void)topics;
 	(void)ntopics;
-	if (!ok) {
-		log_warnx("mirror %s: source cluster not reachable yet (%s); its "
-		    "cluster id will be resolved later", rs->mirror, errstr);
-	} else if (m != NULL && m->source_cluster_id == NULL &&
-	    cluster_id != NULL && cluster_id[0] != '\0') {
-		if (mstate_set_source_cluster_id(rs->adm->st, rs->mirror, cluster_id,
-		    msg, sizeof(msg)) != 0)
-			log_warnx("mirror %s: %s", rs->mirror, msg);
+	srclookup_free(rs->lookup);   /* safe inside its own callback */
+	rs->lookup = NULL;
+	if (!ok || cluster_id == NULL || cluster_id[0] == '\0') {
+		if (rs->attempts == 1)
+			log_warnx("mirror %s: source cluster not reachable yet (%s); "
+			    "its cluster id will be resolved when it is", rs->mirror,
+			    errstr != NULL ? errstr : "no cluster id in its Metadata");
+		else
+			log_debug("mirror %s: source still not reachable (%s)",
+			    rs->mirror, errstr != NULL ? errstr : "no cluster id");
+		resolve_retry_later(rs);
+		return;
 	}
+	if (m != NULL && m->source_cluster_id == NULL &&
+	    mstate_set_source_cluster_id(rs->adm->st, rs->mirror, cluster_id, msg,
+	    sizeof(msg)) != 0)
+		log_warnx("mirror %s: %s", rs->mirror, msg);
 	resolve_free(rs);
 }
 
@@ -962,6 +1020,13 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 	if (ms != NULL)
 		metrics_series_set_fn(metrics_series(MSTD(ms, ADMIN_CONNECTIONS), 0,
 		    NULL), connections_value, adm);
+	/* Mirrors created while their source was down learn its id now. */
+	for (size_t i = 0; i < mstate_mirror_count(st); i++) {
+		const struct mirror *m = mstate_mirror_at(st, i);
+
+		if (m->source_cluster_id == NULL)
+			resolve_source_id(adm, m);
+	}
 	return adm;
 }
 

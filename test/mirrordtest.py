@@ -185,3 +185,55 @@ def closed_by_peer(s, timeout=10):
         return True
     except socket.timeout:
         return False
+
+
+class Proxy:
+    """A TCP forwarder from 127.0.0.1:port to target (host:port), in threads,
+    for a source that 'comes up' at a fixed address later."""
+
+    def __init__(self, port, target):
+        import threading
+        self.target = target
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", port))
+        self.lsock.listen(16)
+        self.lsock.settimeout(0.5)
+        self.stop = False
+        self.t = threading.Thread(target=self._accept, daemon=True)
+        self.t.start()
+
+    def _pipe(self, a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for x in (a, b):
+                try:
+                    x.close()
+                except OSError:
+                    pass
+
+    def _accept(self):
+        import threading
+        while not self.stop:
+            try:
+                c, _ = self.lsock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            u = connect(self.target)
+            u.settimeout(None)
+            c.settimeout(None)
+            threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+
+    def close(self):
+        self.stop = True
+        self.lsock.close()

@@ -110,6 +110,17 @@ mock_id = mc.cluster_id(0)
 h.wait_for(lambda: d.cli_ok("--list").stdout.count(mock_id) == 1, 30,
            "m1's source cluster id %s in --list" % mock_id)
 
+# A source that is down when its mirror is created is resolved once it is up.
+late_port = h.free_port()
+d.create("late", {"bootstrap.servers": "127.0.0.1:%d" % late_port})
+h.check(d.cli_ok("--list").stdout.count(mock_id) == 1,
+        "the late mirror has no cluster id while its source is down")
+proxy = mt.Proxy(late_port, SRC.split(",")[0])
+h.wait_for(lambda: d.cli_ok("--list").stdout.count(mock_id) == 2, 90,
+           "the late mirror's source cluster id once its source is up")
+proxy.close()
+d.cli_ok("--delete", "--mirror", "late")
+
 # ---- AddTopicsToMirror ----------------------------------------------------
 before = source_topics(SRC)
 r = d.cli("--add", "--mirror", "m1", "--topic", "orders")
