@@ -24,8 +24,7 @@ endif
 BUILD_DEPS = gcc make autoconf automake pkg-config librdkafka-dev libevent-dev \
 	libyaml-dev check libssl-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
 TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang \
-	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps \
-	liblz4-tool zstd
+	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps
 APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
