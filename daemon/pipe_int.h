@@ -147,6 +147,7 @@ struct pmirror {
 	struct pcluster *src;
 	struct ppart **parts;
 	size_t nparts;
+	char unusable[600];          /* why src is NULL */
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
 	int dead;

@@ -254,13 +254,18 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 		log_warnx("mirror %s: its configs do not parse (%s): not mirroring it",
 		    m->name, msg);
 		pm->conf = NULL;
+		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's configs "
+		    "do not parse: %s", msg);
 	} else {
 		mirrorconf_client_pairs(pm->conf, &cn, &cv, &cnum);
 		snprintf(label, sizeof(label), "source of mirror %s", m->name);
 		pm->src = pcluster_new(pl, label, 1, pm->conf->bootstrap_servers, cn,
 		    cv, cnum, msg, sizeof(msg));
-		if (pm->src == NULL)
+		if (pm->src == NULL) {
 			log_warnx("mirror %s: %s: not mirroring it", m->name, msg);
+			snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's "
+			    "source cannot be used: %s", msg);
+		}
 		else
 			pm->src->md_interval_ms = pm->conf->metadata_refresh_interval_ms;
 	}
@@ -514,8 +519,20 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < pl->nmirrors; i++) {
 		struct pmirror *pm = pl->mirrors[i];
 
-		if (pm->src == NULL)
+		if (pm->src == NULL) {
+			/* Say why on every partition that would copy; retries
+			 * fail the same way until the attempts run out. */
+			for (size_t j = 0; j < pm->nparts; j++) {
+				struct ppart *p = pm->parts[j];
+
+				if (p->mp != NULL && !p->dead &&
+				    (p->mp->state == MPART_PREPARING ||
+				    p->mp->state == MPART_MIRRORING)) {
+					pl_part_fail(p, "%s", pm->unusable);
+				}
+			}
 			continue;
+		}
 		pcluster_tick(pm->src);
 		for (size_t j = 0; j < pm->nparts; j++)
 			part_step(pm->parts[j], now);
