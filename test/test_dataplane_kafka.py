@@ -90,11 +90,9 @@ def main():
     src, dst = h.real_kafka(2)
     SRC, DST = src.bootstrap, dst.bootstrap
     t_codecs = "dp-codecs-" + RUN
-    t_txn = "dp-txn-" + RUN
     t_comp = "dp-compact-" + RUN
     for cl in (src, dst):
         cl.create_topic(t_codecs, partitions=len(CODECS))
-        cl.create_topic(t_txn, partitions=1)
     src.create_compacted_topic(t_comp, partitions=1)
     dst.create_topic(t_comp, partitions=1)
     # Only on the source: mirrord creates it on the destination with the
@@ -118,18 +116,34 @@ def main():
                       timestamp=NOW_MS - 400000 + k)
         flush(p, "codec %s" % codec)
 
-    # Transactions: committed, aborted, committed.
-    tp = producer(SRC, **{"transactional.id": "dp-tx-" + RUN})
-    tp.init_transactions(30)
-    for n, commit in enumerate((True, False, True, True, False)):
-        tp.begin_transaction()
-        for k in range(20):
-            tp.produce(t_txn, partition=0, key=b"t%d" % n,
-                       value=b"txn-%d-%d-%s" % (n, k, b"commit" if commit else b"abort"))
-        if commit:
-            tp.commit_transaction(30)
-        else:
-            tp.abort_transaction(30)
+    # Transactions: committed, aborted, committed.  The setup retries on a
+    # fresh topic if the source's transaction coordinator refuses (seen
+    # under load: INVALID_TXN_STATE); the destination topic is mirrord's to
+    # create.
+    from confluent_kafka import KafkaException
+    for attempt in range(3):
+        t_txn = "dp-txn-%s-%d" % (RUN, attempt)
+        src.create_topic(t_txn, partitions=1)
+        try:
+            tp = producer(SRC, **{"transactional.id": "dp-tx-%s-%d" % (RUN, attempt),
+                                  "transaction.timeout.ms": 10000})
+            tp.init_transactions(30)
+            for n, commit in enumerate((True, False, True, True, False)):
+                tp.begin_transaction()
+                for k in range(20):
+                    tp.produce(t_txn, partition=0, key=b"t%d" % n,
+                               value=b"txn-%d-%d-%s" % (
+                                   n, k, b"commit" if commit else b"abort"))
+                if commit:
+                    tp.commit_transaction(30)
+                else:
+                    tp.abort_transaction(30)
+            break
+        except KafkaException as e:
+            print("note: transactional setup on %s failed (%s); again on a new "
+                  "topic" % (t_txn, e), flush=True)
+    else:
+        h.fail("test setup: the source refused the transactional producer 3 times")
     p = producer(SRC)
     for k in range(10):
         p.produce(t_txn, partition=0, value=b"plain-%d" % k)
