@@ -580,6 +580,63 @@ static void gauge(struct metrics_std *ms, enum metrics_std_id id,
 		    p->index), (double)v);
 }
 
+/*
+ * Lag in seconds: 0 when caught up; otherwise how old the newest batch we
+ * copied is (its MaxTimestamp against the wall clock), so a stalled mirror
+ * shows a growing number.  Unknown (no series) before the first batch.
+ */
+static void lag_seconds(struct metrics_std *ms, const struct ppart *p)
+{
+	double v;
+
+	if (p->live.lag == 0)
+		v = 0;
+	else if (p->live.lag > 0 && p->live.last_batch_timestamp_ms >= 0)
+		v = (double)MAX(clock_wall_ms() - p->live.last_batch_timestamp_ms,
+		    0) / 1000.0;
+	else
+		return;
+	metrics_gauge_set(metrics_std_partition(ms, MSTD_PARTITION_LAG_SECONDS,
+	    p->pm->name, p->topic, p->index), v);
+}
+
+/* Scrape time: open connections and unanswered request bytes per cluster. */
+static void cluster_gauges(struct metrics_std *ms, const struct pcluster *cl,
+    const char *mirror)
+{
+	const char *side = cl->is_source ? "source" : "destination";
+	double conns = 0, inflight = 0;
+
+	if (cl->ctl != NULL && kconn_is_ready(cl->ctl)) {
+		conns++;
+		inflight += (double)kconn_inflight_bytes(cl->ctl);
+	}
+	for (size_t i = 0; i < cl->nbrokers; i++) {
+		const struct kconn *c = cl->brokers[i]->conn;
+
+		if (c != NULL && kconn_is_ready(c)) {
+			conns++;
+			inflight += (double)kconn_inflight_bytes(c);
+		}
+	}
+	metrics_gauge_set(METRICS_SERIES(MSTD(ms, CLUSTER_CONNECTIONS), side,
+	    mirror), conns);
+	metrics_gauge_set(METRICS_SERIES(MSTD(ms, CLUSTER_INFLIGHT_BYTES), side,
+	    mirror), inflight);
+}
+
+static void collect_clusters(struct metric_family *f, void *arg)
+{
+	struct pipeline *pl = arg;
+
+	(void)f;
+	cluster_gauges(pl->ms, pl->dst, "");
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
+			cluster_gauges(pl->ms, pl->mirrors[i]->src,
+			    pl->mirrors[i]->name);
+}
+
 /* Scrape time: the per-partition series from the live numbers (nothing on
  * the copy path touches the registry). */
 static void collect_partitions(struct metric_family *f, void *arg)
@@ -599,6 +656,7 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			metrics_std_partition_state(ms, pm->name, p->topic, p->index,
 			    state_names, ARRAY_SIZE(state_names), (size_t)p->mp->state);
 			gauge(ms, MSTD_PARTITION_LAG_RECORDS, p, p->live.lag);
+			lag_seconds(ms, p);
 			gauge(ms, MSTD_PARTITION_SOURCE_HIGH_WATERMARK, p,
 			    p->live.source_high_watermark);
 			gauge(ms, MSTD_PARTITION_DESTINATION_END_OFFSET, p,
@@ -718,9 +776,12 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 		snprintf(err, errlen, "cannot create the pipeline's events");
 		goto fail;
 	}
-	if (ms != NULL)
+	if (ms != NULL) {
 		metrics_family_on_collect(MSTD(ms, PARTITION_STATE),
 		    collect_partitions, pl);
+		metrics_family_on_collect(MSTD(ms, CLUSTER_INFLIGHT_BYTES),
+		    collect_clusters, pl);
+	}
 	if (mstate_add_hook(st, on_mstate, pl) != 0) {
 		snprintf(err, errlen, "mstate has no room for another hook");
 		goto fail;
@@ -782,8 +843,11 @@ void pipeline_free(struct pipeline *pl)
 	free(pl->graveyard);
 	if (pl->dns)
 		evdns_base_free(pl->dns, 0);
-	if (pl->ms != NULL)
+	if (pl->ms != NULL) {
 		metrics_family_on_collect(MSTD(pl->ms, PARTITION_STATE), NULL, NULL);
+		metrics_family_on_collect(MSTD(pl->ms, CLUSTER_INFLIGHT_BYTES), NULL,
+		    NULL);
+	}
 	free(pl);
 }
 

@@ -130,6 +130,29 @@ for x in d.describe_json("ops"):
 h.check('mirrord_partition_state{' in body and 'state="MIRRORING"} 1' in body,
         "partition state series")
 
+
+def series(body, name):
+    """{labels-string: value} of one family."""
+    out = {}
+    for line in body.splitlines():
+        if line.startswith(name + "{"):
+            labels, val = line[len(name):].rsplit(" ", 1)
+            out[labels] = float(val)
+    return out
+
+
+lag_s = series(body, "mirrord_partition_lag_seconds")
+eq(sorted(lag_s.values()), [0.0, 0.0], "lag in seconds of caught-up partitions")
+conns = series(body, "mirrord_cluster_connections")
+h.check(conns.get('{cluster="destination",mirror=""}', 0) >= 1,
+        "open destination connections: %r" % conns)
+h.check(conns.get('{cluster="source",mirror="ops"}', 0) >= 1,
+        "open source connections of mirror ops: %r" % conns)
+h.check('mirrord_cluster_inflight_bytes{cluster="destination",mirror=""}' in body,
+        "in-flight bytes series for the destination")
+h.check(series(body, "mirrord_cluster_request_duration_seconds_count"),
+        "Fetch/Produce latency histograms")
+
 # SIGHUP with a bad file: the old config stays, every error is logged.
 good = open(d.config_path).read()
 with open(d.config_path, "w") as f:
