@@ -574,6 +574,7 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 		intake(p, fp);
 		return;
 	}
+	pl_kafka_error(x->cl, 1, fp->error);
 	p->live.retries++;
 	if (fp->error == KERR_OFFSET_OUT_OF_RANGE) {
 		log_info("%s: fetch offset %" PRId64 " out of range on the source",
@@ -797,10 +798,13 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		pbatch_free(s);
 		return;
 	}
+	pl_kafka_error(x->cl, 0, pp->error);
 	p->live.retries++;
 	if (pp->error == KERR_NOT_LEADER_OR_FOLLOWER || pp->error == KERR_LEADER_NOT_AVAILABLE ||
-	    pp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION || pp->error == 19 /* NOT_ENOUGH_REPLICAS */ ||
-	    pp->error == 74 || pp->error == 75) {
+	    pp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
+	    pp->error == KERR_NOT_ENOUGH_REPLICAS ||
+	    pp->error == KERR_FENCED_LEADER_EPOCH ||
+	    pp->error == KERR_UNKNOWN_LEADER_EPOCH) {
 		/* Not appended: send the same batch again once the leader is known. */
 		TAILQ_INSERT_HEAD(&p->q, s, link);
 		p->qbytes += s->len;
@@ -810,13 +814,18 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		pcluster_want_metadata(x->cl);
 		return;
 	}
-	if (pp->error == KERR_REQUEST_TIMED_OUT || pp->error == 20 || pp->error == 13 ||
-	    pp->error == 46 /* DUPLICATE_SEQUENCE_NUMBER */ ||
-	    pp->error == 45 /* OUT_OF_ORDER_SEQUENCE_NUMBER */ ||
-	    pp->error == 59 /* UNKNOWN_PRODUCER_ID */ || pp->error == 47 /* INVALID_PRODUCER_EPOCH */) {
+	if (pp->error == KERR_REQUEST_TIMED_OUT ||
+	    pp->error == KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND ||
+	    pp->error == KERR_NETWORK_EXCEPTION ||
+	    pp->error == KERR_DUPLICATE_SEQUENCE_NUMBER ||
+	    pp->error == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
+	    pp->error == KERR_UNKNOWN_PRODUCER_ID ||
+	    pp->error == KERR_INVALID_PRODUCER_EPOCH) {
 		char why[160];
 
-		if (pp->error == 45 || pp->error == 59 || pp->error == 47) {
+		if (pp->error == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
+		    pp->error == KERR_UNKNOWN_PRODUCER_ID ||
+		    pp->error == KERR_INVALID_PRODUCER_EPOCH) {
 			/* Our producer identity is no good any more: a new one. */
 			pcluster_reset_pid(x->cl);
 		}

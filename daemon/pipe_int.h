@@ -188,6 +188,8 @@ int pl_part_wants_run(const struct ppart *p);
 int64_t pl_backoff_ms(const struct pipeline *pl);
 
 /* pipeline.c: metrics of one finished request (kconn stats callback). */
+/* Counts a partition-level Kafka error of a Produce (0) or Fetch (1). */
+void pl_kafka_error(struct pcluster *cl, int16_t api_key, int16_t code);
 void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
     size_t request_bytes, size_t response_bytes);
 

@@ -677,6 +677,26 @@ static void collect_partitions(struct metric_family *f, void *arg)
 	}
 }
 
+/* The mirror a source cluster belongs to ("" for the destination). */
+static const char *cluster_mirror_name(const struct pcluster *cl)
+{
+	for (size_t i = 0; i < cl->pl->nmirrors; i++)
+		if (cl->pl->mirrors[i]->src == cl)
+			return cl->pl->mirrors[i]->name;
+	return "";
+}
+
+void pl_kafka_error(struct pcluster *cl, int16_t api_key, int16_t code)
+{
+	struct metrics_std *ms = cl->pl->ms;
+
+	if (ms == NULL || cl->dying || code == 0)
+		return;
+	metrics_counter_inc(METRICS_SERIES(MSTD(ms, CLUSTER_REQUEST_ERRORS),
+	    cl->is_source ? "source" : "destination", cluster_mirror_name(cl),
+	    api_key == 0 ? "Produce" : "Fetch", kerr_name(code)));
+}
+
 void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
     size_t request_bytes, size_t response_bytes)
 {
@@ -694,9 +714,7 @@ void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
 		api = "Fetch";
 	else
 		return;
-	for (size_t i = 0; i < cl->pl->nmirrors; i++)
-		if (cl->pl->mirrors[i]->src == cl)
-			mirror = cl->pl->mirrors[i]->name;
+	mirror = cluster_mirror_name(cl);
 	metrics_histogram_observe(METRICS_SERIES(MSTD(ms, CLUSTER_REQUEST_DURATION),
 	    cl->is_source ? "source" : "destination", mirror, api),
 	    (double)latency_us / 1e6);
