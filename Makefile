@@ -39,14 +39,10 @@ check: test-deps $(BUILD)/Makefile
 	@rc=0; $(SUBMAKE) check || rc=$$?; \
 	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
 
-check-kafka: test-deps $(BUILD)/Makefile
-	@$(SUBMAKE) check-kafka
-
-demo: test-deps $(BUILD)/Makefile
-	@$(SUBMAKE) demo
-
-bench: test-deps $(BUILD)/Makefile
-	@$(SUBMAKE) bench
+# `all` first: it generates the codec (BUILT_SOURCES) the programs need.
+check-kafka demo bench: test-deps $(BUILD)/Makefile
+	@$(SUBMAKE) all
+	@$(SUBMAKE) $@
 
 install uninstall: $(BUILD)/Makefile
 	@$(SUBMAKE) $@
