@@ -168,7 +168,7 @@ def main():
         finally:
             c.close()
     try:
-        h.wait_for(compacted, 90, "the log cleaner to leave holes in %s" % t_comp)
+        h.wait_for(compacted, 150, "the log cleaner to leave holes in %s" % t_comp)
         holes = True
     except AssertionError as e:
         print("note: %s; the hole re-encoding is not exercised" % e, flush=True)
