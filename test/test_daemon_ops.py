@@ -83,6 +83,23 @@ for frag in ("bad.yaml:2:", "bad.yaml:3:", "bad.yaml:5:", "node_id",
              "destination.bootstrap_servers"):
     h.check(frag in r.stderr, "--check-config names %r:\n%s" % (frag, r.stderr))
 
+# Under systemd (JOURNAL_STREAM set) lines carry syslog priority prefixes
+# for journald; in a terminal they carry a timestamp and the level.
+env = dict(os.environ, JOURNAL_STREAM="8:12345")
+r = subprocess.run([h.build_path("daemon", "mirrord"), "-c", bad],
+                   capture_output=True, text=True, timeout=30, env=env)
+eq(r.returncode, 1, "mirrord with a bad config exits 1")
+lines = r.stderr.splitlines()
+h.check(lines and all(l.startswith("<3>") for l in lines),
+        "journald priority prefixes on every error line:\n" + r.stderr)
+h.check(any("bad.yaml:5:" in l and "level" in l for l in lines),
+        "the config error reaches the journal with file:line:\n" + r.stderr)
+env.pop("JOURNAL_STREAM")
+r = subprocess.run([h.build_path("daemon", "mirrord"), "-c", bad],
+                   capture_output=True, text=True, timeout=30, env=env)
+h.check(all(" mirrord[" in l and " error: " in l for l in r.stderr.splitlines()),
+        "timestamped lines with the level in a terminal:\n" + r.stderr)
+
 # Start under a notify socket, as systemd would.
 ns = NotifySocket(os.path.join(h.test_dir(), "notify.sock"))
 os.environ["NOTIFY_SOCKET"] = ns.path
