@@ -595,6 +595,19 @@ static void results_add(struct results *rs, const char *topic, int code,
 	rs->n++;
 }
 
+/* 1 if topic already has a result (a request may name it twice, or name
+ * it and match it by pattern). */
+static int results_has(const struct results *rs, const char *topic)
+{
+	size_t n = strlen(topic);
+
+	for (int32_t i = 0; i < rs->n; i++)
+		if ((size_t)rs->v[i].name.len == n &&
+		    memcmp(rs->v[i].name.p, topic, n) == 0)
+			return 1;
+	return 0;
+}
+
 static void respond_results(struct adminsrv_req *rq, const char *mirror,
     int16_t top_code, const char *top_msg, struct results *rs)
 {
@@ -749,6 +762,7 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	const char *mirror = pd->mirror;
 	struct mirror *m = mstate_mirror_find(adm->st, mirror);
 	char msg[MSG_LEN];
+	int batched;
 
 	if (m == NULL) {
 		/* Deleted while we looked at the source. */
@@ -761,13 +775,19 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	    cluster_id[0] != '\0')
 		mstate_set_source_cluster_id(adm->st, mirror, cluster_id, msg,
 		    sizeof(msg));
+	/*
+	 * One fsync for the whole request (a pattern can add thousands of
+	 * topics).  A batch validates each operation against the model as it
+	 * was at the start, so each topic is touched once: results_has().
+	 */
+	batched = mstate_batch_begin(adm->st) == 0;
 	/* Named topics: each must exist on the source. */
 	for (int32_t i = 0; i < MAX(req->topics_n, 0); i++) {
 		char *t = arena_strdup(a, req->topics[i].name);
 		const struct srctopic *st;
 		int code;
 
-		if (t == NULL)
+		if (t == NULL || results_has(&rs, t))
 			continue;
 		code = mstate_check_topic_name(t, msg, sizeof(msg));
 		if (code != 0) {
@@ -807,6 +827,8 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 		code = mstate_add_patterns(adm->st, mirror, inc, (size_t)ni, exc,
 		    (size_t)ne, msg, sizeof(msg));
 		if (code != 0) {
+			if (batched)
+				mstate_batch_abort(adm->st);
 			respond_results(rq, mirror, (int16_t)code, msg, &rs);
 			pending_free(pd);
 			return;
@@ -824,7 +846,8 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			for (int32_t k = 0; k < ne && any; k++)
 				if (mstate_pattern_match(exc[k], t))
 					any = 0;
-			if (!any || mirror_topic_find(m, t) != NULL)
+			if (!any || mirror_topic_find(m, t) != NULL ||
+			    results_has(&rs, t))
 				continue;
 			msg[0] = '\0';
 			code = mstate_add_topic(adm->st, mirror, t,
@@ -835,6 +858,17 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			log_warnx("mirror %s: patterns saved, but the source cannot be "
 			    "read now (%s); matching topics join at the next discovery "
 			    "pass", mirror, errstr);
+	}
+	if (batched) {
+		int code = mstate_batch_commit(adm->st, msg, sizeof(msg));
+
+		/* Nothing queued was made durable: say so for each of them. */
+		for (int32_t i = 0; code != 0 && i < rs.n; i++) {
+			if (rs.v[i].error_code != 0)
+				continue;
+			rs.v[i].error_code = (int16_t)code;
+			rs.v[i].error_message = arena_kstr(a, msg);
+		}
 	}
 	log_info("AddTopicsToMirror %s from %s: %d topic result(s)", mirror,
 	    adminsrv_req_alive(rq) ? adminsrv_req_peer(rq) : "(gone)", rs.n);

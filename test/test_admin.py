@@ -153,6 +153,20 @@ for p in parts:
 r = d.cli("--add", "--mirror", "m3", "--topic", "a(b")
 eq(r.returncode, 2, "a bad regular expression is a usage error")
 
+# Many topics in one request (one fsync), a topic both named and matched
+# by a pattern counted once.
+for i in range(60):
+    mc.cmd("topic 0 bulk-%03d 1" % i)
+d.create("bulk", {"bootstrap.servers": SRC})
+r = d.cli_ok("--add", "--mirror", "bulk", "--topic", "bulk-007",
+             "--topic", "bulk-.*")
+added = r.stdout.strip().split(": [", 1)[1].rstrip("]").split(", ")
+h.check(r.stdout.startswith("Added 60 topic(s) in mirror bulk: "),
+        "60 topics added: " + r.stdout[:200])
+eq(sorted(added), ["bulk-%03d" % i for i in range(60)],
+   "each bulk topic added exactly once")
+eq(len(d.describe_json("bulk")), 60, "partitions of the bulk mirror")
+
 # ---- describe ------------------------------------------------------------
 r = d.cli_ok("--describe", "--mirror", "m1")
 lines = r.stdout.splitlines()
