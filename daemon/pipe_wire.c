@@ -1,15 +1,36 @@
 /*
- * pipe_wire.c: see pipe_wire.h.  Field order follows Apache Kafka's
- * message definitions for each version.
+ * pipe_wire.c: see pipe_wire.h.  The bytes on the wire come from the
+ * generated kp_ codec (lib/kp_gen.c); this file only builds its request
+ * structs from the pipeline's flat pw_tp arrays and walks its decoded
+ * responses partition by partition.
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "kproto.h"
 #include "pipe_wire.h"
 
-/* Writes the topic-grouped array head for tps[i..): returns how many
- * entries share tps[i]'s topic. */
+/*
+ * Arena cap for one decoded response: the generated structs take at most
+ * about 7 bytes per wire byte (a Metadata topic with an empty name is
+ * 9 bytes on the wire and about 64 in memory); records and strings point
+ * into the response and cost nothing.  The arena is freed per response.
+ */
+#define PW_ARENA_PER_BYTE 8u
+#define PW_ARENA_SLACK 4096u
+
+static struct karena *response_arena(const struct kr *r)
+{
+	size_t left = (size_t)(r->end - r->p);
+
+	if (left > (SIZE_MAX - PW_ARENA_SLACK) / PW_ARENA_PER_BYTE)
+		left = (SIZE_MAX - PW_ARENA_SLACK) / PW_ARENA_PER_BYTE;
+	return karena_new(left * PW_ARENA_PER_BYTE + PW_ARENA_SLACK);
+}
+
+/* Returns how many entries from tps[i] on share tps[i]'s topic. */
 static size_t group_len(const struct pw_tp *tps, size_t n, size_t i)
 {
 	size_t j = i + 1;
@@ -29,95 +50,116 @@ static int32_t count_groups(const struct pw_tp *tps, size_t n)
 	return g;
 }
 
+/*
+ * The topic and partition arrays of a request, allocated together: ntopics
+ * topic structs of tsize bytes, then n partition structs of psize bytes.
+ * NULL (with the writer failed) when n is too large or memory is short.
+ */
+static void *request_arrays(struct kw *w, size_t ntopics, size_t tsize,
+    size_t n, size_t psize, void **parts)
+{
+	char *m;
+
+	if (n > INT32_MAX || ntopics > SIZE_MAX / tsize / 2 ||
+	    n > SIZE_MAX / psize / 2) {
+		kw_fail(w, "too many partitions in one request");
+		return NULL;
+	}
+	m = calloc(1, ntopics * tsize + n * psize + 1);
+	if (m == NULL) {
+		kw_fail(w, "out of memory");
+		return NULL;
+	}
+	*parts = m + ntopics * tsize;
+	return m;
+}
+
 /* ---- Metadata -------------------------------------------------------- */
 
 int pw_metadata_encode(struct kw *w, int16_t version, const char *const *topics,
     size_t ntopics)
 {
+	struct kp_metadata_request m;
+	struct kp_metadata_request_topic *t = NULL;
+	int rc;
+
+	kp_metadata_request_init(&m);
 	if (topics == NULL && ntopics == 0) {
-		kw_array(w, -1);
+		m.topics_n = -1;
 	} else {
-		kw_array(w, (int32_t)ntopics);
-		for (size_t i = 0; i < ntopics; i++)
-			kw_str(w, kstr_c(topics[i]));
+		if (ntopics > INT32_MAX ||
+		    (t = calloc(ntopics + 1, sizeof(*t))) == NULL) {
+			kw_fail(w, "out of memory");
+			return -1;
+		}
+		for (size_t i = 0; i < ntopics; i++) {
+			kp_metadata_request_topic_init(&t[i]);
+			t[i].name = kstr_c(topics[i]);
+		}
+		m.topics = t;
+		m.topics_n = (int32_t)ntopics;
 	}
 	if (version >= 4)
-		kw_bool(w, 0); /* allow_auto_topic_creation: never */
-	if (version >= 8) {
-		kw_bool(w, 0);
-		kw_bool(w, 0);
-	}
-	return w->err ? -1 : 0;
-}
-
-static void skip_i32_array(struct kr *r)
-{
-	int32_t n = kr_array(r);
-
-	for (int32_t i = 0; i < n && !r->err; i++)
-		(void)kr_i32(r);
+		m.allow_auto_topic_creation = 0; /* never */
+	rc = kp_metadata_request_encode(w, version, &m);
+	free(t);
+	return rc < 0 || w->err ? -1 : 0;
 }
 
 int pw_metadata_decode(struct kr *r, int16_t version, const struct pw_md_cb *cb)
 {
-	int32_t nb, nt;
+	struct kp_metadata_response m;
+	struct karena *a = response_arena(r);
+	int rc = -1;
 
-	if (version >= 3)
-		(void)kr_i32(r); /* throttle */
-	nb = kr_array(r);
-	for (int32_t i = 0; i < nb && !r->err; i++) {
+	if (a == NULL) {
+		kr_fail(r, "out of memory");
+		return -1;
+	}
+	if (kp_metadata_response_decode(r, a, version, &m) < 0)
+		goto out;
+	for (int32_t i = 0; i < m.brokers_n; i++) {
 		struct pw_md_broker b;
 
-		b.node_id = kr_i32(r);
-		b.host = kr_str(r);
-		b.port = kr_i32(r);
-		(void)kr_str(r); /* rack */
-		if (!r->err && cb->broker)
+		b.node_id = m.brokers[i].node_id;
+		b.host = m.brokers[i].host;
+		b.port = m.brokers[i].port;
+		if (cb->broker)
 			cb->broker(cb->arg, &b);
 	}
-	if (version >= 2) {
-		struct kstr id = kr_str(r);
-
-		if (!r->err && cb->cluster_id)
-			cb->cluster_id(cb->arg, id);
-	}
-	(void)kr_i32(r); /* controller */
-	nt = kr_array(r);
-	for (int32_t t = 0; t < nt && !r->err; t++) {
+	if (version >= 2 && cb->cluster_id)
+		cb->cluster_id(cb->arg, m.cluster_id);
+	for (int32_t t = 0; t < m.topics_n; t++) {
+		const struct kp_metadata_response_topic *mt = &m.topics[t];
 		struct pw_md_part p;
-		int32_t np;
 
 		memset(&p, 0, sizeof(p));
-		p.topic_error = kr_i16(r);
-		p.topic = kr_str(r);
-		(void)kr_bool(r); /* is_internal */
-		np = kr_array(r);
-		p.npart = np < 0 ? 0 : np;
-		if (np <= 0 && !r->err) {
+		p.topic_error = mt->error_code;
+		p.topic = mt->name;
+		p.npart = mt->partitions_n < 0 ? 0 : mt->partitions_n;
+		if (mt->partitions_n <= 0) {
 			p.partition = -1;
 			p.leader = -1;
 			p.leader_epoch = -1;
 			if (cb->part)
 				cb->part(cb->arg, &p);
 		}
-		for (int32_t i = 0; i < np && !r->err; i++) {
-			p.error = kr_i16(r);
-			p.partition = kr_i32(r);
-			p.leader = kr_i32(r);
-			p.leader_epoch = version >= 7 ? kr_i32(r) : -1;
-			skip_i32_array(r); /* replicas */
-			skip_i32_array(r); /* isr */
-			if (version >= 5)
-				skip_i32_array(r); /* offline */
-			if (!r->err && cb->part)
+		for (int32_t i = 0; i < mt->partitions_n; i++) {
+			const struct kp_metadata_response_partition *mp =
+			    &mt->partitions[i];
+
+			p.error = mp->error_code;
+			p.partition = mp->partition_index;
+			p.leader = mp->leader_id;
+			p.leader_epoch = version >= 7 ? mp->leader_epoch : -1;
+			if (cb->part)
 				cb->part(cb->arg, &p);
 		}
-		if (version >= 8)
-			(void)kr_i32(r); /* topic authorized operations */
 	}
-	if (version >= 8)
-		(void)kr_i32(r); /* cluster authorized operations */
-	return r->err ? -1 : 0;
+	rc = 0;
+out:
+	karena_free(a);
+	return rc;
 }
 
 /* ---- ListOffsets ----------------------------------------------------- */
@@ -125,48 +167,73 @@ int pw_metadata_decode(struct kr *r, int16_t version, const struct pw_md_cb *cb)
 int pw_list_offsets_encode(struct kw *w, int16_t version, const struct pw_tp *tps,
     size_t n)
 {
-	kw_i32(w, -1); /* replica id: a consumer */
-	if (version >= 2)
-		kw_i8(w, 0); /* isolation: read_uncommitted (the log end) */
-	kw_array(w, count_groups(tps, n));
-	for (size_t i = 0; i < n;) {
-		size_t g = group_len(tps, n, i);
+	struct kp_list_offsets_request m;
+	struct kp_list_offsets_request_list_offsets_topic *t;
+	struct kp_list_offsets_request_list_offsets_partition *p;
+	void *pv;
+	int32_t ng = count_groups(tps, n);
+	int rc;
 
-		kw_str(w, kstr_c(tps[i].topic));
-		kw_array(w, (int32_t)g);
-		for (size_t k = i; k < i + g; k++) {
-			kw_i32(w, tps[k].partition);
-			kw_i64(w, tps[k].offset);
+	t = request_arrays(w, (size_t)ng, sizeof(*t), n, sizeof(*p), &pv);
+	if (t == NULL)
+		return -1;
+	p = pv;
+	kp_list_offsets_request_init(&m);
+	m.replica_id = -1; /* a consumer */
+	if (version >= 2)
+		m.isolation_level = 0; /* read_uncommitted: the log end */
+	m.topics = t;
+	m.topics_n = ng;
+	for (size_t i = 0, g = 0; i < n; g++) {
+		size_t len = group_len(tps, n, i);
+
+		kp_list_offsets_request_list_offsets_topic_init(&t[g]);
+		t[g].name = kstr_c(tps[i].topic);
+		t[g].partitions = &p[i];
+		t[g].partitions_n = (int32_t)len;
+		for (size_t k = i; k < i + len; k++) {
+			kp_list_offsets_request_list_offsets_partition_init(&p[k]);
+			p[k].partition_index = tps[k].partition;
+			p[k].timestamp = tps[k].offset;
 		}
-		i += g;
+		i += len;
 	}
-	return w->err ? -1 : 0;
+	rc = kp_list_offsets_request_encode(w, version, &m);
+	free(t);
+	return rc < 0 || w->err ? -1 : 0;
 }
 
 int pw_list_offsets_decode(struct kr *r, int16_t version,
     void (*cb)(void *arg, const struct pw_lo_part *p), void *arg)
 {
-	int32_t nt;
+	struct kp_list_offsets_response m;
+	struct karena *a = response_arena(r);
+	int rc = -1;
 
-	if (version >= 2)
-		(void)kr_i32(r);
-	nt = kr_array(r);
-	for (int32_t t = 0; t < nt && !r->err; t++) {
-		struct pw_lo_part p;
-		int32_t np;
+	if (a == NULL) {
+		kr_fail(r, "out of memory");
+		return -1;
+	}
+	if (kp_list_offsets_response_decode(r, a, version, &m) < 0)
+		goto out;
+	for (int32_t t = 0; t < m.topics_n; t++) {
+		const struct kp_list_offsets_response_list_offsets_topic_response *mt =
+		    &m.topics[t];
 
-		p.topic = kr_str(r);
-		np = kr_array(r);
-		for (int32_t i = 0; i < np && !r->err; i++) {
-			p.partition = kr_i32(r);
-			p.error = kr_i16(r);
-			(void)kr_i64(r); /* timestamp */
-			p.offset = kr_i64(r);
-			if (!r->err)
-				cb(arg, &p);
+		for (int32_t i = 0; i < mt->partitions_n; i++) {
+			struct pw_lo_part p;
+
+			p.topic = mt->name;
+			p.partition = mt->partitions[i].partition_index;
+			p.error = mt->partitions[i].error_code;
+			p.offset = mt->partitions[i].offset;
+			cb(arg, &p);
 		}
 	}
-	return r->err ? -1 : 0;
+	rc = 0;
+out:
+	karena_free(a);
+	return rc;
 }
 
 /* ---- Fetch ----------------------------------------------------------- */
@@ -174,97 +241,115 @@ int pw_list_offsets_decode(struct kr *r, int16_t version,
 int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *req,
     const struct pw_tp *tps, size_t n)
 {
-	kw_i32(w, -1); /* replica id */
-	kw_i32(w, req->max_wait_ms);
-	kw_i32(w, req->min_bytes);
-	kw_i32(w, req->max_bytes);
-	kw_i8(w, req->isolation);
-	if (version >= 7) {
-		kw_i32(w, 0);  /* session id: none */
-		kw_i32(w, -1); /* session epoch: full fetch, no session */
-	}
-	kw_array(w, count_groups(tps, n));
-	for (size_t i = 0; i < n;) {
-		size_t g = group_len(tps, n, i);
+	struct kp_fetch_request m;
+	struct kp_fetch_request_fetch_topic *t;
+	struct kp_fetch_request_fetch_partition *p;
+	void *pv;
+	int32_t ng = count_groups(tps, n);
+	int rc;
 
-		kw_str(w, kstr_c(tps[i].topic));
-		kw_array(w, (int32_t)g);
-		for (size_t k = i; k < i + g; k++) {
-			kw_i32(w, tps[k].partition);
-			if (version >= 9)
-				kw_i32(w, -1); /* current leader epoch: unknown */
-			kw_i64(w, tps[k].offset);
-			if (version >= 5)
-				kw_i64(w, -1); /* log start offset: not a follower */
-			kw_i32(w, tps[k].max_bytes);
+	t = request_arrays(w, (size_t)ng, sizeof(*t), n, sizeof(*p), &pv);
+	if (t == NULL)
+		return -1;
+	p = pv;
+	kp_fetch_request_init(&m); /* no session (0/-1), rack "" */
+	m.replica_id = -1;
+	m.max_wait_ms = req->max_wait_ms;
+	m.min_bytes = req->min_bytes;
+	m.max_bytes = req->max_bytes;
+	m.isolation_level = req->isolation;
+	m.topics = t;
+	m.topics_n = ng;
+	m.forgotten_topics_data_n = 0;
+	for (size_t i = 0, g = 0; i < n; g++) {
+		size_t len = group_len(tps, n, i);
+
+		kp_fetch_request_fetch_topic_init(&t[g]);
+		t[g].topic = kstr_c(tps[i].topic);
+		t[g].partitions = &p[i];
+		t[g].partitions_n = (int32_t)len;
+		for (size_t k = i; k < i + len; k++) {
+			kp_fetch_request_fetch_partition_init(&p[k]);
+			p[k].partition = tps[k].partition;
+			p[k].current_leader_epoch = -1; /* unknown */
+			p[k].fetch_offset = tps[k].offset;
+			p[k].log_start_offset = -1; /* not a follower */
+			p[k].partition_max_bytes = tps[k].max_bytes;
 		}
-		i += g;
+		i += len;
 	}
-	if (version >= 7)
-		kw_array(w, 0); /* forgotten topics */
-	if (version >= 11)
-		kw_str(w, kstr_c(""));
-	return w->err ? -1 : 0;
+	rc = kp_fetch_request_encode(w, version, &m);
+	free(t);
+	return rc < 0 || w->err ? -1 : 0;
+}
+
+static int aborted_cmp(const void *x, const void *y)
+{
+	const struct kp_fetch_response_aborted_transaction *a = x, *b = y;
+
+	if (a->first_offset != b->first_offset)
+		return a->first_offset < b->first_offset ? -1 : 1;
+	return 0;
 }
 
 int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
     void (*cb)(void *arg, const struct pw_fetch_part *p), void *arg)
 {
-	static struct pw_aborted ab[PW_MAX_ABORTED]; /* loop thread only */
-	int32_t nt;
+	struct kp_fetch_response m;
+	struct karena *a = response_arena(r);
+	int rc = -1;
 
 	*top_error = 0;
-	(void)kr_i32(r); /* throttle */
-	if (version >= 7) {
-		*top_error = kr_i16(r);
-		(void)kr_i32(r); /* session id */
+	if (a == NULL) {
+		kr_fail(r, "out of memory");
+		return -1;
 	}
-	nt = kr_array(r);
-	for (int32_t t = 0; t < nt && !r->err; t++) {
-		struct pw_fetch_part p;
-		int32_t np;
-
-		memset(&p, 0, sizeof(p));
-		p.topic = kr_str(r);
-		np = kr_array(r);
-		for (int32_t i = 0; i < np && !r->err; i++) {
-			int32_t na;
-
-			p.partition = kr_i32(r);
-			p.error = kr_i16(r);
-			p.high_watermark = kr_i64(r);
-			p.last_stable_offset = kr_i64(r);
-			p.log_start_offset = version >= 5 ? kr_i64(r) : -1;
-			na = kr_array(r);
-			if (na > PW_MAX_ABORTED) {
+	if (kp_fetch_response_decode(r, a, version, &m) < 0)
+		goto out;
+	if (version >= 7)
+		*top_error = m.error_code;
+	/* Check every partition before the first callback. */
+	for (int32_t t = 0; t < m.responses_n; t++)
+		for (int32_t i = 0; i < m.responses[t].partitions_n; i++)
+			if (m.responses[t].partitions[i].aborted_transactions_n >
+			    PW_MAX_ABORTED) {
 				kr_fail(r, "more aborted transactions than mirrord accepts in one partition");
-				break;
+				goto out;
 			}
-			p.naborted = 0;
-			for (int32_t k = 0; k < na && !r->err; k++) {
-				ab[k].producer_id = kr_i64(r);
-				ab[k].first_offset = kr_i64(r);
-				p.naborted++;
-			}
-			/* Kafka sends them in offset order; make sure. */
-			for (size_t k = 1; k < p.naborted; k++) {
-				struct pw_aborted x = ab[k];
-				size_t j = k;
+	for (int32_t t = 0; t < m.responses_n; t++) {
+		const struct kp_fetch_response_fetchable_topic_response *mt =
+		    &m.responses[t];
 
-				while (j > 0 && ab[j - 1].first_offset > x.first_offset) {
-					ab[j] = ab[j - 1];
-					j--;
-				}
-				ab[j] = x;
+		for (int32_t i = 0; i < mt->partitions_n; i++) {
+			struct kp_fetch_response_partition_data *d =
+			    &mt->partitions[i];
+			struct pw_fetch_part p;
+
+			memset(&p, 0, sizeof(p));
+			p.topic = mt->topic;
+			p.partition = d->partition_index;
+			p.error = d->error_code;
+			p.high_watermark = d->high_watermark;
+			p.last_stable_offset = d->last_stable_offset;
+			p.log_start_offset = version >= 5 ? d->log_start_offset : -1;
+			if (d->aborted_transactions_n > 0) {
+				/* Kafka sends them in offset order; make sure. */
+				qsort(d->aborted_transactions,
+				    (size_t)d->aborted_transactions_n,
+				    sizeof(*d->aborted_transactions), aborted_cmp);
+				p.aborted = d->aborted_transactions;
+				p.naborted = (size_t)d->aborted_transactions_n;
 			}
-			p.aborted = ab;
-			p.preferred_read_replica = version >= 11 ? kr_i32(r) : -1;
-			p.records = kr_bytes(r);
-			if (!r->err)
-				cb(arg, &p);
+			p.preferred_read_replica = version >= 11 ?
+			    d->preferred_read_replica : -1;
+			p.records = d->records; /* points into the response */
+			cb(arg, &p);
 		}
 	}
-	return r->err ? -1 : 0;
+	rc = 0;
+out:
+	karena_free(a);
+	return rc;
 }
 
 /* ---- Produce --------------------------------------------------------- */
@@ -272,83 +357,117 @@ int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
 int pw_produce_encode(struct kw *w, int16_t version, int16_t acks,
     int32_t timeout_ms, const struct pw_tp *tps, size_t n)
 {
-	kw_str(w, KSTR_NULL); /* transactional id */
-	kw_i16(w, acks);
-	kw_i32(w, timeout_ms);
-	kw_array(w, count_groups(tps, n));
-	for (size_t i = 0; i < n;) {
-		size_t g = group_len(tps, n, i);
+	struct kp_produce_request m;
+	struct kp_produce_request_topic_produce_data *t;
+	struct kp_produce_request_partition_produce_data *p;
+	void *pv;
+	int32_t ng = count_groups(tps, n);
+	int rc;
 
-		kw_str(w, kstr_c(tps[i].topic));
-		kw_array(w, (int32_t)g);
-		for (size_t k = i; k < i + g; k++) {
-			if (tps[k].records_len > INT32_MAX) {
-				kw_fail(w, "a batch larger than 2 GiB");
-				return -1;
-			}
-			kw_i32(w, tps[k].partition);
-			kw_bytes(w, (struct kbytes){ tps[k].records,
-			    (int32_t)tps[k].records_len });
+	for (size_t k = 0; k < n; k++)
+		if (tps[k].records_len > INT32_MAX) {
+			kw_fail(w, "a batch larger than 2 GiB");
+			return -1;
 		}
-		i += g;
+	t = request_arrays(w, (size_t)ng, sizeof(*t), n, sizeof(*p), &pv);
+	if (t == NULL)
+		return -1;
+	p = pv;
+	kp_produce_request_init(&m);
+	m.transactional_id = KSTR_NULL;
+	m.acks = acks;
+	m.timeout_ms = timeout_ms;
+	m.topic_data = t;
+	m.topic_data_n = ng;
+	for (size_t i = 0, g = 0; i < n; g++) {
+		size_t len = group_len(tps, n, i);
+
+		kp_produce_request_topic_produce_data_init(&t[g]);
+		t[g].name = kstr_c(tps[i].topic);
+		t[g].partition_data = &p[i];
+		t[g].partition_data_n = (int32_t)len;
+		for (size_t k = i; k < i + len; k++) {
+			kp_produce_request_partition_produce_data_init(&p[k]);
+			p[k].index = tps[k].partition;
+			p[k].records = (struct kbytes){ tps[k].records,
+			    (int32_t)tps[k].records_len };
+		}
+		i += len;
 	}
-	(void)version;
-	return w->err ? -1 : 0;
+	rc = kp_produce_request_encode(w, version, &m);
+	free(t);
+	return rc < 0 || w->err ? -1 : 0;
 }
 
 int pw_produce_decode(struct kr *r, int16_t version,
     void (*cb)(void *arg, const struct pw_produce_part *p), void *arg)
 {
-	int32_t nt = kr_array(r);
+	struct kp_produce_response m;
+	struct karena *a = response_arena(r);
+	int rc = -1;
 
-	for (int32_t t = 0; t < nt && !r->err; t++) {
-		struct pw_produce_part p;
-		int32_t np;
+	if (a == NULL) {
+		kr_fail(r, "out of memory");
+		return -1;
+	}
+	if (kp_produce_response_decode(r, a, version, &m) < 0)
+		goto out;
+	for (int32_t t = 0; t < m.responses_n; t++) {
+		const struct kp_produce_response_topic_produce_response *mt =
+		    &m.responses[t];
 
-		memset(&p, 0, sizeof(p));
-		p.topic = kr_str(r);
-		np = kr_array(r);
-		for (int32_t i = 0; i < np && !r->err; i++) {
-			p.partition = kr_i32(r);
-			p.error = kr_i16(r);
-			p.base_offset = kr_i64(r);
-			(void)kr_i64(r); /* log append time */
-			p.log_start_offset = version >= 5 ? kr_i64(r) : -1;
-			p.error_message = KSTR_NULL;
-			if (version >= 8) {
-				int32_t ne = kr_array(r);
+		for (int32_t i = 0; i < mt->partition_responses_n; i++) {
+			const struct kp_produce_response_partition_produce_response *d =
+			    &mt->partition_responses[i];
+			struct pw_produce_part p;
 
-				for (int32_t k = 0; k < ne && !r->err; k++) {
-					(void)kr_i32(r);
-					(void)kr_str(r);
-				}
-				p.error_message = kr_str(r);
-			}
-			if (!r->err)
-				cb(arg, &p);
+			memset(&p, 0, sizeof(p));
+			p.topic = mt->name;
+			p.partition = d->index;
+			p.error = d->error_code;
+			p.base_offset = d->base_offset;
+			p.log_start_offset = version >= 5 ? d->log_start_offset : -1;
+			p.error_message = version >= 8 ? d->error_message : KSTR_NULL;
+			cb(arg, &p);
 		}
 	}
-	(void)kr_i32(r); /* throttle */
-	return r->err ? -1 : 0;
+	rc = 0;
+out:
+	karena_free(a);
+	return rc;
 }
 
 /* ---- InitProducerId -------------------------------------------------- */
 
 int pw_init_pid_encode(struct kw *w, int16_t version)
 {
-	kw_str(w, KSTR_NULL); /* no transactional id: idempotent only */
-	kw_i32(w, 60000);
-	(void)version;
-	return w->err ? -1 : 0;
+	struct kp_init_producer_id_request m;
+
+	kp_init_producer_id_request_init(&m);
+	m.transactional_id = KSTR_NULL; /* idempotent only */
+	m.transaction_timeout_ms = 60000;
+	return kp_init_producer_id_request_encode(w, version, &m) < 0 ||
+	    w->err ? -1 : 0;
 }
 
 int pw_init_pid_decode(struct kr *r, int16_t version, int16_t *error,
     int64_t *producer_id, int16_t *producer_epoch)
 {
-	(void)kr_i32(r);
-	*error = kr_i16(r);
-	*producer_id = kr_i64(r);
-	*producer_epoch = kr_i16(r);
-	(void)version;
-	return r->err ? -1 : 0;
+	struct kp_init_producer_id_response m;
+	struct karena *a = response_arena(r);
+	int rc = -1;
+
+	if (a == NULL) {
+		kr_fail(r, "out of memory");
+		return -1;
+	}
+	if (kp_init_producer_id_response_decode(r, a, version, &m) < 0)
+		goto out;
+	*error = m.error_code;
+	*producer_id = m.producer_id;
+	*producer_epoch = m.producer_epoch;
+	rc = 0;
+out:
+	karena_free(a);
+	return rc;
 }

@@ -1,20 +1,23 @@
 /*
- * pipe_wire.h: the data plane's own encoders and decoders for the five
- * standard Kafka APIs it speaks to source and destination brokers:
- * Metadata v1-v8, ListOffsets v1-v3, Fetch v4-v11, Produce v3-v8 and
- * InitProducerId v0-v1.  All of them are non-flexible versions that Kafka
- * 4.x still serves and that the librdkafka 2.0.2 mock implements correctly
- * (the mock's ListOffsets v4/v5 and Produce v5 answers are malformed, so the
- * version pickers here never choose those).
+ * pipe_wire.h: the data plane's view of the five standard Kafka APIs it
+ * speaks to source and destination brokers: Metadata v1-v8, ListOffsets
+ * v1-v3, Fetch v4-v11, Produce v3-v8 and InitProducerId v0-v1.  The bytes
+ * are the generated kp_ codec's (lib/kp_gen.h); this module adds what the
+ * pipeline needs on top of it:
  *
- * Why not the generated kp_ messages: the data plane needs streaming
- * decoders that hand out each partition's records without materialising
- * the whole response, and it needed them before the generator covered
- * these APIs.  Everything reads through struct kr (bounded, sticky error),
- * so the hostile-input rules are the codec's.
- *
- * Encoders take plain arrays; decoders call back once per partition with a
- * struct that points into the response body (valid during the callback).
+ *   - the version ranges it asks kconn_pick_version() for.  All are
+ *     non-flexible versions that Kafka 4.x still serves and that the
+ *     librdkafka 2.0.2 mock answers correctly: its ListOffsets v4/v5 and
+ *     Produce v5 answers are malformed, so the ranges stop at ListOffsets v3
+ *     and the Produce picker in pipe_copy.c skips v5;
+ *   - encoders that take the pipeline's flat pw_tp arrays (grouped by
+ *     topic here) and fill in the fixed request fields (consumer replica
+ *     id, no fetch session, no auto-creation, no transactional id);
+ *   - decoders that call back once per partition with a struct that points
+ *     into the response body (valid during the callback).  Each decodes the
+ *     whole response into an arena sized from the body and freed before it
+ *     returns; Fetch records stay a kbytes into the response (no copy).
+ *     Callbacks run only for a response that decoded completely.
  */
 #ifndef MIRRORD_PIPE_WIRE_H
 #define MIRRORD_PIPE_WIRE_H
@@ -23,6 +26,7 @@
 #include <stdint.h>
 
 #include "kbuf.h"
+#include "kproto.h"
 
 #define PW_API_PRODUCE 0
 #define PW_API_FETCH 1
@@ -104,10 +108,6 @@ struct pw_fetch_req {
 	int32_t max_bytes;
 	int8_t isolation;          /* 1 = read_committed */
 };
-struct pw_aborted {
-	int64_t producer_id;
-	int64_t first_offset;
-};
 #define PW_MAX_ABORTED 4096
 struct pw_fetch_part {
 	struct kstr topic;
@@ -116,7 +116,8 @@ struct pw_fetch_part {
 	int64_t high_watermark;
 	int64_t last_stable_offset;
 	int64_t log_start_offset;  /* -1 before v5 */
-	const struct pw_aborted *aborted; /* sorted by first_offset */
+	/* sorted by first_offset */
+	const struct kp_fetch_response_aborted_transaction *aborted;
 	size_t naborted;
 	int32_t preferred_read_replica;
 	struct kbytes records;

@@ -1,6 +1,7 @@
 /*
  * Unit tests for daemon/pipe_wire: the data plane's Fetch, Produce,
- * ListOffsets, Metadata and InitProducerId codecs.  Requests are compared
+ * ListOffsets, Metadata and InitProducerId requests and per-partition
+ * response walks over the generated kp_ codec.  Requests are compared
  * with bytes written out by hand from the Kafka protocol guide; responses
  * are laid out field by field here (in the guide's order, independently of
  * the decoder) and decoded, then cut at every length to prove that a
@@ -142,7 +143,7 @@ END_TEST
 struct seen {
 	int n;
 	struct pw_fetch_part p[4];
-	struct pw_aborted ab[4][4];
+	struct kp_fetch_response_aborted_transaction ab[4][4];
 	uint8_t rec[4][16];
 };
 
@@ -218,6 +219,8 @@ START_TEST(test_fetch_response_v11)
 	ck_assert_int_eq(s.ab[0][1].producer_id, 7000);
 	ck_assert_int_eq(s.p[0].records.len, 3);
 	ck_assert_mem_eq(s.rec[0], "abc", 3);
+	/* zero copy: the records are a view into the response buffer */
+	ck_assert(s.p[0].records.p > w.buf && s.p[0].records.p < w.buf + w.len);
 	ck_assert_int_eq(s.p[1].partition, 5);
 	ck_assert_int_eq(s.p[1].error, 1);
 	ck_assert_uint_eq(s.p[1].naborted, 0);
@@ -245,6 +248,7 @@ START_TEST(test_fetch_response_truncated_everywhere)
 		ck_assert_msg(pw_fetch_decode(&r, 11, &top, on_fetch, &s) == -1,
 		    "a Fetch response cut at %zu of %zu bytes decoded", cut, w.len);
 		ck_assert_int_ne(r.err, 0);
+		ck_assert_int_eq(s.n, 0); /* no partition of a bad answer */
 		free(copy);
 	}
 	kw_fini(&w);
@@ -421,6 +425,160 @@ START_TEST(test_metadata_v8_response)
 }
 END_TEST
 
+START_TEST(test_metadata_request_versions)
+{
+	static const char *const topics[] = { "ab" };
+	struct kw w;
+
+	kw_init(&w, 256);
+	/* v1: null array asks for every topic */
+	ck_assert_int_eq(pw_metadata_encode(&w, 1, NULL, 0), 0);
+	ck_assert_uint_eq(w.len, 4);
+	ck_assert_mem_eq(w.buf, "\xff\xff\xff\xff", 4);
+	kw_reset(&w);
+	/* v4: never auto-create a topic by asking for it */
+	ck_assert_int_eq(pw_metadata_encode(&w, 4, topics, 1), 0);
+	ck_assert_uint_eq(w.len, 9);
+	ck_assert_mem_eq(w.buf, "\x00\x00\x00\x01\x00\x02" "ab" "\x00", 9);
+	kw_reset(&w);
+	/* v8: no authorized operations either */
+	ck_assert_int_eq(pw_metadata_encode(&w, 8, topics, 1), 0);
+	ck_assert_uint_eq(w.len, 11);
+	ck_assert_mem_eq(w.buf, "\x00\x00\x00\x01\x00\x02" "ab" "\x00\x00\x00", 11);
+	kw_fini(&w);
+}
+END_TEST
+
+START_TEST(test_metadata_v1_topic_without_partitions)
+{
+	struct kw w;
+	struct kr r;
+	struct mseen s;
+	struct pw_md_cb cb = { md_b, md_c, md_p, &s };
+
+	memset(&s, 0, sizeof(s));
+	kw_init(&w, 4096);
+	kw_array(&w, 0);                  /* brokers */
+	kw_i32(&w, -1);                   /* controller (v1+) */
+	kw_array(&w, 1);
+	kw_i16(&w, 3); kw_str(&w, kstr_c("gone")); kw_bool(&w, 0);
+	kw_array(&w, 0);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_metadata_decode(&r, 1, &cb), 0);
+	/* one topic-level entry so the caller sees the topic error */
+	ck_assert_int_eq(s.parts, 1);
+	ck_assert_str_eq(s.cluster, "");  /* no cluster id before v2 */
+	ck_assert_uint_eq(kr_left(&r), 0);
+	kw_fini(&w);
+}
+END_TEST
+
+struct loseen {
+	int n;
+	struct pw_lo_part p;
+};
+
+static void on_lo(void *arg, const struct pw_lo_part *p)
+{
+	struct loseen *s = arg;
+
+	s->p = *p;
+	s->n++;
+}
+
+START_TEST(test_list_offsets_response_v1_v3)
+{
+	for (int16_t v = 1; v <= 3; v += 2) {
+		struct kw w;
+		struct kr r;
+		struct loseen s;
+
+		memset(&s, 0, sizeof(s));
+		kw_init(&w, 256);
+		if (v >= 2)
+			kw_i32(&w, 0);    /* throttle */
+		kw_array(&w, 1);
+		kw_str(&w, kstr_c("x"));
+		kw_array(&w, 1);
+		kw_i32(&w, 4);
+		kw_i16(&w, 0);
+		kw_i64(&w, -1);           /* timestamp */
+		kw_i64(&w, 1234);         /* offset */
+		kr_init(&r, w.buf, w.len);
+		ck_assert_int_eq(pw_list_offsets_decode(&r, v, on_lo, &s), 0);
+		ck_assert_int_eq(s.n, 1);
+		ck_assert(kstr_eq(s.p.topic, "x"));
+		ck_assert_int_eq(s.p.partition, 4);
+		ck_assert_int_eq(s.p.error, 0);
+		ck_assert_int_eq(s.p.offset, 1234);
+		ck_assert_uint_eq(kr_left(&r), 0);
+		kw_fini(&w);
+	}
+}
+END_TEST
+
+START_TEST(test_produce_response_v3_v7)
+{
+	for (int16_t v = 3; v <= 7; v += 4) {
+		struct kw w;
+		struct kr r;
+		struct pseen s;
+
+		memset(&s, 0, sizeof(s));
+		kw_init(&w, 256);
+		kw_array(&w, 1);
+		kw_str(&w, kstr_c("t"));
+		kw_array(&w, 1);
+		kw_i32(&w, 0);
+		kw_i16(&w, 0);
+		kw_i64(&w, 77);           /* base offset */
+		kw_i64(&w, 1234);         /* log append time (the mock's constant) */
+		if (v >= 5)
+			kw_i64(&w, 5);    /* log start */
+		kw_i32(&w, 0);            /* throttle */
+		kr_init(&r, w.buf, w.len);
+		ck_assert_int_eq(pw_produce_decode(&r, v, on_produce, &s), 0);
+		ck_assert_int_eq(s.n, 1);
+		ck_assert_int_eq(s.p[0].base_offset, 77);
+		ck_assert_int_eq(s.p[0].log_start_offset, v >= 5 ? 5 : -1);
+		ck_assert_int_eq(s.p[0].error_message.len, -1);
+		ck_assert_uint_eq(kr_left(&r), 0);
+		kw_fini(&w);
+	}
+}
+END_TEST
+
+START_TEST(test_init_pid)
+{
+	static const uint8_t req[] = {
+		0xff, 0xff,                         /* transactional id: null */
+		0x00, 0x00, 0xea, 0x60,             /* timeout 60000 */
+	};
+	struct kw w;
+	struct kr r;
+	int16_t err = -1, epoch = -1;
+	int64_t pid = -1;
+
+	kw_init(&w, 256);
+	ck_assert_int_eq(pw_init_pid_encode(&w, 1), 0);
+	ck_assert_uint_eq(w.len, sizeof(req));
+	ck_assert_mem_eq(w.buf, req, sizeof(req));
+	kw_reset(&w);
+	kw_i32(&w, 0);
+	kw_i16(&w, 0);
+	kw_i64(&w, 4000);
+	kw_i16(&w, 3);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_init_pid_decode(&r, 1, &err, &pid, &epoch), 0);
+	ck_assert_int_eq(err, 0);
+	ck_assert_int_eq(pid, 4000);
+	ck_assert_int_eq(epoch, 3);
+	kr_init(&r, w.buf, w.len - 1);
+	ck_assert_int_eq(pw_init_pid_decode(&r, 1, &err, &pid, &epoch), -1);
+	kw_fini(&w);
+}
+END_TEST
+
 static Suite *pipe_wire_suite(void)
 {
 	Suite *s = suite_create("pipe_wire");
@@ -435,6 +593,11 @@ static Suite *pipe_wire_suite(void)
 	tcase_add_test(tc, test_fetch_response_aborted_cap);
 	tcase_add_test(tc, test_produce_response_v8);
 	tcase_add_test(tc, test_metadata_v8_response);
+	tcase_add_test(tc, test_metadata_request_versions);
+	tcase_add_test(tc, test_metadata_v1_topic_without_partitions);
+	tcase_add_test(tc, test_list_offsets_response_v1_v3);
+	tcase_add_test(tc, test_produce_response_v3_v7);
+	tcase_add_test(tc, test_init_pid);
 	suite_add_tcase(s, tc);
 	return s;
 }
