@@ -441,7 +441,7 @@ static void md_response(struct kconn *c, int err, const char *errstr,
 		pl_kick(cl->pl);
 		return;
 	}
-	version = (int16_t)kconn_pick_version(c, PW_API_METADATA, PW_METADATA_MIN,
+	version = (int16_t)kconn_pick_version(c, KP_API_METADATA, PW_METADATA_MIN,
 	    PW_METADATA_MAX);
 	if (pw_metadata_decode(body, version, &cb) < 0 || x.oom) {
 		log_warnx("%s: %s: Metadata v%d response does not parse at byte %zu: %s",
@@ -531,7 +531,7 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
 {
 	struct md_topics t = { NULL, 0 };
 	char err[256];
-	int v = kconn_pick_version(c, PW_API_METADATA, PW_METADATA_MIN, PW_METADATA_MAX);
+	int v = kconn_pick_version(c, KP_API_METADATA, PW_METADATA_MIN, PW_METADATA_MAX);
 
 	if (v < 0) {
 		log_warnx("%s: %s supports no Metadata version in %d..%d", cl->label,
@@ -560,7 +560,7 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
 		/* No topics yet: an empty list still names the brokers and the
 		 * cluster (readiness, the producer identity). */
 	}
-	if (kconn_send(c, PW_API_METADATA, (int16_t)v, md_encode, &t, 0, 0,
+	if (kconn_send(c, KP_API_METADATA, (int16_t)v, md_encode, &t, 0, 0,
 	    md_response, cl, err, sizeof(err)) == 0) {
 		cl->md_inflight = 1;
 		cl->md_wanted = 0;
@@ -674,16 +674,17 @@ static int adopt_saved_pid(struct pcluster *cl)
 
 static int pid_encode(struct kw *w, int16_t version, const void *msg)
 {
-	(void)msg;
-	return pw_init_pid_encode(w, version);
+	return kp_init_producer_id_request_encode(w, version, msg);
 }
 
 static void pid_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
 	struct pcluster *cl = arg;
-	int16_t e = 0, epoch = -1;
-	int64_t pid = -1;
+	struct kp_init_producer_id_response m;
+	struct karena *a;
+	int16_t version;
+	int rc;
 
 	if (cl->dying)
 		return;
@@ -693,28 +694,38 @@ static void pid_response(struct kconn *c, int err, const char *errstr,
 		log_info("%s: InitProducerId failed: %s", cl->label, errstr);
 		return;
 	}
-	if (pw_init_pid_decode(body, 0, &e, &pid, &epoch) < 0) {
+	version = (int16_t)kconn_pick_version(c, KP_API_INIT_PRODUCER_ID,
+	    PW_INIT_PID_MIN, PW_INIT_PID_MAX);
+	/* The body has no arrays: the arena is never used. */
+	if ((a = karena_new(256)) == NULL) {
+		log_warnx("%s: InitProducerId: out of memory", cl->label);
+		return;
+	}
+	rc = kp_init_producer_id_response_decode(body, a, version, &m);
+	karena_free(a);
+	if (rc < 0) {
 		log_warnx("%s: %s: InitProducerId response does not parse: %s",
 		    cl->label, kconn_name(c), body->why);
 		return;
 	}
-	if (e != 0) {
-		log_warnx("%s: InitProducerId: %s", cl->label, kerr_name(e));
+	if (m.error_code != 0) {
+		log_warnx("%s: InitProducerId: %s", cl->label, kerr_name(m.error_code));
 		return;
 	}
-	cl->pid = pid;
-	cl->pepoch = epoch;
+	cl->pid = m.producer_id;
+	cl->pepoch = m.producer_epoch;
 	cl->pid_state = 2;
 	log_info("%s: producing as idempotent producer id %" PRId64 " epoch %d",
-	    cl->label, pid, epoch);
+	    cl->label, cl->pid, cl->pepoch);
 	save_pid(cl);
 	pl_kick(cl->pl);
 }
 
 static void ask_pid(struct pcluster *cl, struct kconn *c)
 {
+	struct kp_init_producer_id_request req;
 	char err[256];
-	int v = kconn_pick_version(c, PW_API_INIT_PRODUCER_ID, PW_INIT_PID_MIN,
+	int v = kconn_pick_version(c, KP_API_INIT_PRODUCER_ID, PW_INIT_PID_MIN,
 	    PW_INIT_PID_MAX);
 
 	if (v < 0) {
@@ -726,7 +737,10 @@ static void ask_pid(struct pcluster *cl, struct kconn *c)
 		pl_kick(cl->pl);
 		return;
 	}
-	if (kconn_send(c, PW_API_INIT_PRODUCER_ID, (int16_t)v, pid_encode, NULL, 0, 0,
+	kp_init_producer_id_request_init(&req);
+	req.transactional_id = KSTR_NULL; /* idempotent only */
+	req.transaction_timeout_ms = 60000;
+	if (kconn_send(c, KP_API_INIT_PRODUCER_ID, (int16_t)v, pid_encode, &req, 0, 0,
 	    pid_response, cl, err, sizeof(err)) == 0)
 		cl->pid_state = 1;
 }

@@ -307,7 +307,7 @@ static void send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
 
 	if (c == NULL)
 		return;
-	v = kconn_pick_version(c, PW_API_LIST_OFFSETS, PW_LIST_OFFSETS_MIN,
+	v = kconn_pick_version(c, KP_API_LIST_OFFSETS, PW_LIST_OFFSETS_MIN,
 	    PW_LIST_OFFSETS_MAX);
 	if (v < 0) {
 		pl_part_fail(p, "%s broker %s supports no ListOffsets version in %d..%d",
@@ -323,7 +323,7 @@ static void send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
 	o.tp.topic = p->topic;
 	o.tp.partition = p->index;
 	o.tp.offset = ts;
-	if (kconn_send(c, PW_API_LIST_OFFSETS, (int16_t)v, lo_encode, &o, 0, 0, cb,
+	if (kconn_send(c, KP_API_LIST_OFFSETS, (int16_t)v, lo_encode, &o, 0, 0, cb,
 	    x, err, sizeof(err)) != 0) {
 		log_debug("%s: ListOffsets: %s", pname(p, name, sizeof(name)), err);
 		ctx_free(x);
@@ -673,7 +673,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 			free(x);
 			continue;
 		}
-		v = kconn_pick_version(c, PW_API_FETCH, PW_FETCH_MIN, PW_FETCH_MAX);
+		v = kconn_pick_version(c, KP_API_FETCH, PW_FETCH_MIN, PW_FETCH_MAX);
 		if (v < 0) {
 			log_warnx("%s: %s supports no Fetch version in %d..%d", cl->label,
 			    kconn_name(c), PW_FETCH_MIN, PW_FETCH_MAX);
@@ -702,7 +702,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 		f.req.min_bytes = (int32_t)MIN(mc->fetch_min_bytes, INT32_MAX);
 		f.req.max_bytes = (int32_t)MIN(mc->fetch_response_max_bytes, INT32_MAX);
 		f.req.isolation = 1;
-		if (kconn_send(c, PW_API_FETCH, (int16_t)v, fetch_encode, &f, 0,
+		if (kconn_send(c, KP_API_FETCH, (int16_t)v, fetch_encode, &f, 0,
 		    (int)MIN(mc->fetch_wait_max_ms + pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
 		    fetch_response, x, err, sizeof(err)) != 0) {
 			log_debug("%s: Fetch: %s", cl->label, err);
@@ -971,9 +971,9 @@ void pcopy_produce_round(struct pipeline *pl)
 					c = pbroker_conn(b);
 					if (c == NULL)
 						goto next_broker;
-					v = kconn_pick_version(c, PW_API_PRODUCE, 6, PW_PRODUCE_MAX);
+					v = kconn_pick_version(c, KP_API_PRODUCE, 6, PW_PRODUCE_MAX);
 					if (v < 0)
-						v = kconn_pick_version(c, PW_API_PRODUCE, PW_PRODUCE_MIN, 4);
+						v = kconn_pick_version(c, KP_API_PRODUCE, PW_PRODUCE_MIN, 4);
 					if (v < 0) {
 						log_warnx("%s: %s supports no usable Produce version",
 						    dst->label, kconn_name(c));
@@ -1020,7 +1020,7 @@ void pcopy_produce_round(struct pipeline *pl)
 		}
 		x->version = (int16_t)v;
 		r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
-		if (kconn_send(c, PW_API_PRODUCE, (int16_t)v, produce_encode, &r, 0,
+		if (kconn_send(c, KP_API_PRODUCE, (int16_t)v, produce_encode, &r, 0,
 		    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
 		    produce_response, x, err, sizeof(err)) != 0) {
 			/* Not sent: put the batches back. */

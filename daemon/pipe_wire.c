@@ -436,38 +436,3 @@ out:
 	karena_free(a);
 	return rc;
 }
-
-/* ---- InitProducerId -------------------------------------------------- */
-
-int pw_init_pid_encode(struct kw *w, int16_t version)
-{
-	struct kp_init_producer_id_request m;
-
-	kp_init_producer_id_request_init(&m);
-	m.transactional_id = KSTR_NULL; /* idempotent only */
-	m.transaction_timeout_ms = 60000;
-	return kp_init_producer_id_request_encode(w, version, &m) < 0 ||
-	    w->err ? -1 : 0;
-}
-
-int pw_init_pid_decode(struct kr *r, int16_t version, int16_t *error,
-    int64_t *producer_id, int16_t *producer_epoch)
-{
-	struct kp_init_producer_id_response m;
-	struct karena *a = response_arena(r);
-	int rc = -1;
-
-	if (a == NULL) {
-		kr_fail(r, "out of memory");
-		return -1;
-	}
-	if (kp_init_producer_id_response_decode(r, a, version, &m) < 0)
-		goto out;
-	*error = m.error_code;
-	*producer_id = m.producer_id;
-	*producer_epoch = m.producer_epoch;
-	rc = 0;
-out:
-	karena_free(a);
-	return rc;
-}

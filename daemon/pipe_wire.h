@@ -1,9 +1,10 @@
 /*
- * pipe_wire.h: the data plane's view of the five standard Kafka APIs it
- * speaks to source and destination brokers: Metadata v1-v8, ListOffsets
- * v1-v3, Fetch v4-v11, Produce v3-v8 and InitProducerId v0-v1.  The bytes
- * are the generated kp_ codec's (lib/kp_gen.h); this module adds what the
- * pipeline needs on top of it:
+ * pipe_wire.h: the data plane's view of the standard Kafka APIs it speaks
+ * to source and destination brokers: Metadata v1-v8, ListOffsets v1-v3,
+ * Fetch v4-v11, Produce v3-v8 (and InitProducerId v0-v1, whose generated
+ * structs pipe_cluster.c uses directly).  The bytes are the generated kp_
+ * codec's (lib/kp_gen.h); this module adds what the pipeline needs on top
+ * of it:
  *
  *   - the version ranges it asks kconn_pick_version() for.  All are
  *     non-flexible versions that Kafka 4.x still serves and that the
@@ -28,13 +29,8 @@
 #include "kbuf.h"
 #include "kproto.h"
 
-#define PW_API_PRODUCE 0
-#define PW_API_FETCH 1
-#define PW_API_LIST_OFFSETS 2
-#define PW_API_METADATA 3
-#define PW_API_INIT_PRODUCER_ID 22
-
-/* Our ranges; the broker's ApiVersions narrows them (kconn_pick_version). */
+/* Our ranges; the broker's ApiVersions narrows them (kconn_pick_version).
+ * InitProducerId has no wrapper: pipe_cluster.c uses the kp_ structs. */
 #define PW_PRODUCE_MIN 3
 #define PW_PRODUCE_MAX 8
 #define PW_FETCH_MIN 4
@@ -142,11 +138,5 @@ int pw_produce_encode(struct kw *w, int16_t version, int16_t acks,
     int32_t timeout_ms, const struct pw_tp *tps, size_t n);
 int pw_produce_decode(struct kr *r, int16_t version,
     void (*cb)(void *arg, const struct pw_produce_part *p), void *arg);
-
-/* ---- InitProducerId -------------------------------------------------- */
-
-int pw_init_pid_encode(struct kw *w, int16_t version);
-int pw_init_pid_decode(struct kr *r, int16_t version, int16_t *error,
-    int64_t *producer_id, int16_t *producer_epoch);
 
 #endif
