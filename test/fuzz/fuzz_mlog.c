@@ -184,85 +184,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 
-#ifndef MIRRORD_LIBFUZZER
-/* ---- the replay program ------------------------------------------------ */
+/* The replay program's corpus: test/fuzz/corpus/mlog (see replay.c). */
+const char fuzz_corpus[] = "mlog";
 
-static int run_file(const char *path)
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	FILE *fp = fopen(path, "rb");
-	uint8_t *buf;
-	long n;
-
-	if (fp == NULL) {
-		fprintf(stderr, "fuzz_mlog: %s: cannot open\n", path);
-		return -1;
-	}
-	fseek(fp, 0, SEEK_END);
-	n = ftell(fp);
-	fseek(fp, 0, SEEK_SET);
-	buf = malloc(n > 0 ? (size_t)n : 1);
-	if (buf == NULL || (n > 0 && fread(buf, 1, (size_t)n, fp) !=
-	    (size_t)n)) {
-		fprintf(stderr, "fuzz_mlog: %s: cannot read\n", path);
-		free(buf);
-		fclose(fp);
-		return -1;
-	}
-	fclose(fp);
-	LLVMFuzzerTestOneInput(buf, (size_t)n);
-	free(buf);
+	(void)argc;
+	(void)argv;
+	log_init("fuzz_mlog", LOG_LVL_ERROR, 0);
 	return 0;
 }
-
-static int run_path(const char *path, int *count)
-{
-	struct stat sb;
-	DIR *d;
-	struct dirent *de;
-	int rc = 0;
-
-	if (stat(path, &sb) != 0) {
-		fprintf(stderr, "fuzz_mlog: %s: not found\n", path);
-		return -1;
-	}
-	if (!S_ISDIR(sb.st_mode)) {
-		(*count)++;
-		return run_file(path);
-	}
-	d = opendir(path);
-	if (d == NULL)
-		return -1;
-	while ((de = readdir(d)) != NULL) {
-		char sub[4096];
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-		rc |= run_path(sub, count);
-	}
-	closedir(d);
-	return rc;
-}
-
-int main(int argc, char **argv)
-{
-	char def[4096];
-	const char *top = getenv("top_srcdir");
-	int count = 0, rc = 0;
-
-	log_init("fuzz_mlog", LOG_LVL_ERROR, 0);
-	if (argc > 1) {
-		for (int i = 1; i < argc; i++)
-			rc |= run_path(argv[i], &count);
-	} else {
-		snprintf(def, sizeof(def), "%s/test/fuzz/corpus/mlog",
-		    top != NULL ? top : ".");
-		rc = run_path(def, &count);
-	}
-	printf("fuzz_mlog: replayed %d inputs\n", count);
-	if (count == 0) {
-		fprintf(stderr, "fuzz_mlog: no corpus found\n");
-		return 1;
-	}
-	return rc == 0 ? 0 : 1;
-}
-#endif
