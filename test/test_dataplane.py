@@ -314,9 +314,14 @@ def main():
         "up 0 2",                     # and comes back on the same port
     ]
     for k in range(len(injections)):
-        base = sum(ends(DST, "live", LIVE))
-        h.wait_for(lambda: sum(ends(DST, "live", LIVE)) > base, 60,
-                   "the destination to grow before kill %d" % (k + 1))
+        # While a source leader is down (the mock never moves leadership)
+        # the test's own producer is stuck on its partitions, so growth is
+        # not waited for between "down" and "up".
+        after_down = k > 0 and injections[k - 1].startswith("down")
+        if not after_down:
+            base = sum(ends(DST, "live", LIVE))
+            h.wait_for(lambda: sum(ends(DST, "live", LIVE)) > base, 60,
+                       "the destination to grow before kill %d" % (k + 1))
         mc.cmd(injections[k])
         if k % 2 == 0:
             d.kill9()
