@@ -767,6 +767,20 @@ static int snappy_compress_records(const uint8_t *in, size_t inlen, int xerial,
 	return 0;
 }
 
+/* "No compression": the records as they are, within the output cap. */
+static int obuf_copy(struct obuf *o, const uint8_t *in, size_t inlen,
+    char *err, size_t errlen)
+{
+	if (obuf_reserve(o, inlen == 0 ? 1 : inlen) < 0)
+		return fail(err, errlen, "records of %zu bytes exceed %zu", inlen,
+		    o->max);
+	if (inlen > 0) {
+		memcpy(o->p, in, inlen);
+		o->len = inlen;
+	}
+	return 0;
+}
+
 int batch_decompress(int codec, const uint8_t *in, size_t inlen,
     size_t max_bytes, uint8_t **outp, size_t *outlen, char *err, size_t errlen)
 {
@@ -777,13 +791,7 @@ int batch_decompress(int codec, const uint8_t *in, size_t inlen,
 	*outlen = 0;
 	switch (codec) {
 	case BATCH_CODEC_NONE:
-		rc = obuf_reserve(&o, inlen == 0 ? 1 : inlen);
-		if (rc < 0)
-			fail(err, errlen, "records of %zu bytes exceed %zu", inlen, max_bytes);
-		else if (inlen > 0) {
-			memcpy(o.p, in, inlen);
-			o.len = inlen;
-		}
+		rc = obuf_copy(&o, in, inlen, err, errlen);
 		break;
 	case BATCH_CODEC_GZIP:
 		rc = gzip_inflate(in, inlen, &o, err, errlen);
@@ -821,13 +829,7 @@ int batch_compress(int codec, int snappy_xerial, const uint8_t *in,
 	*outlen = 0;
 	switch (codec) {
 	case BATCH_CODEC_NONE:
-		rc = obuf_reserve(&o, inlen == 0 ? 1 : inlen);
-		if (rc < 0)
-			fail(err, errlen, "records of %zu bytes exceed %zu", inlen, max_bytes);
-		else if (inlen > 0) {
-			memcpy(o.p, in, inlen);
-			o.len = inlen;
-		}
+		rc = obuf_copy(&o, in, inlen, err, errlen);
 		break;
 	case BATCH_CODEC_GZIP:
 		rc = gzip_deflate(in, inlen, &o, err, errlen);
