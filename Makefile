@@ -23,8 +23,14 @@ endif
 
 BUILD_DEPS = gcc make autoconf automake pkg-config librdkafka-dev libevent-dev \
 	libyaml-dev check libssl-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
-TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang \
+TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang libclang-rt-14-dev \
 	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps
+# --enable-fuzzers links libFuzzer and the sanitizer runtimes: clang alone
+# does not bring them (Debian 12 ships them in libclang-rt-14-dev).
+FUZZ_DEPS = clang libclang-rt-14-dev
+ifneq (,$(findstring --enable-fuzzers,$(CONFIGURE_FLAGS)))
+BUILD_DEPS += $(FUZZ_DEPS)
+endif
 APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
