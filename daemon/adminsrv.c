@@ -50,6 +50,7 @@ struct adminsrv_conn {
 	struct adminsrv *srv;
 	struct bufferevent *bev;
 	char peer[INET6_ADDRSTRLEN + 8];
+	char principal[512];      /* "User:..." once authenticated */
 	struct adminsrv_req *cur; /* the request being handled, if any */
 	int dead;                 /* peer gone; free when cur is answered */
 	struct event *free_ev;    /* frees the struct outside any callback */
@@ -296,6 +297,7 @@ static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
 		fatal("admin: out of memory");
 	c->srv = srv;
 	snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
+	snprintf(c->principal, sizeof(c->principal), "User:ANONYMOUS");
 	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->free_ev = evtimer_new(srv->base, conn_free_cb, c);
 	if (c->bev == NULL || c->free_ev == NULL) {
@@ -439,6 +441,11 @@ struct kr *adminsrv_req_body(struct adminsrv_req *rq)
 struct karena *adminsrv_req_arena(struct adminsrv_req *rq)
 {
 	return rq->arena;
+}
+
+const char *adminsrv_req_principal(const struct adminsrv_req *rq)
+{
+	return rq->conn->principal;
 }
 
 const char *adminsrv_req_peer(const struct adminsrv_req *rq)

@@ -82,6 +82,13 @@ int16_t adminsrv_req_api_version(const struct adminsrv_req *rq);
 struct kr *adminsrv_req_body(struct adminsrv_req *rq);
 struct karena *adminsrv_req_arena(struct adminsrv_req *rq);
 const char *adminsrv_req_peer(const struct adminsrv_req *rq);
+/*
+ * The authenticated principal of the request's connection, in Kafka's form
+ * ("User:alice", "User:CN=client,O=example"); "User:ANONYMOUS" on a
+ * connection that has not authenticated (PLAINTEXT, or SSL without a client
+ * certificate).  Valid while the request is.
+ */
+const char *adminsrv_req_principal(const struct adminsrv_req *rq);
 struct kstr adminsrv_req_client_id(const struct adminsrv_req *rq);
 /* 1 while the client is still connected. */
 int adminsrv_req_alive(const struct adminsrv_req *rq);
