@@ -22,6 +22,7 @@
 
 #include <yaml.h>
 
+#include "cfgprov.h"
 #include "compat.h"
 #include "daemonconf.h"
 #include "daemonconf_int.h"
@@ -62,15 +63,25 @@ const struct ckey config_keys[] = {
 	{ "storage.fsync", CT_BOOL, F(storage_fsync), "true", 0, 0, NULL, 0, NULL,
 	  "Whether every metadata log append is flushed to disk with fsync before the RPC that caused it is answered. "
 	  "Turning it off loses acknowledged changes on power failure and is only meant for tests." },
+	{ "storage.secret_key_file", CT_STRING, F(storage_secret_key_file), "", 0, 0, NULL, KF_EMPTY, NULL,
+	  "File of the 256-bit key that encrypts the secrets of CreateMirror configs (sasl.password, ssl.key.password) in the metadata log and its snapshots (AES-256-GCM): base64 on one line, or 32 raw bytes. "
+	  "Empty means the systemd credential mirrord.secret_key when $CREDENTIALS_DIRECTORY holds one, else <storage.data_dir>/secret.key, created with mode 0600 at the first start. "
+	  "Keep a copy: without it the stored secrets cannot be read and mirrord refuses to start." },
 
 	{ "destination.bootstrap_servers", CT_HOSTLIST, F(destination_bootstrap_servers), NULL, 0, 0, NULL, KF_REQUIRED,
 	  "\"127.0.0.1:9092\"",
 	  "Bootstrap servers of the destination cluster, the cluster mirrord writes to and runs beside. "
 	  "Either a comma-separated string or a YAML list of host:port entries." },
 	{ "destination.client", CT_MAP, F(destination_client), NULL, 0, 0, NULL, 0,
-	  "security.protocol: SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\nsasl.username: mirrord\nsasl.password: changeme\nssl.ca.location: /etc/ssl/certs/ca-certificates.crt",
+	  "security.protocol: SASL_SSL\nsasl.mechanism: SCRAM-SHA-512\nsasl.username: mirrord\nsasl.password: ${credential:mirrord.destination_password}\nssl.ca.location: /etc/ssl/certs/ca-certificates.crt",
 	  "Client properties for connections to the destination cluster, with librdkafka's names: security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm, client.id and the timeouts. "
+	  "Values may be config provider references, resolved at start-up and never stored: ${credential:NAME} (a systemd credential, LoadCredential=), ${file:/path/file.properties:key}, ${dir:/path/dir:filename}, ${env:VARIABLE}. "
 	  "Values of secret properties are never logged or printed." },
+
+	{ "mirrors.allow_env_provider", CT_BOOL, F(mirrors_allow_env_provider), "false", 0, 0, NULL, KF_RELOAD, NULL,
+	  "Whether CreateMirror configs may use the ${env:VARIABLE} config provider. "
+	  "Off by default: any admin client could otherwise send mirrord's environment to a broker of its own as a SASL password. "
+	  "The ${credential:NAME} provider is never accepted from CreateMirror for the same reason; ${file:...} and ${dir:...} are, inside mirrors.allowed_file_dirs." },
 
 	{ "metrics.listen", CT_HOSTPORT, F(metrics_listen), "127.0.0.1:9193", 0, 0, NULL, KF_EMPTY | KF_PORT0, NULL,
 	  "Address of the HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz. "
@@ -163,6 +174,9 @@ int config_key_is_secret(const char *key)
 	};
 
 	if (key == NULL)
+		return 0;
+	/* A key naming a file holds a path, not a secret (storage.secret_key_file). */
+	if (strlen(key) > 5 && strcmp(key + strlen(key) - 5, "_file") == 0)
 		return 0;
 	for (size_t i = 0; i < ARRAY_SIZE(marks); i++)
 		if (strcasestr(key, marks[i]) != NULL)
@@ -633,6 +647,11 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 
 	switch (k->type) {
 	case CT_STRING:
+		if (*s == '\0' && (k->flags & KF_EMPTY)) {
+			free(*(char **)f);
+			*(char **)f = NULL;  /* unset: the key's derived default */
+			return 0;
+		}
 		if (*s == '\0') {
 			snprintf(why, whylen, "must not be empty");
 			return -1;
@@ -899,6 +918,13 @@ static void load_map(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
 		}
 		if (mirrorconf_check_client_prop(name, val, why, sizeof(why)) < 0) {
 			lerr(c, MARK(vn), path, "%s", lower_first(why));
+			continue;
+		}
+		/* References are the operator's own: every provider, read at
+		 * start-up (a missing credential stops the start then). */
+		if (cfgprov_check(path, val, &(struct cfgprov_opts){
+		    .allowed = CFGPROV_ALL }, 0, why, sizeof(why)) < 0) {
+			lerr(c, MARK(vn), NULL, "%s", why);
 			continue;
 		}
 		if (map_add(m, name, val) < 0)

@@ -65,9 +65,12 @@ struct config {
 	char *storage_data_dir;                  /* storage.data_dir */
 	int64_t storage_snapshot_every_records;  /* storage.snapshot_every_records */
 	int storage_fsync;                       /* storage.fsync */
+	char *storage_secret_key_file;           /* storage.secret_key_file, NULL = derived */
 
 	char *destination_bootstrap_servers;     /* destination.bootstrap_servers, "h:p,h:p" */
 	struct config_map destination_client;    /* destination.client */
+
+	int mirrors_allow_env_provider;          /* mirrors.allow_env_provider */
 
 	struct config_hostport metrics_listen;   /* metrics.listen, host NULL = disabled */
 	int metrics_per_partition;               /* metrics.per_partition */

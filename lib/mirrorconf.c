@@ -14,6 +14,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "cfgprov.h"
 #include "compat.h"
 #include "daemonconf.h"
 #include "kerr.h"
@@ -514,6 +515,16 @@ static int check_one(const char *name, const char *value, const char *what,
 	if (has_control(value))
 		return fail(code, ERR_INVALID_CONFIG, msg, msglen,
 		    "Invalid value for %s %s: it contains control characters", what, name);
+	/* A config provider reference (${file:...}) is checked by
+	 * lib/cfgprov where it is read: its value is known only at use. */
+	if (cfgprov_has_ref(value)) {
+		if (k->kind == MK_CLIENT)
+			return 0;
+		return fail(code, ERR_INVALID_CONFIG, msg, msglen,
+		    "%c%s %s cannot be a config provider reference (${...}): only "
+		    "client properties can", toupper((unsigned char)what[0]),
+		    what + 1, name);
+	}
 	if (check_value(k, value, why, sizeof(why)) < 0) {
 		if (mirrorconf_is_secret(name))
 			return fail(code, ERR_INVALID_CONFIG, msg, msglen,
