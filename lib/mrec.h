@@ -46,7 +46,8 @@
 	X(PART_EPOCH,     9, "part-epoch",     "MTPeo") \
 	X(PART_ANCHOR,   10, "part-anchor",    "MTPoO") \
 	X(TOPIC_RESTORE, 11, "topic-restore",  "MTc") \
-	X(PART_RESTORE,  12, "part-restore",   "MTPsroeS")
+	X(PART_RESTORE,  12, "part-restore",   "MTPsroeS") \
+	X(MIRROR_CONFIGS, 13, "mirror-configs", "MC")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),

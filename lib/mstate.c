@@ -440,7 +440,11 @@ void mstate_mirror_free(struct mirror *m)
 	free(m->topics);
 	for (size_t i = 0; i < m->nconfigs; i++) {
 		free(m->configs[i].name);
-		free(m->configs[i].value);
+		if (m->configs[i].value != NULL) {
+			/* It may be a secret: do not leave it in freed heap. */
+			memset(m->configs[i].value, 0, strlen(m->configs[i].value));
+			free(m->configs[i].value);
+		}
 	}
 	free(m->configs);
 	for (size_t i = 0; i < m->nincludes; i++)

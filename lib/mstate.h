@@ -164,6 +164,35 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink);
  * included (sasl.jaas.config...): never log it. */
 char *mstate_dump(const struct mstate *st);
 
+/* ---- secrets at rest ---------------------------------------------------- */
+
+/*
+ * How config values reach the log.  needs_seal says whether the value of
+ * config name is a secret in clear, which must not be written as it is;
+ * seal gives the form to store instead (*out malloc'd; the mirror and the
+ * config name are the context it is bound to).  Set it before mstate_open()
+ * so that replay notes clear secrets; without one (needs_seal NULL) values
+ * are stored as given.
+ */
+struct mstate_sealer {
+	int (*needs_seal)(void *arg, const char *name, const char *value);
+	int (*seal)(void *arg, const char *mirror, const char *name,
+	    const char *value, char **out, char *err, size_t errlen);
+	void *arg;
+};
+void mstate_set_sealer(struct mstate *st, const struct mstate_sealer *s);
+/*
+ * The start-up migration, after mstate_open() and once the sealer can
+ * seal: replaces every clear secret of the model by its sealed form (one
+ * mirror-configs record per mirror) and, when the replay met a clear
+ * secret anywhere (also one of a mirror since deleted), compacts, which
+ * removes every older segment and snapshot: afterwards no file of the log
+ * holds a clear secret.  *nsealed gets the number of values sealed,
+ * *compacted 1 if it compacted.  Returns 0, or -1 with err.
+ */
+int mstate_seal_clear_secrets(struct mstate *st, size_t *nsealed,
+    int *compacted, char *err, size_t errlen);
+
 /* ---- change hooks ------------------------------------------------------ */
 
 enum mstate_ev_kind {

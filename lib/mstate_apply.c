@@ -138,6 +138,46 @@ static int apply_cluster_id(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
+/* Copies a record's configs (*out, *n); notes a clear secret met on replay.
+ * Returns 0, or -1 when out of memory. */
+static int copy_configs(struct apply *a, const struct mrec *r,
+    struct mcfg **out, size_t *n)
+{
+	const struct mstate_sealer *s = &a->st->sealer;
+	struct mcfg *c = NULL;
+	int oom = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (r->nconfigs > 0 &&
+	    (c = calloc((size_t)r->nconfigs, sizeof(*c))) == NULL)
+		return -1;
+	for (int32_t i = 0; i < r->nconfigs && !oom; i++) {
+		c[i].name = mstate_kdup(r->configs[i].name, &oom);
+		c[i].value = mstate_kdup(r->configs[i].value, &oom);
+		(*n)++;
+		if (!oom && !a->live && s->needs_seal != NULL &&
+		    c[i].value != NULL &&
+		    s->needs_seal(s->arg, c[i].name, c[i].value))
+			a->st->replay_clear = 1;
+	}
+	*out = c;
+	return oom ? -1 : 0;
+}
+
+static void free_configs(struct mcfg *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(c[i].name);
+		if (c[i].value != NULL) {
+			/* It may be a secret: do not leave it in freed heap. */
+			memset(c[i].value, 0, strlen(c[i].value));
+			free(c[i].value);
+		}
+	}
+	free(c);
+}
+
 static int apply_mirror_create(struct apply *a, const struct mrec *r)
 {
 	struct mstate *st = a->st;
@@ -156,16 +196,8 @@ static int apply_mirror_create(struct apply *a, const struct mrec *r)
 	    (m = calloc(1, sizeof(*m))) == NULL)
 		FAIL(a, "out of memory creating mirror %s", name);
 	m->name = strdup(name);
-	if (r->nconfigs > 0) {
-		m->configs = calloc((size_t)r->nconfigs, sizeof(*m->configs));
-		if (m->configs == NULL)
-			oom = 1;
-	}
-	for (int32_t i = 0; i < r->nconfigs && !oom; i++) {
-		m->configs[i].name = mstate_kdup(r->configs[i].name, &oom);
-		m->configs[i].value = mstate_kdup(r->configs[i].value, &oom);
-		m->nconfigs++;
-	}
+	if (copy_configs(a, r, &m->configs, &m->nconfigs) != 0)
+		oom = 1;
 	if (oom || m->name == NULL) {
 		mstate_mirror_free(m);
 		FAIL(a, "out of memory creating mirror %s", name);
@@ -180,6 +212,27 @@ static int apply_mirror_create(struct apply *a, const struct mrec *r)
 	struct mstate_event ev = { .kind = MSTATE_EV_MIRROR_CREATED,
 	    .mirror = m };
 	mstate_emit(st, a->live, &ev);
+	return 0;
+}
+
+/* The sealed form of a mirror's configs (the start-up migration): the
+ * same configs, secrets no longer in clear. */
+static int apply_mirror_configs(struct apply *a, const struct mrec *r)
+{
+	struct mirror *m = need_mirror(a, r);
+	struct mcfg *c;
+	size_t n;
+
+	if (m == NULL)
+		return -1;
+	if (copy_configs(a, r, &c, &n) != 0) {
+		free_configs(c, n);
+		FAIL(a, "out of memory replacing the configs of mirror %s",
+		    m->name);
+	}
+	free_configs(m->configs, m->nconfigs);
+	m->configs = c;
+	m->nconfigs = n;
 	return 0;
 }
 
@@ -622,6 +675,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_PART_ANCHOR: return apply_part_anchor(a, r);
 	case MREC_TOPIC_RESTORE: return apply_topic_restore(a, r);
 	case MREC_PART_RESTORE: return apply_part_restore(a, r);
+	case MREC_MIRROR_CONFIGS: return apply_mirror_configs(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }

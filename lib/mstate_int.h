@@ -41,6 +41,9 @@ struct mstate {
 		size_t len;
 	} *pending;
 	size_t npending;
+	/* Secrets at rest (mstate_set_sealer). */
+	struct mstate_sealer sealer;
+	int replay_clear;      /* replay met a clear secret value */
 };
 
 #define MST_BIT(s) (1u << MPART_##s)

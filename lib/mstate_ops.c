@@ -52,11 +52,15 @@ static int find_mt(struct mstate *st, const char *mirror, const char *topic,
 	return 0;
 }
 
+static int seal_value(struct mstate *st, const char *mirror, const char *name,
+    const char *value, char **out, char *msg, size_t msglen);
+
 int mstate_create_mirror(struct mstate *st, const char *name,
     const struct mcfg *configs, size_t nconfigs, char *msg, size_t msglen)
 {
 	struct mrec r;
-	struct mrec_config *rc;
+	struct mrec_config *rc = NULL;
+	char **sealed = NULL;
 	int code, have_bootstrap = 0;
 
 	if ((code = mstate_check_mirror_name(name, msg, msglen)) != 0)
@@ -93,20 +97,120 @@ int mstate_create_mirror(struct mstate *st, const char *name,
 		return KERR_INVALID_REQUEST;
 	}
 	rc = calloc(nconfigs + 1, sizeof(*rc));
-	if (rc == NULL) {
+	sealed = calloc(nconfigs + 1, sizeof(*sealed));
+	if (rc == NULL || sealed == NULL) {
 		mstate_fmt(msg, msglen, "cluster mirror '%s': out of memory", name);
-		return KERR_UNKNOWN_SERVER_ERROR;
+		code = KERR_UNKNOWN_SERVER_ERROR;
+		goto out;
 	}
 	for (size_t i = 0; i < nconfigs; i++) {
 		rc[i].name = kstr_c(configs[i].name);
 		rc[i].value = kstr_c(configs[i].value);
+		if (seal_value(st, name, configs[i].name, configs[i].value,
+		    &sealed[i], msg, msglen) != 0) {
+			code = KERR_UNKNOWN_SERVER_ERROR;
+			goto out;
+		}
+		if (sealed[i] != NULL)
+			rc[i].value = kstr_c(sealed[i]);
 	}
 	mstate_rec_init(&r, MREC_MIRROR_CREATE, name, NULL);
 	r.configs = rc;
 	r.nconfigs = (int32_t)nconfigs;
 	code = mstate_persist(st, &r, 1, name, msg, msglen);
+out:
+	for (size_t i = 0; sealed != NULL && i < nconfigs; i++)
+		free(sealed[i]);
+	free(sealed);
 	free(rc);
 	return code;
+}
+
+/* ---- secrets at rest ---------------------------------------------------- */
+
+void mstate_set_sealer(struct mstate *st, const struct mstate_sealer *s)
+{
+	st->sealer = *s;
+}
+
+/* The form of one value to store: *out NULL to store it as given. */
+static int seal_value(struct mstate *st, const char *mirror, const char *name,
+    const char *value, char **out, char *msg, size_t msglen)
+{
+	const struct mstate_sealer *s = &st->sealer;
+	char err[256];
+
+	*out = NULL;
+	if (s->needs_seal == NULL || value == NULL ||
+	    !s->needs_seal(s->arg, name, value))
+		return 0;
+	if (s->seal == NULL || s->seal(s->arg, mirror, name, value, out, err,
+	    sizeof(err)) != 0) {
+		/* Never store a secret in clear: refuse the change instead. */
+		mstate_fmt(msg, msglen, "cluster mirror '%s': config %s cannot be "
+		    "encrypted for the metadata log: %s", mirror, name,
+		    s->seal == NULL ? "no key" : err);
+		return -1;
+	}
+	return 0;
+}
+
+int mstate_seal_clear_secrets(struct mstate *st, size_t *nsealed,
+    int *compacted, char *err, size_t errlen)
+{
+	struct mrec_config *rc = NULL;
+	char **sealed = NULL;
+	struct mrec r;
+	int code = 0;
+
+	*nsealed = 0;
+	*compacted = 0;
+	for (size_t i = 0; i < st->nmirrors && code == 0; i++) {
+		struct mirror *m = st->mirrors[i];
+		size_t n = 0;
+
+		rc = calloc(m->nconfigs + 1, sizeof(*rc));
+		sealed = calloc(m->nconfigs + 1, sizeof(*sealed));
+		if (rc == NULL || sealed == NULL) {
+			mstate_fmt(err, errlen, "out of memory");
+			code = -1;
+		}
+		for (size_t c = 0; c < m->nconfigs && code == 0; c++) {
+			rc[c].name = kstr_c(m->configs[c].name);
+			rc[c].value = kstr_c(m->configs[c].value);
+			if (seal_value(st, m->name, m->configs[c].name,
+			    m->configs[c].value, &sealed[c], err, errlen) != 0)
+				code = -1;
+			else if (sealed[c] != NULL) {
+				rc[c].value = kstr_c(sealed[c]);
+				n++;
+			}
+		}
+		if (code == 0 && n > 0) {
+			mstate_rec_init(&r, MREC_MIRROR_CONFIGS, m->name, NULL);
+			r.configs = rc;
+			r.nconfigs = (int32_t)m->nconfigs;
+			if (mstate_persist(st, &r, 1, m->name, err, errlen) != 0)
+				code = -1;
+			else
+				*nsealed += n;
+		}
+		for (size_t c = 0; sealed != NULL && c < m->nconfigs; c++)
+			free(sealed[c]);
+		free(sealed);
+		free(rc);
+		sealed = NULL;
+		rc = NULL;
+	}
+	if (code != 0)
+		return -1;
+	if (st->replay_clear || *nsealed > 0) {
+		if (mstate_compact(st, err, errlen) != 0)
+			return -1;
+		st->replay_clear = 0;
+		*compacted = 1;
+	}
+	return 0;
 }
 
 int mstate_delete_mirror(struct mstate *st, const char *name, char *msg,
