@@ -28,6 +28,7 @@
 #include "mirrorconf.h"
 #include "mstate.h"
 #include "pipeline.h"
+#include "secrets.h"
 #include "srclookup.h"
 
 #define MSG_LEN 512
@@ -417,6 +418,11 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 		mirrorconf_check_files(names, values, (size_t)n,
 		    (const char *const *)adm->cfg->mirrors_allowed_file_dirs.v,
 		    &code, msg, sizeof(msg));
+	/* Config provider references: the wire policy, and what they name is
+	 * there (a missing file or variable fails now, not at first use). */
+	for (int32_t i = 0; code == 0 && i < n; i++)
+		if (secrets_check_wire(names[i], values[i], msg, sizeof(msg)) < 0)
+			code = KERR_INVALID_CONFIG;
 	if (code == 0)
 		code = (int16_t)mstate_create_mirror(adm->st, name, cfgs, (size_t)n,
 		    msg, sizeof(msg));

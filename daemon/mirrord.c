@@ -35,6 +35,7 @@
 #include "mstate.h"
 #include "pipeline.h"
 #include "sdnotify.h"
+#include "secrets.h"
 
 #define DEFAULT_CONFIG MIRRORD_SYSCONFDIR "/mirrord/mirrord.yaml"
 
@@ -158,6 +159,7 @@ static void reload(struct daemon *d)
 	metrics_std_set_per_partition(&d->ms, nw->metrics_per_partition);
 	admin_set_config(d->adm, nw);
 	pipeline_set_config(d->pl, nw);
+	secrets_set_config(nw);
 	config_free(d->cfg);
 	d->cfg = nw;
 	metrics_counter_inc(metrics_series(MSTD(&d->ms, CONFIG_RELOADS), 1,
@@ -295,8 +297,13 @@ static int open_state(struct daemon *d)
 		log_errorx("out of memory");
 		return -1;
 	}
+	secrets_attach(d->st, d->cfg);
 	if (mstate_open(d->st, d->ml, err, sizeof(err)) < 0) {
 		log_errorx("metadata log: %s", err);
+		return -1;
+	}
+	if (secrets_start(d->st, err, sizeof(err)) < 0) {
+		log_errorx("%s", err);
 		return -1;
 	}
 	d->log_loaded = true;
@@ -463,6 +470,7 @@ int main(int argc, char **argv)
 	event_free(d.ev_int);
 	event_free(d.ev_hup);
 	mstate_free(d.st);
+	secrets_fini();
 	mlog_free(d.ml);
 	metrics_free(d.reg);
 	config_free(d.cfg);

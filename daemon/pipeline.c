@@ -22,6 +22,7 @@
 #include "metrics_std.h"
 #include "mirrorconf.h"
 #include "pipe_int.h"
+#include "secrets.h"
 #include "srcfiles.h"
 
 #define TICK_MS 100
@@ -299,7 +300,8 @@ static void pm_load_files(struct pmirror *pm)
 static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 {
 	struct pmirror *pm = calloc(1, sizeof(*pm)), **arr;
-	const char **names = NULL, **values = NULL;
+	const char **names = NULL;
+	char **values = NULL;
 	const char *const *cn, *const *cv;
 	size_t cnum;
 	int16_t code;
@@ -311,15 +313,18 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 	pm->m = m;
 	pm->name = strdup(m->name);
 	names = calloc(m->nconfigs + 1, sizeof(*names));
-	values = calloc(m->nconfigs + 1, sizeof(*values));
-	if (pm->name == NULL || names == NULL || values == NULL)
+	if (pm->name == NULL || names == NULL)
 		goto fail;
-	for (size_t i = 0; i < m->nconfigs; i++) {
+	for (size_t i = 0; i < m->nconfigs; i++)
 		names[i] = m->configs[i].name;
-		values[i] = m->configs[i].value;
-	}
-	if (mirrorconf_parse(names, values, m->nconfigs, &pm->conf, &code, msg,
-	    sizeof(msg)) != 0) {
+	/* Secrets opened and references resolved here, for the client only. */
+	if (secrets_mirror_values(m, &values, msg, sizeof(msg)) != 0) {
+		log_warnx("mirror %s: its configs cannot be resolved (%s): not "
+		    "mirroring it", m->name, msg);
+		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's configs "
+		    "cannot be resolved: %s", msg);
+	} else if (mirrorconf_parse(names, (const char *const *)values,
+	    m->nconfigs, &pm->conf, &code, msg, sizeof(msg)) != 0) {
 		log_warnx("mirror %s: its configs do not parse (%s): not mirroring it",
 		    m->name, msg);
 		pm->conf = NULL;
@@ -338,11 +343,11 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 	pl->mirrors = arr;
 	pl->mirrors[pl->nmirrors++] = pm;
 	free(names);
-	free(values);
+	secrets_values_free(values, m->nconfigs);
 	return pm;
 fail:
 	free(names);
-	free(values);
+	secrets_values_free(values, m->nconfigs);
 	pm_free(pm);
 	return NULL;
 }
@@ -838,6 +843,7 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
     size_t errlen)
 {
 	struct pipeline *pl = calloc(1, sizeof(*pl));
+	char **dvalues;
 
 	if (pl == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -853,10 +859,14 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 		snprintf(err, errlen, "destination.bootstrap_servers is not set");
 		goto fail;
 	}
+	/* References (${credential:...}) are read now and never kept. */
+	if (secrets_resolve_map("destination.client", &cfg->destination_client,
+	    &dvalues, err, errlen) != 0)
+		goto fail;
 	pl->dst = pcluster_new(pl, "destination", 0, cfg->destination_bootstrap_servers,
 	    (const char *const *)cfg->destination_client.names,
-	    (const char *const *)cfg->destination_client.values,
-	    cfg->destination_client.n, err, errlen);
+	    (const char *const *)dvalues, cfg->destination_client.n, err, errlen);
+	secrets_values_free(dvalues, cfg->destination_client.n);
 	if (pl->dst == NULL)
 		goto fail;
 	pcluster_load_pid(pl->dst, cfg->storage_data_dir);

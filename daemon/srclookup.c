@@ -15,6 +15,7 @@
 #include "log.h"
 #include "mirrorconf.h"
 #include "mstate.h"
+#include "secrets.h"
 #include "srcfiles.h"
 #include "srclookup.h"
 
@@ -142,15 +143,15 @@ struct srclookup *srclookup_start(struct event_base *base,
     srclookup_cb cb, void *arg, char *err, size_t errlen)
 {
 	struct srclookup *l;
-	const char **names, **values;
+	const char **names;
+	char **values = NULL;
 	const char *const *cn, *const *cv;
 	size_t cnt;
 	int16_t code;
 
 	l = calloc(1, sizeof(*l));
 	names = calloc(m->nconfigs + 1, sizeof(*names));
-	values = calloc(m->nconfigs + 1, sizeof(*values));
-	if (l == NULL || names == NULL || values == NULL) {
+	if (l == NULL || names == NULL) {
 		snprintf(err, errlen, "out of memory");
 		free(l);
 		l = NULL;
@@ -161,12 +162,13 @@ struct srclookup *srclookup_start(struct event_base *base,
 	l->cb = cb;
 	l->arg = arg;
 	l->timeout_ms = timeout_ms;
-	for (size_t i = 0; i < m->nconfigs; i++) {
+	for (size_t i = 0; i < m->nconfigs; i++)
 		names[i] = m->configs[i].name;
-		values[i] = m->configs[i].value;
-	}
-	if (mirrorconf_parse(names, values, m->nconfigs, &l->mc, &code, err,
-	    errlen) < 0)
+	/* Secrets opened and references resolved here, for the client only. */
+	if (secrets_mirror_values(m, &values, err, errlen) != 0)
+		goto fail;
+	if (mirrorconf_parse(names, (const char *const *)values, m->nconfigs,
+	    &l->mc, &code, err, errlen) < 0)
 		goto fail;
 	if (srcfiles_count(l->mc) > 0) {
 		/* Files named over the wire are read off the loop first. */
@@ -191,7 +193,7 @@ struct srclookup *srclookup_start(struct event_base *base,
 			goto fail;
 	}
 	free(names);
-	free(values);
+	secrets_values_free(values, m->nconfigs);
 	return l;
 fail:
 	if (l != NULL) {
@@ -203,7 +205,7 @@ fail:
 		free(l);
 	}
 	free(names);
-	free(values);
+	secrets_values_free(values, m->nconfigs);
 	return NULL;
 }
 

@@ -1,0 +1,368 @@
+/*
+ * secrets.c: see secrets.h.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <openssl/crypto.h>
+
+#include "cfgprov.h"
+#include "compat.h"
+#include "daemonconf.h"
+#include "log.h"
+#include "mirrorconf.h"
+#include "mstate.h"
+#include "secretbox.h"
+#include "secrets.h"
+
+#define WIRE_HINT "(CreateMirror accepts the file and dir providers, inside " \
+	"mirrors.allowed_file_dirs; env only with mirrors.allow_env_provider: " \
+	"true in mirrord.yaml; credential never)"
+
+static struct {
+	const struct config *cfg;
+	struct secretbox *box;   /* NULL until secrets_start() */
+	char key_path[4096];
+} S;
+
+/* ---- sealing ----------------------------------------------------------- */
+
+/* Associated data of a sealed value: the mirror and the config name, so a
+ * value only opens where it was stored. */
+static char *aad_of(const char *mirror, const char *name, size_t *len)
+{
+	size_t ml = strlen(mirror), nl = strlen(name);
+	char *a = malloc(ml + nl + 2);
+
+	if (a == NULL)
+		return NULL;
+	memcpy(a, mirror, ml + 1);
+	memcpy(a + ml + 1, name, nl + 1);
+	*len = ml + nl + 2;
+	return a;
+}
+
+/* Whether a stored value must be sealed: a secret, in clear.  References
+ * are stored as written: they name the secret, they do not hold it. */
+static int needs_seal(void *arg, const char *name, const char *value)
+{
+	(void)arg;
+	return mirrorconf_is_secret(name) && !secretbox_is_sealed(value) &&
+	    !cfgprov_has_ref(value);
+}
+
+static int seal(void *arg, const char *mirror, const char *name,
+    const char *value, char **out, char *err, size_t errlen)
+{
+	size_t alen;
+	char *aad;
+	int rc;
+
+	(void)arg;
+	if (S.box == NULL) {
+		snprintf(err, errlen, "the secret key is not loaded");
+		return -1;
+	}
+	if ((aad = aad_of(mirror, name, &alen)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	rc = secretbox_seal(S.box, value, aad, alen, out, err, errlen);
+	free(aad);
+	return rc;
+}
+
+static int open_sealed(const char *mirror, const char *name,
+    const char *value, char **out, char *err, size_t errlen)
+{
+	size_t alen;
+	char *aad;
+	int rc;
+
+	if (S.box == NULL) {
+		snprintf(err, errlen, "the secret key is not loaded");
+		return -1;
+	}
+	if ((aad = aad_of(mirror, name, &alen)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	rc = secretbox_open(S.box, value, aad, alen, out, err, errlen);
+	free(aad);
+	return rc;
+}
+
+void secrets_attach(struct mstate *st, const struct config *cfg)
+{
+	const struct mstate_sealer s = { .needs_seal = needs_seal,
+	    .seal = seal, .arg = NULL };
+
+	S.cfg = cfg;
+	mstate_set_sealer(st, &s);
+}
+
+void secrets_set_config(const struct config *cfg)
+{
+	S.cfg = cfg;
+}
+
+void secrets_fini(void)
+{
+	secretbox_free(S.box);
+	S.box = NULL;
+	S.cfg = NULL;
+}
+
+/* ---- the key ------------------------------------------------------------ */
+
+/* storage.secret_key_file, else the systemd credential, else the data
+ * directory's secret.key.  *fixed: 1 unless it is the data directory's
+ * default (which may be created). */
+static void key_path(const struct config *cfg, char *buf, size_t len,
+    int *may_create)
+{
+	const char *cd = getenv("CREDENTIALS_DIRECTORY");
+	struct stat sb;
+
+	*may_create = 0;
+	if (cfg->storage_secret_key_file != NULL) {
+		snprintf(buf, len, "%s", cfg->storage_secret_key_file);
+		*may_create = 1;
+		return;
+	}
+	if (cd != NULL && cd[0] != '\0') {
+		snprintf(buf, len, "%s/%s", cd, SECRETS_KEY_CREDENTIAL);
+		if (stat(buf, &sb) == 0)
+			return;
+	}
+	snprintf(buf, len, "%s/secret.key", cfg->storage_data_dir);
+	*may_create = 1;
+}
+
+/* The first sealed value of the model, for messages (NULL if none). */
+static const struct mcfg *first_sealed(struct mstate *st,
+    const struct mirror **mp, size_t *count)
+{
+	const struct mcfg *first = NULL;
+
+	*count = 0;
+	for (size_t i = 0; i < mstate_mirror_count(st); i++) {
+		const struct mirror *m = mstate_mirror_at(st, i);
+
+		for (size_t c = 0; c < m->nconfigs; c++) {
+			if (!secretbox_is_sealed(m->configs[c].value))
+				continue;
+			if (first == NULL) {
+				first = &m->configs[c];
+				*mp = m;
+			}
+			(*count)++;
+		}
+	}
+	return first;
+}
+
+/* Every sealed value of the model opens with the loaded key. */
+static int verify_all(struct mstate *st, char *err, size_t errlen)
+{
+	char why[256], *plain;
+
+	for (size_t i = 0; i < mstate_mirror_count(st); i++) {
+		const struct mirror *m = mstate_mirror_at(st, i);
+
+		for (size_t c = 0; c < m->nconfigs; c++) {
+			if (!secretbox_is_sealed(m->configs[c].value))
+				continue;
+			if (open_sealed(m->name, m->configs[c].name,
+			    m->configs[c].value, &plain, why, sizeof(why)) != 0) {
+				snprintf(err, errlen, "storage.secret_key_file %s: "
+				    "this key does not decrypt the secrets of the "
+				    "metadata log (mirror %s, config %s: %s); is it "
+				    "the key file this data directory was written "
+				    "with?", S.key_path, m->name, m->configs[c].name,
+				    why);
+				return -1;
+			}
+			secretbox_wipe_free(plain);
+		}
+	}
+	return 0;
+}
+
+int secrets_start(struct mstate *st, char *err, size_t errlen)
+{
+	uint8_t key[SECRETBOX_KEY_LEN];
+	const struct mirror *sm = NULL;
+	const struct mcfg *sc;
+	char why[512], id[9] = "?";
+	size_t nsealed_log, nsealed;
+	int may_create, compacted;
+	struct stat sb;
+
+	key_path(S.cfg, S.key_path, sizeof(S.key_path), &may_create);
+	sc = first_sealed(st, &sm, &nsealed_log);
+	if (secretbox_load_key(S.key_path, key, why, sizeof(why)) != 0) {
+		if (errno != ENOENT) {
+			snprintf(err, errlen, "storage.secret_key_file: %s", why);
+			return -1;
+		}
+		if (sc != NULL) {
+			secretbox_sealed_key_id(sc->value, id);
+			snprintf(err, errlen, "storage.secret_key_file %s does not "
+			    "exist, but the metadata log in %s holds %zu secret%s "
+			    "encrypted under key id %s (mirror %s, config %s): "
+			    "restore that key file; mirrord will not start without "
+			    "it", S.key_path, S.cfg->storage_data_dir, nsealed_log,
+			    nsealed_log == 1 ? "" : "s", id, sm->name, sc->name);
+			return -1;
+		}
+		if (!may_create) {
+			snprintf(err, errlen, "storage.secret_key_file: %s", why);
+			return -1;
+		}
+		if (secretbox_create_key_file(S.key_path, key, why,
+		    sizeof(why)) != 0) {
+			snprintf(err, errlen, "storage.secret_key_file: %s", why);
+			return -1;
+		}
+		S.box = secretbox_new(key);
+		OPENSSL_cleanse(key, sizeof(key));
+		if (S.box == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		log_info("secrets: created the key file %s (key id %s): keep a "
+		    "copy; without it the secrets stored in the metadata log "
+		    "cannot be read", S.key_path, secretbox_key_id(S.box));
+	} else {
+		S.box = secretbox_new(key);
+		OPENSSL_cleanse(key, sizeof(key));
+		if (S.box == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		if (stat(S.key_path, &sb) == 0 && (sb.st_mode & 077) != 0)
+			log_warnx("secrets: %s can be read by other users (mode "
+			    "%03o); chmod 600 it", S.key_path,
+			    (unsigned)(sb.st_mode & 0777));
+		log_info("secrets: key id %s from %s", secretbox_key_id(S.box),
+		    S.key_path);
+	}
+	if (verify_all(st, err, errlen) != 0)
+		goto fail;
+	if (mstate_seal_clear_secrets(st, &nsealed, &compacted, why,
+	    sizeof(why)) != 0) {
+		snprintf(err, errlen, "metadata log: cannot encrypt the secrets "
+		    "stored in clear: %s", why);
+		goto fail;
+	}
+	if (nsealed > 0 || compacted)
+		log_warnx("secrets: the metadata log held secrets in clear: "
+		    "%zu value%s now encrypted, and the log files that held "
+		    "them replaced by a snapshot", nsealed,
+		    nsealed == 1 ? "" : "s");
+	return 0;
+fail:
+	secretbox_free(S.box);
+	S.box = NULL;
+	return -1;
+}
+
+/* ---- references ---------------------------------------------------------- */
+
+/* The policy for configs that came over the network. */
+static void wire_opts(struct cfgprov_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->allowed = CFGPROV_BIT(FILE) | CFGPROV_BIT(DIR);
+	if (S.cfg != NULL && S.cfg->mirrors_allow_env_provider)
+		o->allowed |= CFGPROV_BIT(ENV);
+	o->untrusted = 1;
+	o->dirs = S.cfg != NULL ?
+	    (const char *const *)S.cfg->mirrors_allowed_file_dirs.v : NULL;
+	o->refused_hint = WIRE_HINT;
+}
+
+int secrets_check_wire(const char *name, const char *value, char *err,
+    size_t errlen)
+{
+	struct cfgprov_opts o;
+
+	wire_opts(&o);
+	return cfgprov_check(name, value, &o, 1, err, errlen);
+}
+
+void secrets_values_free(char **values, size_t n)
+{
+	if (values == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		secretbox_wipe_free(values[i]);
+	free(values);
+}
+
+int secrets_mirror_values(const struct mirror *m, char ***values, char *err,
+    size_t errlen)
+{
+	struct cfgprov_opts o;
+	char **v, why[512];
+
+	*values = NULL;
+	wire_opts(&o);
+	if ((v = calloc(m->nconfigs + 1, sizeof(*v))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < m->nconfigs; i++) {
+		const struct mcfg *c = &m->configs[i];
+		int rc;
+
+		if (c->value == NULL)
+			continue;
+		/* A sealed value is the secret itself, never a reference. */
+		if (secretbox_is_sealed(c->value)) {
+			rc = open_sealed(m->name, c->name, c->value, &v[i], why,
+			    sizeof(why));
+			if (rc != 0)
+				snprintf(err, errlen, "%s: cannot decrypt it: %s",
+				    c->name, why);
+		} else {
+			rc = cfgprov_resolve(c->name, c->value, &o, &v[i], err,
+			    errlen);
+		}
+		if (rc != 0) {
+			secrets_values_free(v, m->nconfigs);
+			return -1;
+		}
+	}
+	*values = v;
+	return 0;
+}
+
+int secrets_resolve_map(const char *what, const struct config_map *map,
+    char ***values, char *err, size_t errlen)
+{
+	const struct cfgprov_opts o = { .allowed = CFGPROV_ALL };
+	char **v, name[512];
+
+	*values = NULL;
+	if ((v = calloc(map->n + 1, sizeof(*v))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < map->n; i++) {
+		snprintf(name, sizeof(name), "%s.%s", what, map->names[i]);
+		if (cfgprov_resolve(name, map->values[i], &o, &v[i], err,
+		    errlen) != 0) {
+			secrets_values_free(v, map->n);
+			return -1;
+		}
+	}
+	*values = v;
+	return 0;
+}
