@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Secrets at rest and config providers, against the real mirrord binary
+with librdkafka mock clusters (test_secrets_kafka.py does the same where
+the password is really needed, on SASL brokers).
+
+  * a sasl.password given in clear in CreateMirror is in no file under
+    storage.data_dir (log segments, snapshots, every file, byte for byte);
+    the sealed form is there instead; after a restart the mirror still
+    mirrors (its configs still open);
+  * a wrong or missing key file stops the start, naming the key file;
+  * a data directory written before secrets were sealed (test/mlog_seed,
+    the real log code with no sealer) is migrated at start-up: afterwards
+    no file holds the clear value, in the snapshot or the segment;
+  * ${file:...} inside mirrors.allowed_file_dirs is accepted and stored as
+    the reference, resolved at use (a missing key fails the partitions
+    naming key and provider); outside, refused naming the path; ${env:...}
+    over the wire refused unless mirrors.allow_env_provider; ${credential:}
+    never over the wire;
+  * destination.client with ${credential:NAME} and $CREDENTIALS_DIRECTORY:
+    mirrord.yaml holds no secret, and a missing credential stops the start
+    naming it;
+  * no secret in DescribeMirrors, /metrics or the log.
+"""
+
+import base64
+import os
+import stat
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+from mockcluster import MockCluster  # noqa: E402
+
+RUN = os.getpid()
+SECRET = "S3cretValue-%d-wire" % RUN
+FILE_SECRET = "S3cretValue-%d-file" % RUN
+OLD_SNAP = "S3cretValue-%d-old-snapshot" % RUN
+OLD_SEG = "S3cretValue-%d-old-segment" % RUN
+DEST_SECRET = "S3cretValue-%d-dest" % RUN
+T = h.test_dir()
+
+
+def eq(got, want, what):
+    if got != want:
+        h.fail("%s: got %r, want %r" % (what, got, want))
+
+
+def expect_error(r, name, fragment=None):
+    if r.returncode != 1 or name not in r.stderr:
+        h.fail("expected exit 1 with %s, got exit %d\nstdout: %s\nstderr: %s"
+               % (name, r.returncode, r.stdout, r.stderr))
+    if fragment is not None and fragment not in r.stderr:
+        h.fail("expected %r in the error message, got: %s" % (fragment, r.stderr))
+
+
+def files_under(d):
+    out = []
+    for root, _dirs, files in os.walk(d):
+        for f in files:
+            out.append(os.path.join(root, f))
+    return out
+
+
+def holding(d, needle):
+    """Every file under d whose bytes contain needle (binary-safe)."""
+    n = needle.encode() if isinstance(needle, str) else needle
+    found = []
+    for p in files_under(d):
+        with open(p, "rb") as f:
+            if n in f.read():
+                found.append(p)
+    return found
+
+
+def write(path, text, mode=0o600):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def start_fails(d, what):
+    """Starts d's mirrord and expects it to exit non-zero; its output."""
+    p = d.start(wait=False)
+    try:
+        rc = p.wait(30)
+    except subprocess.TimeoutExpired:
+        h.fail("mirrord started although %s" % what)
+    h.check(rc != 0, "mirrord exited %d although %s" % (rc, what))
+    return p.output()
+
+
+def wait_state(d, mirror, want, timeout=60):
+    h.wait_for(lambda: set(d.states(mirror).values()) == {want}, timeout,
+               "%s's partitions %s" % (mirror, want))
+
+
+mc = MockCluster(clusters=2, brokers=1, log_path=os.path.join(T, "mock.log"))
+SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
+mc.cmd("topic 0 orders 2")
+mc.cmd("topic 0 payments 1")
+
+allowed = os.path.join(T, "allowed")
+outside = os.path.join(T, "outside")
+creds = os.path.join(T, "credentials")
+for p in (allowed, outside, creds):
+    os.makedirs(p, exist_ok=True)
+write(os.path.join(allowed, "secrets.properties"),
+      "source.password=%s\n" % FILE_SECRET)
+write(os.path.join(outside, "secrets.properties"),
+      "source.password=%s\n" % FILE_SECRET)
+
+yaml = ("mirrors:\n"
+        "  allowed_file_dirs: [\"%s\"]\n" % allowed)
+d = mt.Mirrord(destination=DST, extra_yaml=yaml)
+data = d.data_dir
+
+# ---- a clear secret from CreateMirror is sealed before it is written ------
+d.create("m1", {"bootstrap.servers": SRC, "sasl.username": "alice",
+                "sasl.password": SECRET})
+eq(holding(data, SECRET), [], "files under data_dir holding the clear password")
+h.check(holding(data, "enc:v1:"), "no file under %s holds a sealed value" % data)
+h.check(holding(data, "sasl.username"),
+        "the mirror's configs are not in the log at all")
+key = os.path.join(data, "secret.key")
+h.check(os.path.exists(key), "no key file %s was created" % key)
+eq(stat.S_IMODE(os.stat(key).st_mode), 0o600, "mode of %s" % key)
+eq(d.cli_ok("--add", "--mirror", "m1", "--topic", "orders").returncode, 0,
+   "add orders")
+wait_state(d, "m1", "MIRRORING")
+
+# A clean stop writes a snapshot; the clear value is still nowhere.
+eq(d.stop(), 0, "exit status of a clean stop")
+h.check(any(p.endswith(".snap") for p in files_under(data)),
+        "no snapshot after a clean stop: %s" % files_under(data))
+eq(holding(data, SECRET), [], "files holding the clear password after the snapshot")
+d.start()
+# The configs still open: the mirror mirrors again after the restart.
+wait_state(d, "m1", "MIRRORING")
+h.check(SECRET not in d.cli_ok("--describe", "--mirror", "m1").stdout,
+        "DescribeMirrors shows the secret")
+h.check(SECRET not in d.cli_ok("--list").stdout, "ListMirrors shows the secret")
+h.check(SECRET not in d.metrics(), "/metrics shows the secret")
+
+# ---- the key file ---------------------------------------------------------
+d.stop()
+with open(key, "rb") as f:
+    good_key = f.read()
+write(key, base64.b64encode(os.urandom(32)).decode() + "\n")
+out = start_fails(d, "the key file holds another key")
+h.check("storage.secret_key_file %s" % key in out and "does not decrypt" in out,
+        "the wrong-key error does not name the key file:\n" + out[-2000:])
+os.unlink(key)
+out = start_fails(d, "the key file is missing")
+h.check(key in out and "does not exist" in out and "restore" in out,
+        "the missing-key error does not name the key file:\n" + out[-2000:])
+h.check(not os.path.exists(key), "a new key replaced the missing one")
+write(key, good_key.decode())
+d.start()
+wait_state(d, "m1", "MIRRORING")
+
+# ---- references over the wire -----------------------------------------------
+inside_ref = "${file:%s/secrets.properties:source.password}" % allowed
+r = d.create("f1", {"bootstrap.servers": SRC, "sasl.password": inside_ref})
+eq(r.returncode, 0, "create with ${file:} inside the allowed directory")
+eq(holding(data, FILE_SECRET), [], "files holding the file provider's secret")
+h.check(holding(data, inside_ref), "the reference is not stored as written")
+eq(d.cli_ok("--add", "--mirror", "f1", "--topic", "payments").returncode, 0,
+   "add payments to f1")
+wait_state(d, "f1", "MIRRORING")
+
+outside_ref = "${file:%s/secrets.properties:source.password}" % outside
+r = d.create("f2", {"bootstrap.servers": SRC, "sasl.password": outside_ref},
+             expect_ok=False)
+expect_error(r, "INVALID_CONFIG", outside)
+h.check("outside the allowed directories" in r.stderr, "why: " + r.stderr)
+expect_error(d.create("f3", {"bootstrap.servers": SRC,
+                             "sasl.password": "${file:%s/none.properties:k}"
+                             % allowed}, expect_ok=False),
+             "INVALID_CONFIG", "none.properties")
+expect_error(d.create("f4", {"bootstrap.servers": SRC,
+                             "sasl.password": "${file:/proc/self/environ:PATH}"},
+                      expect_ok=False), "INVALID_CONFIG", "/proc/self/environ")
+r = d.create("e1", {"bootstrap.servers": SRC, "sasl.password": "${env:HOME}"},
+             expect_ok=False)
+expect_error(r, "INVALID_CONFIG", "config provider env is not allowed here")
+h.check("mirrors.allow_env_provider" in r.stderr, "no hint: " + r.stderr)
+expect_error(d.create("c1", {"bootstrap.servers": SRC,
+                             "sasl.password": "${credential:mirrord.secret_key}"},
+                      expect_ok=False),
+             "INVALID_CONFIG", "config provider credential is not allowed")
+expect_error(d.create("b1", {"bootstrap.servers": "${env:HOME}"},
+                      expect_ok=False), "INVALID_CONFIG", "bootstrap.servers")
+# A key missing from an allowed file is seen at use (the file exists, so
+# CreateMirror takes it): adding a topic answers the error, naming the key
+# and the provider, not the secret.
+d.create("f5", {"bootstrap.servers": SRC, "sasl.password":
+                "${file:%s/secrets.properties:no.such.key}" % allowed})
+r = d.cli("--add", "--mirror", "f5", "--topic", "orders")
+h.check(r.returncode != 0 and "key 'no.such.key' not found" in r.stderr
+        and "${file:" in r.stderr, "add to f5: %s %s" % (r.stdout, r.stderr))
+h.check(FILE_SECRET not in r.stderr, "the file's secret reached the error")
+
+# With mirrors.allow_env_provider the env provider is accepted, and a
+# variable the daemon does not have is refused at once.
+d.stop()
+# The key f1 reads is gone at the next start: f1's partitions fail, naming
+# the key and the provider.
+write(os.path.join(allowed, "secrets.properties"), "other.key=x\n")
+with open(d.config_path, "a") as f:
+    f.write("  allow_env_provider: true\n")
+os.environ["MIRRORD_TEST_SOURCE_PW"] = "S3cretValue-%d-env" % RUN
+d.start()
+eq(d.create("e2", {"bootstrap.servers": SRC,
+                   "sasl.password": "${env:MIRRORD_TEST_SOURCE_PW}"}).returncode,
+   0, "create with ${env:} when allowed")
+expect_error(d.create("e3", {"bootstrap.servers": SRC,
+                             "sasl.password": "${env:MIRRORD_TEST_NOT_SET}"},
+                      expect_ok=False), "INVALID_CONFIG",
+             "environment variable MIRRORD_TEST_NOT_SET is not set")
+h.wait_for(lambda: {p["state"] for p in d.describe_json("f1")} == {"FAILED"},
+           60, "f1's partitions FAILED once its key is gone")
+why = d.describe_json("f1")[0].get("errorMessage") or ""
+h.check("key 'source.password' not found" in why and "${file:" in why,
+        "f1's failure does not name the key and the provider: %r" % why)
+eq(holding(data, os.environ["MIRRORD_TEST_SOURCE_PW"]), [],
+   "files holding the env provider's secret")
+h.check(SECRET not in d.log() and FILE_SECRET not in d.log(),
+        "a secret reached the log")
+d.stop()
+
+# ---- migration of a log written before secrets were sealed ---------------
+old = os.path.join(T, "old-data")
+seed = subprocess.run(
+    [h.build_path("test", "mlog_seed"), old,
+     "old1", "bootstrap.servers=" + SRC, "sasl.password=" + OLD_SNAP,
+     "--compact",
+     "old2", "bootstrap.servers=" + SRC, "sasl.password=" + OLD_SEG],
+    capture_output=True, text=True, timeout=60)
+eq(seed.returncode, 0, "mlog_seed: " + seed.stderr)
+h.check(holding(old, OLD_SNAP) and holding(old, OLD_SEG),
+        "the seeded log does not hold its clear secrets: %s" % files_under(old))
+h.check(any(p.endswith(".snap") for p in holding(old, OLD_SNAP)),
+        "the first secret is not in a snapshot")
+h.check(any(p.endswith(".log") for p in holding(old, OLD_SEG)),
+        "the second secret is not in a segment")
+m = mt.Mirrord(destination=DST, name="migrated", data_dir=old)
+eq(holding(old, OLD_SNAP) + holding(old, OLD_SEG), [],
+   "files holding a clear secret after the migration")
+h.check("held secrets in clear: 2 values now encrypted" in m.proc.output(),
+        "the migration is not logged:\n" + m.proc.tail())
+rows = m.cli_ok("--list").stdout
+h.check("old1" in rows and "old2" in rows, "migrated mirrors: " + rows)
+eq(m.cli_ok("--add", "--mirror", "old2", "--topic", "orders").returncode, 0,
+   "add to a migrated mirror")
+wait_state(m, "old2", "MIRRORING")
+m.stop()
+m.start()
+wait_state(m, "old2", "MIRRORING")
+h.check("held secrets in clear" not in m.proc.output(),
+        "the second start migrated again")
+m.stop()
+
+# ---- destination.client from a systemd credential ---------------------------
+write(os.path.join(creds, "dest-password"), DEST_SECRET + "\n")
+dyaml = ("destination:\n"
+         "  client:\n"
+         "    sasl.username: mirrord\n"
+         "    sasl.password: ${credential:dest-password}\n")
+c = mt.Mirrord(destination=DST, name="credential", start=False)
+with open(c.config_path) as f:
+    text = f.read()
+# Put the client map under the existing destination section.
+text = text.replace("destination:\n", dyaml, 1)
+with open(c.config_path, "w") as f:
+    f.write(text)
+os.environ.pop("CREDENTIALS_DIRECTORY", None)
+out = start_fails(c, "$CREDENTIALS_DIRECTORY is not set")
+h.check("destination.client.sasl.password: ${credential:dest-password}: "
+        "$CREDENTIALS_DIRECTORY is not set" in out,
+        "the missing credential is not named:\n" + out[-2000:])
+os.environ["CREDENTIALS_DIRECTORY"] = creds
+c.start()
+h.check(DEST_SECRET not in open(c.config_path).read(),
+        "mirrord.yaml holds the destination secret")
+c.create("cm", {"bootstrap.servers": SRC})
+eq(c.cli_ok("--add", "--mirror", "cm", "--topic", "orders").returncode, 0,
+   "add orders through the credential-configured destination")
+wait_state(c, "cm", "MIRRORING")
+h.check(DEST_SECRET not in c.log(), "the destination secret reached the log")
+eq(holding(c.data_dir, DEST_SECRET), [], "files holding the destination secret")
+c.stop()
+print("PASS: secrets at rest, config providers, systemd credentials")
