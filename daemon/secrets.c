@@ -47,13 +47,16 @@ static char *aad_of(const char *mirror, const char *name, size_t *len)
 	return a;
 }
 
-/* Whether a stored value must be sealed: a secret, in clear.  References
- * are stored as written: they name the secret, they do not hold it. */
-static int needs_seal(void *arg, const char *name, const char *value)
+/* Whether a value must be sealed: a secret, in clear.  References are
+ * stored as written: they name the secret, they do not hold it.  A request
+ * cannot hand in a value that merely looks sealed (it would be opened as
+ * if mirrord had sealed it): from a request, every secret is sealed. */
+static int needs_seal(void *arg, const char *name, const char *value,
+    int stored)
 {
 	(void)arg;
-	return mirrorconf_is_secret(name) && !secretbox_is_sealed(value) &&
-	    !cfgprov_has_ref(value);
+	return mirrorconf_is_secret(name) && !cfgprov_has_ref(value) &&
+	    !(stored && secretbox_is_sealed(value));
 }
 
 static int seal(void *arg, const char *mirror, const char *name,

@@ -168,14 +168,17 @@ char *mstate_dump(const struct mstate *st);
 
 /*
  * How config values reach the log.  needs_seal says whether the value of
- * config name is a secret in clear, which must not be written as it is;
+ * config name is a secret in clear, which must not be written as it is
+ * (stored: 1 for a value read from the log, which may already be sealed;
+ * 0 for one from a request, which is never taken as sealed);
  * seal gives the form to store instead (*out malloc'd; the mirror and the
  * config name are the context it is bound to).  Set it before mstate_open()
  * so that replay notes clear secrets; without one (needs_seal NULL) values
  * are stored as given.
  */
 struct mstate_sealer {
-	int (*needs_seal)(void *arg, const char *name, const char *value);
+	int (*needs_seal)(void *arg, const char *name, const char *value,
+	    int stored);
 	int (*seal)(void *arg, const char *mirror, const char *name,
 	    const char *value, char **out, char *err, size_t errlen);
 	void *arg;

@@ -158,7 +158,7 @@ static int copy_configs(struct apply *a, const struct mrec *r,
 		(*n)++;
 		if (!oom && !a->live && s->needs_seal != NULL &&
 		    c[i].value != NULL &&
-		    s->needs_seal(s->arg, c[i].name, c[i].value))
+		    s->needs_seal(s->arg, c[i].name, c[i].value, 1))
 			a->st->replay_clear = 1;
 	}
 	*out = c;

@@ -53,7 +53,7 @@ static int find_mt(struct mstate *st, const char *mirror, const char *topic,
 }
 
 static int seal_value(struct mstate *st, const char *mirror, const char *name,
-    const char *value, char **out, char *msg, size_t msglen);
+    const char *value, int stored, char **out, char *msg, size_t msglen);
 
 int mstate_create_mirror(struct mstate *st, const char *name,
     const struct mcfg *configs, size_t nconfigs, char *msg, size_t msglen)
@@ -106,7 +106,7 @@ int mstate_create_mirror(struct mstate *st, const char *name,
 	for (size_t i = 0; i < nconfigs; i++) {
 		rc[i].name = kstr_c(configs[i].name);
 		rc[i].value = kstr_c(configs[i].value);
-		if (seal_value(st, name, configs[i].name, configs[i].value,
+		if (seal_value(st, name, configs[i].name, configs[i].value, 0,
 		    &sealed[i], msg, msglen) != 0) {
 			code = KERR_UNKNOWN_SERVER_ERROR;
 			goto out;
@@ -133,16 +133,17 @@ void mstate_set_sealer(struct mstate *st, const struct mstate_sealer *s)
 	st->sealer = *s;
 }
 
-/* The form of one value to store: *out NULL to store it as given. */
+/* The form of one value to store: *out NULL to store it as given.  stored:
+ * the value comes from the log (the migration), not from a request. */
 static int seal_value(struct mstate *st, const char *mirror, const char *name,
-    const char *value, char **out, char *msg, size_t msglen)
+    const char *value, int stored, char **out, char *msg, size_t msglen)
 {
 	const struct mstate_sealer *s = &st->sealer;
 	char err[256];
 
 	*out = NULL;
 	if (s->needs_seal == NULL || value == NULL ||
-	    !s->needs_seal(s->arg, name, value))
+	    !s->needs_seal(s->arg, name, value, stored))
 		return 0;
 	if (s->seal == NULL || s->seal(s->arg, mirror, name, value, out, err,
 	    sizeof(err)) != 0) {
@@ -179,7 +180,8 @@ int mstate_seal_clear_secrets(struct mstate *st, size_t *nsealed,
 			rc[c].name = kstr_c(m->configs[c].name);
 			rc[c].value = kstr_c(m->configs[c].value);
 			if (seal_value(st, m->name, m->configs[c].name,
-			    m->configs[c].value, &sealed[c], err, errlen) != 0)
+			    m->configs[c].value, 1, &sealed[c], err,
+			    errlen) != 0)
 				code = -1;
 			else if (sealed[c] != NULL) {
 				rc[c].value = kstr_c(sealed[c]);

@@ -1151,6 +1151,159 @@ START_TEST(test_replay_refuses_bad_records)
 }
 END_TEST
 
+/* ---- secrets at rest ------------------------------------------------------ */
+
+/* A stand-in sealer: "enc:v1:" and the value's bytes in hex, reversed. */
+static int fake_needs_seal(void *arg, const char *name, const char *value,
+    int stored)
+{
+	(void)arg;
+	return strstr(name, "password") != NULL && strncmp(value, "${", 2) != 0 &&
+	    !(stored && strncmp(value, "enc:v1:", 7) == 0);
+}
+
+static int fake_seal(void *arg, const char *mirror, const char *name,
+    const char *value, char **out, char *err, size_t errlen)
+{
+	size_t n = strlen(value);
+	int *fail = arg;
+
+	(void)mirror;
+	(void)name;
+	if (fail != NULL && *fail) {
+		snprintf(err, errlen, "no key");
+		return -1;
+	}
+	*out = malloc(7 + 2 * n + 1);
+	memcpy(*out, "enc:v1:", 7);
+	for (size_t i = 0; i < n; i++)
+		snprintf(*out + 7 + 2 * i, 3, "%02x",
+		    (unsigned char)value[n - 1 - i]);
+	return 0;
+}
+
+/* 1 if any file of the log directory holds s. */
+static int dir_holds(const char *s)
+{
+	DIR *d = opendir(F.dir);
+	struct dirent *de;
+	char path[4096], buf[1 << 16];
+	int found = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (!found && (de = readdir(d)) != NULL) {
+		FILE *f;
+		size_t n;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", F.dir, de->d_name);
+		if ((f = fopen(path, "rb")) == NULL)
+			continue;
+		n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		found = memmem(buf, n, s, strlen(s)) != NULL;
+	}
+	closedir(d);
+	return found;
+}
+
+static void reopen_sealed(int *fail)
+{
+	struct mlog_opts o;
+	struct mstate_sealer sl = { fake_needs_seal, fake_seal, fail };
+	char err[1024];
+
+	fx_close();
+	mlog_opts_init(&o);
+	o.dir = F.dir;
+	o.io = &F.io;
+	F.ml = mlog_file_new(&o, err, sizeof(err));
+	ck_assert_msg(F.ml != NULL, "%s", err);
+	F.st = mstate_new();
+	mstate_set_sealer(F.st, &sl);
+	ck_assert_msg(mstate_open(F.st, F.ml, err, sizeof(err)) == 0, "%s", err);
+}
+
+START_TEST(test_secrets_sealed_and_migrated)
+{
+#define C(n, v) { (char *)(n), (char *)(v) }
+	struct mcfg c1[] = { C("bootstrap.servers", "a:1"),
+	    C("sasl.password", "ClearOne"), C("sasl.username", "u") };
+	struct mcfg c2[] = { C("bootstrap.servers", "a:1"),
+	    C("sasl.password", "ClearTwo") };
+	struct mcfg c3[] = { C("bootstrap.servers", "a:1"),
+	    C("sasl.password", "ClearGone") };
+	struct mcfg c4[] = { C("bootstrap.servers", "a:1"),
+	    C("sasl.password", "ClearNew"), C("ssl.key.password", "enc:v1:6869"),
+	    C("ssl.ca.location", "${file:/etc/x:y}") };
+#undef C
+	char err[1024], *before;
+	size_t n;
+	int compacted, fail = 0;
+	struct mirror *m;
+
+	/* As an earlier version wrote it: no sealer, clear values in a
+	 * snapshot, in the segment, and in a mirror since deleted. */
+	CODE(mstate_create_mirror(F.st, "old", c1, 3, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(mstate_compact(F.st, err, sizeof(err)), 0);
+	CODE(mstate_create_mirror(F.st, "old2", c2, 2, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_create_mirror(F.st, "gone", c3, 2, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_delete_mirror(F.st, "gone", F.msg, sizeof(F.msg)), 0);
+	ck_assert(dir_holds("ClearOne") && dir_holds("ClearTwo") &&
+	    dir_holds("ClearGone"));
+
+	/* The migration: sealed in the model, gone from every file. */
+	reopen_sealed(&fail);
+	ck_assert_int_eq(mstate_seal_clear_secrets(F.st, &n, &compacted, err,
+	    sizeof(err)), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(compacted, 1);
+	ck_assert(!dir_holds("ClearOne") && !dir_holds("ClearTwo") &&
+	    !dir_holds("ClearGone"));
+	m = mstate_mirror_find(F.st, "old");
+	ck_assert_str_eq(mirror_config_get(m, "sasl.password"),
+	    "enc:v1:656e4f7261656c43");
+	ck_assert_str_eq(mirror_config_get(m, "sasl.username"), "u");
+
+	/* Reopened: the same model, nothing left to migrate. */
+	before = mstate_dump(F.st);
+	reopen_sealed(&fail);
+	{
+		char *after = mstate_dump(F.st);
+
+		ck_assert_str_eq(after, before);
+		free(after);
+	}
+	free(before);
+	ck_assert_int_eq(mstate_seal_clear_secrets(F.st, &n, &compacted, err,
+	    sizeof(err)), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_int_eq(compacted, 0);
+
+	/* A new mirror: its secret is sealed before it is written; a value
+	 * from a request that looks sealed is sealed all the same; a
+	 * reference is stored as written. */
+	CODE(mstate_create_mirror(F.st, "new", c4, 4, F.msg, sizeof(F.msg)), 0);
+	ck_assert(!dir_holds("ClearNew"));
+	m = mstate_mirror_find(F.st, "new");
+	ck_assert_str_eq(mirror_config_get(m, "sasl.password"),
+	    "enc:v1:77654e7261656c43");
+	ck_assert_str_ne(mirror_config_get(m, "ssl.key.password"), "enc:v1:6869");
+	ck_assert_str_eq(mirror_config_get(m, "ssl.ca.location"),
+	    "${file:/etc/x:y}");
+
+	/* A secret that cannot be sealed is never written in clear. */
+	fail = 1;
+	CODE(mstate_create_mirror(F.st, "nokey", c2, 2, F.msg, sizeof(F.msg)),
+	    KERR_UNKNOWN_SERVER_ERROR);
+	MSG_HAS("config sasl.password cannot be encrypted");
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "nokey"));
+	fail = 0;
+	reopen_same();
+}
+END_TEST
+
 static Suite *mstate_suite(void)
 {
 	Suite *s = suite_create("mstate");
@@ -1174,6 +1327,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_kill_at_every_byte_of_last_record);
 	tcase_add_test(tc, test_disk_errors_leave_state_unchanged);
 	tcase_add_test(tc, test_replay_refuses_bad_records);
+	tcase_add_test(tc, test_secrets_sealed_and_migrated);
 	suite_add_tcase(s, tc);
 	return s;
 }
