@@ -18,7 +18,7 @@ the password is really needed, on SASL brokers).
     never over the wire;
   * destination.client with ${credential:NAME} and $CREDENTIALS_DIRECTORY:
     mirrord.yaml holds no secret, and a missing credential stops the start
-    naming it;
+    naming it; the key itself from the credential mirrord.secret_key;
   * no secret in DescribeMirrors, /metrics or the log.
 """
 
@@ -281,13 +281,25 @@ h.check("destination.client.sasl.password: ${credential:dest-password}: "
         "$CREDENTIALS_DIRECTORY is not set" in out,
         "the missing credential is not named:\n" + out[-2000:])
 os.environ["CREDENTIALS_DIRECTORY"] = creds
+# The key as a credential too: nothing secret is kept beside the log.  (The
+# failed start above got as far as creating one there: the log was empty.)
+os.unlink(os.path.join(c.data_dir, "secret.key"))
+write(os.path.join(creds, "mirrord.secret_key"),
+      base64.b64encode(os.urandom(32)).decode() + "\n")
 c.start()
+h.check("from %s/mirrord.secret_key" % creds in c.proc.output(),
+        "the key credential is not used:\n" + c.proc.tail())
+h.check(not os.path.exists(os.path.join(c.data_dir, "secret.key")),
+        "a key file was created beside the log although a credential holds one")
 h.check(DEST_SECRET not in open(c.config_path).read(),
         "mirrord.yaml holds the destination secret")
 c.create("cm", {"bootstrap.servers": SRC})
 eq(c.cli_ok("--add", "--mirror", "cm", "--topic", "orders").returncode, 0,
    "add orders through the credential-configured destination")
 wait_state(c, "cm", "MIRRORING")
+c.create("cs", {"bootstrap.servers": SRC, "sasl.password": SECRET})
+eq(holding(c.data_dir, SECRET), [], "files holding a password sealed under the credential key")
+h.check(holding(c.data_dir, "enc:v1:"), "nothing sealed under the credential key")
 h.check(DEST_SECRET not in c.log(), "the destination secret reached the log")
 eq(holding(c.data_dir, DEST_SECRET), [], "files holding the destination secret")
 c.stop()
