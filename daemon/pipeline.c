@@ -297,9 +297,16 @@ static void pm_load_files(struct pmirror *pm)
 	}
 }
 
-static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
+/*
+ * Opens the mirror's secrets, resolves its config provider references and
+ * parses its configs, then reads its files or makes its source.  The
+ * resolved values live only here and in pm->conf.  A reference that cannot
+ * be resolved (a file or key gone) is tried again with the files' backoff:
+ * the partitions stay FAILED with the reason until it resolves.
+ */
+static void pm_configure(struct pmirror *pm)
 {
-	struct pmirror *pm = calloc(1, sizeof(*pm)), **arr;
+	const struct mirror *m = pm->m;
 	const char **names = NULL;
 	char **values = NULL;
 	const char *const *cn, *const *cv;
@@ -307,24 +314,46 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 	int16_t code;
 	char msg[512];
 
-	if (pm == NULL)
-		return NULL;
-	pm->pl = pl;
-	pm->m = m;
-	pm->name = strdup(m->name);
-	names = calloc(m->nconfigs + 1, sizeof(*names));
-	if (pm->name == NULL || names == NULL)
-		goto fail;
+	mirrorconf_free(pm->conf);
+	pm->conf = NULL;
+	if ((names = calloc(m->nconfigs + 1, sizeof(*names))) == NULL) {
+		snprintf(pm->unusable, sizeof(pm->unusable), "out of memory");
+		return;
+	}
 	for (size_t i = 0; i < m->nconfigs; i++)
 		names[i] = m->configs[i].name;
-	/* Secrets opened and references resolved here, for the client only. */
 	if (secrets_mirror_values(m, &values, msg, sizeof(msg)) != 0) {
-		log_warnx("mirror %s: its configs cannot be resolved (%s): not "
-		    "mirroring it", m->name, msg);
+		/* The mirror.* options (the FAILED retry policy) hold no
+		 * reference: parse them from the stored values, so that the
+		 * partitions are retried while the reference is fixed. */
+		const char **stored = calloc(m->nconfigs + 1, sizeof(*stored));
+		char scratch[512];
+
+		for (size_t i = 0; stored != NULL && i < m->nconfigs; i++)
+			stored[i] = m->configs[i].value;
+		if (stored == NULL || mirrorconf_parse(names, stored, m->nconfigs,
+		    &pm->conf, &code, scratch, sizeof(scratch)) != 0)
+			pm->conf = NULL;
+		free(stored);
+		if (!pm->resolve_failed)
+			log_warnx("mirror %s: its configs cannot be resolved (%s): "
+			    "not mirroring it", m->name, msg);
 		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's configs "
 		    "cannot be resolved: %s", msg);
-	} else if (mirrorconf_parse(names, (const char *const *)values,
-	    m->nconfigs, &pm->conf, &code, msg, sizeof(msg)) != 0) {
+		pm->resolve_failed = 1;
+		pm->files_backoff_ms = pm->files_backoff_ms == 0 ?
+		    FILES_RETRY_MIN_MS : MIN(pm->files_backoff_ms * 2,
+		    FILES_RETRY_MAX_MS);
+		pm->files_retry_at = clock_mono_ms() + pm->files_backoff_ms;
+		goto out;
+	}
+	if (pm->resolve_failed) {
+		log_info("mirror %s: its configs resolve again", m->name);
+		pm->resolve_failed = 0;
+		pm->files_backoff_ms = 0;
+	}
+	if (mirrorconf_parse(names, (const char *const *)values, m->nconfigs,
+	    &pm->conf, &code, msg, sizeof(msg)) != 0) {
 		log_warnx("mirror %s: its configs do not parse (%s): not mirroring it",
 		    m->name, msg);
 		pm->conf = NULL;
@@ -337,17 +366,30 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 		mirrorconf_client_pairs(pm->conf, &cn, &cv, &cnum);
 		pm_make_src(pm, cn, cv, cnum);
 	}
+out:
+	free(names);
+	secrets_values_free(values, m->nconfigs);
+}
+
+static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
+{
+	struct pmirror *pm = calloc(1, sizeof(*pm)), **arr;
+
+	if (pm == NULL)
+		return NULL;
+	pm->pl = pl;
+	pm->m = m;
+	pm->name = strdup(m->name);
+	if (pm->name == NULL)
+		goto fail;
+	pm_configure(pm);
 	arr = realloc(pl->mirrors, (pl->nmirrors + 1) * sizeof(*arr));
 	if (arr == NULL)
 		goto fail;
 	pl->mirrors = arr;
 	pl->mirrors[pl->nmirrors++] = pm;
-	free(names);
-	secrets_values_free(values, m->nconfigs);
 	return pm;
 fail:
-	free(names);
-	secrets_values_free(values, m->nconfigs);
 	pm_free(pm);
 	return NULL;
 }
@@ -589,6 +631,13 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 
 		if (pm->src == NULL && pm->files != NULL)
 			continue;   /* its files are being read */
+		if (pm->src == NULL && pm->resolve_failed && pm->m != NULL &&
+		    now >= pm->files_retry_at) {
+			/* Perhaps the file or the key is back. */
+			pm_configure(pm);
+			if (pm->files != NULL || pm->src != NULL)
+				continue;
+		}
 		if (pm->src == NULL && pm->files_failed && now >= pm->files_retry_at) {
 			/* Perhaps the file was fixed; the partitions stay
 			 * FAILED (with the reason) until it is. */

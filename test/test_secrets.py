@@ -13,7 +13,7 @@ the password is really needed, on SASL brokers).
     no file holds the clear value, in the snapshot or the segment;
   * ${file:...} inside mirrors.allowed_file_dirs is accepted and stored as
     the reference, resolved at use (a missing key fails the partitions
-    naming key and provider); outside, refused naming the path; ${env:...}
+    naming key and provider, until it is back); outside, refused naming the path; ${env:...}
     over the wire refused unless mirrors.allow_env_provider; ${credential:}
     never over the wire;
   * destination.client with ${credential:NAME} and $CREDENTIALS_DIRECTORY:
@@ -162,7 +162,8 @@ wait_state(d, "m1", "MIRRORING")
 
 # ---- references over the wire -----------------------------------------------
 inside_ref = "${file:%s/secrets.properties:source.password}" % allowed
-r = d.create("f1", {"bootstrap.servers": SRC, "sasl.password": inside_ref})
+r = d.create("f1", {"bootstrap.servers": SRC, "sasl.password": inside_ref,
+                    "mirror.failed.retry.max.backoff.ms": "2000"})
 eq(r.returncode, 0, "create with ${file:} inside the allowed directory")
 eq(holding(data, FILE_SECRET), [], "files holding the file provider's secret")
 h.check(holding(data, inside_ref), "the reference is not stored as written")
@@ -224,6 +225,11 @@ h.wait_for(lambda: {p["state"] for p in d.describe_json("f1")} == {"FAILED"},
 why = d.describe_json("f1")[0].get("errorMessage") or ""
 h.check("key 'source.password' not found" in why and "${file:" in why,
         "f1's failure does not name the key and the provider: %r" % why)
+# Once the key is back, f1 resolves again (retried with backoff) and its
+# partitions mirror again by themselves.
+write(os.path.join(allowed, "secrets.properties"),
+      "source.password=%s\n" % FILE_SECRET)
+wait_state(d, "f1", "MIRRORING", timeout=120)
 eq(holding(data, os.environ["MIRRORD_TEST_SOURCE_PW"]), [],
    "files holding the env provider's secret")
 h.check(SECRET not in d.log() and FILE_SECRET not in d.log(),
