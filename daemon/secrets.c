@@ -20,9 +20,9 @@
 #include "secretbox.h"
 #include "secrets.h"
 
-#define WIRE_HINT "(CreateMirror accepts the file and dir providers, inside " \
-	"mirrors.allowed_file_dirs; env only with mirrors.allow_env_provider: " \
-	"true in mirrord.yaml; credential never)"
+#define WIRE_HINT "(CreateMirror accepts the file and dir providers only for " \
+	"files inside mirrors.provider_dirs, env only with " \
+	"mirrors.allow_env_provider: true in mirrord.yaml, credential never)"
 
 static struct {
 	const struct config *cfg;
@@ -278,17 +278,26 @@ fail:
 
 /* ---- references ---------------------------------------------------------- */
 
-/* The policy for configs that came over the network. */
+/*
+ * The policy for configs that came over the network.  What a reference
+ * reads is sent to brokers the admin client chooses, so the files it may
+ * read are in a list of their own (mirrors.provider_dirs, empty by
+ * default), not mirrors.allowed_file_dirs: those default to /etc/mirrord,
+ * whose mirrord.yaml the .properties reader would read as well.
+ */
 static void wire_opts(struct cfgprov_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->allowed = CFGPROV_BIT(FILE) | CFGPROV_BIT(DIR);
-	if (S.cfg != NULL && S.cfg->mirrors_allow_env_provider)
-		o->allowed |= CFGPROV_BIT(ENV);
 	o->untrusted = 1;
-	o->dirs = S.cfg != NULL ?
-	    (const char *const *)S.cfg->mirrors_allowed_file_dirs.v : NULL;
 	o->refused_hint = WIRE_HINT;
+	if (S.cfg == NULL)
+		return;
+	if (S.cfg->mirrors_provider_dirs.n > 0) {
+		o->allowed |= CFGPROV_BIT(FILE) | CFGPROV_BIT(DIR);
+		o->dirs = (const char *const *)S.cfg->mirrors_provider_dirs.v;
+	}
+	if (S.cfg->mirrors_allow_env_provider)
+		o->allowed |= CFGPROV_BIT(ENV);
 }
 
 int secrets_check_wire(const char *name, const char *value, char *err,

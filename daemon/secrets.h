@@ -13,8 +13,8 @@
  * references (lib/cfgprov) resolved only when a client is configured
  * (secrets_mirror_values), and the result is never stored.  CreateMirror
  * configs come from the network: their references are held to the wire
- * policy (secrets_check_wire): file and dir inside
- * mirrors.allowed_file_dirs, env only with mirrors.allow_env_provider,
+ * policy (secrets_check_wire): file and dir only inside
+ * mirrors.provider_dirs, env only with mirrors.allow_env_provider,
  * credential never.  destination.client in mirrord.yaml is the operator's:
  * every provider, systemd credentials included (secrets_resolve_map).
  *

@@ -86,10 +86,14 @@ const struct ckey config_keys[] = {
 	  "Either a comma-separated string or a YAML list of absolute directory names; an empty list ([] or \"\") means no file may be named over the wire at all. "
 	  "The files of destination.client come from this file and may be anywhere, but must be regular files too." },
 
+	{ "mirrors.provider_dirs", CT_PATHLIST, F(mirrors_provider_dirs), "", 0, 0, NULL, KF_RELOAD | KF_EMPTY, NULL,
+	  "Directories whose files CreateMirror configs may read with the ${file:PATH:KEY} and ${dir:DIR:NAME} config providers, checked and read as for mirrors.allowed_file_dirs. "
+	  "Empty (the default) refuses both providers in CreateMirror. "
+	  "The value read is sent to the mirror's source brokers, which the admin client chooses: list only directories holding secrets meant for mirrors, never the one of mirrord.yaml or of the secret key." },
 	{ "mirrors.allow_env_provider", CT_BOOL, F(mirrors_allow_env_provider), "false", 0, 0, NULL, KF_RELOAD, NULL,
 	  "Whether CreateMirror configs may use the ${env:VARIABLE} config provider. "
 	  "Off by default: any admin client could otherwise send mirrord's environment to a broker of its own as a SASL password. "
-	  "The ${credential:NAME} provider is never accepted from CreateMirror for the same reason; ${file:...} and ${dir:...} are, inside mirrors.allowed_file_dirs." },
+	  "The ${credential:NAME} provider is never accepted from CreateMirror for the same reason." },
 
 	{ "metrics.listen", CT_HOSTPORT, F(metrics_listen), "127.0.0.1:9193", 0, 0, NULL, KF_EMPTY | KF_PORT0, NULL,
 	  "Address of the HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz. "

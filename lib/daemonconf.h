@@ -78,6 +78,7 @@ struct config {
 	struct config_map destination_client;    /* destination.client */
 
 	struct config_list mirrors_allowed_file_dirs; /* mirrors.allowed_file_dirs */
+	struct config_list mirrors_provider_dirs; /* mirrors.provider_dirs */
 	int mirrors_allow_env_provider;          /* mirrors.allow_env_provider */
 
 	struct config_hostport metrics_listen;   /* metrics.listen, host NULL = disabled */

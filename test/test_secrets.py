@@ -11,9 +11,10 @@ the password is really needed, on SASL brokers).
   * a data directory written before secrets were sealed (test/mlog_seed,
     the real log code with no sealer) is migrated at start-up: afterwards
     no file holds the clear value, in the snapshot or the segment;
-  * ${file:...} inside mirrors.allowed_file_dirs is accepted and stored as
+  * ${file:...} inside mirrors.provider_dirs is accepted and stored as
     the reference, resolved at use (a missing key fails the partitions
-    naming key and provider, until it is back); outside, refused naming the path; ${env:...}
+    naming key and provider, until it is back); outside, refused naming the
+    path, and refused altogether without mirrors.provider_dirs; ${env:...}
     over the wire refused unless mirrors.allow_env_provider; ${credential:}
     never over the wire;
   * destination.client with ${credential:NAME} and $CREDENTIALS_DIRECTORY:
@@ -112,7 +113,7 @@ write(os.path.join(outside, "secrets.properties"),
       "source.password=%s\n" % FILE_SECRET)
 
 yaml = ("mirrors:\n"
-        "  allowed_file_dirs: [\"%s\"]\n" % allowed)
+        "  provider_dirs: [\"%s\"]\n" % allowed)
 d = mt.Mirrord(destination=DST, extra_yaml=yaml)
 data = d.data_dir
 
@@ -258,6 +259,12 @@ h.check("held secrets in clear: 2 values now encrypted" in m.proc.output(),
         "the migration is not logged:\n" + m.proc.tail())
 rows = m.cli_ok("--list").stdout
 h.check("old1" in rows and "old2" in rows, "migrated mirrors: " + rows)
+# By default (no mirrors.provider_dirs) no file may be read by reference:
+# mirrord.yaml itself would read as a .properties file.
+r = m.create("nofile", {"bootstrap.servers": SRC, "sasl.password":
+                        "${file:%s:data_dir}" % m.config_path}, expect_ok=False)
+expect_error(r, "INVALID_CONFIG", "config provider file is not allowed here")
+h.check("mirrors.provider_dirs" in r.stderr, "no hint: " + r.stderr)
 eq(m.cli_ok("--add", "--mirror", "old2", "--topic", "orders").returncode, 0,
    "add to a migrated mirror")
 wait_state(m, "old2", "MIRRORING")

@@ -9,7 +9,7 @@ passwords are really needed:
     mirrored, no file under storage.data_dir holds the password, and after
     a restart (the password read back from its sealed form) new records
     are mirrored too;
-  * a source password from ${file:...} inside mirrors.allowed_file_dirs
+  * a source password from ${file:...} inside mirrors.provider_dirs
     works the same, and the file's value is nowhere under data_dir;
   * a wrong password is refused by the broker (so the passwords above did
     matter), and no secret is in the log, DescribeMirrors or /metrics.
@@ -90,7 +90,7 @@ with open(os.path.join(allowed, "source.properties"), "w") as f:
 os.environ["CREDENTIALS_DIRECTORY"] = creds
 
 yaml = ("mirrors:\n"
-        "  allowed_file_dirs: [\"%s\"]\n" % allowed)
+        "  provider_dirs: [\"%s\"]\n" % allowed)
 d = mt.Mirrord(destination=dst.bootstrap, extra_yaml=yaml, start=False)
 with open(d.config_path) as f:
     text = f.read()
