@@ -441,10 +441,22 @@ def _split(addr):
 
 # ------------------------------------------------------------- a cluster
 
+_given_ports = set()
+_given_lock = threading.Lock()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # The kernel may hand the same ephemeral port to two binds in a row
+    # (seen here: one broker's ADMIN and CONTROLLER listeners on one port):
+    # never give out a port twice in this process.
+    with _given_lock:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _given_ports:
+                _given_ports.add(port)
+                return port
 
 
 def _pdeathsig():
