@@ -154,6 +154,7 @@ struct pmirror {
 	int64_t files_backoff_ms;
 	int resolve_failed;          /* src NULL because a config did not resolve
 	                              * (retried at files_retry_at) */
+	struct secrets_resolve *resolving; /* reading the files references name */
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
 	int dead;

@@ -222,6 +222,7 @@ static void pm_free(struct pmirror *pm)
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
 	srcfiles_cancel(pm->files);
+	secrets_resolve_cancel(pm->resolving);
 	pcluster_free(pm->src);
 	ptopic_forget_all(pm);
 	free(pm->parts);
@@ -298,18 +299,17 @@ static void pm_load_files(struct pmirror *pm)
 }
 
 /*
- * Opens the mirror's secrets, resolves its config provider references and
- * parses its configs, then reads its files or makes its source.  The
- * resolved values live only here and in pm->conf.  A reference that cannot
- * be resolved (a file or key gone) is tried again with the files' backoff:
- * the partitions stay FAILED with the reason until it resolves.
+ * With the mirror's configs opened and resolved (values, or err): parses
+ * them, then reads the files they name or makes the source.  A reference
+ * that cannot be resolved (a file or key gone) is tried again with the
+ * files' backoff: the partitions stay FAILED with the reason until it
+ * resolves.  Frees values.
  */
-static void pm_configure(struct pmirror *pm)
+static void pm_configured(struct pmirror *pm, char **values, const char *err)
 {
 	const struct mirror *m = pm->m;
-	const char **names = NULL;
-	char **values = NULL;
 	const char *const *cn, *const *cv;
+	const char **names;
 	size_t cnum;
 	int16_t code;
 	char msg[512];
@@ -318,34 +318,35 @@ static void pm_configure(struct pmirror *pm)
 	pm->conf = NULL;
 	if ((names = calloc(m->nconfigs + 1, sizeof(*names))) == NULL) {
 		snprintf(pm->unusable, sizeof(pm->unusable), "out of memory");
+		secrets_values_free(values, m->nconfigs);
 		return;
 	}
 	for (size_t i = 0; i < m->nconfigs; i++)
 		names[i] = m->configs[i].name;
-	if (secrets_mirror_values(m, &values, msg, sizeof(msg)) != 0) {
+	if (err != NULL) {
 		/* The mirror.* options (the FAILED retry policy) hold no
 		 * reference: parse them from the stored values, so that the
 		 * partitions are retried while the reference is fixed. */
 		const char **stored = calloc(m->nconfigs + 1, sizeof(*stored));
-		char scratch[512];
 
 		for (size_t i = 0; stored != NULL && i < m->nconfigs; i++)
 			stored[i] = m->configs[i].value;
 		if (stored == NULL || mirrorconf_parse(names, stored, m->nconfigs,
-		    &pm->conf, &code, scratch, sizeof(scratch)) != 0)
+		    &pm->conf, &code, msg, sizeof(msg)) != 0)
 			pm->conf = NULL;
 		free(stored);
 		if (!pm->resolve_failed)
 			log_warnx("mirror %s: its configs cannot be resolved (%s): "
-			    "not mirroring it", m->name, msg);
+			    "not mirroring it", m->name, err);
 		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's configs "
-		    "cannot be resolved: %s", msg);
+		    "cannot be resolved: %s", err);
 		pm->resolve_failed = 1;
 		pm->files_backoff_ms = pm->files_backoff_ms == 0 ?
 		    FILES_RETRY_MIN_MS : MIN(pm->files_backoff_ms * 2,
 		    FILES_RETRY_MAX_MS);
 		pm->files_retry_at = clock_mono_ms() + pm->files_backoff_ms;
-		goto out;
+		free(names);
+		return;
 	}
 	if (pm->resolve_failed) {
 		log_info("mirror %s: its configs resolve again", m->name);
@@ -366,9 +367,48 @@ static void pm_configure(struct pmirror *pm)
 		mirrorconf_client_pairs(pm->conf, &cn, &cv, &cnum);
 		pm_make_src(pm, cn, cv, cnum);
 	}
-out:
 	free(names);
 	secrets_values_free(values, m->nconfigs);
+}
+
+static void pm_resolved_cb(void *arg, const char *err,
+    const char *const *names, char **values, size_t n)
+{
+	struct pmirror *pm = arg;
+
+	(void)names;
+	pm->resolving = NULL;
+	if (pm->m == NULL || pm->m->nconfigs != n) {
+		/* Deleted meanwhile (freed at the next tick). */
+		secrets_values_free(values, n);
+		return;
+	}
+	pm_configured(pm, values, err);
+	pl_kick(pm->pl);
+}
+
+/*
+ * Opens the mirror's secrets and resolves its config provider references;
+ * files they name are read off the loop first.  The resolved values live
+ * only in pm->conf.
+ */
+static void pm_configure(struct pmirror *pm)
+{
+	const struct mirror *m = pm->m;
+	char **values = NULL;
+	char msg[512];
+
+	if (secrets_mirror_reads_files(m)) {
+		pm->resolving = secrets_resolve_start(pm->pl->base, m,
+		    pm_resolved_cb, pm, msg, sizeof(msg));
+		if (pm->resolving == NULL)
+			pm_configured(pm, NULL, msg);
+		return;
+	}
+	if (secrets_mirror_values(m, &values, msg, sizeof(msg)) != 0)
+		pm_configured(pm, NULL, msg);
+	else
+		pm_configured(pm, values, NULL);
 }
 
 static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
@@ -629,13 +669,14 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < pl->nmirrors; i++) {
 		struct pmirror *pm = pl->mirrors[i];
 
-		if (pm->src == NULL && pm->files != NULL)
+		if (pm->src == NULL && (pm->files != NULL || pm->resolving != NULL))
 			continue;   /* its files are being read */
 		if (pm->src == NULL && pm->resolve_failed && pm->m != NULL &&
 		    now >= pm->files_retry_at) {
 			/* Perhaps the file or the key is back. */
 			pm_configure(pm);
-			if (pm->files != NULL || pm->src != NULL)
+			if (pm->files != NULL || pm->resolving != NULL ||
+			    pm->src != NULL)
 				continue;
 		}
 		if (pm->src == NULL && pm->files_failed && now >= pm->files_retry_at) {

@@ -14,6 +14,7 @@
 #include "cfgprov.h"
 #include "compat.h"
 #include "daemonconf.h"
+#include "fileload.h"
 #include "log.h"
 #include "mirrorconf.h"
 #include "mstate.h"
@@ -318,42 +319,258 @@ void secrets_values_free(char **values, size_t n)
 	free(values);
 }
 
-int secrets_mirror_values(const struct mirror *m, char ***values, char *err,
-    size_t errlen)
+/* The loop never reads a file: the default reader of the synchronous path. */
+static int no_loop_read(void *arg, const char *path, char **out,
+    size_t *outlen, char *err, size_t errlen)
 {
-	struct cfgprov_opts o;
+	(void)arg;
+	(void)out;
+	(void)outlen;
+	snprintf(err, errlen, "%s: not read on the event loop (internal error)",
+	    path);
+	return -1;
+}
+
+/* Opens and resolves n stored values of mirror under o. */
+static int resolve_values(const char *mirror, const char *const *names,
+    const char *const *stored, size_t n, const struct cfgprov_opts *o,
+    char ***values, char *err, size_t errlen)
+{
 	char **v, why[512];
 
 	*values = NULL;
-	wire_opts(&o);
-	if ((v = calloc(m->nconfigs + 1, sizeof(*v))) == NULL) {
+	if ((v = calloc(n + 1, sizeof(*v))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < m->nconfigs; i++) {
-		const struct mcfg *c = &m->configs[i];
+	for (size_t i = 0; i < n; i++) {
 		int rc;
 
-		if (c->value == NULL)
+		if (stored[i] == NULL)
 			continue;
 		/* A sealed value is the secret itself, never a reference. */
-		if (secretbox_is_sealed(c->value)) {
-			rc = open_sealed(m->name, c->name, c->value, &v[i], why,
+		if (secretbox_is_sealed(stored[i])) {
+			rc = open_sealed(mirror, names[i], stored[i], &v[i], why,
 			    sizeof(why));
 			if (rc != 0)
 				snprintf(err, errlen, "%s: cannot decrypt it: %s",
-				    c->name, why);
+				    names[i], why);
 		} else {
-			rc = cfgprov_resolve(c->name, c->value, &o, &v[i], err,
+			rc = cfgprov_resolve(names[i], stored[i], o, &v[i], err,
 			    errlen);
 		}
 		if (rc != 0) {
-			secrets_values_free(v, m->nconfigs);
+			secrets_values_free(v, n);
 			return -1;
 		}
 	}
 	*values = v;
 	return 0;
+}
+
+int secrets_mirror_values(const struct mirror *m, char ***values, char *err,
+    size_t errlen)
+{
+	const char **names = calloc(m->nconfigs + 1, sizeof(*names));
+	const char **stored = calloc(m->nconfigs + 1, sizeof(*stored));
+	struct cfgprov_opts o;
+	int rc = -1;
+
+	*values = NULL;
+	if (names == NULL || stored == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < m->nconfigs; i++) {
+		names[i] = m->configs[i].name;
+		stored[i] = m->configs[i].value;
+	}
+	wire_opts(&o);
+	o.read = no_loop_read;
+	rc = resolve_values(m->name, names, stored, m->nconfigs, &o, values,
+	    err, errlen);
+out:
+	free(names);
+	free(stored);
+	return rc;
+}
+
+/* ---- resolving off the loop ---------------------------------------------- */
+
+struct secrets_resolve {
+	struct fileload *fl;
+	char *mirror;
+	size_t n;
+	char **names, **stored;      /* copies of the mirror's configs */
+	char **paths;                /* files to read, each once */
+	size_t npaths;
+	const struct fileload_result *res;  /* during the load's callback */
+	size_t nres;
+	secrets_resolved_fn cb;
+	void *arg;
+	int oom;
+};
+
+static void add_path(void *arg, const char *path)
+{
+	struct secrets_resolve *r = arg;
+	char **np;
+
+	for (size_t i = 0; i < r->npaths; i++)
+		if (strcmp(r->paths[i], path) == 0)
+			return;
+	if ((np = realloc(r->paths, (r->npaths + 2) * sizeof(*np))) == NULL) {
+		r->oom = 1;
+		return;
+	}
+	r->paths = np;
+	if ((r->paths[r->npaths] = strdup(path)) == NULL) {
+		r->oom = 1;
+		return;
+	}
+	r->paths[++r->npaths] = NULL;
+}
+
+static void count_path(void *arg, const char *path)
+{
+	(void)path;
+	(*(size_t *)arg)++;
+}
+
+int secrets_mirror_reads_files(const struct mirror *m)
+{
+	struct cfgprov_opts o;
+	char why[512];
+	size_t n = 0;
+
+	wire_opts(&o);
+	for (size_t i = 0; i < m->nconfigs; i++)
+		if (!secretbox_is_sealed(m->configs[i].value))
+			(void)cfgprov_files(m->configs[i].name, m->configs[i].value,
+			    &o, count_path, &n, why, sizeof(why));
+	return n > 0;
+}
+
+static void resolve_free(struct secrets_resolve *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->names[i]);
+		secretbox_wipe_free(r->stored[i]);
+	}
+	for (size_t i = 0; i < r->npaths; i++)
+		free(r->paths[i]);
+	free(r->names);
+	free(r->stored);
+	free(r->paths);
+	free(r->mirror);
+	free(r);
+}
+
+/* The reader of the resolution after the load: what the worker read. */
+static int read_loaded(void *arg, const char *path, char **out,
+    size_t *outlen, char *err, size_t errlen)
+{
+	struct secrets_resolve *r = arg;
+
+	for (size_t i = 0; i < r->nres; i++) {
+		const struct fileload_result *f = &r->res[i];
+
+		if (strcmp(f->path, path) != 0)
+			continue;
+		if (f->data == NULL) {
+			snprintf(err, errlen, "%s", f->err != NULL ? f->err : path);
+			return -1;
+		}
+		if ((*out = malloc(f->len + 1)) == NULL) {
+			snprintf(err, errlen, "%s: out of memory", path);
+			return -1;
+		}
+		memcpy(*out, f->data, f->len);
+		(*out)[f->len] = '\0';
+		*outlen = f->len;
+		return 0;
+	}
+	/* The policy changed since the load started (a reload). */
+	snprintf(err, errlen, "%s: was not read; try again", path);
+	return -1;
+}
+
+static void loaded(void *arg, const struct fileload_result *res, size_t n)
+{
+	struct secrets_resolve *r = arg;
+	struct cfgprov_opts o;
+	char **values = NULL, err[800];
+	int rc;
+
+	r->fl = NULL;
+	r->res = res;
+	r->nres = n;
+	wire_opts(&o);
+	o.read = read_loaded;
+	o.read_arg = r;
+	rc = resolve_values(r->mirror, (const char *const *)r->names,
+	    (const char *const *)r->stored, r->n, &o, &values, err, sizeof(err));
+	r->res = NULL;
+	r->cb(r->arg, rc == 0 ? NULL : err, (const char *const *)r->names,
+	    rc == 0 ? values : NULL, r->n);
+	resolve_free(r);
+}
+
+struct secrets_resolve *secrets_resolve_start(struct event_base *base,
+    const struct mirror *m, secrets_resolved_fn cb, void *arg, char *err,
+    size_t errlen)
+{
+	struct secrets_resolve *r = calloc(1, sizeof(*r));
+	struct cfgprov_opts o;
+
+	if (r == NULL || (r->mirror = strdup(m->name)) == NULL ||
+	    (r->names = calloc(m->nconfigs + 1, sizeof(char *))) == NULL ||
+	    (r->stored = calloc(m->nconfigs + 1, sizeof(char *))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	r->cb = cb;
+	r->arg = arg;
+	for (; r->n < m->nconfigs; r->n++) {
+		const struct mcfg *c = &m->configs[r->n];
+
+		if ((r->names[r->n] = strdup(c->name)) == NULL ||
+		    (c->value != NULL &&
+		    (r->stored[r->n] = strdup(c->value)) == NULL)) {
+			r->n++;
+			snprintf(err, errlen, "out of memory");
+			goto fail;
+		}
+	}
+	wire_opts(&o);
+	for (size_t i = 0; i < r->n; i++)
+		if (!secretbox_is_sealed(r->stored[i]) &&
+		    cfgprov_files(r->names[i], r->stored[i], &o, add_path, r, err,
+		    errlen) != 0)
+			goto fail;
+	if (r->oom) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	r->fl = fileload_start(base, (const char *const *)r->paths,
+	    (const char *const *)r->paths, r->npaths, o.dirs, CFGPROV_MAX_VALUE,
+	    loaded, r, err, errlen);
+	if (r->fl == NULL)
+		goto fail;
+	return r;
+fail:
+	if (r != NULL)
+		resolve_free(r);
+	return NULL;
+}
+
+void secrets_resolve_cancel(struct secrets_resolve *r)
+{
+	if (r == NULL)
+		return;
+	/* The worker may still hold the load: it frees its own part. */
+	fileload_cancel(r->fl);
+	resolve_free(r);
 }
 
 int secrets_resolve_map(const char *what, const struct config_map *map,

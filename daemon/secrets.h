@@ -29,6 +29,7 @@
 
 struct config;
 struct config_map;
+struct event_base;
 struct mirror;
 struct mstate;
 
@@ -59,6 +60,33 @@ int secrets_check_wire(const char *name, const char *value, char *err,
  */
 int secrets_mirror_values(const struct mirror *m, char ***values, char *err,
     size_t errlen);
+/*
+ * 1 if m's references name files (file and dir providers): then resolve
+ * them with secrets_resolve_start(), which reads those files off the
+ * loop; secrets_mirror_values() refuses to read a file on the loop.
+ */
+int secrets_mirror_reads_files(const struct mirror *m);
+
+/*
+ * Called once, on the loop, never from inside secrets_resolve_start(),
+ * unless cancelled first.  On success err is NULL and values (n of them,
+ * in m->configs order) are the callee's to free with
+ * secrets_values_free(); names (m's config names, copied) are valid
+ * during the call.  On failure values is NULL and err names the config,
+ * the reference and why.
+ */
+typedef void (*secrets_resolved_fn)(void *arg, const char *err,
+    const char *const *names, char **values, size_t n);
+struct secrets_resolve;
+/* secrets_mirror_values() with the files read by the fileload worker.  m
+ * is copied: it may go away meanwhile.  NULL with err when nothing could
+ * be started. */
+struct secrets_resolve *secrets_resolve_start(struct event_base *base,
+    const struct mirror *m, secrets_resolved_fn cb, void *arg, char *err,
+    size_t errlen);
+/* The callback will not run.  NULL is a no-op.  Not from the callback. */
+void secrets_resolve_cancel(struct secrets_resolve *r);
+
 /* The same for a map of mirrord.yaml (what names it in messages). */
 int secrets_resolve_map(const char *what, const struct config_map *map,
     char ***values, char *err, size_t errlen);

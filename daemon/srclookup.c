@@ -25,6 +25,8 @@ struct srclookup {
 	struct kcluster *cl;
 	struct mirrorconf *mc;
 	struct srcfiles *files;      /* reading the mirror's files */
+	struct secrets_resolve *resolving; /* reading the files references name */
+	char **allowed;              /* mirrors.allowed_file_dirs, copied */
 	struct event *files_timer;   /* bounds that by timeout_ms */
 	int timeout_ms;
 	srclookup_cb cb;
@@ -132,10 +134,102 @@ static void files_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	srcfiles_cancel(l->files);
 	l->files = NULL;
+	secrets_resolve_cancel(l->resolving);
+	l->resolving = NULL;
 	l->done = 1;
 	snprintf(err, sizeof(err), "the mirror's files were not read within "
 	    "%d ms", l->timeout_ms);
 	l->cb(l->arg, 0, err, NULL, NULL, 0);
+}
+
+/* Arms the bound on reading the mirror's files (resolve and srcfiles). */
+static int arm_timer(struct srclookup *l, char *err, size_t errlen)
+{
+	struct timeval tv = { l->timeout_ms / 1000, (l->timeout_ms % 1000) * 1000 };
+
+	if (l->files_timer == NULL &&
+	    (l->files_timer = evtimer_new(l->base, files_timeout_cb, l)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (!evtimer_pending(l->files_timer, NULL))
+		evtimer_add(l->files_timer, &tv);
+	return 0;
+}
+
+/* With the configs resolved: parse them, then read the files they name
+ * (srcfiles) or look at the source right away. */
+static int lookup_configured(struct srclookup *l, const char *const *names,
+    const char *const *values, size_t n, char *err, size_t errlen)
+{
+	const char *const *cn, *const *cv;
+	size_t cnt;
+	int16_t code;
+
+	if (mirrorconf_parse(names, values, n, &l->mc, &code, err, errlen) < 0)
+		return -1;
+	if (srcfiles_count(l->mc) > 0) {
+		/* Files named over the wire are read off the loop first. */
+		if (arm_timer(l, err, errlen) < 0)
+			return -1;
+		l->files = srcfiles_start(l->base, l->mc,
+		    (const char *const *)l->allowed, files_cb, l, err, errlen);
+		return l->files == NULL ? -1 : 0;
+	}
+	if (l->files_timer != NULL)
+		evtimer_del(l->files_timer);
+	mirrorconf_client_pairs(l->mc, &cn, &cv, &cnt);
+	return lookup_begin(l, cn, cv, cnt, err, errlen);
+}
+
+static void resolved_cb(void *arg, const char *rerr, const char *const *names,
+    char **values, size_t n)
+{
+	struct srclookup *l = arg;
+	char err[800];
+	int rc = -1;
+
+	l->resolving = NULL;
+	if (l->done) {
+		secrets_values_free(values, n);
+		return;
+	}
+	if (rerr == NULL)
+		rc = lookup_configured(l, names, (const char *const *)values, n,
+		    err, sizeof(err));
+	secrets_values_free(values, n);
+	if (rc == 0)
+		return;
+	if (l->files_timer != NULL)
+		evtimer_del(l->files_timer);
+	l->done = 1;
+	l->cb(l->arg, 0, rerr != NULL ? rerr : err, NULL, NULL, 0);
+}
+
+static char **list_dup(const char *const *v)
+{
+	size_t n = 0;
+	char **c;
+
+	while (v != NULL && v[n] != NULL)
+		n++;
+	if ((c = calloc(n + 1, sizeof(*c))) == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if ((c[i] = strdup(v[i])) == NULL) {
+			for (size_t j = 0; j < i; j++)
+				free(c[j]);
+			free(c);
+			return NULL;
+		}
+	return c;
+}
+
+static void list_free(char **v)
+{
+	for (size_t i = 0; v != NULL && v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
 }
 
 struct srclookup *srclookup_start(struct event_base *base,
@@ -143,67 +237,56 @@ struct srclookup *srclookup_start(struct event_base *base,
     srclookup_cb cb, void *arg, char *err, size_t errlen)
 {
 	struct srclookup *l;
-	const char **names;
+	const char **names = NULL;
 	char **values = NULL;
-	const char *const *cn, *const *cv;
-	size_t cnt;
-	int16_t code;
 
 	l = calloc(1, sizeof(*l));
-	names = calloc(m->nconfigs + 1, sizeof(*names));
-	if (l == NULL || names == NULL) {
+	if (l == NULL) {
 		snprintf(err, errlen, "out of memory");
-		free(l);
-		l = NULL;
-		goto fail;
+		return NULL;
 	}
 	kcluster_config_init(&l->cfg, "source");
 	l->base = base;
 	l->cb = cb;
 	l->arg = arg;
 	l->timeout_ms = timeout_ms;
+	if ((l->allowed = list_dup(allowed_dirs)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	/* Secrets opened and references resolved here, for the client only;
+	 * files that references name are read off the loop first. */
+	if (secrets_mirror_reads_files(m)) {
+		if (arm_timer(l, err, errlen) < 0)
+			goto fail;
+		l->resolving = secrets_resolve_start(base, m, resolved_cb, l, err,
+		    errlen);
+		if (l->resolving == NULL)
+			goto fail;
+		return l;
+	}
+	if ((names = calloc(m->nconfigs + 1, sizeof(*names))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	for (size_t i = 0; i < m->nconfigs; i++)
 		names[i] = m->configs[i].name;
-	/* Secrets opened and references resolved here, for the client only. */
-	if (secrets_mirror_values(m, &values, err, errlen) != 0)
+	if (secrets_mirror_values(m, &values, err, errlen) != 0 ||
+	    lookup_configured(l, names, (const char *const *)values,
+	    m->nconfigs, err, errlen) != 0)
 		goto fail;
-	if (mirrorconf_parse(names, (const char *const *)values, m->nconfigs,
-	    &l->mc, &code, err, errlen) < 0)
-		goto fail;
-	if (srcfiles_count(l->mc) > 0) {
-		/* Files named over the wire are read off the loop first. */
-		l->files_timer = evtimer_new(base, files_timeout_cb, l);
-		if (l->files_timer == NULL) {
-			snprintf(err, errlen, "out of memory");
-			goto fail;
-		}
-		l->files = srcfiles_start(base, l->mc, allowed_dirs, files_cb, l,
-		    err, errlen);
-		if (l->files == NULL)
-			goto fail;
-		{
-			struct timeval tv = { timeout_ms / 1000,
-			    (timeout_ms % 1000) * 1000 };
-
-			evtimer_add(l->files_timer, &tv);
-		}
-	} else {
-		mirrorconf_client_pairs(l->mc, &cn, &cv, &cnt);
-		if (lookup_begin(l, cn, cv, cnt, err, errlen) < 0)
-			goto fail;
-	}
 	free(names);
 	secrets_values_free(values, m->nconfigs);
 	return l;
 fail:
-	if (l != NULL) {
-		if (l->files_timer != NULL)
-			event_free(l->files_timer);
-		kcluster_free(l->cl);   /* NULL here: lookup_begin failed before */
-		kcluster_config_fini(&l->cfg);
-		mirrorconf_free(l->mc);
-		free(l);
-	}
+	if (l->files_timer != NULL)
+		event_free(l->files_timer);
+	srcfiles_cancel(l->files);
+	kcluster_free(l->cl);   /* NULL here: lookup_begin failed before */
+	kcluster_config_fini(&l->cfg);
+	mirrorconf_free(l->mc);
+	list_free(l->allowed);
+	free(l);
 	free(names);
 	secrets_values_free(values, m->nconfigs);
 	return NULL;
@@ -217,6 +300,7 @@ static void deferred_free(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	kcluster_config_fini(&l->cfg);
 	mirrorconf_free(l->mc);
+	list_free(l->allowed);
 	free(l);
 }
 
@@ -227,6 +311,8 @@ void srclookup_free(struct srclookup *l)
 	l->done = 1;
 	srcfiles_cancel(l->files);   /* not from its callback: files is NULL there */
 	l->files = NULL;
+	secrets_resolve_cancel(l->resolving);   /* likewise */
+	l->resolving = NULL;
 	if (l->files_timer != NULL) {
 		event_free(l->files_timer);
 		l->files_timer = NULL;
@@ -239,6 +325,7 @@ void srclookup_free(struct srclookup *l)
 	    &(struct timeval){ 0, 0 }) < 0) {
 		kcluster_config_fini(&l->cfg);
 		mirrorconf_free(l->mc);
+		list_free(l->allowed);
 		free(l);
 	}
 }

@@ -297,6 +297,8 @@ fail:
 static int read_file(const struct cfgprov_opts *o, int kind, const char *path,
     char **out, size_t *outlen, char *err, size_t errlen)
 {
+	if (o->read != NULL && kind != CFGPROV_CREDENTIAL)
+		return o->read(o->read_arg, path, out, outlen, err, errlen);
 	/* Credentials come from the service manager, never from a name a
 	 * client chose: they are read as the operator's. */
 	if (o->untrusted && kind != CFGPROV_CREDENTIAL)
@@ -437,6 +439,7 @@ oom:
  * look_ref (look) or appends its content to *acc (acc != NULL). */
 static int walk(const char *name, const char *value,
     const struct cfgprov_opts *o, int look, char **acc, size_t *acclen,
+    void (*files)(void *arg, const char *path), void *files_arg,
     char *err, size_t errlen)
 {
 	size_t from = 0, start, end;
@@ -466,6 +469,16 @@ static int walk(const char *name, const char *value,
 		}
 		if (look && look_ref(name, r, rt, o, err, errlen) != 0)
 			goto out;
+		if (files != NULL && r->kind == CFGPROV_FILE) {
+			files(files_arg, r->path);
+		} else if (files != NULL && r->kind == CFGPROV_DIR) {
+			char path[MAX_PATH + MAX_KEY + 2];
+
+			if (entry_path(name, r, rt, o, path, sizeof(path), err,
+			    errlen) != 0)
+				goto out;
+			files(files_arg, path);
+		}
 		if (acc != NULL) {
 			char *part, *grown;
 			size_t plen;
@@ -517,7 +530,16 @@ int cfgprov_check(const char *name, const char *value,
 {
 	if (value == NULL)
 		return 0;
-	return walk(name, value, o, look, NULL, NULL, err, errlen);
+	return walk(name, value, o, look, NULL, NULL, NULL, NULL, err, errlen);
+}
+
+int cfgprov_files(const char *name, const char *value,
+    const struct cfgprov_opts *o, void (*fn)(void *arg, const char *path),
+    void *arg, char *err, size_t errlen)
+{
+	if (value == NULL)
+		return 0;
+	return walk(name, value, o, 0, NULL, NULL, fn, arg, err, errlen);
 }
 
 int cfgprov_resolve(const char *name, const char *value,
@@ -531,7 +553,8 @@ int cfgprov_resolve(const char *name, const char *value,
 		seterr(err, errlen, "%s: out of memory", name);
 		return -1;
 	}
-	if (walk(name, value, o, 0, &acc, &acclen, err, errlen) != 0) {
+	if (walk(name, value, o, 0, &acc, &acclen, NULL, NULL, err,
+	    errlen) != 0) {
 		wipe_free(acc, acclen);
 		return -1;
 	}

@@ -51,6 +51,11 @@ enum cfgprov_kind {
 /* Largest resolved value and largest file read for one reference. */
 #define CFGPROV_MAX_VALUE (1u << 20)
 
+/* Reads a file for a file or dir reference: *out malloc'd and
+ * NUL-terminated; -1 with err ("path: why"). */
+typedef int (*cfgprov_read_fn)(void *arg, const char *path, char **out,
+    size_t *outlen, char *err, size_t errlen);
+
 struct cfgprov_opts {
 	unsigned allowed;            /* CFGPROV_BIT()s that may be used */
 	/* File names from the network: file and dir providers read through
@@ -62,6 +67,10 @@ struct cfgprov_opts {
 	/* Appended to "provider X is not allowed here" (which providers the
 	 * context accepts, and how to change it). */
 	const char *refused_hint;
+	/* NULL: file and dir references read their files here (blocking);
+	 * else through read (e.g. contents read earlier off the loop). */
+	cfgprov_read_fn read;
+	void *read_arg;
 };
 
 /* "file"; "?" out of range. */
@@ -79,6 +88,15 @@ int cfgprov_has_ref(const char *value);
  */
 int cfgprov_check(const char *name, const char *value,
     const struct cfgprov_opts *o, int look, char *err, size_t errlen);
+
+/*
+ * Calls fn with every file the file and dir references of value would read
+ * (the same path a later cfgprov_resolve() reads), after the checks of
+ * cfgprov_check() without look.  Returns 0, or -1 with err.
+ */
+int cfgprov_files(const char *name, const char *value,
+    const struct cfgprov_opts *o, void (*fn)(void *arg, const char *path),
+    void *arg, char *err, size_t errlen);
 
 /*
  * Resolves every reference of value; *out is malloc'd (wipe it with

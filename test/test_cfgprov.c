@@ -227,6 +227,51 @@ START_TEST(test_untrusted_policy)
 }
 END_TEST
 
+static void collect(void *arg, const char *path)
+{
+	char *buf = arg;
+
+	strcat(buf, path);
+	strcat(buf, ";");
+}
+
+static int canned_read(void *arg, const char *path, char **res,
+    size_t *reslen, char *e, size_t elen)
+{
+	(void)arg;
+	if (strstr(path, "gone") != NULL) {
+		snprintf(e, elen, "%s: No such file or directory", path);
+		return -1;
+	}
+	*res = strdup(strstr(path, ".properties") ? "k=FromHook\n" : "DirHook\n");
+	*reslen = strlen(*res);
+	return 0;
+}
+
+START_TEST(test_files_and_read_hook)
+{
+	struct cfgprov_opts o = trusted;
+	char paths[2048] = "";
+
+	/* The files a value's references read, in order, dir entries joined. */
+	ck_assert_int_eq(cfgprov_files("p", "${file:/a/s.properties:k}-${dir:/d/:n}"
+	    "-${env:TEST_CFGPROV_PW}", &o, collect, paths, err, sizeof(err)), 0);
+	ck_assert_str_eq(paths, "/a/s.properties;/d/n;");
+	/* Checked like cfgprov_check: a refused provider is an error. */
+	o.allowed = CFGPROV_BIT(ENV);
+	ck_assert_int_eq(cfgprov_files("p", "${file:/a/s.properties:k}", &o,
+	    collect, paths, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "not allowed"));
+	/* A read hook replaces the file reads (contents read elsewhere). */
+	o = trusted;
+	o.read = canned_read;
+	ck_assert_int_eq(resolve(&o, "${file:/x/s.properties:k}/${dir:/x:n}"), 0);
+	ck_assert_str_eq(out, "FromHook/DirHook");
+	ck_assert_int_eq(resolve(&o, "${file:/gone/s.properties:k}"), -1);
+	ck_assert_ptr_nonnull(strstr(err, "/gone/s.properties: No such file"));
+}
+END_TEST
+
 static Suite *cfgprov_suite(void)
 {
 	Suite *s = suite_create("cfgprov");
@@ -237,6 +282,7 @@ static Suite *cfgprov_suite(void)
 	tcase_add_test(tc, test_file_provider);
 	tcase_add_test(tc, test_dir_env_credential);
 	tcase_add_test(tc, test_untrusted_policy);
+	tcase_add_test(tc, test_files_and_read_hook);
 	suite_add_tcase(s, tc);
 	return s;
 }
