@@ -7,7 +7,6 @@
  */
 #include "config.h"
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +28,7 @@
 #include "mstate.h"
 #include "pipeline.h"
 #include "srclookup.h"
+#include "tpattern.h"
 
 #define MSG_LEN 512
 /* Source lookups made for AddTopicsToMirror give up after this long. */
@@ -818,6 +818,7 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 		int32_t ne = MAX(req->exclude_patterns_n, 0);
 		const char **inc = arena_array(a, (size_t)ni, sizeof(*inc));
 		const char **exc = arena_array(a, (size_t)ne, sizeof(*exc));
+		struct tpattern **re = NULL;
 		int code;
 
 		for (int32_t i = 0; inc != NULL && i < ni; i++)
@@ -833,18 +834,26 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			pending_free(pd);
 			return;
 		}
-		for (size_t i = 0; ok && ni > 0 && i < ntopics; i++) {
+		/* Compiled once for all the source's topics (includes, then
+		 * excludes); they were checked, so NULL only on no memory. */
+		if (ok && ni > 0 && inc != NULL && (ne == 0 || exc != NULL) &&
+		    (re = calloc((size_t)(ni + ne), sizeof(*re))) == NULL)
+			fatal("admin: out of memory");
+		for (int32_t k = 0; re != NULL && k < ni + ne; k++)
+			re[k] = tpattern_new(k < ni ? inc[k] : exc[k - ni], msg,
+			    sizeof(msg));
+		for (size_t i = 0; re != NULL && i < ntopics; i++) {
 			const char *t = topics[i].name;
 			int any = 0;
 
 			if (topics[i].internal || is_internal_name(t))
 				continue;
 			for (int32_t k = 0; k < ni && !any; k++)
-				any = mstate_pattern_match(inc[k], t);
+				any = re[k] != NULL && tpattern_match(re[k], t);
 			if (!any)
 				continue;
-			for (int32_t k = 0; k < ne && any; k++)
-				if (mstate_pattern_match(exc[k], t))
+			for (int32_t k = ni; k < ni + ne && any; k++)
+				if (re[k] != NULL && tpattern_match(re[k], t))
 					any = 0;
 			if (!any || mirror_topic_find(m, t) != NULL ||
 			    results_has(&rs, t))
@@ -854,6 +863,9 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			    topics[i].partitions, msg, sizeof(msg));
 			results_add(&rs, t, code, msg);
 		}
+		for (int32_t k = 0; re != NULL && k < ni + ne; k++)
+			tpattern_free(re[k]);
+		free(re);
 		if (!ok)
 			log_warnx("mirror %s: patterns saved, but the source cannot be "
 			    "read now (%s); matching topics join at the next discovery "
@@ -917,25 +929,16 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 
 		for (int32_t i = 0; i < n; i++) {
 			char *p = arena_strdup(a, v[i]);
-			regex_t re;
-			int rc;
 
 			if (p == NULL || p[0] == '\0') {
 				snprintf(msg, sizeof(msg), "%s pattern %d is empty",
 				    k == 0 ? "include" : "exclude", i);
 				goto bad_request;
 			}
-			rc = regcomp(&re, p, REG_EXTENDED | REG_NOSUB);
-			if (rc != 0) {
-				char eb[128];
-
-				regerror(rc, &re, eb, sizeof(eb));
-				snprintf(msg, sizeof(msg), "%s pattern '%s' is not a valid "
-				    "regular expression: %s", k == 0 ? "include" : "exclude",
-				    p, eb);
+			/* Syntax and limits (tpattern.h), with PCRE2's reason. */
+			if (tpattern_check(p, k == 0 ? "include pattern" :
+			    "exclude pattern", msg, sizeof(msg)) != 0)
 				goto bad_request;
-			}
-			regfree(&re);
 		}
 	}
 	pd->adm = adm;

@@ -185,8 +185,8 @@ START_TEST(test_bad_values)
 	expect_error(40, "Invalid value ' , ' for mirror config bootstrap.servers: expected at least one host:port");
 	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "mirror.topics.include", "ok.*,a(", NULL), -1);
 	ck_assert_int_eq(code, 40);
-	ck_assert_msg(strncmp(msg, "Invalid value 'ok.*,a(' for mirror config mirror.topics.include: "
-	    "'a(' is not a valid POSIX extended regular expression (", 105) == 0, "%s", msg);
+	expect_error(40, "Invalid value 'ok.*,a(' for mirror config mirror.topics.include: "
+	    "'a(' is not a valid regular expression: missing closing parenthesis at offset 2");
 	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "mirror.source.cluster.id", "a b", NULL), -1);
 	expect_error(40, "Invalid value 'a b' for mirror config mirror.source.cluster.id: expected a cluster id of letters, digits, '.', '_' and '-'");
 	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "client.id", "a\nERROR forged", NULL), -1);
