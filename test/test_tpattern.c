@@ -105,6 +105,7 @@ START_TEST(test_java_syntax)
 	YES("(?x) orders \\. .* # comment", "orders.eu");
 	YES("a\\z", "a");
 	YES("\\Aa", "a");
+	YES("\\p{Lower}+\\p{Upper}\\p{Alpha}", "abcDe");
 	/* Non-ASCII patterns compile (UTF); topic names never carry them. */
 	NO("é.*", "e1");
 }
@@ -124,6 +125,9 @@ START_TEST(test_invalid_patterns)
 	/* Java's \uhhhh is named, not misread (write \x{hhhh}). */
 	refused("\\u0041", "PCRE2 does not support \\F, \\L, \\l, \\N{name}, "
 	    "\\U, or \\u at offset 2");
+	/* Java-only names are refused, not misread (see kafka-mirrors(1)). */
+	refused("\\p{Digit}+", "unknown property after \\P or \\p at offset 9");
+	refused("(?u)a", "unrecognized character after (? or (?- at offset 2");
 	/* The pattern is named, cut when long. */
 	char longp[400];
 	memset(longp, 'x', sizeof(longp) - 2);
