@@ -152,50 +152,23 @@ static void die_conn(const char *fmt, ...)
 	exit(EXIT_CONN);
 }
 
-/*
- * Cuts arg at the commas that separate topics and patterns: not one that is
- * escaped, quoted (\Q...\E) or inside (), [] or {}, so "a{1,3}" stays one
- * pattern.  Topic names have no commas, so names split as before.
- */
+/* Comma-separated topics and patterns; "a{1,3}" stays one pattern. */
 static void strlist_add_csv(struct strlist *l, const char *arg)
 {
-	char *copy = strdup(arg), *tok, *s;
-	int depth = 0, in_class = 0, quoted = 0, end = 0;
+	char *copy = strdup(arg), *rest = copy, *tok;
 
 	if (copy == NULL)
 		die_conn("out of memory");
-	for (tok = s = copy; !end; s++) {
-		if (*s == '\\' && s[1] != '\0') {
-			quoted = s[1] == 'Q' ? 1 : s[1] == 'E' ? 0 : quoted;
-			s++;
-			continue;
-		}
-		if (quoted && *s != '\0')
-			continue;
-		if (in_class) {
-			in_class = *s != ']' && *s != '\0';
-			if (*s != '\0')
-				continue;
-		}
-		if (*s == '[')
-			in_class = 1;
-		else if (*s == '(' || *s == '{')
-			depth++;
-		else if ((*s == ')' || *s == '}') && depth > 0)
-			depth--;
-		if (*s != '\0' && (*s != ',' || depth > 0))
-			continue;
-		end = *s == '\0';
-		*s = '\0';
+	while (rest != NULL) {
+		tok = tpattern_list_next(rest, &rest);
 		while (isspace((unsigned char)*tok))
 			tok++;
-		if (*tok != '\0') {
-			l->v = realloc(l->v, sizeof(*l->v) * (size_t)(l->n + 1));
-			if (l->v == NULL || (l->v[l->n] = strdup(tok)) == NULL)
-				die_conn("out of memory");
-			l->n++;
-		}
-		tok = s + 1;
+		if (*tok == '\0')
+			continue;
+		l->v = realloc(l->v, sizeof(*l->v) * (size_t)(l->n + 1));
+		if (l->v == NULL || (l->v[l->n] = strdup(tok)) == NULL)
+			die_conn("out of memory");
+		l->n++;
 	}
 	free(copy);
 }

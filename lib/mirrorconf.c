@@ -250,7 +250,8 @@ static void regexes_free(struct mirrorconf_regexes *r)
 }
 
 /*
- * Compiles a comma-separated pattern list; out may be NULL to only check.
+ * Compiles a comma-separated pattern list (a comma inside (), [], {} or
+ * \Q..\E, or escaped, is the pattern's); out may be NULL to only check.
  * Each pattern must match the whole topic name, like Java's
  * Matcher.matches(), and is checked against the limits of tpattern.h.
  */
@@ -258,7 +259,7 @@ static int compile_regexes(const char *s, struct mirrorconf_regexes *out,
     char *why, size_t whylen)
 {
 	struct mirrorconf_regexes r = { 0 };
-	char *copy = strdup(s), *save = NULL, *tok;
+	char *copy = strdup(s), *rest = copy, *tok;
 	int rc = -1;
 
 	if (copy == NULL) {
@@ -271,9 +272,10 @@ static int compile_regexes(const char *s, struct mirrorconf_regexes *out,
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+	while (rest != NULL) {
 		size_t n;
 
+		tok = tpattern_list_next(rest, &rest);
 		while (*tok == ' ')
 			tok++;
 		for (n = strlen(tok); n > 0 && tok[n - 1] == ' '; n--)

@@ -215,6 +215,35 @@ int tpattern_match(struct tpattern *p, const char *name)
 	return 0;
 }
 
+char *tpattern_list_next(char *s, char **rest)
+{
+	int depth = 0, in_class = 0, quoted = 0;
+	char *p;
+
+	for (p = s; *p != '\0'; p++) {
+		if (*p == '\\' && p[1] != '\0') {
+			quoted = p[1] == 'Q' ? 1 : p[1] == 'E' ? 0 : quoted;
+			p++;
+		} else if (quoted) {
+			continue;
+		} else if (in_class) {
+			in_class = *p != ']';
+		} else if (*p == '[') {
+			in_class = 1;
+		} else if (*p == '(' || *p == '{') {
+			depth++;
+		} else if ((*p == ')' || *p == '}') && depth > 0) {
+			depth--;
+		} else if (*p == ',' && depth == 0) {
+			*p = '\0';
+			*rest = p + 1;
+			return s;
+		}
+	}
+	*rest = NULL;
+	return s;
+}
+
 /* 1 if c may appear in a topic name. */
 static int tp_name_char(unsigned char c)
 {

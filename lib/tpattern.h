@@ -65,4 +65,13 @@ int tpattern_match(struct tpattern *p, const char *name);
 int tpattern_match_err(struct tpattern *p, const char *name, char *err,
     size_t errlen);
 
+/*
+ * Comma-separated lists of patterns and names (the CLI's --topic,
+ * mirror.topics.include): cuts s in place at its next separating comma,
+ * one that is not escaped, between \Q and \E, or inside (), [] or {}, so
+ * "a{1,3},b" is two entries.  Returns the entry (not trimmed); *rest is
+ * what follows, NULL after the last entry.
+ */
+char *tpattern_list_next(char *s, char **rest);
+
 #endif

@@ -138,6 +138,42 @@ START_TEST(test_default_exclude_hides_internal_topics)
 }
 END_TEST
 
+/* Java patterns (tpattern.h): a comma in a quantifier is the pattern's. */
+START_TEST(test_java_patterns)
+{
+	const char *names[] = { "bootstrap.servers", "mirror.topics.include",
+		"mirror.topics.exclude" };
+	const char *values[] = { "s:1", "(?i)orders-[a-z]{2,3}, \\Qa.b\\E,foo|bar",
+		".*-tmp" };
+	struct mirrorconf *mc;
+
+	ck_assert_int_eq(mirrorconf_parse(names, values, 3, &mc, &code, msg,
+	    sizeof(msg)), 0);
+	ck_assert_uint_eq(mc->topics_include.n, 3);
+	ck_assert_str_eq(mc->topics_include.src[0], "(?i)orders-[a-z]{2,3}");
+	ck_assert_str_eq(mc->topics_include.src[1], "\\Qa.b\\E");
+	ck_assert_int_eq(mirrorconf_topic_selected(mc, "ORDERS-eu"), 1);
+	ck_assert_int_eq(mirrorconf_topic_selected(mc, "orders-e"), 0);
+	ck_assert_int_eq(mirrorconf_topic_selected(mc, "orders-eu-tmp"), 0);
+	ck_assert_int_eq(mirrorconf_topic_selected(mc, "a.b"), 1);
+	ck_assert_int_eq(mirrorconf_topic_selected(mc, "axb"), 0);
+	ck_assert_int_eq(mirrorconf_topic_selected(mc, "bar"), 1);
+	ck_assert_int_eq(mirrorconf_topic_selected(mc, "foobar"), 0);
+	mirrorconf_free(mc);
+	/* Hostile: refused naming the limit, INVALID_CONFIG as any bad value. */
+	ck_assert_int_eq(validate("bootstrap.servers", "s:1",
+	    "mirror.topics.include", "((.{1,1000}){1,1000})", NULL), -1);
+	ck_assert_int_eq(code, 40);
+	ck_assert_msg(strstr(msg, "for mirror config mirror.topics.include: "
+	    "'((.{1,1000}){1,1000})' is refused: its compiled form is") != NULL,
+	    "%s", msg);
+	ck_assert_int_eq(validate("bootstrap.servers", "s:1",
+	    "mirror.topics.exclude", "(a+)+b", NULL), -1);
+	ck_assert_msg(strstr(msg, "hit the match limit (100000 backtracking "
+	    "steps)") != NULL, "%s", msg);
+}
+END_TEST
+
 START_TEST(test_missing_bootstrap_is_invalid_request)
 {
 	ck_assert_int_eq(validate("mirror.fetch.max.bytes", "1024", NULL), -1);
@@ -360,6 +396,7 @@ static Suite *mirrorconf_suite(void)
 	tcase_add_test(tc, test_minimal_and_defaults);
 	tcase_add_test(tc, test_everything_set);
 	tcase_add_test(tc, test_default_exclude_hides_internal_topics);
+	tcase_add_test(tc, test_java_patterns);
 	tcase_add_test(tc, test_missing_bootstrap_is_invalid_request);
 	tcase_add_test(tc, test_unknown_keys);
 	tcase_add_test(tc, test_bad_values);

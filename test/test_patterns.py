@@ -244,7 +244,8 @@ r = d.cli_ok("--add", "--mirror", "m", "--topic", "(?i)NEW-\\d+",
 eq(added(r), [], "nothing matches yet")
 d.kill9()
 d.start()
-for c in (0, 1):
+# The destination first: discovery may act as soon as the source has them.
+for c in (1, 0):
     mc.cmd("topic %d new-7 1" % c)
     mc.cmd("topic %d NEW-8 1" % c)
     mc.cmd("topic %d new-00 1" % c)

@@ -247,6 +247,40 @@ START_TEST(test_ordinary_patterns_pass)
 }
 END_TEST
 
+/* Joins the entries of a list with '|' between them. */
+static const char *split(const char *list)
+{
+	static char out[256];
+	char buf[256], *rest = buf;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	out[0] = '\0';
+	while (rest != NULL) {
+		char *e = tpattern_list_next(rest, &rest);
+		strcat(out, out[0] != '\0' || e != buf ? "|" : "");
+		strcat(out, e);
+	}
+	return out;
+}
+
+START_TEST(test_list_split)
+{
+	ck_assert_str_eq(split("a,b"), "a|b");
+	ck_assert_str_eq(split("a"), "a");
+	ck_assert_str_eq(split(""), "");
+	ck_assert_str_eq(split("a,,b,"), "a||b|");
+	ck_assert_str_eq(split("x{1,3},y"), "x{1,3}|y");
+	ck_assert_str_eq(split("(a,b)|c,d"), "(a,b)|c|d");
+	ck_assert_str_eq(split("[,]x,y"), "[,]x|y");
+	ck_assert_str_eq(split("a\\,b,c"), "a\\,b|c");
+	ck_assert_str_eq(split("\\Qa,b\\E,c"), "\\Qa,b\\E|c");
+	ck_assert_str_eq(split("((.{1,1000}){1,1000}), z"),
+	    "((.{1,1000}){1,1000})| z");
+	/* Unbalanced: the rest is one entry, which then does not compile. */
+	ck_assert_str_eq(split("a(,b"), "a(,b");
+}
+END_TEST
+
 static Suite *tpattern_suite(void)
 {
 	Suite *s = suite_create("tpattern");
@@ -258,6 +292,7 @@ static Suite *tpattern_suite(void)
 	tcase_add_test(tc, test_compile_limits);
 	tcase_add_test(tc, test_match_limits);
 	tcase_add_test(tc, test_ordinary_patterns_pass);
+	tcase_add_test(tc, test_list_split);
 	suite_add_tcase(s, tc);
 	return s;
 }
