@@ -226,10 +226,10 @@ char *tpattern_list_next(char *s, char **rest)
 			p++;
 		} else if (quoted) {
 			continue;
-		} else if (in_class) {
-			in_class = *p != ']';
 		} else if (*p == '[') {
-			in_class = 1;
+			in_class++;   /* nested: [[:alpha:]], Java's [a-z&&[^e]] */
+		} else if (in_class > 0) {
+			in_class -= *p == ']';
 		} else if (*p == '(' || *p == '{') {
 			depth++;
 		} else if ((*p == ')' || *p == '}') && depth > 0) {

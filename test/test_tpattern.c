@@ -272,6 +272,7 @@ START_TEST(test_list_split)
 	ck_assert_str_eq(split("x{1,3},y"), "x{1,3}|y");
 	ck_assert_str_eq(split("(a,b)|c,d"), "(a,b)|c|d");
 	ck_assert_str_eq(split("[,]x,y"), "[,]x|y");
+	ck_assert_str_eq(split("[[:alpha:],]+,y"), "[[:alpha:],]+|y");
 	ck_assert_str_eq(split("a\\,b,c"), "a\\,b|c");
 	ck_assert_str_eq(split("\\Qa,b\\E,c"), "\\Qa,b\\E|c");
 	ck_assert_str_eq(split("((.{1,1000}){1,1000}), z"),
