@@ -14,6 +14,8 @@ and destination.
   deadline, while mirrord keeps answering (ListMirrors) and its resident
   memory stays small.
 - Patterns added are kept for discovery across a kill -9 and restart.
+- A source topic that makes an accepted pattern hit the match limit during
+  discovery is no match, logged once, and later passes go on.
 """
 
 import os
@@ -254,7 +256,36 @@ h.wait_for(lambda: {p["topic"] for p in d.describe_json("m")} ==
            {"new-7", "NEW-8"}, 60,
            "new-7 and NEW-8 (not new-00, new-9x) discovered by mirror m")
 h.check("counted as no match" not in d.log(),
-        "no pattern hit a limit during discovery")
+        "no pattern hit a limit during discovery so far")
 print("discovery after restart: new-7 and NEW-8", flush=True)
+
+# ---- a limit hit during discovery: no match, logged once, no stall --------
+# The trial names are built from the pattern's first 8 name characters, so
+# this pattern passes them; a source topic of k's then "y-x" makes
+# (k+k+)+y backtrack without bound, which the match limit cuts short.
+SLOW = "bcdefghi|(k+k+)+y"
+SLOW_TOPIC = "k" * 40 + "y-x"
+d.create("slow", {"bootstrap.servers": SRC,
+                  "mirror.metadata.refresh.interval.ms": "1000"})
+d.cli_ok("--add", "--mirror", "slow", "--topic", SLOW)
+for c in (1, 0):
+    mc.cmd("topic %d %s 1" % (c, SLOW_TOPIC))
+    mc.cmd("topic %d bcdefghi 1" % c)
+h.wait_for(lambda: {p["topic"] for p in d.describe_json("slow")} ==
+           {"bcdefghi"}, 60, "bcdefghi discovered by mirror slow")
+# Later passes go on (kky joins) with the hostile name still on the source.
+for c in (1, 0):
+    mc.cmd("topic %d kky 1" % c)
+h.wait_for(lambda: {p["topic"] for p in d.describe_json("slow")} ==
+           {"bcdefghi", "kky"}, 60, "kky discovered by mirror slow")
+hits = [l for l in d.log().splitlines() if "counted as no match" in l]
+eq(len(hits), 1, "limit hits logged (once per pattern): %r" % hits)
+h.check("topic pattern '%s'" % SLOW in hits[0] and
+        "hit the match limit (100000 backtracking steps)" in hits[0],
+        "the log line names the pattern and the limit: " + hits[0])
+r = d.cli_ok("--list")
+h.check("slow" in r.stdout, "ListMirrors answers: " + r.stdout)
+h.check(rss_kb(d.proc.pid) < RSS_LIMIT_KB, "RSS after discovery limit hits")
+print("discovery limit hit: no match, logged once", flush=True)
 d.stop()
 mc.close()
