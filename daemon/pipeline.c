@@ -601,6 +601,20 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 				    (p->mp->state == MPART_PREPARING ||
 				    p->mp->state == MPART_MIRRORING)) {
 					pl_part_fail(p, "%s", pm->unusable);
+				} else if (p->mp != NULL && !p->dead &&
+				    p->mp->state == MPART_FAILED &&
+				    pm->unusable[0] != '\0' &&
+				    (p->mp->error == NULL ||
+				    strcmp(p->mp->error, pm->unusable) != 0)) {
+					/* FAILED before (an earlier run, another
+					 * cause): show the reason that holds now. */
+					char msg[256];
+
+					if (mpart_fail(pl->st, p->mp, pm->unusable,
+					    p->mp->retry_attempt, msg,
+					    sizeof(msg)) != 0)
+						log_warnx("mirror %s: %s", pm->name,
+						    msg);
 				}
 			}
 			continue;
