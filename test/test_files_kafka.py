@@ -12,7 +12,9 @@ What a user would check:
   * the same CA named from outside the allowed directory is refused with
     INVALID_CONFIG naming the key and the path;
   * without a file named (the system trust store), the test CA's broker
-    certificate is refused and the partitions say so.
+    certificate is refused and AddTopicsToMirror says so;
+  * a source that requires client certificates (mTLS) accepts the
+    certificate chain and key read from the allowed directory.
 """
 
 import os
@@ -135,6 +137,37 @@ r = d.cli("--add", "--mirror", "nocafile", "--topic", T2)
 h.check(r.returncode != 0 and "certificate" in r.stderr,
         "AddTopicsToMirror over TLS without the test CA should name the "
         "certificate problem: exit %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+
+# A source that requires client certificates (mTLS): the certificate chain
+# and the key, read off the loop, are what the broker checks.
+msrc = h.real_kafka(1, security="mtls")[0]
+mcfg = msrc.client_config()
+MDIR = os.path.join(ALLOWED, "mtls")
+os.makedirs(MDIR)
+mfiles = {}
+for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location"):
+    mfiles[key] = os.path.join(MDIR, os.path.basename(mcfg[key]))
+    shutil.copy(mcfg[key], mfiles[key])
+T3 = TOPIC + "-mtls"
+msrc.create_topic(T3, 1)
+p = Producer(dict(mcfg, **{"acks": "all", "linger.ms": 5}))
+for i in range(N):
+    p.produce(T3, value=b"mtls-%s-%d" % (RUN.encode(), i), partition=0)
+eq(p.flush(60), 0, "records left unsent to the mTLS source")
+d.create("mtls", dict({"bootstrap.servers": msrc.bootstrap,
+                       "security.protocol": "ssl",
+                       "mirror.fetch.wait.max.ms": "200"}, **mfiles))
+d.cli_ok("--add", "--mirror", "mtls", "--topic", T3)
+try:
+    h.wait_for(lambda: end_offset(dcfg, T3) == N, 120,
+               "%d records from the mTLS source on the destination" % N)
+except AssertionError as e:
+    h.fail("%s\ndescribe: %r\nlog:\n%s" % (e, d.describe_json("mtls"),
+                                            d.proc.tail(40)))
+eq(values(dcfg, T3, N), values(mcfg, T3, N),
+   "values on the destination and the mTLS source")
+print("a mirror from an mTLS source with its certificate and key in the "
+      "allowed directory copied %d records" % N, flush=True)
 
 eq(d.stop(), 0, "mirrord's exit status on SIGTERM")
 print("PASS: files named over the wire against real Kafka over TLS", flush=True)
