@@ -298,7 +298,9 @@ static void resolve_start(struct resolve *rs)
 		return;
 	}
 	rs->attempts++;
-	rs->lookup = srclookup_start(rs->adm->base, m, LOOKUP_TIMEOUT_MS,
+	rs->lookup = srclookup_start(rs->adm->base, m,
+	    (const char *const *)rs->adm->cfg->mirrors_allowed_file_dirs.v,
+	    LOOKUP_TIMEOUT_MS,
 	    resolve_done, rs, err, sizeof(err));
 	if (rs->lookup == NULL) {
 		log_warnx("mirror %s: cannot look up the source cluster: %s",
@@ -409,6 +411,12 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 		code = (int16_t)mstate_check_mirror_name(name, msg, sizeof(msg));
 	if (code == 0)
 		mirrorconf_validate(names, values, (size_t)n, &code, msg, sizeof(msg));
+	/* Files named over the wire: only regular files inside the operator's
+	 * directories (a look, no open: nothing here can block). */
+	if (code == 0)
+		mirrorconf_check_files(names, values, (size_t)n,
+		    (const char *const *)adm->cfg->mirrors_allowed_file_dirs.v,
+		    &code, msg, sizeof(msg));
 	if (code == 0)
 		code = (int16_t)mstate_create_mirror(adm->st, name, cfgs, (size_t)n,
 		    msg, sizeof(msg));
@@ -948,7 +956,9 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 		adm->pending->prevp = &pd->next;
 	pd->prevp = &adm->pending;
 	adm->pending = pd;
-	pd->lookup = srclookup_start(adm->base, m, LOOKUP_TIMEOUT_MS,
+	pd->lookup = srclookup_start(adm->base, m,
+	    (const char *const *)adm->cfg->mirrors_allowed_file_dirs.v,
+	    LOOKUP_TIMEOUT_MS,
 	    add_lookup_done, pd, err, sizeof(err));
 	if (pd->lookup == NULL) {
 		/* Bad stored settings: answer as if the source were down. */

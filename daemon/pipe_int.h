@@ -148,6 +148,11 @@ struct pmirror {
 	struct ppart **parts;
 	size_t nparts;
 	char unusable[600];          /* why src is NULL */
+	struct srcfiles *files;      /* reading the source's files; src NULL meanwhile */
+	int files_failed;            /* src NULL because a file could not be used */
+	int64_t files_retry_at;      /* then: read them again from (monotonic ms) */
+	int64_t files_backoff_ms;
+	int64_t files_started_ms;    /* when the running read was queued */
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
 	int dead;

@@ -22,6 +22,7 @@
 #include "metrics_std.h"
 #include "mirrorconf.h"
 #include "pipe_int.h"
+#include "srcfiles.h"
 
 #define TICK_MS 100
 /*
@@ -219,12 +220,87 @@ static void pm_free(struct pmirror *pm)
 	 * in-flight requests, whose callbacks free buried partitions. */
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
+	srcfiles_cancel(pm->files);
 	pcluster_free(pm->src);
 	ptopic_forget_all(pm);
 	free(pm->parts);
 	mirrorconf_free(pm->conf);
 	free(pm->name);
 	free(pm);
+}
+
+/* The source cluster from its final client properties. */
+static void pm_make_src(struct pmirror *pm, const char *const *cn,
+    const char *const *cv, size_t cnum)
+{
+	char msg[512], label[96];
+
+	snprintf(label, sizeof(label), "source of mirror %s", pm->name);
+	pm->src = pcluster_new(pm->pl, label, 1, pm->conf->bootstrap_servers, cn,
+	    cv, cnum, msg, sizeof(msg));
+	if (pm->src == NULL) {
+		log_warnx("mirror %s: %s: not mirroring it", pm->name, msg);
+		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's "
+		    "source cannot be used: %s", msg);
+	}
+	else
+		pm->src->md_interval_ms = pm->conf->metadata_refresh_interval_ms;
+}
+
+#define FILES_RETRY_MIN_MS 5000
+#define FILES_RETRY_MAX_MS 300000
+/* A read that takes this long (a hung file system) fails the partitions
+ * with that reason; the read goes on, and a late success still counts. */
+#define FILES_SLOW_MS 30000
+
+static void pm_files_cb(void *arg, const char *err, const char *const *names,
+    const char *const *values, size_t n)
+{
+	struct pmirror *pm = arg;
+
+	pm->files = NULL;
+	if (err != NULL) {
+		char was[sizeof(pm->unusable)];
+
+		/* Logged when the reason changes; retried with backoff. */
+		memcpy(was, pm->unusable, sizeof(was));
+		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's "
+		    "source cannot be used: %s", err);
+		if (!pm->files_failed || strcmp(was, pm->unusable) != 0)
+			log_warnx("mirror %s: %s: not mirroring it", pm->name, err);
+		pm->files_failed = 1;
+		pm->files_backoff_ms = pm->files_backoff_ms == 0 ?
+		    FILES_RETRY_MIN_MS : MIN(pm->files_backoff_ms * 2,
+		    FILES_RETRY_MAX_MS);
+		pm->files_retry_at = clock_mono_ms() + pm->files_backoff_ms;
+	} else {
+		if (pm->files_failed)
+			log_info("mirror %s: its files can be read again", pm->name);
+		pm->files_failed = 0;
+		pm->files_backoff_ms = 0;
+		pm_make_src(pm, names, values, n);
+	}
+	pl_kick(pm->pl);
+}
+
+/* Reads the files the source's settings name on the fileload worker; the
+ * source is made when they are in (pm_files_cb). */
+static void pm_load_files(struct pmirror *pm)
+{
+	char msg[512];
+
+	pm->files_started_ms = clock_mono_ms();
+	pm->files = srcfiles_start(pm->pl->base, pm->conf,
+	    (const char *const *)pm->pl->cfg->mirrors_allowed_file_dirs.v,
+	    pm_files_cb, pm, msg, sizeof(msg));
+	if (pm->files == NULL) {
+		log_warnx("mirror %s: cannot read its files: %s", pm->name, msg);
+		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's "
+		    "source cannot be used: %s", msg);
+		pm->files_failed = 1;
+		pm->files_backoff_ms = FILES_RETRY_MAX_MS;
+		pm->files_retry_at = clock_mono_ms() + pm->files_backoff_ms;
+	}
 }
 
 static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
@@ -234,7 +310,7 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 	const char *const *cn, *const *cv;
 	size_t cnum;
 	int16_t code;
-	char msg[512], label[96];
+	char msg[512];
 
 	if (pm == NULL)
 		return NULL;
@@ -256,18 +332,12 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 		pm->conf = NULL;
 		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's configs "
 		    "do not parse: %s", msg);
+	} else if (srcfiles_count(pm->conf) > 0) {
+		/* Files named over the wire: never read on the loop. */
+		pm_load_files(pm);
 	} else {
 		mirrorconf_client_pairs(pm->conf, &cn, &cv, &cnum);
-		snprintf(label, sizeof(label), "source of mirror %s", m->name);
-		pm->src = pcluster_new(pl, label, 1, pm->conf->bootstrap_servers, cn,
-		    cv, cnum, msg, sizeof(msg));
-		if (pm->src == NULL) {
-			log_warnx("mirror %s: %s: not mirroring it", m->name, msg);
-			snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's "
-			    "source cannot be used: %s", msg);
-		}
-		else
-			pm->src->md_interval_ms = pm->conf->metadata_refresh_interval_ms;
+		pm_make_src(pm, cn, cv, cnum);
 	}
 	arr = realloc(pl->mirrors, (pl->nmirrors + 1) * sizeof(*arr));
 	if (arr == NULL)
@@ -519,6 +589,26 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < pl->nmirrors; i++) {
 		struct pmirror *pm = pl->mirrors[i];
 
+		if (pm->src == NULL && pm->files != NULL) {
+			if (now - pm->files_started_ms < FILES_SLOW_MS)
+				continue;   /* its files are being read */
+			if (!pm->files_failed) {
+				pm->files_failed = 1;
+				snprintf(pm->unusable, sizeof(pm->unusable),
+				    "the mirror's source cannot be used: its "
+				    "files were not read within %d ms",
+				    FILES_SLOW_MS);
+				log_warnx("mirror %s: %s", pm->name, pm->unusable);
+			}
+		}
+		if (pm->src == NULL && pm->files == NULL && pm->files_failed &&
+		    now >= pm->files_retry_at) {
+			/* Perhaps the file was fixed; the partitions stay
+			 * FAILED (with the reason) until it is. */
+			pm_load_files(pm);
+			if (pm->files != NULL)
+				continue;
+		}
 		if (pm->src == NULL) {
 			/* Say why on every partition that would copy; retries
 			 * fail the same way until the attempts run out. */
@@ -529,6 +619,20 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 				    (p->mp->state == MPART_PREPARING ||
 				    p->mp->state == MPART_MIRRORING)) {
 					pl_part_fail(p, "%s", pm->unusable);
+				} else if (p->mp != NULL && !p->dead &&
+				    p->mp->state == MPART_FAILED &&
+				    pm->unusable[0] != '\0' &&
+				    (p->mp->error == NULL ||
+				    strcmp(p->mp->error, pm->unusable) != 0)) {
+					/* FAILED before (an earlier run, another
+					 * cause): show the reason that holds now. */
+					char msg[256];
+
+					if (mpart_fail(pl->st, p->mp, pm->unusable,
+					    p->mp->retry_attempt, msg,
+					    sizeof(msg)) != 0)
+						log_warnx("mirror %s: %s", pm->name,
+						    msg);
 				}
 			}
 			continue;

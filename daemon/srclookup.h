@@ -33,11 +33,13 @@ struct srctopic {
 typedef void (*srclookup_cb)(void *arg, int ok, const char *errstr,
     const char *cluster_id, const struct srctopic *topics, size_t ntopics);
 
-/* Starts a lookup for mirror m, bounded by timeout_ms.  NULL on bad
- * settings, with the reason in err. */
+/* Starts a lookup for mirror m, bounded by timeout_ms.  The files its
+ * configs name are read off the loop first, inside allowed_dirs
+ * (mirrors.allowed_file_dirs); a refused file fails the lookup naming the
+ * key, the path and why.  NULL on bad settings, with the reason in err. */
 struct srclookup *srclookup_start(struct event_base *base,
-    const struct mirror *m, int timeout_ms, srclookup_cb cb, void *arg,
-    char *err, size_t errlen);
+    const struct mirror *m, const char *const *allowed_dirs, int timeout_ms,
+    srclookup_cb cb, void *arg, char *err, size_t errlen);
 /* Cancels a pending lookup (its callback will not run) or frees a finished
  * one.  NULL is a no-op. */
 void srclookup_free(struct srclookup *l);

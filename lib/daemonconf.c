@@ -72,6 +72,14 @@ const struct ckey config_keys[] = {
 	  "Client properties for connections to the destination cluster, with librdkafka's names: security.protocol, sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.key.password, ssl.endpoint.identification.algorithm, client.id and the timeouts. "
 	  "Values of secret properties are never logged or printed." },
 
+	{ "mirrors.allowed_file_dirs", CT_PATHLIST, F(mirrors_allowed_file_dirs), "/etc/mirrord,/etc/ssl/certs", 0, 0, NULL, KF_RELOAD | KF_EMPTY, NULL,
+	  "Directories holding the files a CreateMirror request may name in its configs (ssl.ca.location, ssl.certificate.location, ssl.key.location). "
+	  "Such a file must be a regular file of at most 1 MiB inside one of these directories once every symbolic link is resolved; devices, fifos, sockets and anything under /proc, /sys or /dev are always refused. "
+	  "A request naming any other file is refused with INVALID_CONFIG (40), and a stored mirror whose file is refused or unreadable when it is used has its partitions FAILED with the key, the path and the reason. "
+	  "Files are read by a worker thread, never on the event loop. "
+	  "Either a comma-separated string or a YAML list of absolute directory names; an empty list ([] or \"\") means no file may be named over the wire at all. "
+	  "The files of destination.client come from this file and may be anywhere, but must be regular files too." },
+
 	{ "metrics.listen", CT_HOSTPORT, F(metrics_listen), "127.0.0.1:9193", 0, 0, NULL, KF_EMPTY | KF_PORT0, NULL,
 	  "Address of the HTTP listener serving /metrics (Prometheus text format), /healthz and /readyz. "
 	  "An empty value disables it." },
@@ -575,6 +583,89 @@ fail:
 	return -1;
 }
 
+#define CONFIG_MAX_PATHS 64
+
+static void list_free(struct config_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Appends one absolute path (checked) to l, which stays NULL-terminated. */
+static int list_add_path(struct config_list *l, const char *s, char *why,
+    size_t whylen)
+{
+	char **nv;
+
+	if (s[0] != '/') {
+		snprintf(why, whylen, "'%.200s' is not an absolute path", s);
+		return -1;
+	}
+	if (strlen(s) >= PATH_MAX) {
+		snprintf(why, whylen, "'%.64s...' is longer than %d bytes", s,
+		    PATH_MAX - 1);
+		return -1;
+	}
+	if (l->n >= CONFIG_MAX_PATHS) {
+		snprintf(why, whylen, "more than %d entries", CONFIG_MAX_PATHS);
+		return -1;
+	}
+	if ((nv = realloc(l->v, (l->n + 2) * sizeof(*nv))) == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	l->v = nv;
+	if ((l->v[l->n] = strdup(s)) == NULL) {
+		l->v[l->n] = NULL;
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	l->v[++l->n] = NULL;
+	return 0;
+}
+
+/* An empty but loaded list: v is { NULL }. */
+static int list_empty(struct config_list *l)
+{
+	list_free(l);
+	if ((l->v = calloc(1, sizeof(*l->v))) == NULL)
+		return -1;
+	return 0;
+}
+
+/* "a,b,c": comma-separated absolute paths, spaces around entries ignored. */
+static int parse_pathlist(const char *s, struct config_list *out, char *why,
+    size_t whylen)
+{
+	struct config_list l = { 0 };
+	char *copy = strdup(s), *save = NULL, *tok;
+
+	if (copy == NULL || list_empty(&l) < 0) {
+		free(copy);
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ')
+			tok++;
+		for (size_t n = strlen(tok); n > 0 && tok[n - 1] == ' '; n--)
+			tok[n - 1] = '\0';
+		if (*tok == '\0')
+			continue;
+		if (list_add_path(&l, tok, why, whylen) < 0) {
+			free(copy);
+			list_free(&l);
+			return -1;
+		}
+	}
+	free(copy);
+	list_free(out);
+	*out = l;
+	return 0;
+}
+
 const char *config_type_name(const struct ckey *k, char *buf, size_t len)
 {
 	switch (k->type) {
@@ -589,6 +680,7 @@ const char *config_type_name(const struct ckey *k, char *buf, size_t len)
 	case CT_HOSTPORT: return "host:port";
 	case CT_HOSTLIST: return "list of host:port";
 	case CT_MAP: return "map of client properties";
+	case CT_PATHLIST: return "list of absolute directories";
 	}
 	return "?";
 }
@@ -712,6 +804,8 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 	case CT_MAP:
 		snprintf(why, whylen, "expected a mapping of property names to values");
 		return -1;
+	case CT_PATHLIST:
+		return parse_pathlist(s, f, why, whylen);
 	}
 	return -1;
 }
@@ -770,6 +864,9 @@ static void field_free(struct config *cfg, const struct ckey *k)
 		break;
 	case CT_MAP:
 		map_free(f);
+		break;
+	case CT_PATHLIST:
+		list_free(f);
 		break;
 	default:
 		break;
@@ -947,6 +1044,44 @@ static void load_hostlist_seq(struct lctx *c, const struct ckey *k, const yaml_n
 	*f = list;
 }
 
+static void load_pathlist_seq(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
+{
+	struct config_list l = { 0 };
+	char why[300];
+	int bad = 0;
+
+	if (list_empty(&l) < 0) {
+		lerr(c, MARK(v), k->path, "out of memory");
+		return;
+	}
+	for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top; it++) {
+		yaml_node_t *n = yaml_document_get_node(c->doc, *it);
+		const char *s;
+
+		if (n == NULL)
+			continue;
+		if (n->type != YAML_SCALAR_NODE) {
+			lerr(c, MARK(n), k->path, "list entries must be paths, got %s", node_kind(n));
+			bad = 1;
+			continue;
+		}
+		if ((s = scalar_text(c, n, k->path)) == NULL) {
+			bad = 1;
+			continue;
+		}
+		if (list_add_path(&l, s, why, sizeof(why)) < 0) {
+			lerr(c, MARK(n), k->path, "%s", why);
+			bad = 1;
+		}
+	}
+	if (bad) {
+		list_free(&l);
+		return;
+	}
+	list_free(config_field(c->cfg, k));
+	*(struct config_list *)config_field(c->cfg, k) = l;
+}
+
 static void load_key(struct lctx *c, const struct ckey *k, const yaml_node_t *kn,
     const yaml_node_t *v)
 {
@@ -966,6 +1101,10 @@ static void load_key(struct lctx *c, const struct ckey *k, const yaml_node_t *kn
 	}
 	if (k->type == CT_HOSTLIST && v->type == YAML_SEQUENCE_NODE) {
 		load_hostlist_seq(c, k, v);
+		return;
+	}
+	if (k->type == CT_PATHLIST && v->type == YAML_SEQUENCE_NODE) {
+		load_pathlist_seq(c, k, v);
 		return;
 	}
 	if (v->type != YAML_SCALAR_NODE) {
@@ -1309,6 +1448,16 @@ static int field_eq(const struct config *a, const struct config *b, const struct
 				return 0;
 		return 1;
 	}
+	case CT_PATHLIST: {
+		const struct config_list *la = fa, *lb = fb;
+
+		if (la->n != lb->n)
+			return 0;
+		for (size_t i = 0; i < la->n; i++)
+			if (!str_eq(la->v[i], lb->v[i]))
+				return 0;
+		return 1;
+	}
 	}
 	return 0;
 }
@@ -1364,6 +1513,17 @@ static int field_copy(struct config *dst, const struct config *src, const struct
 
 		for (size_t i = 0; i < ms->n; i++)
 			if (map_add(fd, ms->names[i], ms->values[i]) < 0)
+				return -1;
+		return 0;
+	}
+	case CT_PATHLIST: {
+		const struct config_list *ls = fs;
+		char why[64];
+
+		if (list_empty(fd) < 0)
+			return -1;
+		for (size_t i = 0; i < ls->n; i++)
+			if (list_add_path(fd, ls->v[i], why, sizeof(why)) < 0)
 				return -1;
 		return 0;
 	}

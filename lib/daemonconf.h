@@ -40,6 +40,13 @@ struct config_map {
 	char **values;
 };
 
+/* A list of strings, NULL-terminated (v[n] == NULL, v never NULL once
+ * loaded), so it can be handed to safefile as an allow list. */
+struct config_list {
+	size_t n;
+	char **v;
+};
+
 /* log.target; the order is that of the key's choices in the table. */
 enum config_log_target {
 	CONFIG_LOG_AUTO,    /* journald prefixes when JOURNAL_STREAM is set */
@@ -68,6 +75,8 @@ struct config {
 
 	char *destination_bootstrap_servers;     /* destination.bootstrap_servers, "h:p,h:p" */
 	struct config_map destination_client;    /* destination.client */
+
+	struct config_list mirrors_allowed_file_dirs; /* mirrors.allowed_file_dirs */
 
 	struct config_hostport metrics_listen;   /* metrics.listen, host NULL = disabled */
 	int metrics_per_partition;               /* metrics.per_partition */

@@ -95,6 +95,16 @@ static int format_field(const struct config *cfg, const struct ckey *k, char *bu
 	case CT_HOSTPORT:
 		hostport_text(f, buf, len);
 		return 0;
+	case CT_PATHLIST: {
+		const struct config_list *l = f;
+		size_t used = 0;
+
+		buf[0] = '\0';
+		for (size_t i = 0; i < l->n && used < len; i++)
+			used += (size_t)snprintf(buf + used, len - used, "%s%s",
+			    i ? "," : "", l->v[i]);
+		return 0;
+	}
 	case CT_MAP: {
 		const struct config_map *m = f;
 		size_t used = 0;
@@ -145,7 +155,8 @@ void config_dump(const struct config *cfg, FILE *out)
 		}
 		format_field(cfg, k, buf, sizeof(buf));
 		fprintf(out, "  %s: ", k->path + sl + 1);
-		if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST)
+		if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST ||
+		    k->type == CT_PATHLIST)
 			yaml_scalar(out, buf);
 		else
 			fputs(buf, out);

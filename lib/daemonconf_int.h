@@ -21,6 +21,7 @@ enum ctype {
 	CT_HOSTPORT, /* struct config_hostport */
 	CT_HOSTLIST, /* char *: "host:port,host:port" */
 	CT_MAP,      /* struct config_map of client properties */
+	CT_PATHLIST, /* struct config_list of absolute paths */
 };
 
 #define KF_RELOAD 0x1   /* SIGHUP may change it */

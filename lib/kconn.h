@@ -67,6 +67,13 @@ struct kconn_config {
 	char *ssl_cert_location;    /* ssl.certificate.location */
 	char *ssl_key_location;     /* ssl.key.location */
 	char *ssl_key_password;     /* ssl.key.password (secret) */
+	/* The contents of the three files (ssl.ca.pem, ssl.certificate.pem,
+	 * ssl.key.pem, librdkafka's names).  A caller that must not block
+	 * reads the files off the loop (fileload) and sets these; when one is
+	 * unset, kconn_config_prepare() reads its *_location itself. */
+	char *ssl_ca_pem;
+	char *ssl_cert_pem;
+	char *ssl_key_pem;          /* secret */
 	int ssl_verify_peer;        /* enable.ssl.certificate.verification */
 	int ssl_verify_hostname;    /* ssl.endpoint.identification.algorithm=https */
 	int connect_timeout_ms;     /* socket.connection.setup.timeout.ms: TCP+TLS+handshake */
@@ -91,11 +98,17 @@ int kconn_config_set(struct kconn_config *cfg, const char *name,
     const char *value, char *err, size_t errlen);
 /*
  * Checks the combination (SASL needs a user and password, a key needs a
- * certificate, ...) and builds the TLS context (loads CA, certificate and
- * key now, so a bad file is reported at startup).  Call once after the last
+ * certificate, ...) and builds the TLS context from memory (PEM BIOs), so a
+ * bad file is reported at startup.  A *_location whose *_pem was not set is
+ * read here, synchronously, with safefile_read() and no directory
+ * restriction: only for operator-trusted settings (mirrord.yaml, tools,
+ * tests), never for names from the wire.  Call once after the last
  * kconn_config_set() and before kconn_new().
  */
 int kconn_config_prepare(struct kconn_config *cfg, char *err, size_t errlen);
+/* For a property that names a file ("ssl.ca.location"), the property that
+ * carries its contents instead ("ssl.ca.pem"); NULL for any other name. */
+const char *kconn_file_prop_pem(const char *name);
 const char *kconn_security_name(int security);
 /* 1 if that security.protocol runs TLS / SASL. */
 int kconn_security_tls(int security);

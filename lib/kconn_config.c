@@ -12,11 +12,14 @@
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "compat.h"
 #include "kconn.h"
 #include "ksasl.h"
+#include "safefile.h"
 
 static const char *const security_names[] = {
 #define X(e, s, t, a) [KCONN_SEC_##e] = s,
@@ -89,6 +92,9 @@ void kconn_config_fini(struct kconn_config *cfg)
 	free(cfg->ssl_cert_location);
 	free(cfg->ssl_key_location);
 	free_secret(&cfg->ssl_key_password);
+	free(cfg->ssl_ca_pem);
+	free(cfg->ssl_cert_pem);
+	free_secret(&cfg->ssl_key_pem);
 	if (cfg->ssl_ctx != NULL)
 		SSL_CTX_free(cfg->ssl_ctx);
 	memset(cfg, 0, sizeof(*cfg));
@@ -187,6 +193,12 @@ int kconn_config_set(struct kconn_config *cfg, const char *name,
 		return set_str(&cfg->ssl_key_location, value, err, errlen);
 	if (strcmp(name, "ssl.key.password") == 0)
 		return set_str(&cfg->ssl_key_password, value, err, errlen);
+	if (strcmp(name, "ssl.ca.pem") == 0)
+		return set_str(&cfg->ssl_ca_pem, value, err, errlen);
+	if (strcmp(name, "ssl.certificate.pem") == 0)
+		return set_str(&cfg->ssl_cert_pem, value, err, errlen);
+	if (strcmp(name, "ssl.key.pem") == 0)
+		return set_str(&cfg->ssl_key_pem, value, err, errlen);
 	if (strcmp(name, "ssl.endpoint.identification.algorithm") == 0) {
 		if (strcasecmp(value, "https") == 0)
 			cfg->ssl_verify_hostname = 1;
@@ -242,6 +254,22 @@ int kconn_config_set(struct kconn_config *cfg, const char *name,
 	return 1;
 }
 
+static const struct {
+	const char *location, *pem;
+} file_props[] = {
+	{ "ssl.ca.location", "ssl.ca.pem" },
+	{ "ssl.certificate.location", "ssl.certificate.pem" },
+	{ "ssl.key.location", "ssl.key.pem" },
+};
+
+const char *kconn_file_prop_pem(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(file_props); i++)
+		if (strcmp(name, file_props[i].location) == 0)
+			return file_props[i].pem;
+	return NULL;
+}
+
 /* The first queued OpenSSL error as text, or fallback. */
 static void ssl_errstr(char *buf, size_t len, const char *fallback)
 {
@@ -268,10 +296,155 @@ static int key_password_cb(char *buf, int size, int rwflag, void *u)
 	return (int)n;
 }
 
+/*
+ * Fills *pem from location when it is not set yet (trusted settings only:
+ * any directory, but still a regular file of at most the default cap).
+ */
+static int read_location(const char *prop, const char *location, char **pem,
+    char *err, size_t errlen)
+{
+	static const char *const anywhere[] = { "/", NULL };
+	char e2[600];
+	size_t len;
+
+	if (*pem != NULL || location == NULL)
+		return 0;
+	if (safefile_read(location, anywhere, SAFEFILE_DEFAULT_MAX, pem, &len,
+	    e2, sizeof(e2)) != 0) {
+		snprintf(err, errlen, "%s %s", prop, e2);
+		return -1;
+	}
+	return 0;
+}
+
+/* "ssl.ca.location /etc/ca.pem" or "ssl.ca.pem": what to blame. */
+static void source_name(char *buf, size_t len, const char *location,
+    const char *prop_location, const char *prop_pem)
+{
+	if (location != NULL)
+		snprintf(buf, len, "%s %s", prop_location, location);
+	else
+		snprintf(buf, len, "%s", prop_pem);
+}
+
+/* Every certificate of a PEM text into the context's trust store. */
+static int load_ca(SSL_CTX *ctx, const char *pem, const char *what,
+    char *err, size_t errlen)
+{
+	X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+	BIO *bio = BIO_new_mem_buf(pem, -1);
+	char ebuf[256];
+	int count = 0, rc = -1;
+	X509 *x;
+
+	if (bio == NULL) {
+		snprintf(err, errlen, "%s: out of memory", what);
+		return -1;
+	}
+	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+		if (X509_STORE_add_cert(store, x) != 1) {
+			X509_free(x);
+			ssl_errstr(ebuf, sizeof(ebuf), "cannot add it");
+			snprintf(err, errlen, "%s: certificate %d: %s", what,
+			    count + 1, ebuf);
+			goto out;
+		}
+		X509_free(x);
+		count++;
+	}
+	/* The loop ends at the end of the text (no start line) or at garbage. */
+	if (ERR_GET_REASON(ERR_peek_last_error()) == PEM_R_NO_START_LINE &&
+	    count > 0) {
+		ERR_clear_error();
+	} else {
+		ssl_errstr(ebuf, sizeof(ebuf), "no PEM certificate in it");
+		snprintf(err, errlen, "%s: %s", what, count == 0 ?
+		    "no PEM certificate in it" : ebuf);
+		goto out;
+	}
+	rc = 0;
+out:
+	BIO_free(bio);
+	return rc;
+}
+
+/* The leaf certificate, then the rest of the chain. */
+static int load_chain(SSL_CTX *ctx, const char *pem, const char *what,
+    char *err, size_t errlen)
+{
+	BIO *bio = BIO_new_mem_buf(pem, -1);
+	char ebuf[256];
+	int rc = -1;
+	X509 *x;
+
+	if (bio == NULL) {
+		snprintf(err, errlen, "%s: out of memory", what);
+		return -1;
+	}
+	x = PEM_read_bio_X509_AUX(bio, NULL, NULL, NULL);
+	if (x == NULL || SSL_CTX_use_certificate(ctx, x) != 1) {
+		ssl_errstr(ebuf, sizeof(ebuf), "no PEM certificate in it");
+		snprintf(err, errlen, "%s: %s", what, ebuf);
+		X509_free(x);
+		goto out;
+	}
+	X509_free(x);
+	SSL_CTX_clear_chain_certs(ctx);
+	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL)) != NULL) {
+		if (SSL_CTX_add0_chain_cert(ctx, x) != 1) {
+			X509_free(x);
+			ssl_errstr(ebuf, sizeof(ebuf), "bad chain certificate");
+			snprintf(err, errlen, "%s: %s", what, ebuf);
+			goto out;
+		}
+	}
+	if (ERR_GET_REASON(ERR_peek_last_error()) != PEM_R_NO_START_LINE) {
+		ssl_errstr(ebuf, sizeof(ebuf), "bad chain certificate");
+		snprintf(err, errlen, "%s: %s", what, ebuf);
+		goto out;
+	}
+	ERR_clear_error();
+	rc = 0;
+out:
+	BIO_free(bio);
+	return rc;
+}
+
+static int load_key(SSL_CTX *ctx, const char *pem, const char *password,
+    const char *what, const char *cert_what, char *err, size_t errlen)
+{
+	BIO *bio = BIO_new_mem_buf(pem, -1);
+	EVP_PKEY *key = NULL;
+	char ebuf[256];
+	int rc = -1;
+
+	if (bio == NULL) {
+		snprintf(err, errlen, "%s: out of memory", what);
+		return -1;
+	}
+	key = PEM_read_bio_PrivateKey(bio, NULL, key_password_cb,
+	    (void *)(uintptr_t)password);
+	if (key == NULL) {
+		ssl_errstr(ebuf, sizeof(ebuf), "no PEM private key in it");
+		snprintf(err, errlen, "%s: %s", what, ebuf);
+		goto out;
+	}
+	if (SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+		ERR_clear_error();
+		snprintf(err, errlen, "%s does not match %s", what, cert_what);
+		goto out;
+	}
+	rc = 0;
+out:
+	EVP_PKEY_free(key);
+	BIO_free(bio);
+	return rc;
+}
+
 int kconn_config_prepare(struct kconn_config *cfg, char *err, size_t errlen)
 {
 	SSL_CTX *ctx = NULL;
-	char ebuf[256];
+	char ebuf[256], what[600], what2[600];
 
 	if (security_sasl[cfg->security]) {
 		if (cfg->sasl_mech < 0)
@@ -283,18 +456,27 @@ int kconn_config_prepare(struct kconn_config *cfg, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (cfg->ssl_key_location != NULL && cfg->ssl_cert_location == NULL) {
+	if ((cfg->ssl_key_location != NULL || cfg->ssl_key_pem != NULL) &&
+	    cfg->ssl_cert_location == NULL && cfg->ssl_cert_pem == NULL) {
 		snprintf(err, errlen, "ssl.key.location is set but "
 		    "ssl.certificate.location is not");
 		return -1;
 	}
-	if (cfg->ssl_cert_location != NULL && cfg->ssl_key_location == NULL) {
+	if ((cfg->ssl_cert_location != NULL || cfg->ssl_cert_pem != NULL) &&
+	    cfg->ssl_key_location == NULL && cfg->ssl_key_pem == NULL) {
 		snprintf(err, errlen, "ssl.certificate.location is set but "
 		    "ssl.key.location is not");
 		return -1;
 	}
 	if (!security_tls[cfg->security] || cfg->ssl_ctx != NULL)
 		return 0;
+	if (read_location("ssl.ca.location", cfg->ssl_ca_location,
+	    &cfg->ssl_ca_pem, err, errlen) != 0 ||
+	    read_location("ssl.certificate.location", cfg->ssl_cert_location,
+	    &cfg->ssl_cert_pem, err, errlen) != 0 ||
+	    read_location("ssl.key.location", cfg->ssl_key_location,
+	    &cfg->ssl_key_pem, err, errlen) != 0)
+		return -1;
 
 	ctx = SSL_CTX_new(TLS_client_method());
 	if (ctx == NULL) {
@@ -303,41 +485,29 @@ int kconn_config_prepare(struct kconn_config *cfg, char *err, size_t errlen)
 		return -1;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	if (cfg->ssl_ca_location != NULL) {
-		if (SSL_CTX_load_verify_locations(ctx, cfg->ssl_ca_location,
-			NULL) != 1) {
-			ssl_errstr(ebuf, sizeof(ebuf), "unreadable");
-			snprintf(err, errlen, "ssl.ca.location %s: %s",
-			    cfg->ssl_ca_location, ebuf);
+	if (cfg->ssl_ca_pem != NULL) {
+		source_name(what, sizeof(what), cfg->ssl_ca_location,
+		    "ssl.ca.location", "ssl.ca.pem");
+		if (load_ca(ctx, cfg->ssl_ca_pem, what, err, errlen) != 0)
 			goto fail;
-		}
 	} else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
 		ssl_errstr(ebuf, sizeof(ebuf), "no system CA store");
 		snprintf(err, errlen, "TLS: system CA store: %s", ebuf);
 		goto fail;
 	}
-	if (cfg->ssl_cert_location != NULL) {
-		SSL_CTX_set_default_passwd_cb(ctx, key_password_cb);
-		SSL_CTX_set_default_passwd_cb_userdata(ctx,
-		    cfg->ssl_key_password);
-		if (SSL_CTX_use_certificate_chain_file(ctx,
-			cfg->ssl_cert_location) != 1) {
-			ssl_errstr(ebuf, sizeof(ebuf), "unreadable");
-			snprintf(err, errlen, "ssl.certificate.location %s: %s",
-			    cfg->ssl_cert_location, ebuf);
+	if (cfg->ssl_cert_pem != NULL) {
+		source_name(what, sizeof(what), cfg->ssl_cert_location,
+		    "ssl.certificate.location", "ssl.certificate.pem");
+		if (load_chain(ctx, cfg->ssl_cert_pem, what, err, errlen) != 0)
 			goto fail;
-		}
-		if (SSL_CTX_use_PrivateKey_file(ctx, cfg->ssl_key_location,
-			SSL_FILETYPE_PEM) != 1) {
-			ssl_errstr(ebuf, sizeof(ebuf), "unreadable");
-			snprintf(err, errlen, "ssl.key.location %s: %s",
-			    cfg->ssl_key_location, ebuf);
+		source_name(what2, sizeof(what2), cfg->ssl_key_location,
+		    "ssl.key.location", "ssl.key.pem");
+		if (load_key(ctx, cfg->ssl_key_pem, cfg->ssl_key_password,
+		    what2, what, err, errlen) != 0)
 			goto fail;
-		}
 		if (SSL_CTX_check_private_key(ctx) != 1) {
-			snprintf(err, errlen, "ssl.key.location %s does not "
-			    "match ssl.certificate.location %s",
-			    cfg->ssl_key_location, cfg->ssl_cert_location);
+			snprintf(err, errlen, "%s does not match %s", what2,
+			    what);
 			ERR_clear_error();
 			goto fail;
 		}

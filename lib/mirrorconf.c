@@ -19,6 +19,7 @@
 #include "kerr.h"
 #include "mirrorconf.h"
 #include "tpattern.h"
+#include "safefile.h"
 
 #define ERR_INVALID_CONFIG KERR_INVALID_CONFIG   /* 40 */
 #define ERR_INVALID_REQUEST KERR_INVALID_REQUEST /* 42 */
@@ -728,6 +729,36 @@ int mirrorconf_topic_property_excluded(const struct mirrorconf *mc, const char *
 	for (size_t i = 0; i < mc->topic_properties_exclude_n; i++)
 		if (strcmp(mc->topic_properties_exclude[i], name) == 0)
 			return 1;
+	return 0;
+}
+
+int mirrorconf_is_file_key(const char *name)
+{
+	const struct mkey *k = mkey_find(name);
+	size_t n = strlen(name), sl = strlen(".location");
+
+	/* Every *.location key of the table names a file. */
+	return k != NULL && k->kind == MK_CLIENT && n > sl &&
+	    strcmp(name + n - sl, ".location") == 0;
+}
+
+int mirrorconf_check_files(const char *const *names,
+    const char *const *values, size_t n, const char *const *allowed,
+    int16_t *err_code, char *msg, size_t msglen)
+{
+	char e2[600];
+
+	for (size_t i = 0; i < n; i++) {
+		if (names[i] == NULL || values[i] == NULL ||
+		    !mirrorconf_is_file_key(names[i]))
+			continue;
+		if (safefile_check(values[i], allowed, e2, sizeof(e2)) != 0) {
+			*err_code = ERR_INVALID_CONFIG;
+			snprintf(msg, msglen, "Invalid value for mirror config "
+			    "%s: %s", names[i], e2);
+			return -1;
+		}
+	}
 	return 0;
 }
 

@@ -112,6 +112,20 @@ int mirrorconf_check_client_prop(const char *name, const char *value,
 void mirrorconf_client_pairs(const struct mirrorconf *mc,
     const char *const **names, const char *const **values, size_t *n);
 
+/* 1 if the key names a file (ssl.ca.location, ssl.certificate.location,
+ * ssl.key.location: every *.location key of the table). */
+int mirrorconf_is_file_key(const char *name);
+
+/*
+ * Checks every file-naming config with safefile_check() against allowed
+ * (mirrors.allowed_file_dirs; NULL or empty refuses every file).  Returns 0,
+ * or -1 with *err_code 40 and a message naming the key, the path and why.
+ * Looks without opening: cheap enough for the admin handler.
+ */
+int mirrorconf_check_files(const char *const *names,
+    const char *const *values, size_t n, const char *const *allowed,
+    int16_t *err_code, char *msg, size_t msglen);
+
 /* Applies bootstrap.servers and the client properties to a librdkafka
  * configuration (rd_kafka_conf_set).  Errors never contain secret values. */
 struct rd_kafka_conf_s;

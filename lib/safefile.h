@@ -29,6 +29,8 @@
 /*
  * allowed: NULL-terminated list of absolute directory names; NULL or empty
  * means no file named over the wire may be read at all.
+ * The size cap of safefile_check() is SAFEFILE_DEFAULT_MAX; it also refuses
+ * a file the process may not read (access(R_OK)).
  * Returns 0, or -1 with err filled.
  */
 int safefile_check(const char *path, const char *const *allowed, char *err,

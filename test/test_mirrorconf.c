@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -388,6 +389,39 @@ START_TEST(test_example_is_valid_properties)
 }
 END_TEST
 
+START_TEST(test_check_files)
+{
+	const char *names[] = { "bootstrap.servers", "ssl.ca.location",
+	    "ssl.key.password" };
+	const char *values[] = { "s:1", "/etc/hostname", "/dev/zero" };
+	const char *etc[] = { "/etc", NULL }, *none[] = { NULL };
+
+	ck_assert_int_eq(mirrorconf_is_file_key("ssl.ca.location"), 1);
+	ck_assert_int_eq(mirrorconf_is_file_key("ssl.certificate.location"), 1);
+	ck_assert_int_eq(mirrorconf_is_file_key("ssl.key.location"), 1);
+	ck_assert_int_eq(mirrorconf_is_file_key("ssl.key.password"), 0);
+	ck_assert_int_eq(mirrorconf_is_file_key("ssl.keystore.location"), 0);
+	ck_assert_int_eq(mirrorconf_is_file_key("bootstrap.servers"), 0);
+
+	/* Only file keys are looked at (ssl.key.password is not a path). */
+	if (access("/etc/hostname", R_OK) == 0)
+		ck_assert_int_eq(mirrorconf_check_files(names, values, 3, etc,
+		    &code, msg, sizeof(msg)), 0);
+	values[1] = "/proc/self/fd/4";
+	ck_assert_int_eq(mirrorconf_check_files(names, values, 3, etc, &code,
+	    msg, sizeof(msg)), -1);
+	ck_assert_int_eq(code, 40);
+	ck_assert_str_eq(msg, "Invalid value for mirror config ssl.ca.location: "
+	    "/proc/self/fd/4: not a regular file (under /proc, /sys or /dev)");
+	values[1] = "/etc/hostname";
+	ck_assert_int_eq(mirrorconf_check_files(names, values, 3, none, &code,
+	    msg, sizeof(msg)), -1);
+	ck_assert_str_eq(msg, "Invalid value for mirror config ssl.ca.location: "
+	    "/etc/hostname: no file may be named here "
+	    "(mirrors.allowed_file_dirs is empty)");
+}
+END_TEST
+
 static Suite *mirrorconf_suite(void)
 {
 	Suite *s = suite_create("mirrorconf");
@@ -406,6 +440,7 @@ static Suite *mirrorconf_suite(void)
 	tcase_add_test(tc, test_client_prop_check);
 	tcase_add_test(tc, test_apply_rdkafka);
 	tcase_add_test(tc, test_example_is_valid_properties);
+	tcase_add_test(tc, test_check_files);
 	suite_add_tcase(s, tc);
 	return s;
 }

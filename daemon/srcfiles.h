@@ -1,0 +1,47 @@
+/*
+ * srcfiles.h: a mirror's source client settings with the files they name
+ * read off the event loop (module prefix srcfiles_).
+ *
+ * A mirror's configs come from the wire, so the files they name
+ * (ssl.ca.location, ssl.certificate.location, ssl.key.location) are read by
+ * the fileload worker, checked again against mirrors.allowed_file_dirs as
+ * it is when they are read (a mirror stored before a check, or a file that
+ * changed since, is refused here), and handed to the caller as the client
+ * properties plus ssl.*.pem properties carrying the contents, ready for
+ * kconn_config_set().  Every named file is read, whatever
+ * security.protocol is: a mirror that names a bad file is unusable.
+ */
+#ifndef MIRRORD_SRCFILES_H
+#define MIRRORD_SRCFILES_H
+
+#include <stddef.h>
+
+struct event_base;
+struct mirrorconf;
+struct srcfiles;
+
+/*
+ * On success err is NULL and names/values hold n client properties (valid
+ * during the call only; the contents may be private keys).  On failure err
+ * says which key, which path and why ("ssl.ca.location: /x: not a regular
+ * file (a fifo)") and names/values are NULL.  Runs once, on the loop, never
+ * from inside srcfiles_start(), unless cancelled first.
+ */
+typedef void (*srcfiles_cb)(void *arg, const char *err,
+    const char *const *names, const char *const *values, size_t n);
+
+/* The number of file-naming properties among mc's client properties. */
+size_t srcfiles_count(const struct mirrorconf *mc);
+
+/*
+ * Starts reading.  mc must stay alive until the callback or
+ * srcfiles_cancel(); allowed is copied.  NULL with err filled when nothing
+ * could be started (out of memory, no thread).
+ */
+struct srcfiles *srcfiles_start(struct event_base *base,
+    const struct mirrorconf *mc, const char *const *allowed, srcfiles_cb cb,
+    void *arg, char *err, size_t errlen);
+/* The callback will not run.  NULL is a no-op.  Not from the callback. */
+void srcfiles_cancel(struct srcfiles *sf);
+
+#endif
