@@ -21,6 +21,8 @@ enum ctype {
 	CT_HOSTPORT, /* struct config_hostport */
 	CT_HOSTLIST, /* char *: "host:port,host:port" */
 	CT_MAP,      /* struct config_map of client properties */
+	CT_PRINCIPALS, /* struct config_principals (authz principals) */
+	CT_ACLS,     /* struct config_acls (authorization rules) */
 };
 
 #define KF_RELOAD 0x1   /* SIGHUP may change it */
