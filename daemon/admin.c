@@ -202,6 +202,8 @@ static int authz_load(struct admin *adm, const struct config *cfg)
 	const char *host = cfg->server_listen.host != NULL ?
 	    cfg->server_listen.host : "";
 	int v6 = strchr(host, ':') != NULL;
+	/* The bound port: server.listen may say 0 (any free port). */
+	int port = adm->srv != NULL ? admin_port(adm) : cfg->server_listen.port;
 	char err[256], d[256];
 	struct authz *az;
 
@@ -222,11 +224,9 @@ static int authz_load(struct admin *adm, const struct config *cfg)
 		    "127.0.0.1:%d, or configure authentication "
 		    "(server.security_protocol) and authorization "
 		    "(authorization.acls, authorization.super_users)",
-		    v6 ? "[" : "", host, v6 ? "]" : "",
-		    adm->srv != NULL ? admin_port(adm) : cfg->server_listen.port,
+		    v6 ? "[" : "", host, v6 ? "]" : "", port,
 		    authz_enabled(az) ? "allowed by authorization.acls or "
-		    "authorization.super_users" : "authorization is off",
-		    cfg->server_listen.port);
+		    "authorization.super_users" : "authorization is off", port);
 	return 0;
 }
 
@@ -254,19 +254,24 @@ static int16_t authorize(struct admin *adm, struct adminsrv_req *rq,
 {
 	const char *who = adminsrv_req_principal(rq);
 	int16_t key = adminsrv_req_api_key(rq);
-	char why[320];
+	char why[320], shown[251];
+	size_t i;
 
 	if (mirror == NULL)
 		mirror = "";
 	if (authz_allowed(adm->az, who, op, mirror, why, sizeof(why)))
 		return 0;
-	/* Names come from the wire: at most a valid name's length is shown. */
-	snprintf(msg, msglen, "%s may not %s mirror %.250s (%s)", who,
-	    authz_op_name(op), mirror, kp_api_name(key));
+	/* The name comes from the wire: show at most a valid name's length,
+	 * and nothing that could forge a log line. */
+	for (i = 0; i < sizeof(shown) - 1 && mirror[i] != '\0'; i++)
+		shown[i] = mirror[i] >= 0x20 && mirror[i] < 0x7f ? mirror[i] : '?';
+	shown[i] = '\0';
+	snprintf(msg, msglen, "%s may not %s mirror %s (%s)", who,
+	    authz_op_name(op), shown, kp_api_name(key));
 	if (!quiet)
-		log_warnx("authorization: %s from %s may not %s mirror %.250s "
-		    "(%s): %s", who, adminsrv_req_peer(rq), authz_op_name(op),
-		    mirror, kp_api_name(key), why);
+		log_warnx("authorization: %s from %s may not %s mirror %s (%s): %s",
+		    who, adminsrv_req_peer(rq), authz_op_name(op), shown,
+		    kp_api_name(key), why);
 	count_denied(adm, key, op, 1);
 	return KERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED;
 }

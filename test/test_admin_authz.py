@@ -347,6 +347,21 @@ eq(r.returncode, 0, "kcat -L under authorization (stderr: %s)" % r.stderr)
 
 h.check(WARNING not in d.log(), "no exposure warning on 127.0.0.1:\n"
         + d.log()[-2000:])
+
+# On with no rules (what an authenticating listener gets by default):
+# everyone but super users is denied, yet ApiVersions and Metadata answer.
+set_authorization(d, "authorization:\n  enabled: true\n")
+h.check("authorization: on (0 rules, 0 super users; everyone else is denied)"
+        in d.log(), "the reload logs deny-by-default")
+eq(anon.listed(), [], "ListMirrors with no rules")
+eq(describe_raw(d), [], "DescribeMirrors with no rules")
+anon.refused(anon.create("dev-z", SRC), "alter", "dev-z", "CreateMirror")
+anon.refused(anon.cli("--describe", "--mirror", "dev-x"), "describe", "dev-x",
+             "DescribeMirrors")
+r = h.kcat(["-L", "-b", d.bootstrap, "-m", "10"])
+eq(r.returncode, 0, "kcat -L with everyone denied (stderr: %s)" % r.stderr)
+h.check("broker 42 at 127.0.0.1:%d" % d.port in r.stdout,
+        "Metadata still names mirrord:\n" + r.stdout)
 d.stop()
 
 
