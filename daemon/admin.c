@@ -7,6 +7,8 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 
 #include "admin.h"
 #include "adminsrv.h"
+#include "authz.h"
 #include "daemonconf.h"
 #include "kbuf.h"
 #include "kerr.h"
@@ -43,6 +46,8 @@ struct admin {
 	struct adminsrv *srv;
 	struct pending *pending; /* lookups in flight, to cancel at exit */
 	struct resolve *resolves; /* background source cluster id lookups */
+	struct authz *az;        /* rules in force, rebuilt on reload */
+	int loopback_only;       /* server.listen reaches this machine only */
 };
 
 /* An AddTopicsToMirror waiting for its source lookup. */
@@ -142,6 +147,142 @@ static int decode_body(struct adminsrv_req *rq, void *msg)
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- authorization ------------------------------------------------------ */
+
+/*
+ * What the admin listener's security means for authorization.
+ * server.security_protocol is added by the listener-security work; while
+ * this config has no such key the listener is PLAINTEXT: no client
+ * authenticates and every one is User:ANONYMOUS.  Once it exists: authn_on
+ * is protocol != PLAINTEXT (authorization.enabled = auto then denies by
+ * default), anonymous is PLAINTEXT or SSL without required client
+ * certificates (anonymous clients can connect at all).
+ */
+struct listener_sec {
+	int authn_on;
+	int anonymous;
+};
+
+static struct listener_sec listener_security(const struct config *cfg)
+{
+	(void)cfg;
+	return (struct listener_sec){ .authn_on = 0, .anonymous = 1 };
+}
+
+/* 1 if a listen host can only be reached from this machine. */
+static int host_is_loopback(const char *h)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+
+	if (h == NULL)
+		return 0;
+	if (strcmp(h, "localhost") == 0)
+		return 1;
+	if (inet_pton(AF_INET, h, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, h, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) ||
+		    (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	/* Another host name may resolve to anything: assume it is exposed. */
+	return 0;
+}
+
+/*
+ * Builds the rules of cfg and swaps them in; logs what is in force and,
+ * when other hosts can reach the listener and anonymous clients may change
+ * mirrors, one warning saying what to configure.  -1 (old rules kept) only
+ * when out of memory.
+ */
+static int authz_load(struct admin *adm, const struct config *cfg)
+{
+	struct listener_sec ls = listener_security(cfg);
+	const char *host = cfg->server_listen.host != NULL ?
+	    cfg->server_listen.host : "";
+	int v6 = strchr(host, ':') != NULL;
+	/* The bound port: server.listen may say 0 (any free port). */
+	int port = adm->srv != NULL ? admin_port(adm) : cfg->server_listen.port;
+	char err[256], d[256];
+	struct authz *az;
+
+	az = authz_new(cfg, ls.authn_on, err, sizeof(err));
+	if (az == NULL) {
+		log_warnx("authorization: %s; the rules in force stay", err);
+		return -1;
+	}
+	authz_free(adm->az);
+	adm->az = az;
+	authz_describe(az, d, sizeof(d));
+	log_info("authorization: %s", d);
+	if (!adm->loopback_only && ls.anonymous &&
+	    authz_may_alter_some(az, AUTHZ_ANONYMOUS))
+		log_warnx("admin listener %s%s%s:%d accepts connections from other "
+		    "hosts, and anonymous clients (User:ANONYMOUS) may create, "
+		    "change and delete mirrors (%s); set server.listen to "
+		    "127.0.0.1:%d, or configure authentication "
+		    "(server.security_protocol) and authorization "
+		    "(authorization.acls, authorization.super_users)",
+		    v6 ? "[" : "", host, v6 ? "]" : "", port,
+		    authz_enabled(az) ? "allowed by authorization.acls or "
+		    "authorization.super_users" : "authorization is off", port);
+	return 0;
+}
+
+static void count_denied(struct admin *adm, int16_t key, enum authz_op op,
+    double n)
+{
+	if (adm->ms == NULL || n <= 0)
+		return;
+	metrics_counter_add(metrics_series(MSTD(adm->ms,
+	    ADMIN_AUTHORIZATION_DENIED), 2,
+	    (const char *[]){ kp_api_name(key), authz_op_name(op) }), n);
+}
+
+/*
+ * 0 if the request's principal may do op to the mirror; otherwise
+ * CLUSTER_MIRROR_AUTHORIZATION_FAILED with the answer's message in msg
+ * ("User:bob may not alter mirror prod-x (CreateMirror)": who, what, which
+ * mirror), the refusal logged (principal, peer, operation, mirror, and the
+ * rule or the absence of one that decided) unless quiet, and counted.
+ * Called before anything else looks at the mirror, so a refusal says
+ * nothing about whether the mirror exists.
+ */
+static int16_t authorize(struct admin *adm, struct adminsrv_req *rq,
+    enum authz_op op, const char *mirror, int quiet, char *msg, size_t msglen)
+{
+	const char *who = adminsrv_req_principal(rq);
+	int16_t key = adminsrv_req_api_key(rq);
+	char why[320], shown[251];
+	size_t i;
+
+	if (mirror == NULL)
+		mirror = "";
+	if (authz_allowed(adm->az, who, op, mirror, why, sizeof(why)))
+		return 0;
+	/* The name comes from the wire: show at most a valid name's length,
+	 * and nothing that could forge a log line. */
+	for (i = 0; i < sizeof(shown) - 1 && mirror[i] != '\0'; i++)
+		shown[i] = mirror[i] >= 0x20 && mirror[i] < 0x7f ? mirror[i] : '?';
+	shown[i] = '\0';
+	snprintf(msg, msglen, "%s may not %s mirror %s (%s)", who,
+	    authz_op_name(op), shown, kp_api_name(key));
+	if (!quiet)
+		log_warnx("authorization: %s from %s may not %s mirror %s (%s): %s",
+		    who, adminsrv_req_peer(rq), authz_op_name(op), shown,
+		    kp_api_name(key), why);
+	count_denied(adm, key, op, 1);
+	return KERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED;
+}
+
+/* 1 if the request's principal may describe m (list filtering: a mirror
+ * left out of a listing is not a refusal, so neither logged nor counted). */
+static int may_describe(struct admin *adm, struct adminsrv_req *rq,
+    const struct mirror *m)
+{
+	return authz_allowed(adm->az, adminsrv_req_principal(rq),
+	    AUTHZ_DESCRIBE, m->name, NULL, 0);
 }
 
 /* ---- ApiVersions ------------------------------------------------------ */
@@ -392,6 +533,13 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 		adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, "request too large");
 		return;
 	}
+	code = authorize(adm, rq, AUTHZ_ALTER, name, 0, msg, sizeof(msg));
+	if (code != 0) {
+		resp.error_code = code;
+		resp.error_message = arena_kstr(a, msg);
+		respond(rq, &resp, code);
+		return;
+	}
 	for (int32_t i = 0; i < n; i++) {
 		names[i] = arena_strdup(a, req.configs[i].name);
 		values[i] = arena_strdup(a, req.configs[i].value);
@@ -449,7 +597,9 @@ static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	kp_delete_mirror_response_init(&resp);
 	name = arena_strdup(a, req.mirror_name);
-	code = (int16_t)mstate_delete_mirror(adm->st, name, msg, sizeof(msg));
+	code = authorize(adm, rq, AUTHZ_ALTER, name, 0, msg, sizeof(msg));
+	if (code == 0)
+		code = (int16_t)mstate_delete_mirror(adm->st, name, msg, sizeof(msg));
 	if (code == 0)
 		log_info("mirror %s deleted by %s", name, adminsrv_req_peer(rq));
 	resp.error_code = code;
@@ -462,23 +612,27 @@ static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_list_mirrors_request req;
 	struct kp_list_mirrors_response resp;
-	size_t n = mstate_mirror_count(adm->st);
+	size_t n = mstate_mirror_count(adm->st), j = 0;
 
 	if (decode_body(rq, &req) < 0)
 		return;
 	kp_list_mirrors_response_init(&resp);
 	resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
+	/* Only the mirrors the principal may describe (as Kafka lists topics). */
 	for (size_t i = 0; i < n; i++) {
 		const struct mirror *m = mstate_mirror_at(adm->st, i);
 
-		kp_list_mirrors_response_mirror_init(&resp.mirrors[i]);
-		resp.mirrors[i].mirror_name = kstr_c(m->name);
-		resp.mirrors[i].source_bootstrap = kstr_c(mirror_bootstrap(m));
-		resp.mirrors[i].source_cluster_id = kstr_c(
+		if (!may_describe(adm, rq, m))
+			continue;
+		kp_list_mirrors_response_mirror_init(&resp.mirrors[j]);
+		resp.mirrors[j].mirror_name = kstr_c(m->name);
+		resp.mirrors[j].source_bootstrap = kstr_c(mirror_bootstrap(m));
+		resp.mirrors[j].source_cluster_id = kstr_c(
 		    m->source_cluster_id != NULL ? m->source_cluster_id : "");
-		resp.mirrors[i].topic_count = (int32_t)m->ntopics;
+		resp.mirrors[j].topic_count = (int32_t)m->ntopics;
+		j++;
 	}
-	resp.mirrors_n = (int32_t)n;
+	resp.mirrors_n = (int32_t)j;
 	respond(rq, &resp, 0);
 }
 
@@ -536,24 +690,48 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	kp_describe_mirrors_response_init(&resp);
 	if (req.mirror_names_n <= 0) {
-		size_t n = mstate_mirror_count(adm->st);
+		size_t n = mstate_mirror_count(adm->st), j = 0;
 
+		/* All mirrors: those the principal may not describe are left
+		 * out, as Kafka leaves unauthorized topics out of Metadata. */
 		resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
 		for (size_t i = 0; i < n; i++) {
-			kp_describe_mirrors_response_mirror_init(&resp.mirrors[i]);
-			describe_one(adm, a, mstate_mirror_at(adm->st, i),
-			    &resp.mirrors[i]);
+			const struct mirror *m = mstate_mirror_at(adm->st, i);
+
+			if (!may_describe(adm, rq, m))
+				continue;
+			kp_describe_mirrors_response_mirror_init(&resp.mirrors[j]);
+			describe_one(adm, a, m, &resp.mirrors[j]);
+			j++;
 		}
-		resp.mirrors_n = (int32_t)n;
+		resp.mirrors_n = (int32_t)j;
 	} else {
+		int32_t denied = 0;
+		char first[MSG_LEN] = "";
+
 		resp.mirrors = arena_array(a, (size_t)req.mirror_names_n,
 		    sizeof(*resp.mirrors));
 		for (int32_t i = 0; i < req.mirror_names_n; i++) {
 			char *name = arena_strdup(a, req.mirror_names[i]);
-			const struct mirror *m = name != NULL ?
-			    mstate_mirror_find(adm->st, name) : NULL;
+			const struct mirror *m;
+			char amsg[MSG_LEN];
+			int16_t code;
 
 			kp_describe_mirrors_response_mirror_init(&resp.mirrors[i]);
+			/* A name may be repeated many times: the first refusal is
+			 * logged, the others summed up below. */
+			code = authorize(adm, rq, AUTHZ_DESCRIBE, name, denied > 0,
+			    amsg, sizeof(amsg));
+			if (code != 0) {
+				if (denied++ == 0)
+					snprintf(first, sizeof(first), "%s", amsg);
+				resp.mirrors[i].mirror_name = req.mirror_names[i];
+				resp.mirrors[i].error_code = code;
+				resp.mirrors[i].error_message = arena_kstr(a, amsg);
+				resp.mirrors[i].topics_n = 0;
+				continue;
+			}
+			m = name != NULL ? mstate_mirror_find(adm->st, name) : NULL;
 			if (m == NULL) {
 				char msg[MSG_LEN];
 
@@ -569,6 +747,11 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 			describe_one(adm, a, m, &resp.mirrors[i]);
 		}
 		resp.mirrors_n = req.mirror_names_n;
+		if (denied > 1)
+			log_warnx("authorization: %s from %s: %d more mirror(s) of the "
+			    "same DescribeMirrors refused after \"%s\"",
+			    adminsrv_req_principal(rq), adminsrv_req_peer(rq),
+			    denied - 1, first);
 	}
 	respond(rq, &resp, 0);
 }
@@ -651,6 +834,31 @@ static void pattern_result(void *arg, const char *topic, int code,
 	results_add(arg, topic, code, msg);
 }
 
+/*
+ * The four topic operations need alter on their mirror.  When it is
+ * refused, answers (top level and each named topic carry the mirror's
+ * verdict, as for an unknown mirror) and returns 1.
+ */
+static int refuse_topics(struct admin *adm, struct adminsrv_req *rq,
+    const char *mirror, const struct kstr *names, int32_t nn)
+{
+	struct karena *a = adminsrv_req_arena(rq);
+	struct results rs = { .a = a };
+	char msg[MSG_LEN];
+	int16_t code;
+
+	code = authorize(adm, rq, AUTHZ_ALTER, mirror, 0, msg, sizeof(msg));
+	if (code == 0)
+		return 0;
+	for (int32_t i = 0; i < nn; i++) {
+		char *t = arena_strdup(a, names[i]);
+
+		results_add(&rs, t != NULL ? t : "", code, msg);
+	}
+	respond_results(rq, mirror, code, msg, &rs);
+	return 1;
+}
+
 /* RemoveTopicsFromMirror, PauseMirrorTopics and ResumeMirrorTopics. */
 static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 {
@@ -697,6 +905,8 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 		adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, "request too large");
 		return;
 	}
+	if (refuse_topics(adm, rq, mirror, names, nn))
+		return;
 	if (mstate_mirror_find(adm->st, mirror) == NULL) {
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", mirror);
 		for (int32_t i = 0; i < nn; i++) {
@@ -914,6 +1124,21 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 	pd->mirror = kstr_dup(pd->req.mirror_name);
 	if (pd->mirror == NULL)
 		pd->mirror = strdup("");
+	if (pd->mirror == NULL)
+		fatal("admin: out of memory");
+	{
+		int32_t nn = MAX(pd->req.topics_n, 0);
+		struct kstr *names = arena_array(a, (size_t)nn, sizeof(*names));
+
+		for (int32_t i = 0; names != NULL && i < nn; i++)
+			names[i] = pd->req.topics[i].name;
+		if (names != NULL &&
+		    refuse_topics(adm, rq, pd->mirror, names, nn)) {
+			free(pd->mirror);
+			free(pd);
+			return;
+		}
+	}
 	m = mstate_mirror_find(adm->st, pd->mirror);
 	if (m == NULL) {
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", pd->mirror);
@@ -1051,6 +1276,7 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 	adm->cfg = cfg;
 	adm->pl = pl;
 	adm->ms = ms;
+	adm->loopback_only = host_is_loopback(cfg->server_listen.host);
 	memset(&o, 0, sizeof(o));
 	o.host = cfg->server_listen.host != NULL ? cfg->server_listen.host : "";
 	o.port = cfg->server_listen.port;
@@ -1061,6 +1287,13 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 	o.arg = adm;
 	adm->srv = adminsrv_new(base, &o, err, errlen);
 	if (adm->srv == NULL) {
+		free(adm);
+		return NULL;
+	}
+	if (authz_load(adm, cfg) < 0) {
+		snprintf(err, errlen, "out of memory building the authorization "
+		    "rules");
+		adminsrv_free(adm->srv);
 		free(adm);
 		return NULL;
 	}
@@ -1082,6 +1315,7 @@ void admin_set_config(struct admin *adm, const struct config *cfg)
 	adm->cfg = cfg;
 	adminsrv_set_max_request_bytes(adm->srv,
 	    (size_t)cfg->server_max_request_bytes);
+	authz_load(adm, cfg);
 }
 
 void admin_stop_accepting(struct admin *adm)
@@ -1112,5 +1346,6 @@ void admin_free(struct admin *adm)
 	while (adm->resolves != NULL)
 		resolve_free(adm->resolves);
 	adminsrv_free(adm->srv);
+	authz_free(adm->az);
 	free(adm);
 }

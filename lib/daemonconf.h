@@ -47,6 +47,34 @@ struct config_list {
 	char **v;
 };
 
+/* A YAML list of principals ("User:admin"), in file order. */
+struct config_principals {
+	size_t n;
+	char **v;
+};
+
+/* One rule of authorization.acls (authz.h says what it means). */
+struct config_acl {
+	char *principal;  /* "User:alice" or "User:*" */
+	unsigned ops;     /* AUTHZ_OP_BIT()s of authz.h */
+	int deny;         /* permission: deny (else allow) */
+	size_t nmirrors;
+	char **mirrors;   /* names, "prefix*" or "*" */
+	int line;         /* where the rule starts in the file, 0 if unknown */
+};
+
+struct config_acls {
+	size_t n;
+	struct config_acl *v;
+};
+
+/* authorization.enabled; the order is that of the key's choices. */
+enum config_authz_mode {
+	CONFIG_AUTHZ_AUTO,  /* on when the listener authenticates or rules exist */
+	CONFIG_AUTHZ_TRUE,
+	CONFIG_AUTHZ_FALSE,
+};
+
 /* log.target; the order is that of the key's choices in the table. */
 enum config_log_target {
 	CONFIG_LOG_AUTO,    /* journald prefixes when JOURNAL_STREAM is set */
@@ -90,6 +118,10 @@ struct config {
 	int64_t pipeline_retry_backoff_ms;
 
 	int64_t shutdown_timeout_ms;             /* shutdown.timeout_ms */
+
+	int authorization_enabled;               /* enum config_authz_mode */
+	struct config_principals authorization_super_users;
+	struct config_acls authorization_acls;
 };
 
 /* Errors collected while loading, each "file:line:column: key: message". */

@@ -58,7 +58,8 @@ START_TEST(test_defaults)
 
 	ck_assert_ptr_nonnull(cfg);
 	ck_assert_int_eq(cfg->server_node_id, 1);
-	ck_assert_str_eq(cfg->server_listen.host, "0.0.0.0");
+	/* Loopback only unless the operator says otherwise. */
+	ck_assert_str_eq(cfg->server_listen.host, "127.0.0.1");
 	ck_assert_uint_eq(cfg->server_listen.port, 9192);
 	ck_assert_ptr_null(cfg->server_advertised.host);
 	ck_assert_int_eq(cfg->server_max_request_bytes, 100 * 1024 * 1024);
@@ -90,8 +91,15 @@ START_TEST(test_minimal_file_takes_defaults)
 	ck_assert_str_eq(cfg->destination_bootstrap_servers, "k1:9092");
 	ck_assert_str_eq(cfg->path, "t.yaml");
 	ck_assert_int_eq(cfg->server_node_id, 1);
-	/* advertised is derived: the listen port, and a real host name
-	 * because the default listen address is the wildcard. */
+	/* advertised is derived: the default listen address and port. */
+	ck_assert_ptr_nonnull(cfg->server_advertised.host);
+	ck_assert_str_eq(cfg->server_advertised.host, "127.0.0.1");
+	ck_assert_uint_eq(cfg->server_advertised.port, 9192);
+	config_free(cfg);
+	/* On the wildcard address it is this machine's host name. */
+	cfg = load("server:\n  listen: 0.0.0.0:9192\n"
+	    "destination:\n  bootstrap_servers: k1:9092\n");
+	ck_assert_ptr_nonnull(cfg);
 	ck_assert_ptr_nonnull(cfg->server_advertised.host);
 	ck_assert_str_ne(cfg->server_advertised.host, "0.0.0.0");
 	ck_assert_uint_eq(cfg->server_advertised.port, 9192);
