@@ -1022,6 +1022,21 @@ static double connections_value(void *arg)
 	return adm->srv != NULL ? adminsrv_connections(adm->srv) : 0;
 }
 
+/* The listener's limits from the config (at start and on reload). */
+static void srv_limits(const struct config *cfg, struct adminsrv_opts *o)
+{
+	o->max_request_bytes = (size_t)cfg->server_max_request_bytes;
+	o->max_connections = (int)cfg->server_max_connections;
+	o->max_connections_per_ip = (int)cfg->server_max_connections_per_ip;
+	o->idle_timeout_ms = cfg->server_idle_timeout_ms;
+	o->request_timeout_ms = cfg->server_request_timeout_ms;
+	o->max_buffered_bytes_per_conn =
+	    (size_t)cfg->server_max_buffered_bytes_per_connection;
+	/* One request of the largest size always fits (the key's help says so). */
+	o->max_buffered_bytes_total = (size_t)MAX(
+	    cfg->server_max_buffered_bytes_total, cfg->server_max_request_bytes + 4);
+}
+
 struct admin *admin_new(struct event_base *base, struct mstate *st,
     const struct config *cfg, struct pipeline *pl, struct metrics_std *ms,
     char *err, size_t errlen)
@@ -1041,8 +1056,7 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 	memset(&o, 0, sizeof(o));
 	o.host = cfg->server_listen.host != NULL ? cfg->server_listen.host : "";
 	o.port = cfg->server_listen.port;
-	o.max_request_bytes = (size_t)cfg->server_max_request_bytes;
-	o.max_connections = (int)cfg->server_max_connections;
+	srv_limits(cfg, &o);
 	o.dispatch = dispatch;
 	o.observe = observe;
 	o.arg = adm;
@@ -1066,9 +1080,12 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 
 void admin_set_config(struct admin *adm, const struct config *cfg)
 {
+	struct adminsrv_opts o;
+
 	adm->cfg = cfg;
-	adminsrv_set_max_request_bytes(adm->srv,
-	    (size_t)cfg->server_max_request_bytes);
+	memset(&o, 0, sizeof(o));
+	srv_limits(cfg, &o);
+	adminsrv_set_limits(adm->srv, &o);
 }
 
 void admin_stop_accepting(struct admin *adm)
