@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -90,6 +91,27 @@ static void *arena_array(struct karena *a, size_t n, size_t size)
 	return karena_alloc(a, (n == 0 ? 1 : n) * size);
 }
 
+/* The request's working memory (its arena) ran out: close cleanly. */
+static void reject_arena(struct adminsrv_req *rq, const char *what)
+{
+	char d[160];
+
+	snprintf(d, sizeof(d), "request too large to handle: its working memory "
+	    "ran out while building %s", what);
+	adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, d);
+}
+
+/* 1 if w failed only because the encoding outgrew its cap. */
+static int kw_over_cap(const struct kw *w)
+{
+	return w->err && w->why != NULL && strstr(w->why, "cap") != NULL;
+}
+
+static size_t max_response(const struct admin *adm)
+{
+	return (size_t)adm->cfg->server_max_response_bytes;
+}
+
 /* Answers with the encoding in w (rc: the encoder's return value). */
 static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
     int16_t error_code)
@@ -97,6 +119,14 @@ static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
 	int16_t key = adminsrv_req_api_key(rq), ver = adminsrv_req_api_version(rq);
 	int hv;
 
+	if (kw_over_cap(w)) {
+		char d[160];
+
+		snprintf(d, sizeof(d), "the %s v%d response would exceed "
+		    "server.max_response_bytes (%zu)", kp_api_name(key), ver, w->max);
+		adminsrv_reject(rq, ADMINSRV_REJECT_RESPONSE_TOO_LARGE, d);
+		return;
+	}
 	if (rc < 0 || w->err) {
 		/* Our own response did not encode: a bug, not the peer's fault. */
 		log_errorx("admin: cannot encode the %s v%d response: %s",
@@ -109,17 +139,43 @@ static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
 	adminsrv_respond(rq, hv, w->buf, w->len, error_code);
 }
 
-/* Encodes msg (the response struct of the request's ApiKey) and answers. */
-static void respond(struct adminsrv_req *rq, const void *msg,
-    int16_t error_code)
+/*
+ * Encodes msg (the response struct of the request's ApiKey) into at most
+ * server.max_response_bytes and answers.  With fallback set, an encoding
+ * over the cap sends nothing and returns -1 so the caller can answer
+ * smaller; otherwise it closes the connection naming the limit.
+ */
+static int respond_capped(struct admin *adm, struct adminsrv_req *rq,
+    const void *msg, int16_t error_code, int fallback)
 {
 	const struct kp_api *api = kp_api_find(adminsrv_req_api_key(rq));
 	struct kw w;
+	int rc;
 
-	kw_init(&w, 256u << 20);
-	send_encoded(rq, &w, api->response_encode(&w,
-	    adminsrv_req_api_version(rq), msg), error_code);
+	kw_init(&w, max_response(adm));
+	rc = api->response_encode(&w, adminsrv_req_api_version(rq), msg);
+	if (fallback && kw_over_cap(&w)) {
+		kw_fini(&w);
+		return -1;
+	}
+	send_encoded(rq, &w, rc, error_code);
 	kw_fini(&w);
+	return 0;
+}
+
+static void respond(struct admin *adm, struct adminsrv_req *rq,
+    const void *msg, int16_t error_code)
+{
+	respond_capped(adm, rq, msg, error_code, 0);
+}
+
+/* The message for an answer that would not fit. */
+static void too_large_msg(struct admin *adm, struct adminsrv_req *rq,
+    char *msg, size_t len, const char *advice)
+{
+	snprintf(msg, len, "the %s response would exceed server.max_response_bytes "
+	    "(%zu bytes); %s", kp_api_name(adminsrv_req_api_key(rq)),
+	    max_response(adm), advice);
 }
 
 /* Decodes the body into msg (the request struct of the request's ApiKey);
@@ -166,6 +222,10 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 
 		resp.error_code = KERR_UNSUPPORTED_VERSION;
 		resp.api_keys = arena_array(a, 1, sizeof(*resp.api_keys));
+		if (resp.api_keys == NULL) {
+			reject_arena(rq, "the ApiVersions response");
+			return;
+		}
 		resp.api_keys[0].api_key = KP_API_API_VERSIONS;
 		resp.api_keys[0].min_version = self->served_min;
 		resp.api_keys[0].max_version = self->served_max;
@@ -184,6 +244,10 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 			return;
 	}
 	resp.api_keys = arena_array(a, kp_api_count, sizeof(*resp.api_keys));
+	if (resp.api_keys == NULL) {
+		reject_arena(rq, "the ApiVersions response");
+		return;
+	}
 	for (size_t i = 0; i < kp_api_count; i++) {
 		const struct kp_api *api = &kp_api_table[i];
 
@@ -195,7 +259,7 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 		n++;
 	}
 	resp.api_keys_n = (int32_t)n;
-	respond(rq, &resp, 0);
+	respond(adm, rq, &resp, 0);
 }
 
 /* ---- Metadata ----------------------------------------------------------- */
@@ -212,6 +276,10 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	kp_metadata_response_init(&resp);
 	resp.brokers = arena_array(a, 1, sizeof(*resp.brokers));
+	if (resp.brokers == NULL) {
+		reject_arena(rq, "the Metadata response");
+		return;
+	}
 	kp_metadata_response_broker_init(&resp.brokers[0]);
 	resp.brokers[0].node_id = (int32_t)cfg->server_node_id;
 	resp.brokers[0].host = kstr_c(cfg->server_advertised.host);
@@ -229,6 +297,10 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 	if (req.topics_n > 0) {
 		resp.topics = arena_array(a, (size_t)req.topics_n,
 		    sizeof(*resp.topics));
+		if (resp.topics == NULL) {
+			reject_arena(rq, "the Metadata response");
+			return;
+		}
 		for (int32_t i = 0; i < req.topics_n; i++) {
 			kp_metadata_response_topic_init(&resp.topics[i]);
 			resp.topics[i].error_code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -238,7 +310,7 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 		resp.topics_n = req.topics_n;
 	}
 	(void)ver;
-	respond(rq, &resp, 0);
+	respond(adm, rq, &resp, 0);
 }
 
 /* ---- CreateMirror / DeleteMirror / ListMirrors ------------------------ */
@@ -387,12 +459,17 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 	values = arena_array(a, (size_t)n, sizeof(*values));
 	cfgs = arena_array(a, (size_t)n, sizeof(*cfgs));
 	if (name == NULL || names == NULL || values == NULL || cfgs == NULL) {
-		adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, "request too large");
+		reject_arena(rq, "the mirror's configs");
 		return;
 	}
 	for (int32_t i = 0; i < n; i++) {
 		names[i] = arena_strdup(a, req.configs[i].name);
 		values[i] = arena_strdup(a, req.configs[i].value);
+		if (names[i] == NULL || (values[i] == NULL &&
+		    req.configs[i].value.len >= 0)) {
+			reject_arena(rq, "the mirror's configs");
+			return;
+		}
 		cfgs[i].name = (char *)names[i];
 		cfgs[i].value = (char *)values[i];
 		/* A NUL inside a wire string would cut the C string short. */
@@ -409,6 +486,14 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 		code = (int16_t)mstate_check_mirror_name(name, msg, sizeof(msg));
 	if (code == 0)
 		mirrorconf_validate(names, values, (size_t)n, &code, msg, sizeof(msg));
+	if (code == 0 && mstate_mirror_find(adm->st, name) == NULL &&
+	    mstate_mirror_count(adm->st) >= (size_t)adm->cfg->limits_max_mirrors) {
+		snprintf(msg, sizeof(msg), "mirrord already holds %zu mirrors, the "
+		    "most limits.max_mirrors (%" PRId64 ") allows; delete a mirror or "
+		    "raise the limit", mstate_mirror_count(adm->st),
+		    adm->cfg->limits_max_mirrors);
+		code = KERR_POLICY_VIOLATION;
+	}
 	if (code == 0)
 		code = (int16_t)mstate_create_mirror(adm->st, name, cfgs, (size_t)n,
 		    msg, sizeof(msg));
@@ -425,7 +510,7 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 	}
 	resp.error_code = code;
 	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-	respond(rq, &resp, code);
+	respond(adm, rq, &resp, code);
 }
 
 static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
@@ -441,12 +526,16 @@ static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	kp_delete_mirror_response_init(&resp);
 	name = arena_strdup(a, req.mirror_name);
+	if (name == NULL) {
+		reject_arena(rq, "the mirror name");
+		return;
+	}
 	code = (int16_t)mstate_delete_mirror(adm->st, name, msg, sizeof(msg));
 	if (code == 0)
 		log_info("mirror %s deleted by %s", name, adminsrv_req_peer(rq));
 	resp.error_code = code;
 	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-	respond(rq, &resp, code);
+	respond(adm, rq, &resp, code);
 }
 
 static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
@@ -460,6 +549,10 @@ static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	kp_list_mirrors_response_init(&resp);
 	resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
+	if (resp.mirrors == NULL) {
+		reject_arena(rq, "the ListMirrors response");
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const struct mirror *m = mstate_mirror_at(adm->st, i);
 
@@ -471,16 +564,28 @@ static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
 		resp.mirrors[i].topic_count = (int32_t)m->ntopics;
 	}
 	resp.mirrors_n = (int32_t)n;
-	respond(rq, &resp, 0);
+	if (respond_capped(adm, rq, &resp, 0, 1) < 0) {
+		char msg[MSG_LEN];
+
+		too_large_msg(adm, rq, msg, sizeof(msg), "raise the limit");
+		kp_list_mirrors_response_init(&resp);
+		resp.error_code = KERR_POLICY_VIOLATION;
+		resp.error_message = kstr_c(msg);
+		resp.mirrors_n = 0;
+		respond(adm, rq, &resp, KERR_POLICY_VIOLATION);
+	}
 }
 
 /* ---- DescribeMirrors ------------------------------------------------- */
 
-static void describe_one(struct admin *adm, struct karena *a,
+/* Fills out for m; -1 when the arena ran out. */
+static int describe_one(struct admin *adm, struct karena *a,
     const struct mirror *m, struct kp_describe_mirrors_response_mirror *out)
 {
 	out->mirror_name = kstr_c(m->name);
 	out->topics = arena_array(a, m->ntopics, sizeof(*out->topics));
+	if (out->topics == NULL)
+		return -1;
 	out->topics_n = (int32_t)m->ntopics;
 	for (size_t t = 0; t < m->ntopics; t++) {
 		const struct mtopic *mt = m->topics[t];
@@ -490,6 +595,8 @@ static void describe_one(struct admin *adm, struct karena *a,
 		ot->name = kstr_c(mt->name);
 		ot->partitions = arena_array(a, (size_t)mt->npart,
 		    sizeof(*ot->partitions));
+		if (ot->partitions == NULL)
+			return -1;
 		ot->partitions_n = mt->npart;
 		for (int32_t p = 0; p < mt->npart; p++) {
 			const struct mpart *mp = mt->parts[p];
@@ -516,6 +623,65 @@ static void describe_one(struct admin *adm, struct karena *a,
 			op->last_mirrored_offset = mp->last_offset;
 		}
 	}
+	return 0;
+}
+
+/*
+ * A lower bound of m's encoded size in a DescribeMirrors response, to refuse
+ * an answer over server.max_response_bytes before building it.
+ */
+static size_t describe_estimate(const struct mirror *m)
+{
+	size_t n = 16 + strlen(m->name);
+
+	for (size_t t = 0; t < m->ntopics; t++)
+		n += 8 + strlen(m->topics[t]->name) +
+		    (size_t)MAX(m->topics[t]->npart, 0) * 36;
+	return n;
+}
+
+/* Orders names for finding duplicates; equal names by position. */
+struct name_ix {
+	struct kstr s;
+	int32_t i;
+};
+
+static int name_ix_cmp(const void *pa, const void *pb)
+{
+	const struct name_ix *a = pa, *b = pb;
+	int32_t la = MAX(a->s.len, 0), lb = MAX(b->s.len, 0);
+	int c = memcmp(a->s.p != NULL ? a->s.p : "", b->s.p != NULL ? b->s.p : "",
+	    (size_t)MIN(la, lb));
+
+	if (c != 0)
+		return c;
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	if (a->s.len != b->s.len)   /* null before empty */
+		return a->s.len < b->s.len ? -1 : 1;
+	return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/*
+ * Marks in dup[] every name that repeats an earlier one (a request may name
+ * a mirror many times; it is described once, in the place it was first
+ * named).  Sorting keeps this O(n log n) for any number of names.
+ */
+static int mark_duplicates(struct karena *a, const struct kstr *names,
+    int32_t n, uint8_t *dup)
+{
+	struct name_ix *v = arena_array(a, (size_t)n, sizeof(*v));
+
+	if (v == NULL)
+		return -1;
+	for (int32_t i = 0; i < n; i++)
+		v[i] = (struct name_ix){ names[i], i };
+	qsort(v, (size_t)n, sizeof(*v), name_ix_cmp);
+	for (int32_t i = 1; i < n; i++)
+		if (v[i].s.len == v[i - 1].s.len && (v[i].s.len <= 0 ||
+		    memcmp(v[i].s.p, v[i - 1].s.p, (size_t)v[i].s.len) == 0))
+			dup[v[i].i] = 1;
+	return 0;
 }
 
 static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
@@ -523,75 +689,167 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_describe_mirrors_request req;
 	struct kp_describe_mirrors_response resp;
+	const struct mirror **ms;
+	struct kstr *asked;   /* the name asked for, for unknown mirrors */
+	uint8_t *dup;
+	size_t n = 0, est = 0;
+	char msg[MSG_LEN];
 
 	if (decode_body(rq, &req) < 0)
 		return;
 	kp_describe_mirrors_response_init(&resp);
 	if (req.mirror_names_n <= 0) {
-		size_t n = mstate_mirror_count(adm->st);
+		size_t all = mstate_mirror_count(adm->st);
 
-		resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
-		for (size_t i = 0; i < n; i++) {
-			kp_describe_mirrors_response_mirror_init(&resp.mirrors[i]);
-			describe_one(adm, a, mstate_mirror_at(adm->st, i),
-			    &resp.mirrors[i]);
+		ms = arena_array(a, all, sizeof(*ms));
+		asked = arena_array(a, all, sizeof(*asked));
+		if (ms == NULL || asked == NULL)
+			goto arena;
+		for (size_t i = 0; i < all; i++) {
+			ms[n] = mstate_mirror_at(adm->st, i);
+			est += describe_estimate(ms[n]);
+			n++;
 		}
-		resp.mirrors_n = (int32_t)n;
 	} else {
-		resp.mirrors = arena_array(a, (size_t)req.mirror_names_n,
-		    sizeof(*resp.mirrors));
-		for (int32_t i = 0; i < req.mirror_names_n; i++) {
-			char *name = arena_strdup(a, req.mirror_names[i]);
-			const struct mirror *m = name != NULL ?
-			    mstate_mirror_find(adm->st, name) : NULL;
+		int32_t nn = req.mirror_names_n;
 
-			kp_describe_mirrors_response_mirror_init(&resp.mirrors[i]);
-			if (m == NULL) {
-				char msg[MSG_LEN];
+		ms = arena_array(a, (size_t)nn, sizeof(*ms));
+		asked = arena_array(a, (size_t)nn, sizeof(*asked));
+		dup = arena_array(a, (size_t)nn, sizeof(*dup));
+		if (ms == NULL || asked == NULL || dup == NULL ||
+		    mark_duplicates(a, req.mirror_names, nn, dup) < 0)
+			goto arena;
+		for (int32_t i = 0; i < nn; i++) {
+			char *name;
 
-				snprintf(msg, sizeof(msg), "mirror %s does not exist",
-				    name != NULL ? name : "(null)");
-				resp.mirrors[i].mirror_name = req.mirror_names[i];
-				resp.mirrors[i].error_code =
-				    KERR_UNKNOWN_CLUSTER_MIRROR;
-				resp.mirrors[i].error_message = arena_kstr(a, msg);
-				resp.mirrors[i].topics_n = 0;
+			if (dup[i])
 				continue;
-			}
-			describe_one(adm, a, m, &resp.mirrors[i]);
+			name = arena_strdup(a, req.mirror_names[i]);
+			if (name == NULL && req.mirror_names[i].len >= 0)
+				goto arena;
+			asked[n] = req.mirror_names[i];
+			ms[n] = name != NULL ? mstate_mirror_find(adm->st, name) : NULL;
+			est += ms[n] != NULL ? describe_estimate(ms[n]) :
+			    32 + (size_t)MAX(asked[n].len, 0) * 2;
+			n++;
 		}
-		resp.mirrors_n = req.mirror_names_n;
 	}
-	respond(rq, &resp, 0);
+	if (est > max_response(adm))
+		goto too_large;
+	resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
+	if (resp.mirrors == NULL)
+		goto arena;
+	for (size_t i = 0; i < n; i++) {
+		struct kp_describe_mirrors_response_mirror *out = &resp.mirrors[i];
+
+		kp_describe_mirrors_response_mirror_init(out);
+		if (ms[i] != NULL) {
+			if (describe_one(adm, a, ms[i], out) < 0)
+				goto arena;
+			continue;
+		}
+		snprintf(msg, sizeof(msg), "mirror %.*s does not exist",
+		    (int)MIN(MAX(asked[i].len, 0), 300),
+		    asked[i].p != NULL ? asked[i].p : "");
+		out->mirror_name = asked[i];
+		out->error_code = KERR_UNKNOWN_CLUSTER_MIRROR;
+		out->error_message = arena_kstr(a, msg);
+		if (out->error_message.p == NULL)
+			goto arena;
+		out->topics_n = 0;
+	}
+	resp.mirrors_n = (int32_t)n;
+	if (respond_capped(adm, rq, &resp, 0, 1) == 0)
+		return;
+too_large:
+	too_large_msg(adm, rq, msg, sizeof(msg), "name fewer mirrors or raise "
+	    "the limit");
+	kp_describe_mirrors_response_init(&resp);
+	resp.error_code = KERR_POLICY_VIOLATION;
+	resp.error_message = kstr_c(msg);
+	resp.mirrors_n = 0;
+	respond(adm, rq, &resp, KERR_POLICY_VIOLATION);
+	return;
+arena:
+	reject_arena(rq, "the DescribeMirrors response");
 }
 
 /* ---- topic operations (shared response shape) ------------------------- */
 
-/* A growable per-topic result list in the request arena. */
+/*
+ * A growable per-topic result list in the request arena, with a hash index
+ * of the names so results_has() stays O(1) for requests naming or matching
+ * many thousands of topics.
+ */
 struct results {
 	struct karena *a;
 	struct kp_add_topics_to_mirror_response_topic_result *v;
 	int32_t n, cap;
+	int32_t *slots;   /* index + 1 into v, 0 = empty; 2 * cap of them */
+	int oom;          /* the arena ran out: some result is missing */
 };
+
+static uint32_t name_hash(const char *p, size_t n)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 16777619u;
+	return h;
+}
+
+static void results_index(struct results *rs, int32_t i)
+{
+	size_t mask = (size_t)rs->cap * 2 - 1;
+	size_t k = name_hash(rs->v[i].name.p, (size_t)rs->v[i].name.len) & mask;
+
+	while (rs->slots[k] != 0)
+		k = (k + 1) & mask;
+	rs->slots[k] = i + 1;
+}
+
+static int results_grow(struct results *rs)
+{
+	int32_t cap = rs->cap ? rs->cap * 2 : 16;
+	void *v, *slots;
+
+	if (cap > INT32_MAX / 4)
+		return -1;
+	v = arena_array(rs->a, (size_t)cap, sizeof(*rs->v));
+	slots = arena_array(rs->a, (size_t)cap * 2, sizeof(*rs->slots));
+	if (v == NULL || slots == NULL)
+		return -1;
+	if (rs->n > 0)
+		memcpy(v, rs->v, (size_t)rs->n * sizeof(*rs->v));
+	rs->v = v;
+	rs->slots = slots;   /* zeroed by the arena */
+	rs->cap = cap;
+	for (int32_t i = 0; i < rs->n; i++)
+		results_index(rs, i);
+	return 0;
+}
 
 static void results_add(struct results *rs, const char *topic, int code,
     const char *msg)
 {
-	if (rs->n == rs->cap) {
-		int32_t cap = rs->cap ? rs->cap * 2 : 16;
-		void *v = arena_array(rs->a, (size_t)cap, sizeof(*rs->v));
+	struct kp_add_topics_to_mirror_response_topic_result *r;
 
-		if (v == NULL)
-			return;
-		if (rs->n > 0)
-			memcpy(v, rs->v, (size_t)rs->n * sizeof(*rs->v));
-		rs->v = v;
-		rs->cap = cap;
+	if (rs->oom)
+		return;
+	if (rs->n == rs->cap && results_grow(rs) < 0) {
+		rs->oom = 1;
+		return;
 	}
-	kp_add_topics_to_mirror_response_topic_result_init(&rs->v[rs->n]);
-	rs->v[rs->n].name = arena_kstr(rs->a, topic);
-	rs->v[rs->n].error_code = (int16_t)code;
-	rs->v[rs->n].error_message = code != 0 ? arena_kstr(rs->a, msg) : KSTR_NULL;
+	r = &rs->v[rs->n];
+	kp_add_topics_to_mirror_response_topic_result_init(r);
+	r->name = arena_kstr(rs->a, topic);
+	r->error_code = (int16_t)code;
+	r->error_message = code != 0 ? arena_kstr(rs->a, msg) : KSTR_NULL;
+	if (r->name.p == NULL || (code != 0 && r->error_message.p == NULL)) {
+		rs->oom = 1;
+		return;
+	}
+	results_index(rs, rs->n);
 	rs->n++;
 }
 
@@ -599,42 +857,128 @@ static void results_add(struct results *rs, const char *topic, int code,
  * it and match it by pattern). */
 static int results_has(const struct results *rs, const char *topic)
 {
-	size_t n = strlen(topic);
+	size_t n = strlen(topic), mask, k;
 
-	for (int32_t i = 0; i < rs->n; i++)
-		if ((size_t)rs->v[i].name.len == n &&
-		    memcmp(rs->v[i].name.p, topic, n) == 0)
+	if (rs->cap == 0)
+		return 0;
+	mask = (size_t)rs->cap * 2 - 1;
+	for (k = name_hash(topic, n) & mask; rs->slots[k] != 0; k = (k + 1) & mask) {
+		const struct kstr *s = &rs->v[rs->slots[k] - 1].name;
+
+		if ((size_t)s->len == n && memcmp(s->p, topic, n) == 0)
 			return 1;
+	}
 	return 0;
 }
 
-static void respond_results(struct adminsrv_req *rq, const char *mirror,
-    int16_t top_code, const char *top_msg, struct results *rs)
+static int encode_results(struct admin *adm, struct adminsrv_req *rq,
+    const struct kp_add_topics_to_mirror_response *resp, int16_t code)
+{
+	struct kw w;
+	int rc;
+
+	kw_init(&w, max_response(adm));
+	rc = kp_add_topics_to_mirror_response_encode(&w,
+	    adminsrv_req_api_version(rq), resp);
+	if (kw_over_cap(&w)) {
+		kw_fini(&w);
+		return -1;
+	}
+	send_encoded(rq, &w, rc, code);
+	kw_fini(&w);
+	return 0;
+}
+
+/*
+ * The four responses share one wire shape (mirror-protocol.md), so the
+ * AddTopicsToMirror encoder writes each of them.  Over
+ * server.max_response_bytes the per-topic messages go first (names and
+ * codes stay), then the per-topic results (POLICY_VIOLATION naming the
+ * limit).  Results lost to an exhausted arena close the connection.
+ */
+static void respond_results(struct admin *adm, struct adminsrv_req *rq,
+    const char *mirror, int16_t top_code, const char *top_msg,
+    struct results *rs)
 {
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_add_topics_to_mirror_response resp;
 	int16_t worst = top_code;
+	char msg[MSG_LEN];
 
+	if (rs->oom) {
+		log_warnx("admin: %s: %s %s: %d topic result(s) recorded before the "
+		    "request's working memory ran out", adminsrv_req_peer(rq),
+		    kp_api_name(adminsrv_req_api_key(rq)), mirror != NULL ? mirror :
+		    "", rs->n);
+		reject_arena(rq, "the per-topic results");
+		return;
+	}
 	kp_add_topics_to_mirror_response_init(&resp);
 	resp.error_code = top_code;
-	resp.error_message = top_code != 0 ? arena_kstr(a, top_msg) : KSTR_NULL;
+	resp.error_message = top_code != 0 ? kstr_c(top_msg) : KSTR_NULL;
 	resp.mirror_name = arena_kstr(a, mirror != NULL ? mirror : "");
+	if (resp.mirror_name.p == NULL) {
+		reject_arena(rq, "the response");
+		return;
+	}
 	resp.topics = rs->v;
 	resp.topics_n = rs->n;
 	for (int32_t i = 0; worst == 0 && i < rs->n; i++)
 		worst = rs->v[i].error_code;
-	/*
-	 * The four responses share one wire shape (mirror-protocol.md), so the
-	 * AddTopicsToMirror encoder writes each of them.
-	 */
-	{
-		struct kw w;
+	if (encode_results(adm, rq, &resp, worst) == 0)
+		return;
+	for (int32_t i = 0; i < rs->n; i++)
+		rs->v[i].error_message = KSTR_NULL;
+	if (encode_results(adm, rq, &resp, worst) == 0)
+		return;
+	too_large_msg(adm, rq, msg, sizeof(msg), rs->n > 0 ? "the per-topic "
+	    "results were dropped; DescribeMirrors shows the mirror's topics" :
+	    "raise the limit");
+	resp.error_code = KERR_POLICY_VIOLATION;
+	resp.error_message = kstr_c(msg);
+	resp.topics_n = 0;
+	if (encode_results(adm, rq, &resp, KERR_POLICY_VIOLATION) < 0)
+		adminsrv_reject(rq, ADMINSRV_REJECT_RESPONSE_TOO_LARGE, msg);
+}
 
-		kw_init(&w, 256u << 20);
-		send_encoded(rq, &w, kp_add_topics_to_mirror_response_encode(&w,
-		    adminsrv_req_api_version(rq), &resp), worst);
-		kw_fini(&w);
+/*
+ * POLICY_VIOLATION when adding these patterns would take m past
+ * limits.max_patterns_per_mirror; patterns the mirror already has do not
+ * count.  0 otherwise.
+ */
+static int patterns_over_limit(struct admin *adm, const struct mirror *m,
+    const struct kstr *inc, int32_t ni, const struct kstr *exc, int32_t ne,
+    char *msg, size_t len)
+{
+	size_t max = (size_t)adm->cfg->limits_max_patterns_per_mirror;
+	size_t have = m->nincludes + m->nexcludes, add = 0;
+
+	ni = MAX(ni, 0);
+	ne = MAX(ne, 0);
+	if ((size_t)ni + (size_t)ne > max) {
+		add = (size_t)ni + (size_t)ne;
+	} else {
+		for (int32_t i = 0; i < ni; i++) {
+			size_t k = 0;
+
+			while (k < m->nincludes && !kstr_eq(inc[i], m->includes[k]))
+				k++;
+			add += k == m->nincludes;
+		}
+		for (int32_t i = 0; i < ne; i++) {
+			size_t k = 0;
+
+			while (k < m->nexcludes && !kstr_eq(exc[i], m->excludes[k]))
+				k++;
+			add += k == m->nexcludes;
+		}
 	}
+	if (add == 0 || have + add <= max)
+		return 0;
+	snprintf(msg, len, "mirror %s has %zu topic pattern(s) and the request "
+	    "adds %zu: more than limits.max_patterns_per_mirror (%zu) allows",
+	    m->name, have, add, max);
+	return KERR_POLICY_VIOLATION;
 }
 
 static void pattern_result(void *arg, const char *topic, int code,
@@ -652,7 +996,9 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 	struct kstr mname, *names = NULL, *pats = NULL;
 	int32_t nn = 0, np = 0;
 	char msg[MSG_LEN];
-	char *mirror;
+	const struct mirror *m;
+	char *mirror, **tnames;
+	int code;
 
 	/* Each request type keeps its own struct; the fields are the same. */
 #define TOPIC_NAMES(req) do { \
@@ -686,10 +1032,11 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 #undef TOPIC_NAMES
 	mirror = arena_strdup(a, mname);
 	if (mirror == NULL || names == NULL) {
-		adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, "request too large");
+		reject_arena(rq, "the topic list");
 		return;
 	}
-	if (mstate_mirror_find(adm->st, mirror) == NULL) {
+	m = mstate_mirror_find(adm->st, mirror);
+	if (m == NULL) {
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", mirror);
 		for (int32_t i = 0; i < nn; i++) {
 			char *t = arena_strdup(a, names[i]);
@@ -697,15 +1044,28 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 			results_add(&rs, t != NULL ? t : "", KERR_UNKNOWN_CLUSTER_MIRROR,
 			    msg);
 		}
-		respond_results(rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
+		respond_results(adm, rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
 		return;
 	}
-	for (int32_t i = 0; i < nn; i++) {
-		char *t = arena_strdup(a, names[i]);
-		int code;
+	code = patterns_over_limit(adm, m, NULL, 0, pats, np, msg, sizeof(msg));
+	if (code != 0) {
+		log_info("%s %s from %s refused: %s", kp_api_name(key), mirror,
+		    adminsrv_req_peer(rq), msg);
+		respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
+		return;
+	}
+	/* The names first: nothing changes when they do not fit in memory. */
+	tnames = arena_array(a, (size_t)nn, sizeof(*tnames));
+	for (int32_t i = 0; tnames != NULL && i < nn; i++)
+		if ((tnames[i] = arena_strdup(a, names[i])) == NULL)
+			tnames = NULL;
+	if (tnames == NULL) {
+		reject_arena(rq, "the topic list");
+		return;
+	}
+	for (int32_t i = 0; i < nn && !rs.oom; i++) {
+		const char *t = tnames[i];
 
-		if (t == NULL)
-			continue;
 		msg[0] = '\0';
 		if (key == KP_API_REMOVE_TOPICS_FROM_MIRROR)
 			code = mstate_remove_topic(adm->st, mirror, t, msg, sizeof(msg));
@@ -715,22 +1075,25 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 			code = mstate_resume_topic(adm->st, mirror, t, msg, sizeof(msg));
 		results_add(&rs, t, code, msg);
 	}
-	for (int32_t i = 0; i < np; i++) {
+	for (int32_t i = 0; i < np && !rs.oom; i++) {
 		char *p = arena_strdup(a, pats[i]);
-		int code;
 
-		if (p == NULL)
-			continue;
+		if (p == NULL) {
+			snprintf(msg, sizeof(msg), "pattern %d is %s", i,
+			    pats[i].len < 0 ? "null" : "too large to handle");
+			respond_results(adm, rq, mirror, KERR_INVALID_REQUEST, msg, &rs);
+			return;
+		}
 		code = mstate_remove_pattern(adm->st, mirror, p, pattern_result, &rs,
 		    msg, sizeof(msg));
 		if (code != 0) {
-			respond_results(rq, mirror, (int16_t)code, msg, &rs);
+			respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
 			return;
 		}
 	}
 	log_info("%s %s from %s: %d topic result(s)", kp_api_name(key), mirror,
 	    adminsrv_req_peer(rq), rs.n);
-	respond_results(rq, mirror, 0, NULL, &rs);
+	respond_results(adm, rq, mirror, 0, NULL, &rs);
 }
 
 /* ---- AddTopicsToMirror -------------------------------------------------- */
@@ -762,12 +1125,15 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	const char *mirror = pd->mirror;
 	struct mirror *m = mstate_mirror_find(adm->st, mirror);
 	char msg[MSG_LEN];
-	int batched;
+	const char **inc = NULL, **exc = NULL;
+	int32_t ni = MAX(req->include_patterns_n, 0);
+	int32_t ne = MAX(req->exclude_patterns_n, 0);
+	int batched, code;
 
 	if (m == NULL) {
 		/* Deleted while we looked at the source. */
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", mirror);
-		respond_results(rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
+		respond_results(adm, rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
 		pending_free(pd);
 		return;
 	}
@@ -780,14 +1146,40 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	 * topics).  A batch validates each operation against the model as it
 	 * was at the start, so each topic is touched once: results_has().
 	 */
+	/* Checked again here: another request may have added patterns since. */
+	code = patterns_over_limit(adm, m, req->include_patterns, ni,
+	    req->exclude_patterns, ne, msg, sizeof(msg));
+	if (code != 0) {
+		respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
+		pending_free(pd);
+		return;
+	}
+	if (ni > 0 || ne > 0) {
+		inc = arena_array(a, (size_t)ni, sizeof(*inc));
+		exc = arena_array(a, (size_t)ne, sizeof(*exc));
+		for (int32_t i = 0; inc != NULL && i < ni; i++)
+			if ((inc[i] = arena_strdup(a, req->include_patterns[i])) == NULL)
+				inc = NULL;
+		for (int32_t i = 0; exc != NULL && i < ne; i++)
+			if ((exc[i] = arena_strdup(a, req->exclude_patterns[i])) == NULL)
+				exc = NULL;
+		if (inc == NULL || exc == NULL) {
+			reject_arena(rq, "the patterns");
+			pending_free(pd);
+			return;
+		}
+	}
 	batched = mstate_batch_begin(adm->st) == 0;
 	/* Named topics: each must exist on the source. */
 	for (int32_t i = 0; i < MAX(req->topics_n, 0); i++) {
 		char *t = arena_strdup(a, req->topics[i].name);
 		const struct srctopic *st;
-		int code;
 
-		if (t == NULL || results_has(&rs, t))
+		if (t == NULL) {
+			rs.oom = 1;
+			break;
+		}
+		if (results_has(&rs, t))
 			continue;
 		code = mstate_check_topic_name(t, msg, sizeof(msg));
 		if (code != 0) {
@@ -813,23 +1205,13 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 		results_add(&rs, t, code, msg);
 	}
 	/* Patterns: saved for discovery, and matched against the source now. */
-	if (req->include_patterns_n > 0 || req->exclude_patterns_n > 0) {
-		int32_t ni = MAX(req->include_patterns_n, 0);
-		int32_t ne = MAX(req->exclude_patterns_n, 0);
-		const char **inc = arena_array(a, (size_t)ni, sizeof(*inc));
-		const char **exc = arena_array(a, (size_t)ne, sizeof(*exc));
-		int code;
-
-		for (int32_t i = 0; inc != NULL && i < ni; i++)
-			inc[i] = arena_strdup(a, req->include_patterns[i]);
-		for (int32_t i = 0; exc != NULL && i < ne; i++)
-			exc[i] = arena_strdup(a, req->exclude_patterns[i]);
+	if (!rs.oom && (ni > 0 || ne > 0)) {
 		code = mstate_add_patterns(adm->st, mirror, inc, (size_t)ni, exc,
 		    (size_t)ne, msg, sizeof(msg));
 		if (code != 0) {
 			if (batched)
 				mstate_batch_abort(adm->st);
-			respond_results(rq, mirror, (int16_t)code, msg, &rs);
+			respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
 			pending_free(pd);
 			return;
 		}
@@ -859,8 +1241,16 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			    "read now (%s); matching topics join at the next discovery "
 			    "pass", mirror, errstr);
 	}
+	if (rs.oom) {
+		/* Nothing is committed when a result could not be recorded. */
+		if (batched)
+			mstate_batch_abort(adm->st);
+		respond_results(adm, rq, mirror, 0, NULL, &rs);
+		pending_free(pd);
+		return;
+	}
 	if (batched) {
-		int code = mstate_batch_commit(adm->st, msg, sizeof(msg));
+		code = mstate_batch_commit(adm->st, msg, sizeof(msg));
 
 		/* Nothing queued was made durable: say so for each of them. */
 		for (int32_t i = 0; code != 0 && i < rs.n; i++) {
@@ -872,7 +1262,7 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	}
 	log_info("AddTopicsToMirror %s from %s: %d topic result(s)", mirror,
 	    adminsrv_req_alive(rq) ? adminsrv_req_peer(rq) : "(gone)", rs.n);
-	respond_results(rq, mirror, 0, NULL, &rs);
+	respond_results(adm, rq, mirror, 0, NULL, &rs);
 	pending_free(pd);
 }
 
@@ -895,6 +1285,16 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 	if (pd->mirror == NULL)
 		pd->mirror = strdup("");
 	m = mstate_mirror_find(adm->st, pd->mirror);
+	if (m != NULL && patterns_over_limit(adm, m, pd->req.include_patterns,
+	    pd->req.include_patterns_n, pd->req.exclude_patterns,
+	    pd->req.exclude_patterns_n, msg, sizeof(msg)) != 0) {
+		log_info("AddTopicsToMirror %s from %s refused: %s", pd->mirror,
+		    adminsrv_req_peer(rq), msg);
+		respond_results(adm, rq, pd->mirror, KERR_POLICY_VIOLATION, msg, &rs);
+		free(pd->mirror);
+		free(pd);
+		return;
+	}
 	if (m == NULL) {
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", pd->mirror);
 		for (int32_t i = 0; i < MAX(pd->req.topics_n, 0); i++) {
@@ -903,7 +1303,7 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 			results_add(&rs, t != NULL ? t : "", KERR_UNKNOWN_CLUSTER_MIRROR,
 			    msg);
 		}
-		respond_results(rq, pd->mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
+		respond_results(adm, rq, pd->mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
 		free(pd->mirror);
 		free(pd);
 		return;
@@ -953,7 +1353,7 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 	}
 	return;
 bad_request:
-	respond_results(rq, pd->mirror, KERR_INVALID_REQUEST, msg, &rs);
+	respond_results(adm, rq, pd->mirror, KERR_INVALID_REQUEST, msg, &rs);
 	free(pd->mirror);
 	free(pd);
 }

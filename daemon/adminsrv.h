@@ -52,7 +52,8 @@ struct adminsrv_req;
 	X(EVICTED_IDLE, "evicted_idle") \
 	X(IDLE_TIMEOUT, "idle_timeout") \
 	X(REQUEST_TIMEOUT, "request_timeout") \
-	X(BUFFERED_BYTES_TOTAL, "buffered_bytes_total")
+	X(BUFFERED_BYTES_TOTAL, "buffered_bytes_total") \
+	X(RESPONSE_TOO_LARGE, "response_too_large")
 
 enum adminsrv_reject {
 #define X(e, s) ADMINSRV_REJECT_##e,
