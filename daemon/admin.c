@@ -112,6 +112,15 @@ static size_t max_response(const struct admin *adm)
 	return (size_t)adm->cfg->server_max_response_bytes;
 }
 
+static uint32_t name_hash(const char *p, size_t n)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 16777619u;
+	return h;
+}
+
 /* Answers with the encoding in w (rc: the encoder's return value). */
 static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
     int16_t error_code)
@@ -640,48 +649,37 @@ static size_t describe_estimate(const struct mirror *m)
 	return n;
 }
 
-/* Orders names for finding duplicates; equal names by position. */
-struct name_ix {
-	struct kstr s;
-	int32_t i;
-};
-
-static int name_ix_cmp(const void *pa, const void *pb)
-{
-	const struct name_ix *a = pa, *b = pb;
-	int32_t la = MAX(a->s.len, 0), lb = MAX(b->s.len, 0);
-	int c = memcmp(a->s.p != NULL ? a->s.p : "", b->s.p != NULL ? b->s.p : "",
-	    (size_t)MIN(la, lb));
-
-	if (c != 0)
-		return c;
-	if (la != lb)
-		return la < lb ? -1 : 1;
-	if (a->s.len != b->s.len)   /* null before empty */
-		return a->s.len < b->s.len ? -1 : 1;
-	return a->i < b->i ? -1 : a->i > b->i;
-}
-
 /*
- * Marks in dup[] every name that repeats an earlier one (a request may name
- * a mirror many times; it is described once, in the place it was first
- * named).  Sorting keeps this O(n log n) for any number of names.
+ * Positions of the distinct names in *out, in the order first named (a
+ * request may name a mirror many times; it is described once).  A hash of
+ * the names keeps this linear for any number of names.  Returns their
+ * count, or -1 when the arena ran out.
  */
-static int mark_duplicates(struct karena *a, const struct kstr *names,
-    int32_t n, uint8_t *dup)
+static int32_t distinct_names(struct karena *a, const struct kstr *names,
+    int32_t n, int32_t **out)
 {
-	struct name_ix *v = arena_array(a, (size_t)n, sizeof(*v));
+	size_t nslots = 16, mask;
+	int32_t *slots, *v, nv = 0;
 
-	if (v == NULL)
+	while (nslots < (size_t)n * 2)
+		nslots *= 2;
+	slots = arena_array(a, nslots, sizeof(*slots));
+	v = arena_array(a, (size_t)n, sizeof(*v));
+	if (slots == NULL || v == NULL)
 		return -1;
-	for (int32_t i = 0; i < n; i++)
-		v[i] = (struct name_ix){ names[i], i };
-	qsort(v, (size_t)n, sizeof(*v), name_ix_cmp);
-	for (int32_t i = 1; i < n; i++)
-		if (v[i].s.len == v[i - 1].s.len && (v[i].s.len <= 0 ||
-		    memcmp(v[i].s.p, v[i - 1].s.p, (size_t)v[i].s.len) == 0))
-			dup[v[i].i] = 1;
-	return 0;
+	mask = nslots - 1;
+	for (int32_t i = 0; i < n; i++) {
+		size_t k = name_hash(names[i].p, (size_t)MAX(names[i].len, 0)) & mask;
+
+		while (slots[k] != 0 && !kstr_same(names[slots[k] - 1], names[i]))
+			k = (k + 1) & mask;
+		if (slots[k] == 0) {
+			slots[k] = i + 1;
+			v[nv++] = i;
+		}
+	}
+	*out = v;
+	return nv;
 }
 
 static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
@@ -691,7 +689,7 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	struct kp_describe_mirrors_response resp;
 	const struct mirror **ms;
 	struct kstr *asked;   /* the name asked for, for unknown mirrors */
-	uint8_t *dup;
+	int32_t *pos;
 	size_t n = 0, est = 0;
 	char msg[MSG_LEN];
 
@@ -711,19 +709,19 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 			n++;
 		}
 	} else {
-		int32_t nn = req.mirror_names_n;
+		int32_t nu = distinct_names(a, req.mirror_names,
+		    req.mirror_names_n, &pos);
 
-		ms = arena_array(a, (size_t)nn, sizeof(*ms));
-		asked = arena_array(a, (size_t)nn, sizeof(*asked));
-		dup = arena_array(a, (size_t)nn, sizeof(*dup));
-		if (ms == NULL || asked == NULL || dup == NULL ||
-		    mark_duplicates(a, req.mirror_names, nn, dup) < 0)
+		if (nu < 0)
 			goto arena;
-		for (int32_t i = 0; i < nn; i++) {
+		ms = arena_array(a, (size_t)nu, sizeof(*ms));
+		asked = arena_array(a, (size_t)nu, sizeof(*asked));
+		if (ms == NULL || asked == NULL)
+			goto arena;
+		for (int32_t k = 0; k < nu; k++) {
+			int32_t i = pos[k];
 			char *name;
 
-			if (dup[i])
-				continue;
 			name = arena_strdup(a, req.mirror_names[i]);
 			if (name == NULL && req.mirror_names[i].len >= 0)
 				goto arena;
@@ -788,15 +786,6 @@ struct results {
 	int32_t *slots;   /* index + 1 into v, 0 = empty; 2 * cap of them */
 	int oom;          /* the arena ran out: some result is missing */
 };
-
-static uint32_t name_hash(const char *p, size_t n)
-{
-	uint32_t h = 2166136261u;   /* FNV-1a */
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)p[i]) * 16777619u;
-	return h;
-}
 
 static void results_index(struct results *rs, int32_t i)
 {
