@@ -987,7 +987,7 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 	char msg[MSG_LEN];
 	const struct mirror *m;
 	char *mirror, **tnames;
-	int code;
+	int code, batched;
 
 	/* Each request type keeps its own struct; the fields are the same. */
 #define TOPIC_NAMES(req) do { \
@@ -1052,9 +1052,17 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 		reject_arena(rq, "the topic list");
 		return;
 	}
+	/*
+	 * The named topics in one batch: one fsync however many are named (a
+	 * fsync each would stall the loop for minutes on a long list).  A
+	 * batch wants each topic once, and a topic named twice has one result.
+	 */
+	batched = mstate_batch_begin(adm->st) == 0;
 	for (int32_t i = 0; i < nn && !rs.oom; i++) {
 		const char *t = tnames[i];
 
+		if (results_has(&rs, t))
+			continue;
 		msg[0] = '\0';
 		if (key == KP_API_REMOVE_TOPICS_FROM_MIRROR)
 			code = mstate_remove_topic(adm->st, mirror, t, msg, sizeof(msg));
@@ -1063,6 +1071,22 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 		else
 			code = mstate_resume_topic(adm->st, mirror, t, msg, sizeof(msg));
 		results_add(&rs, t, code, msg);
+	}
+	if (rs.oom) {
+		if (batched)
+			mstate_batch_abort(adm->st);
+		respond_results(adm, rq, mirror, 0, NULL, &rs);   /* closes */
+		return;
+	}
+	if (batched) {
+		code = mstate_batch_commit(adm->st, msg, sizeof(msg));
+		/* Nothing queued was made durable: say so for each of them. */
+		for (int32_t i = 0; code != 0 && i < rs.n; i++) {
+			if (rs.v[i].error_code != 0)
+				continue;
+			rs.v[i].error_code = (int16_t)code;
+			rs.v[i].error_message = arena_kstr(a, msg);
+		}
 	}
 	for (int32_t i = 0; i < np && !rs.oom; i++) {
 		char *p = arena_strdup(a, pats[i]);
@@ -1102,6 +1126,54 @@ static int is_internal_name(const char *t)
 	return strncmp(t, "__", 2) == 0;
 }
 
+/* A hash index of the source's topics: naming many topics stays linear. */
+struct topic_index {
+	const struct srctopic *topics;
+	size_t ntopics;
+	int32_t *slots;   /* index + 1 into topics, 0 = empty; NULL: no index */
+	size_t mask;
+};
+
+static void topic_index_build(struct karena *a, const struct srctopic *topics,
+    size_t n, struct topic_index *ix)
+{
+	size_t nslots = 16;
+
+	ix->topics = topics;
+	ix->ntopics = n;
+	while (nslots < n * 2)
+		nslots *= 2;
+	ix->mask = nslots - 1;
+	/* Without memory for it, srclookup_find() still answers, slowly. */
+	ix->slots = n > 0 && n < INT32_MAX ? arena_array(a, nslots,
+	    sizeof(*ix->slots)) : NULL;
+	for (size_t i = 0; ix->slots != NULL && i < n; i++) {
+		size_t k = name_hash(topics[i].name, strlen(topics[i].name)) &
+		    ix->mask;
+
+		while (ix->slots[k] != 0)
+			k = (k + 1) & ix->mask;
+		ix->slots[k] = (int32_t)i + 1;
+	}
+}
+
+static const struct srctopic *topic_index_find(const struct topic_index *ix,
+    const char *name)
+{
+	size_t k;
+
+	if (ix->slots == NULL)
+		return srclookup_find(ix->topics, ix->ntopics, name);
+	for (k = name_hash(name, strlen(name)) & ix->mask; ix->slots[k] != 0;
+	    k = (k + 1) & ix->mask) {
+		const struct srctopic *t = &ix->topics[ix->slots[k] - 1];
+
+		if (strcmp(t->name, name) == 0)
+			return t;
+	}
+	return NULL;
+}
+
 static void add_lookup_done(void *arg, int ok, const char *errstr,
     const char *cluster_id, const struct srctopic *topics, size_t ntopics)
 {
@@ -1115,6 +1187,7 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	struct mirror *m = mstate_mirror_find(adm->st, mirror);
 	char msg[MSG_LEN];
 	const char **inc = NULL, **exc = NULL;
+	struct topic_index tix = { .topics = topics, .ntopics = ntopics };
 	int32_t ni = MAX(req->include_patterns_n, 0);
 	int32_t ne = MAX(req->exclude_patterns_n, 0);
 	int batched, code;
@@ -1158,6 +1231,8 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			return;
 		}
 	}
+	if (ok && MAX(req->topics_n, 0) > 0)
+		topic_index_build(a, topics, ntopics, &tix);
 	batched = mstate_batch_begin(adm->st) == 0;
 	/* Named topics: each must exist on the source. */
 	for (int32_t i = 0; i < MAX(req->topics_n, 0); i++) {
@@ -1181,7 +1256,7 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			results_add(&rs, t, KERR_NETWORK_EXCEPTION, msg);
 			continue;
 		}
-		st = srclookup_find(topics, ntopics, t);
+		st = topic_index_find(&tix, t);
 		if (st == NULL) {
 			snprintf(msg, sizeof(msg), "topic %s does not exist on the "
 			    "source cluster %s", t, mirror_bootstrap(m));
