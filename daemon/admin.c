@@ -726,7 +726,9 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 			if (name == NULL && req.mirror_names[i].len >= 0)
 				goto arena;
 			asked[n] = req.mirror_names[i];
-			ms[n] = name != NULL ? mstate_mirror_find(adm->st, name) : NULL;
+			/* A NUL inside the wire string must not cut it to another name. */
+			ms[n] = name != NULL && !has_nul(asked[n]) ?
+			    mstate_mirror_find(adm->st, name) : NULL;
 			est += ms[n] != NULL ? describe_estimate(ms[n]) :
 			    32 + (size_t)MAX(asked[n].len, 0) * 2;
 			n++;
