@@ -152,8 +152,8 @@ for c in (0, 1):
 
 # ==== d1: timeouts, per-address limit, buffered bytes, mirror limits ======
 LIMITS = (
-    "server.idle_timeout_ms: 4000\n"
-    "server.request_timeout_ms: 3000\n"
+    "server.idle_timeout_ms: 8000\n"
+    "server.request_timeout_ms: 10000\n"
     "server.max_connections_per_ip: 8\n"
     "server.max_request_bytes: 8MiB\n"
     "server.max_buffered_bytes_per_connection: 64KiB\n"
@@ -208,10 +208,10 @@ base = rejected(d, "request_timeout")
 with mt.connect(d.bootstrap) as s:
     s.sendall(struct.pack(">i", 100) + b"\x00\x12\x00\x00\x00\x00")
     h.check(mt.closed_by_peer(s, 60),
-            "a half-sent frame still open after 60 s (request_timeout_ms 3000)")
+            "a half-sent frame still open after 60 s (request_timeout_ms 10000)")
 h.wait_for(lambda: rejected(d, "request_timeout") >= base + 1, 30,
            "the half-sent frame counted as request_timeout")
-h.check("server.request_timeout_ms (3000 ms)" in d.log(),
+h.check("server.request_timeout_ms (10000 ms)" in d.log(),
         "the log names server.request_timeout_ms and its value")
 
 # ---- idle connections are closed after server.idle_timeout_ms ------------
@@ -225,7 +225,7 @@ with mt.connect(d.bootstrap) as s, mt.connect(d.bootstrap) as s2:
             "a connection idle after a request still open after 60 s")
 h.wait_for(lambda: rejected(d, "idle_timeout") >= base + 2, 30,
            "both idle connections counted as idle_timeout")
-h.check("no activity for server.idle_timeout_ms (4000 ms)" in d.log(),
+h.check("no activity for server.idle_timeout_ms (8000 ms)" in d.log(),
         "the log names server.idle_timeout_ms and its value")
 
 # ---- server.max_connections_per_ip ------------------------------------------
