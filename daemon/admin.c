@@ -1498,9 +1498,11 @@ static void srv_limits(const struct config *cfg, struct adminsrv_opts *o)
 	o->request_timeout_ms = cfg->server_request_timeout_ms;
 	o->max_buffered_bytes_per_conn =
 	    (size_t)cfg->server_max_buffered_bytes_per_connection;
-	/* One request of the largest size always fits (the key's help says so). */
+	/* A request and an answer of the largest sizes always fit (the key's
+	 * help says so). */
 	o->max_buffered_bytes_total = (size_t)MAX(
-	    cfg->server_max_buffered_bytes_total, cfg->server_max_request_bytes + 4);
+	    cfg->server_max_buffered_bytes_total, cfg->server_max_request_bytes +
+	    4 + cfg->server_max_response_bytes + 9);
 }
 
 struct admin *admin_new(struct event_base *base, struct mstate *st,

@@ -11,10 +11,11 @@
  * request itself (it schedules pump_ev), so neither a pipeline of thousands
  * of requests nor handlers that answer at once grow the stack.
  *
- * Memory: srv->buffered counts the input buffers of all connections plus
- * the frames of requests in flight.  Each connection's input is capped with
- * a read high-watermark (conn_update()); the total is checked after every
- * read (enforce_total()).
+ * Memory: srv->buffered counts the input and output buffers of all
+ * connections plus the frames of requests in flight.  Each connection's
+ * input is capped with a read high-watermark (conn_update()), its output by
+ * OUTPUT_HIGH_WATER (reading stops past it); the total is checked after
+ * every read and every answer (enforce_total()).
  */
 #include "config.h"
 
@@ -90,6 +91,8 @@ struct adminsrv_conn {
 	uint64_t nreqs;           /* requests started so far */
 	uint64_t timer_nreqs;     /* nreqs when the read deadline was armed */
 	size_t accounted;         /* input bytes counted in srv->buffered */
+	size_t out_accounted;     /* output bytes counted there (conn_out_cb) */
+	struct evbuffer_cb_entry *out_cb;
 	int64_t last_active_ms;   /* last read or write progress */
 };
 
@@ -139,6 +142,31 @@ static void req_free(struct adminsrv_req *rq)
 	free(rq);
 }
 
+/* Keeps srv->buffered in step with c's output buffer. */
+static void conn_out_cb(struct evbuffer *buf,
+    const struct evbuffer_cb_info *info, void *arg)
+{
+	struct adminsrv_conn *c = arg;
+
+	(void)buf;
+	c->srv->buffered = c->srv->buffered + info->n_added - info->n_deleted;
+	c->out_accounted = c->out_accounted + info->n_added - info->n_deleted;
+}
+
+/* Frees the bufferevent; its buffers no longer count. */
+static void conn_bev_free(struct adminsrv_conn *c)
+{
+	if (c->bev == NULL)
+		return;
+	if (c->out_cb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	c->out_cb = NULL;
+	c->srv->buffered -= c->out_accounted;
+	c->out_accounted = 0;
+	bufferevent_free(c->bev);
+	c->bev = NULL;
+}
+
 static void conn_free(struct adminsrv_conn *c)
 {
 	struct adminsrv *srv = c->srv;
@@ -147,8 +175,7 @@ static void conn_free(struct adminsrv_conn *c)
 	if (!c->dead)
 		srv->nconns--;
 	srv->buffered -= c->accounted;
-	if (c->bev != NULL)
-		bufferevent_free(c->bev);
+	conn_bev_free(c);
 	req_free(c->cur);
 	event_free(c->free_ev);
 	event_free(c->pump_ev);
@@ -174,10 +201,7 @@ static void conn_free_later(struct adminsrv_conn *c)
 /* Closes the socket now; the struct goes once no request refers to it. */
 static void conn_close(struct adminsrv_conn *c)
 {
-	if (c->bev != NULL) {
-		bufferevent_free(c->bev);
-		c->bev = NULL;
-	}
+	conn_bev_free(c);
 	/* Its input is gone: it no longer counts against any limit. */
 	c->srv->buffered -= c->accounted;
 	c->accounted = 0;
@@ -220,8 +244,9 @@ static void conn_account(struct adminsrv_conn *c)
 
 /*
  * Over server.max_buffered_bytes_total: close the connections with the
- * largest input buffers (the ones sending large or slow frames) until the
- * total fits.  Frames already in flight cannot be reclaimed this way.
+ * largest buffers (the ones sending large or slow frames, or not reading
+ * their answers) until the total fits.  Frames already in flight cannot be
+ * reclaimed this way.
  */
 static void enforce_total(struct adminsrv *srv)
 {
@@ -231,16 +256,17 @@ static void enforce_total(struct adminsrv *srv)
 		struct adminsrv_conn *c, *worst = NULL;
 
 		TAILQ_FOREACH(c, &srv->conns, link)
-			if (!c->dead && c->accounted > 0 &&
-			    (worst == NULL || c->accounted > worst->accounted))
+			if (!c->dead && c->accounted + c->out_accounted > 0 &&
+			    (worst == NULL || c->accounted + c->out_accounted >
+			    worst->accounted + worst->out_accounted))
 				worst = c;
 		if (worst == NULL)
 			return;
 		conn_drop(worst, ADMINSRV_REJECT_BUFFERED_BYTES_TOTAL,
-		    "holds the largest input buffer (%zu bytes) while all admin "
-		    "connections hold %zu bytes, above "
+		    "holds the largest buffers (%zu bytes read, %zu bytes to send) "
+		    "while all admin connections hold %zu bytes, above "
 		    "server.max_buffered_bytes_total (%zu)", worst->accounted,
-		    srv->buffered, cap);
+		    worst->out_accounted, srv->buffered, cap);
 	}
 }
 
@@ -602,6 +628,7 @@ static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
 	TAILQ_INSERT_TAIL(&srv->conns, c, link);
 	srv->nconns++;
 	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), conn_out_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	conn_update(c);   /* read cap and idle timer */
 	log_debug("admin: %s: connected", c->peer);
@@ -800,6 +827,7 @@ void adminsrv_respond(struct adminsrv_req *rq, int header_version,
 		evbuffer_add(out, body, len);
 	}
 	observe(srv, key, error_code, -1);
+	enforce_total(srv);   /* may close c: req_finish() then frees it */
 	c = req_finish(rq);
 	/* Never the next request from here: that recursion is what a long
 	 * pipeline behind a slow answer would overflow the stack with. */

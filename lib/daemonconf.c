@@ -66,9 +66,9 @@ const struct ckey config_keys[] = {
 	  "Most bytes read ahead from one admin connection and not yet handled, such as pipelined requests queued behind one being handled. "
 	  "Past it mirrord stops reading from that peer until it catches up; a single frame may still be up to server.max_request_bytes." },
 	{ "server.max_buffered_bytes_total", CT_SIZE, F(server_max_buffered_bytes_total), "256MiB", 1 * MiB, 64 * GiB, NULL, KF_RELOAD, NULL,
-	  "Most bytes buffered by all admin connections together: partial and queued request frames, and requests being handled. "
-	  "Past it the connection holding the largest input buffer is closed, logged and counted (buffered_bytes_total). "
-	  "When smaller than server.max_request_bytes, that value is used instead, so one request of the largest size always fits." },
+	  "Most bytes buffered by all admin connections together: partial and queued request frames, requests being handled, and answers not yet sent. "
+	  "Past it the connection holding the largest buffers is closed, logged and counted (buffered_bytes_total). "
+	  "When smaller than server.max_request_bytes plus server.max_response_bytes, that sum is used instead, so a request and an answer of the largest sizes always fit." },
 	{ "server.max_response_bytes", CT_SIZE, F(server_max_response_bytes), "64MiB", 64 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
 	  "Largest response mirrord encodes on the admin listener. "
 	  "A DescribeMirrors or ListMirrors answer that would be larger is replaced by POLICY_VIOLATION (44) naming this limit; "

@@ -22,6 +22,7 @@ reproduced and answered the way a user would check.
 """
 
 import os
+import re
 import socket
 import struct
 import sys
@@ -157,7 +158,8 @@ LIMITS = (
     "server.max_connections_per_ip: 8\n"
     "server.max_request_bytes: 8MiB\n"
     "server.max_buffered_bytes_per_connection: 64KiB\n"
-    "server.max_buffered_bytes_total: 1MiB\n"   # raised to max_request_bytes
+    "server.max_response_bytes: 64KiB\n"
+    "server.max_buffered_bytes_total: 1MiB\n"   # raised to 8 MiB + 64 KiB
     "limits.max_mirrors: 2\n"
     "limits.max_patterns_per_mirror: 2\n")
 d = mt.Mirrord(destination=DST, name="limits", extra_yaml=LIMITS)
@@ -202,6 +204,44 @@ h.check("server.max_buffered_bytes_total" in d.log(),
 for s in socks:
     s.close()
 h.check(list_ok(d.bootstrap), "ListMirrors after the large partial frames")
+
+# ---- clients that never read their answers: output counts too ------------
+# Three connections pipeline 300,000 ApiVersions each (30 MB of answers)
+# and read nothing.
+# mirrord stops reading from each at 4 MiB of unsent answers; the three
+# together pass the 8 MiB total, so the largest is closed.
+base = rejected(d, "buffered_bytes_total")
+deaf = []
+for _ in range(3):
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    c.settimeout(60)
+    c.connect(("127.0.0.1", d.port))
+    deaf.append(c)
+pipeline = b"".join(mt.frame(18, 0, i) for i in range(300000))
+
+
+def flood(c):
+    try:
+        c.sendall(pipeline)
+    except OSError:
+        pass   # closed, or mirrord stopped reading (timeout)
+
+
+threads = [threading.Thread(target=flood, args=(c,)) for c in deaf]
+for t in threads:
+    t.start()
+h.wait_for(lambda: rejected(d, "buffered_bytes_total") >= base + 1, 60,
+           "a connection not reading its answers closed for "
+           "buffered_bytes_total")
+h.check(any(int(m) >= MiB for m in re.findall(
+    r"bytes read, (\d+) bytes to send\) while all admin connections hold",
+    d.log())), "the log names the unsent answers of the closed connection")
+for c in deaf:
+    c.close()
+for t in threads:
+    t.join(90)
+h.check(list_ok(d.bootstrap), "ListMirrors after the clients that never read")
 
 # ---- a half-sent frame is closed after server.request_timeout_ms ---------
 base = rejected(d, "request_timeout")
