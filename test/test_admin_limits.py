@@ -17,8 +17,10 @@ reproduced and answered the way a user would check.
   refused.
 - Several connections holding large partial frames keep mirrord's peak RSS
   within server.max_buffered_bytes_total plus slack; the largest is closed.
+  Clients that never read their answers are closed the same way.
 - limits.max_mirrors and limits.max_patterns_per_mirror through the CLI:
-  POLICY_VIOLATION naming the limit and its value, existing mirrors intact.
+  POLICY_VIOLATION naming the limit and its value, existing mirrors intact;
+  a reload (SIGHUP) changes the limit.
 """
 
 import os
@@ -312,6 +314,18 @@ r = d.cli("--add", "--mirror", "b", "--topic", "ord.*")
 expect_error(r, "POLICY_VIOLATION", "limits.max_patterns_per_mirror (2)")
 eq(sorted({p["topic"] for p in d.describe_json("b")}), ["audit", "payments"],
    "mirror b's topics after a refused pattern")
+# The limits follow a reload (SIGHUP).
+with open(d.config_path) as f:
+    conf = f.read()
+with open(d.config_path, "w") as f:
+    f.write(conf.replace("limits.max_mirrors: 2", "limits.max_mirrors: 3"))
+reloads = d.log().count("reload complete")
+d.proc.signal(1)
+h.wait_for(lambda: d.log().count("reload complete") > reloads, 30,
+           "the reload with limits.max_mirrors 3")
+d.create("c", {"bootstrap.servers": SRC})
+expect_error(d.create("d", {"bootstrap.servers": SRC}, expect_ok=False),
+             "POLICY_VIOLATION", "limits.max_mirrors (3)")
 h.check(d.proc.alive(), "mirrord exited")
 
 # ==== d2: DescribeMirrors, the response cap, the pipeline ====================
