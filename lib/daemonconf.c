@@ -54,7 +54,35 @@ const struct ckey config_keys[] = {
 	  "A client that announces a larger frame is disconnected before anything is read." },
 	{ "server.max_connections", CT_INT, F(server_max_connections), "1024", 1, 65536, NULL, KF_RELOAD, NULL,
 	  "Most admin connections open at once. "
-	  "Further connections are accepted and closed at once, and counted in a metric." },
+	  "At the limit, a new connection closes the connection that has been idle the longest (nothing buffered, no request in flight), so idle connections cannot lock an operator out; "
+	  "when none is idle the new connection is closed at once. "
+	  "Both are logged and counted in mirrord_admin_rejected_requests_total (evicted_idle, too_many_connections)." },
+	{ "server.max_connections_per_ip", CT_INT, F(server_max_connections_per_ip), "128", 1, 65536, NULL, KF_RELOAD, NULL,
+	  "Most admin connections open at once from one peer address, loopback included. "
+	  "Further connections from that address are closed at once, logged and counted (too_many_connections_per_ip)." },
+	{ "server.idle_timeout_ms", CT_DURATION, F(server_idle_timeout_ms), "600000", 100, 7 * DAY_MS, NULL, KF_RELOAD, NULL,
+	  "An admin connection with no request in flight, nothing buffered and no traffic for this long is closed, logged and counted (idle_timeout), like Kafka's connections.max.idle.ms." },
+	{ "server.request_timeout_ms", CT_DURATION, F(server_request_timeout_ms), "30000", 100, 3600000, NULL, KF_RELOAD, NULL,
+	  "Time a client has to send the rest of a request frame once its first byte arrived. "
+	  "A frame still incomplete after it is closed, logged and counted (request_timeout)." },
+	{ "server.max_buffered_bytes_per_connection", CT_SIZE, F(server_max_buffered_bytes_per_connection), "1MiB", 4 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
+	  "Most bytes read ahead from one admin connection and not yet handled, such as pipelined requests queued behind one being handled. "
+	  "Past it mirrord stops reading from that peer until it catches up; a single frame may still be up to server.max_request_bytes." },
+	{ "server.max_buffered_bytes_total", CT_SIZE, F(server_max_buffered_bytes_total), "256MiB", 1 * MiB, 64 * GiB, NULL, KF_RELOAD, NULL,
+	  "Most bytes buffered by all admin connections together: partial and queued request frames, requests being handled, and answers not yet sent. "
+	  "Past it the connection holding the largest buffers is closed, logged and counted (buffered_bytes_total). "
+	  "When smaller than server.max_request_bytes plus server.max_response_bytes, that sum is used instead, so a request and an answer of the largest sizes always fit." },
+	{ "server.max_response_bytes", CT_SIZE, F(server_max_response_bytes), "64MiB", 64 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
+	  "Largest response mirrord encodes on the admin listener. "
+	  "A DescribeMirrors or ListMirrors answer that would be larger is replaced by POLICY_VIOLATION (44) naming this limit; "
+	  "a topic operation's answer drops its per-topic messages first." },
+
+	{ "limits.max_mirrors", CT_INT, F(limits_max_mirrors), "1000", 1, 1000000, NULL, KF_RELOAD, NULL,
+	  "Most mirrors mirrord holds. "
+	  "CreateMirror beyond it is refused with POLICY_VIOLATION (44) naming this limit; existing mirrors are not affected when it is lowered." },
+	{ "limits.max_patterns_per_mirror", CT_INT, F(limits_max_patterns_per_mirror), "100", 1, 100000, NULL, KF_RELOAD, NULL,
+	  "Most topic patterns (include and exclude together) one mirror holds. "
+	  "AddTopicsToMirror or RemoveTopicsFromMirror that would go beyond it is refused with POLICY_VIOLATION (44) naming this limit, and nothing changes." },
 
 	{ "storage.data_dir", CT_STRING, F(storage_data_dir), "/var/lib/mirrord", 0, 0, NULL, 0, NULL,
 	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states. "

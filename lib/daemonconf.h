@@ -96,6 +96,15 @@ struct config {
 	                                            use the port actually bound) */
 	int64_t server_max_request_bytes;        /* server.max_request_bytes */
 	int64_t server_max_connections;          /* server.max_connections */
+	int64_t server_max_connections_per_ip;   /* server.max_connections_per_ip */
+	int64_t server_idle_timeout_ms;          /* server.idle_timeout_ms */
+	int64_t server_request_timeout_ms;       /* server.request_timeout_ms */
+	int64_t server_max_buffered_bytes_per_connection;
+	int64_t server_max_buffered_bytes_total;
+	int64_t server_max_response_bytes;       /* server.max_response_bytes */
+
+	int64_t limits_max_mirrors;              /* limits.max_mirrors */
+	int64_t limits_max_patterns_per_mirror;  /* limits.max_patterns_per_mirror */
 
 	char *storage_data_dir;                  /* storage.data_dir */
 	int64_t storage_snapshot_every_records;  /* storage.snapshot_every_records */
