@@ -22,7 +22,8 @@ CONFIGURE_FLAGS ?= --enable-werror
 endif
 
 BUILD_DEPS = gcc make autoconf automake pkg-config librdkafka-dev libevent-dev \
-	libyaml-dev check libssl-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev
+	libyaml-dev check libssl-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev \
+	libpcre2-dev
 TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang libclang-rt-14-dev \
 	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps
 # --enable-fuzzers links libFuzzer and the sanitizer runtimes: clang alone

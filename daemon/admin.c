@@ -7,7 +7,9 @@
  */
 #include "config.h"
 
-#include <regex.h>
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 
 #include "admin.h"
 #include "adminsrv.h"
+#include "authz.h"
 #include "daemonconf.h"
 #include "kbuf.h"
 #include "kerr.h"
@@ -30,6 +33,7 @@
 #include "pipeline.h"
 #include "secrets.h"
 #include "srclookup.h"
+#include "tpattern.h"
 
 #define MSG_LEN 512
 /* Source lookups made for AddTopicsToMirror give up after this long. */
@@ -44,6 +48,8 @@ struct admin {
 	struct adminsrv *srv;
 	struct pending *pending; /* lookups in flight, to cancel at exit */
 	struct resolve *resolves; /* background source cluster id lookups */
+	struct authz *az;        /* rules in force, rebuilt on reload */
+	int loopback_only;       /* server.listen reaches this machine only */
 };
 
 /* An AddTopicsToMirror waiting for its source lookup. */
@@ -91,6 +97,36 @@ static void *arena_array(struct karena *a, size_t n, size_t size)
 	return karena_alloc(a, (n == 0 ? 1 : n) * size);
 }
 
+/* The request's working memory (its arena) ran out: close cleanly. */
+static void reject_arena(struct adminsrv_req *rq, const char *what)
+{
+	char d[160];
+
+	snprintf(d, sizeof(d), "request too large to handle: its working memory "
+	    "ran out while building %s", what);
+	adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, d);
+}
+
+/* 1 if w failed only because the encoding outgrew its cap. */
+static int kw_over_cap(const struct kw *w)
+{
+	return w->err && w->why != NULL && strstr(w->why, "cap") != NULL;
+}
+
+static size_t max_response(const struct admin *adm)
+{
+	return (size_t)adm->cfg->server_max_response_bytes;
+}
+
+static uint32_t name_hash(const char *p, size_t n)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 16777619u;
+	return h;
+}
+
 /* Answers with the encoding in w (rc: the encoder's return value). */
 static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
     int16_t error_code)
@@ -98,6 +134,14 @@ static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
 	int16_t key = adminsrv_req_api_key(rq), ver = adminsrv_req_api_version(rq);
 	int hv;
 
+	if (kw_over_cap(w)) {
+		char d[160];
+
+		snprintf(d, sizeof(d), "the %s v%d response would exceed "
+		    "server.max_response_bytes (%zu)", kp_api_name(key), ver, w->max);
+		adminsrv_reject(rq, ADMINSRV_REJECT_RESPONSE_TOO_LARGE, d);
+		return;
+	}
 	if (rc < 0 || w->err) {
 		/* Our own response did not encode: a bug, not the peer's fault. */
 		log_errorx("admin: cannot encode the %s v%d response: %s",
@@ -110,17 +154,43 @@ static void send_encoded(struct adminsrv_req *rq, struct kw *w, int rc,
 	adminsrv_respond(rq, hv, w->buf, w->len, error_code);
 }
 
-/* Encodes msg (the response struct of the request's ApiKey) and answers. */
-static void respond(struct adminsrv_req *rq, const void *msg,
-    int16_t error_code)
+/*
+ * Encodes msg (the response struct of the request's ApiKey) into at most
+ * server.max_response_bytes and answers.  With fallback set, an encoding
+ * over the cap sends nothing and returns -1 so the caller can answer
+ * smaller; otherwise it closes the connection naming the limit.
+ */
+static int respond_capped(struct admin *adm, struct adminsrv_req *rq,
+    const void *msg, int16_t error_code, int fallback)
 {
 	const struct kp_api *api = kp_api_find(adminsrv_req_api_key(rq));
 	struct kw w;
+	int rc;
 
-	kw_init(&w, 256u << 20);
-	send_encoded(rq, &w, api->response_encode(&w,
-	    adminsrv_req_api_version(rq), msg), error_code);
+	kw_init(&w, max_response(adm));
+	rc = api->response_encode(&w, adminsrv_req_api_version(rq), msg);
+	if (fallback && kw_over_cap(&w)) {
+		kw_fini(&w);
+		return -1;
+	}
+	send_encoded(rq, &w, rc, error_code);
 	kw_fini(&w);
+	return 0;
+}
+
+static void respond(struct admin *adm, struct adminsrv_req *rq,
+    const void *msg, int16_t error_code)
+{
+	respond_capped(adm, rq, msg, error_code, 0);
+}
+
+/* The message for an answer that would not fit. */
+static void too_large_msg(struct admin *adm, struct adminsrv_req *rq,
+    char *msg, size_t len, const char *advice)
+{
+	snprintf(msg, len, "the %s response would exceed server.max_response_bytes "
+	    "(%zu bytes); %s", kp_api_name(adminsrv_req_api_key(rq)),
+	    max_response(adm), advice);
 }
 
 /* Decodes the body into msg (the request struct of the request's ApiKey);
@@ -145,6 +215,142 @@ static int decode_body(struct adminsrv_req *rq, void *msg)
 	return 0;
 }
 
+/* ---- authorization ------------------------------------------------------ */
+
+/*
+ * What the admin listener's security means for authorization.
+ * server.security_protocol is added by the listener-security work; while
+ * this config has no such key the listener is PLAINTEXT: no client
+ * authenticates and every one is User:ANONYMOUS.  Once it exists: authn_on
+ * is protocol != PLAINTEXT (authorization.enabled = auto then denies by
+ * default), anonymous is PLAINTEXT or SSL without required client
+ * certificates (anonymous clients can connect at all).
+ */
+struct listener_sec {
+	int authn_on;
+	int anonymous;
+};
+
+static struct listener_sec listener_security(const struct config *cfg)
+{
+	(void)cfg;
+	return (struct listener_sec){ .authn_on = 0, .anonymous = 1 };
+}
+
+/* 1 if a listen host can only be reached from this machine. */
+static int host_is_loopback(const char *h)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+
+	if (h == NULL)
+		return 0;
+	if (strcmp(h, "localhost") == 0)
+		return 1;
+	if (inet_pton(AF_INET, h, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, h, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) ||
+		    (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	/* Another host name may resolve to anything: assume it is exposed. */
+	return 0;
+}
+
+/*
+ * Builds the rules of cfg and swaps them in; logs what is in force and,
+ * when other hosts can reach the listener and anonymous clients may change
+ * mirrors, one warning saying what to configure.  -1 (old rules kept) only
+ * when out of memory.
+ */
+static int authz_load(struct admin *adm, const struct config *cfg)
+{
+	struct listener_sec ls = listener_security(cfg);
+	const char *host = cfg->server_listen.host != NULL ?
+	    cfg->server_listen.host : "";
+	int v6 = strchr(host, ':') != NULL;
+	/* The bound port: server.listen may say 0 (any free port). */
+	int port = adm->srv != NULL ? admin_port(adm) : cfg->server_listen.port;
+	char err[256], d[256];
+	struct authz *az;
+
+	az = authz_new(cfg, ls.authn_on, err, sizeof(err));
+	if (az == NULL) {
+		log_warnx("authorization: %s; the rules in force stay", err);
+		return -1;
+	}
+	authz_free(adm->az);
+	adm->az = az;
+	authz_describe(az, d, sizeof(d));
+	log_info("authorization: %s", d);
+	if (!adm->loopback_only && ls.anonymous &&
+	    authz_may_alter_some(az, AUTHZ_ANONYMOUS))
+		log_warnx("admin listener %s%s%s:%d accepts connections from other "
+		    "hosts, and anonymous clients (User:ANONYMOUS) may create, "
+		    "change and delete mirrors (%s); set server.listen to "
+		    "127.0.0.1:%d, or configure authentication "
+		    "(server.security_protocol) and authorization "
+		    "(authorization.acls, authorization.super_users)",
+		    v6 ? "[" : "", host, v6 ? "]" : "", port,
+		    authz_enabled(az) ? "allowed by authorization.acls or "
+		    "authorization.super_users" : "authorization is off", port);
+	return 0;
+}
+
+static void count_denied(struct admin *adm, int16_t key, enum authz_op op,
+    double n)
+{
+	if (adm->ms == NULL || n <= 0)
+		return;
+	metrics_counter_add(metrics_series(MSTD(adm->ms,
+	    ADMIN_AUTHORIZATION_DENIED), 2,
+	    (const char *[]){ kp_api_name(key), authz_op_name(op) }), n);
+}
+
+/*
+ * 0 if the request's principal may do op to the mirror; otherwise
+ * CLUSTER_MIRROR_AUTHORIZATION_FAILED with the answer's message in msg
+ * ("User:bob may not alter mirror prod-x (CreateMirror)": who, what, which
+ * mirror), the refusal logged (principal, peer, operation, mirror, and the
+ * rule or the absence of one that decided) unless quiet, and counted.
+ * Called before anything else looks at the mirror, so a refusal says
+ * nothing about whether the mirror exists.
+ */
+static int16_t authorize(struct admin *adm, struct adminsrv_req *rq,
+    enum authz_op op, const char *mirror, int quiet, char *msg, size_t msglen)
+{
+	const char *who = adminsrv_req_principal(rq);
+	int16_t key = adminsrv_req_api_key(rq);
+	char why[320], shown[251];
+	size_t i;
+
+	if (mirror == NULL)
+		mirror = "";
+	if (authz_allowed(adm->az, who, op, mirror, why, sizeof(why)))
+		return 0;
+	/* The name comes from the wire: show at most a valid name's length,
+	 * and nothing that could forge a log line. */
+	for (i = 0; i < sizeof(shown) - 1 && mirror[i] != '\0'; i++)
+		shown[i] = mirror[i] >= 0x20 && mirror[i] < 0x7f ? mirror[i] : '?';
+	shown[i] = '\0';
+	snprintf(msg, msglen, "%s may not %s mirror %s (%s)", who,
+	    authz_op_name(op), shown, kp_api_name(key));
+	if (!quiet)
+		log_warnx("authorization: %s from %s may not %s mirror %s (%s): %s",
+		    who, adminsrv_req_peer(rq), authz_op_name(op), shown,
+		    kp_api_name(key), why);
+	count_denied(adm, key, op, 1);
+	return KERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED;
+}
+
+/* 1 if the request's principal may describe m (list filtering: a mirror
+ * left out of a listing is not a refusal, so neither logged nor counted). */
+static int may_describe(struct admin *adm, struct adminsrv_req *rq,
+    const struct mirror *m)
+{
+	return authz_allowed(adm->az, adminsrv_req_principal(rq),
+	    AUTHZ_DESCRIBE, m->name, NULL, 0);
+}
+
 /* ---- ApiVersions ------------------------------------------------------ */
 
 static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
@@ -167,6 +373,10 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 
 		resp.error_code = KERR_UNSUPPORTED_VERSION;
 		resp.api_keys = arena_array(a, 1, sizeof(*resp.api_keys));
+		if (resp.api_keys == NULL) {
+			reject_arena(rq, "the ApiVersions response");
+			return;
+		}
 		resp.api_keys[0].api_key = KP_API_API_VERSIONS;
 		resp.api_keys[0].min_version = self->served_min;
 		resp.api_keys[0].max_version = self->served_max;
@@ -185,6 +395,10 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 			return;
 	}
 	resp.api_keys = arena_array(a, kp_api_count, sizeof(*resp.api_keys));
+	if (resp.api_keys == NULL) {
+		reject_arena(rq, "the ApiVersions response");
+		return;
+	}
 	for (size_t i = 0; i < kp_api_count; i++) {
 		const struct kp_api *api = &kp_api_table[i];
 
@@ -196,7 +410,7 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 		n++;
 	}
 	resp.api_keys_n = (int32_t)n;
-	respond(rq, &resp, 0);
+	respond(adm, rq, &resp, 0);
 }
 
 /* ---- Metadata ----------------------------------------------------------- */
@@ -213,6 +427,10 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	kp_metadata_response_init(&resp);
 	resp.brokers = arena_array(a, 1, sizeof(*resp.brokers));
+	if (resp.brokers == NULL) {
+		reject_arena(rq, "the Metadata response");
+		return;
+	}
 	kp_metadata_response_broker_init(&resp.brokers[0]);
 	resp.brokers[0].node_id = (int32_t)cfg->server_node_id;
 	resp.brokers[0].host = kstr_c(cfg->server_advertised.host);
@@ -230,6 +448,10 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 	if (req.topics_n > 0) {
 		resp.topics = arena_array(a, (size_t)req.topics_n,
 		    sizeof(*resp.topics));
+		if (resp.topics == NULL) {
+			reject_arena(rq, "the Metadata response");
+			return;
+		}
 		for (int32_t i = 0; i < req.topics_n; i++) {
 			kp_metadata_response_topic_init(&resp.topics[i]);
 			resp.topics[i].error_code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -239,7 +461,7 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 		resp.topics_n = req.topics_n;
 	}
 	(void)ver;
-	respond(rq, &resp, 0);
+	respond(adm, rq, &resp, 0);
 }
 
 /* ---- CreateMirror / DeleteMirror / ListMirrors ------------------------ */
@@ -390,12 +612,24 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 	values = arena_array(a, (size_t)n, sizeof(*values));
 	cfgs = arena_array(a, (size_t)n, sizeof(*cfgs));
 	if (name == NULL || names == NULL || values == NULL || cfgs == NULL) {
-		adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, "request too large");
+		reject_arena(rq, "the mirror's configs");
+		return;
+	}
+	code = authorize(adm, rq, AUTHZ_ALTER, name, 0, msg, sizeof(msg));
+	if (code != 0) {
+		resp.error_code = code;
+		resp.error_message = arena_kstr(a, msg);
+		respond(adm, rq, &resp, code);
 		return;
 	}
 	for (int32_t i = 0; i < n; i++) {
 		names[i] = arena_strdup(a, req.configs[i].name);
 		values[i] = arena_strdup(a, req.configs[i].value);
+		if (names[i] == NULL || (values[i] == NULL &&
+		    req.configs[i].value.len >= 0)) {
+			reject_arena(rq, "the mirror's configs");
+			return;
+		}
 		cfgs[i].name = (char *)names[i];
 		cfgs[i].value = (char *)values[i];
 		/* A NUL inside a wire string would cut the C string short. */
@@ -423,6 +657,14 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 	for (int32_t i = 0; code == 0 && i < n; i++)
 		if (secrets_check_wire(names[i], values[i], msg, sizeof(msg)) < 0)
 			code = KERR_INVALID_CONFIG;
+	if (code == 0 && mstate_mirror_find(adm->st, name) == NULL &&
+	    mstate_mirror_count(adm->st) >= (size_t)adm->cfg->limits_max_mirrors) {
+		snprintf(msg, sizeof(msg), "mirrord already holds %zu mirrors, the "
+		    "most limits.max_mirrors (%" PRId64 ") allows; delete a mirror or "
+		    "raise the limit", mstate_mirror_count(adm->st),
+		    adm->cfg->limits_max_mirrors);
+		code = KERR_POLICY_VIOLATION;
+	}
 	if (code == 0)
 		code = (int16_t)mstate_create_mirror(adm->st, name, cfgs, (size_t)n,
 		    msg, sizeof(msg));
@@ -439,7 +681,7 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 	}
 	resp.error_code = code;
 	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-	respond(rq, &resp, code);
+	respond(adm, rq, &resp, code);
 }
 
 static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
@@ -455,12 +697,18 @@ static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	kp_delete_mirror_response_init(&resp);
 	name = arena_strdup(a, req.mirror_name);
-	code = (int16_t)mstate_delete_mirror(adm->st, name, msg, sizeof(msg));
+	if (name == NULL) {
+		reject_arena(rq, "the mirror name");
+		return;
+	}
+	code = authorize(adm, rq, AUTHZ_ALTER, name, 0, msg, sizeof(msg));
+	if (code == 0)
+		code = (int16_t)mstate_delete_mirror(adm->st, name, msg, sizeof(msg));
 	if (code == 0)
 		log_info("mirror %s deleted by %s", name, adminsrv_req_peer(rq));
 	resp.error_code = code;
 	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-	respond(rq, &resp, code);
+	respond(adm, rq, &resp, code);
 }
 
 static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
@@ -468,33 +716,53 @@ static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_list_mirrors_request req;
 	struct kp_list_mirrors_response resp;
-	size_t n = mstate_mirror_count(adm->st);
+	size_t n = mstate_mirror_count(adm->st), j = 0;
 
 	if (decode_body(rq, &req) < 0)
 		return;
 	kp_list_mirrors_response_init(&resp);
 	resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
+	if (resp.mirrors == NULL) {
+		reject_arena(rq, "the ListMirrors response");
+		return;
+	}
+	/* Only the mirrors the principal may describe (as Kafka lists topics). */
 	for (size_t i = 0; i < n; i++) {
 		const struct mirror *m = mstate_mirror_at(adm->st, i);
 
-		kp_list_mirrors_response_mirror_init(&resp.mirrors[i]);
-		resp.mirrors[i].mirror_name = kstr_c(m->name);
-		resp.mirrors[i].source_bootstrap = kstr_c(mirror_bootstrap(m));
-		resp.mirrors[i].source_cluster_id = kstr_c(
+		if (!may_describe(adm, rq, m))
+			continue;
+		kp_list_mirrors_response_mirror_init(&resp.mirrors[j]);
+		resp.mirrors[j].mirror_name = kstr_c(m->name);
+		resp.mirrors[j].source_bootstrap = kstr_c(mirror_bootstrap(m));
+		resp.mirrors[j].source_cluster_id = kstr_c(
 		    m->source_cluster_id != NULL ? m->source_cluster_id : "");
-		resp.mirrors[i].topic_count = (int32_t)m->ntopics;
+		resp.mirrors[j].topic_count = (int32_t)m->ntopics;
+		j++;
 	}
-	resp.mirrors_n = (int32_t)n;
-	respond(rq, &resp, 0);
+	resp.mirrors_n = (int32_t)j;
+	if (respond_capped(adm, rq, &resp, 0, 1) < 0) {
+		char msg[MSG_LEN];
+
+		too_large_msg(adm, rq, msg, sizeof(msg), "raise the limit");
+		kp_list_mirrors_response_init(&resp);
+		resp.error_code = KERR_POLICY_VIOLATION;
+		resp.error_message = kstr_c(msg);
+		resp.mirrors_n = 0;
+		respond(adm, rq, &resp, KERR_POLICY_VIOLATION);
+	}
 }
 
 /* ---- DescribeMirrors ------------------------------------------------- */
 
-static void describe_one(struct admin *adm, struct karena *a,
+/* Fills out for m; -1 when the arena ran out. */
+static int describe_one(struct admin *adm, struct karena *a,
     const struct mirror *m, struct kp_describe_mirrors_response_mirror *out)
 {
 	out->mirror_name = kstr_c(m->name);
 	out->topics = arena_array(a, m->ntopics, sizeof(*out->topics));
+	if (out->topics == NULL)
+		return -1;
 	out->topics_n = (int32_t)m->ntopics;
 	for (size_t t = 0; t < m->ntopics; t++) {
 		const struct mtopic *mt = m->topics[t];
@@ -504,6 +772,8 @@ static void describe_one(struct admin *adm, struct karena *a,
 		ot->name = kstr_c(mt->name);
 		ot->partitions = arena_array(a, (size_t)mt->npart,
 		    sizeof(*ot->partitions));
+		if (ot->partitions == NULL)
+			return -1;
 		ot->partitions_n = mt->npart;
 		for (int32_t p = 0; p < mt->npart; p++) {
 			const struct mpart *mp = mt->parts[p];
@@ -530,6 +800,54 @@ static void describe_one(struct admin *adm, struct karena *a,
 			op->last_mirrored_offset = mp->last_offset;
 		}
 	}
+	return 0;
+}
+
+/*
+ * A lower bound of m's encoded size in a DescribeMirrors response, to refuse
+ * an answer over server.max_response_bytes before building it.
+ */
+static size_t describe_estimate(const struct mirror *m)
+{
+	size_t n = 16 + strlen(m->name);
+
+	for (size_t t = 0; t < m->ntopics; t++)
+		n += 8 + strlen(m->topics[t]->name) +
+		    (size_t)MAX(m->topics[t]->npart, 0) * 36;
+	return n;
+}
+
+/*
+ * Positions of the distinct names in *out, in the order first named (a
+ * request may name a mirror many times; it is described once).  A hash of
+ * the names keeps this linear for any number of names.  Returns their
+ * count, or -1 when the arena ran out.
+ */
+static int32_t distinct_names(struct karena *a, const struct kstr *names,
+    int32_t n, int32_t **out)
+{
+	size_t nslots = 16, mask;
+	int32_t *slots, *v, nv = 0;
+
+	while (nslots < (size_t)n * 2)
+		nslots *= 2;
+	slots = arena_array(a, nslots, sizeof(*slots));
+	v = arena_array(a, (size_t)n, sizeof(*v));
+	if (slots == NULL || v == NULL)
+		return -1;
+	mask = nslots - 1;
+	for (int32_t i = 0; i < n; i++) {
+		size_t k = name_hash(names[i].p, (size_t)MAX(names[i].len, 0)) & mask;
+
+		while (slots[k] != 0 && !kstr_same(names[slots[k] - 1], names[i]))
+			k = (k + 1) & mask;
+		if (slots[k] == 0) {
+			slots[k] = i + 1;
+			v[nv++] = i;
+		}
+	}
+	*out = v;
+	return nv;
 }
 
 static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
@@ -537,75 +855,198 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_describe_mirrors_request req;
 	struct kp_describe_mirrors_response resp;
+	const struct mirror **ms;
+	struct kstr *asked;   /* the name asked for, for unknown mirrors */
+	struct kstr *denied_msg; /* set when the principal may not describe it */
+	int32_t *pos, denied = 0;
+	size_t n = 0, est = 0;
+	char msg[MSG_LEN], first[MSG_LEN] = "";
 
 	if (decode_body(rq, &req) < 0)
 		return;
 	kp_describe_mirrors_response_init(&resp);
 	if (req.mirror_names_n <= 0) {
-		size_t n = mstate_mirror_count(adm->st);
+		size_t all = mstate_mirror_count(adm->st);
 
-		resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
-		for (size_t i = 0; i < n; i++) {
-			kp_describe_mirrors_response_mirror_init(&resp.mirrors[i]);
-			describe_one(adm, a, mstate_mirror_at(adm->st, i),
-			    &resp.mirrors[i]);
+		ms = arena_array(a, all, sizeof(*ms));
+		asked = arena_array(a, all, sizeof(*asked));
+		denied_msg = arena_array(a, all, sizeof(*denied_msg));
+		if (ms == NULL || asked == NULL || denied_msg == NULL)
+			goto arena;
+		/* All mirrors: those the principal may not describe are left
+		 * out, as Kafka leaves unauthorized topics out of Metadata. */
+		for (size_t i = 0; i < all; i++) {
+			const struct mirror *m = mstate_mirror_at(adm->st, i);
+
+			if (!may_describe(adm, rq, m))
+				continue;
+			ms[n] = m;
+			denied_msg[n] = KSTR_NULL;
+			est += describe_estimate(ms[n]);
+			n++;
 		}
-		resp.mirrors_n = (int32_t)n;
 	} else {
-		resp.mirrors = arena_array(a, (size_t)req.mirror_names_n,
-		    sizeof(*resp.mirrors));
-		for (int32_t i = 0; i < req.mirror_names_n; i++) {
-			char *name = arena_strdup(a, req.mirror_names[i]);
-			const struct mirror *m = name != NULL ?
-			    mstate_mirror_find(adm->st, name) : NULL;
+		int32_t nu = distinct_names(a, req.mirror_names,
+		    req.mirror_names_n, &pos);
 
-			kp_describe_mirrors_response_mirror_init(&resp.mirrors[i]);
-			if (m == NULL) {
-				char msg[MSG_LEN];
+		if (nu < 0)
+			goto arena;
+		ms = arena_array(a, (size_t)nu, sizeof(*ms));
+		asked = arena_array(a, (size_t)nu, sizeof(*asked));
+		denied_msg = arena_array(a, (size_t)nu, sizeof(*denied_msg));
+		if (ms == NULL || asked == NULL || denied_msg == NULL)
+			goto arena;
+		for (int32_t k = 0; k < nu; k++) {
+			int32_t i = pos[k];
+			char *name, amsg[MSG_LEN];
 
-				snprintf(msg, sizeof(msg), "mirror %s does not exist",
-				    name != NULL ? name : "(null)");
-				resp.mirrors[i].mirror_name = req.mirror_names[i];
-				resp.mirrors[i].error_code =
-				    KERR_UNKNOWN_CLUSTER_MIRROR;
-				resp.mirrors[i].error_message = arena_kstr(a, msg);
-				resp.mirrors[i].topics_n = 0;
+			name = arena_strdup(a, req.mirror_names[i]);
+			if (name == NULL && req.mirror_names[i].len >= 0)
+				goto arena;
+			asked[n] = req.mirror_names[i];
+			denied_msg[n] = KSTR_NULL;
+			ms[n] = NULL;
+			/* Checked before the mirror is looked up, so a refusal says
+			 * nothing about whether it exists; the first refusal is
+			 * logged, the others summed up below. */
+			if (authorize(adm, rq, AUTHZ_DESCRIBE, name, denied > 0,
+			    amsg, sizeof(amsg)) != 0) {
+				if (denied++ == 0)
+					snprintf(first, sizeof(first), "%s", amsg);
+				denied_msg[n] = arena_kstr(a, amsg);
+				if (denied_msg[n].p == NULL)
+					goto arena;
+				est += 64 + (size_t)MAX(asked[n].len, 0) * 2;
+				n++;
 				continue;
 			}
-			describe_one(adm, a, m, &resp.mirrors[i]);
+			/* A NUL inside the wire string must not cut it to another name. */
+			ms[n] = name != NULL && !has_nul(asked[n]) ?
+			    mstate_mirror_find(adm->st, name) : NULL;
+			est += ms[n] != NULL ? describe_estimate(ms[n]) :
+			    32 + (size_t)MAX(asked[n].len, 0) * 2;
+			n++;
 		}
-		resp.mirrors_n = req.mirror_names_n;
+		if (denied > 1)
+			log_warnx("authorization: %s from %s: %d more mirror(s) of the "
+			    "same DescribeMirrors refused after \"%s\"",
+			    adminsrv_req_principal(rq), adminsrv_req_peer(rq),
+			    denied - 1, first);
 	}
-	respond(rq, &resp, 0);
+	if (est > max_response(adm))
+		goto too_large;
+	resp.mirrors = arena_array(a, n, sizeof(*resp.mirrors));
+	if (resp.mirrors == NULL)
+		goto arena;
+	for (size_t i = 0; i < n; i++) {
+		struct kp_describe_mirrors_response_mirror *out = &resp.mirrors[i];
+
+		kp_describe_mirrors_response_mirror_init(out);
+		if (denied_msg[i].p != NULL) {
+			out->mirror_name = asked[i];
+			out->error_code = KERR_CLUSTER_MIRROR_AUTHORIZATION_FAILED;
+			out->error_message = denied_msg[i];
+			out->topics_n = 0;
+			continue;
+		}
+		if (ms[i] != NULL) {
+			if (describe_one(adm, a, ms[i], out) < 0)
+				goto arena;
+			continue;
+		}
+		snprintf(msg, sizeof(msg), "mirror %.*s does not exist",
+		    (int)MIN(MAX(asked[i].len, 0), 300),
+		    asked[i].p != NULL ? asked[i].p : "");
+		out->mirror_name = asked[i];
+		out->error_code = KERR_UNKNOWN_CLUSTER_MIRROR;
+		out->error_message = arena_kstr(a, msg);
+		if (out->error_message.p == NULL)
+			goto arena;
+		out->topics_n = 0;
+	}
+	resp.mirrors_n = (int32_t)n;
+	if (respond_capped(adm, rq, &resp, 0, 1) == 0)
+		return;
+too_large:
+	too_large_msg(adm, rq, msg, sizeof(msg), "name fewer mirrors or raise "
+	    "the limit");
+	kp_describe_mirrors_response_init(&resp);
+	resp.error_code = KERR_POLICY_VIOLATION;
+	resp.error_message = kstr_c(msg);
+	resp.mirrors_n = 0;
+	respond(adm, rq, &resp, KERR_POLICY_VIOLATION);
+	return;
+arena:
+	reject_arena(rq, "the DescribeMirrors response");
 }
 
 /* ---- topic operations (shared response shape) ------------------------- */
 
-/* A growable per-topic result list in the request arena. */
+/*
+ * A growable per-topic result list in the request arena, with a hash index
+ * of the names so results_has() stays O(1) for requests naming or matching
+ * many thousands of topics.
+ */
 struct results {
 	struct karena *a;
 	struct kp_add_topics_to_mirror_response_topic_result *v;
 	int32_t n, cap;
+	int32_t *slots;   /* index + 1 into v, 0 = empty; 2 * cap of them */
+	int oom;          /* the arena ran out: some result is missing */
 };
+
+static void results_index(struct results *rs, int32_t i)
+{
+	size_t mask = (size_t)rs->cap * 2 - 1;
+	size_t k = name_hash(rs->v[i].name.p, (size_t)rs->v[i].name.len) & mask;
+
+	while (rs->slots[k] != 0)
+		k = (k + 1) & mask;
+	rs->slots[k] = i + 1;
+}
+
+static int results_grow(struct results *rs)
+{
+	int32_t cap = rs->cap ? rs->cap * 2 : 16;
+	void *v, *slots;
+
+	if (cap > INT32_MAX / 4)
+		return -1;
+	v = arena_array(rs->a, (size_t)cap, sizeof(*rs->v));
+	slots = arena_array(rs->a, (size_t)cap * 2, sizeof(*rs->slots));
+	if (v == NULL || slots == NULL)
+		return -1;
+	if (rs->n > 0)
+		memcpy(v, rs->v, (size_t)rs->n * sizeof(*rs->v));
+	rs->v = v;
+	rs->slots = slots;   /* zeroed by the arena */
+	rs->cap = cap;
+	for (int32_t i = 0; i < rs->n; i++)
+		results_index(rs, i);
+	return 0;
+}
 
 static void results_add(struct results *rs, const char *topic, int code,
     const char *msg)
 {
-	if (rs->n == rs->cap) {
-		int32_t cap = rs->cap ? rs->cap * 2 : 16;
-		void *v = arena_array(rs->a, (size_t)cap, sizeof(*rs->v));
+	struct kp_add_topics_to_mirror_response_topic_result *r;
 
-		if (v == NULL)
-			return;
-		if (rs->n > 0)
-			memcpy(v, rs->v, (size_t)rs->n * sizeof(*rs->v));
-		rs->v = v;
-		rs->cap = cap;
+	if (rs->oom)
+		return;
+	if (rs->n == rs->cap && results_grow(rs) < 0) {
+		rs->oom = 1;
+		return;
 	}
-	kp_add_topics_to_mirror_response_topic_result_init(&rs->v[rs->n]);
-	rs->v[rs->n].name = arena_kstr(rs->a, topic);
-	rs->v[rs->n].error_code = (int16_t)code;
-	rs->v[rs->n].error_message = code != 0 ? arena_kstr(rs->a, msg) : KSTR_NULL;
+	r = &rs->v[rs->n];
+	kp_add_topics_to_mirror_response_topic_result_init(r);
+	r->name = arena_kstr(rs->a, topic);
+	r->error_code = (int16_t)code;
+	r->error_message = code != 0 ? arena_kstr(rs->a, msg) : KSTR_NULL;
+	if (r->name.p == NULL || (code != 0 && r->error_message.p == NULL)) {
+		rs->oom = 1;
+		return;
+	}
+	results_index(rs, rs->n);
 	rs->n++;
 }
 
@@ -613,48 +1054,159 @@ static void results_add(struct results *rs, const char *topic, int code,
  * it and match it by pattern). */
 static int results_has(const struct results *rs, const char *topic)
 {
-	size_t n = strlen(topic);
+	size_t n = strlen(topic), mask, k;
 
-	for (int32_t i = 0; i < rs->n; i++)
-		if ((size_t)rs->v[i].name.len == n &&
-		    memcmp(rs->v[i].name.p, topic, n) == 0)
+	if (rs->cap == 0)
+		return 0;
+	mask = (size_t)rs->cap * 2 - 1;
+	for (k = name_hash(topic, n) & mask; rs->slots[k] != 0; k = (k + 1) & mask) {
+		const struct kstr *s = &rs->v[rs->slots[k] - 1].name;
+
+		if ((size_t)s->len == n && memcmp(s->p, topic, n) == 0)
 			return 1;
+	}
 	return 0;
 }
 
-static void respond_results(struct adminsrv_req *rq, const char *mirror,
-    int16_t top_code, const char *top_msg, struct results *rs)
+static int encode_results(struct admin *adm, struct adminsrv_req *rq,
+    const struct kp_add_topics_to_mirror_response *resp, int16_t code)
+{
+	struct kw w;
+	int rc;
+
+	kw_init(&w, max_response(adm));
+	rc = kp_add_topics_to_mirror_response_encode(&w,
+	    adminsrv_req_api_version(rq), resp);
+	if (kw_over_cap(&w)) {
+		kw_fini(&w);
+		return -1;
+	}
+	send_encoded(rq, &w, rc, code);
+	kw_fini(&w);
+	return 0;
+}
+
+/*
+ * The four responses share one wire shape (mirror-protocol.md), so the
+ * AddTopicsToMirror encoder writes each of them.  Over
+ * server.max_response_bytes the per-topic messages go first (names and
+ * codes stay), then the per-topic results (POLICY_VIOLATION naming the
+ * limit).  Results lost to an exhausted arena close the connection.
+ */
+static void respond_results(struct admin *adm, struct adminsrv_req *rq,
+    const char *mirror, int16_t top_code, const char *top_msg,
+    struct results *rs)
 {
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_add_topics_to_mirror_response resp;
 	int16_t worst = top_code;
+	char msg[MSG_LEN];
 
+	if (rs->oom) {
+		log_warnx("admin: %s: %s %s: %d topic result(s) recorded before the "
+		    "request's working memory ran out", adminsrv_req_peer(rq),
+		    kp_api_name(adminsrv_req_api_key(rq)), mirror != NULL ? mirror :
+		    "", rs->n);
+		reject_arena(rq, "the per-topic results");
+		return;
+	}
 	kp_add_topics_to_mirror_response_init(&resp);
 	resp.error_code = top_code;
-	resp.error_message = top_code != 0 ? arena_kstr(a, top_msg) : KSTR_NULL;
+	resp.error_message = top_code != 0 ? kstr_c(top_msg) : KSTR_NULL;
 	resp.mirror_name = arena_kstr(a, mirror != NULL ? mirror : "");
+	if (resp.mirror_name.p == NULL) {
+		reject_arena(rq, "the response");
+		return;
+	}
 	resp.topics = rs->v;
 	resp.topics_n = rs->n;
 	for (int32_t i = 0; worst == 0 && i < rs->n; i++)
 		worst = rs->v[i].error_code;
-	/*
-	 * The four responses share one wire shape (mirror-protocol.md), so the
-	 * AddTopicsToMirror encoder writes each of them.
-	 */
-	{
-		struct kw w;
+	if (encode_results(adm, rq, &resp, worst) == 0)
+		return;
+	for (int32_t i = 0; i < rs->n; i++)
+		rs->v[i].error_message = KSTR_NULL;
+	if (encode_results(adm, rq, &resp, worst) == 0)
+		return;
+	too_large_msg(adm, rq, msg, sizeof(msg), rs->n > 0 ? "the per-topic "
+	    "results were dropped; DescribeMirrors shows the mirror's topics" :
+	    "raise the limit");
+	resp.error_code = KERR_POLICY_VIOLATION;
+	resp.error_message = kstr_c(msg);
+	resp.topics_n = 0;
+	if (encode_results(adm, rq, &resp, KERR_POLICY_VIOLATION) < 0)
+		adminsrv_reject(rq, ADMINSRV_REJECT_RESPONSE_TOO_LARGE, msg);
+}
 
-		kw_init(&w, 256u << 20);
-		send_encoded(rq, &w, kp_add_topics_to_mirror_response_encode(&w,
-		    adminsrv_req_api_version(rq), &resp), worst);
-		kw_fini(&w);
+/*
+ * POLICY_VIOLATION when adding these patterns would take m past
+ * limits.max_patterns_per_mirror; patterns the mirror already has do not
+ * count.  0 otherwise.
+ */
+static int patterns_over_limit(struct admin *adm, const struct mirror *m,
+    const struct kstr *inc, int32_t ni, const struct kstr *exc, int32_t ne,
+    char *msg, size_t len)
+{
+	size_t max = (size_t)adm->cfg->limits_max_patterns_per_mirror;
+	size_t have = m->nincludes + m->nexcludes, add = 0;
+
+	ni = MAX(ni, 0);
+	ne = MAX(ne, 0);
+	if ((size_t)ni + (size_t)ne > max) {
+		add = (size_t)ni + (size_t)ne;
+	} else {
+		for (int32_t i = 0; i < ni; i++) {
+			size_t k = 0;
+
+			while (k < m->nincludes && !kstr_eq(inc[i], m->includes[k]))
+				k++;
+			add += k == m->nincludes;
+		}
+		for (int32_t i = 0; i < ne; i++) {
+			size_t k = 0;
+
+			while (k < m->nexcludes && !kstr_eq(exc[i], m->excludes[k]))
+				k++;
+			add += k == m->nexcludes;
+		}
 	}
+	if (add == 0 || have + add <= max)
+		return 0;
+	snprintf(msg, len, "mirror %s has %zu topic pattern(s) and the request "
+	    "adds %zu: more than limits.max_patterns_per_mirror (%zu) allows",
+	    m->name, have, add, max);
+	return KERR_POLICY_VIOLATION;
 }
 
 static void pattern_result(void *arg, const char *topic, int code,
     const char *msg)
 {
 	results_add(arg, topic, code, msg);
+}
+
+/*
+ * The four topic operations need alter on their mirror.  When it is
+ * refused, answers (top level and each named topic carry the mirror's
+ * verdict, as for an unknown mirror) and returns 1.
+ */
+static int refuse_topics(struct admin *adm, struct adminsrv_req *rq,
+    const char *mirror, const struct kstr *names, int32_t nn)
+{
+	struct karena *a = adminsrv_req_arena(rq);
+	struct results rs = { .a = a };
+	char msg[MSG_LEN];
+	int16_t code;
+
+	code = authorize(adm, rq, AUTHZ_ALTER, mirror, 0, msg, sizeof(msg));
+	if (code == 0)
+		return 0;
+	for (int32_t i = 0; i < nn; i++) {
+		char *t = arena_strdup(a, names[i]);
+
+		results_add(&rs, t != NULL ? t : "", code, msg);
+	}
+	respond_results(adm, rq, mirror, code, msg, &rs);
+	return 1;
 }
 
 /* RemoveTopicsFromMirror, PauseMirrorTopics and ResumeMirrorTopics. */
@@ -666,7 +1218,9 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 	struct kstr mname, *names = NULL, *pats = NULL;
 	int32_t nn = 0, np = 0;
 	char msg[MSG_LEN];
-	char *mirror;
+	const struct mirror *m;
+	char *mirror, **tnames;
+	int code, batched;
 
 	/* Each request type keeps its own struct; the fields are the same. */
 #define TOPIC_NAMES(req) do { \
@@ -700,10 +1254,13 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 #undef TOPIC_NAMES
 	mirror = arena_strdup(a, mname);
 	if (mirror == NULL || names == NULL) {
-		adminsrv_reject(rq, ADMINSRV_REJECT_OVERSIZED, "request too large");
+		reject_arena(rq, "the topic list");
 		return;
 	}
-	if (mstate_mirror_find(adm->st, mirror) == NULL) {
+	if (refuse_topics(adm, rq, mirror, names, nn))
+		return;
+	m = mstate_mirror_find(adm->st, mirror);
+	if (m == NULL) {
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", mirror);
 		for (int32_t i = 0; i < nn; i++) {
 			char *t = arena_strdup(a, names[i]);
@@ -711,14 +1268,35 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 			results_add(&rs, t != NULL ? t : "", KERR_UNKNOWN_CLUSTER_MIRROR,
 			    msg);
 		}
-		respond_results(rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
+		respond_results(adm, rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
 		return;
 	}
-	for (int32_t i = 0; i < nn; i++) {
-		char *t = arena_strdup(a, names[i]);
-		int code;
+	code = patterns_over_limit(adm, m, NULL, 0, pats, np, msg, sizeof(msg));
+	if (code != 0) {
+		log_info("%s %s from %s refused: %s", kp_api_name(key), mirror,
+		    adminsrv_req_peer(rq), msg);
+		respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
+		return;
+	}
+	/* The names first: nothing changes when they do not fit in memory. */
+	tnames = arena_array(a, (size_t)nn, sizeof(*tnames));
+	for (int32_t i = 0; tnames != NULL && i < nn; i++)
+		if ((tnames[i] = arena_strdup(a, names[i])) == NULL)
+			tnames = NULL;
+	if (tnames == NULL) {
+		reject_arena(rq, "the topic list");
+		return;
+	}
+	/*
+	 * The named topics in one batch: one fsync however many are named (a
+	 * fsync each would stall the loop for minutes on a long list).  A
+	 * batch wants each topic once, and a topic named twice has one result.
+	 */
+	batched = mstate_batch_begin(adm->st) == 0;
+	for (int32_t i = 0; i < nn && !rs.oom; i++) {
+		const char *t = tnames[i];
 
-		if (t == NULL)
+		if (results_has(&rs, t))
 			continue;
 		msg[0] = '\0';
 		if (key == KP_API_REMOVE_TOPICS_FROM_MIRROR)
@@ -729,22 +1307,41 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 			code = mstate_resume_topic(adm->st, mirror, t, msg, sizeof(msg));
 		results_add(&rs, t, code, msg);
 	}
-	for (int32_t i = 0; i < np; i++) {
+	if (rs.oom) {
+		if (batched)
+			mstate_batch_abort(adm->st);
+		respond_results(adm, rq, mirror, 0, NULL, &rs);   /* closes */
+		return;
+	}
+	if (batched) {
+		code = mstate_batch_commit(adm->st, msg, sizeof(msg));
+		/* Nothing queued was made durable: say so for each of them. */
+		for (int32_t i = 0; code != 0 && i < rs.n; i++) {
+			if (rs.v[i].error_code != 0)
+				continue;
+			rs.v[i].error_code = (int16_t)code;
+			rs.v[i].error_message = arena_kstr(a, msg);
+		}
+	}
+	for (int32_t i = 0; i < np && !rs.oom; i++) {
 		char *p = arena_strdup(a, pats[i]);
-		int code;
 
-		if (p == NULL)
-			continue;
+		if (p == NULL) {
+			snprintf(msg, sizeof(msg), "pattern %d is %s", i,
+			    pats[i].len < 0 ? "null" : "too large to handle");
+			respond_results(adm, rq, mirror, KERR_INVALID_REQUEST, msg, &rs);
+			return;
+		}
 		code = mstate_remove_pattern(adm->st, mirror, p, pattern_result, &rs,
 		    msg, sizeof(msg));
 		if (code != 0) {
-			respond_results(rq, mirror, (int16_t)code, msg, &rs);
+			respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
 			return;
 		}
 	}
 	log_info("%s %s from %s: %d topic result(s)", kp_api_name(key), mirror,
 	    adminsrv_req_peer(rq), rs.n);
-	respond_results(rq, mirror, 0, NULL, &rs);
+	respond_results(adm, rq, mirror, 0, NULL, &rs);
 }
 
 /* ---- AddTopicsToMirror -------------------------------------------------- */
@@ -764,6 +1361,54 @@ static int is_internal_name(const char *t)
 	return strncmp(t, "__", 2) == 0;
 }
 
+/* A hash index of the source's topics: naming many topics stays linear. */
+struct topic_index {
+	const struct srctopic *topics;
+	size_t ntopics;
+	int32_t *slots;   /* index + 1 into topics, 0 = empty; NULL: no index */
+	size_t mask;
+};
+
+static void topic_index_build(struct karena *a, const struct srctopic *topics,
+    size_t n, struct topic_index *ix)
+{
+	size_t nslots = 16;
+
+	ix->topics = topics;
+	ix->ntopics = n;
+	while (nslots < n * 2)
+		nslots *= 2;
+	ix->mask = nslots - 1;
+	/* Without memory for it, srclookup_find() still answers, slowly. */
+	ix->slots = n > 0 && n < INT32_MAX ? arena_array(a, nslots,
+	    sizeof(*ix->slots)) : NULL;
+	for (size_t i = 0; ix->slots != NULL && i < n; i++) {
+		size_t k = name_hash(topics[i].name, strlen(topics[i].name)) &
+		    ix->mask;
+
+		while (ix->slots[k] != 0)
+			k = (k + 1) & ix->mask;
+		ix->slots[k] = (int32_t)i + 1;
+	}
+}
+
+static const struct srctopic *topic_index_find(const struct topic_index *ix,
+    const char *name)
+{
+	size_t k;
+
+	if (ix->slots == NULL)
+		return srclookup_find(ix->topics, ix->ntopics, name);
+	for (k = name_hash(name, strlen(name)) & ix->mask; ix->slots[k] != 0;
+	    k = (k + 1) & ix->mask) {
+		const struct srctopic *t = &ix->topics[ix->slots[k] - 1];
+
+		if (strcmp(t->name, name) == 0)
+			return t;
+	}
+	return NULL;
+}
+
 static void add_lookup_done(void *arg, int ok, const char *errstr,
     const char *cluster_id, const struct srctopic *topics, size_t ntopics)
 {
@@ -776,12 +1421,16 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	const char *mirror = pd->mirror;
 	struct mirror *m = mstate_mirror_find(adm->st, mirror);
 	char msg[MSG_LEN];
-	int batched;
+	const char **inc = NULL, **exc = NULL;
+	struct topic_index tix = { .topics = topics, .ntopics = ntopics };
+	int32_t ni = MAX(req->include_patterns_n, 0);
+	int32_t ne = MAX(req->exclude_patterns_n, 0);
+	int batched, code;
 
 	if (m == NULL) {
 		/* Deleted while we looked at the source. */
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", mirror);
-		respond_results(rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
+		respond_results(adm, rq, mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
 		pending_free(pd);
 		return;
 	}
@@ -794,14 +1443,42 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	 * topics).  A batch validates each operation against the model as it
 	 * was at the start, so each topic is touched once: results_has().
 	 */
+	/* Checked again here: another request may have added patterns since. */
+	code = patterns_over_limit(adm, m, req->include_patterns, ni,
+	    req->exclude_patterns, ne, msg, sizeof(msg));
+	if (code != 0) {
+		respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
+		pending_free(pd);
+		return;
+	}
+	if (ni > 0 || ne > 0) {
+		inc = arena_array(a, (size_t)ni, sizeof(*inc));
+		exc = arena_array(a, (size_t)ne, sizeof(*exc));
+		for (int32_t i = 0; inc != NULL && i < ni; i++)
+			if ((inc[i] = arena_strdup(a, req->include_patterns[i])) == NULL)
+				inc = NULL;
+		for (int32_t i = 0; exc != NULL && i < ne; i++)
+			if ((exc[i] = arena_strdup(a, req->exclude_patterns[i])) == NULL)
+				exc = NULL;
+		if (inc == NULL || exc == NULL) {
+			reject_arena(rq, "the patterns");
+			pending_free(pd);
+			return;
+		}
+	}
+	if (ok && MAX(req->topics_n, 0) > 0)
+		topic_index_build(a, topics, ntopics, &tix);
 	batched = mstate_batch_begin(adm->st) == 0;
 	/* Named topics: each must exist on the source. */
 	for (int32_t i = 0; i < MAX(req->topics_n, 0); i++) {
 		char *t = arena_strdup(a, req->topics[i].name);
 		const struct srctopic *st;
-		int code;
 
-		if (t == NULL || results_has(&rs, t))
+		if (t == NULL) {
+			rs.oom = 1;
+			break;
+		}
+		if (results_has(&rs, t))
 			continue;
 		code = mstate_check_topic_name(t, msg, sizeof(msg));
 		if (code != 0) {
@@ -814,7 +1491,7 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			results_add(&rs, t, KERR_NETWORK_EXCEPTION, msg);
 			continue;
 		}
-		st = srclookup_find(topics, ntopics, t);
+		st = topic_index_find(&tix, t);
 		if (st == NULL) {
 			snprintf(msg, sizeof(msg), "topic %s does not exist on the "
 			    "source cluster %s", t, mirror_bootstrap(m));
@@ -827,38 +1504,38 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 		results_add(&rs, t, code, msg);
 	}
 	/* Patterns: saved for discovery, and matched against the source now. */
-	if (req->include_patterns_n > 0 || req->exclude_patterns_n > 0) {
-		int32_t ni = MAX(req->include_patterns_n, 0);
-		int32_t ne = MAX(req->exclude_patterns_n, 0);
-		const char **inc = arena_array(a, (size_t)ni, sizeof(*inc));
-		const char **exc = arena_array(a, (size_t)ne, sizeof(*exc));
-		int code;
+	if (!rs.oom && (ni > 0 || ne > 0)) {
+		struct tpattern **re = NULL;
 
-		for (int32_t i = 0; inc != NULL && i < ni; i++)
-			inc[i] = arena_strdup(a, req->include_patterns[i]);
-		for (int32_t i = 0; exc != NULL && i < ne; i++)
-			exc[i] = arena_strdup(a, req->exclude_patterns[i]);
 		code = mstate_add_patterns(adm->st, mirror, inc, (size_t)ni, exc,
 		    (size_t)ne, msg, sizeof(msg));
 		if (code != 0) {
 			if (batched)
 				mstate_batch_abort(adm->st);
-			respond_results(rq, mirror, (int16_t)code, msg, &rs);
+			respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
 			pending_free(pd);
 			return;
 		}
-		for (size_t i = 0; ok && ni > 0 && i < ntopics; i++) {
+		/* Compiled once for all the source's topics (includes, then
+		 * excludes); they were checked, so NULL only on no memory. */
+		if (ok && ni > 0 && inc != NULL && (ne == 0 || exc != NULL) &&
+		    (re = calloc((size_t)(ni + ne), sizeof(*re))) == NULL)
+			fatal("admin: out of memory");
+		for (int32_t k = 0; re != NULL && k < ni + ne; k++)
+			re[k] = tpattern_new(k < ni ? inc[k] : exc[k - ni], msg,
+			    sizeof(msg));
+		for (size_t i = 0; re != NULL && i < ntopics; i++) {
 			const char *t = topics[i].name;
 			int any = 0;
 
 			if (topics[i].internal || is_internal_name(t))
 				continue;
 			for (int32_t k = 0; k < ni && !any; k++)
-				any = mstate_pattern_match(inc[k], t);
+				any = re[k] != NULL && tpattern_match(re[k], t);
 			if (!any)
 				continue;
-			for (int32_t k = 0; k < ne && any; k++)
-				if (mstate_pattern_match(exc[k], t))
+			for (int32_t k = ni; k < ni + ne && any; k++)
+				if (re[k] != NULL && tpattern_match(re[k], t))
 					any = 0;
 			if (!any || mirror_topic_find(m, t) != NULL ||
 			    results_has(&rs, t))
@@ -868,13 +1545,24 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			    topics[i].partitions, msg, sizeof(msg));
 			results_add(&rs, t, code, msg);
 		}
+		for (int32_t k = 0; re != NULL && k < ni + ne; k++)
+			tpattern_free(re[k]);
+		free(re);
 		if (!ok)
 			log_warnx("mirror %s: patterns saved, but the source cannot be "
 			    "read now (%s); matching topics join at the next discovery "
 			    "pass", mirror, errstr);
 	}
+	if (rs.oom) {
+		/* Nothing is committed when a result could not be recorded. */
+		if (batched)
+			mstate_batch_abort(adm->st);
+		respond_results(adm, rq, mirror, 0, NULL, &rs);
+		pending_free(pd);
+		return;
+	}
 	if (batched) {
-		int code = mstate_batch_commit(adm->st, msg, sizeof(msg));
+		code = mstate_batch_commit(adm->st, msg, sizeof(msg));
 
 		/* Nothing queued was made durable: say so for each of them. */
 		for (int32_t i = 0; code != 0 && i < rs.n; i++) {
@@ -886,7 +1574,7 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	}
 	log_info("AddTopicsToMirror %s from %s: %d topic result(s)", mirror,
 	    adminsrv_req_alive(rq) ? adminsrv_req_peer(rq) : "(gone)", rs.n);
-	respond_results(rq, mirror, 0, NULL, &rs);
+	respond_results(adm, rq, mirror, 0, NULL, &rs);
 	pending_free(pd);
 }
 
@@ -908,7 +1596,32 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 	pd->mirror = kstr_dup(pd->req.mirror_name);
 	if (pd->mirror == NULL)
 		pd->mirror = strdup("");
+	if (pd->mirror == NULL)
+		fatal("admin: out of memory");
+	{
+		int32_t nn = MAX(pd->req.topics_n, 0);
+		struct kstr *names = arena_array(a, (size_t)nn, sizeof(*names));
+
+		for (int32_t i = 0; names != NULL && i < nn; i++)
+			names[i] = pd->req.topics[i].name;
+		if (names != NULL &&
+		    refuse_topics(adm, rq, pd->mirror, names, nn)) {
+			free(pd->mirror);
+			free(pd);
+			return;
+		}
+	}
 	m = mstate_mirror_find(adm->st, pd->mirror);
+	if (m != NULL && patterns_over_limit(adm, m, pd->req.include_patterns,
+	    pd->req.include_patterns_n, pd->req.exclude_patterns,
+	    pd->req.exclude_patterns_n, msg, sizeof(msg)) != 0) {
+		log_info("AddTopicsToMirror %s from %s refused: %s", pd->mirror,
+		    adminsrv_req_peer(rq), msg);
+		respond_results(adm, rq, pd->mirror, KERR_POLICY_VIOLATION, msg, &rs);
+		free(pd->mirror);
+		free(pd);
+		return;
+	}
 	if (m == NULL) {
 		snprintf(msg, sizeof(msg), "mirror %s does not exist", pd->mirror);
 		for (int32_t i = 0; i < MAX(pd->req.topics_n, 0); i++) {
@@ -917,7 +1630,7 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 			results_add(&rs, t != NULL ? t : "", KERR_UNKNOWN_CLUSTER_MIRROR,
 			    msg);
 		}
-		respond_results(rq, pd->mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
+		respond_results(adm, rq, pd->mirror, KERR_UNKNOWN_CLUSTER_MIRROR, msg, &rs);
 		free(pd->mirror);
 		free(pd);
 		return;
@@ -931,25 +1644,16 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 
 		for (int32_t i = 0; i < n; i++) {
 			char *p = arena_strdup(a, v[i]);
-			regex_t re;
-			int rc;
 
 			if (p == NULL || p[0] == '\0') {
 				snprintf(msg, sizeof(msg), "%s pattern %d is empty",
 				    k == 0 ? "include" : "exclude", i);
 				goto bad_request;
 			}
-			rc = regcomp(&re, p, REG_EXTENDED | REG_NOSUB);
-			if (rc != 0) {
-				char eb[128];
-
-				regerror(rc, &re, eb, sizeof(eb));
-				snprintf(msg, sizeof(msg), "%s pattern '%s' is not a valid "
-				    "regular expression: %s", k == 0 ? "include" : "exclude",
-				    p, eb);
+			/* Syntax and limits (tpattern.h), with PCRE2's reason. */
+			if (tpattern_check(p, k == 0 ? "include pattern" :
+			    "exclude pattern", msg, sizeof(msg)) != 0)
 				goto bad_request;
-			}
-			regfree(&re);
 		}
 	}
 	pd->adm = adm;
@@ -969,7 +1673,7 @@ static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
 	}
 	return;
 bad_request:
-	respond_results(rq, pd->mirror, KERR_INVALID_REQUEST, msg, &rs);
+	respond_results(adm, rq, pd->mirror, KERR_INVALID_REQUEST, msg, &rs);
 	free(pd->mirror);
 	free(pd);
 }
@@ -1038,6 +1742,23 @@ static double connections_value(void *arg)
 	return adm->srv != NULL ? adminsrv_connections(adm->srv) : 0;
 }
 
+/* The listener's limits from the config (at start and on reload). */
+static void srv_limits(const struct config *cfg, struct adminsrv_opts *o)
+{
+	o->max_request_bytes = (size_t)cfg->server_max_request_bytes;
+	o->max_connections = (int)cfg->server_max_connections;
+	o->max_connections_per_ip = (int)cfg->server_max_connections_per_ip;
+	o->idle_timeout_ms = cfg->server_idle_timeout_ms;
+	o->request_timeout_ms = cfg->server_request_timeout_ms;
+	o->max_buffered_bytes_per_conn =
+	    (size_t)cfg->server_max_buffered_bytes_per_connection;
+	/* A request and an answer of the largest sizes always fit (the key's
+	 * help says so). */
+	o->max_buffered_bytes_total = (size_t)MAX(
+	    cfg->server_max_buffered_bytes_total, cfg->server_max_request_bytes +
+	    4 + cfg->server_max_response_bytes + 9);
+}
+
 struct admin *admin_new(struct event_base *base, struct mstate *st,
     const struct config *cfg, struct pipeline *pl, struct metrics_std *ms,
     char *err, size_t errlen)
@@ -1054,16 +1775,23 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 	adm->cfg = cfg;
 	adm->pl = pl;
 	adm->ms = ms;
+	adm->loopback_only = host_is_loopback(cfg->server_listen.host);
 	memset(&o, 0, sizeof(o));
 	o.host = cfg->server_listen.host != NULL ? cfg->server_listen.host : "";
 	o.port = cfg->server_listen.port;
-	o.max_request_bytes = (size_t)cfg->server_max_request_bytes;
-	o.max_connections = (int)cfg->server_max_connections;
+	srv_limits(cfg, &o);
 	o.dispatch = dispatch;
 	o.observe = observe;
 	o.arg = adm;
 	adm->srv = adminsrv_new(base, &o, err, errlen);
 	if (adm->srv == NULL) {
+		free(adm);
+		return NULL;
+	}
+	if (authz_load(adm, cfg) < 0) {
+		snprintf(err, errlen, "out of memory building the authorization "
+		    "rules");
+		adminsrv_free(adm->srv);
 		free(adm);
 		return NULL;
 	}
@@ -1082,9 +1810,13 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 
 void admin_set_config(struct admin *adm, const struct config *cfg)
 {
+	struct adminsrv_opts o;
+
 	adm->cfg = cfg;
-	adminsrv_set_max_request_bytes(adm->srv,
-	    (size_t)cfg->server_max_request_bytes);
+	memset(&o, 0, sizeof(o));
+	srv_limits(cfg, &o);
+	adminsrv_set_limits(adm->srv, &o);
+	authz_load(adm, cfg);
 }
 
 void admin_stop_accepting(struct admin *adm)
@@ -1115,5 +1847,6 @@ void admin_free(struct admin *adm)
 	while (adm->resolves != NULL)
 		resolve_free(adm->resolves);
 	adminsrv_free(adm->srv);
+	authz_free(adm->az);
 	free(adm);
 }

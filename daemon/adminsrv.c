@@ -5,6 +5,17 @@
  * request at a time.  When a peer disconnects while its request is still
  * being handled, the connection is marked dead and freed when the handler
  * answers (never inside a libevent callback of its own bufferevent).
+ *
+ * Requests of a connection are started by conn_pump(), a loop with a budget
+ * that re-arms itself through pump_ev; an answer never starts the next
+ * request itself (it schedules pump_ev), so neither a pipeline of thousands
+ * of requests nor handlers that answer at once grow the stack.
+ *
+ * Memory: srv->buffered counts the input and output buffers of all
+ * connections plus the frames of requests in flight.  Each connection's
+ * input is capped with a read high-watermark (conn_update()), its output by
+ * OUTPUT_HIGH_WATER (reading stops past it); the total is checked after
+ * every read and every answer (enforce_total()).
  */
 #include "config.h"
 
@@ -14,6 +25,8 @@
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +37,28 @@
 #include <event2/listener.h>
 
 #include "adminsrv.h"
+#include "compat.h"
 #include "kbuf.h"
 #include "kproto.h"
 #include "log.h"
 
 /* Past this much unsent output we stop reading requests from the peer. */
 #define OUTPUT_HIGH_WATER (4u << 20)
+/* Requests one conn_pump() call starts before it yields to the loop. */
+#define PUMP_BUDGET 64
+
+/* What the connection's timer is waiting for. */
+enum conn_timer {
+	TIMER_NONE,    /* a request is being handled: the handler's business */
+	TIMER_IDLE,    /* nothing buffered: idle_timeout_ms since the last activity */
+	TIMER_READ,    /* part of a frame buffered: request_timeout_ms since it began */
+};
+
+/* A peer's address without its port, for the per-address limit. */
+struct conn_ip {
+	int family;
+	uint8_t b[16];
+};
 
 struct adminsrv_conn;
 
@@ -54,6 +83,17 @@ struct adminsrv_conn {
 	struct adminsrv_req *cur; /* the request being handled, if any */
 	int dead;                 /* peer gone; free when cur is answered */
 	struct event *free_ev;    /* frees the struct outside any callback */
+	struct event *pump_ev;    /* runs conn_pump() from the loop */
+	struct event *timer_ev;   /* idle / request-read deadline */
+	struct conn_ip ip;
+	int pumping;              /* inside conn_pump() */
+	enum conn_timer timer;    /* what timer_ev is armed for */
+	uint64_t nreqs;           /* requests started so far */
+	uint64_t timer_nreqs;     /* nreqs when the read deadline was armed */
+	size_t accounted;         /* input bytes counted in srv->buffered */
+	size_t out_accounted;     /* output bytes counted there (conn_out_cb) */
+	struct evbuffer_cb_entry *out_cb;
+	int64_t last_active_ms;   /* last read or write progress */
 };
 
 struct adminsrv {
@@ -61,7 +101,8 @@ struct adminsrv {
 	struct evconnlistener *lst;
 	struct adminsrv_opts opts;
 	int port;
-	int nconns;
+	int nconns;               /* open (not dead) connections */
+	size_t buffered;          /* input buffers + frames in flight, bytes */
 	TAILQ_HEAD(, adminsrv_conn) conns;
 };
 
@@ -75,6 +116,7 @@ _Static_assert(ARRAY_SIZE(reject_names) == ADMINSRV_REJECT_COUNT, "reject table"
 static void conn_read_cb(struct bufferevent *bev, void *arg);
 static void conn_write_cb(struct bufferevent *bev, void *arg);
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
+static void conn_pump(struct adminsrv_conn *c);
 
 const char *adminsrv_reject_name(int reason)
 {
@@ -93,9 +135,36 @@ static void req_free(struct adminsrv_req *rq)
 {
 	if (rq == NULL)
 		return;
+	if (rq->conn != NULL)
+		rq->conn->srv->buffered -= rq->frame_len;
 	karena_free(rq->arena);
 	free(rq->frame);
 	free(rq);
+}
+
+/* Keeps srv->buffered in step with c's output buffer. */
+static void conn_out_cb(struct evbuffer *buf,
+    const struct evbuffer_cb_info *info, void *arg)
+{
+	struct adminsrv_conn *c = arg;
+
+	(void)buf;
+	c->srv->buffered = c->srv->buffered + info->n_added - info->n_deleted;
+	c->out_accounted = c->out_accounted + info->n_added - info->n_deleted;
+}
+
+/* Frees the bufferevent; its buffers no longer count. */
+static void conn_bev_free(struct adminsrv_conn *c)
+{
+	if (c->bev == NULL)
+		return;
+	if (c->out_cb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	c->out_cb = NULL;
+	c->srv->buffered -= c->out_accounted;
+	c->out_accounted = 0;
+	bufferevent_free(c->bev);
+	c->bev = NULL;
 }
 
 static void conn_free(struct adminsrv_conn *c)
@@ -103,11 +172,14 @@ static void conn_free(struct adminsrv_conn *c)
 	struct adminsrv *srv = c->srv;
 
 	TAILQ_REMOVE(&srv->conns, c, link);
-	srv->nconns--;
-	if (c->bev != NULL)
-		bufferevent_free(c->bev);
+	if (!c->dead)
+		srv->nconns--;
+	srv->buffered -= c->accounted;
+	conn_bev_free(c);
 	req_free(c->cur);
 	event_free(c->free_ev);
+	event_free(c->pump_ev);
+	event_free(c->timer_ev);
 	free(c);
 }
 
@@ -129,13 +201,170 @@ static void conn_free_later(struct adminsrv_conn *c)
 /* Closes the socket now; the struct goes once no request refers to it. */
 static void conn_close(struct adminsrv_conn *c)
 {
-	if (c->bev != NULL) {
-		bufferevent_free(c->bev);
-		c->bev = NULL;
-	}
+	conn_bev_free(c);
+	/* Its input is gone: it no longer counts against any limit. */
+	c->srv->buffered -= c->accounted;
+	c->accounted = 0;
+	if (!c->dead)
+		c->srv->nconns--;
 	c->dead = 1;
+	evtimer_del(c->timer_ev);
+	c->timer = TIMER_NONE;
 	if (c->cur == NULL)
 		conn_free_later(c);
+}
+
+/* Logs "peer: reason; closing connection" once, counts it, closes. */
+static void conn_drop(struct adminsrv_conn *c, int reason,
+    const char *fmt, ...) PRINTF_LIKE(3, 4);
+static void conn_drop(struct adminsrv_conn *c, int reason,
+    const char *fmt, ...)
+{
+	char d[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(d, sizeof(d), fmt, ap);
+	va_end(ap);
+	log_warnx("admin: %s: %s: %s; closing connection", c->peer,
+	    adminsrv_reject_name(reason), d);
+	observe(c->srv, -1, -1, reason);
+	conn_close(c);
+}
+
+/* Brings srv->buffered up to date with c's input buffer. */
+static void conn_account(struct adminsrv_conn *c)
+{
+	size_t len = c->bev != NULL ?
+	    evbuffer_get_length(bufferevent_get_input(c->bev)) : 0;
+
+	c->srv->buffered = c->srv->buffered - c->accounted + len;
+	c->accounted = len;
+}
+
+/*
+ * Over server.max_buffered_bytes_total: close the connections with the
+ * largest buffers (the ones sending large or slow frames, or not reading
+ * their answers) until the total fits.  Frames already in flight cannot be
+ * reclaimed this way.
+ */
+static void enforce_total(struct adminsrv *srv)
+{
+	size_t cap = srv->opts.max_buffered_bytes_total;
+
+	while (cap > 0 && srv->buffered > cap) {
+		struct adminsrv_conn *c, *worst = NULL;
+
+		TAILQ_FOREACH(c, &srv->conns, link)
+			if (!c->dead && c->accounted + c->out_accounted > 0 &&
+			    (worst == NULL || c->accounted + c->out_accounted >
+			    worst->accounted + worst->out_accounted))
+				worst = c;
+		if (worst == NULL)
+			return;
+		conn_drop(worst, ADMINSRV_REJECT_BUFFERED_BYTES_TOTAL,
+		    "holds the largest buffers (%zu bytes read, %zu bytes to send) "
+		    "while all admin connections hold %zu bytes, above "
+		    "server.max_buffered_bytes_total (%zu)", worst->accounted,
+		    worst->out_accounted, srv->buffered, cap);
+	}
+}
+
+/* The size announced by the frame at the head of in, or -1 if unknown. */
+static int64_t frame_size_peek(struct evbuffer *in)
+{
+	uint8_t szb[4];
+
+	if (evbuffer_get_length(in) < 4)
+		return -1;
+	evbuffer_copyout(in, szb, 4);
+	return (int32_t)be32_load(szb);
+}
+
+static void timer_arm(struct adminsrv_conn *c, enum conn_timer kind,
+    int64_t ms)
+{
+	struct timeval tv;
+
+	c->timer = kind;
+	if (ms <= 0) {
+		evtimer_del(c->timer_ev);
+		return;
+	}
+	tv.tv_sec = (time_t)(ms / 1000);
+	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+	evtimer_add(c->timer_ev, &tv);
+}
+
+/*
+ * After any progress: caps how much more is read from the peer (the
+ * larger of max_buffered_bytes_per_conn and the frame being read; only the
+ * former while a request is in flight) and arms the timer for what the
+ * connection is waiting for.
+ */
+static void conn_update(struct adminsrv_conn *c)
+{
+	struct adminsrv *srv = c->srv;
+	struct evbuffer *in;
+	size_t len, high = srv->opts.max_buffered_bytes_per_conn;
+	int64_t size;
+
+	if (c->dead)
+		return;
+	in = bufferevent_get_input(c->bev);
+	len = evbuffer_get_length(in);
+	size = frame_size_peek(in);
+	if (c->cur == NULL && size > 0 && (size_t)size + 4 > high)
+		high = (size_t)size + 4;
+	bufferevent_setwatermark(c->bev, EV_READ, 0, high);
+
+	if (c->cur != NULL) {
+		if (c->timer != TIMER_NONE)
+			timer_arm(c, TIMER_NONE, 0);
+	} else if (len > 0 && evbuffer_get_length(bufferevent_get_output(c->bev))
+	    <= OUTPUT_HIGH_WATER) {
+		/* The deadline runs from the first byte of this frame. */
+		if (c->timer != TIMER_READ || c->timer_nreqs != c->nreqs) {
+			c->timer_nreqs = c->nreqs;
+			timer_arm(c, TIMER_READ, srv->opts.request_timeout_ms);
+		}
+	} else {
+		timer_arm(c, TIMER_IDLE, srv->opts.idle_timeout_ms);
+	}
+}
+
+static void conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct adminsrv_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->dead || c->cur != NULL)
+		return;
+	if (c->timer == TIMER_READ)
+		conn_drop(c, ADMINSRV_REJECT_REQUEST_TIMEOUT, "%zu bytes of a "
+		    "request frame not completed within server.request_timeout_ms "
+		    "(%" PRId64 " ms)", c->accounted, c->srv->opts.request_timeout_ms);
+	else if (c->timer == TIMER_IDLE)
+		conn_drop(c, ADMINSRV_REJECT_IDLE_TIMEOUT, "no activity for "
+		    "server.idle_timeout_ms (%" PRId64 " ms)",
+		    c->srv->opts.idle_timeout_ms);
+}
+
+static void conn_pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_pump(arg);
+}
+
+/* Runs conn_pump() from the loop, soon. */
+static void conn_pump_later(struct adminsrv_conn *c)
+{
+	static const struct timeval now = { 0, 0 };
+
+	if (!c->dead)
+		evtimer_add(c->pump_ev, &now);
 }
 
 static void conn_reject(struct adminsrv_conn *c, int16_t key, int16_t ver,
@@ -177,12 +406,8 @@ static int conn_try_request(struct adminsrv_conn *c)
 		conn_reject(c, -1, -1, 0, ADMINSRV_REJECT_OVERSIZED, d);
 		return -1;
 	}
-	if (evbuffer_get_length(in) < 4 + (size_t)size) {
-		/* Ask libevent to wake us only when the frame is complete. */
-		bufferevent_setwatermark(c->bev, EV_READ, 4 + (size_t)size, 0);
-		return 0;
-	}
-	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+	if (evbuffer_get_length(in) < 4 + (size_t)size)
+		return 0;   /* conn_update() lets the rest of the frame in */
 
 	rq = calloc(1, sizeof(*rq));
 	if (rq == NULL)
@@ -195,6 +420,9 @@ static int conn_try_request(struct adminsrv_conn *c)
 	evbuffer_drain(in, 4);
 	evbuffer_remove(in, rq->frame, (size_t)size);
 	rq->conn = c;
+	srv->buffered += rq->frame_len;   /* until req_free() */
+	conn_account(c);
+	c->nreqs++;
 
 	kr_init(&rq->body, rq->frame, rq->frame_len);
 	{
@@ -227,27 +455,50 @@ static int conn_try_request(struct adminsrv_conn *c)
 	return 1;
 }
 
-/* Starts requests until one is pending or the input runs dry. */
+/*
+ * Starts requests until one is pending, the input runs dry, or the budget
+ * is spent (then again from the loop).  A handler that answers at once
+ * returns here through adminsrv_respond(), which sees c->pumping and leaves
+ * the next request to this loop.
+ */
 static void conn_pump(struct adminsrv_conn *c)
 {
+	int budget = PUMP_BUDGET;
+
+	if (c->pumping)
+		return;
+	c->pumping = 1;
 	while (!c->dead && c->cur == NULL) {
 		struct evbuffer *out = bufferevent_get_output(c->bev);
 
 		if (evbuffer_get_length(out) > OUTPUT_HIGH_WATER) {
 			/* Resume from conn_write_cb once the peer reads. */
 			bufferevent_disable(c->bev, EV_READ);
-			return;
+			break;
 		}
 		bufferevent_enable(c->bev, EV_READ);
+		if (budget-- == 0) {
+			conn_pump_later(c);
+			break;
+		}
 		if (conn_try_request(c) <= 0)
-			return;
+			break;
 	}
+	c->pumping = 0;
+	conn_update(c);
 }
 
 static void conn_read_cb(struct bufferevent *bev, void *arg)
 {
+	struct adminsrv_conn *c = arg;
+
 	(void)bev;
-	conn_pump(arg);
+	c->last_active_ms = clock_mono_ms();
+	conn_account(c);
+	enforce_total(c->srv);
+	if (c->dead)
+		return;
+	conn_pump(c);
 }
 
 static void conn_write_cb(struct bufferevent *bev, void *arg)
@@ -255,6 +506,7 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 	struct adminsrv_conn *c = arg;
 
 	(void)bev;
+	c->last_active_ms = clock_mono_ms();
 	if (c->cur == NULL)
 		conn_pump(c);
 }
@@ -272,22 +524,75 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	conn_close(c);
 }
 
+static void conn_ip_of(const struct sockaddr *sa, struct conn_ip *ip)
+{
+	memset(ip, 0, sizeof(*ip));
+	ip->family = sa->sa_family;
+	if (sa->sa_family == AF_INET)
+		memcpy(ip->b, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else if (sa->sa_family == AF_INET6)
+		memcpy(ip->b, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+}
+
+/*
+ * Whether a new connection from ip may be set up: at most
+ * max_connections_per_ip per address (refused), at most max_connections in
+ * all (the connection idle the longest is closed to make room; refused
+ * when none is idle).  0, or -1 when refused (logged and counted).
+ */
+static int conn_admit(struct adminsrv *srv, const struct conn_ip *ip,
+    const char *host, const char *port)
+{
+	struct adminsrv_conn *c, *oldest = NULL;
+	int same = 0;
+
+	if (srv->opts.max_connections_per_ip > 0) {
+		TAILQ_FOREACH(c, &srv->conns, link)
+			if (!c->dead && memcmp(&c->ip, ip, sizeof(*ip)) == 0)
+				same++;
+		if (same >= srv->opts.max_connections_per_ip) {
+			log_warnx("admin: %s:%s: refusing connection: %d connections "
+			    "open from %s (server.max_connections_per_ip %d)", host,
+			    port, same, host, srv->opts.max_connections_per_ip);
+			observe(srv, -1, -1, ADMINSRV_REJECT_TOO_MANY_CONNECTIONS_PER_IP);
+			return -1;
+		}
+	}
+	if (srv->opts.max_connections <= 0 ||
+	    srv->nconns < srv->opts.max_connections)
+		return 0;
+	TAILQ_FOREACH(c, &srv->conns, link)
+		if (!c->dead && c->cur == NULL && c->accounted == 0 &&
+		    (oldest == NULL || c->last_active_ms < oldest->last_active_ms))
+			oldest = c;
+	if (oldest == NULL) {
+		log_warnx("admin: %s:%s: refusing connection: %d connections open, "
+		    "none idle (server.max_connections %d)", host, port,
+		    srv->nconns, srv->opts.max_connections);
+		observe(srv, -1, -1, ADMINSRV_REJECT_TOO_MANY_CONNECTIONS);
+		return -1;
+	}
+	conn_drop(oldest, ADMINSRV_REJECT_EVICTED_IDLE, "idle for %" PRId64
+	    " ms, the longest of %d connections at server.max_connections; "
+	    "closed for a new connection from %s:%s",
+	    clock_mono_ms() - oldest->last_active_ms, srv->nconns, host, port);
+	return 0;
+}
+
 static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
 	struct adminsrv *srv = arg;
 	struct adminsrv_conn *c;
 	char host[INET6_ADDRSTRLEN] = "?", port[8] = "?";
+	struct conn_ip ip;
 	int one = 1;
 
 	(void)lst;
 	getnameinfo(sa, (socklen_t)salen, host, sizeof(host), port, sizeof(port),
 	    NI_NUMERICHOST | NI_NUMERICSERV);
-	if (srv->opts.max_connections > 0 &&
-	    srv->nconns >= srv->opts.max_connections) {
-		log_warnx("admin: %s:%s: refusing connection: %d connections open "
-		    "(server.max_connections)", host, port, srv->nconns);
-		observe(srv, -1, -1, ADMINSRV_REJECT_TOO_MANY_CONNECTIONS);
+	conn_ip_of(sa, &ip);
+	if (conn_admit(srv, &ip, host, port) < 0) {
 		evutil_closesocket(fd);
 		return;
 	}
@@ -300,13 +605,22 @@ static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
 	snprintf(c->principal, sizeof(c->principal), "User:ANONYMOUS");
 	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->free_ev = evtimer_new(srv->base, conn_free_cb, c);
-	if (c->bev == NULL || c->free_ev == NULL) {
+	c->pump_ev = evtimer_new(srv->base, conn_pump_cb, c);
+	c->timer_ev = evtimer_new(srv->base, conn_timer_cb, c);
+	c->ip = ip;
+	c->last_active_ms = clock_mono_ms();
+	if (c->bev == NULL || c->free_ev == NULL || c->pump_ev == NULL ||
+	    c->timer_ev == NULL) {
 		if (c->bev != NULL)
 			bufferevent_free(c->bev);
 		else
 			evutil_closesocket(fd);
 		if (c->free_ev != NULL)
 			event_free(c->free_ev);
+		if (c->pump_ev != NULL)
+			event_free(c->pump_ev);
+		if (c->timer_ev != NULL)
+			event_free(c->timer_ev);
 		log_warnx("admin: %s: cannot set up connection", c->peer);
 		free(c);
 		return;
@@ -314,7 +628,9 @@ static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
 	TAILQ_INSERT_TAIL(&srv->conns, c, link);
 	srv->nconns++;
 	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->bev), conn_out_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	conn_update(c);   /* read cap and idle timer */
 	log_debug("admin: %s: connected", c->peer);
 }
 
@@ -423,6 +739,17 @@ void adminsrv_set_max_request_bytes(struct adminsrv *srv, size_t max)
 	srv->opts.max_request_bytes = max;
 }
 
+void adminsrv_set_limits(struct adminsrv *srv, const struct adminsrv_opts *o)
+{
+	srv->opts.max_request_bytes = o->max_request_bytes;
+	srv->opts.max_connections = o->max_connections;
+	srv->opts.max_connections_per_ip = o->max_connections_per_ip;
+	srv->opts.idle_timeout_ms = o->idle_timeout_ms;
+	srv->opts.request_timeout_ms = o->request_timeout_ms;
+	srv->opts.max_buffered_bytes_per_conn = o->max_buffered_bytes_per_conn;
+	srv->opts.max_buffered_bytes_total = o->max_buffered_bytes_total;
+}
+
 int16_t adminsrv_req_api_key(const struct adminsrv_req *rq)
 {
 	return rq->api_key;
@@ -500,9 +827,12 @@ void adminsrv_respond(struct adminsrv_req *rq, int header_version,
 		evbuffer_add(out, body, len);
 	}
 	observe(srv, key, error_code, -1);
+	enforce_total(srv);   /* may close c: req_finish() then frees it */
 	c = req_finish(rq);
-	if (c != NULL)
-		conn_pump(c);
+	/* Never the next request from here: that recursion is what a long
+	 * pipeline behind a slow answer would overflow the stack with. */
+	if (c != NULL && !c->pumping)
+		conn_pump_later(c);
 }
 
 void adminsrv_reject(struct adminsrv_req *rq, int reason, const char *detail)

@@ -4,11 +4,23 @@
  * This module owns sockets, framing and ordering only: it accepts
  * connections, reads size-prefixed frames (capped at max_request_bytes),
  * decodes the request header and hands one request at a time per connection
- * to the dispatch callback.  A connection reads no further request until the
- * current one is answered, so pipelined requests are answered strictly in
- * order even when a handler completes asynchronously (as Kafka brokers do by
- * muting the channel).  What a request means is the dispatcher's business
- * (daemon/admin.c).
+ * to the dispatch callback.  A connection starts no further request until
+ * the current one is answered, so pipelined requests are answered strictly
+ * in order even when a handler completes asynchronously (as Kafka brokers do
+ * by muting the channel).  Requests are started from the loop, never from
+ * inside an answer, so a long pipeline costs no stack.  What a request
+ * means is the dispatcher's business (daemon/admin.c).
+ *
+ * Limits (all in adminsrv_opts): an idle connection is closed after
+ * idle_timeout_ms, a request frame not complete request_timeout_ms after its
+ * first byte arrived is closed; at most max_connections_per_ip connections
+ * per peer address (loopback included); reading from a peer stops while
+ * more than max_buffered_bytes_per_conn bytes (or the frame being read, if
+ * larger) wait in its buffer; and when all connections together hold more
+ * than max_buffered_bytes_total bytes of input, the connection with the
+ * largest buffer is closed.  At max_connections, a new connection closes
+ * the connection idle the longest to make room (so idle connections cannot
+ * lock an operator out); if none is idle, the new one is refused.
  *
  * Bad input never reaches an assert: an oversized frame, a header that does
  * not parse, an unknown ApiKey or version, or a body the handler rejects is
@@ -35,7 +47,13 @@ struct adminsrv_req;
 	X(UNKNOWN_API, "unknown_api") \
 	X(UNSUPPORTED_VERSION, "unsupported_version") \
 	X(MALFORMED_BODY, "malformed_body") \
-	X(TOO_MANY_CONNECTIONS, "too_many_connections")
+	X(TOO_MANY_CONNECTIONS, "too_many_connections") \
+	X(TOO_MANY_CONNECTIONS_PER_IP, "too_many_connections_per_ip") \
+	X(EVICTED_IDLE, "evicted_idle") \
+	X(IDLE_TIMEOUT, "idle_timeout") \
+	X(REQUEST_TIMEOUT, "request_timeout") \
+	X(BUFFERED_BYTES_TOTAL, "buffered_bytes_total") \
+	X(RESPONSE_TOO_LARGE, "response_too_large")
 
 enum adminsrv_reject {
 #define X(e, s) ADMINSRV_REJECT_##e,
@@ -62,6 +80,12 @@ struct adminsrv_opts {
 	int port;
 	size_t max_request_bytes;
 	int max_connections;
+	/* Limits; 0 means none.  adminsrv_set_limits() changes them later. */
+	int max_connections_per_ip;
+	int64_t idle_timeout_ms;
+	int64_t request_timeout_ms;
+	size_t max_buffered_bytes_per_conn;
+	size_t max_buffered_bytes_total;
 	adminsrv_dispatch_fn dispatch;
 	adminsrv_observe_fn observe;
 	void *arg;
@@ -75,6 +99,9 @@ void adminsrv_free(struct adminsrv *srv);
 int adminsrv_port(const struct adminsrv *srv);
 int adminsrv_connections(const struct adminsrv *srv);
 void adminsrv_set_max_request_bytes(struct adminsrv *srv, size_t max);
+/* Takes max_request_bytes, max_connections and the limits above from o
+ * (reload); open connections follow them from their next event. */
+void adminsrv_set_limits(struct adminsrv *srv, const struct adminsrv_opts *o);
 
 /* Accessors for a request in flight. */
 int16_t adminsrv_req_api_key(const struct adminsrv_req *rq);

@@ -22,7 +22,6 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +34,7 @@
 #include "kerr.h"
 #include "kp_gen.h"
 #include "props.h"
+#include "tpattern.h"
 
 #define EXIT_KAFKA 1
 #define EXIT_USAGE 2
@@ -152,14 +152,15 @@ static void die_conn(const char *fmt, ...)
 	exit(EXIT_CONN);
 }
 
+/* Comma-separated topics and patterns; "a{1,3}" stays one pattern. */
 static void strlist_add_csv(struct strlist *l, const char *arg)
 {
-	char *copy = strdup(arg), *save = NULL, *tok;
+	char *copy = strdup(arg), *rest = copy, *tok;
 
 	if (copy == NULL)
 		die_conn("out of memory");
-	for (tok = strtok_r(copy, ",", &save); tok != NULL;
-	    tok = strtok_r(NULL, ",", &save)) {
+	while (rest != NULL) {
+		tok = tpattern_list_next(rest, &rest);
 		while (isspace((unsigned char)*tok))
 			tok++;
 		if (*tok == '\0')
@@ -480,6 +481,15 @@ static int do_create(struct cli_conn *c, const struct opts *o)
 	return rc;
 }
 
+/* A pattern mirrord would refuse is a usage error, with mirrord's reason. */
+static void check_pattern(const char *opt, const char *p)
+{
+	char why[640];
+
+	if (tpattern_check(p, "pattern", why, sizeof(why)) != 0)
+		die_usage("%s: %s", opt, why);
+}
+
 /* Splits the --topic arguments into names and patterns. */
 static void split_topics(const struct strlist *in, struct kstr **names,
     int32_t *nn, struct kstr **pats, int32_t *np)
@@ -493,17 +503,7 @@ static void split_topics(const struct strlist *in, struct kstr **names,
 		if (is_plain_name(in->v[i])) {
 			(*names)[(*nn)++] = kstr_c(in->v[i]);
 		} else {
-			regex_t re;
-			int rc = regcomp(&re, in->v[i], REG_EXTENDED | REG_NOSUB);
-
-			if (rc != 0) {
-				char eb[256];
-
-				regerror(rc, &re, eb, sizeof(eb));
-				die_usage("--topic '%s': bad regular expression: %s",
-				    in->v[i], eb);
-			}
-			regfree(&re);
+			check_pattern("--topic", in->v[i]);
 			(*pats)[(*np)++] = kstr_c(in->v[i]);
 		}
 	}
@@ -573,8 +573,10 @@ static int do_add(struct cli_conn *c, const struct opts *o)
 	ex = calloc((size_t)o->excludes.n + 1, sizeof(*ex));
 	if (ex == NULL || a == NULL)
 		die_conn("out of memory");
-	for (int i = 0; i < o->excludes.n; i++)
+	for (int i = 0; i < o->excludes.n; i++) {
+		check_pattern("--exclude", o->excludes.v[i]);
 		ex[i] = kstr_c(o->excludes.v[i]);
+	}
 	kp_add_topics_to_mirror_request_init(&req);
 	req.mirror_name = kstr_c(o->mirror);
 	req.topics = calloc((size_t)nn + 1, sizeof(*req.topics));
@@ -615,7 +617,7 @@ static void resolve_patterns(struct cli_conn *c, const char *mirror,
     struct karena *a, uint8_t **frame)
 {
 	struct kp_describe_mirrors_response resp;
-	regex_t *res;
+	struct tpattern **res;
 
 	if (np == 0)
 		return;
@@ -625,17 +627,13 @@ static void resolve_patterns(struct cli_conn *c, const char *mirror,
 	if (res == NULL)
 		die_conn("out of memory");
 	for (int32_t i = 0; i < np; i++) {
-		char *p = kstr_dup(pats[i]), *anch;
-		size_t l = strlen(p) + 8;
+		char *p = kstr_dup(pats[i]), why[512];
 
-		anch = malloc(l);
-		if (p == NULL || anch == NULL)
+		if (p == NULL)
 			die_conn("out of memory");
-		snprintf(anch, l, "^(%s)$", p);
-		if (regcomp(&res[i], anch, REG_EXTENDED | REG_NOSUB) != 0)
-			die_usage("bad regular expression '%s'", p);
+		if ((res[i] = tpattern_new(p, why, sizeof(why))) == NULL)
+			die_usage("--topic: pattern '%.200s' %s", p, why);
 		free(p);
-		free(anch);
 	}
 	for (int32_t m = 0; m < resp.mirrors_n; m++) {
 		for (int32_t t = 0; t < resp.mirrors[m].topics_n; t++) {
@@ -644,7 +642,7 @@ static void resolve_patterns(struct cli_conn *c, const char *mirror,
 			if (name == NULL)
 				die_conn("out of memory");
 			for (int32_t i = 0; i < np; i++) {
-				if (regexec(&res[i], name, 0, NULL, 0) == 0) {
+				if (tpattern_match(res[i], name)) {
 					*names = realloc(*names,
 					    sizeof(**names) * (size_t)(*nn + 2));
 					if (*names == NULL)
@@ -658,7 +656,7 @@ static void resolve_patterns(struct cli_conn *c, const char *mirror,
 		}
 	}
 	for (int32_t i = 0; i < np; i++)
-		regfree(&res[i]);
+		tpattern_free(res[i]);
 	free(res);
 }
 

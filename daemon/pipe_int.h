@@ -155,6 +155,7 @@ struct pmirror {
 	int resolve_failed;          /* src NULL because a config did not resolve
 	                              * (retried at files_retry_at) */
 	struct secrets_resolve *resolving; /* reading the files references name */
+	int64_t files_started_ms;    /* when the running read was queued */
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
 	int dead;

@@ -251,6 +251,9 @@ static void pm_make_src(struct pmirror *pm, const char *const *cn,
 
 #define FILES_RETRY_MIN_MS 5000
 #define FILES_RETRY_MAX_MS 300000
+/* A read that takes this long (a hung file system) fails the partitions
+ * with that reason; the read goes on, and a late success still counts. */
+#define FILES_SLOW_MS 30000
 
 static void pm_files_cb(void *arg, const char *err, const char *const *names,
     const char *const *values, size_t n)
@@ -259,11 +262,14 @@ static void pm_files_cb(void *arg, const char *err, const char *const *names,
 
 	pm->files = NULL;
 	if (err != NULL) {
-		/* Logged once per failure streak; retried with backoff. */
-		if (!pm->files_failed)
-			log_warnx("mirror %s: %s: not mirroring it", pm->name, err);
+		char was[sizeof(pm->unusable)];
+
+		/* Logged when the reason changes; retried with backoff. */
+		memcpy(was, pm->unusable, sizeof(was));
 		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's "
 		    "source cannot be used: %s", err);
+		if (!pm->files_failed || strcmp(was, pm->unusable) != 0)
+			log_warnx("mirror %s: %s: not mirroring it", pm->name, err);
 		pm->files_failed = 1;
 		pm->files_backoff_ms = pm->files_backoff_ms == 0 ?
 		    FILES_RETRY_MIN_MS : MIN(pm->files_backoff_ms * 2,
@@ -285,6 +291,7 @@ static void pm_load_files(struct pmirror *pm)
 {
 	char msg[512];
 
+	pm->files_started_ms = clock_mono_ms();
 	pm->files = srcfiles_start(pm->pl->base, pm->conf,
 	    (const char *const *)pm->pl->cfg->mirrors_allowed_file_dirs.v,
 	    pm_files_cb, pm, msg, sizeof(msg));
@@ -669,8 +676,20 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < pl->nmirrors; i++) {
 		struct pmirror *pm = pl->mirrors[i];
 
-		if (pm->src == NULL && (pm->files != NULL || pm->resolving != NULL))
-			continue;   /* its files are being read */
+		if (pm->src == NULL && pm->resolving != NULL)
+			continue;   /* the files its references name are being read */
+		if (pm->src == NULL && pm->files != NULL) {
+			if (now - pm->files_started_ms < FILES_SLOW_MS)
+				continue;   /* its files are being read */
+			if (!pm->files_failed) {
+				pm->files_failed = 1;
+				snprintf(pm->unusable, sizeof(pm->unusable),
+				    "the mirror's source cannot be used: its "
+				    "files were not read within %d ms",
+				    FILES_SLOW_MS);
+				log_warnx("mirror %s: %s", pm->name, pm->unusable);
+			}
+		}
 		if (pm->src == NULL && pm->resolve_failed && pm->m != NULL &&
 		    now >= pm->files_retry_at) {
 			/* Perhaps the file or the key is back. */
@@ -679,7 +698,8 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 			    pm->src != NULL)
 				continue;
 		}
-		if (pm->src == NULL && pm->files_failed && now >= pm->files_retry_at) {
+		if (pm->src == NULL && pm->files == NULL && pm->files_failed &&
+		    now >= pm->files_retry_at) {
 			/* Perhaps the file was fixed; the partitions stay
 			 * FAILED (with the reason) until it is. */
 			pm_load_files(pm);
@@ -696,6 +716,20 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 				    (p->mp->state == MPART_PREPARING ||
 				    p->mp->state == MPART_MIRRORING)) {
 					pl_part_fail(p, "%s", pm->unusable);
+				} else if (p->mp != NULL && !p->dead &&
+				    p->mp->state == MPART_FAILED &&
+				    pm->unusable[0] != '\0' &&
+				    (p->mp->error == NULL ||
+				    strcmp(p->mp->error, pm->unusable) != 0)) {
+					/* FAILED before (an earlier run, another
+					 * cause): show the reason that holds now. */
+					char msg[256];
+
+					if (mpart_fail(pl->st, p->mp, pm->unusable,
+					    p->mp->retry_attempt, msg,
+					    sizeof(msg)) != 0)
+						log_warnx("mirror %s: %s", pm->name,
+						    msg);
 				}
 			}
 			continue;

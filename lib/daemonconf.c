@@ -22,6 +22,7 @@
 
 #include <yaml.h>
 
+#include "authz.h"
 #include "cfgprov.h"
 #include "compat.h"
 #include "daemonconf.h"
@@ -40,9 +41,11 @@ const struct ckey config_keys[] = {
 	{ "server.node_id", CT_INT, F(server_node_id), "1", 0, INT32_MAX, NULL, 0, NULL,
 	  "Broker id mirrord reports for itself in Metadata responses on its admin port. "
 	  "Clients see mirrord as a one-broker cluster with this id as broker and controller." },
-	{ "server.listen", CT_HOSTPORT, F(server_listen), "0.0.0.0:9192", 0, 0, NULL, KF_PORT0, NULL,
+	{ "server.listen", CT_HOSTPORT, F(server_listen), "127.0.0.1:9192", 0, 0, NULL, KF_PORT0, NULL,
 	  "Address of the Kafka-protocol admin listener that serves the mirror RPCs to kafka-mirrors and Kafka admin clients. "
-	  "Use 0.0.0.0 or [::] for all interfaces. "
+	  "The default accepts connections from this machine only. "
+	  "To serve other hosts use one of this machine's addresses, or 0.0.0.0 or [::] for all interfaces, together with authentication (server.security_protocol) and authorization (the authorization section): "
+	  "mirrord logs a warning at start when clients on other hosts could change mirrors anonymously. "
 	  "Port 0 takes any free port, which is meant for tests." },
 	{ "server.advertised", CT_HOSTPORT, F(server_advertised), "", 0, 0, NULL, KF_EMPTY, NULL,
 	  "Address mirrord names as its broker in Metadata responses, the one clients connect to after bootstrapping. "
@@ -52,7 +55,35 @@ const struct ckey config_keys[] = {
 	  "A client that announces a larger frame is disconnected before anything is read." },
 	{ "server.max_connections", CT_INT, F(server_max_connections), "1024", 1, 65536, NULL, KF_RELOAD, NULL,
 	  "Most admin connections open at once. "
-	  "Further connections are accepted and closed at once, and counted in a metric." },
+	  "At the limit, a new connection closes the connection that has been idle the longest (nothing buffered, no request in flight), so idle connections cannot lock an operator out; "
+	  "when none is idle the new connection is closed at once. "
+	  "Both are logged and counted in mirrord_admin_rejected_requests_total (evicted_idle, too_many_connections)." },
+	{ "server.max_connections_per_ip", CT_INT, F(server_max_connections_per_ip), "128", 1, 65536, NULL, KF_RELOAD, NULL,
+	  "Most admin connections open at once from one peer address, loopback included. "
+	  "Further connections from that address are closed at once, logged and counted (too_many_connections_per_ip)." },
+	{ "server.idle_timeout_ms", CT_DURATION, F(server_idle_timeout_ms), "600000", 100, 7 * DAY_MS, NULL, KF_RELOAD, NULL,
+	  "An admin connection with no request in flight, nothing buffered and no traffic for this long is closed, logged and counted (idle_timeout), like Kafka's connections.max.idle.ms." },
+	{ "server.request_timeout_ms", CT_DURATION, F(server_request_timeout_ms), "30000", 100, 3600000, NULL, KF_RELOAD, NULL,
+	  "Time a client has to send the rest of a request frame once its first byte arrived. "
+	  "A frame still incomplete after it is closed, logged and counted (request_timeout)." },
+	{ "server.max_buffered_bytes_per_connection", CT_SIZE, F(server_max_buffered_bytes_per_connection), "1MiB", 4 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
+	  "Most bytes read ahead from one admin connection and not yet handled, such as pipelined requests queued behind one being handled. "
+	  "Past it mirrord stops reading from that peer until it catches up; a single frame may still be up to server.max_request_bytes." },
+	{ "server.max_buffered_bytes_total", CT_SIZE, F(server_max_buffered_bytes_total), "256MiB", 1 * MiB, 64 * GiB, NULL, KF_RELOAD, NULL,
+	  "Most bytes buffered by all admin connections together: partial and queued request frames, requests being handled, and answers not yet sent. "
+	  "Past it the connection holding the largest buffers is closed, logged and counted (buffered_bytes_total). "
+	  "When smaller than server.max_request_bytes plus server.max_response_bytes, that sum is used instead, so a request and an answer of the largest sizes always fit." },
+	{ "server.max_response_bytes", CT_SIZE, F(server_max_response_bytes), "64MiB", 64 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
+	  "Largest response mirrord encodes on the admin listener. "
+	  "A DescribeMirrors or ListMirrors answer that would be larger is replaced by POLICY_VIOLATION (44) naming this limit; "
+	  "a topic operation's answer drops its per-topic messages first." },
+
+	{ "limits.max_mirrors", CT_INT, F(limits_max_mirrors), "1000", 1, 1000000, NULL, KF_RELOAD, NULL,
+	  "Most mirrors mirrord holds. "
+	  "CreateMirror beyond it is refused with POLICY_VIOLATION (44) naming this limit; existing mirrors are not affected when it is lowered." },
+	{ "limits.max_patterns_per_mirror", CT_INT, F(limits_max_patterns_per_mirror), "100", 1, 100000, NULL, KF_RELOAD, NULL,
+	  "Most topic patterns (include and exclude together) one mirror holds. "
+	  "AddTopicsToMirror or RemoveTopicsFromMirror that would go beyond it is refused with POLICY_VIOLATION (44) naming this limit, and nothing changes." },
 
 	{ "storage.data_dir", CT_STRING, F(storage_data_dir), "/var/lib/mirrord", 0, 0, NULL, 0, NULL,
 	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states. "
@@ -122,6 +153,25 @@ const struct ckey config_keys[] = {
 	{ "shutdown.timeout_ms", CT_DURATION, F(shutdown_timeout_ms), "30000", 0, 3600000, NULL, KF_RELOAD, NULL,
 	  "On SIGTERM, how long mirrord waits for in-flight produce requests to finish before it exits anyway. "
 	  "Anything not acknowledged is fetched again after the restart." },
+
+	{ "authorization.enabled", CT_ENUM, F(authorization_enabled), "auto", 0, 0, "auto|true|false", KF_RELOAD, NULL,
+	  "Whether the mirror RPCs are checked against authorization.super_users and authorization.acls. "
+	  "The value auto turns checking on when the admin listener authenticates clients (server.security_protocol other than PLAINTEXT) or when any rule or super user is configured, and leaves it off otherwise: then every client, User:ANONYMOUS on a PLAINTEXT listener, may do everything. "
+	  "Once on, authorization denies by default: a principal that is not a super user may do only what an allow rule grants and no deny rule takes away, so with no rules everyone but the super users is refused with CLUSTER_MIRROR_AUTHORIZATION_FAILED (144). "
+	  "ApiVersions and Metadata are never checked." },
+	{ "authorization.super_users", CT_PRINCIPALS, F(authorization_super_users), NULL, 0, 0, NULL, KF_RELOAD,
+	  "- User:admin",
+	  "Principals allowed every operation on every mirror while authorization is on: User:name for a SASL user, User: followed by the certificate's distinguished name for a TLS client (User:CN=ops,O=example), User:ANONYMOUS for clients that did not authenticate. "
+	  "Wildcards are not accepted here." },
+	{ "authorization.acls", CT_ACLS, F(authorization_acls), NULL, 0, 0, NULL, KF_RELOAD,
+	  "- principal: User:alice\n  operations: [describe, alter]\n  mirrors: [\"dev-*\"]\n  permission: allow\n"
+	  "- principal: \"User:*\"\n  operations: [describe]\n  mirrors: [\"*\"]\n  permission: allow",
+	  "Authorization rules, a list of mappings with four keys. "
+	  "The key principal names whom the rule is for: User:alice, or User:* for every user, User:ANONYMOUS included. "
+	  "The key operations lists describe (ListMirrors, DescribeMirrors), alter (CreateMirror, AddTopicsToMirror, RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics, DeleteMirror) or all; allowing alter also allows describe. "
+	  "The key mirrors lists mirror names, prefixes ending in * (prod-*), or * for every mirror. "
+	  "The key permission is allow or deny, and a deny rule that matches wins over any allow rule. "
+	  "ListMirrors and DescribeMirrors without names leave out the mirrors the principal may not describe; a mirror named in a request the principal may not make is answered with CLUSTER_MIRROR_AUTHORIZATION_FAILED (144), logged with the principal and peer, and counted in mirrord_admin_authorization_denied_total." },
 };
 
 #define NKEYS ARRAY_SIZE(config_keys)
@@ -699,6 +749,8 @@ const char *config_type_name(const struct ckey *k, char *buf, size_t len)
 	case CT_HOSTLIST: return "list of host:port";
 	case CT_MAP: return "map of client properties";
 	case CT_PATHLIST: return "list of absolute directories";
+	case CT_PRINCIPALS: return "list of principals";
+	case CT_ACLS: return "list of rules";
 	}
 	return "?";
 }
@@ -829,6 +881,10 @@ static int set_scalar(struct config *cfg, const struct ckey *k, const char *s,
 		return -1;
 	case CT_PATHLIST:
 		return parse_pathlist(s, f, why, whylen);
+	case CT_PRINCIPALS:
+	case CT_ACLS:
+		snprintf(why, whylen, "expected a list");
+		return -1;
 	}
 	return -1;
 }
@@ -871,6 +927,73 @@ static int map_add(struct config_map *m, const char *name, const char *value)
 	return 0;
 }
 
+static void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void principals_free(struct config_principals *p)
+{
+	strv_free(p->v, p->n);
+	memset(p, 0, sizeof(*p));
+}
+
+static void acl_fini(struct config_acl *a)
+{
+	free(a->principal);
+	strv_free(a->mirrors, a->nmirrors);
+	memset(a, 0, sizeof(*a));
+}
+
+static void acls_free(struct config_acls *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		acl_fini(&l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* Appends a copy of s to the string vector *v of *n entries. */
+static int strv_add(char ***v, size_t *n, const char *s)
+{
+	char **nv = realloc(*v, (*n + 1) * sizeof(*nv));
+
+	if (nv == NULL)
+		return -1;
+	*v = nv;
+	if ((nv[*n] = strdup(s)) == NULL)
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+/* Appends a deep copy of a to l. */
+static int acls_add(struct config_acls *l, const struct config_acl *a)
+{
+	struct config_acl *nv = realloc(l->v, (l->n + 1) * sizeof(*nv)), *d;
+
+	if (nv == NULL)
+		return -1;
+	l->v = nv;
+	d = &nv[l->n];
+	memset(d, 0, sizeof(*d));
+	d->ops = a->ops;
+	d->deny = a->deny;
+	d->line = a->line;
+	if ((d->principal = strdup(a->principal)) == NULL)
+		return -1;
+	for (size_t i = 0; i < a->nmirrors; i++) {
+		if (strv_add(&d->mirrors, &d->nmirrors, a->mirrors[i]) < 0) {
+			acl_fini(d);
+			return -1;
+		}
+	}
+	l->n++;
+	return 0;
+}
+
 static void field_free(struct config *cfg, const struct ckey *k)
 {
 	void *f = config_field(cfg, k);
@@ -890,6 +1013,12 @@ static void field_free(struct config *cfg, const struct ckey *k)
 		break;
 	case CT_PATHLIST:
 		list_free(f);
+		break;
+	case CT_PRINCIPALS:
+		principals_free(f);
+		break;
+	case CT_ACLS:
+		acls_free(f);
 		break;
 	default:
 		break;
@@ -1112,6 +1241,241 @@ static void load_pathlist_seq(struct lctx *c, const struct ckey *k, const yaml_n
 	*(struct config_list *)config_field(c->cfg, k) = l;
 }
 
+/* ---- authorization: lists of principals and of rules ------------------ */
+
+/* A scalar counts as a list of one, so "mirrors: prod-*" works too. */
+static size_t list_len(const yaml_node_t *v)
+{
+	if (v->type == YAML_SEQUENCE_NODE)
+		return (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	return 1;
+}
+
+static yaml_node_t *list_at(struct lctx *c, const yaml_node_t *v, size_t i)
+{
+	if (v->type == YAML_SEQUENCE_NODE)
+		return yaml_document_get_node(c->doc, v->data.sequence.items.start[i]);
+	return (yaml_node_t *)(uintptr_t)v;
+}
+
+/* The text of list item n, or NULL (reported) if it is not a plain value. */
+static const char *list_text(struct lctx *c, const yaml_node_t *n,
+    const char *path, const char *what)
+{
+	if (n->type != YAML_SCALAR_NODE) {
+		lerr(c, MARK(n), path, "list entries must be %s, got %s", what, node_kind(n));
+		return NULL;
+	}
+	if (scalar_is_null(n)) {
+		lerr(c, MARK(n), path, "empty list entry; expected %s", what);
+		return NULL;
+	}
+	return scalar_text(c, n, path);
+}
+
+static void load_principals(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
+{
+	struct config_principals *pl = config_field(c->cfg, k);
+	char why[256];
+
+	if (v->type == YAML_SCALAR_NODE && scalar_is_null(v))
+		return;
+	if (v->type == YAML_MAPPING_NODE) {
+		lerr(c, MARK(v), k->path, "expected a list of principals (User:name), got a mapping");
+		return;
+	}
+	for (size_t i = 0; i < list_len(v); i++) {
+		const yaml_node_t *n = list_at(c, v, i);
+		const char *s;
+		size_t j;
+
+		if (n == NULL || (s = list_text(c, n, k->path, "principals (User:name)")) == NULL)
+			continue;
+		if (pl->n >= AUTHZ_MAX_SUPER_USERS) {
+			lerr(c, MARK(n), k->path, "more than %d principals", AUTHZ_MAX_SUPER_USERS);
+			return;
+		}
+		if (authz_check_principal(s, 0, why, sizeof(why)) < 0) {
+			lerr(c, MARK(n), k->path, "%s", why);
+			continue;
+		}
+		for (j = 0; j < pl->n; j++)
+			if (strcmp(pl->v[j], s) == 0)
+				break;
+		if (j < pl->n) {
+			lerr(c, MARK(n), k->path, "duplicate principal %.64s", s);
+			continue;
+		}
+		if (strv_add(&pl->v, &pl->n, s) < 0)
+			lerr(c, MARK(n), k->path, "out of memory");
+	}
+}
+
+static const char *const acl_fields[] = { "principal", "operations", "mirrors", "permission" };
+
+/* One rule; 0 with *a filled (the caller frees it either way) or -1. */
+static int load_acl(struct lctx *c, const char *rpath, const yaml_node_t *v,
+    struct config_acl *a)
+{
+	int seen[ARRAY_SIZE(acl_fields)] = { 0 }, bad = 0;
+	char path[320], why[256];
+
+	a->line = (int)v->start_mark.line + 1;
+	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(c->doc, p->key);
+		yaml_node_t *vn = yaml_document_get_node(c->doc, p->value);
+		const char *name, *s;
+		size_t f;
+
+		if (kn == NULL || vn == NULL)
+			continue;
+		if (kn->type != YAML_SCALAR_NODE) {
+			lerr(c, MARK(kn), rpath, "keys must be scalars, got %s", node_kind(kn));
+			bad = 1;
+			continue;
+		}
+		if ((name = scalar_text(c, kn, rpath)) == NULL) {
+			bad = 1;
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s.%.64s", rpath, name);
+		for (f = 0; f < ARRAY_SIZE(acl_fields); f++)
+			if (strcmp(name, acl_fields[f]) == 0)
+				break;
+		if (f == ARRAY_SIZE(acl_fields)) {
+			const char *best = NULL;
+			size_t bestd = 3;
+
+			for (size_t j = 0; j < ARRAY_SIZE(acl_fields); j++) {
+				size_t d = config_edit_distance(name, acl_fields[j]);
+
+				if (d < bestd) {
+					bestd = d;
+					best = acl_fields[j];
+				}
+			}
+			if (best != NULL)
+				lerr(c, MARK(kn), path, "unknown rule key; did you mean %s?", best);
+			else
+				lerr(c, MARK(kn), path, "unknown rule key; a rule has principal, operations, mirrors and permission");
+			bad = 1;
+			continue;
+		}
+		if (seen[f] != 0) {
+			lerr(c, MARK(kn), path, "duplicate key (first set at line %d)", seen[f]);
+			bad = 1;
+			continue;
+		}
+		seen[f] = (int)kn->start_mark.line + 1;
+		if (f == 0 || f == 3) {         /* principal, permission: one value */
+			if (vn->type != YAML_SCALAR_NODE || scalar_is_null(vn)) {
+				lerr(c, MARK(vn), path, "expected %s, got %s",
+				    f == 0 ? "a principal (User:name or User:*)" : "allow or deny",
+				    vn->type == YAML_SCALAR_NODE ? "nothing" : node_kind(vn));
+				bad = 1;
+				continue;
+			}
+			if ((s = scalar_text(c, vn, path)) == NULL) {
+				bad = 1;
+				continue;
+			}
+			if (f == 0 && authz_check_principal(s, 1, why, sizeof(why)) < 0) {
+				lerr(c, MARK(vn), path, "%s", why);
+				bad = 1;
+			} else if (f == 0 && (a->principal = strdup(s)) == NULL) {
+				lerr(c, MARK(vn), path, "out of memory");
+				bad = 1;
+			} else if (f == 3 && strcasecmp(s, "allow") != 0 && strcasecmp(s, "deny") != 0) {
+				lerr(c, MARK(vn), path, "'%.64s' is not allow or deny", s);
+				bad = 1;
+			} else if (f == 3) {
+				a->deny = strcasecmp(s, "deny") == 0;
+			}
+			continue;
+		}
+		/* operations, mirrors: a list, or one value. */
+		if (vn->type == YAML_MAPPING_NODE ||
+		    (vn->type == YAML_SCALAR_NODE && scalar_is_null(vn)) || list_len(vn) == 0) {
+			lerr(c, MARK(vn), path, "expected a list of %s, got %s",
+			    f == 1 ? "describe, alter or all" : "mirror names, prefixes ending in * or *",
+			    vn->type == YAML_MAPPING_NODE ? "a mapping" :
+			    vn->type == YAML_SEQUENCE_NODE ? "an empty list" : "nothing");
+			bad = 1;
+			continue;
+		}
+		if (f == 2 && list_len(vn) > AUTHZ_MAX_PATTERNS) {
+			lerr(c, MARK(vn), path, "more than %d mirror patterns", AUTHZ_MAX_PATTERNS);
+			bad = 1;
+			continue;
+		}
+		for (size_t i = 0; i < list_len(vn); i++) {
+			const yaml_node_t *n = list_at(c, vn, i);
+			unsigned m;
+
+			if (n == NULL || (s = list_text(c, n, path, f == 1 ?
+			    "operations (describe, alter or all)" : "mirror patterns")) == NULL) {
+				bad = 1;
+				continue;
+			}
+			if (f == 1 && authz_parse_op(s, &m) < 0) {
+				lerr(c, MARK(n), path, "'%.64s' is not an operation: expected describe, alter or all", s);
+				bad = 1;
+			} else if (f == 1) {
+				a->ops |= m;
+			} else if (authz_check_pattern(s, why, sizeof(why)) < 0) {
+				lerr(c, MARK(n), path, "%s", why);
+				bad = 1;
+			} else if (strv_add(&a->mirrors, &a->nmirrors, s) < 0) {
+				lerr(c, MARK(n), path, "out of memory");
+				bad = 1;
+			}
+		}
+	}
+	for (size_t f = 0; f < ARRAY_SIZE(acl_fields); f++) {
+		if (seen[f] == 0) {
+			lerr(c, MARK(v), rpath, "the rule has no %s%s", acl_fields[f],
+			    f == 3 ? " (allow or deny)" : "");
+			bad = 1;
+		}
+	}
+	return bad ? -1 : 0;
+}
+
+static void load_acls(struct lctx *c, const struct ckey *k, const yaml_node_t *v)
+{
+	struct config_acls *l = config_field(c->cfg, k);
+	char rpath[96];
+
+	if (v->type == YAML_SCALAR_NODE && scalar_is_null(v))
+		return;
+	if (v->type != YAML_SEQUENCE_NODE) {
+		lerr(c, MARK(v), k->path, "expected a list of rules (mappings with principal, "
+		    "operations, mirrors and permission), got %s", node_kind(v));
+		return;
+	}
+	if (list_len(v) > AUTHZ_MAX_RULES) {
+		lerr(c, MARK(v), k->path, "more than %d rules", AUTHZ_MAX_RULES);
+		return;
+	}
+	for (size_t i = 0; i < list_len(v); i++) {
+		const yaml_node_t *n = list_at(c, v, i);
+		struct config_acl a;
+
+		if (n == NULL)
+			continue;
+		snprintf(rpath, sizeof(rpath), "%s[%zu]", k->path, i);
+		if (n->type != YAML_MAPPING_NODE) {
+			lerr(c, MARK(n), rpath, "expected a rule (a mapping with principal, "
+			    "operations, mirrors and permission), got %s", node_kind(n));
+			continue;
+		}
+		memset(&a, 0, sizeof(a));
+		if (load_acl(c, rpath, n, &a) == 0 && acls_add(l, &a) < 0)
+			lerr(c, MARK(n), rpath, "out of memory");
+		acl_fini(&a);
+	}
+}
+
 static void load_key(struct lctx *c, const struct ckey *k, const yaml_node_t *kn,
     const yaml_node_t *v)
 {
@@ -1127,6 +1491,14 @@ static void load_key(struct lctx *c, const struct ckey *k, const yaml_node_t *kn
 	c->seen_col[idx] = (int)kn->start_mark.column + 1;
 	if (k->type == CT_MAP) {
 		load_map(c, k, v);
+		return;
+	}
+	if (k->type == CT_PRINCIPALS) {
+		load_principals(c, k, v);
+		return;
+	}
+	if (k->type == CT_ACLS) {
+		load_acls(c, k, v);
 		return;
 	}
 	if (k->type == CT_HOSTLIST && v->type == YAML_SEQUENCE_NODE) {
@@ -1488,6 +1860,33 @@ static int field_eq(const struct config *a, const struct config *b, const struct
 				return 0;
 		return 1;
 	}
+	case CT_PRINCIPALS: {
+		const struct config_principals *pa = fa, *pb = fb;
+
+		if (pa->n != pb->n)
+			return 0;
+		for (size_t i = 0; i < pa->n; i++)
+			if (!str_eq(pa->v[i], pb->v[i]))
+				return 0;
+		return 1;
+	}
+	case CT_ACLS: {
+		const struct config_acls *la = fa, *lb = fb;
+
+		if (la->n != lb->n)
+			return 0;
+		for (size_t i = 0; i < la->n; i++) {
+			const struct config_acl *x = &la->v[i], *y = &lb->v[i];
+
+			if (!str_eq(x->principal, y->principal) || x->ops != y->ops ||
+			    x->deny != y->deny || x->nmirrors != y->nmirrors)
+				return 0;
+			for (size_t j = 0; j < x->nmirrors; j++)
+				if (!str_eq(x->mirrors[j], y->mirrors[j]))
+					return 0;
+		}
+		return 1;
+	}
 	}
 	return 0;
 }
@@ -1554,6 +1953,23 @@ static int field_copy(struct config *dst, const struct config *src, const struct
 			return -1;
 		for (size_t i = 0; i < ls->n; i++)
 			if (list_add_path(fd, ls->v[i], why, sizeof(why)) < 0)
+				return -1;
+		return 0;
+	}
+	case CT_PRINCIPALS: {
+		const struct config_principals *ps = fs;
+		struct config_principals *pd = fd;
+
+		for (size_t i = 0; i < ps->n; i++)
+			if (strv_add(&pd->v, &pd->n, ps->v[i]) < 0)
+				return -1;
+		return 0;
+	}
+	case CT_ACLS: {
+		const struct config_acls *ls = fs;
+
+		for (size_t i = 0; i < ls->n; i++)
+			if (acls_add(fd, &ls->v[i]) < 0)
 				return -1;
 		return 0;
 	}

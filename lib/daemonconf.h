@@ -47,6 +47,34 @@ struct config_list {
 	char **v;
 };
 
+/* A YAML list of principals ("User:admin"), in file order. */
+struct config_principals {
+	size_t n;
+	char **v;
+};
+
+/* One rule of authorization.acls (authz.h says what it means). */
+struct config_acl {
+	char *principal;  /* "User:alice" or "User:*" */
+	unsigned ops;     /* AUTHZ_OP_BIT()s of authz.h */
+	int deny;         /* permission: deny (else allow) */
+	size_t nmirrors;
+	char **mirrors;   /* names, "prefix*" or "*" */
+	int line;         /* where the rule starts in the file, 0 if unknown */
+};
+
+struct config_acls {
+	size_t n;
+	struct config_acl *v;
+};
+
+/* authorization.enabled; the order is that of the key's choices. */
+enum config_authz_mode {
+	CONFIG_AUTHZ_AUTO,  /* on when the listener authenticates or rules exist */
+	CONFIG_AUTHZ_TRUE,
+	CONFIG_AUTHZ_FALSE,
+};
+
 /* log.target; the order is that of the key's choices in the table. */
 enum config_log_target {
 	CONFIG_LOG_AUTO,    /* journald prefixes when JOURNAL_STREAM is set */
@@ -68,6 +96,15 @@ struct config {
 	                                            use the port actually bound) */
 	int64_t server_max_request_bytes;        /* server.max_request_bytes */
 	int64_t server_max_connections;          /* server.max_connections */
+	int64_t server_max_connections_per_ip;   /* server.max_connections_per_ip */
+	int64_t server_idle_timeout_ms;          /* server.idle_timeout_ms */
+	int64_t server_request_timeout_ms;       /* server.request_timeout_ms */
+	int64_t server_max_buffered_bytes_per_connection;
+	int64_t server_max_buffered_bytes_total;
+	int64_t server_max_response_bytes;       /* server.max_response_bytes */
+
+	int64_t limits_max_mirrors;              /* limits.max_mirrors */
+	int64_t limits_max_patterns_per_mirror;  /* limits.max_patterns_per_mirror */
 
 	char *storage_data_dir;                  /* storage.data_dir */
 	int64_t storage_snapshot_every_records;  /* storage.snapshot_every_records */
@@ -93,6 +130,10 @@ struct config {
 	int64_t pipeline_retry_backoff_ms;
 
 	int64_t shutdown_timeout_ms;             /* shutdown.timeout_ms */
+
+	int authorization_enabled;               /* enum config_authz_mode */
+	struct config_principals authorization_super_users;
+	struct config_acls authorization_acls;
 };
 
 /* Errors collected while loading, each "file:line:column: key: message". */

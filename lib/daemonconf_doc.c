@@ -9,9 +9,11 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "authz.h"
 #include "compat.h"
 #include "daemonconf.h"
 #include "daemonconf_int.h"
@@ -69,6 +71,71 @@ static const char *choice_name(const char *choices, int idx, char *buf, size_t l
 	return buf;
 }
 
+/* YAML text of s as yaml_scalar() writes it, into buf. */
+static size_t scalar_into(const char *s, char *buf, size_t len)
+{
+	char *text = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&text, &n);
+
+	if (f == NULL)
+		return 0;
+	yaml_scalar(f, s);
+	if (fclose(f) != 0 || text == NULL) {
+		free(text);
+		return 0;
+	}
+	n = (size_t)snprintf(buf, len, "%s", text);
+	free(text);
+	return n;
+}
+
+/* Appends to buf (of len, used so far *used) without overrunning it. */
+static void put(char *buf, size_t len, size_t *used, const char *s, int quote)
+{
+	if (*used >= len)
+		return;
+	if (quote)
+		*used += scalar_into(s, buf + *used, len - *used);
+	else
+		*used += (size_t)snprintf(buf + *used, len - *used, "%s", s);
+}
+
+/* A flow list of YAML scalars: ["User:a", "User:b"]. */
+static void format_strv(char *const *v, size_t n, char *buf, size_t len, size_t *used)
+{
+	put(buf, len, used, "[", 0);
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			put(buf, len, used, ", ", 0);
+		put(buf, len, used, v[i], 1);
+	}
+	put(buf, len, used, "]", 0);
+}
+
+static const char *acl_ops_text(unsigned ops)
+{
+	if (ops == AUTHZ_OP_ALL)
+		return "[all]";
+	if (ops == AUTHZ_OP_BIT(AUTHZ_DESCRIBE))
+		return "[describe]";
+	if (ops == AUTHZ_OP_BIT(AUTHZ_ALTER))
+		return "[alter]";
+	return "[]";
+}
+
+/* One rule as a flow mapping. */
+static void format_acl(const struct config_acl *a, char *buf, size_t len, size_t *used)
+{
+	put(buf, len, used, "{principal: ", 0);
+	put(buf, len, used, a->principal, 1);
+	put(buf, len, used, ", operations: ", 0);
+	put(buf, len, used, acl_ops_text(a->ops), 0);
+	put(buf, len, used, ", mirrors: ", 0);
+	format_strv(a->mirrors, a->nmirrors, buf, len, used);
+	put(buf, len, used, a->deny ? ", permission: deny}" : ", permission: allow}", 0);
+}
+
 static int format_field(const struct config *cfg, const struct ckey *k, char *buf, size_t len)
 {
 	const void *f = config_field(cfg, k);
@@ -117,6 +184,28 @@ static int format_field(const struct config *cfg, const struct ckey *k, char *bu
 			snprintf(buf + used, len - used, "}");
 		return 0;
 	}
+	case CT_PRINCIPALS: {
+		const struct config_principals *p = f;
+		size_t used = 0;
+
+		buf[0] = '\0';
+		format_strv(p->v, p->n, buf, len, &used);
+		return 0;
+	}
+	case CT_ACLS: {
+		const struct config_acls *l = f;
+		size_t used = 0;
+
+		buf[0] = '\0';
+		put(buf, len, &used, "[", 0);
+		for (size_t i = 0; i < l->n; i++) {
+			if (i > 0)
+				put(buf, len, &used, ", ", 0);
+			format_acl(&l->v[i], buf, len, &used);
+		}
+		put(buf, len, &used, "]", 0);
+		return 0;
+	}
 	}
 	return -1;
 }
@@ -150,6 +239,46 @@ void config_dump(const struct config *cfg, FILE *out)
 				fprintf(out, "    %s: ", m->names[j]);
 				yaml_scalar(out, config_redact(m->names[j], m->values[j]));
 				fputc('\n', out);
+			}
+			continue;
+		}
+		if (k->type == CT_PRINCIPALS) {
+			const struct config_principals *p = config_field(cfg, k);
+
+			fprintf(out, "  %s:%s\n", k->path + sl + 1, p->n ? "" : " []");
+			for (size_t j = 0; j < p->n; j++) {
+				fputs("    - ", out);
+				yaml_scalar(out, p->v[j]);
+				fputc('\n', out);
+			}
+			continue;
+		}
+		if (k->type == CT_ACLS) {
+			const struct config_acls *l = config_field(cfg, k);
+
+			fprintf(out, "  %s:%s\n", k->path + sl + 1, l->n ? "" : " []");
+			for (size_t j = 0; j < l->n; j++) {
+				const struct config_acl *a = &l->v[j];
+				char list[8192];
+				size_t used = 0;
+
+				fputs("    - principal: ", out);
+				yaml_scalar(out, a->principal);
+				fprintf(out, "\n      operations: %s\n", acl_ops_text(a->ops));
+				list[0] = '\0';
+				format_strv(a->mirrors, a->nmirrors, list, sizeof(list), &used);
+				/* A list too long for one flow line goes in block style. */
+				if (used < sizeof(list) - 1) {
+					fprintf(out, "      mirrors: %s\n", list);
+				} else {
+					fputs("      mirrors:\n", out);
+					for (size_t m = 0; m < a->nmirrors; m++) {
+						fputs("        - ", out);
+						yaml_scalar(out, a->mirrors[m]);
+						fputc('\n', out);
+					}
+				}
+				fprintf(out, "      permission: %s\n", a->deny ? "deny" : "allow");
 			}
 			continue;
 		}
@@ -255,7 +384,7 @@ void config_write_example(FILE *out)
 		snprintf(line, sizeof(line), "Default: %s. Reload: %s.", default_text(k),
 		    (k->flags & KF_RELOAD) ? "yes (SIGHUP)" : "no, needs a restart");
 		wrap(out, "  # ", line, 78);
-		if (k->type == CT_MAP) {
+		if (k->type == CT_MAP || k->type == CT_PRINCIPALS || k->type == CT_ACLS) {
 			const char *p = k->example;
 
 			fprintf(out, "  #%s:\n", leaf);

@@ -22,6 +22,8 @@ enum ctype {
 	CT_HOSTLIST, /* char *: "host:port,host:port" */
 	CT_MAP,      /* struct config_map of client properties */
 	CT_PATHLIST, /* struct config_list of absolute paths */
+	CT_PRINCIPALS, /* struct config_principals (authz principals) */
+	CT_ACLS,     /* struct config_acls (authorization rules) */
 };
 
 #define KF_RELOAD 0x1   /* SIGHUP may change it */

@@ -411,7 +411,7 @@ out:
 }
 
 static int load_key(SSL_CTX *ctx, const char *pem, const char *password,
-    const char *what, char *err, size_t errlen)
+    const char *what, const char *cert_what, char *err, size_t errlen)
 {
 	BIO *bio = BIO_new_mem_buf(pem, -1);
 	EVP_PKEY *key = NULL;
@@ -424,9 +424,14 @@ static int load_key(SSL_CTX *ctx, const char *pem, const char *password,
 	}
 	key = PEM_read_bio_PrivateKey(bio, NULL, key_password_cb,
 	    (void *)(uintptr_t)password);
-	if (key == NULL || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+	if (key == NULL) {
 		ssl_errstr(ebuf, sizeof(ebuf), "no PEM private key in it");
 		snprintf(err, errlen, "%s: %s", what, ebuf);
+		goto out;
+	}
+	if (SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+		ERR_clear_error();
+		snprintf(err, errlen, "%s does not match %s", what, cert_what);
 		goto out;
 	}
 	rc = 0;
@@ -498,7 +503,7 @@ int kconn_config_prepare(struct kconn_config *cfg, char *err, size_t errlen)
 		source_name(what2, sizeof(what2), cfg->ssl_key_location,
 		    "ssl.key.location", "ssl.key.pem");
 		if (load_key(ctx, cfg->ssl_key_pem, cfg->ssl_key_password,
-		    what2, err, errlen) != 0)
+		    what2, what, err, errlen) != 0)
 			goto fail;
 		if (SSL_CTX_check_private_key(ctx) != 1) {
 			snprintf(err, errlen, "%s does not match %s", what2,

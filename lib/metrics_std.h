@@ -39,6 +39,7 @@
 	X(CONN_API, "cluster", "mirror", "api") \
 	X(CONN_API_ERROR, "cluster", "mirror", "api", "error") \
 	X(ADMIN_API_ERROR, "api", "error") \
+	X(ADMIN_API_OPERATION, "api", "operation") \
 	X(REASON, "reason") \
 	X(RESULT, "result") \
 	X(VERSION, "version")
@@ -105,6 +106,11 @@
 	X(ADMIN_REJECTED_REQUESTS, "mirrord_admin_rejected_requests_total", \
 	    COUNTER, REASON, NONE, NO, "Admin listener requests dropped " \
 	    "without an answer (connection closed), by reason") \
+	X(ADMIN_AUTHORIZATION_DENIED, \
+	    "mirrord_admin_authorization_denied_total", COUNTER, \
+	    ADMIN_API_OPERATION, NONE, NO, "Mirrors refused to a principal by " \
+	    "authorization (answered with 144), by API and operation " \
+	    "(describe or alter)") \
 	X(ADMIN_CONNECTIONS, "mirrord_admin_connections", GAUGE, NONE, NONE, \
 	    NO, "Open connections to the admin listener") \
 	X(METADATA_LOG_RECORDS, "mirrord_metadata_log_records_total", \

@@ -19,6 +19,7 @@
 #include "daemonconf.h"
 #include "kerr.h"
 #include "mirrorconf.h"
+#include "tpattern.h"
 #include "safefile.h"
 
 #define ERR_INVALID_CONFIG KERR_INVALID_CONFIG   /* 40 */
@@ -30,7 +31,7 @@ enum mtype {
 	MT_BOOL,      /* true|false */
 	MT_ENUM,      /* one of choices ("a|b|c"); case-insensitive if MF_NOCASE */
 	MT_HOSTLIST,  /* host:port[,host:port...] */
-	MT_REGEXLIST, /* comma-separated POSIX extended regexes */
+	MT_REGEXLIST, /* comma-separated topic patterns (tpattern.h) */
 	MT_NAMELIST,  /* comma-separated config names */
 	MT_CLUSTERID, /* [A-Za-z0-9._-]+ */
 };
@@ -129,7 +130,7 @@ static const struct mkey mkeys[] = {
 	{ "mirror.failed.retry.max.attempts", MK_MIRROR, MT_INT, "100", 0, 32767, NULL, O(failed_retry_max_attempts), 0,
 	  "Automatic retries of a FAILED partition before it stays FAILED; 0 never retries." },
 	{ "mirror.topics.include", MK_MIRROR, MT_REGEXLIST, "", 0, 0, NULL, O(topics_include), 0,
-	  "Comma-separated regular expressions (POSIX extended, matching the whole name) of source topics to mirror automatically. "
+	  "Comma-separated regular expressions (Java syntax on PCRE2, matching the whole name) of source topics to mirror automatically. "
 	  "Empty mirrors only the topics added by name." },
 	{ "mirror.topics.exclude", MK_MIRROR, MT_REGEXLIST, "__.*", 0, 0, NULL, O(topics_exclude), 0,
 	  "Comma-separated regular expressions of source topics never mirrored automatically. "
@@ -243,7 +244,7 @@ static void regexes_free(struct mirrorconf_regexes *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
 		free(r->src[i]);
-		regfree(&r->re[i]);
+		tpattern_free(r->re[i]);
 	}
 	free(r->src);
 	free(r->re);
@@ -251,15 +252,16 @@ static void regexes_free(struct mirrorconf_regexes *r)
 }
 
 /*
- * Compiles a comma-separated pattern list; out may be NULL to only check.
- * Each pattern is anchored so it must match the whole topic name, like
- * Java's Pattern.matches.
+ * Compiles a comma-separated pattern list (a comma inside (), [], {} or
+ * \Q..\E, or escaped, is the pattern's); out may be NULL to only check.
+ * Each pattern must match the whole topic name, like Java's
+ * Matcher.matches(), and is checked against the limits of tpattern.h.
  */
 static int compile_regexes(const char *s, struct mirrorconf_regexes *out,
     char *why, size_t whylen)
 {
 	struct mirrorconf_regexes r = { 0 };
-	char *copy = strdup(s), *save = NULL, *tok;
+	char *copy = strdup(s), *rest = copy, *tok;
 	int rc = -1;
 
 	if (copy == NULL) {
@@ -272,11 +274,10 @@ static int compile_regexes(const char *s, struct mirrorconf_regexes *out,
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	for (tok = strtok_r(copy, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+	while (rest != NULL) {
 		size_t n;
-		char *anchored;
-		int e;
 
+		tok = tpattern_list_next(rest, &rest);
 		while (*tok == ' ')
 			tok++;
 		for (n = strlen(tok); n > 0 && tok[n - 1] == ' '; n--)
@@ -287,23 +288,12 @@ static int compile_regexes(const char *s, struct mirrorconf_regexes *out,
 			snprintf(why, whylen, "more than %d patterns", MIRRORCONF_MAX_PATTERNS);
 			goto out;
 		}
-		if ((anchored = malloc(n + 5)) == NULL) {
-			snprintf(why, whylen, "out of memory");
+		if (tpattern_check(tok, NULL, why, whylen) != 0)
 			goto out;
-		}
-		snprintf(anchored, n + 5, "^(%s)$", tok);
-		e = regcomp(&r.re[r.n], anchored, REG_EXTENDED | REG_NOSUB);
-		free(anchored);
-		if (e != 0) {
-			char msg[128];
-
-			regerror(e, NULL, msg, sizeof(msg));
-			snprintf(why, whylen, "'%.64s' is not a valid POSIX extended regular expression (%s)",
-			    tok, msg);
-			goto out;
-		}
+		if ((r.re[r.n] = tpattern_new(tok, why, whylen)) == NULL)
+			goto out;   /* checked just now: out of memory */
 		if ((r.src[r.n] = strdup(tok)) == NULL) {
-			regfree(&r.re[r.n]);
+			tpattern_free(r.re[r.n]);
 			snprintf(why, whylen, "out of memory");
 			goto out;
 		}
@@ -733,7 +723,7 @@ oom:
 static int regex_any(const struct mirrorconf_regexes *r, const char *s)
 {
 	for (size_t i = 0; i < r->n; i++)
-		if (regexec(&r->re[i], s, 0, NULL, 0) == 0)
+		if (tpattern_match(r->re[i], s))
 			return 1;
 	return 0;
 }

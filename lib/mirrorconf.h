@@ -29,7 +29,6 @@
 #ifndef MIRRORD_MIRRORCONF_H
 #define MIRRORD_MIRRORCONF_H
 
-#include <regex.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,10 +39,12 @@
 #define MIRRORCONF_MAX_VALUE 65536   /* inline PEM keys and chains fit */
 #define MIRRORCONF_MAX_PATTERNS 64   /* per include/exclude list */
 
+struct tpattern;
+
 struct mirrorconf_regexes {
 	size_t n;
-	char **src;     /* the patterns as given */
-	regex_t *re;    /* compiled, anchored: a pattern matches a whole name */
+	char **src;             /* the patterns as given */
+	struct tpattern **re;   /* compiled (tpattern.h): a pattern matches a whole name */
 };
 
 struct mirrorconf {

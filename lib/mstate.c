@@ -9,7 +9,6 @@
 #include "config.h"
 
 #include <inttypes.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +22,7 @@
 #include "mrec.h"
 #include "mstate.h"
 #include "mstate_int.h"
+#include "tpattern.h"
 
 /* ---- states and transitions ---------------------------------------------- */
 
@@ -360,39 +360,27 @@ int mstate_check_topic_name(const char *name, char *msg, size_t msglen)
 	return KERR_INVALID_TOPIC_EXCEPTION;
 }
 
-int mstate_compile_pattern(regex_t *re, const char *pattern, char *msg,
+struct tpattern *mstate_compile_pattern(const char *pattern, char *msg,
     size_t msglen)
 {
-	size_t n = strlen(pattern) + 5;
-	char *anch = malloc(n);
-	int rc;
+	char why[512];
+	struct tpattern *p = tpattern_new(pattern, why, sizeof(why));
 
-	if (anch == NULL) {
-		mstate_fmt(msg, msglen, "out of memory");
-		return -1;
-	}
-	snprintf(anch, n, "^(%s)$", pattern);
-	rc = regcomp(re, anch, REG_EXTENDED | REG_NOSUB);
-	free(anch);
-	if (rc != 0) {
-		char why[128];
-		regerror(rc, re, why, sizeof(why));
-		mstate_fmt(msg, msglen, "pattern '%s' is not a valid regular "
-		    "expression: %s", pattern, why);
-		return -1;
-	}
-	return 0;
+	if (p == NULL)
+		mstate_fmt(msg, msglen, "pattern '%.200s%s' %s", pattern,
+		    strlen(pattern) > 200 ? "..." : "", why);
+	return p;
 }
 
 int mstate_pattern_match(const char *pattern, const char *name)
 {
-	regex_t re;
+	struct tpattern *p = mstate_compile_pattern(pattern, NULL, 0);
 	int m;
 
-	if (mstate_compile_pattern(&re, pattern, NULL, 0) != 0)
+	if (p == NULL)
 		return 0;
-	m = regexec(&re, name, 0, NULL, 0) == 0;
-	regfree(&re);
+	m = tpattern_match(p, name);
+	tpattern_free(p);
 	return m;
 }
 
@@ -401,9 +389,11 @@ int mirror_wants_topic(const struct mirror *m, const char *topic)
 	int in = 0;
 
 	for (size_t i = 0; i < m->nincludes && !in; i++)
-		in = mstate_pattern_match(m->includes[i], topic);
+		in = m->include_re[i] != NULL &&
+		    tpattern_match(m->include_re[i], topic);
 	for (size_t i = 0; i < m->nexcludes && in; i++)
-		if (mstate_pattern_match(m->excludes[i], topic))
+		if (m->exclude_re[i] != NULL &&
+		    tpattern_match(m->exclude_re[i], topic))
 			in = 0;
 	return in;
 }
@@ -447,12 +437,18 @@ void mstate_mirror_free(struct mirror *m)
 		}
 	}
 	free(m->configs);
-	for (size_t i = 0; i < m->nincludes; i++)
+	for (size_t i = 0; i < m->nincludes; i++) {
 		free(m->includes[i]);
+		tpattern_free(m->include_re[i]);
+	}
 	free(m->includes);
-	for (size_t i = 0; i < m->nexcludes; i++)
+	free(m->include_re);
+	for (size_t i = 0; i < m->nexcludes; i++) {
 		free(m->excludes[i]);
+		tpattern_free(m->exclude_re[i]);
+	}
 	free(m->excludes);
+	free(m->exclude_re);
 	free(m->source_cluster_id);
 	free(m->name);
 	free(m);

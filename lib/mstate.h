@@ -93,6 +93,7 @@ struct manchor {
 
 struct mtopic;
 struct mirror;
+struct tpattern;
 
 struct mpart {
 	struct mtopic *topic;
@@ -120,10 +121,14 @@ struct mirror {
 	struct mcfg *configs;    /* as given at CreateMirror, in that order */
 	size_t nconfigs;
 	char *source_cluster_id; /* NULL until resolved */
-	char **includes;
+	char **includes;         /* patterns as given (tpattern.h) */
 	size_t nincludes;
 	char **excludes;
 	size_t nexcludes;
+	/* includes and excludes compiled, same indexes; NULL for one that
+	 * no longer compiles (replayed from an older log): it matches nothing. */
+	struct tpattern **include_re;
+	struct tpattern **exclude_re;
 	struct mtopic **topics;  /* sorted by name */
 	size_t ntopics;
 };
@@ -236,7 +241,8 @@ const char *mirror_config_get(const struct mirror *m, const char *key);
 /* bootstrap.servers of the mirror (never NULL for a created mirror). */
 const char *mirror_bootstrap(const struct mirror *m);
 /* 1 if topic matches an include pattern and no exclude pattern (patterns
- * are POSIX extended regular expressions matched against the whole name). */
+ * are Java-style regular expressions matched against the whole name, see
+ * tpattern.h; a match that hits a limit is no match). */
 int mirror_wants_topic(const struct mirror *m, const char *topic);
 /* The mirror other than except that holds topic in a state other than
  * STOPPED (NULL if none). */
@@ -255,7 +261,8 @@ int mtopic_all_stopped(const struct mtopic *t);
 int mstate_check_mirror_name(const char *name, char *msg, size_t msglen);
 /* 0 if name is a legal Kafka topic name, else KERR_INVALID_TOPIC_EXCEPTION. */
 int mstate_check_topic_name(const char *name, char *msg, size_t msglen);
-/* 1 if the whole of name matches the extended regular expression. */
+/* 1 if the whole of name matches the pattern (compiled for this call;
+ * an invalid pattern or a limit hit: 0). */
 int mstate_pattern_match(const char *pattern, const char *name);
 
 /* ---- admin operations -------------------------------------------------- */
@@ -275,7 +282,8 @@ int mstate_add_topic(struct mstate *st, const char *mirror, const char *topic,
  * Nothing happens for a topic that is stopping or stopped. */
 int mstate_grow_topic(struct mstate *st, const char *mirror,
     const char *topic, int32_t npart, char *msg, size_t msglen);
-/* Adds include and exclude patterns (validated as regular expressions). */
+/* Adds include and exclude patterns, each checked by tpattern_check()
+ * (invalid or refused: 42 INVALID_REQUEST naming the pattern and why). */
 int mstate_add_patterns(struct mstate *st, const char *mirror,
     const char *const *includes, size_t nincludes,
     const char *const *excludes, size_t nexcludes, char *msg, size_t msglen);

@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include <inttypes.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "mrec.h"
 #include "mstate.h"
 #include "mstate_int.h"
+#include "tpattern.h"
 
 /* ---- apply: the only writers of the model ------------------------------- */
 
@@ -289,9 +289,11 @@ static int apply_mirror_source(struct apply *a, const struct mrec *r)
 static int apply_mirror_pattern(struct apply *a, const struct mrec *r)
 {
 	struct mirror *m = need_mirror(a, r);
+	struct tpattern ***res;
 	char ***list;
 	size_t *n;
 	int oom = 0;
+	char why[600];
 
 	if (m == NULL)
 		return -1;
@@ -300,6 +302,7 @@ static int apply_mirror_pattern(struct apply *a, const struct mrec *r)
 	if (r->str.len <= 0)
 		FAIL(a, "mirror %s: empty pattern", m->name);
 	list = r->kind == MREC_INCLUDE ? &m->includes : &m->excludes;
+	res = r->kind == MREC_INCLUDE ? &m->include_re : &m->exclude_re;
 	n = r->kind == MREC_INCLUDE ? &m->nincludes : &m->nexcludes;
 	for (size_t i = 0; i < *n; i++)
 		if (mstate_kcmp(r->str, (*list)[i]) == 0)
@@ -308,11 +311,21 @@ static int apply_mirror_pattern(struct apply *a, const struct mrec *r)
 		FAIL(a, "mirror %s: more than %d %s patterns", m->name,
 		    MSTATE_MAX_PATTERNS, r->kind == MREC_INCLUDE ? "include" :
 		    "exclude");
-	if (mstate_grow(list, *n, sizeof(char *)) != 0)
+	if (mstate_grow(list, *n, sizeof(char *)) != 0 ||
+	    mstate_grow(res, *n, sizeof(struct tpattern *)) != 0)
 		FAIL(a, "out of memory");
 	(*list)[*n] = mstate_kdup(r->str, &oom);
 	if (oom)
 		FAIL(a, "out of memory");
+	/*
+	 * Compiled once here, for discovery.  Live patterns were checked
+	 * before they were written; one from an older log (POSIX ERE then)
+	 * that PCRE2 refuses must not stop the start: it matches nothing.
+	 */
+	(*res)[*n] = mstate_compile_pattern((*list)[*n], why, sizeof(why));
+	if ((*res)[*n] == NULL)
+		log_warnx("mirror %s: %s %s; it matches no topic", m->name, r->kind == MREC_INCLUDE ? "include" :
+		    "exclude", why);
 	(*n)++;
 	if (a->live)
 		log_info("mirror %s: %s pattern '%s' added", m->name,

@@ -8,7 +8,6 @@
 #ifndef MIRRORD_MSTATE_INT_H
 #define MIRRORD_MSTATE_INT_H
 
-#include <regex.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,8 +65,9 @@ struct mtopic *mstate_find_topic_k(const struct mirror *m, struct kstr name);
 /* 1 if any / every partition of t is in a state of mask (MST_BIT()s). */
 int mtopic_any(const struct mtopic *t, unsigned mask);
 int mtopic_all(const struct mtopic *t, unsigned mask);
-/* Compiles "^(pattern)$"; -1 with the reason in msg. */
-int mstate_compile_pattern(regex_t *re, const char *pattern, char *msg,
+/* Compiles a topic pattern (tpattern_new()); NULL with "pattern '...'
+ * <reason>" in msg. */
+struct tpattern *mstate_compile_pattern(const char *pattern, char *msg,
     size_t msglen);
 void mstate_mirror_free(struct mirror *m);
 void mstate_topic_free(struct mtopic *t);

@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include <inttypes.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "mrec.h"
 #include "mstate.h"
 #include "mstate_int.h"
+#include "tpattern.h"
 
 #define B(s) MST_BIT(s)
 
@@ -335,7 +335,6 @@ int mstate_add_patterns(struct mstate *st, const char *mirror,
 		const char *const *list = k == 0 ? includes : excludes;
 		size_t ln = k == 0 ? nincludes : nexcludes;
 		for (size_t i = 0; i < ln; i++) {
-			regex_t re;
 			char why[512];
 			if (list[i] == NULL || list[i][0] == '\0') {
 				mstate_fmt(msg, msglen, "cluster mirror '%s': empty "
@@ -343,12 +342,12 @@ int mstate_add_patterns(struct mstate *st, const char *mirror,
 				    "exclude");
 				return KERR_INVALID_REQUEST;
 			}
-			if (mstate_compile_pattern(&re, list[i], why, sizeof(why)) != 0) {
+			if (tpattern_check(list[i], k == 0 ? "include pattern" :
+			    "exclude pattern", why, sizeof(why)) != 0) {
 				mstate_fmt(msg, msglen, "cluster mirror '%s': %s",
 				    mirror, why);
 				return KERR_INVALID_REQUEST;
 			}
-			regfree(&re);
 		}
 	}
 	recs = calloc(nincludes + nexcludes + 1, sizeof(*recs));
@@ -415,7 +414,7 @@ int mstate_remove_pattern(struct mstate *st, const char *mirror,
 {
 	struct mirror *m = mstate_mirror_find(st, mirror);
 	const char *pats[1] = { pattern };
-	regex_t re;
+	struct tpattern *re;
 	int code;
 
 	if (m == NULL)
@@ -423,7 +422,7 @@ int mstate_remove_pattern(struct mstate *st, const char *mirror,
 	code = mstate_add_patterns(st, mirror, NULL, 0, pats, 1, msg, msglen);
 	if (code != 0)
 		return code;
-	if (mstate_compile_pattern(&re, pattern, msg, msglen) != 0)
+	if ((re = mstate_compile_pattern(pattern, msg, msglen)) == NULL)
 		return KERR_INVALID_REQUEST;
 	/* Topics are never removed from the array here, only moved to
 	 * STOPPING, so indexing stays valid. */
@@ -431,14 +430,14 @@ int mstate_remove_pattern(struct mstate *st, const char *mirror,
 		struct mtopic *t = m->topics[i];
 		char tmsg[1024] = "";
 		int tc;
-		if (regexec(&re, t->name, 0, NULL, 0) != 0)
+		if (!tpattern_match(re, t->name))
 			continue;
 		tc = mstate_remove_topic(st, mirror, t->name, tmsg,
 		    sizeof(tmsg));
 		if (cb != NULL)
 			cb(arg, t->name, tc, tc != 0 ? tmsg : NULL);
 	}
-	regfree(&re);
+	tpattern_free(re);
 	return KERR_NONE;
 }
 

@@ -78,6 +78,42 @@ static int pseudo_fs_name(const char *path)
 	return 0;
 }
 
+/*
+ * Follows the links of path's last component by hand (at most 8): 1 with
+ * the hop in hop when one leads under /proc, /sys or /dev.
+ */
+static int link_into_pseudo(const char *path, char *hop, size_t hoplen)
+{
+	char cur[PATH_MAX], target[PATH_MAX];
+
+	if (strlen(path) >= sizeof(cur))
+		return 0;
+	memcpy(cur, path, strlen(path) + 1);
+	for (int i = 0; i < 8; i++) {
+		ssize_t n = readlink(cur, target, sizeof(target) - 1);
+		char *slash;
+
+		if (n < 0)
+			return 0;
+		target[n] = '\0';
+		if (target[0] != '/') {
+			/* Relative to the link's directory. */
+			slash = strrchr(cur, '/');
+			if (slash == NULL || (size_t)(slash - cur) + 1 +
+			    (size_t)n >= sizeof(cur))
+				return 0;
+			memcpy(slash + 1, target, (size_t)n + 1);
+		} else {
+			memcpy(cur, target, (size_t)n + 1);
+		}
+		if (pseudo_fs_name(cur)) {
+			snprintf(hop, hoplen, "%s", cur);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int pseudo_fs_magic(long type)
 {
 	return type == SAFEFILE_PROC_MAGIC || type == SAFEFILE_SYSFS_MAGIC;
@@ -150,7 +186,17 @@ static int look(const char *path, const char *const *allowed, size_t max,
 		return -1;
 	}
 	if (realpath(path, resolved) == NULL) {
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		int e = errno;
+		char hop[PATH_MAX];
+
+		/* A link to /proc/self/fd/N of a pipe does not resolve: say
+		 * where it leads rather than "No such file or directory". */
+		if (link_into_pseudo(path, hop, sizeof(hop))) {
+			seterr(err, errlen, "%s: resolves to %s, not a regular "
+			    "file (under /proc, /sys or /dev)", path, hop);
+			return -1;
+		}
+		seterr(err, errlen, "%s: %s", path, strerror(e));
 		return -1;
 	}
 	if (pseudo_fs_name(resolved)) {

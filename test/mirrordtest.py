@@ -29,6 +29,8 @@ class Mirrord:
         self.data_dir = data_dir or os.path.join(self.dir, "data")
         self.port = h.free_port()
         self.metrics_port = h.free_port()
+        while self.metrics_port == self.port:   # the kernel may hand it out twice
+            self.metrics_port = h.free_port()
         self.config_path = os.path.join(self.dir, "mirrord.yaml")
         self.destination = destination
         with open(self.config_path, "w") as f:

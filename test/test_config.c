@@ -58,7 +58,8 @@ START_TEST(test_defaults)
 
 	ck_assert_ptr_nonnull(cfg);
 	ck_assert_int_eq(cfg->server_node_id, 1);
-	ck_assert_str_eq(cfg->server_listen.host, "0.0.0.0");
+	/* Loopback only unless the operator says otherwise. */
+	ck_assert_str_eq(cfg->server_listen.host, "127.0.0.1");
 	ck_assert_uint_eq(cfg->server_listen.port, 9192);
 	ck_assert_ptr_null(cfg->server_advertised.host);
 	ck_assert_int_eq(cfg->server_max_request_bytes, 100 * 1024 * 1024);
@@ -90,8 +91,15 @@ START_TEST(test_minimal_file_takes_defaults)
 	ck_assert_str_eq(cfg->destination_bootstrap_servers, "k1:9092");
 	ck_assert_str_eq(cfg->path, "t.yaml");
 	ck_assert_int_eq(cfg->server_node_id, 1);
-	/* advertised is derived: the listen port, and a real host name
-	 * because the default listen address is the wildcard. */
+	/* advertised is derived: the default listen address and port. */
+	ck_assert_ptr_nonnull(cfg->server_advertised.host);
+	ck_assert_str_eq(cfg->server_advertised.host, "127.0.0.1");
+	ck_assert_uint_eq(cfg->server_advertised.port, 9192);
+	config_free(cfg);
+	/* On the wildcard address it is this machine's host name. */
+	cfg = load("server:\n  listen: 0.0.0.0:9192\n"
+	    "destination:\n  bootstrap_servers: k1:9092\n");
+	ck_assert_ptr_nonnull(cfg);
 	ck_assert_ptr_nonnull(cfg->server_advertised.host);
 	ck_assert_str_ne(cfg->server_advertised.host, "0.0.0.0");
 	ck_assert_uint_eq(cfg->server_advertised.port, 9192);
@@ -465,6 +473,74 @@ START_TEST(test_reload_keeps_client_map)
 }
 END_TEST
 
+START_TEST(test_allowed_file_dirs)
+{
+	static const char *const want[] = {
+		"t.yaml:3:23: mirrors.allowed_file_dirs: 'etc/mirrord' is not an absolute path",
+		"t.yaml:3:36: mirrors.allowed_file_dirs: list entries must be paths, got a list",
+	};
+	struct config *c;
+	const char *keys[2];
+	struct config *nw;
+
+	/* The default: two directories, a NULL-terminated list. */
+	c = load("destination.bootstrap_servers: k:1\n");
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->mirrors_allowed_file_dirs.n, 2);
+	ck_assert_str_eq(c->mirrors_allowed_file_dirs.v[0], "/etc/mirrord");
+	ck_assert_str_eq(c->mirrors_allowed_file_dirs.v[1], "/etc/ssl/certs");
+	ck_assert_ptr_null(c->mirrors_allowed_file_dirs.v[2]);
+	ck_assert_str_eq(value_of(c, "mirrors.allowed_file_dirs"),
+	    "/etc/mirrord,/etc/ssl/certs");
+	config_free(c);
+
+	/* A YAML list, a comma-separated string, and the empty list. */
+	c = load("destination.bootstrap_servers: k:1\nmirrors:\n"
+	    "  allowed_file_dirs:\n    - /srv/certs/\n    - /etc/kafka\n");
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->mirrors_allowed_file_dirs.n, 2);
+	ck_assert_str_eq(c->mirrors_allowed_file_dirs.v[0], "/srv/certs/");
+	config_free(c);
+	c = load("destination.bootstrap_servers: k:1\n"
+	    "mirrors.allowed_file_dirs: /a, /b ,/c\n");
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->mirrors_allowed_file_dirs.n, 3);
+	ck_assert_str_eq(c->mirrors_allowed_file_dirs.v[1], "/b");
+	config_free(c);
+	for (int i = 0; i < 3; i++) {
+		static const char *const empty[] = {
+			"mirrors.allowed_file_dirs: []\n",
+			"mirrors.allowed_file_dirs: \"\"\n",
+			"mirrors.allowed_file_dirs:\n",
+		};
+		char text[256];
+
+		snprintf(text, sizeof(text), "destination.bootstrap_servers: k:1\n%s",
+		    empty[i]);
+		c = load(text);
+		ck_assert_ptr_nonnull(c);
+		ck_assert_uint_eq(c->mirrors_allowed_file_dirs.n, 0);
+		ck_assert_ptr_nonnull(c->mirrors_allowed_file_dirs.v);
+		ck_assert_ptr_null(c->mirrors_allowed_file_dirs.v[0]);
+		config_free(c);
+	}
+
+	/* Relative entries and nested lists are named. */
+	c = load("destination.bootstrap_servers: k:1\nmirrors:\n"
+	    "  allowed_file_dirs: [etc/mirrord, [x]]\n");
+	ck_assert_ptr_null(c);
+	expect_errors(want, ARRAY_SIZE(want));
+
+	/* SIGHUP may change it. */
+	c = load("destination.bootstrap_servers: k:1\n");
+	nw = load("destination.bootstrap_servers: k:1\nmirrors.allowed_file_dirs: [/x]\n");
+	ck_assert_int_eq(config_key_reloadable("mirrors.allowed_file_dirs"), 1);
+	ck_assert_uint_eq(config_reload_diff(c, nw, keys, 2), 0);
+	config_free(c);
+	config_free(nw);
+}
+END_TEST
+
 START_TEST(test_secrets)
 {
 	static const char *const secret[] = {
@@ -597,6 +673,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_log_levels_match_log_module);
 	tcase_add_test(tc, test_reload_diff);
 	tcase_add_test(tc, test_reload_keeps_client_map);
+	tcase_add_test(tc, test_allowed_file_dirs);
 	tcase_add_test(tc, test_secrets);
 	tcase_add_test(tc, test_units_and_forms);
 	tcase_add_test(tc, test_example_and_mdoc_cover_every_key);

@@ -462,6 +462,8 @@ START_TEST(test_promtool_clean)
 	    "CreateMirror", "NONE"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REJECTED_REQUESTS),
 	    "malformed"));
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms,
+	    ADMIN_AUTHORIZATION_DENIED), "CreateMirror", "alter"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, CONFIG_RELOADS),
 	    "success"));
 	metrics_histogram_observe(METRICS_SERIES(MSTD(&ms,

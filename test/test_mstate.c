@@ -592,6 +592,129 @@ START_TEST(test_patterns)
 }
 END_TEST
 
+/* Patterns are Java regular expressions (PCRE2), bounded (tpattern.h). */
+START_TEST(test_patterns_java_and_limits)
+{
+	const char *inc[] = { "(?i)Orders\\.[a-z]+-v\\d+", "foo|bar",
+		"\\Qaudit.log\\E" };
+	const char *exc[] = { ".*(?<=-tmp)" };
+	const char *hostile[] = { "((.{1,1000}){1,1000})" };
+	const char *redos[] = { "(a+)+b" };
+	const char *bad[] = { "ok", "a(" };
+	struct mirror *m;
+	uint64_t n;
+
+	mk_mirror("m");
+	m = mstate_mirror_find(F.st, "m");
+	n = log_records();
+	/* Refused, naming the pattern and why; nothing written. */
+	CODE(mstate_add_patterns(F.st, "m", hostile, 1, NULL, 0, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("cluster mirror 'm': include pattern '((.{1,1000}){1,1000})' "
+	    "is refused: its compiled form is ");
+	MSG_HAS("more than the limit of 16384 bytes");
+	CODE(mstate_add_patterns(F.st, "m", redos, 1, NULL, 0, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("include pattern '(a+)+b' is refused: matching it against the "
+	    "249-character name");
+	MSG_HAS("the match limit (100000 backtracking steps)");
+	CODE(mstate_add_patterns(F.st, "m", NULL, 0, bad, 2, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("exclude pattern 'a(' is not a valid regular expression: "
+	    "missing closing parenthesis at offset 2");
+	ck_assert_uint_eq(log_records(), n);
+	ck_assert_uint_eq(m->nincludes + m->nexcludes, 0);
+
+	CODE(mstate_add_patterns(F.st, "m", inc, 3, exc, 1, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert(mirror_wants_topic(m, "orders.eu-v2"));
+	ck_assert(mirror_wants_topic(m, "ORDERS.us-v10"));
+	ck_assert(!mirror_wants_topic(m, "orders.eu-v"));
+	ck_assert(!mirror_wants_topic(m, "orders.eu-v2-tmp")); /* excluded */
+	ck_assert(mirror_wants_topic(m, "foo"));
+	ck_assert(mirror_wants_topic(m, "bar"));
+	ck_assert(!mirror_wants_topic(m, "foobar"));   /* whole name */
+	ck_assert(!mirror_wants_topic(m, "xbar"));
+	ck_assert(mirror_wants_topic(m, "audit.log"));
+	ck_assert(!mirror_wants_topic(m, "auditxlog"));
+	ck_assert(mstate_pattern_match("foo|bar", "bar"));
+	ck_assert(!mstate_pattern_match("foo|bar", "foobar"));
+	ck_assert(!mstate_pattern_match("a(", "a("));
+	/* Kept compiled across a reopen. */
+	reopen_same();
+	m = mstate_mirror_find(F.st, "m");
+	ck_assert(mirror_wants_topic(m, "ORDERS.us-v10"));
+	ck_assert(!mirror_wants_topic(m, "foobar"));
+}
+END_TEST
+
+/* Appends a MIRROR_PATTERN record for mirror "m" straight to the log, as
+ * the POSIX ERE versions of mirrord validated (or did not). */
+static void raw_pattern(int kind, const char *pat)
+{
+	uint8_t rec[512];
+	size_t n = 0, l = strlen(pat);
+	char err[1024];
+
+	ck_assert_uint_lt(l, 120);
+	rec[n++] = 0;                      /* version */
+	rec[n++] = 2;                      /* mirror "m" */
+	rec[n++] = 'm';
+	rec[n++] = (uint8_t)kind;
+	rec[n++] = (uint8_t)(l + 1);       /* compact string, one-byte varint */
+	memcpy(rec + n, pat, l);
+	n += l;
+	ck_assert_int_eq(mlog_append(F.ml, 5, rec, n, err, sizeof(err)), 0);
+	ck_assert_int_eq(mlog_sync(F.ml, err, sizeof(err)), 0);
+}
+
+static char *capture_stderr(void (*fn)(void));
+
+static void reopen_plain(void)
+{
+	fx_close();
+	fx_open();
+}
+
+START_TEST(test_patterns_from_posix_logs)
+{
+	struct mirror *m;
+	char *err;
+
+	mk_mirror("m");
+	/* Patterns POSIX ERE accepted: the usual ones mean the same in PCRE2;
+	 * a collating element and the issue's hostile pattern do not compile
+	 * any more: replay goes on, they match nothing, and say so. */
+	raw_pattern(0, "[[:alpha:]]+-[0-9]{2}");
+	raw_pattern(0, "orders\\..*|audit");
+	raw_pattern(0, "[[.a.]]x");
+	raw_pattern(0, "((.{1,1000}){1,1000})");
+	raw_pattern(1, "audit|orders\\.tmp.*");
+	err = capture_stderr(reopen_plain);
+	ck_assert_msg(strstr(err, "mirror m: include pattern '[[.a.]]x' is not "
+	    "a valid regular expression: POSIX collating elements are not "
+	    "supported at offset") != NULL, "%s", err);
+	ck_assert_msg(strstr(err, "mirror m: include pattern "
+	    "'((.{1,1000}){1,1000})' is refused: its compiled form is") != NULL,
+	    "%s", err);
+	ck_assert_msg(strstr(err, "it matches no topic") != NULL, "%s", err);
+	m = mstate_mirror_find(F.st, "m");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->nincludes, 4);
+	ck_assert_uint_eq(m->nexcludes, 1);
+	ck_assert(mirror_wants_topic(m, "abc-12"));
+	ck_assert(!mirror_wants_topic(m, "abc-123"));
+	ck_assert(mirror_wants_topic(m, "orders.eu"));
+	ck_assert(!mirror_wants_topic(m, "orders.tmp1"));
+	ck_assert(!mirror_wants_topic(m, "audit"));     /* excluded */
+	ck_assert(!mirror_wants_topic(m, "ax"));
+	ck_assert(!mirror_wants_topic(m, "anything-else"));
+	/* The text stays as it was written, through compaction too. */
+	ck_assert_str_eq(m->includes[3], "((.{1,1000}){1,1000})");
+	reopen_same();
+}
+END_TEST
+
 /* The table, written out independently of mstate.c. */
 START_TEST(test_transition_table)
 {
@@ -1318,6 +1441,8 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_pause_resume);
 	tcase_add_test(tc, test_delete_mirror);
 	tcase_add_test(tc, test_patterns);
+	tcase_add_test(tc, test_patterns_java_and_limits);
+	tcase_add_test(tc, test_patterns_from_posix_logs);
 	tcase_add_test(tc, test_transition_table);
 	tcase_add_test(tc, test_data_plane_and_hooks);
 	tcase_add_test(tc, test_replay_equality);

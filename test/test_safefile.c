@@ -167,6 +167,22 @@ START_TEST(test_symlink_out)
 	ck_assert_int_eq(symlink(in, p), 0);
 	ck_assert_int_eq(check1(p, allowed_dir), 0);
 
+	/* A link to a descriptor that is no file (a pipe) names its target. */
+	{
+		int fds[2];
+		char fdpath[64];
+
+		ck_assert_int_eq(pipe(fds), 0);
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fds[0]);
+		path_of(p, sizeof(p), "allowed/pipe.pem");
+		ck_assert_int_eq(symlink(fdpath, p), 0);
+		ck_assert_int_eq(check1(p, allowed_dir), -1);
+		expect_err("resolves to /proc/self/fd/");
+		expect_err("not a regular file");
+		close(fds[0]);
+		close(fds[1]);
+	}
+
 	/* A link to a device is refused even when "/" is allowed. */
 	path_of(p, sizeof(p), "allowed/dev.pem");
 	ck_assert_int_eq(symlink("/dev/zero", p), 0);

@@ -459,6 +459,21 @@ def free_port():
                 return port
 
 
+def free_ports(n):
+    """n distinct free ports: all bound at once, since one port closed and
+    asked for again may come back (two listeners on one port then fail)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def _pdeathsig():
     """In the child before exec: die with the parent, own process group."""
     try:
@@ -786,8 +801,7 @@ class Cluster:
             self.libs = ensure_libs()
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
-        self.port, self.admin_port, self.controller_port = \
-            free_port(), free_port(), free_port()
+        self.port, self.admin_port, self.controller_port = free_ports(3)
         if "ssl" in self.feats:
             self.tls = make_test_ca(os.path.join(self.dir, "tls"))
         conf = self._write_config()
