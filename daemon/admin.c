@@ -16,6 +16,7 @@
 #include <event2/event.h>
 
 #include "admin.h"
+#include "adminauth.h"
 #include "adminsrv.h"
 #include "daemonconf.h"
 #include "kbuf.h"
@@ -41,6 +42,7 @@ struct admin {
 	struct pipeline *pl;
 	struct metrics_std *ms;
 	struct adminsrv *srv;
+	struct adminauth *auth;  /* listener security (TLS, SASL) */
 	struct pending *pending; /* lookups in flight, to cancel at exit */
 	struct resolve *resolves; /* background source cluster id lookups */
 };
@@ -1046,8 +1048,15 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 	o.dispatch = dispatch;
 	o.observe = observe;
 	o.arg = adm;
+	adm->auth = adminauth_new(cfg, err, errlen);
+	if (adm->auth == NULL) {
+		free(adm);
+		return NULL;
+	}
+	o.auth = adm->auth;
 	adm->srv = adminsrv_new(base, &o, err, errlen);
 	if (adm->srv == NULL) {
+		adminauth_free(adm->auth);
 		free(adm);
 		return NULL;
 	}
@@ -1069,6 +1078,12 @@ void admin_set_config(struct admin *adm, const struct config *cfg)
 	adm->cfg = cfg;
 	adminsrv_set_max_request_bytes(adm->srv,
 	    (size_t)cfg->server_max_request_bytes);
+	{
+		char err[512];
+
+		if (adminauth_reload(adm->auth, cfg, err, sizeof(err)) < 0)
+			log_warnx("reload: %s", err);
+	}
 }
 
 void admin_stop_accepting(struct admin *adm)
@@ -1099,5 +1114,6 @@ void admin_free(struct admin *adm)
 	while (adm->resolves != NULL)
 		resolve_free(adm->resolves);
 	adminsrv_free(adm->srv);
+	adminauth_free(adm->auth);
 	free(adm);
 }

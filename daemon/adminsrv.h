@@ -24,6 +24,7 @@
 #include "kbuf.h"
 
 struct event_base;
+struct adminauth;
 struct adminsrv;
 struct adminsrv_req;
 
@@ -35,7 +36,9 @@ struct adminsrv_req;
 	X(UNKNOWN_API, "unknown_api") \
 	X(UNSUPPORTED_VERSION, "unsupported_version") \
 	X(MALFORMED_BODY, "malformed_body") \
-	X(TOO_MANY_CONNECTIONS, "too_many_connections")
+	X(TOO_MANY_CONNECTIONS, "too_many_connections") \
+	X(UNAUTHENTICATED, "unauthenticated") \
+	X(TLS_HANDSHAKE, "tls_handshake")
 
 enum adminsrv_reject {
 #define X(e, s) ADMINSRV_REJECT_##e,
@@ -65,6 +68,8 @@ struct adminsrv_opts {
 	adminsrv_dispatch_fn dispatch;
 	adminsrv_observe_fn observe;
 	void *arg;
+	/* Listener security (TLS, SASL gate); borrowed, may be NULL. */
+	struct adminauth *auth;
 };
 
 struct adminsrv *adminsrv_new(struct event_base *base,

@@ -145,7 +145,12 @@ void config_dump(const struct config *cfg, FILE *out)
 		}
 		format_field(cfg, k, buf, sizeof(buf));
 		fprintf(out, "  %s: ", k->path + sl + 1);
-		if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST)
+		/* server.ssl.key_password; only "password" keys: the path of
+		 * server.sasl.credentials_file is no secret. */
+		if (k->type == CT_STRING && buf[0] != '\0' &&
+		    strstr(k->path, "password") != NULL)
+			yaml_scalar(out, "(hidden)");
+		else if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST)
 			yaml_scalar(out, buf);
 		else
 			fputs(buf, out);
