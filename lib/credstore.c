@@ -161,10 +161,14 @@ static int field_b64(const char *tok, const char *name, uint8_t *buf,
     size_t cap, size_t *len)
 {
 	size_t nl = strlen(name);
+	uint8_t tmp[SCRAM_MAX_SALT + 8]; /* room for the padding's slack */
 
-	if (strncmp(tok, name, nl) != 0 || tok[nl] != '=')
+	if (strncmp(tok, name, nl) != 0 || tok[nl] != '=' ||
+	    scram_b64_decode(tmp, sizeof(tmp), len, tok + nl + 1,
+	    strlen(tok + nl + 1)) < 0 || *len > cap)
 		return -1;
-	return scram_b64_decode(buf, cap, len, tok + nl + 1, strlen(tok + nl + 1));
+	memcpy(buf, tmp, *len);
+	return 0;
 }
 
 static int parse_line(struct credstore *cs, char *line, char *why,

@@ -448,8 +448,8 @@ static int step_first(struct scram_server *s, const char *m, size_t len,
 static int step_final(struct scram_server *s, const char *m, size_t len,
     const char **out, size_t *outlen, char *why, size_t whylen)
 {
-	const char *pp, *c, *r, *end = m + len;
-	size_t wpl, cbl = 0, pl = 0, nl = strlen(s->nonce), authlen;
+	const char *pp, *c, *r, *rv, *re, *end = m + len;
+	size_t wpl, cbl = 0, pl = 0, nl = strlen(s->nonce), authlen, rvl;
 	uint8_t cb[SCRAM_MAX_USER + 16], proof[SCRAM_MAX_HASH + 3];
 	uint8_t csig[SCRAM_MAX_HASH], ckey[SCRAM_MAX_HASH], h[SCRAM_MAX_HASH];
 	uint8_t ssig[SCRAM_MAX_HASH];
@@ -478,9 +478,17 @@ static int step_final(struct scram_server *s, const char *m, size_t len,
 		goto out;
 	}
 	r++;
-	if ((size_t)(m + wpl - r) < 2 + nl || r[0] != 'r' || r[1] != '=' ||
-	    memcmp(r + 2, s->nonce, nl) != 0 ||
-	    (r + 2 + nl != m + wpl && r[2 + nl] != ',')) {
+	/*
+	 * The nonce must be ours; like Kafka before 4.0 we accept one that
+	 * ends with ours: librdkafka before 2.6.1 sends the client nonce
+	 * twice.  The proof covers the whole message either way.
+	 */
+	rv = r + 2;
+	rvl = (size_t)(m + wpl - rv);
+	if (rvl > 0 && (re = memchr(rv, ',', rvl)) != NULL)
+		rvl = (size_t)(re - rv);
+	if ((size_t)(m + wpl - r) < 2 || r[0] != 'r' || r[1] != '=' ||
+	    rvl < nl || memcmp(rv + rvl - nl, s->nonce, nl) != 0) {
 		rc = fail(s, "other-error", out, outlen, why, whylen,
 		    "SCRAM nonce does not match%s", NULL);
 		goto out;
