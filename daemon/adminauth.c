@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,9 +250,41 @@ int adminauth_tls(const struct adminauth *aa)
 	return aa != NULL && aa->ctx != NULL;
 }
 
+/* Remembers the last alert we sent (a static string) for the log. */
+static void info_cb(const SSL *ssl, int where, int ret)
+{
+	if (where & SSL_CB_WRITE_ALERT)
+		SSL_set_app_data((SSL *)(uintptr_t)ssl,
+		    (void *)(uintptr_t)(0x100 | (ret & 0xff)));
+}
+
 SSL *adminauth_ssl_new(struct adminauth *aa)
 {
-	return aa->ctx != NULL ? SSL_new(aa->ctx) : NULL;
+	SSL *ssl = aa->ctx != NULL ? SSL_new(aa->ctx) : NULL;
+
+	if (ssl != NULL)
+		SSL_set_info_callback(ssl, info_cb);
+	return ssl;
+}
+
+void adminauth_tls_failure(SSL *ssl, char *buf, size_t len)
+{
+	long vr;
+	uintptr_t alert;
+
+	if (ssl == NULL)
+		return;
+	vr = SSL_get_verify_result(ssl);
+	alert = (uintptr_t)SSL_get_app_data(ssl);
+	if (vr != X509_V_OK)
+		snprintf(buf, len, "client certificate not accepted: %s",
+		    X509_verify_cert_error_string(vr));
+	else if (alert == (0x100 | 116)) /* TLS 1.3 certificate_required */
+		snprintf(buf, len, "the client sent no certificate "
+		    "(server.ssl.client_auth is required)");
+	else if (alert != 0)
+		snprintf(buf, len, "sent alert: %s",
+		    SSL_alert_desc_string_long((int)(alert & 0xff)));
 }
 
 /* ---- connection ----------------------------------------------------- */

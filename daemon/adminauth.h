@@ -40,6 +40,10 @@ int adminauth_tls(const struct adminauth *aa);
 /* A new server-side SSL for one connection, or NULL. */
 SSL *adminauth_ssl_new(struct adminauth *aa);
 
+/* Why a TLS handshake failed, as far as ssl knows (buf is left alone
+ * otherwise): the verification error or the alert we sent. */
+void adminauth_tls_failure(SSL *ssl, char *buf, size_t len);
+
 /* Per connection.  peer names it in logs ("127.0.0.1:5555"). */
 struct adminauth_conn *adminauth_conn_new(struct adminauth *aa,
     const char *peer);

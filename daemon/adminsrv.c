@@ -379,10 +379,14 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if ((what & BEV_EVENT_ERROR) && bufferevent_get_openssl_error(bev) != 0) {
 		unsigned long e;
-		char buf[256];
+		char buf[256] = "TLS error";
 
+		/* The first error that names an OpenSSL library says most. */
 		while ((e = bufferevent_get_openssl_error(bev)) != 0)
-			ERR_error_string_n(e, buf, sizeof(buf));
+			if (ERR_GET_LIB(e) != 0 && strcmp(buf, "TLS error") == 0)
+				ERR_error_string_n(e, buf, sizeof(buf));
+		adminauth_tls_failure(bufferevent_openssl_get_ssl(bev), buf,
+		    sizeof(buf));
 		log_warnx("admin: %s: TLS handshake failed: %s; closing connection",
 		    c->peer, buf);
 		observe(c->srv, -1, -1, ADMINSRV_REJECT_TLS_HANDSHAKE);
