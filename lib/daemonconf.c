@@ -55,16 +55,16 @@ const struct ckey config_keys[] = {
 	{ "server.security_protocol", CT_ENUM, F(server_security_protocol), "PLAINTEXT", 0, 0, "PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL", 0, NULL,
 	  "Security of the admin listener, with a Kafka broker's listener names: PLAINTEXT (none), SSL (TLS 1.2 or later; with server.ssl.client_auth the principal is the client certificate's subject), SASL_PLAINTEXT and SASL_SSL (clients log in with SaslHandshake and SaslAuthenticate; SASL_PLAINTEXT sends PLAIN passwords in clear). "
 	  "Before a SASL client has logged in only ApiVersions, SaslHandshake and SaslAuthenticate are answered." },
-	{ "server.ssl.certificate_location", CT_STRING, F(server_ssl_certificate_location), NULL, 0, 0, NULL, 0, NULL,
+	{ "server.ssl.certificate_location", CT_STRING, F(server_ssl_certificate_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/admin.pem",
 	  "PEM file with the admin listener's certificate (and any intermediate certificates after it). "
 	  "Required with SSL and SASL_SSL." },
-	{ "server.ssl.key_location", CT_STRING, F(server_ssl_key_location), NULL, 0, 0, NULL, 0, NULL,
+	{ "server.ssl.key_location", CT_STRING, F(server_ssl_key_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/admin-key.pem",
 	  "PEM file with the private key of server.ssl.certificate_location. "
 	  "Required with SSL and SASL_SSL; keep it readable by mirrord only." },
-	{ "server.ssl.key_password", CT_STRING, F(server_ssl_key_password), NULL, 0, 0, NULL, 0, NULL,
+	{ "server.ssl.key_password", CT_STRING, F(server_ssl_key_password), NULL, 0, 0, NULL, 0, "changeme",
 	  "Password of an encrypted server.ssl.key_location. "
 	  "Its value is never logged or printed." },
-	{ "server.ssl.ca_location", CT_STRING, F(server_ssl_ca_location), NULL, 0, 0, NULL, 0, NULL,
+	{ "server.ssl.ca_location", CT_STRING, F(server_ssl_ca_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/clients-ca.pem",
 	  "PEM file of the certificate authorities whose client certificates are accepted. "
 	  "Required when server.ssl.client_auth is requested or required." },
 	{ "server.ssl.client_auth", CT_ENUM, F(server_ssl_client_auth), "none", 0, 0, "none|requested|required", 0, NULL,
@@ -73,7 +73,7 @@ const struct ckey config_keys[] = {
 	{ "server.sasl.enabled_mechanisms", CT_STRING, F(server_sasl_enabled_mechanisms), "SCRAM-SHA-256,SCRAM-SHA-512", 0, 0, NULL, 0, NULL,
 	  "Comma-separated SASL mechanisms offered on SASL_PLAINTEXT and SASL_SSL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
 	  "PLAIN checks the password against the user's SCRAM-SHA-512 (else SCRAM-SHA-256) credential." },
-	{ "server.sasl.credentials_file", CT_STRING, F(server_sasl_credentials_file), NULL, 0, 0, NULL, 0, NULL,
+	{ "server.sasl.credentials_file", CT_STRING, F(server_sasl_credentials_file), NULL, 0, 0, NULL, 0, "/etc/mirrord/admin-credentials",
 	  "File of SCRAM credentials (salt, iterations, StoredKey and ServerKey per user and mechanism; never passwords), managed with mirrord --add-user and --delete-user. "
 	  "Required with SASL_PLAINTEXT and SASL_SSL; mode 0600; read again on SIGHUP." },
 
