@@ -101,6 +101,10 @@ static SSL_CTX *make_ctx(const struct config *cfg, char *err, size_t errlen)
 		return NULL;
 	}
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	/* Resumed sessions with client certificates need a context id, or
+	 * OpenSSL fails the resumption with an internal_error alert. */
+	SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"mirrord-admin",
+	    13);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION |
 	    SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
 	if (SSL_CTX_use_certificate_chain_file(ctx,
