@@ -257,9 +257,9 @@ int adminauth_tls(const struct adminauth *aa)
 /* Remembers the last alert we sent (a static string) for the log. */
 static void info_cb(const SSL *ssl, int where, int ret)
 {
-	if (where & SSL_CB_WRITE_ALERT)
-		SSL_set_app_data((SSL *)(uintptr_t)ssl,
-		    (void *)(uintptr_t)(0x100 | (ret & 0xff)));
+	if (where & (SSL_CB_WRITE_ALERT | SSL_CB_READ_ALERT))
+		SSL_set_app_data((SSL *)(uintptr_t)ssl, (void *)(uintptr_t)(
+		    ((where & SSL_CB_READ_ALERT) ? 0x200 : 0x100) | (ret & 0xff)));
 }
 
 SSL *adminauth_ssl_new(struct adminauth *aa)
@@ -286,6 +286,9 @@ void adminauth_tls_failure(SSL *ssl, char *buf, size_t len)
 	else if (alert == (0x100 | 116)) /* TLS 1.3 certificate_required */
 		snprintf(buf, len, "the client sent no certificate "
 		    "(server.ssl.client_auth is required)");
+	else if (alert & 0x200) /* e.g. the client does not trust us */
+		snprintf(buf, len, "the client sent alert: %s",
+		    SSL_alert_desc_string_long((int)(alert & 0xff)));
 	else if (alert != 0)
 		snprintf(buf, len, "sent alert: %s",
 		    SSL_alert_desc_string_long((int)(alert & 0xff)));
@@ -392,6 +395,12 @@ static int sasl_step(struct adminauth_conn *ac, const uint8_t *tok,
 {
 	*out = NULL;
 	*outlen = 0;
+	if (len > ADMINAUTH_MAX_TOKEN) {
+		snprintf(why, whylen, "SASL token of %zu bytes (at most %d)", len,
+		    ADMINAUTH_MAX_TOKEN);
+		auth_failed(ac, NULL, why);
+		return -1;
+	}
 	if (ac->mech == KSASL_PLAIN) {
 		char user[256];
 		const char *pw;

@@ -186,6 +186,11 @@ int scram_plain_parse(const uint8_t *msg, size_t len, char *user,
 	user[ul] = '\0';
 	*pw = (const char *)(n2 + 1);
 	*pwlen = len - (size_t)(n2 + 1 - msg);
+	if (*pwlen > SCRAM_MAX_PLAIN_PASSWORD) {
+		snprintf(why, whylen, "SASL/PLAIN password longer than %d bytes",
+		    SCRAM_MAX_PLAIN_PASSWORD);
+		return -1;
+	}
 	return 0;
 }
 

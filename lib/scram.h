@@ -23,6 +23,7 @@
 #define SCRAM_MIN_ITER 4096    /* RFC 7677 */
 #define SCRAM_MAX_ITER 16384   /* Kafka's upper bound; bounds PBKDF2 work */
 #define SCRAM_MAX_MSG 4096     /* longest client message accepted */
+#define SCRAM_MAX_PLAIN_PASSWORD 1024 /* RFC 4616 says 255; be lenient */
 
 /* One user's credential for one mechanism (a ksasl_mech value). */
 struct scram_cred {
