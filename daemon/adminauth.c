@@ -257,9 +257,10 @@ int adminauth_tls(const struct adminauth *aa)
 /* Remembers the last alert we sent (a static string) for the log. */
 static void info_cb(const SSL *ssl, int where, int ret)
 {
-	if (where & (SSL_CB_WRITE_ALERT | SSL_CB_READ_ALERT))
+	/* SSL_CB_READ_ALERT and _WRITE_ALERT share the SSL_CB_ALERT bit. */
+	if (where & SSL_CB_ALERT)
 		SSL_set_app_data((SSL *)(uintptr_t)ssl, (void *)(uintptr_t)(
-		    ((where & SSL_CB_READ_ALERT) ? 0x200 : 0x100) | (ret & 0xff)));
+		    ((where & SSL_CB_READ) ? 0x200 : 0x100) | (ret & 0xff)));
 }
 
 SSL *adminauth_ssl_new(struct adminauth *aa)
@@ -352,6 +353,11 @@ void adminauth_conn_tls_ready(struct adminauth_conn *ac, SSL *ssl,
 	}
 	BIO_free(bio);
 	X509_free(cert);
+}
+
+int adminauth_conn_tls_established(const struct adminauth_conn *ac)
+{
+	return ac->tls_checked;
 }
 
 int adminauth_conn_raw(const struct adminauth_conn *ac)

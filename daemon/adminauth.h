@@ -56,6 +56,8 @@ void adminauth_conn_free(struct adminauth_conn *ac);
  */
 void adminauth_conn_tls_ready(struct adminauth_conn *ac, SSL *ssl,
     char *principal, size_t plen);
+/* 1 once adminauth_conn_tls_ready() has seen the handshake complete. */
+int adminauth_conn_tls_established(const struct adminauth_conn *ac);
 /* 1 while the next frame is a raw SASL token (after SaslHandshake v0). */
 int adminauth_conn_raw(const struct adminauth_conn *ac);
 

@@ -387,9 +387,13 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 				ERR_error_string_n(e, buf, sizeof(buf));
 		adminauth_tls_failure(bufferevent_openssl_get_ssl(bev), buf,
 		    sizeof(buf));
-		log_warnx("admin: %s: TLS handshake failed: %s; closing connection",
-		    c->peer, buf);
-		observe(c->srv, -1, -1, ADMINSRV_REJECT_TLS_HANDSHAKE);
+		if (c->auth != NULL && adminauth_conn_tls_established(c->auth)) {
+			log_debug("admin: %s: TLS error: %s", c->peer, buf);
+		} else {
+			log_warnx("admin: %s: TLS handshake failed: %s; closing "
+			    "connection", c->peer, buf);
+			observe(c->srv, -1, -1, ADMINSRV_REJECT_TLS_HANDSHAKE);
+		}
 	} else if (what & BEV_EVENT_ERROR)
 		log_debug("admin: %s: connection error: %s", c->peer,
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));

@@ -365,6 +365,19 @@ h.check("TLS handshake failed: client certificate not accepted" in mtls.log()
         or "TLS handshake failed: sent alert" in mtls.log(),
         "the untrusted certificate is logged:\n" + mtls.log()[-3000:])
 
+# client_auth requested: a certificate is optional, but verified when sent.
+req = start("mtls-requested", "SSL", tls_yaml("requested"))
+cli_ok(req, client_props("SSL"), "SSL, certificate requested, none sent")
+h.check("authenticated by client certificate" not in req.log(),
+        "no principal from a certificate that was not sent")
+cli_ok(req, client_props("SSL", cert="client"),
+       "SSL, certificate requested and sent")
+h.wait_for(lambda: "as User:CN=admin,O=example" in req.log(), 10,
+           "the principal of a requested certificate")
+r = cli(req, client_props("SSL", cert="rogue"))
+h.check(r.returncode == 3, "an untrusted certificate is refused even when "
+        "only requested (%s)" % r.stderr)
+
 # ---- SASL_PLAINTEXT and SASL_SSL with PLAIN and SCRAM ----------------------
 
 sasl = start("sasl", "SASL_PLAINTEXT", sasl_yaml())
