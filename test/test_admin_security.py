@@ -166,10 +166,23 @@ def sasl_yaml(mechs=",".join(MECHS)):
             "    credentials_file: \"%s\"\n" % (mechs, CREDS))
 
 
-def start(name, protocol, extra=""):
-    # The server section is written by Mirrord; ours goes in a second
-    # document-level "server:" would be a duplicate, so splice it in.
+def new_mirrord(name):
+    """A Mirrord, not started, whose metrics port differs from its admin
+    port (two free_port() calls in a row may return the same port)."""
     d = mt.Mirrord(destination=DST, name=name, start=False)
+    while d.metrics_port == d.port:
+        old = "127.0.0.1:%d\"\nlog:" % d.metrics_port
+        d.metrics_port = h.free_port()
+        with open(d.config_path) as f:
+            cfg = f.read()
+        with open(d.config_path, "w") as f:
+            f.write(cfg.replace(old, "127.0.0.1:%d\"\nlog:" % d.metrics_port))
+    return d
+
+
+def start(name, protocol, extra=""):
+    # Mirrord writes the server section; ours is spliced into it.
+    d = new_mirrord(name)
     with open(d.config_path) as f:
         cfg = f.read()
     cfg = cfg.replace("server:\n", "server:\n  security_protocol: %s\n%s"
@@ -177,8 +190,9 @@ def start(name, protocol, extra=""):
     with open(d.config_path, "w") as f:
         f.write(cfg)
     d.start(wait=False)
-    h.wait_for(lambda: d.proc.alive() and "ready: admin listener" in d.log(),
-               30, "%s to start (log %s)" % (name, d.proc.log_path))
+    h.wait_for(lambda: not d.proc.alive() or "ready: admin listener"
+               in d.log(), 30, "%s to start (log %s)" % (name, d.proc.log_path))
+    h.check(d.proc.alive(), "%s did not start:\n%s" % (name, d.log()))
     daemons.append(d)
     return d
 
@@ -465,7 +479,7 @@ h.wait_for(lambda: "mode 0644 lets group or others access" in sasl.log(), 10,
 cli_ok(sasl, client_props("SASL_PLAINTEXT", "SCRAM-SHA-256"),
        "alice after a refused reload")
 # ... and at start.
-bad = mt.Mirrord(destination=DST, name="bad-mode", start=False)
+bad = new_mirrord("bad-mode")
 with open(bad.config_path) as f:
     cfg = f.read()
 with open(bad.config_path, "w") as f:

@@ -81,15 +81,30 @@ for mech in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
 mc = MockCluster(clusters=1, brokers=1, log_path=os.path.join(TMP, "mock.log"))
 
 
-def start(name, server_yaml):
+def new_mirrord(name):
+    """A Mirrord, not started, whose metrics port differs from its admin
+    port (two free_port() calls in a row may return the same port)."""
     d = mt.Mirrord(destination=mc.bootstrap(0), name=name, start=False)
+    while d.metrics_port == d.port:
+        old = "127.0.0.1:%d\"\nlog:" % d.metrics_port
+        d.metrics_port = h.free_port()
+        with open(d.config_path) as f:
+            cfg = f.read()
+        with open(d.config_path, "w") as f:
+            f.write(cfg.replace(old, "127.0.0.1:%d\"\nlog:" % d.metrics_port))
+    return d
+
+
+def start(name, server_yaml):
+    d = new_mirrord(name)
     with open(d.config_path) as f:
         cfg = f.read()
     with open(d.config_path, "w") as f:
         f.write(cfg.replace("server:\n", "server:\n" + server_yaml, 1))
     d.start(wait=False)
-    h.wait_for(lambda: d.proc.alive() and "ready: admin listener" in d.log(),
-               30, "%s to start (log %s)" % (name, d.proc.log_path))
+    h.wait_for(lambda: not d.proc.alive() or "ready: admin listener"
+               in d.log(), 30, "%s to start (log %s)" % (name, d.proc.log_path))
+    h.check(d.proc.alive(), "%s did not start:\n%s" % (name, d.log()))
     d.cluster_id = re.search(r"cluster id (\S+)", d.log()).group(1)
     return d
 
