@@ -179,6 +179,8 @@ static void conn_dispatch(struct adminsrv_conn *c, struct adminsrv_req *rq)
 	v = adminauth_request(c->auth, rq->api_key, rq->api_version, &rq->body,
 	    rq->arena, &w, &ec, c->principal, sizeof(c->principal), why,
 	    sizeof(why));
+	if (v != ADMINAUTH_DISPATCH)
+		OPENSSL_cleanse(rq->frame, rq->frame_len); /* may hold a password */
 	switch (v) {
 	case ADMINAUTH_RESPOND_CLOSE:
 		c->closing = 1;
@@ -364,37 +366,49 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 		conn_pump(c);
 }
 
+/*
+ * TLS events: the handshake done (a client certificate names the
+ * principal), or failed (logged with OpenSSL's reason and counted).
+ * Returns 1 when the connection stays open.
+ */
+static int conn_tls_event(struct adminsrv_conn *c, struct bufferevent *bev,
+    short what)
+{
+	unsigned long e;
+	char buf[256] = "TLS error";
+
+	if (c->auth == NULL || !adminauth_tls(c->srv->opts.auth))
+		return 0;
+	if (what & BEV_EVENT_CONNECTED) {
+		adminauth_conn_tls_ready(c->auth, bufferevent_openssl_get_ssl(bev),
+		    c->principal, sizeof(c->principal));
+		return 1;
+	}
+	if (!(what & BEV_EVENT_ERROR) || bufferevent_get_openssl_error(bev) == 0)
+		return 0;
+	/* The first error that names an OpenSSL library says most. */
+	while ((e = bufferevent_get_openssl_error(bev)) != 0)
+		if (ERR_GET_LIB(e) != 0 && strcmp(buf, "TLS error") == 0)
+			ERR_error_string_n(e, buf, sizeof(buf));
+	adminauth_tls_failure(bufferevent_openssl_get_ssl(bev), buf, sizeof(buf));
+	if (adminauth_conn_tls_established(c->auth)) {
+		log_debug("admin: %s: TLS error: %s", c->peer, buf);
+	} else {
+		log_warnx("admin: %s: TLS handshake failed: %s; closing connection",
+		    c->peer, buf);
+		observe(c->srv, -1, -1, ADMINSRV_REJECT_TLS_HANDSHAKE);
+	}
+	return 0;
+}
+
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct adminsrv_conn *c = arg;
 
 	(void)bev;
-	if (what & BEV_EVENT_CONNECTED) {
-		/* TLS handshake done: a client certificate names the principal. */
-		if (c->auth != NULL)
-			adminauth_conn_tls_ready(c->auth,
-			    bufferevent_openssl_get_ssl(bev), c->principal,
-			    sizeof(c->principal));
+	if (conn_tls_event(c, bev, what))
 		return;
-	}
-	if ((what & BEV_EVENT_ERROR) && bufferevent_get_openssl_error(bev) != 0) {
-		unsigned long e;
-		char buf[256] = "TLS error";
-
-		/* The first error that names an OpenSSL library says most. */
-		while ((e = bufferevent_get_openssl_error(bev)) != 0)
-			if (ERR_GET_LIB(e) != 0 && strcmp(buf, "TLS error") == 0)
-				ERR_error_string_n(e, buf, sizeof(buf));
-		adminauth_tls_failure(bufferevent_openssl_get_ssl(bev), buf,
-		    sizeof(buf));
-		if (c->auth != NULL && adminauth_conn_tls_established(c->auth)) {
-			log_debug("admin: %s: TLS error: %s", c->peer, buf);
-		} else {
-			log_warnx("admin: %s: TLS handshake failed: %s; closing "
-			    "connection", c->peer, buf);
-			observe(c->srv, -1, -1, ADMINSRV_REJECT_TLS_HANDSHAKE);
-		}
-	} else if (what & BEV_EVENT_ERROR)
+	if (what & BEV_EVENT_ERROR)
 		log_debug("admin: %s: connection error: %s", c->peer,
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 	else if (what & BEV_EVENT_EOF)
