@@ -419,10 +419,20 @@ static int sasl_step(struct adminauth_conn *ac, const uint8_t *tok,
 			auth_failed(ac, NULL, why);
 			return -1;
 		}
-		ok = (credstore_lookup(ac->aa->creds, user, KSASL_SCRAM_SHA_512,
+		if (credstore_lookup(ac->aa->creds, user, KSASL_SCRAM_SHA_512,
 		    &cred) == 0 || credstore_lookup(ac->aa->creds, user,
-		    KSASL_SCRAM_SHA_256, &cred) == 0) &&
-		    scram_cred_check_password(&cred, pw, pwl);
+		    KSASL_SCRAM_SHA_256, &cred) == 0) {
+			ok = scram_cred_check_password(&cred, pw, pwl);
+		} else {
+			/* Spend the same PBKDF2 work on an unknown user, so the
+			 * answer's timing does not tell users apart. */
+			memset(&cred, 0, sizeof(cred));
+			cred.mech = KSASL_SCRAM_SHA_512;
+			cred.iterations = SCRAM_MIN_ITER;
+			cred.salt_len = SCRAM_SALT_BYTES;
+			(void)scram_cred_check_password(&cred, pw, pwl);
+			ok = 0;
+		}
 		OPENSSL_cleanse(&cred, sizeof(cred));
 		if (!ok) {
 			snprintf(why, whylen, "unknown user or wrong password");
