@@ -222,12 +222,31 @@ int adminauth_reload(struct adminauth *aa, const struct config *cfg,
 {
 	struct credstore *cs;
 	char why[256];
+	int rc = 0;
 
-	(void)cfg; /* server.sasl.credentials_file itself needs a restart */
+	/* The paths need a restart (cfg has the running ones); the files they
+	 * name are read again, so certificates can be renewed in place. */
+	if (aa->ctx != NULL) {
+		char e[512];
+		SSL_CTX *ctx = make_ctx(cfg, e, sizeof(e));
+
+		if (ctx == NULL) {
+			snprintf(err, errlen, "%s; keeping the TLS files loaded "
+			    "before", e);
+			rc = -1;
+		} else {
+			/* Connections keep a reference to their own context. */
+			SSL_CTX_free(aa->ctx);
+			aa->ctx = ctx;
+			log_info("admin: TLS certificate, key and CA files reloaded");
+		}
+	}
 	if (aa->creds_path == NULL)
-		return 0;
+		return rc;
 	cs = credstore_load(aa->creds_path, 0, why, sizeof(why));
 	if (cs == NULL) {
+		if (rc < 0)
+			log_warnx("reload: %s", err);
 		snprintf(err, errlen, "server.sasl.credentials_file %s; keeping "
 		    "the credentials loaded before", why);
 		return -1;
@@ -236,7 +255,7 @@ int adminauth_reload(struct adminauth *aa, const struct config *cfg,
 	aa->creds = cs;
 	log_info("admin: %zu SCRAM credential(s) reloaded from %s",
 	    credstore_count(cs), aa->creds_path);
-	return 0;
+	return rc;
 }
 
 void adminauth_free(struct adminauth *aa)

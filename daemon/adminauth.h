@@ -30,7 +30,8 @@ typedef struct ssl_st SSL;
  * CA files and the credential store.  NULL with the reason in err. */
 struct adminauth *adminauth_new(const struct config *cfg, char *err,
     size_t errlen);
-/* SIGHUP: reads the credential store again; on error the old one stays. */
+/* SIGHUP: reads the TLS files and the credential store again (the paths
+ * need a restart); on error what was loaded before stays. */
 int adminauth_reload(struct adminauth *aa, const struct config *cfg,
     char *err, size_t errlen);
 void adminauth_free(struct adminauth *aa);

@@ -57,7 +57,7 @@ const struct ckey config_keys[] = {
 	  "Before a SASL client has logged in only ApiVersions, SaslHandshake and SaslAuthenticate are answered." },
 	{ "server.ssl.certificate_location", CT_STRING, F(server_ssl_certificate_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/admin.pem",
 	  "PEM file with the admin listener's certificate (and any intermediate certificates after it). "
-	  "Required with SSL and SASL_SSL." },
+	  "Required with SSL and SASL_SSL; read again on SIGHUP, so a renewed certificate can replace it in place." },
 	{ "server.ssl.key_location", CT_STRING, F(server_ssl_key_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/admin-key.pem",
 	  "PEM file with the private key of server.ssl.certificate_location. "
 	  "Required with SSL and SASL_SSL; keep it readable by mirrord only." },
@@ -66,7 +66,7 @@ const struct ckey config_keys[] = {
 	  "Its value is never logged or printed." },
 	{ "server.ssl.ca_location", CT_STRING, F(server_ssl_ca_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/clients-ca.pem",
 	  "PEM file of the certificate authorities whose client certificates are accepted. "
-	  "Required when server.ssl.client_auth is requested or required." },
+	  "Required when server.ssl.client_auth is requested or required; read again on SIGHUP." },
 	{ "server.ssl.client_auth", CT_ENUM, F(server_ssl_client_auth), "none", 0, 0, "none|requested|required", 0, NULL,
 	  "Client certificates on SSL and SASL_SSL, as Kafka's ssl.client.auth: none asks for none, requested verifies one if the client sends it, required refuses the TLS handshake without a certificate signed by server.ssl.ca_location. "
 	  "On SSL the principal of a verified certificate is User: followed by its subject in RFC 2253 form (User:CN=admin,O=example); without one it is User:ANONYMOUS." },

@@ -17,6 +17,7 @@ refused with file:line, and no password appears in any log.
 
 import os
 import re
+import shutil
 import signal
 import stat
 import struct
@@ -75,7 +76,8 @@ def make_pki(d):
     for name, subj, ca, ext in (
             ("server", "/CN=localhost", "ca", "server.ext"),
             ("client", "/O=example/CN=admin", "ca", "client.ext"),
-            ("rogue", "/O=example/CN=admin", "rogue-ca", "client.ext")):
+            ("rogue", "/O=example/CN=admin", "rogue-ca", "client.ext"),
+            ("server2", "/CN=localhost", "rogue-ca", "server.ext")):
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout",
                 name + "-key.pem", "-out", name + ".csr", "-subj", subj, cwd=d)
         openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem",
@@ -83,7 +85,7 @@ def make_pki(d):
                 name + ".pem", "-extfile", ext, "-days", "2", cwd=d)
     return {k: os.path.join(d, k + ".pem") for k in
             ("ca", "server", "server-key", "client", "client-key", "rogue",
-             "rogue-key")}
+             "rogue-key", "rogue-ca", "server2", "server2-key")}
 
 
 PKI = make_pki(os.path.join(TMP, "pki"))
@@ -154,11 +156,10 @@ DST = mc.bootstrap(0)
 daemons = []
 
 
-def tls_yaml(client_auth="none"):
+def tls_yaml(client_auth="none", cert=PKI["server"], key=PKI["server-key"]):
     return ("  ssl:\n    certificate_location: \"%s\"\n"
             "    key_location: \"%s\"\n    ca_location: \"%s\"\n"
-            "    client_auth: %s\n"
-            % (PKI["server"], PKI["server-key"], PKI["ca"], client_auth))
+            "    client_auth: %s\n" % (cert, key, PKI["ca"], client_auth))
 
 
 def sasl_yaml(mechs=",".join(MECHS)):
@@ -343,7 +344,12 @@ with mt.connect(plain.bootstrap) as s:
 
 # ---- SSL: TLS 1.2+, no client certificate ---------------------------------
 
-ssl_d = start("ssl", "SSL", tls_yaml("none"))
+# This one's certificate is renewed in place at the end (SIGHUP).
+SSL_CERT = os.path.join(TMP, "ssl-server.pem")
+SSL_KEY = os.path.join(TMP, "ssl-server-key.pem")
+shutil.copy(PKI["server"], SSL_CERT)
+shutil.copy(PKI["server-key"], SSL_KEY)
+ssl_d = start("ssl", "SSL", tls_yaml("none", SSL_CERT, SSL_KEY))
 h.check(not mt.api_versions_ok(ssl_d.bootstrap),
         "SSL listener answered a plaintext ApiVersions")
 cli_ok(ssl_d, client_props("SSL"), "SSL")
@@ -490,6 +496,27 @@ eq(p.wait(30), 1, "mirrord with a world-readable credentials file: exit")
 h.check("%s: mode 0644" % CREDS in bad.log(), "start-up names the file and "
         "its mode:\n" + bad.log())
 os.chmod(CREDS, 0o600)
+
+# ---- SIGHUP reads the TLS files again: certificates renewed in place --------
+
+shutil.copy(PKI["server2"], SSL_CERT)  # now signed by another CA
+shutil.copy(PKI["server2-key"], SSL_KEY)
+ssl_d.proc.signal(signal.SIGHUP)
+h.wait_for(lambda: "TLS certificate, key and CA files reloaded" in ssl_d.log(),
+           10, "the TLS files reloaded")
+new_ca = ["security.protocol=SSL", "ssl.ca.location=%s" % PKI["rogue-ca"]]
+cli_ok(ssl_d, new_ca, "SSL after the certificate was renewed")
+r = cli(ssl_d, client_props("SSL"))
+h.check(r.returncode == 3 and "certificate verify failed" in r.stderr,
+        "the old certificate is no longer served (%s)" % r.stderr)
+with open(SSL_CERT, "w") as f:
+    f.write("not a certificate\n")
+ssl_d.proc.signal(signal.SIGHUP)
+h.wait_for(lambda: "keeping the TLS files loaded before" in ssl_d.log(), 10,
+           "a broken certificate file refused at reload")
+h.check("server.ssl.certificate_location %s: cannot load" % SSL_CERT
+        in ssl_d.log(), "the reload error names the key and the file")
+cli_ok(ssl_d, new_ca, "SSL after a refused reload")
 
 # ---- every daemon is still alive and no password is in any log -------------
 
