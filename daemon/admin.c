@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "admin.h"
+#include "adminauth.h"
 #include "adminsrv.h"
 #include "authz.h"
 #include "daemonconf.h"
@@ -46,6 +47,7 @@ struct admin {
 	struct pipeline *pl;
 	struct metrics_std *ms;
 	struct adminsrv *srv;
+	struct adminauth *auth;  /* listener security (TLS, SASL) */
 	struct pending *pending; /* lookups in flight, to cancel at exit */
 	struct resolve *resolves; /* background source cluster id lookups */
 	struct authz *az;        /* rules in force, rebuilt on reload */
@@ -218,13 +220,11 @@ static int decode_body(struct adminsrv_req *rq, void *msg)
 /* ---- authorization ------------------------------------------------------ */
 
 /*
- * What the admin listener's security means for authorization.
- * server.security_protocol is added by the listener-security work; while
- * this config has no such key the listener is PLAINTEXT: no client
- * authenticates and every one is User:ANONYMOUS.  Once it exists: authn_on
- * is protocol != PLAINTEXT (authorization.enabled = auto then denies by
- * default), anonymous is PLAINTEXT or SSL without required client
- * certificates (anonymous clients can connect at all).
+ * What the admin listener's security means for authorization: authn_on is
+ * whether clients authenticate (SASL, or SSL with client certificates
+ * requested or required; authorization.enabled = auto then denies by
+ * default); anonymous is whether a client can be User:ANONYMOUS
+ * at all: on PLAINTEXT, and on SSL without required client certificates.
  */
 struct listener_sec {
 	int authn_on;
@@ -233,8 +233,18 @@ struct listener_sec {
 
 static struct listener_sec listener_security(const struct config *cfg)
 {
-	(void)cfg;
-	return (struct listener_sec){ .authn_on = 0, .anonymous = 1 };
+	switch (cfg->server_security_protocol) {
+	case CONFIG_SEC_SSL:
+		/* Without client certificates nobody authenticates on SSL. */
+		return (struct listener_sec){ .authn_on =
+		    cfg->server_ssl_client_auth != CONFIG_CLIENT_AUTH_NONE, .anonymous =
+		    cfg->server_ssl_client_auth != CONFIG_CLIENT_AUTH_REQUIRED };
+	case CONFIG_SEC_SASL_PLAINTEXT:
+	case CONFIG_SEC_SASL_SSL:
+		return (struct listener_sec){ .authn_on = 1, .anonymous = 0 };
+	default:
+		return (struct listener_sec){ .authn_on = 0, .anonymous = 1 };
+	}
 }
 
 /* 1 if a listen host can only be reached from this machine. */
@@ -1783,8 +1793,15 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 	o.dispatch = dispatch;
 	o.observe = observe;
 	o.arg = adm;
+	adm->auth = adminauth_new(cfg, err, errlen);
+	if (adm->auth == NULL) {
+		free(adm);
+		return NULL;
+	}
+	o.auth = adm->auth;
 	adm->srv = adminsrv_new(base, &o, err, errlen);
 	if (adm->srv == NULL) {
+		adminauth_free(adm->auth);
 		free(adm);
 		return NULL;
 	}
@@ -1817,6 +1834,12 @@ void admin_set_config(struct admin *adm, const struct config *cfg)
 	srv_limits(cfg, &o);
 	adminsrv_set_limits(adm->srv, &o);
 	authz_load(adm, cfg);
+	{
+		char err[512];
+
+		if (adminauth_reload(adm->auth, cfg, err, sizeof(err)) < 0)
+			log_warnx("reload: %s", err);
+	}
 }
 
 void admin_stop_accepting(struct admin *adm)
@@ -1848,5 +1871,6 @@ void admin_free(struct admin *adm)
 		resolve_free(adm->resolves);
 	adminsrv_free(adm->srv);
 	authz_free(adm->az);
+	adminauth_free(adm->auth);
 	free(adm);
 }

@@ -33,9 +33,14 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "adminauth.h"
 #include "adminsrv.h"
 #include "compat.h"
 #include "kbuf.h"
@@ -82,6 +87,8 @@ struct adminsrv_conn {
 	char principal[512];      /* "User:..." once authenticated */
 	struct adminsrv_req *cur; /* the request being handled, if any */
 	int dead;                 /* peer gone; free when cur is answered */
+	int closing;              /* close once the output is flushed */
+	struct adminauth_conn *auth; /* login state (adminauth) */
 	struct event *free_ev;    /* frees the struct outside any callback */
 	struct event *pump_ev;    /* runs conn_pump() from the loop */
 	struct event *timer_ev;   /* idle / request-read deadline */
@@ -180,6 +187,7 @@ static void conn_free(struct adminsrv_conn *c)
 	event_free(c->free_ev);
 	event_free(c->pump_ev);
 	event_free(c->timer_ev);
+	adminauth_conn_free(c->auth);
 	free(c);
 }
 
@@ -377,6 +385,99 @@ static void conn_reject(struct adminsrv_conn *c, int16_t key, int16_t ver,
 	conn_close(c);
 }
 
+/*
+ * The security gate (adminauth) in front of the dispatcher: SASL requests
+ * are answered here, anything else before login closes the connection.
+ */
+static void conn_dispatch(struct adminsrv_conn *c, struct adminsrv_req *rq)
+{
+	struct adminsrv *srv = c->srv;
+	struct kw w;
+	int16_t ec = 0;
+	char why[256] = "";
+	int v;
+
+	if (c->auth == NULL) {
+		srv->opts.dispatch(rq, srv->opts.arg);
+		return;
+	}
+	if (srv->opts.auth != NULL && adminauth_tls(srv->opts.auth))
+		adminauth_conn_tls_ready(c->auth, bufferevent_openssl_get_ssl(c->bev),
+		    c->principal, sizeof(c->principal));
+	kw_init(&w, 65536);
+	v = adminauth_request(c->auth, rq->api_key, rq->api_version, &rq->body,
+	    rq->arena, &w, &ec, c->principal, sizeof(c->principal), why,
+	    sizeof(why));
+	if (v != ADMINAUTH_DISPATCH)
+		OPENSSL_cleanse(rq->frame, rq->frame_len); /* may hold a password */
+	switch (v) {
+	case ADMINAUTH_RESPOND_CLOSE:
+		c->closing = 1;
+		/* FALLTHROUGH */
+	case ADMINAUTH_RESPOND:
+		adminsrv_respond(rq, kp_response_header_version(rq->api_key,
+		    rq->api_version), w.buf, w.len, ec);
+		break;
+	case ADMINAUTH_CLOSE:
+		adminsrv_reject(rq, ADMINSRV_REJECT_UNAUTHENTICATED, why);
+		break;
+	default:
+		srv->opts.dispatch(rq, srv->opts.arg);
+		break;
+	}
+	kw_fini(&w);
+}
+
+/*
+ * After a SaslHandshake v0 the client sends raw SASL tokens, each with a
+ * 4-byte size and no request header, and gets raw tokens back.
+ */
+static int conn_try_token(struct adminsrv_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	uint8_t szb[4], *tok;
+	int32_t size;
+	struct kw w;
+	char why[256] = "";
+	int v;
+
+	evbuffer_copyout(in, szb, 4);
+	size = (int32_t)be32_load(szb);
+	if (size < 0 || size > ADMINAUTH_MAX_TOKEN) {
+		char d[96];
+
+		snprintf(d, sizeof(d), "raw SASL token of %d bytes (at most %d)",
+		    size, ADMINAUTH_MAX_TOKEN);
+		conn_reject(c, -1, -1, 0, ADMINSRV_REJECT_BAD_FRAME, d);
+		return -1;
+	}
+	if (evbuffer_get_length(in) < 4 + (size_t)size) {
+		bufferevent_setwatermark(c->bev, EV_READ, 4 + (size_t)size, 0);
+		return 0;
+	}
+	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+	tok = malloc((size_t)size + 1);
+	if (tok == NULL)
+		fatal("admin: out of memory");
+	evbuffer_drain(in, 4);
+	evbuffer_remove(in, tok, (size_t)size);
+	kw_init(&w, 65536);
+	v = adminauth_raw_token(c->auth, tok, (size_t)size, &w, c->principal,
+	    sizeof(c->principal), why, sizeof(why));
+	OPENSSL_cleanse(tok, (size_t)size);
+	free(tok);
+	if (v != ADMINAUTH_RESPOND) {
+		kw_fini(&w);
+		conn_reject(c, -1, -1, 0, ADMINSRV_REJECT_UNAUTHENTICATED, why);
+		return -1;
+	}
+	be32_store(szb, (uint32_t)w.len);
+	evbuffer_add(bufferevent_get_output(c->bev), szb, 4);
+	evbuffer_add(bufferevent_get_output(c->bev), w.buf, w.len);
+	kw_fini(&w);
+	return 1;
+}
+
 /* Reads one whole frame if present; returns 1 if a request was started. */
 static int conn_try_request(struct adminsrv_conn *c)
 {
@@ -389,6 +490,8 @@ static int conn_try_request(struct adminsrv_conn *c)
 
 	if (evbuffer_get_length(in) < 4)
 		return 0;
+	if (c->auth != NULL && adminauth_conn_raw(c->auth))
+		return conn_try_token(c);
 	evbuffer_copyout(in, szb, 4);
 	size = (int32_t)be32_load(szb);
 	if (size < 8) {
@@ -451,7 +554,7 @@ static int conn_try_request(struct adminsrv_conn *c)
 		return -1;
 	}
 	c->cur = rq;
-	srv->opts.dispatch(rq, srv->opts.arg);
+	conn_dispatch(c, rq);
 	return 1;
 }
 
@@ -468,7 +571,7 @@ static void conn_pump(struct adminsrv_conn *c)
 	if (c->pumping)
 		return;
 	c->pumping = 1;
-	while (!c->dead && c->cur == NULL) {
+	while (!c->dead && !c->closing && c->cur == NULL) {
 		struct evbuffer *out = bufferevent_get_output(c->bev);
 
 		if (evbuffer_get_length(out) > OUTPUT_HIGH_WATER) {
@@ -507,8 +610,47 @@ static void conn_write_cb(struct bufferevent *bev, void *arg)
 
 	(void)bev;
 	c->last_active_ms = clock_mono_ms();
+	if (c->closing && c->cur == NULL) {
+		conn_close(c); /* the last answer (an auth failure) is out */
+		return;
+	}
 	if (c->cur == NULL)
 		conn_pump(c);
+}
+
+/*
+ * TLS events: the handshake done (a client certificate names the
+ * principal), or failed (logged with OpenSSL's reason and counted).
+ * Returns 1 when the connection stays open.
+ */
+static int conn_tls_event(struct adminsrv_conn *c, struct bufferevent *bev,
+    short what)
+{
+	unsigned long e;
+	char buf[256] = "TLS error";
+
+	if (c->auth == NULL || !adminauth_tls(c->srv->opts.auth))
+		return 0;
+	if (what & BEV_EVENT_CONNECTED) {
+		adminauth_conn_tls_ready(c->auth, bufferevent_openssl_get_ssl(bev),
+		    c->principal, sizeof(c->principal));
+		return 1;
+	}
+	if (!(what & BEV_EVENT_ERROR) || bufferevent_get_openssl_error(bev) == 0)
+		return 0;
+	/* The first error that names an OpenSSL library says most. */
+	while ((e = bufferevent_get_openssl_error(bev)) != 0)
+		if (ERR_GET_LIB(e) != 0 && strcmp(buf, "TLS error") == 0)
+			ERR_error_string_n(e, buf, sizeof(buf));
+	adminauth_tls_failure(bufferevent_openssl_get_ssl(bev), buf, sizeof(buf));
+	if (adminauth_conn_tls_established(c->auth)) {
+		log_debug("admin: %s: TLS error: %s", c->peer, buf);
+	} else {
+		log_warnx("admin: %s: TLS handshake failed: %s; closing connection",
+		    c->peer, buf);
+		observe(c->srv, -1, -1, ADMINSRV_REJECT_TLS_HANDSHAKE);
+	}
+	return 0;
 }
 
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
@@ -516,6 +658,8 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct adminsrv_conn *c = arg;
 
 	(void)bev;
+	if (conn_tls_event(c, bev, what))
+		return;
 	if (what & BEV_EVENT_ERROR)
 		log_debug("admin: %s: connection error: %s", c->peer,
 		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -603,12 +747,27 @@ static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
 	c->srv = srv;
 	snprintf(c->peer, sizeof(c->peer), "%s:%s", host, port);
 	snprintf(c->principal, sizeof(c->principal), "User:ANONYMOUS");
-	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (srv->opts.auth != NULL && adminauth_tls(srv->opts.auth)) {
+		SSL *ssl = adminauth_ssl_new(srv->opts.auth);
+
+		c->bev = ssl == NULL ? NULL : bufferevent_openssl_socket_new(
+		    srv->base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+		    BEV_OPT_CLOSE_ON_FREE);
+		if (c->bev == NULL)
+			SSL_free(ssl);
+		else
+			bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+	} else {
+		c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
 	c->free_ev = evtimer_new(srv->base, conn_free_cb, c);
 	c->pump_ev = evtimer_new(srv->base, conn_pump_cb, c);
 	c->timer_ev = evtimer_new(srv->base, conn_timer_cb, c);
 	c->ip = ip;
 	c->last_active_ms = clock_mono_ms();
+	if (srv->opts.auth != NULL &&
+	    (c->auth = adminauth_conn_new(srv->opts.auth, c->peer)) == NULL)
+		fatal("admin: out of memory");
 	if (c->bev == NULL || c->free_ev == NULL || c->pump_ev == NULL ||
 	    c->timer_ev == NULL) {
 		if (c->bev != NULL)
@@ -622,6 +781,7 @@ static void accept_cb(struct evconnlistener *lst, evutil_socket_t fd,
 		if (c->timer_ev != NULL)
 			event_free(c->timer_ev);
 		log_warnx("admin: %s: cannot set up connection", c->peer);
+		adminauth_conn_free(c->auth);
 		free(c);
 		return;
 	}

@@ -36,6 +36,7 @@
 #include "kbuf.h"
 
 struct event_base;
+struct adminauth;
 struct adminsrv;
 struct adminsrv_req;
 
@@ -53,7 +54,9 @@ struct adminsrv_req;
 	X(IDLE_TIMEOUT, "idle_timeout") \
 	X(REQUEST_TIMEOUT, "request_timeout") \
 	X(BUFFERED_BYTES_TOTAL, "buffered_bytes_total") \
-	X(RESPONSE_TOO_LARGE, "response_too_large")
+	X(RESPONSE_TOO_LARGE, "response_too_large") \
+	X(UNAUTHENTICATED, "unauthenticated") \
+	X(TLS_HANDSHAKE, "tls_handshake")
 
 enum adminsrv_reject {
 #define X(e, s) ADMINSRV_REJECT_##e,
@@ -89,6 +92,8 @@ struct adminsrv_opts {
 	adminsrv_dispatch_fn dispatch;
 	adminsrv_observe_fn observe;
 	void *arg;
+	/* Listener security (TLS, SASL gate); borrowed, may be NULL. */
+	struct adminauth *auth;
 };
 
 struct adminsrv *adminsrv_new(struct event_base *base,

@@ -29,10 +29,17 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "clisec.h"
 #include "compat.h"
 #include "kbuf.h"
 #include "kerr.h"
 #include "kp_gen.h"
+#include "kproto.h"
+#include "ksasl.h"
 #include "props.h"
 #include "tpattern.h"
 
@@ -82,6 +89,7 @@ struct opts {
 	int json;
 	int timeout_ms;
 	char client_id[128];
+	struct clisec sec;       /* security.protocol, ssl.*, sasl.* */
 };
 
 static const char *progname = "kafka-mirrors";
@@ -108,7 +116,11 @@ static void usage(FILE *f)
 "\n"
 "Options:\n"
 "  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
-"  --command-config FILE   client properties (client.id, request.timeout.ms)\n"
+"  --command-config FILE   client properties: client.id, request.timeout.ms,\n"
+"                          security.protocol, ssl.ca.location,\n"
+"                          ssl.certificate.location, ssl.key.location,\n"
+"                          sasl.mechanism, sasl.jaas.config (or sasl.username\n"
+"                          and sasl.password); see kafka-mirrors(1)\n"
 "  --mirror NAME           the mirror\n"
 "  --mirror-config FILE    Java properties for --create: bootstrap.servers of\n"
 "                          the source (required), source security settings\n"
@@ -187,6 +199,7 @@ static int is_plain_name(const char *s)
 
 struct cli_conn {
 	int fd;
+	SSL *ssl;                /* on SSL and SASL_SSL */
 	int32_t next_corr;
 	int timeout_ms;
 	char addr[300];
@@ -261,7 +274,7 @@ next:
 }
 
 static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
-    const char *client_id)
+    const char *client_id, const struct clisec *sec)
 {
 	char *list = strdup(bootstrap), *save = NULL, *tok;
 	char err[512] = "no address given";
@@ -269,12 +282,31 @@ static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
 	if (list == NULL)
 		die_conn("out of memory");
 	c->fd = -1;
+	c->ssl = NULL;
 	c->timeout_ms = timeout_ms;
 	c->client_id = client_id;
 	c->next_corr = 1;
 	for (tok = strtok_r(list, ",", &save); tok != NULL;
 	    tok = strtok_r(NULL, ",", &save)) {
 		c->fd = connect_one(tok, timeout_ms, err, sizeof(err));
+		if (c->fd >= 0 && sec->tls) {
+			char host[256], e2[400], *colon;
+
+			snprintf(host, sizeof(host), "%s", tok);
+			if ((colon = strrchr(host, ':')) != NULL)
+				*colon = '\0';
+			if (host[0] == '[' && colon != NULL && colon[-1] == ']') {
+				colon[-1] = '\0';
+				memmove(host, host + 1, strlen(host));
+			}
+			c->ssl = clisec_tls_connect(sec, c->fd, host, timeout_ms,
+			    e2, sizeof(e2));
+			if (c->ssl == NULL) {
+				snprintf(err, sizeof(err), "%.200s: %.300s", tok, e2);
+				close(c->fd);
+				c->fd = -1;
+			}
+		}
 		if (c->fd >= 0) {
 			snprintf(c->addr, sizeof(c->addr), "%s", tok);
 			break;
@@ -285,15 +317,56 @@ static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
 		die_conn("cannot connect to mirrord at %s: %s", bootstrap, err);
 }
 
+/* One TLS read or write; -1 with *events set when it must wait. */
+static ssize_t tls_xfer(struct cli_conn *c, uint8_t *p, size_t len,
+    int writing, short *events)
+{
+	int n, e;
+	char buf[256];
+
+	ERR_clear_error();
+	n = writing ? SSL_write(c->ssl, p, (int)MIN(len, INT32_MAX)) :
+	    SSL_read(c->ssl, p, (int)MIN(len, INT32_MAX));
+	if (n > 0)
+		return n;
+	e = SSL_get_error(c->ssl, n);
+	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+		*events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+		return -1;
+	}
+	if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL &&
+	    ERR_peek_error() == 0))
+		return 0;
+	ERR_error_string_n(ERR_get_error(), buf, sizeof(buf));
+	die_conn("%s: TLS: %s", c->addr, buf);
+	return 0;
+}
+
 static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 {
 	uint8_t *p = buf;
+	short events = writing ? POLLOUT : POLLIN;
 
 	while (len > 0) {
-		struct pollfd pfd = { .fd = c->fd,
-			.events = writing ? POLLOUT : POLLIN };
+		struct pollfd pfd = { .fd = c->fd, .events = events };
 		ssize_t n;
-		int rc = poll(&pfd, 1, c->timeout_ms);
+		int rc;
+
+		if (c->ssl != NULL) {
+			/* Try first: TLS may hold decrypted bytes already. */
+			n = tls_xfer(c, p, len, writing, &events);
+			if (n == 0)
+				die_conn("%s: connection closed by mirrord (the "
+				    "request was refused; see mirrord's log)",
+				    c->addr);
+			if (n > 0) {
+				p += n;
+				len -= (size_t)n;
+				continue;
+			}
+			pfd.events = events;
+		}
+		rc = poll(&pfd, 1, c->timeout_ms);
 
 		if (rc == 0)
 			die_conn("%s: no answer within %d ms (request.timeout.ms)",
@@ -303,6 +376,8 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 				continue;
 			die_conn("%s: poll: %s", c->addr, strerror(errno));
 		}
+		if (c->ssl != NULL)
+			continue;
 		n = writing ? send(c->fd, p, len, MSG_NOSIGNAL) : recv(c->fd, p, len, 0);
 		if (n == 0)
 			die_conn("%s: connection closed by mirrord (the request was "
@@ -328,6 +403,7 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 	uint8_t szb[4], *resp;
 	size_t slot;
 	int32_t size, corr = c->next_corr++;
+	int reqhv = kp_request_header_version(key, ver);
 
 	kw_init(&w, body->len + 1024);
 	slot = kw_slot32(&w);
@@ -335,7 +411,8 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 	kw_i16(&w, ver);
 	kw_i32(&w, corr);
 	kw_str(&w, kstr_c(c->client_id));
-	kw_tags_empty(&w);
+	if (reqhv >= 2)
+		kw_tags_empty(&w);
 	kw_raw(&w, body->buf, body->len);
 	kw_put32(&w, slot, (int32_t)(w.len - 4));
 	if (w.err || body->err)
@@ -356,7 +433,8 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 	if (kr_i32(r) != corr)
 		die_conn("%s: response correlation id does not match the request",
 		    c->addr);
-	kr_skip_tagged(r);
+	if (kp_response_header_version(key, ver) >= 1)
+		kr_skip_tagged(r);
 	return resp;
 }
 
@@ -385,6 +463,116 @@ static uint8_t *rpc(struct cli_conn *c, int16_t key, const void *req,
 		die_conn("%s: malformed %s response: %s", c->addr, api->name,
 		    r.why != NULL ? r.why : "decode error");
 	return frame;
+}
+
+/* ---- SASL login (SaslHandshake v1, SaslAuthenticate v2) ------------ */
+
+static void sasl_fail(const char *what, int16_t code, struct kstr msg)
+{
+	const char *m = msg.len >= 0 ? msg.p : kerr_message(code);
+	int mlen = msg.len >= 0 ? (int)msg.len : (int)strlen(m);
+
+	fprintf(stderr, "%s: %s: %s: %.*s\n", progname, what, kerr_name(code),
+	    mlen, m);
+	exit(EXIT_KAFKA);
+}
+
+/* One SaslAuthenticate round trip; returns the server's token (in *frame). */
+static struct kbytes sasl_round(struct cli_conn *c, const void *tok,
+    size_t len, uint8_t **frame, struct karena *a)
+{
+	struct kp_sasl_authenticate_request req;
+	struct kp_sasl_authenticate_response resp;
+	struct kw w;
+	struct kr r;
+
+	kp_sasl_authenticate_request_init(&req);
+	req.auth_bytes = (struct kbytes){ tok, (int32_t)len };
+	kw_init(&w, 65536);
+	if (kp_sasl_authenticate_request_encode(&w, 2, &req) < 0 || w.err)
+		die_conn("cannot encode the SaslAuthenticate request");
+	*frame = conn_call(c, KP_API_SASL_AUTHENTICATE, 2, &w, &r);
+	OPENSSL_cleanse(w.buf, w.len);
+	kw_fini(&w);
+	kp_sasl_authenticate_response_init(&resp);
+	if (kp_sasl_authenticate_response_decode(&r, a, 2, &resp) < 0 || r.err)
+		die_conn("%s: malformed SaslAuthenticate response", c->addr);
+	if (resp.error_code != 0)
+		sasl_fail("authentication failed", resp.error_code,
+		    resp.error_message);
+	return resp.auth_bytes;
+}
+
+static void sasl_login(struct cli_conn *c, const struct clisec *sec)
+{
+	struct kp_sasl_handshake_request hreq;
+	struct kp_sasl_handshake_response hresp;
+	struct karena *a = karena_new(1 << 20);
+	struct kw w;
+	struct kr r;
+	uint8_t *frame;
+	char err[256];
+
+	if (a == NULL)
+		die_conn("out of memory");
+	kp_sasl_handshake_request_init(&hreq);
+	hreq.mechanism = kstr_c(ksasl_mech_name(sec->mech));
+	kw_init(&w, 4096);
+	kp_sasl_handshake_request_encode(&w, 1, &hreq);
+	frame = conn_call(c, KP_API_SASL_HANDSHAKE, 1, &w, &r);
+	kw_fini(&w);
+	kp_sasl_handshake_response_init(&hresp);
+	if (kp_sasl_handshake_response_decode(&r, a, 1, &hresp) < 0 || r.err)
+		die_conn("%s: malformed SaslHandshake response", c->addr);
+	if (hresp.error_code != 0) {
+		char offered[256] = "";
+		size_t n = 0;
+
+		for (int32_t i = 0; i < hresp.mechanisms_n && n < sizeof(offered); i++)
+			n += (size_t)snprintf(offered + n, sizeof(offered) - n,
+			    "%s%.*s", i ? ", " : "", (int)hresp.mechanisms[i].len,
+			    hresp.mechanisms[i].p);
+		fprintf(stderr, "%s: SASL mechanism %s refused: %s (mirrord "
+		    "offers: %s)\n", progname, ksasl_mech_name(sec->mech),
+		    kerr_name(hresp.error_code), offered[0] ? offered : "none");
+		exit(EXIT_KAFKA);
+	}
+	free(frame);
+	if (sec->mech == KSASL_PLAIN) {
+		uint8_t *tok;
+		size_t tl;
+
+		if (ksasl_plain_token(sec->user, sec->password, &tok, &tl, err,
+		    sizeof(err)) < 0)
+			die_usage("--command-config: %s", err);
+		sasl_round(c, tok, tl, &frame, a);
+		OPENSSL_cleanse(tok, tl);
+		free(tok);
+		free(frame);
+	} else {
+		struct ksasl_scram *sc = ksasl_scram_new(sec->mech, sec->user,
+		    sec->password, NULL, err, sizeof(err));
+		const char *msg;
+		size_t ml;
+		struct kbytes sb;
+
+		if (sc == NULL)
+			die_usage("--command-config: %s", err);
+		if (ksasl_scram_client_first(sc, &msg, &ml) < 0)
+			die_conn("out of memory");
+		sb = sasl_round(c, msg, ml, &frame, a);
+		if (ksasl_scram_client_final(sc, sb.p, sb.len > 0 ?
+		    (size_t)sb.len : 0, &msg, &ml, err, sizeof(err)) < 0)
+			die_conn("%s: SCRAM: %s", c->addr, err);
+		free(frame);
+		sb = sasl_round(c, msg, ml, &frame, a);
+		if (ksasl_scram_verify_server(sc, sb.p, sb.len > 0 ?
+		    (size_t)sb.len : 0, err, sizeof(err)) < 0)
+			die_conn("%s: SCRAM: %s", c->addr, err);
+		free(frame);
+		ksasl_scram_free(sc);
+	}
+	karena_free(a);
 }
 
 /* ---- output helpers ---------------------------------------------- */
@@ -969,6 +1157,7 @@ static void load_command_config(struct opts *o)
 {
 	struct props pr;
 	char err[512];
+	int rc;
 
 	props_init(&pr);
 	if (props_parse_file(&pr, o->command_config, err, sizeof(err)) < 0)
@@ -987,11 +1176,11 @@ static void load_command_config(struct opts *o)
 			o->timeout_ms = (int)ms;
 		} else if (strcmp(k, "client.id") == 0) {
 			snprintf(o->client_id, sizeof(o->client_id), "%s", v);
-		} else if (strcmp(k, "security.protocol") == 0) {
-			if (strcasecmp(v, "PLAINTEXT") != 0)
-				die_usage("--command-config %s: security.protocol=%s is "
-				    "not supported: mirrord's admin listener speaks "
-				    "PLAINTEXT", o->command_config, v);
+		} else if ((rc = clisec_prop(&o->sec, k, v, err,
+		    sizeof(err))) != 0) {
+			if (rc < 0)
+				die_usage("--command-config %s: %s",
+				    o->command_config, err);
 		} else if (strcmp(k, "bootstrap.servers") == 0) {
 			if (o->bootstrap == NULL)
 				o->bootstrap = strdup(v);
@@ -1002,6 +1191,8 @@ static void load_command_config(struct opts *o)
 		}
 	}
 	props_fini(&pr);
+	if (clisec_check(&o->sec, err, sizeof(err)) < 0)
+		die_usage("--command-config %s: %s", o->command_config, err);
 }
 
 int main(int argc, char **argv)
@@ -1034,6 +1225,7 @@ int main(int argc, char **argv)
 	int ch, rc = 0;
 
 	memset(&o, 0, sizeof(o));
+	clisec_init(&o.sec);
 	o.action = ACT_NONE;
 	o.timeout_ms = 30000;
 	snprintf(o.client_id, sizeof(o.client_id), "kafka-mirrors");
@@ -1091,7 +1283,9 @@ int main(int argc, char **argv)
 	if (o.json && o.action != ACT_DESCRIBE)
 		die_usage("--json is only for --describe");
 
-	conn_open(&c, o.bootstrap, o.timeout_ms, o.client_id);
+	conn_open(&c, o.bootstrap, o.timeout_ms, o.client_id, &o.sec);
+	if (o.sec.sasl)
+		sasl_login(&c, &o.sec);
 	switch (o.action) {
 	case ACT_CREATE: rc = do_create(&c, &o); break;
 	case ACT_ADD: rc = do_add(&c, &o); break;
@@ -1103,7 +1297,9 @@ int main(int argc, char **argv)
 	case ACT_DESCRIBE: rc = do_describe(&c, &o); break;
 	default: rc = EXIT_USAGE; break;
 	}
+	clisec_tls_close(c.ssl);
 	close(c.fd);
+	clisec_fini(&o.sec);
 	for (int i = 0; i < o.topics.n; i++)
 		free(o.topics.v[i]);
 	free(o.topics.v);

@@ -36,6 +36,7 @@
 #include "pipeline.h"
 #include "sdnotify.h"
 #include "secrets.h"
+#include "usercmd.h"
 
 #define DEFAULT_CONFIG MIRRORD_SYSCONFDIR "/mirrord/mirrord.yaml"
 
@@ -63,11 +64,23 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: mirrord [-f] [-c FILE] [-l LEVEL]\n"
 "       mirrord --check-config FILE\n"
+"       mirrord --add-user NAME [--mechanism MECH] [--iterations N]\n"
+"               [--credentials-file FILE]   (password on stdin or prompted)\n"
+"       mirrord --delete-user NAME [--mechanism MECH] [--credentials-file FILE]\n"
+"       mirrord --list-users [--credentials-file FILE]\n"
 "       mirrord -V | -h\n"
 "\n"
 "  -c, --config FILE        configuration file (default %s)\n"
 "      --check-config FILE  validate FILE, print the effective configuration,\n"
 "                           and exit 0 if it is valid, 1 if not\n"
+"      --add-user NAME      store SCRAM keys (never the password) of NAME in\n"
+"                           the admin listener's credentials file\n"
+"      --delete-user NAME   remove NAME's credentials (of --mechanism, or all)\n"
+"      --list-users         list users, mechanisms and iteration counts\n"
+"      --mechanism MECH     SCRAM-SHA-512 (default) or SCRAM-SHA-256\n"
+"      --iterations N       PBKDF2 iterations, 4096..16384 (default 4096)\n"
+"      --credentials-file FILE  the file (default: server.sasl.credentials_file\n"
+"                           of the configuration file)\n"
 "  -f, --foreground         accepted for compatibility; mirrord never forks\n"
 "                           (systemd supervises it with Type=notify)\n"
 "  -l, --log-level LEVEL    error, warn, info or debug (overrides log.level)\n"
@@ -351,8 +364,16 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "add-user", required_argument, NULL, 'A' },
+		{ "delete-user", required_argument, NULL, 'D' },
+		{ "list-users", no_argument, NULL, 'L' },
+		{ "mechanism", required_argument, NULL, 'M' },
+		{ "iterations", required_argument, NULL, 'I' },
+		{ "credentials-file", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct usercmd uc = { .action = USERCMD_LIST };
+	int users = 0;
 	struct daemon d;
 	char err[1024];
 	uint64_t wd_usec = 0;
@@ -384,6 +405,37 @@ int main(int argc, char **argv)
 		case 'h':
 			usage(stdout);
 			return 0;
+		case 'A':
+		case 'D':
+		case 'L':
+			if (users) {
+				fprintf(stderr, "mirrord: give one of --add-user, "
+				    "--delete-user and --list-users\n");
+				return 2;
+			}
+			users = 1;
+			uc.action = ch == 'A' ? USERCMD_ADD : ch == 'D' ?
+			    USERCMD_DELETE : USERCMD_LIST;
+			uc.user = optarg;
+			break;
+		case 'M':
+			uc.mechanism = optarg;
+			break;
+		case 'I': {
+			char *end;
+			long n = strtol(optarg, &end, 10);
+
+			if (*end != '\0' || n < 4096 || n > 16384) {
+				fprintf(stderr, "mirrord: --iterations %s: expected "
+				    "4096..16384\n", optarg);
+				return 2;
+			}
+			uc.iterations = (int)n;
+			break;
+		}
+		case 'F':
+			uc.file = optarg;
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -392,6 +444,16 @@ int main(int argc, char **argv)
 	if (optind < argc) {
 		fprintf(stderr, "mirrord: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
+		return 2;
+	}
+	if (users) {
+		uc.config_path = d.config_path;
+		return usercmd_run(&uc);
+	}
+	if (uc.mechanism != NULL || uc.iterations != 0 || uc.file != NULL) {
+		fprintf(stderr, "mirrord: --mechanism, --iterations and "
+		    "--credentials-file go with --add-user, --delete-user or "
+		    "--list-users\n");
 		return 2;
 	}
 

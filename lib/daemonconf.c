@@ -77,6 +77,30 @@ const struct ckey config_keys[] = {
 	  "Largest response mirrord encodes on the admin listener. "
 	  "A DescribeMirrors or ListMirrors answer that would be larger is replaced by POLICY_VIOLATION (44) naming this limit; "
 	  "a topic operation's answer drops its per-topic messages first." },
+	{ "server.security_protocol", CT_ENUM, F(server_security_protocol), "PLAINTEXT", 0, 0, "PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL", 0, NULL,
+	  "Security of the admin listener, with a Kafka broker's listener names: PLAINTEXT (none), SSL (TLS 1.2 or later; with server.ssl.client_auth the principal is the client certificate's subject), SASL_PLAINTEXT and SASL_SSL (clients log in with SaslHandshake and SaslAuthenticate; SASL_PLAINTEXT sends PLAIN passwords in clear). "
+	  "Before a SASL client has logged in only ApiVersions, SaslHandshake and SaslAuthenticate are answered." },
+	{ "server.ssl.certificate_location", CT_STRING, F(server_ssl_certificate_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/admin.pem",
+	  "PEM file with the admin listener's certificate (and any intermediate certificates after it). "
+	  "Required with SSL and SASL_SSL; read again on SIGHUP, so a renewed certificate can replace it in place." },
+	{ "server.ssl.key_location", CT_STRING, F(server_ssl_key_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/admin-key.pem",
+	  "PEM file with the private key of server.ssl.certificate_location. "
+	  "Required with SSL and SASL_SSL; keep it readable by mirrord only." },
+	{ "server.ssl.key_password", CT_STRING, F(server_ssl_key_password), NULL, 0, 0, NULL, 0, "changeme",
+	  "Password of an encrypted server.ssl.key_location. "
+	  "Its value is never logged or printed." },
+	{ "server.ssl.ca_location", CT_STRING, F(server_ssl_ca_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/clients-ca.pem",
+	  "PEM file of the certificate authorities whose client certificates are accepted. "
+	  "Required when server.ssl.client_auth is requested or required; read again on SIGHUP." },
+	{ "server.ssl.client_auth", CT_ENUM, F(server_ssl_client_auth), "none", 0, 0, "none|requested|required", 0, NULL,
+	  "Client certificates on SSL and SASL_SSL, as Kafka's ssl.client.auth: none asks for none, requested verifies one if the client sends it, required refuses the TLS handshake without a certificate signed by server.ssl.ca_location. "
+	  "On SSL the principal of a verified certificate is User: followed by its subject in RFC 2253 form (User:CN=admin,O=example); without one it is User:ANONYMOUS." },
+	{ "server.sasl.enabled_mechanisms", CT_STRING, F(server_sasl_enabled_mechanisms), "SCRAM-SHA-256,SCRAM-SHA-512", 0, 0, NULL, 0, NULL,
+	  "Comma-separated SASL mechanisms offered on SASL_PLAINTEXT and SASL_SSL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
+	  "PLAIN checks the password against the user's SCRAM-SHA-512 (else SCRAM-SHA-256) credential." },
+	{ "server.sasl.credentials_file", CT_STRING, F(server_sasl_credentials_file), NULL, 0, 0, NULL, 0, "/etc/mirrord/admin-credentials",
+	  "File of SCRAM credentials (salt, iterations, StoredKey and ServerKey per user and mechanism; never passwords), managed with mirrord --add-user and --delete-user. "
+	  "Required with SASL_PLAINTEXT and SASL_SSL; mode 0600; read again on SIGHUP." },
 
 	{ "limits.max_mirrors", CT_INT, F(limits_max_mirrors), "1000", 1, 1000000, NULL, KF_RELOAD, NULL,
 	  "Most mirrors mirrord holds. "
@@ -156,7 +180,7 @@ const struct ckey config_keys[] = {
 
 	{ "authorization.enabled", CT_ENUM, F(authorization_enabled), "auto", 0, 0, "auto|true|false", KF_RELOAD, NULL,
 	  "Whether the mirror RPCs are checked against authorization.super_users and authorization.acls. "
-	  "The value auto turns checking on when the admin listener authenticates clients (server.security_protocol other than PLAINTEXT) or when any rule or super user is configured, and leaves it off otherwise: then every client, User:ANONYMOUS on a PLAINTEXT listener, may do everything. "
+	  "The value auto turns checking on when the admin listener authenticates clients (SASL_PLAINTEXT or SASL_SSL, or SSL with server.ssl.client_auth requested or required) or when any rule or super user is configured, and leaves it off otherwise: then every client, User:ANONYMOUS on a PLAINTEXT or plain SSL listener, may do everything. "
 	  "Once on, authorization denies by default: a principal that is not a super user may do only what an allow rule grants and no deny rule takes away, so with no rules everyone but the super users is refused with CLUSTER_MIRROR_AUTHORIZATION_FAILED (144). "
 	  "ApiVersions and Metadata are never checked." },
 	{ "authorization.super_users", CT_PRINCIPALS, F(authorization_super_users), NULL, 0, 0, NULL, KF_RELOAD,
@@ -1594,6 +1618,140 @@ static void walk(struct lctx *c, const yaml_node_t *map, const char *prefix)
 }
 
 /* Checks that involve more than one key; pos points at the key to blame. */
+/* Where key path was set (0, 0 when it was not). */
+static void seen_at(struct lctx *c, const char *path, int *line, int *col)
+{
+	size_t i = (size_t)(config_key_find(path) - config_keys);
+
+	*line = c->seen_line[i];
+	*col = c->seen_col[i];
+}
+
+/* server.security_protocol against the server.ssl.* and server.sasl.* keys. */
+static void check_security(struct lctx *c)
+{
+	static const char *const ssl_keys[] = {
+		"server.ssl.certificate_location", "server.ssl.key_location",
+		"server.ssl.key_password", "server.ssl.ca_location",
+	};
+	struct config *cfg = c->cfg;
+	int proto = cfg->server_security_protocol, line, col;
+	bool tls = proto == CONFIG_SEC_SSL || proto == CONFIG_SEC_SASL_SSL;
+	bool sasl = proto == CONFIG_SEC_SASL_PLAINTEXT || proto == CONFIG_SEC_SASL_SSL;
+	const char *pname = config_security_protocol_name(proto);
+
+	seen_at(c, "server.security_protocol", &line, &col);
+	if (tls && (cfg->server_ssl_certificate_location == NULL ||
+	    cfg->server_ssl_key_location == NULL))
+		lerr(c, line, col, "server.security_protocol",
+		    "%s needs server.ssl.certificate_location and "
+		    "server.ssl.key_location (PEM files)", pname);
+	if (sasl && cfg->server_sasl_credentials_file == NULL)
+		lerr(c, line, col, "server.security_protocol",
+		    "%s needs server.sasl.credentials_file (create it with "
+		    "mirrord --add-user)", pname);
+	if (!tls) {
+		for (size_t j = 0; j < ARRAY_SIZE(ssl_keys); j++) {
+			const struct ckey *k = config_key_find(ssl_keys[j]);
+
+			if (*(char **)config_field(cfg, k) == NULL)
+				continue;
+			seen_at(c, k->path, &line, &col);
+			lerr(c, line, col, k->path, "is set but "
+			    "server.security_protocol is %s: use SSL or SASL_SSL",
+			    pname);
+		}
+		if (cfg->server_ssl_client_auth != CONFIG_CLIENT_AUTH_NONE) {
+			seen_at(c, "server.ssl.client_auth", &line, &col);
+			lerr(c, line, col, "server.ssl.client_auth", "is not none "
+			    "but server.security_protocol is %s: use SSL or "
+			    "SASL_SSL", pname);
+		}
+	} else {
+		if (cfg->server_ssl_client_auth != CONFIG_CLIENT_AUTH_NONE &&
+		    cfg->server_ssl_ca_location == NULL) {
+			seen_at(c, "server.ssl.client_auth", &line, &col);
+			lerr(c, line, col, "server.ssl.client_auth", "client "
+			    "certificates need server.ssl.ca_location (the CAs "
+			    "that sign them)");
+		}
+		if (cfg->server_ssl_key_password != NULL &&
+		    cfg->server_ssl_key_location == NULL) {
+			seen_at(c, "server.ssl.key_password", &line, &col);
+			lerr(c, line, col, "server.ssl.key_password", "is set "
+			    "without server.ssl.key_location");
+		}
+	}
+	if (!sasl && cfg->server_sasl_credentials_file != NULL) {
+		seen_at(c, "server.sasl.credentials_file", &line, &col);
+		lerr(c, line, col, "server.sasl.credentials_file", "is set but "
+		    "server.security_protocol is %s: use SASL_PLAINTEXT or "
+		    "SASL_SSL", pname);
+	}
+	if (cfg->server_sasl_enabled_mechanisms != NULL) {
+		char why[256];
+
+		if (config_sasl_mechanisms(cfg->server_sasl_enabled_mechanisms,
+		    NULL, why, sizeof(why)) < 0) {
+			seen_at(c, "server.sasl.enabled_mechanisms", &line, &col);
+			lerr(c, line, col, "server.sasl.enabled_mechanisms", "%s",
+			    why);
+		}
+	}
+}
+
+const char *config_security_protocol_name(int proto)
+{
+	static const char *const names[] = { "PLAINTEXT", "SSL",
+		"SASL_PLAINTEXT", "SASL_SSL" };
+
+	return proto >= 0 && proto < (int)ARRAY_SIZE(names) ? names[proto] : "?";
+}
+
+int config_sasl_mechanisms(const char *list, int *enabled, char *why,
+    size_t whylen)
+{
+	static const char *const names[] = { "PLAIN", "SCRAM-SHA-256",
+		"SCRAM-SHA-512" };
+	const char *p = list;
+	int n = 0;
+
+	if (enabled != NULL)
+		for (size_t j = 0; j < ARRAY_SIZE(names); j++)
+			enabled[j] = 0;
+	while (*p != '\0') {
+		size_t len = strcspn(p, ","), j;
+		const char *s = p;
+
+		while (len > 0 && *s == ' ') {
+			s++;
+			len--;
+		}
+		while (len > 0 && s[len - 1] == ' ')
+			len--;
+		for (j = 0; j < ARRAY_SIZE(names); j++)
+			if (strlen(names[j]) == len && strncmp(names[j], s, len) == 0)
+				break;
+		if (j == ARRAY_SIZE(names)) {
+			snprintf(why, whylen, "unknown mechanism '%.*s' (PLAIN, "
+			    "SCRAM-SHA-256 and SCRAM-SHA-512 are supported)",
+			    (int)MIN(len, 64), s);
+			return -1;
+		}
+		if (enabled != NULL)
+			enabled[j] = 1;
+		n++;
+		p += strcspn(p, ",");
+		if (*p == ',')
+			p++;
+	}
+	if (n == 0) {
+		snprintf(why, whylen, "names no mechanism");
+		return -1;
+	}
+	return n;
+}
+
 static void check_combination(struct lctx *c)
 {
 	struct config *cfg = c->cfg;
@@ -1607,6 +1765,8 @@ static void check_combination(struct lctx *c)
 		    "%" PRId64 " is larger than pipeline.max_inflight_bytes_total (%" PRId64 ")",
 		    cfg->pipeline_max_inflight_bytes_per_partition,
 		    cfg->pipeline_max_inflight_bytes_total);
+
+	check_security(c);
 
 	k = config_key_find("metrics.listen");
 	i = (size_t)(k - config_keys);

@@ -82,6 +82,21 @@ enum config_log_target {
 	CONFIG_LOG_JOURNAL, /* "<N>" priority prefixes */
 };
 
+/* server.security_protocol and server.ssl.client_auth, in the order of the
+ * keys' choices in the table. */
+enum config_security_protocol {
+	CONFIG_SEC_PLAINTEXT,
+	CONFIG_SEC_SSL,
+	CONFIG_SEC_SASL_PLAINTEXT,
+	CONFIG_SEC_SASL_SSL,
+};
+
+enum config_client_auth {
+	CONFIG_CLIENT_AUTH_NONE,
+	CONFIG_CLIENT_AUTH_REQUESTED,
+	CONFIG_CLIENT_AUTH_REQUIRED,
+};
+
 /*
  * Every key of the table, one field each.  Durations are milliseconds,
  * sizes bytes.  log_level is an enum log_level (log.h) value.
@@ -105,6 +120,14 @@ struct config {
 
 	int64_t limits_max_mirrors;              /* limits.max_mirrors */
 	int64_t limits_max_patterns_per_mirror;  /* limits.max_patterns_per_mirror */
+	int server_security_protocol;            /* enum config_security_protocol */
+	char *server_ssl_certificate_location;   /* server.ssl.*: NULL when unset */
+	char *server_ssl_key_location;
+	char *server_ssl_key_password;
+	char *server_ssl_ca_location;
+	int server_ssl_client_auth;              /* enum config_client_auth */
+	char *server_sasl_enabled_mechanisms;    /* "PLAIN,SCRAM-SHA-512" */
+	char *server_sasl_credentials_file;      /* NULL when unset */
 
 	char *storage_data_dir;                  /* storage.data_dir */
 	int64_t storage_snapshot_every_records;  /* storage.snapshot_every_records */
@@ -180,6 +203,16 @@ void config_free(struct config *cfg);
 size_t config_reload_diff(const struct config *old, const struct config *nw,
     const char **keys, size_t cap);
 int config_reload_keep(struct config *nw, const struct config *old);
+
+/* "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL". */
+const char *config_security_protocol_name(int proto);
+/*
+ * Parses server.sasl.enabled_mechanisms: sets enabled[m] (indexed by
+ * ksasl_mech: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; may be NULL) and returns
+ * how many were named, or -1 with the reason in why.
+ */
+int config_sasl_mechanisms(const char *list, int *enabled, char *why,
+    size_t whylen);
 
 /* 1 if a property or key name holds a secret whose value is never shown. */
 int config_key_is_secret(const char *key);

@@ -284,7 +284,15 @@ void config_dump(const struct config *cfg, FILE *out)
 		}
 		format_field(cfg, k, buf, sizeof(buf));
 		fprintf(out, "  %s: ", k->path + sl + 1);
-		if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST ||
+		/* server.ssl.key_password; only "password" keys: the path of
+		 * server.sasl.credentials_file is no secret. */
+		if (k->type == CT_STRING &&
+		    *(char *const *)config_field(cfg, k) == NULL)
+			fputs("~", out); /* unset: loads back as unset */
+		else if (k->type == CT_STRING && buf[0] != '\0' &&
+		    strstr(k->path, "password") != NULL)
+			yaml_scalar(out, "(hidden)");
+		else if (k->type == CT_STRING || k->type == CT_HOSTPORT || k->type == CT_HOSTLIST ||
 		    k->type == CT_PATHLIST)
 			yaml_scalar(out, buf);
 		else
@@ -398,7 +406,10 @@ void config_write_example(FILE *out)
 			}
 		} else if (k->flags & KF_REQUIRED) {
 			fprintf(out, "  %s: %s\n", leaf, k->example);
-		} else if (k->def[0] == '\0') {
+		} else if ((k->def == NULL || k->def[0] == '\0') &&
+		    k->example != NULL) {
+			fprintf(out, "  #%s: %s\n", leaf, k->example);
+		} else if (k->def == NULL || k->def[0] == '\0') {
 			fprintf(out, "  #%s: \"\"\n", leaf);
 		} else {
 			fprintf(out, "  #%s: %s\n", leaf, k->def);
