@@ -20,6 +20,7 @@
 #include <openssl/x509.h>
 
 #include "adminauth.h"
+#include "cfgprov.h"
 #include "compat.h"
 #include "credstore.h"
 #include "daemonconf.h"
@@ -29,6 +30,7 @@
 #include "ksasl.h"
 #include "log.h"
 #include "scram.h"
+#include "secretbox.h"
 
 /* Kafka's words for a failed login, whatever the reason. */
 #define AUTH_FAILED_MSG "Authentication failed: Invalid username or password"
@@ -91,8 +93,8 @@ static int pw_cb(char *buf, int size, int rwflag, void *u)
 static SSL_CTX *make_ctx(const struct config *cfg, char *err, size_t errlen)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-	char e[256];
-	int mode = SSL_VERIFY_NONE;
+	char e[256], *kpw = NULL;
+	int mode = SSL_VERIFY_NONE, rc;
 
 	if (ctx == NULL) {
 		ssl_err(e, sizeof(e));
@@ -116,12 +118,20 @@ static SSL_CTX *make_ctx(const struct config *cfg, char *err, size_t errlen)
 		goto fail;
 	}
 	if (cfg->server_ssl_key_password != NULL) {
+		/* A reference (${credential:NAME}...) is read now, never kept. */
+		if (cfgprov_resolve("server.ssl.key_password",
+		    cfg->server_ssl_key_password, &(struct cfgprov_opts){
+		    .allowed = CFGPROV_ALL }, &kpw, err, errlen) != 0)
+			goto fail;
 		SSL_CTX_set_default_passwd_cb(ctx, pw_cb);
-		SSL_CTX_set_default_passwd_cb_userdata(ctx,
-		    cfg->server_ssl_key_password);
+		SSL_CTX_set_default_passwd_cb_userdata(ctx, kpw);
 	}
-	if (SSL_CTX_use_PrivateKey_file(ctx, cfg->server_ssl_key_location,
-	    SSL_FILETYPE_PEM) != 1) {
+	rc = SSL_CTX_use_PrivateKey_file(ctx, cfg->server_ssl_key_location,
+	    SSL_FILETYPE_PEM);
+	SSL_CTX_set_default_passwd_cb(ctx, NULL);
+	SSL_CTX_set_default_passwd_cb_userdata(ctx, NULL);
+	secretbox_wipe_free(kpw);
+	if (rc != 1) {
 		ssl_err(e, sizeof(e));
 		snprintf(err, errlen, "server.ssl.key_location %s: cannot load "
 		    "the private key%s: %s", cfg->server_ssl_key_location,

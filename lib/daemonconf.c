@@ -88,6 +88,7 @@ const struct ckey config_keys[] = {
 	  "Required with SSL and SASL_SSL; keep it readable by mirrord only." },
 	{ "server.ssl.key_password", CT_STRING, F(server_ssl_key_password), NULL, 0, 0, NULL, 0, "changeme",
 	  "Password of an encrypted server.ssl.key_location. "
+	  "It may be a config provider reference read at start-up and reload, such as ${credential:NAME} for a systemd credential (see SECRETS in mirrord.yaml(5)). "
 	  "Its value is never logged or printed." },
 	{ "server.ssl.ca_location", CT_STRING, F(server_ssl_ca_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/clients-ca.pem",
 	  "PEM file of the certificate authorities whose client certificates are accepted. "

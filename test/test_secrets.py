@@ -20,6 +20,7 @@ the password is really needed, on SASL brokers).
   * destination.client with ${credential:NAME} and $CREDENTIALS_DIRECTORY:
     mirrord.yaml holds no secret, and a missing credential stops the start
     naming it; the key itself from the credential mirrord.secret_key;
+    server.ssl.key_password from a credential opens the admin TLS key;
   * no secret in DescribeMirrors, /metrics or the log.
 """
 
@@ -316,4 +317,45 @@ h.check(holding(c.data_dir, "enc:v1:"), "nothing sealed under the credential key
 h.check(DEST_SECRET not in c.log(), "the destination secret reached the log")
 eq(holding(c.data_dir, DEST_SECRET), [], "files holding the destination secret")
 c.stop()
+# ---- server.ssl.key_password from a systemd credential ---------------------
+KEY_PW = "S3cretValue-%d-keypw" % RUN
+pki = os.path.join(T, "pki")
+os.makedirs(pki, exist_ok=True)
+r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-keyout", "admin-key.pem", "-out", "admin.pem",
+                    "-subj", "/CN=localhost", "-days", "2",
+                    "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-passout", "pass:" + KEY_PW],
+                   cwd=pki, capture_output=True, text=True, timeout=60)
+eq(r.returncode, 0, "openssl req: " + r.stderr)
+with open(os.path.join(pki, "admin-key.pem")) as f:
+    h.check("ENCRYPTED" in f.read(), "the admin key is not encrypted")
+write(os.path.join(creds, "admin-key-password"), KEY_PW + "\n")
+s = mt.Mirrord(destination=DST, name="tlskey", start=False)
+with open(s.config_path) as f:
+    text = f.read()
+text = text.replace("server:\n", "server:\n"
+                    "  security_protocol: SSL\n"
+                    "  ssl:\n"
+                    "    certificate_location: \"%s/admin.pem\"\n"
+                    "    key_location: \"%s/admin-key.pem\"\n"
+                    "    key_password: ${credential:admin-key-password}\n"
+                    % (pki, pki), 1)
+with open(s.config_path, "w") as f:
+    f.write(text)
+h.check(KEY_PW not in text, "mirrord.yaml holds the key password")
+s.start(wait=False)
+h.wait_for(lambda: not s.proc.alive() or "ready: admin listener" in s.log(),
+           30, "mirrord with an encrypted admin key to start")
+h.check(s.proc.alive(), "mirrord did not start:\n" + s.proc.tail())
+r = h.kcat(["-L", "-b", s.bootstrap, "-m", "10", "-X", "security.protocol=SSL",
+            "-X", "ssl.ca.location=%s/admin.pem" % pki])
+h.check(r.returncode == 0 and "broker 42" in r.stdout,
+        "kcat -L over TLS with the decrypted key: %s %s" % (r.stdout, r.stderr))
+s.stop()
+os.unlink(os.path.join(creds, "admin-key-password"))
+out = start_fails(s, "the key password's credential is missing")
+h.check("server.ssl.key_password: ${credential:admin-key-password}:" in out,
+        "the missing key password credential is not named:\n" + out[-2000:])
+h.check(KEY_PW not in s.log(), "the key password reached the log")
 print("PASS: secrets at rest, config providers, systemd credentials")
