@@ -118,7 +118,8 @@ struct mtopic {
 
 struct mirror {
 	char *name;
-	struct mcfg *configs;    /* as given at CreateMirror, in that order */
+	struct mcfg *configs;    /* as given at CreateMirror, in that order;
+	                          * secrets sealed (see mstate_set_sealer) */
 	size_t nconfigs;
 	char *source_cluster_id; /* NULL until resolved */
 	char **includes;         /* patterns as given (tpattern.h) */
