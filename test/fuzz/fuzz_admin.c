@@ -9,8 +9,9 @@
  * kcluster.  The harness writes the stream, runs the event loop until the
  * server has answered every complete frame (or closed the connection), and
  * reads the answers.  Everything lives on one event_base created once per
- * process; the mirrors are deleted at the start of every input so that one
- * run does not change the next.
+ * process.  At the start of every input the admin server is created afresh
+ * (cancelling what the last one still had running) over a model whose
+ * mirrors have all been deleted, so that one run does not change the next.
  *
  * Input format (the state model: requests in sequence, so CreateMirror then
  * AddTopicsToMirror / DescribeMirrors / PauseMirrorTopics / DeleteMirror on
@@ -414,11 +415,6 @@ static void setup(void)
 		die("fake source", strerror(errno));
 	G.src_port = ntohs(sin.sin_port);
 
-	/* No pipeline: the data plane is not the admin plane (see below). */
-	G.adm = admin_new(G.base, G.st, G.cfg, NULL, &G.ms, err, sizeof(err));
-	if (G.adm == NULL)
-		die("admin_new", err);
-	G.admin_port = admin_port(G.adm);
 	G.ready = 1;
 	atexit(at_exit);
 }
@@ -738,6 +734,30 @@ static void reset_state(void)
 	}
 }
 
+/*
+ * A fresh admin server over an empty model for every input: admin_free()
+ * cancels what the last one still had running (AddTopicsToMirror lookups,
+ * the background lookups of source cluster ids), which would otherwise act
+ * on a later input's mirror of the same name.
+ */
+static void admin_restart(void)
+{
+	char err[1024];
+
+	admin_free(G.adm);
+	G.adm = NULL;
+	G.admin_port = 0;
+	event_base_loop(G.base, EVLOOP_NONBLOCK); /* deferred frees */
+	reset_state();
+	/* No pipeline: the data plane is not the admin plane (see above). */
+	G.adm = admin_new(G.base, G.st, G.cfg, NULL, &G.ms, err, sizeof(err));
+	if (G.adm == NULL) {
+		fprintf(stderr, "fuzz_admin: admin_new: %s\n", err);
+		abort();
+	}
+	G.admin_port = admin_port(G.adm);
+}
+
 static int client_connect(void)
 {
 	struct sockaddr_in sin;
@@ -788,7 +808,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rn.frames = count_frames(rn.out, rn.len);
 
 	event_base_loop(G.base, EVLOOP_NONBLOCK); /* last run's leftovers */
-	reset_state();
+	admin_restart();
 	rn.fd = client_connect();
 	if (rn.fd < 0) {
 		fprintf(stderr, "fuzz_admin: cannot connect to the admin port: %s\n",
