@@ -36,9 +36,9 @@
  * source that is down).  Host names fail without DNS (srclookup has no
  * resolver).
  *
- * server.max_request_bytes is 256 KiB here (the daemon's default is 100 MiB)
+ * server.max_request_bytes is 1 MiB here (the daemon's default is 100 MiB)
  * so that the per-request arena cap (4x that) is within reach of inputs of
- * fuzzing size.
+ * a size the corpus can hold.
  *
  * A run that does not finish within RUN_DEADLINE_S aborts (a hang); the
  * replay program also arms alarm() in case the loop itself blocks.
@@ -82,7 +82,7 @@
 #include "pipeline.h"
 
 #define FUZZ_SOURCE_PORT 9092
-#define MAX_REQUEST_BYTES (256u << 10)
+#define MAX_REQUEST_BYTES (1u << 20)
 #define RUN_DEADLINE_S 30
 #define FAKE_MAX_FRAME (1u << 20)
 

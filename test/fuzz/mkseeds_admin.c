@@ -10,10 +10,17 @@
  * asynchronous AddTopicsToMirror, the same streams written byte by byte and
  * in pieces, and framing errors.  CRASHERS_DIR gets the inputs of issue 9
  * that crash or hang mirrord today (a DescribeMirrors naming one mirror
- * 10,000 times, 20,000 pipelined requests, ssl.ca.location=/proc/self/fd/4,
- * a pattern that takes gigabytes to compile); they join the replayed corpus
- * once fixed.  The output is deterministic; the files are committed in
- * test/fuzz/corpus/admin and test/fuzz/crashers/admin.
+ * 10,000 times, 5,000 requests pipelined behind an AddTopicsToMirror,
+ * ssl.ca.location=/proc/self/fd/4, a pattern that takes gigabytes to
+ * compile); they join the replayed corpus once fixed.  The output is
+ * deterministic; the files are committed in test/fuzz/corpus/admin and
+ * test/fuzz/crashers/admin.
+ *
+ *   mkseeds_admin --issue9 DIR
+ *
+ * writes the issue's inputs at full size into DIR (a DescribeMirrors naming
+ * one mirror 100,000 times, 300,000 requests pipelined behind an
+ * AddTopicsToMirror: 6 MB, so not stored).
  */
 #include "config.h"
 
@@ -429,9 +436,9 @@ static void framing_seeds(void)
 	kw_i32(&s.w, 4);
 	kw_i32(&s.w, 0);
 	seed_put(&s, corpus, "frame-too-small");
-	/* Over server.max_request_bytes (256 KiB in the harness). */
+	/* Over server.max_request_bytes (1 MiB in the harness). */
 	seed_begin(&s, F_RAW);
-	kw_i32(&s.w, 300000);
+	kw_i32(&s.w, 2000000);
 	kw_raw(&s.w, "\x00\x12\x00\x00", 4);
 	seed_put(&s, corpus, "frame-oversized");
 	/* A request, then half of the next one. */
@@ -476,8 +483,8 @@ static void crasher_seeds(void)
 {
 	struct seed s;
 
-	/* DescribeMirrors naming one mirror 10,000 times (the issue's 100,000
-	 * against the daemon's 100 MiB cap; the harness's cap is 256 KiB). */
+	/* DescribeMirrors naming one mirror 10,000 times: its answer outgrows
+	 * the request's arena (4 x server.max_request_bytes, 1 MiB here). */
 	{
 		struct kp_describe_mirrors_request m;
 		struct kstr *v = calloc(10000, sizeof(*v));
@@ -496,18 +503,15 @@ static void crasher_seeds(void)
 		seed_put(&s, crashers, "describe-one-mirror-10000-times");
 		free(v);
 	}
-	/* 20,000 pipelined requests, written at once (recursive pump). */
-	seed_begin(&s, F_RAW);
-	for (int i = 0; i < 20000; i++)
-		list_mirrors(&s);
-	seed_put(&s, crashers, "pipelined-20000");
-	/* The same behind an AddTopicsToMirror that waits for its source. */
+	/* 5,000 requests queued behind an AddTopicsToMirror that waits for
+	 * its source: its answer pumps them all, recursively (enough for a
+	 * stack overflow under ASan; --issue9 writes the issue's 300,000). */
 	seed_begin(&s, F_RAW);
 	create(&s, "m1", UP, NULL, 0);
 	add_topics(&s, "m1", A("alpha"), 1, NULL, 0, NULL, 0);
-	for (int i = 0; i < 20000; i++)
+	for (int i = 0; i < 5000; i++)
 		list_mirrors(&s);
-	seed_put(&s, crashers, "pipelined-20000-behind-add");
+	seed_put(&s, crashers, "pipelined-5000-behind-add");
 	/* A CA file that is the daemon's own descriptor. */
 	seed_begin(&s, 0);
 	create(&s, "m1", UP, A("security.protocol=SSL",
@@ -521,10 +525,43 @@ static void crasher_seeds(void)
 	seed_put(&s, crashers, "pattern-bomb");
 }
 
+/* The issue's inputs at full size (megabytes: generated, not stored). */
+static void issue9_inputs(const char *dir)
+{
+	struct kp_describe_mirrors_request m;
+	struct kstr *v = calloc(100000, sizeof(*v));
+	struct seed s;
+
+	if (v == NULL)
+		exit(1);
+	for (int i = 0; i < 100000; i++)
+		v[i] = kstr_c("m1");
+	seed_begin(&s, F_RAW);
+	create(&s, "m1", UP, NULL, 0);
+	add_topics(&s, "m1", A("alpha", "beta"), 2, NULL, 0, NULL, 0);
+	kp_describe_mirrors_request_init(&m);
+	m.mirror_names = v;
+	m.mirror_names_n = 100000;
+	req(&s, KP_API_DESCRIBE_MIRRORS, 0, &m);
+	seed_put(&s, dir, "describe-one-mirror-100000-times");
+	free(v);
+	seed_begin(&s, F_RAW);
+	create(&s, "m1", UP, NULL, 0);
+	add_topics(&s, "m1", A("alpha"), 1, NULL, 0, NULL, 0);
+	for (int i = 0; i < 300000; i++)
+		list_mirrors(&s);
+	seed_put(&s, dir, "pipelined-300000-behind-add");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--issue9") == 0) {
+		issue9_inputs(argv[2]);
+		return 0;
+	}
 	if (argc < 2 || argc > 3) {
-		fprintf(stderr, "usage: mkseeds_admin CORPUS_DIR [CRASHERS_DIR]\n");
+		fprintf(stderr, "usage: mkseeds_admin CORPUS_DIR [CRASHERS_DIR]\n"
+		    "       mkseeds_admin --issue9 DIR\n");
 		return 2;
 	}
 	corpus = argv[1];
