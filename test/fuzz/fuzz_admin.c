@@ -43,6 +43,10 @@
  * A run that does not finish within RUN_DEADLINE_S aborts (a hang); the
  * replay program also arms alarm() in case the loop itself blocks.
  *
+ * What it checks besides the sanitizers: every complete frame is answered
+ * (or the connection closed) within RUN_DEADLINE_S, and the answers carry
+ * the requests' correlation ids in order.
+ *
  * Built as test/fuzz/fuzz_admin (libFuzzer, --enable-fuzzers) and as
  * test/fuzz/fuzz_admin_replay (replays test/fuzz/corpus/admin in make check).
  * Seeds: test/fuzz/mkseeds_admin.  FUZZ_ADMIN_LOG=debug shows the daemon's log.
@@ -513,8 +517,9 @@ struct run {
 	size_t frames;         /* complete frames the server must answer */
 	int fd;
 	struct event *ev_read, *ev_write, *ev_next, *ev_deadline;
-	uint8_t szb[4];        /* the answers, parsed just enough to count */
-	size_t szb_have;
+	int32_t *corrs;        /* correlation id of each frame */
+	uint8_t hdr[8];        /* the answers: size and correlation id */
+	size_t hdr_have;
 	uint64_t skip;
 	size_t answers;
 	int eof, timed_out, shut;
@@ -526,10 +531,14 @@ static int run_done(const struct run *rn)
 	    (rn->off == rn->len && rn->answers >= rn->frames);
 }
 
-/* How many frames of out the server reads before it answers or closes. */
-static size_t count_frames(const uint8_t *p, size_t n)
+/*
+ * The frames of out the server reads before it answers or closes, and their
+ * correlation ids (answers must come back in this order).
+ */
+static int count_frames(struct run *rn)
 {
-	size_t off = 0, k = 0;
+	const uint8_t *p = rn->out;
+	size_t n = rn->len, off = 0;
 
 	while (n - off >= 4) {
 		int32_t size = (int32_t)be32_load(p + off);
@@ -538,10 +547,36 @@ static size_t count_frames(const uint8_t *p, size_t n)
 			break; /* the server closes here */
 		if (n - off - 4 < (size_t)size)
 			break; /* partial: it waits for the rest */
+		if (rn->frames % 256 == 0) {
+			int32_t *c = realloc(rn->corrs,
+			    (rn->frames + 256) * sizeof(*c));
+
+			if (c == NULL)
+				return -1;
+			rn->corrs = c;
+		}
+		/* api_key int16, api_version int16, correlation_id int32 */
+		rn->corrs[rn->frames++] = (int32_t)be32_load(p + off + 8);
 		off += 4 + (size_t)size;
-		k++;
 	}
-	return k;
+	return 0;
+}
+
+/* One whole answer has arrived: it must be the next one in order. */
+static void answer_seen(struct run *rn, int32_t corr)
+{
+	if (rn->answers >= rn->frames) {
+		fprintf(stderr, "fuzz_admin: answer %zu (correlation id %d) to "
+		    "%zu requests\n", rn->answers + 1, corr, rn->frames);
+		abort();
+	}
+	if (corr != rn->corrs[rn->answers]) {
+		fprintf(stderr, "fuzz_admin: answer %zu carries correlation id %d, "
+		    "its request had %d: answers out of order\n", rn->answers + 1,
+		    corr, rn->corrs[rn->answers]);
+		abort();
+	}
+	rn->answers++;
 }
 
 static void client_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -558,22 +593,20 @@ static void client_read_cb(evutil_socket_t fd, short what, void *arg)
 
 				rn->skip -= k;
 				i += k;
-				if (rn->skip == 0)
-					rn->answers++;
 				continue;
 			}
-			rn->szb[rn->szb_have++] = buf[i++];
-			if (rn->szb_have == 4) {
-				uint32_t size = be32_load(rn->szb);
-
-				rn->szb_have = 0;
-				if (size < 4) {
-					fprintf(stderr, "fuzz_admin: the server sent a "
-					    "frame of %u bytes\n", size);
-					abort();
-				}
-				rn->skip = size;
+			/* size int32, then correlation id int32, then the rest */
+			rn->hdr[rn->hdr_have++] = buf[i++];
+			if (rn->hdr_have < 8)
+				continue;
+			rn->hdr_have = 0;
+			if (be32_load(rn->hdr) < 4) {
+				fprintf(stderr, "fuzz_admin: the server sent a "
+				    "frame of %u bytes\n", be32_load(rn->hdr));
+				abort();
 			}
+			rn->skip = be32_load(rn->hdr) - 4;
+			answer_seen(rn, (int32_t)be32_load(rn->hdr + 4));
 		}
 	}
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
@@ -805,7 +838,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(rn.marks);
 		return 0;
 	}
-	rn.frames = count_frames(rn.out, rn.len);
+	if (count_frames(&rn) < 0) {
+		free(rn.out);
+		free(rn.marks);
+		free(rn.corrs);
+		return 0;
+	}
 
 	event_base_loop(G.base, EVLOOP_NONBLOCK); /* last run's leftovers */
 	admin_restart();
@@ -847,6 +885,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	event_base_loop(G.base, EVLOOP_NONBLOCK);
 	free(rn.out);
 	free(rn.marks);
+	free(rn.corrs);
 #ifndef MIRRORD_LIBFUZZER
 	alarm(0);
 #endif
