@@ -104,6 +104,8 @@ static struct {
 	struct evconnlistener *src_lst;
 	struct event *dataplane_ev;
 	int admin_port, src_port;
+	/* What the inputs reached, reported by the replay program. */
+	unsigned long inputs, answers, mirrors_created, topics_added;
 	char dir[256];
 } G;
 
@@ -338,6 +340,22 @@ static void at_exit(void)
 {
 	if (!G.ready)
 		return;
+#ifndef MIRRORD_LIBFUZZER
+	/*
+	 * The replay must not pass by reaching nothing: a corpus of lifecycles
+	 * that gets no answer, or creates no mirror, means the harness (or the
+	 * server) is broken.
+	 */
+	printf("fuzz_admin: %lu answers, %lu mirrors created, %lu topics added\n",
+	    G.answers, G.mirrors_created, G.topics_added);
+	if (G.inputs >= 20 && (G.answers == 0 || G.mirrors_created == 0 ||
+	    G.topics_added == 0)) {
+		fprintf(stderr, "fuzz_admin: %lu inputs reached no handler that "
+		    "answers, creates mirrors and adds topics\n", G.inputs);
+		fflush(NULL);
+		_exit(1);
+	}
+#endif
 	admin_free(G.adm);
 	event_base_loop(G.base, EVLOOP_NONBLOCK);
 	evconnlistener_free(G.src_lst);
@@ -516,6 +534,10 @@ static void dataplane_hook(void *arg, const struct mstate_event *ev)
 	static const struct timeval zero = { 0, 0 };
 
 	(void)arg;
+	if (ev->kind == MSTATE_EV_MIRROR_CREATED)
+		G.mirrors_created++;
+	if (ev->kind == MSTATE_EV_TOPIC_ADDED)
+		G.topics_added++;
 	if ((ev->kind == MSTATE_EV_STATE || ev->kind == MSTATE_EV_TOPIC_ADDED) &&
 	    !evtimer_pending(G.dataplane_ev, NULL))
 		evtimer_add(G.dataplane_ev, &zero);
@@ -593,6 +615,7 @@ static void answer_seen(struct run *rn, int32_t corr)
 		abort();
 	}
 	rn->answers++;
+	G.answers++;
 }
 
 static void client_read_cb(evutil_socket_t fd, short what, void *arg)
@@ -837,6 +860,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setup();
 	if (size == 0)
 		return 0;
+	G.inputs++;
 #ifndef MIRRORD_LIBFUZZER
 	/* libFuzzer has -timeout; the replay program needs its own. */
 	alarm(2 * RUN_DEADLINE_S);
