@@ -36,16 +36,19 @@
  * source that is down).  Host names fail without DNS (srclookup has no
  * resolver).
  *
+ * The data plane is not linked; a stand-in moves partitions on between
+ * requests (PREPARING -> MIRRORING, topic "beta" -> FAILED, PAUSING ->
+ * PAUSED, STOPPING -> STOPPED) so that Pause/Resume/Remove/Delete reach
+ * their success paths.
+ *
  * server.max_request_bytes is 1 MiB here (the daemon's default is 100 MiB)
  * so that the per-request arena cap (4x that) is within reach of inputs of
  * a size the corpus can hold.
  *
- * A run that does not finish within RUN_DEADLINE_S aborts (a hang); the
- * replay program also arms alarm() in case the loop itself blocks.
- *
  * What it checks besides the sanitizers: every complete frame is answered
- * (or the connection closed) within RUN_DEADLINE_S, and the answers carry
- * the requests' correlation ids in order.
+ * (or the connection closed) within RUN_DEADLINE_S, else it aborts (a hang;
+ * the replay program also arms alarm() in case the loop itself blocks), and
+ * the answers carry the requests' correlation ids in order.
  *
  * Built as test/fuzz/fuzz_admin (libFuzzer, --enable-fuzzers) and as
  * test/fuzz/fuzz_admin_replay (replays test/fuzz/corpus/admin in make check).
