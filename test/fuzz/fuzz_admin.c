@@ -341,24 +341,17 @@ static void remove_dir(void)
 
 static void at_exit(void)
 {
+	int reached_nothing;
+
 	if (!G.ready)
 		return;
-#ifndef MIRRORD_LIBFUZZER
 	/*
 	 * The replay must not pass by reaching nothing: a corpus of lifecycles
-	 * that gets no answer, or creates no mirror, means the harness (or the
-	 * server) is broken.
+	 * that gets no answer, or creates no mirror or topic, means the harness
+	 * (or the server) is broken.
 	 */
-	printf("fuzz_admin: %lu answers, %lu mirrors created, %lu topics added\n",
-	    G.answers, G.mirrors_created, G.topics_added);
-	if (G.inputs >= 20 && (G.answers == 0 || G.mirrors_created == 0 ||
-	    G.topics_added == 0)) {
-		fprintf(stderr, "fuzz_admin: %lu inputs reached no handler that "
-		    "answers, creates mirrors and adds topics\n", G.inputs);
-		fflush(NULL);
-		_exit(1);
-	}
-#endif
+	reached_nothing = G.inputs >= 20 && (G.answers == 0 ||
+	    G.mirrors_created == 0 || G.topics_added == 0);
 	admin_free(G.adm);
 	event_base_loop(G.base, EVLOOP_NONBLOCK);
 	evconnlistener_free(G.src_lst);
@@ -370,6 +363,18 @@ static void at_exit(void)
 	event_base_free(G.base);
 	remove_dir();
 	G.ready = 0;
+#ifndef MIRRORD_LIBFUZZER
+	printf("fuzz_admin: %lu answers, %lu mirrors created, %lu topics added\n",
+	    G.answers, G.mirrors_created, G.topics_added);
+	if (reached_nothing) {
+		fprintf(stderr, "fuzz_admin: %lu inputs reached no handler that "
+		    "answers, creates mirrors and adds topics\n", G.inputs);
+		fflush(NULL);
+		_exit(1);
+	}
+#else
+	(void)reached_nothing;
+#endif
 }
 
 static void die(const char *what, const char *why)
