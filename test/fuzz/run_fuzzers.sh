@@ -75,11 +75,13 @@ for name in $names; do
 	bin=$builddir/test/fuzz/fuzz_$name-libfuzzer
 	is_libfuzzer "$bin" || bin=$builddir/test/fuzz/fuzz_$name
 	rm -rf "$work/$name"
-	mkdir -p "$work/$name/corpus" || exit 1
+	mkdir -p "$work/$name/corpus" "$work/$name/tmp" || exit 1
 	cp -R "$srcdir/test/fuzz/corpus/$name/." "$work/$name/corpus/" || exit 1
 	log=$work/$name/fuzz.log
 	t0=$(date +%s)
-	"$bin" -max_total_time="$secs" -rss_limit_mb="$rss" -timeout="$tmo" \
+	# Temporary files (fuzz_admin's metadata log) stay in the run's
+	# directory even when a crash leaves them behind.
+	TMPDIR=$work/$name/tmp "$bin" -max_total_time="$secs" -rss_limit_mb="$rss" -timeout="$tmo" \
 	    -print_final_stats=1 -artifact_prefix="$crashdir/fuzz_$name-" \
 	    "$work/$name/corpus" >"$log" 2>&1
 	status=$?
