@@ -581,6 +581,7 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 		p->live.source_high_watermark = fp->high_watermark;
 		if (fp->log_start_offset >= 0)
 			p->live.source_log_start = fp->log_start_offset;
+		pl_note_lso(p, fp->last_stable_offset, fp->high_watermark);
 		pl_update_lag(p);
 		intake(p, fp);
 		skipped_done(p);
