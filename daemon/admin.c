@@ -803,8 +803,11 @@ static int describe_one(struct admin *adm, struct karena *a,
 			    mp->error : NULL);
 			op->last_mirrored_epoch = mp->last_epoch;
 			op->last_mirrored_offset = mp->last_offset;
-			if (pipeline_partition_warning(adm->pl, mp, warn, sizeof(warn)))
+			if (pipeline_partition_warning(adm->pl, mp, warn, sizeof(warn))) {
 				op->warning_message = arena_kstr(a, warn);
+				if (op->warning_message.p == NULL)
+					return -1;
+			}
 		}
 	}
 	return 0;
