@@ -1092,10 +1092,10 @@ int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
 	if (stuck <= 0)
 		return 0;
 	snprintf(buf, len, "the source's last stable offset has stayed at %" PRId64
-	    " for %" PRId64 " s (pipeline.stuck_lso_warn_ms is %" PRId64 ") while "
+	    " for %.1f s (pipeline.stuck_lso_warn_ms is %" PRId64 ") while "
 	    "the high watermark is %" PRId64 ": a transaction open on the source "
 	    "holds back read_committed readers, and mirrord copies only up to the "
-	    "last stable offset", pp->live.last_stable_offset, stuck / 1000,
+	    "last stable offset", pp->live.last_stable_offset, (double)stuck / 1000.0,
 	    pl->cfg->pipeline_stuck_lso_warn_ms, pp->live.source_high_watermark);
 	return 1;
 }
