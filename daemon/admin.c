@@ -791,6 +791,7 @@ static int describe_one(struct admin *adm, struct karena *a,
 			    &ot->partitions[p];
 			int64_t src = -1, dst = -1;
 			struct pipeline_live live;
+			char warn[512];
 
 			kp_describe_mirrors_response_partition_init(op);
 			pipeline_partition_offsets(adm->pl, mp, &src, &dst);
@@ -808,6 +809,11 @@ static int describe_one(struct admin *adm, struct karena *a,
 			    mp->error : NULL);
 			op->last_mirrored_epoch = mp->last_epoch;
 			op->last_mirrored_offset = mp->last_offset;
+			if (pipeline_partition_warning(adm->pl, mp, warn, sizeof(warn))) {
+				op->warning_message = arena_kstr(a, warn);
+				if (op->warning_message.p == NULL)
+					return -1;
+			}
 		}
 	}
 	return 0;

@@ -1110,6 +1110,8 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 			    "\"errorMessage\":", p->last_mirrored_epoch,
 			    (long long)p->last_mirrored_offset);
 			json_str(stdout, p->error_message);
+			printf(",\"warningMessage\":");
+			json_str(stdout, p->warning_message);
 			printf("}");
 		}
 		printf("]\n");
@@ -1130,6 +1132,19 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 			print_num(p->destination_offset, 18);
 			print_num(p->lag, 10);
 			printf("%.*s\n", (int)MAX(p->state.len, 0), p->state.p);
+		}
+		/* Why a copying partition makes no progress, after the table
+		 * (the columns stay as they are). */
+		for (size_t i = 0; i < n; i++) {
+			const struct kp_describe_mirrors_response_partition *p = rows[i].p;
+
+			if (p->warning_message.len <= 0)
+				continue;
+			printf("WARNING: mirror %.*s topic %.*s partition %d: %.*s\n",
+			    (int)MAX(rows[i].mirror.len, 0), rows[i].mirror.p,
+			    (int)MAX(rows[i].topic.len, 0), rows[i].topic.p,
+			    p->partition_index, (int)p->warning_message.len,
+			    p->warning_message.p);
 		}
 	}
 	free(rows);

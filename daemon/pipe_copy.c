@@ -19,6 +19,7 @@
 #include "log.h"
 #include "mirrorconf.h"
 #include "pipe_int.h"
+#include "pipe_txn.h"
 #include "pipe_wire.h"
 #include "xlate.h"
 
@@ -408,12 +409,19 @@ static int fetch_encode(struct kw *w, int16_t version, const void *msg)
 	return pw_fetch_encode(w, version, &f->req, f->tps, f->n);
 }
 
-static int pid_in(const int64_t *set, size_t n, int64_t pid)
+/*
+ * Nothing queued and nothing in flight: every source offset before
+ * src_fetch is on the destination or was skipped (markers, aborted data),
+ * so the lag counts from there.  Without this a log ending in a commit
+ * marker would show a lag of 1 for ever.
+ */
+static void skipped_done(struct ppart *p)
 {
-	for (size_t i = 0; i < n; i++)
-		if (set[i] == pid)
-			return 1;
-	return 0;
+	if (p->step == PS_RUN && p->sending == NULL && TAILQ_EMPTY(&p->q) &&
+	    p->src_done >= 0 && p->src_fetch > p->src_done) {
+		p->src_done = p->src_fetch;
+		pl_update_lag(p);
+	}
 }
 
 /* Queues one batch (its bytes are copied). */
@@ -482,59 +490,60 @@ static int enqueue(struct ppart *p, const struct batch *b)
 	return 0;
 }
 
-/* The records of one partition of a Fetch response. */
+/*
+ * The records of one partition of a Fetch response.  What a read_committed
+ * consumer skips (transaction markers, aborted data: pipe_txn.h) is not
+ * copied; the gap it leaves becomes an anchor.
+ */
 static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 {
 	struct batch_iter it;
 	struct batch b;
-	int64_t aborted_pids[64];
-	size_t naborted = 0, ai = 0;
+	struct ptxn txn;
 	char err[256];
-	int rc;
+	int rc, v;
 
 	if (fp->records.len <= 0)
 		return;
+	if (ptxn_init(&txn, fp->aborted, fp->naborted, err, sizeof(err)) != 0) {
+		pl_part_fail(p, "Fetch from the source at offset %" PRId64 ": the "
+		    "partition's aborted transaction list cannot be used: %s",
+		    p->src_fetch, err);
+		return;
+	}
 	batch_iter_init(&it, fp->records.p, (size_t)fp->records.len);
 	while ((rc = batch_iter_next(&it, &b, err, sizeof(err))) == BATCH_OK) {
 		int64_t next = batch_next_offset(&b);
 
-		if (next <= p->src_fetch)
-			continue; /* before our position (a batch we have) */
+		if (next <= p->src_fetch) {
+			/* Before our position (a batch we have); the consumer's
+			 * walk still sees it. */
+			if (ptxn_batch(&txn, &b, err, sizeof(err)) == PTXN_ERROR) {
+				pl_part_fail(p, "source batch at offset %" PRId64 ": %s",
+				    b.base_offset, err);
+				goto out;
+			}
+			continue;
+		}
 		if (b.base_offset < p->src_fetch) {
 			pl_part_fail(p, "source batch %" PRId64 "..%" PRId64 " straddles "
 			    "the resume offset %" PRId64 ": a batch cannot be split",
 			    b.base_offset, batch_last_offset(&b), p->src_fetch);
-			return;
+			goto out;
 		}
 		if (batch_verify_crc(&b, err, sizeof(err)) != 0) {
 			p->live.crc_failures++;
 			pl_part_fail(p, "CRC-32C mismatch in the source: %s", err);
-			return;
+			goto out;
 		}
-		while (ai < fp->naborted && fp->aborted[ai].first_offset <= batch_last_offset(&b)) {
-			if (naborted < ARRAY_SIZE(aborted_pids) &&
-			    !pid_in(aborted_pids, naborted, fp->aborted[ai].producer_id))
-				aborted_pids[naborted++] = fp->aborted[ai].producer_id;
-			ai++;
+		v = ptxn_batch(&txn, &b, err, sizeof(err));
+		if (v == PTXN_ERROR) {
+			pl_part_fail(p, "source batch at offset %" PRId64 ": %s",
+			    b.base_offset, err);
+			goto out;
 		}
-		if (batch_is_control(&b)) {
-			/* A transaction marker: never copied.  An abort marker ends
-			 * its producer's aborted range. */
-			for (size_t i = 0; i < naborted; i++)
-				if (aborted_pids[i] == b.producer_id) {
-					aborted_pids[i] = aborted_pids[--naborted];
-					break;
-				}
-			p->src_fetch = next;
-			continue;
-		}
-		if (batch_is_transactional(&b) &&
-		    pid_in(aborted_pids, naborted, b.producer_id)) {
-			p->src_fetch = next; /* aborted data */
-			continue;
-		}
-		if (batch_is_empty(&b)) {
-			p->src_fetch = next;
+		if (v == PTXN_MARKER || v == PTXN_ABORTED || batch_is_empty(&b)) {
+			p->src_fetch = next; /* never copied */
 			continue;
 		}
 		if (p->qbytes > 0 && (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
@@ -542,13 +551,15 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 		if (enqueue(p, &b) < 0) {
 			if (p->step == PS_RUN)
 				pl_part_fail(p, "out of memory queueing a batch");
-			return;
+			goto out;
 		}
 		p->src_fetch = next;
 	}
 	if (rc == BATCH_ERROR)
 		pl_part_fail(p, "malformed record batch from the source at fetch "
 		    "offset %" PRId64 ": %s", p->src_fetch, err);
+out:
+	ptxn_fini(&txn);
 }
 
 static void fetch_part(void *arg, const struct pw_fetch_part *fp)
@@ -570,8 +581,10 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 		p->live.source_high_watermark = fp->high_watermark;
 		if (fp->log_start_offset >= 0)
 			p->live.source_log_start = fp->log_start_offset;
+		pl_note_lso(p, fp->last_stable_offset, fp->high_watermark);
 		pl_update_lag(p);
 		intake(p, fp);
+		skipped_done(p);
 		return;
 	}
 	pl_kafka_error(x->cl, 1, fp->error);
@@ -796,6 +809,7 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		p->sending = NULL;
 		produce_ok(p, s);
 		pbatch_free(s);
+		skipped_done(p);
 		return;
 	}
 	pl_kafka_error(x->cl, 0, pp->error);

@@ -130,6 +130,11 @@ struct ppart {
 	size_t qbytes;
 	int64_t last_src;            /* last source offset copied, -1 */
 	int32_t last_epoch;
+	/* The source's last stable offset (live.last_stable_offset) stands
+	 * still below its high watermark since lso_since (mono ms, 0 when it
+	 * does not); lso_warned once pipeline.stuck_lso_warn_ms passed. */
+	int64_t lso_since;
+	int lso_warned;
 
 	/* Leaders, cached per metadata generation. */
 	struct pbroker *src_leader, *dst_leader;
@@ -202,6 +207,11 @@ void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
     size_t request_bytes, size_t response_bytes);
 
 void pl_update_lag(struct ppart *p);
+/* A Fetch answer's last stable offset and high watermark for p. */
+void pl_note_lso(struct ppart *p, int64_t lso, int64_t hwm);
+/* How long p's source LSO has stood still below the high watermark, once
+ * that is at least pipeline.stuck_lso_warn_ms (0 turns it off); else 0. */
+int64_t pl_lso_stuck_ms(const struct ppart *p, int64_t now);
 
 /* pipe_cluster.c */
 struct pcluster *pcluster_new(struct pipeline *pl, const char *label,

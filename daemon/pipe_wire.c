@@ -308,14 +308,11 @@ int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
 		goto out;
 	if (version >= 7)
 		*top_error = m.error_code;
-	/* Check every partition before the first callback. */
-	for (int32_t t = 0; t < m.responses_n; t++)
-		for (int32_t i = 0; i < m.responses[t].partitions_n; i++)
-			if (m.responses[t].partitions[i].aborted_transactions_n >
-			    PW_MAX_ABORTED) {
-				kr_fail(r, "more aborted transactions than mirrord accepts in one partition");
-				goto out;
-			}
+	/*
+	 * No cap on a partition's aborted transactions: the arena holds them
+	 * (16 bytes each, as on the wire), so the response size bounds them.
+	 * A list the intake cannot use fails only its partition there.
+	 */
 	for (int32_t t = 0; t < m.responses_n; t++) {
 		const struct kp_fetch_response_fetchable_topic_response *mt =
 		    &m.responses[t];
@@ -333,7 +330,8 @@ int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
 			p.last_stable_offset = d->last_stable_offset;
 			p.log_start_offset = version >= 5 ? d->log_start_offset : -1;
 			if (d->aborted_transactions_n > 0) {
-				/* Kafka sends them in offset order; make sure. */
+				/* Kafka sends them in offset order; make sure
+				 * (O(n log n) in the response's own entries). */
 				qsort(d->aborted_transactions,
 				    (size_t)d->aborted_transactions_n,
 				    sizeof(*d->aborted_transactions), aborted_cmp);

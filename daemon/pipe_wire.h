@@ -104,7 +104,6 @@ struct pw_fetch_req {
 	int32_t max_bytes;
 	int8_t isolation;          /* 1 = read_committed */
 };
-#define PW_MAX_ABORTED 4096
 struct pw_fetch_part {
 	struct kstr topic;
 	int32_t partition;
@@ -112,7 +111,7 @@ struct pw_fetch_part {
 	int64_t high_watermark;
 	int64_t last_stable_offset;
 	int64_t log_start_offset;  /* -1 before v5 */
-	/* sorted by first_offset */
+	/* sorted by first_offset, any number (pipe_txn.h walks them) */
 	const struct kp_fetch_response_aborted_transaction *aborted;
 	size_t naborted;
 	int32_t preferred_read_replica;

@@ -88,6 +88,44 @@ static const char *part_name(const struct ppart *p, char *buf, size_t len)
 	return buf;
 }
 
+/* ---- the source's last stable offset ---------------------------------------- */
+
+void pl_note_lso(struct ppart *p, int64_t lso, int64_t hwm)
+{
+	int64_t now = clock_mono_ms(), warn = p->pm->pl->cfg->pipeline_stuck_lso_warn_ms;
+	int behind = lso >= 0 && hwm >= 0 && lso < hwm;
+	char name[300];
+
+	if (!behind || lso != p->live.last_stable_offset || p->lso_since == 0) {
+		if (p->lso_warned)
+			log_info("%s: the source's last stable offset moved on from %"
+			    PRId64 " to %" PRId64 " after %" PRId64 " s",
+			    part_name(p, name, sizeof(name)), p->live.last_stable_offset,
+			    lso, (now - p->lso_since) / 1000);
+		p->lso_since = behind ? now : 0;
+		p->lso_warned = 0;
+	}
+	p->live.last_stable_offset = lso;
+	if (behind && !p->lso_warned && warn > 0 && now - p->lso_since >= warn) {
+		p->lso_warned = 1;
+		log_warnx("%s: the source's last stable offset has stayed at %" PRId64
+		    " for %" PRId64 " s while the high watermark is %" PRId64 ": a "
+		    "transaction open on the source holds back read_committed "
+		    "readers, mirrord included", part_name(p, name, sizeof(name)),
+		    lso, (now - p->lso_since) / 1000, hwm);
+	}
+}
+
+int64_t pl_lso_stuck_ms(const struct ppart *p, int64_t now)
+{
+	int64_t warn = p->pm->pl->cfg->pipeline_stuck_lso_warn_ms;
+
+	if (warn <= 0 || p->lso_since == 0 || p->step != PS_RUN ||
+	    !pl_part_wants_run(p) || now - p->lso_since < warn)
+		return 0;
+	return now - p->lso_since;
+}
+
 int pl_part_wants_run(const struct ppart *p)
 {
 	return p->mp != NULL && !p->dead && !p->pm->pl->draining &&
@@ -472,6 +510,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->live.destination_end = -1;
 	p->live.lag = -1;
 	p->live.last_batch_timestamp_ms = -1;
+	p->live.last_stable_offset = -1;
 	p->step = PS_IDLE;
 	p->not_before = pm->pl->started_ms + SETTLE_MS;
 	if (mp->state == MPART_FAILED && mp->retry_attempt > 0) {
@@ -844,6 +883,7 @@ static void collect_partitions(struct metric_family *f, void *arg)
 {
 	struct pipeline *pl = arg;
 	struct metrics_std *ms = pl->ms;
+	int64_t now = clock_mono_ms();
 
 	(void)f;
 	for (size_t i = 0; i < pl->nmirrors; i++) {
@@ -862,6 +902,9 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			    p->live.source_high_watermark);
 			gauge(ms, MSTD_PARTITION_DESTINATION_END_OFFSET, p,
 			    p->live.destination_end);
+			metrics_gauge_set(metrics_std_partition(ms,
+			    MSTD_PARTITION_LSO_STUCK_SECONDS, pm->name, p->topic,
+			    p->index), (double)pl_lso_stuck_ms(p, now) / 1000.0);
 			counter_to(ms, MSTD_PARTITION_RECORDS, p, p->live.records,
 			    &p->reported.records);
 			counter_to(ms, MSTD_PARTITION_BYTES, p, p->live.bytes,
@@ -1138,7 +1181,25 @@ int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
 	if (pp == NULL)
 		return -1;
 	*out = pp->live;
+	out->lso_stuck_ms = pl_lso_stuck_ms(pp, clock_mono_ms());
 	return 0;
+}
+
+int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
+    char *buf, size_t len)
+{
+	const struct ppart *pp = part_of(pl, p);
+	int64_t stuck = pp != NULL ? pl_lso_stuck_ms(pp, clock_mono_ms()) : 0;
+
+	if (stuck <= 0)
+		return 0;
+	snprintf(buf, len, "the source's last stable offset has stayed at %" PRId64
+	    " for %.1f s (pipeline.stuck_lso_warn_ms is %" PRId64 ") while "
+	    "the high watermark is %" PRId64 ": a transaction open on the source "
+	    "holds back read_committed readers, and mirrord copies only up to the "
+	    "last stable offset", pp->live.last_stable_offset, (double)stuck / 1000.0,
+	    pl->cfg->pipeline_stuck_lso_warn_ms, pp->live.source_high_watermark);
+	return 1;
 }
 
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out)

@@ -23,10 +23,14 @@
  * leads that is copying and has buffer room (read_committed, no session).
  * Each batch is parsed (header only), its CRC-32C verified (a mismatch
  * fails the partition naming the offset, and is counted), control batches
- * and aborted transactional data (AbortedTransactions) are dropped, a batch
+ * and aborted transactional data are dropped exactly as a read_committed
+ * consumer skips them (pipe_txn.h: no cap on aborted producers), a batch
  * with offset holes is re-encoded contiguously, and the batch is queued.
  * Whatever is dropped leaves a gap that becomes a translation anchor
  * (lib/xlate rules), persisted through mstate before the next batch goes.
+ * read_committed stops at the source's last stable offset: one that
+ * stands still below the high watermark for pipeline.stuck_lso_warn_ms
+ * (a transaction left open) is logged, described and exported.
  *
  * Produce.  At most one Produce in flight per partition, carrying exactly
  * one batch; a destination broker gets one request per round with every
@@ -121,9 +125,21 @@ struct pipeline_live {
 	int64_t crc_failures;
 	int64_t offset_holes;
 	int64_t retries;
+	int64_t last_stable_offset;      /* the source's, -1 unknown */
+	int64_t lso_stuck_ms;            /* see pipeline_partition_warning, else 0 */
 };
 int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
     struct pipeline_live *out);
+
+/*
+ * Why a partition that is copying makes no progress, for DescribeMirrors:
+ * 1 with the reason in buf, else 0.  Today: the source's last stable
+ * offset has stood still below its high watermark for at least
+ * pipeline.stuck_lso_warn_ms (a transaction left open on the source holds
+ * back every read_committed reader, mirrord included).
+ */
+int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
+    char *buf, size_t len);
 
 /* Totals since start, for logs, tests and the bench. */
 struct pipeline_totals {

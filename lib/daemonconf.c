@@ -174,6 +174,9 @@ const struct ckey config_keys[] = {
 	  "How long a Fetch to the source or a Produce to the destination may take before it is abandoned and retried." },
 	{ "pipeline.retry_backoff_ms", CT_DURATION, F(pipeline_retry_backoff_ms), "100", 0, 60000, NULL, KF_RELOAD, NULL,
 	  "Pause before retrying a request that failed with a retriable error." },
+	{ "pipeline.stuck_lso_warn_ms", CT_DURATION, F(pipeline_stuck_lso_warn_ms), "300000", 0, 604800000, NULL, KF_RELOAD, NULL,
+	  "How long a source partition's last stable offset may stand still below its high watermark (a transaction left open, which stops every read_committed reader, mirrord included) before mirrord logs a warning, DescribeMirrors reports it and mirrord_partition_lso_stuck_seconds shows it. "
+	  "The value 0 turns the check off." },
 
 	{ "shutdown.timeout_ms", CT_DURATION, F(shutdown_timeout_ms), "30000", 0, 3600000, NULL, KF_RELOAD, NULL,
 	  "On SIGTERM, how long mirrord waits for in-flight produce requests to finish before it exits anyway. "

@@ -66,6 +66,10 @@
 	X(PARTITION_LAG_SECONDS, "mirrord_partition_lag_seconds", GAUGE, \
 	    PART, NONE, PP, "Age of the oldest source record not yet on the " \
 	    "destination (0 when caught up)") \
+	X(PARTITION_LSO_STUCK_SECONDS, "mirrord_partition_lso_stuck_seconds", \
+	    GAUGE, PART, NONE, PP, "How long the source's last stable offset " \
+	    "has stood still below its high watermark (a transaction left " \
+	    "open), once that is pipeline.stuck_lso_warn_ms or more; else 0") \
 	X(PARTITION_SOURCE_HIGH_WATERMARK, \
 	    "mirrord_partition_source_high_watermark", GAUGE, PART, NONE, PP, \
 	    "Last high watermark the source reported for the partition") \

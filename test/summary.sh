@@ -8,4 +8,7 @@ pass=$(get PASS); fail=$(get FAIL); skip=$(get SKIP); xfail=$(get XFAIL); xpass=
 fail=$(( ${fail:-0} + ${err:-0} + ${xpass:-0} ))
 pass=$(( ${pass:-0} + ${xfail:-0} ))
 grep -h '^SKIP:' "$log" 2>/dev/null | sed 's/^/  /'
+# The time-boxed fuzzing's executions and crashes (test/fuzz/run_fuzzers.sh).
+fz="${1:-build}/test/fuzz/run_fuzzers.log"
+[ -f "$fz" ] && grep -h -e '^fuzz_[a-z]*: [0-9]* runs in' -e '^fuzzing: ' "$fz" | sed 's/^/  /'
 echo "check: ${pass} passed, ${fail} failed, ${skip:-0} skipped"

@@ -144,6 +144,8 @@ struct seen {
 	int n;
 	struct pw_fetch_part p[4];
 	struct kp_fetch_response_aborted_transaction ab[4][4];
+	struct kp_fetch_response_aborted_transaction ablast[4];
+	int unsorted;          /* adjacent aborted entries out of order */
 	uint8_t rec[4][16];
 };
 
@@ -155,6 +157,11 @@ static void on_fetch(void *arg, const struct pw_fetch_part *p)
 		s->p[s->n] = *p;
 		for (size_t i = 0; i < p->naborted && i < 4; i++)
 			s->ab[s->n][i] = p->aborted[i];
+		if (p->naborted > 0)
+			s->ablast[s->n] = p->aborted[p->naborted - 1];
+		for (size_t i = 1; i < p->naborted; i++)
+			s->unsorted += p->aborted[i].first_offset <
+			    p->aborted[i - 1].first_offset;
 		if (p->records.len > 0 && p->records.len <= 16)
 			memcpy(s->rec[s->n], p->records.p, (size_t)p->records.len);
 	}
@@ -255,33 +262,60 @@ START_TEST(test_fetch_response_truncated_everywhere)
 }
 END_TEST
 
-START_TEST(test_fetch_response_aborted_cap)
+/*
+ * A partition with far more aborted transactions than the old cap (4096),
+ * given in reverse order, next to an ordinary partition: the response
+ * decodes, both partitions are called back, and the long list arrives
+ * whole and sorted.
+ */
+START_TEST(test_fetch_response_many_aborted)
 {
+	enum { N = 20000 };
 	struct kw w;
 	struct kr r;
 	struct seen s;
 	int16_t top;
+	struct pw_fetch_part big;
 
 	kw_init(&w, 1 << 20);
-	kw_i32(&w, 0);
+	kw_i32(&w, 0);         /* throttle */
 	kw_array(&w, 1);
 	kw_str(&w, kstr_c("t"));
-	kw_array(&w, 1);
+	kw_array(&w, 2);
 	kw_i32(&w, 0);
 	kw_i16(&w, 0);
-	kw_i64(&w, 1);
-	kw_i64(&w, 1);
-	kw_array(&w, PW_MAX_ABORTED + 1); /* more than we hold */
-	for (int i = 0; i <= PW_MAX_ABORTED; i++) {
-		kw_i64(&w, i);
-		kw_i64(&w, i);
+	kw_i64(&w, 2 * N);     /* high watermark */
+	kw_i64(&w, 2 * N);     /* last stable offset */
+	kw_array(&w, N);
+	for (int i = N - 1; i >= 0; i--) {
+		kw_i64(&w, 100000 + i);   /* producer id */
+		kw_i64(&w, 2 * i);        /* first offset */
 	}
-	kw_i32(&w, -1);
+	kw_i32(&w, 3);
+	kw_raw(&w, "xyz", 3);
+	kw_i32(&w, 1);         /* partition 1: committed data only */
+	kw_i16(&w, 0);
+	kw_i64(&w, 7);
+	kw_i64(&w, 7);
+	kw_array(&w, 0);
+	kw_i32(&w, 2);
+	kw_raw(&w, "ok", 2);
 	memset(&s, 0, sizeof(s));
 	kr_init(&r, w.buf, w.len);
-	ck_assert_int_eq(pw_fetch_decode(&r, 4, &top, on_fetch, &s), -1);
-	ck_assert_int_eq(s.n, 0);
-	ck_assert_ptr_nonnull(strstr(r.why, "aborted"));
+	ck_assert_msg(pw_fetch_decode(&r, 4, &top, on_fetch, &s) == 0,
+	    "decode: %s", r.why ? r.why : "");
+	ck_assert_int_eq(s.n, 2);
+	big = s.p[0];
+	ck_assert_int_eq(big.partition, 0);
+	ck_assert_uint_eq(big.naborted, N);
+	ck_assert_int_eq(s.ab[0][0].first_offset, 0);
+	ck_assert_int_eq(s.ab[0][0].producer_id, 100000);
+	ck_assert_int_eq(s.ablast[0].first_offset, 2 * (N - 1));
+	ck_assert_int_eq(s.unsorted, 0);
+	ck_assert_int_eq(s.p[1].partition, 1);
+	ck_assert_uint_eq(s.p[1].naborted, 0);
+	ck_assert_mem_eq(s.rec[1], "ok", 2);
+	ck_assert_uint_eq(kr_left(&r), 0);
 	kw_fini(&w);
 }
 END_TEST
@@ -604,7 +638,7 @@ static Suite *pipe_wire_suite(void)
 	tcase_add_test(tc, test_list_offsets_request_versions);
 	tcase_add_test(tc, test_fetch_response_v11);
 	tcase_add_test(tc, test_fetch_response_truncated_everywhere);
-	tcase_add_test(tc, test_fetch_response_aborted_cap);
+	tcase_add_test(tc, test_fetch_response_many_aborted);
 	tcase_add_test(tc, test_produce_response_v8);
 	tcase_add_test(tc, test_metadata_v8_response);
 	tcase_add_test(tc, test_metadata_request_versions);
