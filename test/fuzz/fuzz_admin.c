@@ -494,6 +494,16 @@ int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
 	return -1;
 }
 
+int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
+    char *buf, size_t len)
+{
+	(void)pl;
+	(void)p;
+	(void)buf;
+	(void)len;
+	return 0;
+}
+
 static void dataplane_settle(void)
 {
 	char msg[512];
