@@ -60,9 +60,23 @@ WARNING = "accepts connections from other hosts"
 OPS = "User:CN=ops,O=Example\\, Inc."
 ROOT = "User:CN=root,O=example"
 INTERN = "User:CN=intern,O=example"
+
+
+def ous(n):
+    """n organizational units of 60 letters: a long subject."""
+    return ["OU=" + chr(ord("a") + i) * 60 for i in range(n)]
+
+
+# A principal holds at most 511 bytes: wide's subject fits (465 bytes),
+# long's (593) does not, and must not be cut to a name that matches a rule.
+WIDE = "User:" + ",".join(["CN=wide"] + ous(7)[::-1] + ["O=example"])
+LONG = "User:" + ",".join(["CN=long"] + ous(9)[::-1] + ["O=example"])
+LONG_CUT = LONG[:511]
 PKI = mt.make_pki(os.path.join(TMP, "pki"), {
     "ops": "/O=Example, Inc./CN=ops", "root": "/O=example/CN=root",
-    "intern": "/O=example/CN=intern"})
+    "intern": "/O=example/CN=intern",
+    "wide": "/O=example/%s/CN=wide" % "/".join(ous(7)),
+    "long": "/O=example/%s/CN=long" % "/".join(ous(9))})
 
 CREDS = os.path.join(TMP, "credentials")
 for user, pw in sorted(PW.items()):
@@ -367,6 +381,8 @@ h.wait_for(lambda: topics_of(admin, "dev-secret-2") == {"ledger": "PAUSED"},
            30, "dev-secret-2's ledger PAUSED by the super user")
 admin.ok("--resume", "--mirror", "dev-secret-2", "--topic", "ledger")
 admin.ok("--remove", "--mirror", "dev-secret-2", "--topic", "ledger")
+h.wait_for(lambda: topics_of(admin, "dev-secret-2") == {"ledger": "STOPPED"},
+           30, "dev-secret-2's ledger STOPPED by the super user")
 admin.ok("--delete", "--mirror", "dev-secret-2")
 h.wait_for(lambda: "dev-secret-2" not in admin.listed(), 30,
            "dev-secret-2 deleted by the super user")
@@ -490,7 +506,7 @@ def cert_props(name):
 
 MTLS_RULES = (
     "authorization:\n"
-    "  super_users: [\"%s\"]\n"
+    "  super_users: [\"%s\", \"%s\"]\n"
     "  acls:\n"
     "    - principal: '%s'\n"
     "      operations: [alter]\n"
@@ -499,14 +515,14 @@ MTLS_RULES = (
     "    - principal: '%s'\n"
     "      operations: [describe]\n"
     "      mirrors: [\"*\"]\n"
-    "      permission: allow\n" % (ROOT, OPS, OPS))
+    "      permission: allow\n" % (ROOT, LONG_CUT, OPS, OPS))
 
 td = start("mtls", "SSL", tls_yaml("required"), MTLS_RULES)
 ops = mt.Client(td, OPS, cert_props("ops"))
 root = mt.Client(td, ROOT, cert_props("root"))
 intern = mt.Client(td, INTERN, cert_props("intern"))
 deny = Refusals(td)
-h.check("authorization: on (2 rules, 1 super user)" in td.log(),
+h.check("authorization: on (2 rules, 2 super users)" in td.log(),
         "client certificates turn authorization on:\n" + td.log()[-3000:])
 
 eq(root.create("prod-m", SRC).returncode, 0, "the super user creates prod-m")
@@ -547,6 +563,36 @@ h.wait_for(lambda: topics_of(ops, "ops-1") == {"events": "STOPPED"}, 30,
 root.ok("--delete", "--mirror", "ops-1")
 h.wait_for(lambda: root.listed() == ["prod-m"], 30,
            "ops-1 deleted by the super user")
+
+# A long subject that fits: the 144 message still names all of it, the
+# operation and the mirror.
+wide = mt.Client(td, WIDE, cert_props("wide"))
+eq(wide.listed(), [], "--list of the certificate with a 465-byte subject")
+deny(wide, lambda: wide.create("ops-" + "w" * 200, SRC), "alter",
+     "ops-" + "w" * 200, "CreateMirror", "no rule allows it")
+# One too long to be a principal is refused at the handshake, logged and
+# counted; cut short it would be the super user LONG_CUT.
+def tls_rejected(d):
+    m = re.search(r'^mirrord_admin_rejected_requests_total'
+                  r'\{reason="tls_handshake"\} (\d+)', d.metrics(), re.M)
+    return int(m.group(1)) if m else 0
+
+
+tls_refused = tls_rejected(td)
+lng = mt.Client(td, LONG, cert_props("long"))
+r = lng.create("prod-long", SRC)
+h.check(r.returncode != 0 and "CreateMirror" not in r.stdout,
+        "a client certificate with a 593-byte subject: exit %d\n%s%s"
+        % (r.returncode, r.stdout, r.stderr))
+h.wait_for(lambda: "the client certificate's subject (CN=long,OU=%s...) is "
+           "%d bytes, longer than the 506 a principal may hold; closing "
+           "connection" % ("i" * 53, len(LONG) - 5) in td.log(), 10,
+           "the refused subject in the log (%s)" % td.proc.log_path)
+h.wait_for(lambda: tls_rejected(td) > tls_refused, 10,
+           "the refused certificate counted (tls_handshake)")
+h.check("User:CN=long" not in td.log(), "no principal made of the long "
+        "subject:\n" + td.log()[-3000:])
+eq(root.listed(), ["prod-m"], "the mirrors after the long subject")
 
 got = kp_describe_cluster(td, security_protocol="SSL", ssl_cafile=PKI["ca"],
                           ssl_certfile=PKI["intern"],
