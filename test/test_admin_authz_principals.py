@@ -11,7 +11,10 @@ Two listeners, each on 0.0.0.0 (clients use 127.0.0.1), one daemon each:
 - SSL with client certificates required, where the principal is the
   certificate's RFC 2253 subject: User:CN=ops,O=Example\\, Inc. may alter
   ops-* and describe *, User:CN=root,O=example is a super user and
-  User:CN=intern,O=example has no rule.
+  User:CN=intern,O=example has no rule; a trusted certificate whose
+  subject is too long to be a principal (593 bytes) is refused, not cut to
+  the 511 bytes that name another super user; one that fits (465 bytes)
+  gets a 144 message naming it whole, the operation and the mirror.
 
 What a user checks, for every principal through kafka-mirrors
 (--command-config): allowed operations exit 0 and show in --list and
