@@ -36,7 +36,9 @@
 #include "srclookup.h"
 #include "tpattern.h"
 
-#define MSG_LEN 512
+/* Room for a 144 message: a principal (up to 511 bytes), the operation,
+ * a mirror name and the API. */
+#define MSG_LEN 1024
 /* Source lookups made for AddTopicsToMirror give up after this long. */
 #define LOOKUP_TIMEOUT_MS 15000
 

@@ -52,6 +52,7 @@ struct adminauth_conn {
 	int state;
 	int mech;
 	int tls_checked;
+	int tls_refused;          /* the certificate names no usable principal */
 	struct scram_server *scram;
 };
 
@@ -348,40 +349,54 @@ void adminauth_conn_free(struct adminauth_conn *ac)
 	free(ac);
 }
 
-void adminauth_conn_tls_ready(struct adminauth_conn *ac, SSL *ssl,
+int adminauth_conn_tls_ready(struct adminauth_conn *ac, SSL *ssl,
     char *principal, size_t plen)
 {
 	X509 *cert;
 	BIO *bio;
 	char *dn = NULL;
-	long len;
+	long len = 0;
 
 	if (ac->tls_checked || ssl == NULL)
-		return;
+		return ac->tls_refused ? -1 : 0;
 	ac->tls_checked = 1;
 	log_debug("admin: %s: TLS handshake done (%s, %s)", ac->peer,
 	    SSL_get_version(ssl), SSL_get_cipher_name(ssl));
 	/* On SASL_SSL the principal comes from SASL, as on Kafka. */
 	if (ac->aa->protocol != CONFIG_SEC_SSL)
-		return;
+		return 0;
 	cert = SSL_get1_peer_certificate(ssl);
 	if (cert == NULL)
-		return;
+		return 0;
 	if (SSL_get_verify_result(ssl) != X509_V_OK) {
 		X509_free(cert);
-		return;
+		return 0;
 	}
 	bio = BIO_new(BIO_s_mem());
 	/* RFC 2253 as Java's X500Principal.getName() writes it: UTF-8 kept. */
 	if (bio != NULL && X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0,
-	    XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0 &&
-	    (len = BIO_get_mem_data(bio, &dn)) > 0) {
+	    XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB) >= 0)
+		len = BIO_get_mem_data(bio, &dn);
+	/* A verified certificate whose subject cannot be the principal whole
+	 * is refused: serving it as User:ANONYMOUS or as a cut name could
+	 * match another principal's rules. */
+	if (len <= 0) {
+		log_warnx("admin: %s: the client certificate's subject is empty or "
+		    "unreadable; closing connection", ac->peer);
+		ac->tls_refused = 1;
+	} else if ((size_t)len + sizeof("User:") > plen) {
+		log_warnx("admin: %s: the client certificate's subject (%.64s...) is "
+		    "%ld bytes, longer than the %zu a principal may hold; closing "
+		    "connection", ac->peer, dn, len, plen - sizeof("User:"));
+		ac->tls_refused = 1;
+	} else {
 		snprintf(principal, plen, "User:%.*s", (int)len, dn);
 		log_info("admin: %s: authenticated by client certificate as %s",
 		    ac->peer, principal);
 	}
 	BIO_free(bio);
 	X509_free(cert);
+	return ac->tls_refused ? -1 : 0;
 }
 
 int adminauth_conn_tls_established(const struct adminauth_conn *ac)

@@ -53,9 +53,10 @@ void adminauth_conn_free(struct adminauth_conn *ac);
 /*
  * After the TLS handshake: on an SSL listener a verified client certificate
  * makes the principal "User:" + its subject (RFC 2253), written to
- * principal.  Idempotent.
+ * principal.  Idempotent.  -1 (logged) when that subject is empty or does
+ * not fit in plen: the caller closes the connection.
  */
-void adminauth_conn_tls_ready(struct adminauth_conn *ac, SSL *ssl,
+int adminauth_conn_tls_ready(struct adminauth_conn *ac, SSL *ssl,
     char *principal, size_t plen);
 /* 1 once adminauth_conn_tls_ready() has seen the handshake complete. */
 int adminauth_conn_tls_established(const struct adminauth_conn *ac);

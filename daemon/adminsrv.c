@@ -401,9 +401,13 @@ static void conn_dispatch(struct adminsrv_conn *c, struct adminsrv_req *rq)
 		srv->opts.dispatch(rq, srv->opts.arg);
 		return;
 	}
-	if (srv->opts.auth != NULL && adminauth_tls(srv->opts.auth))
-		adminauth_conn_tls_ready(c->auth, bufferevent_openssl_get_ssl(c->bev),
-		    c->principal, sizeof(c->principal));
+	if (srv->opts.auth != NULL && adminauth_tls(srv->opts.auth) &&
+	    adminauth_conn_tls_ready(c->auth, bufferevent_openssl_get_ssl(c->bev),
+	    c->principal, sizeof(c->principal)) != 0) {
+		adminsrv_reject(rq, ADMINSRV_REJECT_TLS_HANDSHAKE,
+		    "the client certificate names no usable principal");
+		return;
+	}
 	kw_init(&w, 65536);
 	v = adminauth_request(c->auth, rq->api_key, rq->api_version, &rq->body,
 	    rq->arena, &w, &ec, c->principal, sizeof(c->principal), why,
@@ -632,9 +636,11 @@ static int conn_tls_event(struct adminsrv_conn *c, struct bufferevent *bev,
 	if (c->auth == NULL || !adminauth_tls(c->srv->opts.auth))
 		return 0;
 	if (what & BEV_EVENT_CONNECTED) {
-		adminauth_conn_tls_ready(c->auth, bufferevent_openssl_get_ssl(bev),
-		    c->principal, sizeof(c->principal));
-		return 1;
+		if (adminauth_conn_tls_ready(c->auth, bufferevent_openssl_get_ssl(bev),
+		    c->principal, sizeof(c->principal)) == 0)
+			return 1;
+		observe(c->srv, -1, -1, ADMINSRV_REJECT_TLS_HANDSHAKE);
+		return 0;
 	}
 	if (!(what & BEV_EVENT_ERROR) || bufferevent_get_openssl_error(bev) == 0)
 		return 0;

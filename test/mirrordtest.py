@@ -6,15 +6,21 @@
     d.create("m1", {"bootstrap.servers": src})
     d.describe_json()                                # list of partition dicts
     d.kill9(); d.start()                             # same data dir
+    alice = mt.Client(d, "User:alice", {"security.protocol": "SASL_SSL", ...})
+    alice.refused(alice.cli("--delete", "--mirror", "x"), "alter", "x",
+                  "DeleteMirror")                    # 144, the message
+    pki = mt.make_pki(dir, {"ops": "/O=example/CN=ops"})   # CA, server, clients
 
 Every wait is bounded; every process is killed at exit (harness.Proc).
 """
 
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
+import tempfile
 import time
 
 import harness as h
@@ -133,6 +139,126 @@ class Mirrord:
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics"
                                     % self.metrics_port, timeout=10) as r:
             return r.read().decode()
+
+
+# ---- kafka-mirrors as one principal ----------------------------------------
+
+class Client:
+    """kafka-mirrors run as one principal: User:ANONYMOUS without
+    properties, else the client properties (a dict, written to a
+    --command-config file) that log in as principal."""
+
+    def __init__(self, d, principal="User:ANONYMOUS", properties=None):
+        self.d = d
+        self.principal = principal
+        self.args = []
+        self.outputs = []   # every stdout and stderr, to look for secrets
+        if properties:
+            fd, path = tempfile.mkstemp(suffix=".properties", dir=d.dir)
+            with os.fdopen(fd, "w") as f:
+                for k, v in properties.items():
+                    f.write("%s=%s\n" % (k, v))
+            self.args = ["--command-config", path]
+
+    def cli(self, *args):
+        r = subprocess.run([h.build_path("daemon", "kafka-mirrors"),
+                            "--bootstrap-server", self.d.bootstrap]
+                           + self.args + list(args), capture_output=True,
+                           text=True, timeout=60)
+        self.outputs += [r.stdout, r.stderr]
+        return r
+
+    def ok(self, *args):
+        r = self.cli(*args)
+        if r.returncode != 0:
+            h.fail("%s: kafka-mirrors %s exited %d:\n%s%s"
+                   % (self.principal, " ".join(args), r.returncode, r.stdout,
+                      r.stderr))
+        return r
+
+    def create(self, mirror, source):
+        path = os.path.join(self.d.dir, "src-%s.properties" % mirror)
+        with open(path, "w") as f:
+            f.write("bootstrap.servers=%s\n" % source)
+        return self.cli("--create", "--mirror", mirror, "--mirror-config", path)
+
+    def refused(self, r, operation, mirror, api):
+        """kafka-mirrors exited 1 naming 144 and the contract's message:
+        the caller may not do this to this mirror."""
+        msg = "%s may not %s mirror %s (%s)" % (self.principal, operation,
+                                                 mirror, api)
+        if (r.returncode != 1 or "CLUSTER_MIRROR_AUTHORIZATION_FAILED" not in
+                r.stderr or msg not in r.stderr):
+            h.fail("expected exit 1 with CLUSTER_MIRROR_AUTHORIZATION_FAILED: "
+                   "%s\ngot exit %d\nstdout: %s\nstderr: %s"
+                   % (msg, r.returncode, r.stdout, r.stderr))
+
+    def listed(self):
+        """The mirror names of --list."""
+        r = self.ok("--list")
+        return sorted(l.split()[0] for l in r.stdout.splitlines()[1:]
+                      if l.strip() and l.split()[0] != "No")
+
+    def described(self):
+        """The mirror names that --describe (DescribeMirrors without
+        names) shows partitions of."""
+        r = self.ok("--describe", "--json")
+        return sorted({p["mirror"] for p in json.loads(r.stdout)})
+
+
+def denied_total(d):
+    """{(api, operation): n} of mirrord_admin_authorization_denied_total."""
+    pat = re.compile(r'^mirrord_admin_authorization_denied_total'
+                     r'\{api="([^"]*)",operation="([^"]*)"\} (\S+)$', re.M)
+    return {(a, o): float(v) for a, o, v in pat.findall(d.metrics())}
+
+
+# ---- certificates, made with the openssl CLI ------------------------------
+
+def _openssl(*args, cwd):
+    r = subprocess.run(["openssl"] + list(args), cwd=cwd, capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        h.fail("openssl %s: %s" % (args[0], r.stderr))
+
+
+def make_pki(d, clients):
+    """A CA, a server certificate for 127.0.0.1 and localhost, and one
+    client certificate per {name: subject in openssl's /K=v form}, all
+    P-256; returns {name: path} with name-key for the keys."""
+    os.makedirs(d, exist_ok=True)
+    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+           "-nodes"]
+    _openssl("req", "-x509", *key, "-keyout", "ca-key.pem", "-out", "ca.pem",
+             "-subj", "/CN=mirrord test CA", "-days", "2", cwd=d)
+    with open(os.path.join(d, "server.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                "extendedKeyUsage=serverAuth\n")
+    with open(os.path.join(d, "client.ext"), "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    out = {"ca": os.path.join(d, "ca.pem")}
+    for name, subj in [("server", "/CN=localhost")] + sorted(clients.items()):
+        _openssl("req", *key, "-keyout", name + "-key.pem", "-out",
+                 name + ".csr", "-subj", subj, cwd=d)
+        _openssl("x509", "-req", "-in", name + ".csr", "-CA", "ca.pem",
+                 "-CAkey", "ca-key.pem", "-CAcreateserial", "-out",
+                 name + ".pem", "-extfile",
+                 "server.ext" if name == "server" else "client.ext",
+                 "-days", "2", cwd=d)
+        out[name] = os.path.join(d, name + ".pem")
+        out[name + "-key"] = os.path.join(d, name + "-key.pem")
+    return out
+
+
+def add_user(creds, user, password, mechanism="SCRAM-SHA-512"):
+    """mirrord --add-user, the password on standard input."""
+    r = subprocess.run([h.build_path("daemon", "mirrord"), "--add-user", user,
+                        "--mechanism", mechanism, "--credentials-file", creds],
+                       input=password + "\n", capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0:
+        h.fail("mirrord --add-user %s: exit %d: %s" % (user, r.returncode,
+                                                        r.stderr))
 
 
 # ---- a few raw Kafka-protocol helpers (the contract is simple) ------------

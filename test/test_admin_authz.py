@@ -2,11 +2,9 @@
 """Black-box test of authorization on mirrord's admin port: the real mirrord
 and kafka-mirrors, librdkafka mock clusters as source and destination.
 
-Authentication is not in this build's listener yet, so every client is
-User:ANONYMOUS and the rules are written for it; Client() takes a principal
-and the client properties that authenticate as it, so the same checks can
-run for real principals once the listener authenticates (add the
-properties, e.g. sasl.username, to Client's command config).
+Every client here is User:ANONYMOUS on a PLAINTEXT listener and the rules
+are written for it; test_admin_authz_principals.py runs the matrix for
+SASL users and client certificates.
 
 What a user checks:
 - a super user may do what a deny rule forbids (User:ANONYMOUS as super user);
@@ -32,9 +30,7 @@ import os
 import re
 import signal
 import struct
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -51,59 +47,9 @@ def eq(got, want, what):
         h.fail("%s: got %r, want %r" % (what, got, want))
 
 
-# ---- clients: one per principal -------------------------------------------
-
-class Client:
-    """kafka-mirrors run as one principal.  Today every client is
-    User:ANONYMOUS; for an authenticating listener pass the client
-    properties that log in as principal (they go to --command-config)."""
-
-    def __init__(self, d, principal=ANON, properties=None):
-        self.d = d
-        self.principal = principal
-        self.args = []
-        if properties:
-            fd, path = tempfile.mkstemp(suffix=".properties", dir=d.dir)
-            with os.fdopen(fd, "w") as f:
-                for k, v in properties.items():
-                    f.write("%s=%s\n" % (k, v))
-            self.args = ["--command-config", path]
-
-    def cli(self, *args):
-        return subprocess.run([h.build_path("daemon", "kafka-mirrors"),
-                               "--bootstrap-server", self.d.bootstrap]
-                              + self.args + list(args), capture_output=True,
-                              text=True, timeout=60)
-
-    def ok(self, *args):
-        r = self.cli(*args)
-        if r.returncode != 0:
-            h.fail("%s: kafka-mirrors %s exited %d:\n%s%s"
-                   % (self.principal, " ".join(args), r.returncode, r.stdout,
-                      r.stderr))
-        return r
-
-    def create(self, mirror, source):
-        path = os.path.join(self.d.dir, "src-%s.properties" % mirror)
-        with open(path, "w") as f:
-            f.write("bootstrap.servers=%s\n" % source)
-        return self.cli("--create", "--mirror", mirror, "--mirror-config", path)
-
-    def refused(self, r, operation, mirror, api):
-        """kafka-mirrors exited 1 naming 144 and the contract's message:
-        the caller may not do this to this mirror."""
-        msg = "%s may not %s mirror %s (%s)" % (self.principal, operation,
-                                                 mirror, api)
-        if (r.returncode != 1 or "CLUSTER_MIRROR_AUTHORIZATION_FAILED" not in
-                r.stderr or msg not in r.stderr):
-            h.fail("expected exit 1 with CLUSTER_MIRROR_AUTHORIZATION_FAILED: "
-                   "%s\ngot exit %d\nstdout: %s\nstderr: %s"
-                   % (msg, r.returncode, r.stdout, r.stderr))
-
-    def listed(self):
-        r = self.ok("--list")
-        return sorted(l.split()[0] for l in r.stdout.splitlines()[1:]
-                      if l.strip() and l.split()[0] != "No")
+# ---- clients: one per principal (mt.Client: kafka-mirrors as a principal;
+# test_admin_authz_principals.py runs these checks for authenticated ones)
+Client = mt.Client
 
 
 # ---- DescribeMirrors on the wire (to see mirrors without topics) ---------
