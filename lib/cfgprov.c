@@ -44,19 +44,6 @@ struct ref {
 	                       * env: the variable */
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    PRINTF_LIKE(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int word_char(char c)
 {
 	return isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.';

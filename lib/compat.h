@@ -5,8 +5,10 @@
 #ifndef MIRRORD_COMPAT_H
 #define MIRRORD_COMPAT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -25,6 +27,23 @@
 #define NORETURN
 #define UNUSED
 #endif
+
+/*
+ * Fills an error buffer (the err, errlen out-parameter pair of the house
+ * convention); a NULL or empty buffer is left alone.
+ */
+static inline void seterr(char *err, size_t errlen, const char *fmt, ...)
+    PRINTF_LIKE(3, 4);
+static inline void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
 
 #define container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))

@@ -23,6 +23,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/util.h>
 
+#include "compat.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
@@ -47,19 +48,6 @@ struct httpd {
 	struct ready_check *checks;
 	size_t nchecks;
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    PRINTF_LIKE(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 int httpd_split_hostport(const char *s, char *host, size_t hostlen,
     int *port, char *err, size_t errlen)

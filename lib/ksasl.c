@@ -21,6 +21,7 @@
 
 #include "compat.h"
 #include "ksasl.h"
+#include "scram.h"
 
 static const char *const mech_names[] = {
 #define X(e, s) [KSASL_##e] = s,
@@ -117,40 +118,6 @@ static size_t scram_escape(char *dst, const char *src)
 	return n;
 }
 
-static int b64_encode(char *dst, size_t dstlen, const uint8_t *src, size_t len)
-{
-	if (dstlen < 4 * ((len + 2) / 3) + 1)
-		return -1;
-	EVP_EncodeBlock((unsigned char *)dst, src, (int)len);
-	return 0;
-}
-
-/* Strict base64 decoding: length a multiple of 4, padding only at the end. */
-static int b64_decode(uint8_t *dst, size_t dstlen, size_t *outlen,
-    const char *src, size_t len)
-{
-	size_t pad = 0;
-	int n;
-
-	if (len == 0 || len % 4 != 0 || len / 4 * 3 > dstlen)
-		return -1;
-	if (src[len - 1] == '=')
-		pad++;
-	if (src[len - 2] == '=')
-		pad++;
-	for (size_t i = 0; i < len - pad; i++) {
-		char ch = src[i];
-		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-		    (ch >= '0' && ch <= '9') || ch == '+' || ch == '/'))
-			return -1;
-	}
-	n = EVP_DecodeBlock(dst, (const unsigned char *)src, (int)len);
-	if (n < 0 || (size_t)n < pad)
-		return -1;
-	*outlen = (size_t)n - pad;
-	return 0;
-}
-
 struct ksasl_scram *ksasl_scram_new(int mech, const char *user,
     const char *password, const char *nonce, char *err, size_t errlen)
 {
@@ -173,7 +140,7 @@ struct ksasl_scram *ksasl_scram_new(int mech, const char *user,
 			snprintf(err, errlen, "no randomness for the SCRAM nonce");
 			return NULL;
 		}
-		b64_encode(nbuf, sizeof(nbuf), rnd, sizeof(rnd));
+		scram_b64_encode(nbuf, sizeof(nbuf), rnd, sizeof(rnd));
 		nonce = nbuf;
 	}
 	nl = strlen(nonce);
@@ -292,7 +259,7 @@ int ksasl_scram_client_final(struct ksasl_scram *s, const uint8_t *server_first,
 		    "client nonce");
 		goto out;
 	}
-	if (b64_decode(salt, sizeof(salt), &saltlen, salt64, slen) != 0 ||
+	if (scram_b64_decode(salt, sizeof(salt), &saltlen, salt64, slen) != 0 ||
 	    saltlen == 0) {
 		snprintf(err, errlen, "SCRAM salt is not valid base64 of 1..%zu "
 		    "bytes", sizeof(salt));
@@ -347,7 +314,7 @@ int ksasl_scram_client_final(struct ksasl_scram *s, const uint8_t *server_first,
 	s->have_server_sig = 1;
 	for (size_t i = 0; i < s->hlen; i++)
 		ckey[i] ^= csig[i]; /* ckey is now ClientProof */
-	b64_encode(proof64, sizeof(proof64), ckey, s->hlen);
+	scram_b64_encode(proof64, sizeof(proof64), ckey, s->hlen);
 	memcpy(out + wpl, ",p=", 3);
 	memcpy(out + wpl + 3, proof64, strlen(proof64) + 1);
 	free(s->msg);
@@ -391,7 +358,7 @@ int ksasl_scram_verify_server(struct ksasl_scram *s, const uint8_t *server_final
 		return -1;
 	}
 	if (scram_attr(sf, len, 'v', &v, &vlen) != 0 ||
-	    b64_decode(sig, sizeof(sig), &siglen, v, vlen) != 0 ||
+	    scram_b64_decode(sig, sizeof(sig), &siglen, v, vlen) != 0 ||
 	    siglen != s->hlen) {
 		snprintf(err, errlen, "SCRAM server-final-message has no valid "
 		    "v= signature");

@@ -18,6 +18,7 @@
 
 #include <event2/buffer.h>
 
+#include "compat.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -148,19 +149,6 @@ static bool ends_with(const char *s, const char *suffix)
 	size_t ls = strlen(s), lx = strlen(suffix);
 
 	return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
-}
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    PRINTF_LIKE(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
 }
 
 static int check_family(const struct metrics *m, const char *name,

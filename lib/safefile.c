@@ -26,25 +26,12 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "safefile.h"
 
 /* From <linux/magic.h>; spelled out so the header is not needed. */
 #define SAFEFILE_PROC_MAGIC 0x9fa0
 #define SAFEFILE_SYSFS_MAGIC 0x62656572
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Length of dir without its trailing slashes ("/" gives 0). */
 static size_t dir_len(const char *dir)

@@ -34,19 +34,6 @@ struct secretbox {
 	char idhex[2 * ID_LEN + 1];
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    PRINTF_LIKE(3, 4);
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static void hex(const uint8_t *p, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
