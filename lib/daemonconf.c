@@ -1984,6 +1984,17 @@ static int str_eq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+/* 1 if two string vectors hold the same strings in the same order. */
+static int strv_eq(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	if (na != nb)
+		return 0;
+	for (size_t i = 0; i < na; i++)
+		if (!str_eq(a[i], b[i]))
+			return 0;
+	return 1;
+}
+
 static int field_eq(const struct config *a, const struct config *b, const struct ckey *k)
 {
 	const void *fa = config_field(a, k), *fb = config_field(b, k);
@@ -2017,22 +2028,12 @@ static int field_eq(const struct config *a, const struct config *b, const struct
 	case CT_PATHLIST: {
 		const struct config_list *la = fa, *lb = fb;
 
-		if (la->n != lb->n)
-			return 0;
-		for (size_t i = 0; i < la->n; i++)
-			if (!str_eq(la->v[i], lb->v[i]))
-				return 0;
-		return 1;
+		return strv_eq(la->v, la->n, lb->v, lb->n);
 	}
 	case CT_PRINCIPALS: {
 		const struct config_principals *pa = fa, *pb = fb;
 
-		if (pa->n != pb->n)
-			return 0;
-		for (size_t i = 0; i < pa->n; i++)
-			if (!str_eq(pa->v[i], pb->v[i]))
-				return 0;
-		return 1;
+		return strv_eq(pa->v, pa->n, pb->v, pb->n);
 	}
 	case CT_ACLS: {
 		const struct config_acls *la = fa, *lb = fb;
