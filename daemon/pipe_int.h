@@ -130,9 +130,10 @@ struct ppart {
 	/* PS_PROVE (pipe_prove.c): the end being proven, the next offset to
 	 * read back, the lowest foreign offset seen, the last foreign batch. */
 	int64_t prove_end, prove_at, prove_lo, proven_end;
-	int64_t prove_pid, prove_hi;
+	int64_t prove_pid, prove_hi, prove_hib;
 	int32_t prove_seq;
 	int prove_steps;
+	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
 	int fetch_inflight;
 	struct pbatch *sending;      /* the Produce in flight */
 	struct pbatchq q;

@@ -120,10 +120,12 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 	struct pipeline *pl = p->pm->pl;
 	int64_t d = p->prove_end, from = e >= 0 ? e : lo, s, hi;
 	char msg[512], name[300], what[600];
-	int n;
+	const char *kind = "foreign write";
+	int n, once;
 
 	p->step_inflight = 0;
 	if (e == d) {
+		p->skip_over_once = 0;
 		p->proven_end = d;
 		pcopy_sync_done(p, d);
 		return;
@@ -142,10 +144,14 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 		return;
 	}
 	hi = p->prove_hi >= 0 ? p->prove_hi : d - 1;
+	if (p->prove_pid >= 0 && p->prove_seq == (int32_t)(p->prove_hib & INT32_MAX))
+		kind = "unproven destination"; /* numbered as mirrord numbers */
 	n = snprintf(what, sizeof(what), "destination offsets %" PRId64 "..%" PRId64
 	    " (%" PRId64 " records) were not written by mirrord (last foreign batch: "
-	    "producer id %" PRId64 ", sequence %" PRId32 ")", from, hi, hi - from + 1,
-	    p->prove_pid, p->prove_seq);
+	    "producer id %" PRId64 ", sequence %" PRId32 ")%s", from, hi, hi - from + 1,
+	    p->prove_pid, p->prove_seq, kind[0] == 'u' ? ", a producer id mirrord "
+	    "does not know although the batches are numbered the way mirrord "
+	    "numbers them (storage.data_dir lost or replaced?)" : "");
 	if (hi < d - 1 && n > 0 && (size_t)n < sizeof(what))
 		n += snprintf(what + n, sizeof(what) - (size_t)n, "; mirrord's batches "
 		    "at %" PRId64 "..%" PRId64 " landed after them, not where it wrote "
@@ -153,26 +159,30 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 	if (e < 0 && wrote_something(p) && n > 0 && (size_t)n < sizeof(what))
 		snprintf(what + n, sizeof(what) - (size_t)n, "; no batch of "
 		    "mirrord's is left below them (metadata lost?)");
-	if (p->pm->conf == NULL ||
-	    p->pm->conf->foreign_writes != MIRRORCONF_FOREIGN_SKIP_OVER) {
-		pl_part_fail_final(p, "foreign write: %s; mirror.foreign.writes=fail "
-		    "keeps the partition FAILED until an operator decides", what);
+	once = p->skip_over_once;
+	p->skip_over_once = 0;
+	if (!once && (p->pm->conf == NULL ||
+	    p->pm->conf->foreign_writes != MIRRORCONF_FOREIGN_SKIP_OVER)) {
+		pl_part_fail_final(p, "%s: %s; mirror.foreign.writes=fail keeps the "
+		    "partition FAILED until an operator decides (kafka-mirrors "
+		    "--recover --resolution skip-over)", kind, what);
 		return;
 	}
 	if (dst_to_src(p, from, &s) != 0) {
-		pl_part_fail_final(p, "foreign write: %s; skip-over needs the source "
+		pl_part_fail_final(p, "%s: %s; skip-over needs the source "
 		    "offset of destination offset %" PRId64 ", which the translation "
-		    "map does not give", what, from);
+		    "map does not give", kind, what, from);
 		return;
 	}
 	if (mpart_add_anchor(pl->st, p->mp, s, d, msg, sizeof(msg)) != 0) {
-		pl_part_fail(p, "foreign write: %s; cannot record the anchor %" PRId64
-		    " -> %" PRId64 " to skip over it: %s", what, s, d, msg);
+		pl_part_fail(p, "%s: %s; cannot record the anchor %" PRId64
+		    " -> %" PRId64 " to skip over it: %s", kind, what, s, d, msg);
 		return;
 	}
-	log_warnx("%s: foreign write: %s; mirror.foreign.writes=skip-over: "
-	    "source offset %" PRId64 " is copied to destination offset %" PRId64,
-	    pname(p, name, sizeof(name)), what, s, d);
+	log_warnx("%s: %s: %s; %s: source offset %" PRId64 " is copied to "
+	    "destination offset %" PRId64, pname(p, name, sizeof(name)), kind, what,
+	    once ? "the operator's skip-over" : "mirror.foreign.writes=skip-over",
+	    s, d);
 	p->live.offset_holes++;
 	p->proven_end = d;
 	pcopy_sync_done(p, d);
@@ -238,6 +248,7 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 		/* The last batch of someone else's (mirrord's own batches above
 		 * it landed at offsets it did not expect). */
 		p->prove_hi = batch_last_offset(&b);
+		p->prove_hib = b.base_offset;
 		p->prove_pid = b.producer_id;
 		p->prove_seq = b.base_sequence;
 	}

@@ -1013,6 +1013,21 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 	case MSTATE_EV_TOPIC_ADDED:
 		pl->model_dirty = 1;
 		break;
+	case MSTATE_EV_STATE:
+		/* RecoverMirrorTopics: retry now, with the operator's decision. */
+		if (ev->from != MPART_FAILED || ev->to != MPART_PREPARING ||
+		    ev->why == NULL || strstr(ev->why, "recovered by the operator") == NULL ||
+		    (pm = pm_find(pl, ev->mirror)) == NULL)
+			break;
+		for (size_t i = 0; i < pm->nparts; i++)
+			if (pm->parts[i]->mp == ev->part) {
+				pm->parts[i]->attempts = 0;
+				pm->parts[i]->retry_at = 0;
+				pm->parts[i]->not_before = 0;
+				pm->parts[i]->skip_over_once =
+				    strstr(ev->why, "resolution skip-over") != NULL;
+			}
+		break;
 	case MSTATE_EV_PATTERNS:
 		pm = pm_find(pl, ev->mirror);
 		if (pm != NULL && pm->src != NULL)

@@ -208,6 +208,35 @@ def main():
     h.check(end(DST, "fw") == dst_end, "fw-0's destination grew after a restart")
     print("restart: idle-0 resumed (proven), fw-0 still FAILED", flush=True)
 
+    # 4b. The operator decides: RecoverMirrorTopics (kafka-mirrors --recover).
+    # Without a resolution the foreign write is refused, naming the one
+    # that applies; with skip-over every source record is copied after the
+    # foreign range.
+    r = d.cli("--recover", "--mirror", "m1", "--topic", "fw")
+    h.check(r.returncode == 1 and "INVALID_REQUEST" in r.stderr and
+            "skip-over" in r.stderr, "recover without a resolution: %r" % (r.stderr,))
+    r = d.cli("--recover", "--mirror", "m1", "--topic", "fw", "--resolution", "ignore")
+    h.check(r.returncode == 1 and "'ignore' is not one of: skip-over" in r.stderr,
+            "recover with a bad resolution: %r" % (r.stderr,))
+    h.check(row(d, "m1", "fw")["state"] == "FAILED", "a refused recover changed fw-0")
+    r = d.cli_ok("--recover", "--mirror", "m1", "--topic", "fw",
+                 "--resolution", "skip-over")
+    h.check("fw" in r.stdout, "recover output: %r" % r.stdout)
+    produce(SRC, "fw", 5, "fw3")                 # source 25..29
+    wait_end(DST, "fw", 45)                      # 35..39 = source 20..24, 40..44 = 25..29
+    r = wait_row(d, "m1", "fw", "MIRRORING")
+    h.check(r["lag"] == 0, "fw-0 lag after the operator's skip-over: %r" % r)
+    src = read(SRC, "fw", 30)
+    dst = read(DST, "fw", 45)
+    h.check([x[1:] for x in dst[:20]] == [x[1:] for x in src[:20]],
+            "fw-0: destination 0..19 differ from the source")
+    h.check([x[1:] for x in dst[35:45]] == [x[1:] for x in src[20:30]],
+            "fw-0: source 20..29 should be at destination 35..44")
+    h.check("the operator's skip-over: source offset 20 is copied to destination offset 35"
+            in d.log(), "the skip-over anchor should be logged")
+    print("operator's --recover --resolution skip-over: source 20..29 at "
+          "destination 35..44", flush=True)
+
     # 5. storage.data_dir lost: the mirror set up again cannot prove the
     # destination is its own.
     produce(SRC, "lost", 12, "lost1")
@@ -223,7 +252,8 @@ def main():
         row(d, "m1", "lost")), 60, "lost-0 to fail")
     msg = r["errorMessage"]
     print("storage.data_dir lost: %r" % msg, flush=True)
-    h.check("0..11" in msg and "not written by mirrord" in msg,
+    h.check("0..11" in msg and msg.startswith("unproven destination:") and
+            "does not know" in msg,
             "lost-0 should name destination offsets 0..11: %r" % msg)
     h.check(end(DST, "lost") == 12, "records were appended to lost-0")
     d.stop()
