@@ -137,10 +137,31 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 			pcopy_sync_done(p, d);
 			return;
 		}
-		pl_part_fail_final(p, "unproven destination: the destination "
-		    "partition ends at offset %" PRId64 " and starts there (its records "
-		    "are deleted), and mirrord has no record of writing them "
-		    "(metadata lost, or a topic that was not mirrord's)", d);
+		once = p->skip_over_once;
+		p->skip_over_once = 0;
+		if (!once && (p->pm->conf == NULL ||
+		    p->pm->conf->foreign_writes != MIRRORCONF_FOREIGN_SKIP_OVER)) {
+			pl_part_fail_final(p, "unproven destination: the destination "
+			    "partition ends at offset %" PRId64 " and starts there (its "
+			    "records are deleted), and mirrord has no record of writing "
+			    "them (metadata lost, or a topic that was not mirrord's); "
+			    "mirror.foreign.writes=fail keeps the partition FAILED until "
+			    "an operator decides (kafka-mirrors --recover --resolution "
+			    "skip-over)", d);
+			return;
+		}
+		/* Skip over all of it: source offset 0 goes to d. */
+		if (mpart_add_anchor(pl->st, p->mp, 0, d, msg, sizeof(msg)) != 0) {
+			pl_part_fail(p, "unproven destination ending at %" PRId64 ": "
+			    "cannot record the anchor 0 -> %" PRId64 ": %s", d, d, msg);
+			return;
+		}
+		log_warnx("%s: unproven destination: offsets below %" PRId64 " are "
+		    "deleted and not known to be mirrord's; skip-over: source offset 0 "
+		    "is copied to destination offset %" PRId64,
+		    pname(p, name, sizeof(name)), d, d);
+		p->proven_end = d;
+		pcopy_sync_done(p, d);
 		return;
 	}
 	hi = p->prove_hi >= 0 ? p->prove_hi : d - 1;
