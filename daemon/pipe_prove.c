@@ -392,9 +392,9 @@ int pprove_start(struct ppart *p, int64_t d)
 	k = known_written(p);
 	if (d < k) {
 		pl_part_fail_final(p, "destination truncated: the destination partition "
-		    "ends at offset %" PRId64 " but mirrord wrote up to offset %" PRId64
-		    " at least (destination topic deleted and recreated, or truncated)",
-		    d, k - 1);
+		    "ends at offset %" PRId64 ", but mirrord wrote offset %" PRId64
+		    " there (destination topic deleted and recreated, or its log "
+		    "truncated)", d, k - 1);
 		return -1;
 	}
 	if (d == p->dst_next || dst->pid_state == 3)

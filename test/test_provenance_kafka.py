@@ -83,6 +83,29 @@ def main():
     h.check("0..6" in (r["errorMessage"] or ""), "%s-0: %r" % (pre, r))
     h.check(tp.end(DST, pre) == 7, "records were appended to %s-0" % pre)
     print("real Kafka add onto a non-empty destination: %r" % r["errorMessage"], flush=True)
+
+    # The destination topic deleted and created again while mirrord is
+    # down: the destination ends below what mirrord wrote.
+    rec = "prov-rec-" + RUN
+    for cl in (src, dst):
+        cl.create_topic(rec, partitions=1)
+    tp.produce(SRC, rec, 10, "r")
+    d.cli_ok("--add", "--mirror", "k", "--topic", rec)
+    tp.wait_end(DST, rec, 10, timeout=90)
+    d.stop()
+    from confluent_kafka.admin import AdminClient
+    adm = AdminClient({"bootstrap.servers": DST})
+    for f in adm.delete_topics([rec]).values():
+        f.result(30)
+    time.sleep(1)   # KRaft deletes asynchronously; create_topic retries meanwhile
+    dst.create_topic(rec, partitions=1)
+    d.start()
+    r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
+        tp.row(d, "k", rec)), 90, "%s-0 to fail" % rec)
+    h.check((r["errorMessage"] or "").startswith("destination truncated:"),
+            "%s-0: %r" % (rec, r))
+    print("real Kafka destination topic recreated: %r" % r["errorMessage"], flush=True)
+    h.check(tp.end(DST, rec) == 0, "records were written to the recreated %s-0" % rec)
     d.stop()
     print("PASS", flush=True)
 
