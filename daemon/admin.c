@@ -1227,7 +1227,8 @@ static int refuse_topics(struct admin *adm, struct adminsrv_req *rq,
 	return 1;
 }
 
-/* RemoveTopicsFromMirror, PauseMirrorTopics and ResumeMirrorTopics. */
+/* RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics and
+ * RecoverMirrorTopics. */
 static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 {
 	struct karena *a = adminsrv_req_arena(rq);
@@ -1237,7 +1238,7 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 	int32_t nn = 0, np = 0;
 	char msg[MSG_LEN];
 	const struct mirror *m;
-	char *mirror, **tnames;
+	char *mirror, **tnames, *resolution = NULL;
 	int code, batched;
 
 	/* Each request type keeps its own struct; the fields are the same. */
@@ -1262,6 +1263,17 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 		if (decode_body(rq, &req) < 0)
 			return;
 		TOPIC_NAMES(req);
+	} else if (key == KP_API_RECOVER_MIRROR_TOPICS) {
+		struct kp_recover_mirror_topics_request req;
+
+		if (decode_body(rq, &req) < 0)
+			return;
+		TOPIC_NAMES(req);
+		if (req.resolution.len >= 0 &&
+		    (resolution = arena_strdup(a, req.resolution)) == NULL) {
+			reject_arena(rq, "the resolution");
+			return;
+		}
 	} else {
 		struct kp_resume_mirror_topics_request req;
 
@@ -1321,6 +1333,9 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 			code = mstate_remove_topic(adm->st, mirror, t, msg, sizeof(msg));
 		else if (key == KP_API_PAUSE_MIRROR_TOPICS)
 			code = mstate_pause_topic(adm->st, mirror, t, msg, sizeof(msg));
+		else if (key == KP_API_RECOVER_MIRROR_TOPICS)
+			code = mstate_recover_topic(adm->st, mirror, t, resolution, msg,
+			    sizeof(msg));
 		else
 			code = mstate_resume_topic(adm->st, mirror, t, msg, sizeof(msg));
 		results_add(&rs, t, code, msg);
@@ -1727,7 +1742,8 @@ static void dispatch(struct adminsrv_req *rq, void *arg)
 	case KP_API_ADD_TOPICS_TO_MIRROR: h_add_topics(adm, rq); break;
 	case KP_API_REMOVE_TOPICS_FROM_MIRROR:
 	case KP_API_PAUSE_MIRROR_TOPICS:
-	case KP_API_RESUME_MIRROR_TOPICS: h_topics_op(adm, rq); break;
+	case KP_API_RESUME_MIRROR_TOPICS:
+	case KP_API_RECOVER_MIRROR_TOPICS: h_topics_op(adm, rq); break;
 	case KP_API_LIST_MIRRORS: h_list_mirrors(adm, rq); break;
 	case KP_API_DESCRIBE_MIRRORS: h_describe_mirrors(adm, rq); break;
 	case KP_API_DELETE_MIRROR: h_delete_mirror(adm, rq); break;

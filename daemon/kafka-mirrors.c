@@ -55,6 +55,7 @@
 	X(REMOVE, "remove") \
 	X(PAUSE, "pause") \
 	X(RESUME, "resume") \
+	X(RECOVER, "recover") \
 	X(DELETE, "delete") \
 	X(LIST, "list") \
 	X(DESCRIBE, "describe")
@@ -87,6 +88,7 @@ struct opts {
 	struct strlist topics;
 	struct strlist excludes;
 	int json;
+	const char *resolution;  /* --recover --resolution */
 	int timeout_ms;
 	char client_id[128];
 	struct clisec sec;       /* security.protocol, ssl.*, sasl.* */
@@ -110,6 +112,8 @@ static void usage(FILE *f)
 "              --mirror NAME --topic REGEX  (alias --stop)\n"
 "  --pause     pause mirroring of topics: --mirror NAME --topic REGEX\n"
 "  --resume    resume paused topics: --mirror NAME --topic REGEX\n"
+"  --recover   retry FAILED partitions now: --mirror NAME --topic REGEX\n"
+"              [--resolution skip-over] (the decision a foreign write needs)\n"
 "  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
 "  --list      list mirrors\n"
 "  --describe  per-partition state, offsets and lag [--mirror NAME] [--json]\n"
@@ -131,6 +135,8 @@ static void usage(FILE *f)
 "                          else as a pattern matched against whole names\n"
 "  --exclude REGEX         with --add: patterns to exclude from discovery\n"
 "  --json                  with --describe: print a JSON array\n"
+"  --resolution ACTION     with --recover: the operator's decision for a\n"
+"                          partition FAILED by a foreign write (skip-over)\n"
 "  --help                  this text\n"
 "  --version               print the version\n"
 "\n"
@@ -848,7 +854,7 @@ static void resolve_patterns(struct cli_conn *c, const char *mirror,
 	free(res);
 }
 
-/* --remove, --pause, --resume: same request and response shapes. */
+/* --remove, --pause, --resume, --recover: same request and response shapes. */
 static int do_topics_op(struct cli_conn *c, const struct opts *o)
 {
 	struct kp_add_topics_to_mirror_response resp;
@@ -902,10 +908,32 @@ static int do_topics_op(struct cli_conn *c, const struct opts *o)
 		for (int32_t i = 0; i < nn; i++)
 			req.topics[i].name = names[i];
 		req.topics_n = nn;
-		/* Resume's request has the same shape as Pause's. */
-		kp_pause_mirror_topics_request_encode(&w, 0, &req);
+		/* Resume's request has the same shape as Pause's; Recover's adds a
+		 * tagged Resolution. */
+		if (o->action == ACT_RECOVER) {
+			struct kp_recover_mirror_topics_request rr;
+
+			kp_recover_mirror_topics_request_init(&rr);
+			rr.mirror_name = req.mirror_name;
+			rr.topics = calloc((size_t)nn + 1, sizeof(*rr.topics));
+			if (rr.topics == NULL)
+				die_conn("out of memory");
+			for (int32_t i = 0; i < nn; i++)
+				rr.topics[i].name = names[i];
+			rr.topics_n = nn;
+			if (o->resolution != NULL)
+				rr.resolution = kstr_c(o->resolution);
+			kp_recover_mirror_topics_request_encode(&w, 0, &rr);
+			free(rr.topics);
+		} else {
+			kp_pause_mirror_topics_request_encode(&w, 0, &req);
+		}
 		free(req.topics);
-		if (o->action == ACT_PAUSE) {
+		if (o->action == ACT_RECOVER) {
+			key = KP_API_RECOVER_MIRROR_TOPICS;
+			api = "RecoverMirrorTopics";
+			verb = "Retried the FAILED partitions of";
+		} else if (o->action == ACT_PAUSE) {
 			key = KP_API_PAUSE_MIRROR_TOPICS;
 			api = "PauseMirrorTopics";
 			verb = "Paused mirroring for";
@@ -1157,7 +1185,7 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 
 enum {
 	OPT_BOOTSTRAP = 256, OPT_COMMAND_CONFIG, OPT_MIRROR_CONFIG, OPT_MIRROR,
-	OPT_TOPIC, OPT_EXCLUDE, OPT_JSON, OPT_HELP, OPT_VERSION,
+	OPT_TOPIC, OPT_EXCLUDE, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_RESOLUTION,
 };
 
 static void set_action(struct opts *o, enum action a)
@@ -1228,6 +1256,8 @@ int main(int argc, char **argv)
 		{ "stop", no_argument, NULL, 'R' },
 		{ "pause", no_argument, NULL, 'P' },
 		{ "resume", no_argument, NULL, 'U' },
+		{ "recover", no_argument, NULL, 'V' },
+		{ "resolution", required_argument, NULL, OPT_RESOLUTION },
 		{ "delete", no_argument, NULL, 'D' },
 		{ "list", no_argument, NULL, 'L' },
 		{ "describe", no_argument, NULL, 'S' },
@@ -1259,6 +1289,8 @@ int main(int argc, char **argv)
 		case 'R': set_action(&o, ACT_REMOVE); break;
 		case 'P': set_action(&o, ACT_PAUSE); break;
 		case 'U': set_action(&o, ACT_RESUME); break;
+		case 'V': set_action(&o, ACT_RECOVER); break;
+		case OPT_RESOLUTION: o.resolution = optarg; break;
 		case 'D': set_action(&o, ACT_DELETE); break;
 		case 'L': set_action(&o, ACT_LIST); break;
 		case 'S': set_action(&o, ACT_DESCRIBE); break;
@@ -1277,7 +1309,7 @@ int main(int argc, char **argv)
 		load_command_config(&o);
 	if (o.action == ACT_NONE)
 		die_usage("give one action: --create, --add, --remove, --pause, "
-		    "--resume, --delete, --list or --describe");
+		    "--resume, --recover, --delete, --list or --describe");
 	if (o.bootstrap == NULL)
 		die_usage("--bootstrap-server is required");
 	if (o.mirror == NULL && o.action != ACT_LIST && o.action != ACT_DESCRIBE)
@@ -1288,13 +1320,17 @@ int main(int argc, char **argv)
 	if (o.action != ACT_CREATE && o.mirror_config != NULL)
 		die_usage("--mirror-config is only for --create");
 	if ((o.action == ACT_ADD || o.action == ACT_REMOVE ||
-	    o.action == ACT_PAUSE || o.action == ACT_RESUME) && o.topics.n == 0)
+	    o.action == ACT_PAUSE || o.action == ACT_RESUME ||
+	    o.action == ACT_RECOVER) && o.topics.n == 0)
 		die_usage("--%s needs --topic NAME_OR_REGEX", action_names[o.action]);
 	if (o.action != ACT_ADD && o.action != ACT_REMOVE &&
-	    o.action != ACT_PAUSE && o.action != ACT_RESUME && o.topics.n > 0)
+	    o.action != ACT_PAUSE && o.action != ACT_RESUME &&
+	    o.action != ACT_RECOVER && o.topics.n > 0)
 		die_usage("--topic is not used with --%s", action_names[o.action]);
 	if (o.excludes.n > 0 && o.action != ACT_ADD)
 		die_usage("--exclude is only for --add");
+	if (o.resolution != NULL && o.action != ACT_RECOVER)
+		die_usage("--resolution is only for --recover");
 	if (o.json && o.action != ACT_DESCRIBE)
 		die_usage("--json is only for --describe");
 
@@ -1306,7 +1342,8 @@ int main(int argc, char **argv)
 	case ACT_ADD: rc = do_add(&c, &o); break;
 	case ACT_REMOVE:
 	case ACT_PAUSE:
-	case ACT_RESUME: rc = do_topics_op(&c, &o); break;
+	case ACT_RESUME:
+	case ACT_RECOVER: rc = do_topics_op(&c, &o); break;
 	case ACT_DELETE: rc = do_delete(&c, &o); break;
 	case ACT_LIST: rc = do_list(&c, &o); break;
 	case ACT_DESCRIBE: rc = do_describe(&c, &o); break;

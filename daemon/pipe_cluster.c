@@ -578,6 +578,43 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
  * (write, fsync, rename, fsync the directory): it changes once per new
  * identity, so the fsyncs on the loop thread are rare.
  */
+/* Remembers pid as one mirrord produced with (newest first, bounded). */
+static void pid_remember(struct pcluster *cl, int64_t pid, int newest)
+{
+	size_t n = ARRAY_SIZE(cl->used_pids), i;
+
+	if (pid < 0)
+		return;
+	for (i = 0; i < cl->nused && cl->used_pids[i] != pid; i++)
+		;
+	if (i < cl->nused) {
+		if (!newest)
+			return;
+		memmove(&cl->used_pids[1], &cl->used_pids[0], i * sizeof(int64_t));
+	} else if (newest) {
+		memmove(&cl->used_pids[1], &cl->used_pids[0],
+		    MIN(cl->nused, n - 1) * sizeof(int64_t));
+		cl->nused = MIN(cl->nused + 1, n);
+	} else {
+		if (cl->nused < n)
+			cl->used_pids[cl->nused++] = pid;
+		return;
+	}
+	cl->used_pids[0] = pid;
+}
+
+int pcluster_pid_known(const struct pcluster *cl, int64_t pid)
+{
+	if (pid < 0)
+		return 0;
+	if (cl->pid_state == 2 && cl->pid == pid)
+		return 1;
+	for (size_t i = 0; i < cl->nused; i++)
+		if (cl->used_pids[i] == pid)
+			return 1;
+	return 0;
+}
+
 void pcluster_load_pid(struct pcluster *cl, const char *dir)
 {
 	char path[4096], line[512], cid[256];
@@ -598,6 +635,11 @@ void pcluster_load_pid(struct pcluster *cl, const char *dir)
 		cl->saved_pid = pid;
 		cl->saved_epoch = (int16_t)epoch;
 		cl->saved_cluster = strdup(cid);
+		pid_remember(cl, pid, 1);
+		/* Then the producer ids used before it, one a line. */
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "%lld", &pid) == 1)
+				pid_remember(cl, pid, 0);
 	} else {
 		log_warnx("%s: %s does not hold \"<cluster id> <producer id> <epoch>\": "
 		    "asking for a new producer id", cl->label, path);
@@ -620,9 +662,15 @@ static void save_pid(struct pcluster *cl)
 		*slash = '\0';
 	f = fopen(tmp, "w");
 	if (f != NULL && fprintf(f, "%s %" PRId64 " %d\n",
-	    cl->cluster_id ? cl->cluster_id : "-", cl->pid, cl->pepoch) > 0 &&
-	    fflush(f) == 0 && fsync(fileno(f)) == 0)
+	    cl->cluster_id ? cl->cluster_id : "-", cl->pid, cl->pepoch) > 0)
 		ok = 1;
+	/* The older ids too: pipe_prove.c recognises their batches. */
+	for (size_t i = 0; ok && i < cl->nused; i++)
+		if (cl->used_pids[i] != cl->pid &&
+		    fprintf(f, "%" PRId64 "\n", cl->used_pids[i]) < 0)
+			ok = 0;
+	if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0))
+		ok = 0;
 	if (f != NULL && fclose(f) != 0)
 		ok = 0;
 	if (ok && rename(tmp, cl->pid_file) == 0) {
@@ -662,6 +710,7 @@ static int adopt_saved_pid(struct pcluster *cl)
 		log_info("%s: the kept producer id belongs to cluster %s, this is %s: "
 		    "asking for a new one", cl->label, cl->saved_cluster, cid);
 		cl->saved_pid = -1;
+		cl->nused = 0; /* ids of another cluster prove nothing here */
 		return 0;
 	}
 	cl->pid = cl->saved_pid;
@@ -713,6 +762,7 @@ static void pid_response(struct kconn *c, int err, const char *errstr,
 		return;
 	}
 	cl->pid = m.producer_id;
+	pid_remember(cl, cl->pid, 1);
 	cl->pepoch = m.producer_epoch;
 	cl->pid_state = 2;
 	log_info("%s: producing as idempotent producer id %" PRId64 " epoch %d",

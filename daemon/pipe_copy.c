@@ -145,7 +145,7 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
 }
 
 /* Decides where to fetch from once the destination end D is known. */
-static void sync_done(struct ppart *p, int64_t d)
+void pcopy_sync_done(struct ppart *p, int64_t d)
 {
 	struct pipeline *pl = p->pm->pl;
 	const struct mpart *mp = p->mp;
@@ -160,6 +160,8 @@ static void sync_done(struct ppart *p, int64_t d)
 		    d, p->sync_lo, p->sync_hi);
 		return;
 	}
+	if (pl_part_wants_run(p) && pprove_start(p, d) != 0)
+		return; /* being proven (calls back), or FAILED */
 	if (mp->nanchors > 0) {
 		struct xlate *m = xlate_new(MSTATE_MAX_ANCHORS + 1);
 		int rc;
@@ -255,7 +257,7 @@ static void sync_response(struct kconn *c, int err, const char *errstr,
 			    kerr_name(r.error));
 		goto out;
 	}
-	sync_done(p, r.offset);
+	pcopy_sync_done(p, r.offset);
 out:
 	pl_kick(x->pl);
 	ctx_free(x);

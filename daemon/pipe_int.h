@@ -76,6 +76,8 @@ struct pcluster {
 	int64_t saved_pid;           /* from pid_file, -1 none */
 	int16_t saved_epoch;
 	char *saved_cluster;         /* the destination cluster id it belongs to */
+	int64_t used_pids[16];       /* producer ids mirrord wrote with, newest first */
+	size_t nused;
 	int dying;
 };
 
@@ -101,6 +103,7 @@ enum pstep {
 	PS_SYNC,     /* reading the destination end */
 	PS_OOR,      /* reading the source log start after OFFSET_OUT_OF_RANGE */
 	PS_RUN,      /* fetching and producing */
+	PS_PROVE,    /* checking that mirrord wrote the destination end (pipe_prove.c) */
 };
 
 struct ppart {
@@ -124,6 +127,13 @@ struct ppart {
 	int64_t dst_next;            /* destination end as far as we know */
 	int64_t src_done;            /* source offset matching dst_next, -1 */
 	int64_t sync_lo, sync_hi;    /* a SYNC after an uncertain Produce expects one of these */
+	/* PS_PROVE (pipe_prove.c): the end being proven, the next offset to
+	 * read back, the lowest foreign offset seen, the last foreign batch. */
+	int64_t prove_end, prove_at, prove_lo, proven_end;
+	int64_t prove_pid, prove_hi, prove_hib;
+	int32_t prove_seq;
+	int prove_steps;
+	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
 	int fetch_inflight;
 	struct pbatch *sending;      /* the Produce in flight */
 	struct pbatchq q;
@@ -193,6 +203,9 @@ struct pipeline {
 void pl_kick(struct pipeline *pl);
 void pl_part_fail(struct ppart *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same, never retried automatically (an operator must decide). */
+void pl_part_fail_final(struct ppart *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void pl_part_resync(struct ppart *p, const char *why);
 void pl_part_unref(struct ppart *p);
 void pl_drop_queue(struct ppart *p);
@@ -238,12 +251,22 @@ void pcluster_tick(struct pcluster *cl);
 void pcluster_load_pid(struct pcluster *cl, const char *dir);
 /* Destination: drop the identity (the broker refused it). */
 void pcluster_reset_pid(struct pcluster *cl);
+/* Destination: 1 if mirrord produced with pid (now or kept from before). */
+int pcluster_pid_known(const struct pcluster *cl, int64_t pid);
 
 /* pipe_copy.c */
 void pcopy_fetch_round(struct pmirror *pm);
 void pcopy_produce_round(struct pipeline *pl);
 void pcopy_sync(struct ppart *p);
 void pcopy_oor(struct ppart *p);
+/* The destination end d is known (and proven): where to fetch from. */
+void pcopy_sync_done(struct ppart *p, int64_t d);
+
+/* pipe_prove.c: 0 when destination end d may be used now; -1 when the
+ * partition failed or a PS_PROVE walk was started (it calls
+ * pcopy_sync_done() once proven). */
+int pprove_start(struct ppart *p, int64_t d);
+void pprove_send(struct ppart *p);
 /* pipe_topic.c: a missing destination topic.  1 exists, 0 wait, -1 fail
  * with msg. */
 int ptopic_ensure(struct ppart *p, char *msg, size_t msglen);

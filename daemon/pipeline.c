@@ -145,17 +145,35 @@ static int64_t retry_delay(const struct pmirror *pm, int attempt)
 	return d > 0 ? (int64_t)((uint64_t)random() % (uint64_t)(d + 1)) : 0;
 }
 
+static void part_vfail(struct ppart *p, int final, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 void pl_part_fail(struct ppart *p, const char *fmt, ...)
 {
-	struct pipeline *pl = p->pm->pl;
-	char why[1024], msg[512], name[300];
-	int64_t max = p->pm->conf ? p->pm->conf->failed_retry_max_attempts : 0;
-	int32_t attempt;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
+	part_vfail(p, 0, fmt, ap);
 	va_end(ap);
+}
+
+void pl_part_fail_final(struct ppart *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	part_vfail(p, 1, fmt, ap);
+	va_end(ap);
+}
+
+static void part_vfail(struct ppart *p, int final, const char *fmt, va_list ap)
+{
+	struct pipeline *pl = p->pm->pl;
+	char why[1024], msg[512], name[300];
+	int64_t max = p->pm->conf && !final ? p->pm->conf->failed_retry_max_attempts : 0;
+	int32_t attempt;
+
+	vsnprintf(why, sizeof(why), fmt, ap);
 	pl_drop_queue(p);
 	p->step = PS_IDLE;
 	if (p->mp == NULL || p->dead)
@@ -503,6 +521,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->dst_next = p->dst_tail = -1;
 	p->src_done = -1;
 	p->sync_lo = p->sync_hi = -1;
+	p->prove_end = p->proven_end = -1;
 	p->last_src = mp->last_offset;
 	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
 	p->live.source_high_watermark = -1;
@@ -638,6 +657,8 @@ static void part_step(struct ppart *p, int64_t now)
 			pcopy_sync(p);
 		else if (p->step == PS_OOR && !p->step_inflight && now >= p->not_before)
 			pcopy_oor(p);
+		else if (p->step == PS_PROVE && !p->step_inflight && now >= p->not_before)
+			pprove_send(p);
 		break;
 	case MPART_PAUSING:
 	case MPART_STOPPING:
@@ -991,6 +1012,21 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 	case MSTATE_EV_MIRROR_CREATED:
 	case MSTATE_EV_TOPIC_ADDED:
 		pl->model_dirty = 1;
+		break;
+	case MSTATE_EV_STATE:
+		/* RecoverMirrorTopics: retry now, with the operator's decision. */
+		if (ev->from != MPART_FAILED || ev->to != MPART_PREPARING ||
+		    ev->why == NULL || strstr(ev->why, "recovered by the operator") == NULL ||
+		    (pm = pm_find(pl, ev->mirror)) == NULL)
+			break;
+		for (size_t i = 0; i < pm->nparts; i++)
+			if (pm->parts[i]->mp == ev->part) {
+				pm->parts[i]->attempts = 0;
+				pm->parts[i]->retry_at = 0;
+				pm->parts[i]->not_before = 0;
+				pm->parts[i]->skip_over_once =
+				    strstr(ev->why, "resolution skip-over") != NULL;
+			}
 		break;
 	case MSTATE_EV_PATTERNS:
 		pm = pm_find(pl, ev->mirror);

@@ -129,6 +129,11 @@ static const struct mkey mkeys[] = {
 	  "Longest pause between retries of a FAILED partition." },
 	{ "mirror.failed.retry.max.attempts", MK_MIRROR, MT_INT, "100", 0, 32767, NULL, O(failed_retry_max_attempts), 0,
 	  "Automatic retries of a FAILED partition before it stays FAILED; 0 never retries." },
+	{ "mirror.foreign.writes", MK_MIRROR, MT_ENUM, "fail", 0, 0, "fail|skip-over", O(foreign_writes), 0,
+	  "What a partition does when the destination partition holds records mirrord did not write (someone else produced to it). "
+	  "fail: it stays FAILED, naming the offsets, and is never retried automatically. "
+	  "skip-over: it records the foreign offsets as a translation anchor and copies every source record after them; "
+	  "a partition FAILED that way resumes once this is set (kafka-mirrors --resume)." },
 	{ "mirror.topics.include", MK_MIRROR, MT_REGEXLIST, "", 0, 0, NULL, O(topics_include), 0,
 	  "Comma-separated regular expressions (Java syntax on PCRE2, matching the whole name) of source topics to mirror automatically. "
 	  "Empty mirrors only the topics added by name." },
@@ -641,6 +646,23 @@ static int set_mirror(struct mirrorconf *mc, const struct mkey *k, const char *v
 			return -1;
 		*(int64_t *)f = n;
 		return 0;
+	case MT_ENUM: {
+		/* The index of the choice. */
+		const char *c = k->choices;
+		size_t vl = strlen(v);
+
+		for (n = 0; c != NULL; n++) {
+			const char *bar = strchr(c, '|');
+			size_t cl = bar ? (size_t)(bar - c) : strlen(c);
+
+			if (cl == vl && strncasecmp(c, v, cl) == 0) {
+				*(int64_t *)f = n;
+				return 0;
+			}
+			c = bar ? bar + 1 : NULL;
+		}
+		return -1;
+	}
 	case MT_REGEXLIST:
 		regexes_free(f);
 		return compile_regexes(v, f, why, whylen);

@@ -68,11 +68,16 @@ struct mirrorconf {
 	int64_t failed_retry_initial_backoff_ms;
 	int64_t failed_retry_max_backoff_ms;
 	int64_t failed_retry_max_attempts;  /* 0 = never retry automatically */
+	int64_t foreign_writes;             /* MIRRORCONF_FOREIGN_* */
 	struct mirrorconf_regexes topics_include;
 	struct mirrorconf_regexes topics_exclude;
 	size_t topic_properties_exclude_n;  /* topic configs never synced */
 	char **topic_properties_exclude;
 };
+
+/* mirror.foreign.writes */
+#define MIRRORCONF_FOREIGN_FAIL 0
+#define MIRRORCONF_FOREIGN_SKIP_OVER 1
 
 /*
  * Checks n Name/Value pairs (values[i] may be NULL: unset).  Returns 0 when

@@ -302,6 +302,14 @@ int mstate_pause_topic(struct mstate *st, const char *mirror,
     const char *topic, char *msg, size_t msglen);
 int mstate_resume_topic(struct mstate *st, const char *mirror,
     const char *topic, char *msg, size_t msglen);
+/* RecoverMirrorTopics: the topic's FAILED partitions -> PREPARING now
+ * (none FAILED: 0, no change).  A partition whose reason needs a decision
+ * (mpart_needs_resolution) moves only with that resolution ("skip-over",
+ * NULL for none); otherwise INVALID_REQUEST naming it.  The hooks see the
+ * resolution in the why of the move ("..., resolution skip-over"). */
+int mstate_recover_topic(struct mstate *st, const char *mirror,
+    const char *topic, const char *resolution, char *msg, size_t msglen);
+const char *mpart_needs_resolution(const struct mpart *p);
 
 /*
  * Batches: one fsync for many operations (an AddTopicsToMirror with many

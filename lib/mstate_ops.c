@@ -489,6 +489,62 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
 	    "resumed", msg, msglen);
 }
 
+/* The resolution a FAILED partition's reason asks for ("skip-over"), ""
+ * for one no resolution repairs, NULL when a plain retry will do. */
+const char *mpart_needs_resolution(const struct mpart *p)
+{
+	static const char *const skip[] = { "foreign write:",
+	    "unproven destination:" };
+
+	if (p->state != MPART_FAILED || p->error == NULL)
+		return NULL;
+	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+		if (strncmp(p->error, skip[i], strlen(skip[i])) == 0)
+			return "skip-over";
+	if (strncmp(p->error, "destination truncated:", 22) == 0)
+		return "";
+	return NULL;
+}
+
+int mstate_recover_topic(struct mstate *st, const char *mirror,
+    const char *topic, const char *resolution, char *msg, size_t msglen)
+{
+	struct mirror *m;
+	struct mtopic *t;
+	char why[96];
+	int code;
+
+	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
+		return code;
+	if (resolution != NULL && strcmp(resolution, "skip-over") != 0) {
+		mstate_fmt(msg, msglen, "resolution '%.100s' is not one of: skip-over",
+		    resolution);
+		return KERR_INVALID_REQUEST;
+	}
+	if (!mtopic_any(t, B(FAILED)))
+		return KERR_NONE;   /* the contract: success, no change */
+	for (int32_t i = 0; i < t->npart; i++) {
+		const char *need = mpart_needs_resolution(t->parts[i]);
+
+		if (need == NULL || (resolution != NULL && strcmp(need, resolution) == 0))
+			continue;
+		if (need[0] == '\0')
+			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
+			    "mirror '%s' failed for a reason no resolution repairs (%.300s)",
+			    (int)i, topic, mirror, t->parts[i]->error);
+		else
+			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
+			    "mirror '%s' needs an operator decision (%.300s): recover it "
+			    "with the resolution %s", (int)i, topic, mirror,
+			    t->parts[i]->error, need);
+		return KERR_INVALID_REQUEST;
+	}
+	snprintf(why, sizeof(why), "recovered by the operator%s%s",
+	    resolution != NULL ? ", resolution " : "",
+	    resolution != NULL ? resolution : "");
+	return topic_move(st, t, B(FAILED), MPART_PREPARING, why, msg, msglen);
+}
+
 /* ---- data-plane operations ------------------------------------------ */
 
 static void part_what(const struct mpart *p, char *buf, size_t len)

@@ -219,8 +219,8 @@ START_TEST(test_api_table)
 	api = kp_api_find(KP_API_METADATA);
 	ck_assert_int_eq(api->first_flexible, 9);
 	ck_assert_int_eq(api->served_max, 12);
-	/* The eight mirror RPCs: v0 only, flexible from 0, served. */
-	static const int16_t mirror_keys[] = { 94, 95, 96, 98, 99, 102, 103, 104 };
+	/* The nine mirror RPCs: v0 only, flexible from 0, served. */
+	static const int16_t mirror_keys[] = { 94, 95, 96, 98, 99, 102, 103, 104, 105 };
 	for (size_t i = 0; i < ARRAY_SIZE(mirror_keys); i++) {
 		api = kp_api_find(mirror_keys[i]);
 		ck_assert_msg(api != NULL, "ApiKey %d missing", mirror_keys[i]);
@@ -253,7 +253,7 @@ START_TEST(test_api_table)
 		struct kp_api_versions_response_api_version av[16];
 		size_t n = kp_served_api_versions(av, ARRAY_SIZE(av));
 
-		ck_assert_uint_eq(n, 12);
+		ck_assert_uint_eq(n, 13);
 		ck_assert_int_eq(av[0].api_key, 3);
 		ck_assert_int_eq(av[0].max_version, 12);
 		ck_assert_int_eq(av[1].api_key, 17);
@@ -265,7 +265,9 @@ START_TEST(test_api_table)
 		ck_assert_int_eq(av[3].max_version, 2);
 		ck_assert_int_eq(av[4].api_key, 94);
 		ck_assert_int_eq(av[11].api_key, 104);
-		ck_assert_uint_eq(kp_served_api_versions(av, 2), 12); /* count beyond room */
+		ck_assert_int_eq(av[12].api_key, 105);
+		ck_assert_str_eq(kp_api_name(105), "RecoverMirrorTopics");
+		ck_assert_uint_eq(kp_served_api_versions(av, 2), 13); /* count beyond room */
 		ck_assert(kp_api_served(18, 3));
 		ck_assert(!kp_api_served(18, 4));
 		ck_assert(!kp_api_served(0, 3)); /* Produce: the codec knows it, mirrord does not serve it */

@@ -64,6 +64,7 @@ START_TEST(test_minimal_and_defaults)
 	ck_assert_int_eq(mc->failed_retry_initial_backoff_ms, 1000);
 	ck_assert_int_eq(mc->failed_retry_max_backoff_ms, 300000);
 	ck_assert_int_eq(mc->failed_retry_max_attempts, 100);
+	ck_assert_int_eq(mc->foreign_writes, MIRRORCONF_FOREIGN_FAIL);
 	ck_assert_uint_eq(mc->topics_include.n, 0);
 	ck_assert_uint_eq(mc->topics_exclude.n, 1);
 	ck_assert_str_eq(mc->topics_exclude.src[0], "__.*");
@@ -84,11 +85,12 @@ START_TEST(test_everything_set)
 		"mirror.fetch.max.bytes", "mirror.failed.retry.max.attempts",
 		"mirror.topics.include", "mirror.topics.exclude",
 		"mirror.topic.properties.exclude", "socket.timeout.ms",
+		"mirror.foreign.writes",
 	};
 	const char *values[] = {
 		"[::1]:9092", "Wq0k-3_xQ2a1", "SASL_SSL", "SCRAM-SHA-512", "mirror",
 		"pw", "/etc/ca.pem", "65536", "0", "orders.*, pay[0-9]+", "orders-internal.*",
-		"retention.ms,cleanup.policy", "5000",
+		"retention.ms,cleanup.policy", "5000", "skip-over",
 	};
 	const char *const *cn, *const *cv;
 	struct mirrorconf *mc;
@@ -99,6 +101,7 @@ START_TEST(test_everything_set)
 	ck_assert_str_eq(mc->source_cluster_id, "Wq0k-3_xQ2a1");
 	ck_assert_int_eq(mc->fetch_max_bytes, 65536);
 	ck_assert_int_eq(mc->failed_retry_max_attempts, 0);
+	ck_assert_int_eq(mc->foreign_writes, MIRRORCONF_FOREIGN_SKIP_OVER);
 	ck_assert_int_eq(mirrorconf_topic_selected(mc, "orders"), 1);
 	ck_assert_int_eq(mirrorconf_topic_selected(mc, "orders-eu"), 1);
 	ck_assert_int_eq(mirrorconf_topic_selected(mc, "pay7"), 1);

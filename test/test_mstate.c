@@ -503,6 +503,58 @@ START_TEST(test_pause_resume)
 }
 END_TEST
 
+START_TEST(test_recover)
+{
+	struct mtopic *t;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 3);
+	t = topic("m", "t");
+	topic_to("m", "t", MPART_MIRRORING);
+	CODE(mstate_recover_topic(F.st, "m", "u", NULL, F.msg, sizeof(F.msg)),
+	    KERR_TOPIC_NOT_IN_CLUSTER_MIRROR);
+	/* Nothing FAILED: success, no change. */
+	CODE(mstate_recover_topic(F.st, "m", "t", NULL, F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mtopic_state_name(t), "MIRRORING");
+	CODE(mstate_recover_topic(F.st, "m", "t", "ignore", F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("resolution 'ignore' is not one of: skip-over");
+	/* A plain failure: retried without a resolution. */
+	CODE(mpart_fail(F.st, t->parts[0], "fetch: NOT_LEADER", -1, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_ptr_null(mpart_needs_resolution(t->parts[0]));
+	CODE(mstate_recover_topic(F.st, "m", "t", NULL, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->parts[0]->state, MPART_PREPARING);
+	/* A foreign write needs skip-over; nothing moves without it. */
+	CODE(mpart_fail(F.st, t->parts[0], "fetch: NOT_LEADER", -1, F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_fail(F.st, t->parts[2], "foreign write: destination offsets "
+	    "20..29 (10 records) were not written by mirrord", -1, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_str_eq(mpart_needs_resolution(t->parts[2]), "skip-over");
+	CODE(mstate_recover_topic(F.st, "m", "t", NULL, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("partition 2 of topic 't' of cluster mirror 'm' needs an operator "
+	    "decision (foreign write: destination offsets 20..29");
+	MSG_HAS("with the resolution skip-over");
+	ck_assert_int_eq(t->parts[0]->state, MPART_FAILED);
+	ck_assert_int_eq(t->parts[2]->state, MPART_FAILED);
+	CODE(mstate_recover_topic(F.st, "m", "t", "skip-over", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->parts[0]->state, MPART_PREPARING);
+	ck_assert_int_eq(t->parts[1]->state, MPART_MIRRORING);
+	ck_assert_int_eq(t->parts[2]->state, MPART_PREPARING);
+	/* A truncated destination: no resolution repairs it. */
+	CODE(mpart_fail(F.st, t->parts[1], "destination truncated: the "
+	    "destination partition ends at offset 0", -1, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_recover_topic(F.st, "m", "t", "skip-over", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("failed for a reason no resolution repairs");
+	reopen_same();
+	ck_assert_int_eq(topic("m", "t")->parts[1]->state, MPART_FAILED);
+}
+END_TEST
+
 START_TEST(test_delete_mirror)
 {
 	mk_mirror("m");
@@ -1439,6 +1491,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_add_topic);
 	tcase_add_test(tc, test_remove_topic);
 	tcase_add_test(tc, test_pause_resume);
+	tcase_add_test(tc, test_recover);
 	tcase_add_test(tc, test_delete_mirror);
 	tcase_add_test(tc, test_patterns);
 	tcase_add_test(tc, test_patterns_java_and_limits);

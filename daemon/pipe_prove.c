@@ -1,0 +1,414 @@
+/*
+ * pipe_prove.c: provenance before resume.  Whenever a partition (re)starts
+ * (start-up, a FAILED retry, resume, a topic added again or onto an
+ * existing destination topic) the destination end D read by the SYNC step
+ * is only used once mirrord can show it wrote what ends there:
+ *
+ *   - D equals the end this process last wrote or proved (nothing moved);
+ *   - D is 0 and mirrord's record says it wrote nothing there;
+ *   - otherwise the batches at the end are read back (a Fetch of the
+ *     destination, read_uncommitted, walking back batch by batch): a batch
+ *     mirrord wrote carries one of its producer ids (daemon/pipe_cluster.c
+ *     keeps them in storage.data_dir/producer-id) and the base sequence
+ *     equal to its destination offset (pipe_copy.c's prepare_head).
+ *
+ * Batches after the last proven one are a foreign write at offsets E..D-1.
+ * With mirror.foreign.writes=fail the partition goes FAILED naming them and
+ * is never retried automatically; with skip-over the range is recorded as a
+ * translation anchor (source offset of E -> D) and copying goes on at D, so
+ * every source record after E is copied.  A destination end below what
+ * mirrord is known to have written is a truncated (or recreated) topic: also
+ * a FAILED that is not retried.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "daemonconf.h"
+#include "kbuf.h"
+#include "kerr.h"
+#include "log.h"
+#include "mirrorconf.h"
+#include "pipe_int.h"
+#include "pipe_wire.h"
+#include "xlate.h"
+
+#define PROVE_MAX_STEPS 256       /* Fetches walking back over foreign batches */
+#define PROVE_PART_BYTES 65536    /* the first batch comes whole anyway */
+
+struct prove_ctx {
+	struct ppart *p;
+	uint32_t gen;
+	int64_t offset;
+	int16_t version;
+};
+
+struct prove_fetch {
+	struct pw_fetch_req req;
+	struct pw_tp tp;
+};
+
+static const char *pname(const struct ppart *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s-%" PRId32, p->pm->name, p->topic, p->index);
+	return buf;
+}
+
+/* The lowest destination end mirrord's own record explains: what this
+ * process acknowledged, the start of the last epoch it wrote (plus one
+ * record), the destination of the last anchor. */
+static int64_t known_written(const struct ppart *p)
+{
+	const struct mpart *mp = p->mp;
+	int64_t k = 0;
+
+	if (p->dst_next > k)
+		k = p->dst_next;
+	if (mp->nepochs > 0 && mp->epochs[mp->nepochs - 1].start_offset + 1 > k)
+		k = mp->epochs[mp->nepochs - 1].start_offset + 1;
+	if (mp->nanchors > 0 && mp->anchors[mp->nanchors - 1].dst > k)
+		k = mp->anchors[mp->nanchors - 1].dst;
+	return k;
+}
+
+static int wrote_something(const struct ppart *p)
+{
+	return p->dst_next > 0 || p->mp->nepochs > 0 || p->mp->nanchors > 0;
+}
+
+/* A batch of mirrord's: one of its producer ids, sequence = offset. */
+static int ours(const struct pcluster *dst, const struct batch *b)
+{
+	if (batch_is_control(b) || b->producer_id < 0 ||
+	    b->base_sequence != (int32_t)(b->base_offset & INT32_MAX))
+		return 0;
+	return pcluster_pid_known(dst, b->producer_id);
+}
+
+/* The source offset destination offset e stands for. */
+static int dst_to_src(const struct ppart *p, int64_t e, int64_t *s)
+{
+	const struct mpart *mp = p->mp;
+	struct xlate *m;
+	char err[256];
+	int rc;
+
+	*s = e;
+	if (mp->nanchors == 0)
+		return 0;
+	if ((m = xlate_new(MSTATE_MAX_ANCHORS + 1)) == NULL)
+		return -1;
+	for (size_t i = 0; i < mp->nanchors; i++)
+		if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
+		    sizeof(err)) != 0) {
+			xlate_free(m);
+			return -1;
+		}
+	rc = xlate_dst_to_src(m, e, s);
+	xlate_free(m);
+	return rc == XLATE_UNMAPPED ? -1 : 0;
+}
+
+/* The walk is over: mirrord's batches end at e (-1: none left below the
+ * foreign ones, the destination log starts at lo). */
+static void concluded(struct ppart *p, int64_t e, int64_t lo)
+{
+	struct pipeline *pl = p->pm->pl;
+	int64_t d = p->prove_end, from = e >= 0 ? e : lo, s, hi;
+	char msg[512], name[300], what[600];
+	const char *kind = "foreign write";
+	int n, once;
+
+	p->step_inflight = 0;
+	if (e == d) {
+		p->skip_over_once = 0;
+		p->proven_end = d;
+		pcopy_sync_done(p, d);
+		return;
+	}
+	if (e < 0 && from >= d) {
+		/* Nothing left to read (retention took it all). */
+		if (wrote_something(p)) {
+			p->proven_end = d;
+			pcopy_sync_done(p, d);
+			return;
+		}
+		once = p->skip_over_once;
+		p->skip_over_once = 0;
+		if (!once && (p->pm->conf == NULL ||
+		    p->pm->conf->foreign_writes != MIRRORCONF_FOREIGN_SKIP_OVER)) {
+			pl_part_fail_final(p, "unproven destination: the destination "
+			    "partition ends at offset %" PRId64 " and starts there (its "
+			    "records are deleted), and mirrord has no record of writing "
+			    "them (metadata lost, or a topic that was not mirrord's); "
+			    "mirror.foreign.writes=fail keeps the partition FAILED until "
+			    "an operator decides (kafka-mirrors --recover --resolution "
+			    "skip-over)", d);
+			return;
+		}
+		/* Skip over all of it: source offset 0 goes to d. */
+		if (mpart_add_anchor(pl->st, p->mp, 0, d, msg, sizeof(msg)) != 0) {
+			pl_part_fail(p, "unproven destination ending at %" PRId64 ": "
+			    "cannot record the anchor 0 -> %" PRId64 ": %s", d, d, msg);
+			return;
+		}
+		log_warnx("%s: unproven destination: offsets below %" PRId64 " are "
+		    "deleted and not known to be mirrord's; skip-over: source offset 0 "
+		    "is copied to destination offset %" PRId64,
+		    pname(p, name, sizeof(name)), d, d);
+		p->proven_end = d;
+		pcopy_sync_done(p, d);
+		return;
+	}
+	hi = p->prove_hi >= 0 ? p->prove_hi : d - 1;
+	if (p->prove_pid >= 0 && p->prove_seq == (int32_t)(p->prove_hib & INT32_MAX))
+		kind = "unproven destination"; /* numbered as mirrord numbers */
+	n = snprintf(what, sizeof(what), "destination offsets %" PRId64 "..%" PRId64
+	    " (%" PRId64 " records) were not written by mirrord (last foreign batch: "
+	    "producer id %" PRId64 ", sequence %" PRId32 ")%s", from, hi, hi - from + 1,
+	    p->prove_pid, p->prove_seq, kind[0] == 'u' ? ", a producer id mirrord "
+	    "does not know although the batches are numbered the way mirrord "
+	    "numbers them (storage.data_dir lost or replaced?)" : "");
+	if (hi < d - 1 && n > 0 && (size_t)n < sizeof(what))
+		n += snprintf(what + n, sizeof(what) - (size_t)n, "; mirrord's batches "
+		    "at %" PRId64 "..%" PRId64 " landed after them, not where it wrote "
+		    "them", hi + 1, d - 1);
+	if (e < 0 && wrote_something(p) && n > 0 && (size_t)n < sizeof(what))
+		snprintf(what + n, sizeof(what) - (size_t)n, "; no batch of "
+		    "mirrord's is left below them (metadata lost?)");
+	once = p->skip_over_once;
+	p->skip_over_once = 0;
+	if (!once && (p->pm->conf == NULL ||
+	    p->pm->conf->foreign_writes != MIRRORCONF_FOREIGN_SKIP_OVER)) {
+		pl_part_fail_final(p, "%s: %s; mirror.foreign.writes=fail keeps the "
+		    "partition FAILED until an operator decides (kafka-mirrors "
+		    "--recover --resolution skip-over)", kind, what);
+		return;
+	}
+	if (dst_to_src(p, from, &s) != 0) {
+		pl_part_fail_final(p, "%s: %s; skip-over needs the source "
+		    "offset of destination offset %" PRId64 ", which the translation "
+		    "map does not give", kind, what, from);
+		return;
+	}
+	if (mpart_add_anchor(pl->st, p->mp, s, d, msg, sizeof(msg)) != 0) {
+		pl_part_fail(p, "%s: %s; cannot record the anchor %" PRId64
+		    " -> %" PRId64 " to skip over it: %s", kind, what, s, d, msg);
+		return;
+	}
+	log_warnx("%s: %s: %s; %s: source offset %" PRId64 " is copied to "
+	    "destination offset %" PRId64, pname(p, name, sizeof(name)), kind, what,
+	    once ? "the operator's skip-over" : "mirror.foreign.writes=skip-over",
+	    s, d);
+	p->live.offset_holes++;
+	p->proven_end = d;
+	pcopy_sync_done(p, d);
+}
+
+static void prove_part(void *arg, const struct pw_fetch_part *fp)
+{
+	struct prove_ctx *x = arg;
+	struct ppart *p = x->p;
+	struct pcluster *dst = p->pm->pl->dst;
+	struct batch_iter it;
+	struct batch b;
+	char err[256];
+	int rc, found = 0;
+
+	if (fp->partition != p->index || !kstr_eq(fp->topic, p->topic) ||
+	    x->gen != p->gen || p->step != PS_PROVE || p->dead)
+		return;
+	p->step_inflight = 0;
+	if (fp->error == KERR_OFFSET_OUT_OF_RANGE) {
+		concluded(p, -1, p->prove_at + 1);
+		return;
+	}
+	if (fp->error != 0) {
+		p->not_before = clock_mono_ms() + pl_backoff_ms(p->pm->pl);
+		p->live.retries++;
+		if (fp->error == KERR_NOT_LEADER_OR_FOLLOWER ||
+		    fp->error == KERR_LEADER_NOT_AVAILABLE ||
+		    fp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
+		    fp->error == 74 || fp->error == 75)
+			pcluster_want_metadata(dst);
+		else
+			pl_part_fail(p, "Fetch from the destination at offset %" PRId64
+			    " (checking who wrote it): %s", p->prove_at,
+			    kerr_name(fp->error));
+		return;
+	}
+	batch_iter_init(&it, fp->records.p, fp->records.len > 0 ?
+	    (size_t)fp->records.len : 0);
+	while ((rc = batch_iter_next(&it, &b, err, sizeof(err))) == BATCH_OK) {
+		if (b.base_offset > p->prove_at || batch_last_offset(&b) < p->prove_at)
+			continue;
+		found = 1;
+		break;
+	}
+	if (!found) {
+		if (rc == BATCH_ERROR)
+			pl_part_fail(p, "malformed record batch from the destination at "
+			    "offset %" PRId64 ": %s", p->prove_at, err);
+		else if (fp->log_start_offset > p->prove_at)
+			concluded(p, -1, fp->log_start_offset);
+		else
+			pl_part_fail(p, "Fetch from the destination at offset %" PRId64
+			    " returned no batch holding it (high watermark %" PRId64 ")",
+			    p->prove_at, fp->high_watermark);
+		return;
+	}
+	if (ours(dst, &b)) {
+		concluded(p, batch_next_offset(&b), -1);
+		return;
+	}
+	if (p->prove_hi < 0 && !pcluster_pid_known(dst, b.producer_id)) {
+		/* The last batch of someone else's (mirrord's own batches above
+		 * it landed at offsets it did not expect). */
+		p->prove_hi = batch_last_offset(&b);
+		p->prove_hib = b.base_offset;
+		p->prove_pid = b.producer_id;
+		p->prove_seq = b.base_sequence;
+	}
+	p->prove_lo = b.base_offset;
+	if (b.base_offset <= 0) {
+		concluded(p, -1, 0);
+		return;
+	}
+	if (++p->prove_steps > PROVE_MAX_STEPS) {
+		pl_part_fail_final(p, "foreign write: destination offsets %" PRId64
+		    "..%" PRId64 " or more were not written by mirrord (last foreign batch: "
+		    "producer id %" PRId64 ", sequence %" PRId32 "), and more than %d "
+		    "batches before them neither", b.base_offset, p->prove_end - 1,
+		    p->prove_pid, p->prove_seq, PROVE_MAX_STEPS);
+		return;
+	}
+	p->prove_at = b.base_offset - 1;
+}
+
+static void prove_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct prove_ctx *x = arg;
+	struct ppart *p = x->p;
+	struct pipeline *pl = p->pm->pl;
+	int16_t top = 0;
+
+	if (p->dead || pl->dst->dying || x->gen != p->gen || p->step != PS_PROVE) {
+		p->step_inflight = 0;
+		goto out;
+	}
+	if (err != KCONN_E_OK) {
+		p->step_inflight = 0;
+		log_info("%s: Fetch (provenance) failed: %s", pl->dst->label, errstr);
+		p->not_before = clock_mono_ms() + pl_backoff_ms(pl);
+		pcluster_want_metadata(pl->dst);
+		goto out;
+	}
+	if (pw_fetch_decode(body, x->version, &top, prove_part, x) < 0) {
+		p->step_inflight = 0;
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed Fetch response");
+		p->not_before = clock_mono_ms() + pl_backoff_ms(pl);
+		goto out;
+	}
+	if (p->step_inflight) {
+		/* The partition was not in the answer. */
+		p->step_inflight = 0;
+		p->not_before = clock_mono_ms() + pl_backoff_ms(pl);
+		pcluster_want_metadata(pl->dst);
+	}
+out:
+	pl_kick(pl);
+	pl_part_unref(p);
+	free(x);
+}
+
+static int prove_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct prove_fetch *f = msg;
+
+	return pw_fetch_encode(w, version, &f->req, &f->tp, 1);
+}
+
+void pprove_send(struct ppart *p)
+{
+	struct pipeline *pl = p->pm->pl;
+	struct pbroker *b = ppart_leader(p, 1);
+	struct kconn *c = b ? pbroker_conn(b) : NULL;
+	struct prove_fetch f;
+	struct prove_ctx *x;
+	char err[256], name[300];
+	int v;
+
+	if (c == NULL)
+		return;
+	v = kconn_pick_version(c, KP_API_FETCH, PW_FETCH_MIN, PW_FETCH_MAX);
+	if (v < 0) {
+		pl_part_fail(p, "destination broker %s supports no Fetch version in "
+		    "%d..%d (needed to check who wrote the destination end)",
+		    kconn_name(c), PW_FETCH_MIN, PW_FETCH_MAX);
+		return;
+	}
+	if ((x = calloc(1, sizeof(*x))) == NULL)
+		return;
+	x->p = p;
+	x->gen = p->gen;
+	x->offset = p->prove_at;
+	x->version = (int16_t)v;
+	memset(&f, 0, sizeof(f));
+	f.req.max_wait_ms = 0;
+	f.req.min_bytes = 1;
+	f.req.max_bytes = PROVE_PART_BYTES;
+	f.req.isolation = 0; /* every batch, also of open transactions */
+	f.tp.topic = p->topic;
+	f.tp.partition = p->index;
+	f.tp.offset = p->prove_at;
+	f.tp.max_bytes = PROVE_PART_BYTES;
+	p->refs++;
+	if (kconn_send(c, KP_API_FETCH, (int16_t)v, prove_encode, &f, 0,
+	    (int)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
+	    prove_response, x, err, sizeof(err)) != 0) {
+		log_debug("%s: Fetch (provenance): %s", pname(p, name, sizeof(name)), err);
+		pl_part_unref(p);
+		free(x);
+		return;
+	}
+	p->step_inflight = 1;
+}
+
+int pprove_start(struct ppart *p, int64_t d)
+{
+	struct pcluster *dst = p->pm->pl->dst;
+	int64_t k;
+
+	if (p->proven_end >= 0 && p->proven_end == d) {
+		p->proven_end = -1;
+		return 0;
+	}
+	p->proven_end = -1;
+	k = known_written(p);
+	if (d < k) {
+		pl_part_fail_final(p, "destination truncated: the destination partition "
+		    "ends at offset %" PRId64 ", but mirrord wrote offset %" PRId64
+		    " there (destination topic deleted and recreated, or its log "
+		    "truncated)", d, k - 1);
+		return -1;
+	}
+	if (d == p->dst_next || dst->pid_state == 3)
+		return 0; /* as this process left it; or no producer ids at all */
+	if (d == 0)
+		return 0; /* empty, and mirrord's record says it wrote nothing */
+	p->prove_end = d;
+	p->prove_at = d - 1;
+	p->prove_lo = d;
+	p->prove_steps = 0;
+	p->prove_pid = -1;
+	p->prove_seq = -1;
+	p->prove_hi = -1;
+	p->step = PS_PROVE;
+	pl_kick(p->pm->pl);
+	return -1;
+}

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Provenance before resume (issue 8): mirrord resumes a partition only from
+a destination end it can prove it wrote.  The real mirrord binary and
+kafka-mirrors CLI against two librdkafka mock clusters:
+
+  * someone else writes 10 records to a mirrored destination partition
+    (mirror.foreign.writes=fail, the default): the partition goes FAILED
+    naming the foreign offsets, and stays FAILED across automatic retries
+    and a restart of mirrord; no source record is skipped silently (the
+    destination does not grow, the lag is not 0);
+  * the same with mirror.foreign.writes=skip-over: the foreign range is
+    skipped (a translation anchor) and every source record is at the
+    destination after it, equal to the source;
+  * a topic added onto an existing non-empty destination topic: FAILED
+    naming the offsets found there, not a silent append at its end;
+  * a lost storage.data_dir (metadata log and producer ids): the mirror set
+    up again finds the destination written by a producer it cannot prove
+    is its own: FAILED, not a blind resume;
+  * kill -9 while idle leaves a destination end mirrord proves (its own
+    producer id and sequences): it resumes and copies what follows.
+"""
+
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import kraw  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+from mockcluster import MockCluster  # noqa: E402
+
+try:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+except ImportError:
+    h.skip("python3-confluent-kafka is not installed")
+
+mc = None
+
+
+def produce(bootstrap, topic, n, tag):
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                  "acks": "all", "message.timeout.ms": 30000})
+    for i in range(n):
+        p.produce(topic, key=b"%s-%d" % (tag.encode(), i),
+                  value=b"%s-value-%d" % (tag.encode(), i), partition=0,
+                  on_delivery=lambda err, _m: err and errors.append(str(err)))
+    left = p.flush(30)
+    if left or errors:
+        h.fail("producing %s to %s: %d unflushed, %s" % (tag, topic, left, errors[:3]))
+
+
+def read(bootstrap, topic, end):
+    """[(offset, key, value)] of partition 0 below end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "prov-check",
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    deadline = time.monotonic() + 30
+    while end > 0 and (not out or out[-1][0] < end - 1):
+        if time.monotonic() > deadline:
+            h.fail("reading %s from %s: got %d of %d" % (topic, bootstrap, len(out), end))
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        out.append((m.offset(), m.key(), m.value()))
+    c.close()
+    return out
+
+
+def end(bootstrap, topic):
+    c = kraw.Cluster(bootstrap)
+    try:
+        return c.offsets(topic, 0)[1]
+    finally:
+        c.close()
+
+
+def row(d, mirror, topic):
+    for p in d.describe_json(mirror):
+        if p["topic"] == topic and p["partition"] == 0:
+            return p
+    return None
+
+
+def wait_row(d, mirror, topic, state, timeout=60):
+    def ok():
+        r = row(d, mirror, topic)
+        return r if r is not None and r["state"] == state else None
+    return h.wait_for(ok, timeout, "%s/%s-0 to be %s (now %r)"
+                      % (mirror, topic, state, row(d, mirror, topic)))
+
+
+def wait_end(bootstrap, topic, want, timeout=60):
+    h.wait_for(lambda: end(bootstrap, topic) == want, timeout,
+               "%s on %s to end at %d" % (topic, bootstrap, want))
+
+
+def retries_logged(d, what):
+    return d.log().count("%s: FAILED -> PREPARING" % what)
+
+
+def main():
+    global mc
+    mc = MockCluster(clusters=2, brokers=1,
+                     log_path=os.path.join(h.test_dir(), "mock.log"))
+    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
+    for t in ("fw", "fs", "pre", "lost", "idle"):
+        for c in (0, 1):
+            mc.cmd("topic %d %s 1" % (c, t))
+    d = mt.Mirrord(destination=DST)
+    retry = {"mirror.fetch.wait.max.ms": "100",
+             "mirror.failed.retry.initial.backoff.ms": "100",
+             "mirror.failed.retry.max.backoff.ms": "200",
+             "mirror.failed.retry.max.attempts": "100"}
+    d.create("m1", dict(retry, **{"bootstrap.servers": SRC}))
+    d.create("m2", dict(retry, **{"bootstrap.servers": SRC,
+                                  "mirror.foreign.writes": "skip-over"}))
+    r = d.create("m9", {"bootstrap.servers": SRC,
+                        "mirror.foreign.writes": "ignore"}, expect_ok=False)
+    h.check(r.returncode != 0 and "mirror.foreign.writes" in r.stderr,
+            "a bad mirror.foreign.writes should be refused naming it: %r" % r.stderr)
+
+    # 1. A foreign write of 10 records, policy fail.
+    produce(SRC, "fw", 20, "fw1")
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "fw")
+    wait_end(DST, "fw", 20)
+    wait_row(d, "m1", "fw", "MIRRORING")
+    produce(DST, "fw", 10, "intruder")          # destination offsets 20..29
+    produce(SRC, "fw", 5, "fw2")                # source offsets 20..24
+    def failed_final():
+        r = row(d, "m1", "fw")
+        return r if r["state"] == "FAILED" and "foreign write" in (r["errorMessage"] or "") else None
+    r = h.wait_for(failed_final, 60, "fw-0 to fail naming the foreign write")
+    msg = r["errorMessage"]
+    print("foreign write (fail): %r" % msg, flush=True)
+    h.check("20..29" in msg and "10 records" in msg,
+            "the reason should name offsets 20..29 (10 records): %r" % msg)
+    h.check("mirror.foreign.writes=fail" in msg, "the reason should name the policy: %r" % msg)
+    # Automatic retries do not bring it back: wait for many retry periods
+    # (backoff 100..200 ms) and count the retries logged after the failure.
+    n0 = retries_logged(d, "m1/fw-0")
+    dst_end = end(DST, "fw")
+    for _ in range(20):
+        time.sleep(0.2)
+        r = row(d, "m1", "fw")
+        h.check(r["state"] == "FAILED", "fw-0 left FAILED: %r" % r)
+    h.check(retries_logged(d, "m1/fw-0") == n0,
+            "fw-0 was retried automatically after the foreign-write failure")
+    h.check(end(DST, "fw") == dst_end, "the destination grew while FAILED")
+    h.check(r["lag"] != 0, "a FAILED partition with skipped records shows lag 0: %r" % r)
+
+    # 2. The same, policy skip-over: every source record after the foreign range.
+    produce(SRC, "fs", 20, "fs1")
+    d.cli_ok("--add", "--mirror", "m2", "--topic", "fs")
+    wait_end(DST, "fs", 20)
+    produce(DST, "fs", 10, "intruder")          # 20..29
+    produce(SRC, "fs", 5, "fs2")                # source 20..24: first lands at 30..34
+    wait_end(DST, "fs", 40)                     # then again at 35..39
+    produce(SRC, "fs", 5, "fs3")                # 25..29 -> 40..44
+    wait_end(DST, "fs", 45)
+    r = wait_row(d, "m2", "fs", "MIRRORING")
+    h.check(r["lag"] == 0, "fs-0 lag after skip-over: %r" % r)
+    src = read(SRC, "fs", 30)
+    dst = read(DST, "fs", 45)
+    h.check([x[1:] for x in dst[:20]] == [x[1:] for x in src[:20]],
+            "fs-0: destination 0..19 differ from the source")
+    h.check(all(x[1].startswith(b"intruder") for x in dst[20:30]),
+            "fs-0: the foreign records 20..29 should stay where they are")
+    h.check([x[1:] for x in dst[35:45]] == [x[1:] for x in src[20:30]],
+            "fs-0: source 20..29 should be at destination 35..44")
+    h.check("foreign write" in d.log() and "skip-over" in d.log(),
+            "the skip-over should be logged")
+    print("foreign write (skip-over): source 20..29 at destination 35..44", flush=True)
+
+    # 3. AddTopics onto an existing non-empty destination topic.
+    produce(DST, "pre", 7, "preexisting")
+    produce(SRC, "pre", 10, "pre")
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "pre")
+    r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
+        row(d, "m1", "pre")), 60, "pre-0 to fail")
+    msg = r["errorMessage"]
+    print("add onto a non-empty destination: %r" % msg, flush=True)
+    h.check("0..6" in msg and "not written by mirrord" in msg,
+            "pre-0 should name destination offsets 0..6: %r" % msg)
+    h.check(end(DST, "pre") == 7, "records were appended to pre-0")
+
+    # 4. kill -9 while idle, then a restart: the end is mirrord's, proven
+    # from its producer id and sequences; copying goes on.  The FAILED
+    # partition of 1 stays FAILED with its reason.
+    produce(SRC, "idle", 15, "idle1")
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "idle")
+    wait_end(DST, "idle", 15)
+    d.kill9()
+    produce(SRC, "idle", 5, "idle2")
+    d.start()
+    wait_end(DST, "idle", 20)
+    wait_row(d, "m1", "idle", "MIRRORING")
+    h.check([x[1:] for x in read(DST, "idle", 20)] == [x[1:] for x in read(SRC, "idle", 20)],
+            "idle-0 differs after kill -9 and restart")
+    for _ in range(10):
+        time.sleep(0.2)
+        r = row(d, "m1", "fw")
+        h.check(r["state"] == "FAILED" and "20..29" in (r["errorMessage"] or ""),
+                "fw-0 after a restart: %r" % r)
+    h.check(end(DST, "fw") == dst_end, "fw-0's destination grew after a restart")
+    print("restart: idle-0 resumed (proven), fw-0 still FAILED", flush=True)
+
+    # 4b. The operator decides: RecoverMirrorTopics (kafka-mirrors --recover).
+    # Without a resolution the foreign write is refused, naming the one
+    # that applies; with skip-over every source record is copied after the
+    # foreign range.
+    r = d.cli("--recover", "--mirror", "m1", "--topic", "fw")
+    h.check(r.returncode == 1 and "INVALID_REQUEST" in r.stderr and
+            "skip-over" in r.stderr, "recover without a resolution: %r" % (r.stderr,))
+    r = d.cli("--recover", "--mirror", "m1", "--topic", "fw", "--resolution", "ignore")
+    h.check(r.returncode == 1 and "'ignore' is not one of: skip-over" in r.stderr,
+            "recover with a bad resolution: %r" % (r.stderr,))
+    h.check(row(d, "m1", "fw")["state"] == "FAILED", "a refused recover changed fw-0")
+    r = d.cli_ok("--recover", "--mirror", "m1", "--topic", "fw",
+                 "--resolution", "skip-over")
+    h.check("fw" in r.stdout, "recover output: %r" % r.stdout)
+    produce(SRC, "fw", 5, "fw3")                 # source 25..29
+    wait_end(DST, "fw", 45)                      # 35..39 = source 20..24, 40..44 = 25..29
+    r = wait_row(d, "m1", "fw", "MIRRORING")
+    h.check(r["lag"] == 0, "fw-0 lag after the operator's skip-over: %r" % r)
+    src = read(SRC, "fw", 30)
+    dst = read(DST, "fw", 45)
+    h.check([x[1:] for x in dst[:20]] == [x[1:] for x in src[:20]],
+            "fw-0: destination 0..19 differ from the source")
+    h.check([x[1:] for x in dst[35:45]] == [x[1:] for x in src[20:30]],
+            "fw-0: source 20..29 should be at destination 35..44")
+    h.check("the operator's skip-over: source offset 20 is copied to destination offset 35"
+            in d.log(), "the skip-over anchor should be logged")
+    print("operator's --recover --resolution skip-over: source 20..29 at "
+          "destination 35..44", flush=True)
+
+    # 5. storage.data_dir lost: the mirror set up again cannot prove the
+    # destination is its own.
+    produce(SRC, "lost", 12, "lost1")
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "lost")
+    wait_end(DST, "lost", 12)
+    d.stop()
+    shutil.rmtree(d.data_dir)
+    produce(SRC, "lost", 3, "lost2")
+    d.start()
+    d.create("m1", dict(retry, **{"bootstrap.servers": SRC}))
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "lost")
+    r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
+        row(d, "m1", "lost")), 60, "lost-0 to fail")
+    msg = r["errorMessage"]
+    print("storage.data_dir lost: %r" % msg, flush=True)
+    h.check("0..11" in msg and msg.startswith("unproven destination:") and
+            "does not know" in msg,
+            "lost-0 should name destination offsets 0..11: %r" % msg)
+    h.check(end(DST, "lost") == 12, "records were appended to lost-0")
+    d.stop()
+
+
+if __name__ == "__main__":
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 -- printed, then a failure
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    h._kill_all()
+    if mc is not None:
+        mc.kill()
+    os._exit(code)
