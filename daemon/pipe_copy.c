@@ -161,7 +161,7 @@ static void sync_done(struct ppart *p, int64_t d)
 		return;
 	}
 	if (mp->nanchors > 0) {
-		struct xlate *m = xlate_new(MSTATE_MAX_ANCHORS + 1);
+		struct xlate *m = xlate_new(mp->nanchors);
 		int rc;
 
 		if (m == NULL) {
