@@ -564,8 +564,9 @@ out:
 
 /*
  * Drops the translation anchors and epoch-history entries below both logs'
- * start offsets (nobody can ask for those offsets any more): at most once
- * a PL_TRIM_EVERY_MS per partition, and a record only when something goes.
+ * start offsets (nobody can ask for those offsets any more).  Checking is
+ * two bisections; a record is written only when something goes, and then
+ * not again for PL_TRIM_EVERY_MS on that partition.
  */
 #define PL_TRIM_EVERY_MS 60000
 static void maybe_trim(struct ppart *p)
@@ -580,16 +581,18 @@ static void maybe_trim(struct ppart *p)
 	now = clock_mono_ms();
 	if (now < p->trim_at)
 		return;
-	p->trim_at = now + PL_TRIM_EVERY_MS;
-	if (mpart_trim(p->pm->pl->st, mp, s, d, &dropped, msg, sizeof(msg)) != 0)
+	if (mpart_trim(p->pm->pl->st, mp, s, d, &dropped, msg, sizeof(msg)) != 0) {
+		p->trim_at = now + PL_TRIM_EVERY_MS;
 		log_warnx("%s: trimming the translation map: %s",
 		    pname(p, name, sizeof(name)), msg);
-	else if (dropped > 0)
+	} else if (dropped > 0) {
+		p->trim_at = now + PL_TRIM_EVERY_MS;
 		log_info("%s: translation map trimmed below source offset %" PRId64
 		    " and destination offset %" PRId64 " (the log starts): %zu "
 		    "entries dropped, %zu anchors and %zu epochs kept",
 		    pname(p, name, sizeof(name)), s, d, dropped, mp->nanchors,
 		    mp->nepochs);
+	}
 }
 
 static void fetch_part(void *arg, const struct pw_fetch_part *fp)
