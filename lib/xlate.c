@@ -125,6 +125,7 @@ int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
 {
 	struct xlate_anchor *last, fold;
 	size_t k = MIN(m->n, (size_t)3);
+	int rule;
 
 	if (src < 0 || dst < 0)
 		return fail(err, errlen, "translation anchor %" PRId64 " -> %" PRId64
@@ -136,18 +137,15 @@ int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
 			    " goes backwards (last anchor %" PRId64 " -> %" PRId64 ")",
 			    src, dst, last->src, last->dst);
 	}
-	switch (xlate_rule(k > 0 ? m->a + m->n - k : NULL, k, src, dst, &fold)) {
-	case XLATE_R_NOOP:
+	rule = xlate_rule(k > 0 ? m->a + m->n - k : NULL, k, src, dst, &fold);
+	if (rule == XLATE_R_NOOP)
 		return 0;
-	case XLATE_R_FOLD:
+	if (rule == XLATE_R_FOLD)
 		m->a[m->n - 2] = fold;
-		/* FALLTHROUGH */
-	case XLATE_R_REPLACE:
+	if (rule == XLATE_R_REPLACE || rule == XLATE_R_FOLD) {
 		m->a[m->n - 1].src = src;
 		m->a[m->n - 1].dst = dst;
 		return 0;
-	default:
-		break;
 	}
 	if (reserve(m, m->n + 1) != 0)
 		return fail(err, errlen, "out of memory growing the translation map past "

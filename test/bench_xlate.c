@@ -333,7 +333,7 @@ static void child(const char *dir, enum job job, struct result *res)
 static void run1(const char *dir, enum job job, struct result *res)
 {
 	int fds[2], status;
-	pid_t pid;
+	pid_t pid = -1;
 
 	memset(res, 0, sizeof(*res));
 	fflush(stdout);
