@@ -668,7 +668,7 @@ size_t mstate_trim_anchors_at(const struct mpart *p, int64_t src_min,
 {
 	size_t lo = 0, hi = p->nanchors;
 
-	/* as xlate_trim_point() */
+	/* as xlate_trim_both() */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 

@@ -236,7 +236,8 @@ const struct xlate_anchor *xlate_anchor(const struct xlate *m, size_t i)
 	return i < m->n ? &m->a[i] : NULL;
 }
 
-size_t xlate_trim_point(const struct xlate_anchor *a, size_t n,
+/* Index of the first anchor xlate_trim_both() keeps (0: none go). */
+static size_t trim_point(const struct xlate_anchor *a, size_t n,
     int64_t src_min, int64_t dst_min)
 {
 	size_t lo = 0, hi = n; /* anchors at or below both: a prefix [0, lo) */
@@ -254,7 +255,7 @@ size_t xlate_trim_point(const struct xlate_anchor *a, size_t n,
 
 size_t xlate_trim_both(struct xlate *m, int64_t src_min, int64_t dst_min)
 {
-	size_t i = xlate_trim_point(m->a, m->n, src_min, dst_min);
+	size_t i = trim_point(m->a, m->n, src_min, dst_min);
 
 	if (i == 0)
 		return 0;

@@ -96,9 +96,6 @@ const struct xlate_anchor *xlate_anchor(const struct xlate *m, size_t i);
 size_t xlate_trim_both(struct xlate *m, int64_t src_min, int64_t dst_min);
 /* xlate_trim_both(m, src_min, INT64_MAX). */
 void xlate_trim(struct xlate *m, int64_t src_min);
-/* Index of the first anchor xlate_trim_both() would keep (0: none go). */
-size_t xlate_trim_point(const struct xlate_anchor *a, size_t n,
-    int64_t src_min, int64_t dst_min);
 
 /*
  * The merge rule, shared with the metadata log's copy of the map (lib/mstate):
