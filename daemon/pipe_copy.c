@@ -163,7 +163,7 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 	if (pl_part_wants_run(p) && pprove_start(p, d) != 0)
 		return; /* being proven (calls back), or FAILED */
 	if (mp->nanchors > 0) {
-		struct xlate *m = xlate_new(MSTATE_MAX_ANCHORS + 1);
+		struct xlate *m = xlate_new(mp->nanchors);
 		int rc;
 
 		if (m == NULL) {
@@ -564,6 +564,39 @@ out:
 	ptxn_fini(&txn);
 }
 
+/*
+ * Drops the translation anchors and epoch-history entries below both logs'
+ * start offsets (nobody can ask for those offsets any more).  Checking is
+ * two bisections; a record is written only when something goes, and then
+ * not again for PL_TRIM_EVERY_MS on that partition.
+ */
+#define PL_TRIM_EVERY_MS 60000
+static void maybe_trim(struct ppart *p)
+{
+	struct mpart *mp = p->mp;
+	int64_t s = p->live.source_log_start, d = p->dst_log_start, now;
+	char msg[512], name[300];
+	size_t dropped;
+
+	if (mp == NULL || s < 0 || d < 0 || (mp->nanchors < 2 && mp->nepochs < 2))
+		return;
+	now = clock_mono_ms();
+	if (now < p->trim_at)
+		return;
+	if (mpart_trim(p->pm->pl->st, mp, s, d, &dropped, msg, sizeof(msg)) != 0) {
+		p->trim_at = now + PL_TRIM_EVERY_MS;
+		log_warnx("%s: trimming the translation map: %s",
+		    pname(p, name, sizeof(name)), msg);
+	} else if (dropped > 0) {
+		p->trim_at = now + PL_TRIM_EVERY_MS;
+		log_info("%s: translation map trimmed below source offset %" PRId64
+		    " and destination offset %" PRId64 " (the log starts): %zu "
+		    "entries dropped, %zu anchors and %zu epochs kept",
+		    pname(p, name, sizeof(name)), s, d, dropped, mp->nanchors,
+		    mp->nepochs);
+	}
+}
+
 static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 {
 	struct pctx *x = arg;
@@ -587,6 +620,8 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 		pl_update_lag(p);
 		intake(p, fp);
 		skipped_done(p);
+		if (!p->dead)
+			maybe_trim(p);
 		return;
 	}
 	pl_kafka_error(x->cl, 1, fp->error);
@@ -809,9 +844,13 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 			return;
 		}
 		p->sending = NULL;
+		if (pp->log_start_offset >= 0)
+			p->dst_log_start = pp->log_start_offset;
 		produce_ok(p, s);
 		pbatch_free(s);
 		skipped_done(p);
+		if (!p->dead)
+			maybe_trim(p);
 		return;
 	}
 	pl_kafka_error(x->cl, 0, pp->error);

@@ -145,6 +145,10 @@ struct ppart {
 	 * does not); lso_warned once pipeline.stuck_lso_warn_ms passed. */
 	int64_t lso_since;
 	int lso_warned;
+	/* The destination log start from Produce responses (-1 unknown) and
+	 * when the translation map may next be trimmed (mono ms). */
+	int64_t dst_log_start;
+	int64_t trim_at;
 
 	/* Leaders, cached per metadata generation. */
 	struct pbroker *src_leader, *dst_leader;

@@ -526,6 +526,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
 	p->live.source_high_watermark = -1;
 	p->live.source_log_start = -1;
+	p->dst_log_start = -1;
 	p->live.destination_end = -1;
 	p->live.lag = -1;
 	p->live.last_batch_timestamp_ms = -1;

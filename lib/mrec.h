@@ -47,7 +47,8 @@
 	X(PART_ANCHOR,   10, "part-anchor",    "MTPoO") \
 	X(TOPIC_RESTORE, 11, "topic-restore",  "MTc") \
 	X(PART_RESTORE,  12, "part-restore",   "MTPsroeS") \
-	X(MIRROR_CONFIGS, 13, "mirror-configs", "MC")
+	X(MIRROR_CONFIGS, 13, "mirror-configs", "MC") \
+	X(PART_TRIM,     14, "part-trim",      "MTPoO")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),

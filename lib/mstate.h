@@ -71,9 +71,8 @@ int mpart_transition_ok(int from, int to);
 
 #define MSTATE_CLUSTER_ID_LEN 22
 #define MSTATE_MAX_PARTITIONS 100000   /* per topic */
-#define MSTATE_MAX_EPOCHS 4096         /* epoch history kept per partition */
-#define MSTATE_MAX_ANCHORS 4096        /* translation anchors per partition */
-/* When either list is full the oldest quarter of it is dropped. */
+/* The epoch history and the translation anchors have no count cap: they
+ * shrink only by mpart_trim(), below both logs' start offsets. */
 #define MSTATE_MAX_PATTERNS 1024       /* per list per mirror */
 
 struct mcfg {
@@ -349,10 +348,18 @@ int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
 int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
     int64_t start_offset, char *msg, size_t msglen);
 /* Adds a translation anchor with lib/xlate's rules: offsets >= 0 and not
- * going backwards; an anchor keeping the last delta is not stored; one
- * repeating the last src or dst replaces the last anchor. */
+ * going backwards, merged without loss as xlate_rule() says. */
 int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, char *msg, size_t msglen);
+/*
+ * Forgets what no one can ask for any more once the source log starts at
+ * src_min and the destination log at dst_min: the anchors below both
+ * (xlate_trim_both()) and the epoch-history entries followed by one that
+ * starts at or below both.  Persisted as one record, only when something
+ * goes (*dropped, if not NULL, says how many entries went).
+ */
+int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
+    int64_t dst_min, size_t *dropped, char *msg, size_t msglen);
 int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
     const char *cluster_id, char *msg, size_t msglen);
 

@@ -16,6 +16,7 @@
 #include "kerr.h"
 #include "log.h"
 #include "mlog.h"
+#include "xlate.h"
 #include "mrec.h"
 #include "mstate.h"
 #include "mstate_int.h"
@@ -560,14 +561,6 @@ static int apply_part_epoch(struct apply *a, const struct mrec *r)
 		return -1;
 	if (noop)
 		return 0;
-	if (p->nepochs == MSTATE_MAX_EPOCHS) {
-		/* Bounded memory: the oldest quarter goes (a quarter at a
-		 * time, so a long replay does not move the array per record). */
-		size_t drop = MSTATE_MAX_EPOCHS / 4;
-		memmove(p->epochs, p->epochs + drop,
-		    (p->nepochs - drop) * sizeof(*p->epochs));
-		p->nepochs -= drop;
-	}
 	if (mstate_grow(&p->epochs, p->nepochs, sizeof(*p->epochs)) != 0)
 		FAIL(a, "out of memory");
 	p->epochs[p->nepochs].epoch = r->epoch;
@@ -577,9 +570,11 @@ static int apply_part_epoch(struct apply *a, const struct mrec *r)
 }
 
 int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
-    int *action, char *err, size_t errlen)
+    int *action, struct manchor *fold, char *err, size_t errlen)
 {
 	const struct mtopic *t = p->topic;
+	struct xlate_anchor tail[3], f;
+	size_t k;
 
 	*action = MST_ANCHOR_APPEND;
 	if (src < 0 || dst < 0) {
@@ -598,46 +593,128 @@ int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
 		    l->dst);
 		return -1;
 	}
-	if (src - dst == l->src - l->dst)
+	/* lib/xlate's merge rule, on the last three anchors */
+	k = MIN(p->nanchors, (size_t)3);
+	for (size_t i = 0; i < k; i++) {
+		tail[i].src = p->anchors[p->nanchors - k + i].src;
+		tail[i].dst = p->anchors[p->nanchors - k + i].dst;
+	}
+	switch (xlate_rule(tail, k, src, dst, &f)) {
+	case XLATE_R_NOOP:
 		*action = MST_ANCHOR_NOOP;
-	else if (src == l->src || dst == l->dst)
+		break;
+	case XLATE_R_REPLACE:
 		*action = MST_ANCHOR_REPLACE;
+		break;
+	case XLATE_R_FOLD:
+		*action = MST_ANCHOR_FOLD;
+		fold->src = f.src;
+		fold->dst = f.dst;
+		break;
+	default:
+		break;
+	}
 	return 0;
 }
 
 static int apply_part_anchor(struct apply *a, const struct mrec *r)
 {
 	struct mpart *p = need_part(a, r);
+	struct manchor fold;
 	int action;
 
-	if (p == NULL ||
-	    mstate_anchor_check(p, r->off, r->off2, &action, a->err, a->errlen) != 0)
+	if (p == NULL || mstate_anchor_check(p, r->off, r->off2, &action, &fold,
+	    a->err, a->errlen) != 0)
 		return -1;
 	if (action == MST_ANCHOR_NOOP)
 		return 0;
-	if (action == MST_ANCHOR_REPLACE) {
-		struct manchor *l = &p->anchors[p->nanchors - 1];
-		l->src = r->off;
-		l->dst = r->off2;
-		/* Keeping the previous delta makes it redundant: drop it, so
-		 * that every stored anchor changes the delta (and a snapshot
-		 * restores exactly this list). */
-		if (p->nanchors >= 2 && l->src - l->dst ==
-		    l[-1].src - l[-1].dst)
-			p->nanchors--;
+	if (action == MST_ANCHOR_FOLD)
+		p->anchors[p->nanchors - 2] = fold;
+	if (action == MST_ANCHOR_REPLACE || action == MST_ANCHOR_FOLD) {
+		/* Merged without loss: every offset maps as before, and a
+		 * snapshot restores exactly this list. */
+		p->anchors[p->nanchors - 1].src = r->off;
+		p->anchors[p->nanchors - 1].dst = r->off2;
 		return 0;
-	}
-	if (p->nanchors == MSTATE_MAX_ANCHORS) {
-		size_t drop = MSTATE_MAX_ANCHORS / 4;   /* as for epochs */
-		memmove(p->anchors, p->anchors + drop,
-		    (p->nanchors - drop) * sizeof(*p->anchors));
-		p->nanchors -= drop;
 	}
 	if (mstate_grow(&p->anchors, p->nanchors, sizeof(*p->anchors)) != 0)
 		FAIL(a, "out of memory");
 	p->anchors[p->nanchors].src = r->off;
 	p->anchors[p->nanchors].dst = r->off2;
 	p->nanchors++;
+	return 0;
+}
+
+size_t mstate_trim_epochs_at(const struct mpart *p, int64_t src_min,
+    int64_t dst_min)
+{
+	int64_t below = MIN(src_min, dst_min);
+	size_t lo = 0, hi = p->nepochs;
+
+	/* keep the last entry starting at or below both: it covers them */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->epochs[mid].start_offset <= below)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 ? lo - 1 : 0;
+}
+
+size_t mstate_trim_anchors_at(const struct mpart *p, int64_t src_min,
+    int64_t dst_min)
+{
+	size_t lo = 0, hi = p->nanchors;
+
+	/* as xlate_trim_both() */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->anchors[mid].src <= src_min && p->anchors[mid].dst <= dst_min)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 ? lo - 1 : 0;
+}
+
+/* Drops arr[0..drop) of n, giving memory back when most of it went
+ * (keeping the capacity mstate_grow() assumes for the new count). */
+static void drop_front(void *arrp, size_t *n, size_t drop, size_t elem)
+{
+	char **arr = arrp;
+	size_t left = *n - drop, cap = 4;
+	void *np;
+
+	if (drop == 0)
+		return;
+	memmove(*arr, *arr + drop * elem, left * elem);
+	*n = left;
+	if (*n + drop < 256 || left > (*n + drop) / 4)
+		return;
+	while (cap < left)
+		cap *= 2;
+	if ((np = realloc(*arr, cap * elem)) != NULL)
+		*arr = np;
+}
+
+static int apply_part_trim(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	size_t ne, na;
+
+	if (p == NULL)
+		return -1;
+	if (r->off < 0 || r->off2 < 0)
+		FAIL(a, "%s/%s-%d: trim below offsets %" PRId64 " and %" PRId64
+		    ": negative", p->topic->mirror->name, p->topic->name,
+		    (int)p->index, r->off, r->off2);
+	ne = mstate_trim_epochs_at(p, r->off, r->off2);
+	na = mstate_trim_anchors_at(p, r->off, r->off2);
+	drop_front(&p->epochs, &p->nepochs, ne, sizeof(*p->epochs));
+	drop_front(&p->anchors, &p->nanchors, na, sizeof(*p->anchors));
 	return 0;
 }
 
@@ -689,6 +766,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_TOPIC_RESTORE: return apply_topic_restore(a, r);
 	case MREC_PART_RESTORE: return apply_part_restore(a, r);
 	case MREC_MIRROR_CONFIGS: return apply_mirror_configs(a, r);
+	case MREC_PART_TRIM: return apply_part_trim(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }

@@ -48,7 +48,8 @@ struct mstate {
 #define MST_BIT(s) (1u << MPART_##s)
 
 /* What mstate_anchor_check() says an anchor would do. */
-enum { MST_ANCHOR_APPEND, MST_ANCHOR_REPLACE, MST_ANCHOR_NOOP };
+enum { MST_ANCHOR_APPEND, MST_ANCHOR_REPLACE, MST_ANCHOR_NOOP,
+	MST_ANCHOR_FOLD };
 
 /* snprintf into msg (NULL or 0-length msg: nothing). */
 void mstate_fmt(char *buf, size_t len, const char *f, ...) PRINTF_LIKE(3, 4);
@@ -76,8 +77,15 @@ void mstate_emit(struct mstate *st, int live, const struct mstate_event *ev);
 /* The epoch-history and anchor rules, shared by validation and apply. */
 int mstate_epoch_check(const struct mpart *p, int32_t epoch, int64_t start,
     int *noop, char *err, size_t errlen);
+/* fold gets the new second-last anchor for MST_ANCHOR_FOLD. */
 int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
-    int *action, char *err, size_t errlen);
+    int *action, struct manchor *fold, char *err, size_t errlen);
+/* Index of the first epoch-history entry and of the first anchor that a
+ * trim at (src_min, dst_min) keeps (0: none go). */
+size_t mstate_trim_epochs_at(const struct mpart *p, int64_t src_min,
+    int64_t dst_min);
+size_t mstate_trim_anchors_at(const struct mpart *p, int64_t src_min,
+    int64_t dst_min);
 /* Encodes, appends and syncs n records, then applies them (Kafka code). */
 int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
     const char *what, char *msg, size_t msglen);

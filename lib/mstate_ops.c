@@ -637,8 +637,9 @@ int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
 	struct mrec r;
 	char what[520];
 	int action;
+	struct manchor fold;
 
-	if (mstate_anchor_check(p, src, dst, &action, msg, msglen) != 0)
+	if (mstate_anchor_check(p, src, dst, &action, &fold, msg, msglen) != 0)
 		return KERR_INVALID_REQUEST;
 	if (action == MST_ANCHOR_NOOP)
 		return KERR_NONE;
@@ -646,6 +647,33 @@ int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
 	r.off = src;
 	r.off2 = dst;
 	part_what(p, what, sizeof(what));
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
+    int64_t dst_min, size_t *dropped, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+	size_t ne, na;
+
+	if (dropped != NULL)
+		*dropped = 0;
+	part_what(p, what, sizeof(what));
+	if (src_min < 0 || dst_min < 0) {
+		mstate_fmt(msg, msglen, "%s: trim below offsets %" PRId64 " and %"
+		    PRId64 ": negative", what, src_min, dst_min);
+		return KERR_INVALID_REQUEST;
+	}
+	ne = mstate_trim_epochs_at(p, src_min, dst_min);
+	na = mstate_trim_anchors_at(p, src_min, dst_min);
+	if (ne == 0 && na == 0)
+		return KERR_NONE;
+	mstate_part_rec(&r, MREC_PART_TRIM, p);
+	r.off = src_min;
+	r.off2 = dst_min;
+	if (dropped != NULL)
+		*dropped = ne + na;
 	return mstate_persist(st, &r, 1, what, msg, msglen);
 }
 

@@ -20,10 +20,16 @@
  * (100, 50), a source hole 105..109 and three foreign records at 55..57 are
  * recorded as (110, 55) then (110, 58).
  *
- * An anchor that keeps the current delta (src - dst) adds nothing and is
- * not stored, so the map costs memory only per hole.  The map has a hard
- * cap on anchors set at creation; xlate_trim() drops anchors below a
- * source offset nobody can ask for any more (below the log start).
+ * Each anchor with its successor is one range: a run of mapped offsets,
+ * then the skip (holes on either side) up to the next anchor.  Anchors
+ * merge as they come (xlate_rule()), with no loss: one that keeps the
+ * current delta (src - dst) adds nothing and is not stored; one that only
+ * extends a skip on the side where the range has no holes replaces the
+ * last anchor; and a run of skips with no mapped offset in between folds
+ * into at most two.  So the map costs memory per distinct shift (one
+ * anchor per hole, at most), has no count cap, and answers lookups by
+ * bisection, O(log n).  xlate_trim_both() drops the anchors that only map
+ * offsets below both logs' start offsets, which nobody can ask for any more.
  *
  * The map owns its anchor array.  The metadata log persists it by iterating
  * with xlate_count()/xlate_anchor() and reloads it with xlate_add() in order.
@@ -41,18 +47,17 @@ struct xlate_anchor {
 
 struct xlate;
 
-/* A map holding at most max_anchors anchors (>= 1).  NULL on ENOMEM. */
-struct xlate *xlate_new(size_t max_anchors);
+/* An empty map with room for reserve anchors (0: none yet); it grows
+ * without a cap.  NULL on ENOMEM. */
+struct xlate *xlate_new(size_t reserve);
 void xlate_free(struct xlate *m);
 
 /*
  * Records that source offset src maps to destination offset dst from here
  * on (the offsets skipped since the last anchor on either side are holes).
  * Offsets must be >= 0 and must not go backwards: src >= last src and
- * dst >= last dst.  An anchor with the current delta is dropped; a third
- * anchor in a row on the same src (or dst) replaces the second, which then
- * says nothing more.  -1 with the reason in err if the anchor goes
- * backwards, is negative, or the map is full.
+ * dst >= last dst.  Merges as xlate_rule() says.  -1 with the reason in
+ * err if the anchor goes backwards or is negative, or on ENOMEM.
  */
 int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
     size_t errlen);
@@ -82,10 +87,32 @@ size_t xlate_count(const struct xlate *m);
 const struct xlate_anchor *xlate_anchor(const struct xlate *m, size_t i);
 
 /*
- * Forgets anchors that only map source offsets below src_min, keeping the
- * one that covers src_min.  Lookups below src_min are then unreliable.
+ * Forgets the anchors that only map source offsets below src_min and
+ * destination offsets below dst_min (both logs start above them), keeping
+ * the last anchor at or below both.  Every lookup of a source offset >=
+ * src_min or a destination offset >= dst_min answers as before; lookups
+ * below are then unreliable.  Returns how many anchors went.
  */
+size_t xlate_trim_both(struct xlate *m, int64_t src_min, int64_t dst_min);
+/* xlate_trim_both(m, src_min, INT64_MAX). */
 void xlate_trim(struct xlate *m, int64_t src_min);
+
+/*
+ * The merge rule, shared with the metadata log's copy of the map (lib/mstate):
+ * what adding (src, dst) does to a map whose last anchors are tail[0..k)
+ * (k <= 3, oldest first; (src, dst) already checked not to go backwards).
+ *   XLATE_R_NOOP     same delta as the last: nothing to store
+ *   XLATE_R_APPEND   a new anchor
+ *   XLATE_R_REPLACE  (src, dst) replaces the last anchor
+ *   XLATE_R_FOLD     *fold replaces the second last and (src, dst) the last
+ * Each result maps every offset exactly as the anchors before the merge.
+ */
+enum { XLATE_R_NOOP, XLATE_R_APPEND, XLATE_R_REPLACE, XLATE_R_FOLD };
+int xlate_rule(const struct xlate_anchor *tail, size_t k, int64_t src,
+    int64_t dst, struct xlate_anchor *fold);
+
+/* Bytes the map holds (structure and anchor array). */
+size_t xlate_bytes(const struct xlate *m);
 /* Drops all anchors. */
 void xlate_clear(struct xlate *m);
 

@@ -21,6 +21,7 @@
 #include "kerr.h"
 #include "mlog.h"
 #include "mstate.h"
+#include "xlate.h"
 
 /* ---- fixture ----------------------------------------------------------- */
 
@@ -916,18 +917,22 @@ START_TEST(test_data_plane_and_hooks)
 	CODE(mpart_add_anchor(F.st, p, 50, 50, F.msg, sizeof(F.msg)), 0);
 	ck_assert_uint_eq(log_records(), n);   /* same delta: not stored */
 	CODE(mpart_add_anchor(F.st, p, 100, 90, F.msg, sizeof(F.msg)), 0);
+	/* source 90..99 is a hole and destination 90..94 foreign: both kept */
 	CODE(mpart_add_anchor(F.st, p, 100, 95, F.msg, sizeof(F.msg)), 0);
-	ck_assert_uint_eq(p->nanchors, 2);     /* replaced the last */
-	ck_assert_int_eq(p->anchors[1].dst, 95);
+	ck_assert_uint_eq(p->nanchors, 3);
+	ck_assert_int_eq(p->anchors[1].src, 100);
+	ck_assert_int_eq(p->anchors[1].dst, 90);
+	/* more foreign records at the same point extend that skip */
 	CODE(mpart_add_anchor(F.st, p, 100, 100, F.msg, sizeof(F.msg)), 0);
-	ck_assert_uint_eq(p->nanchors, 1);     /* back to the old delta */
+	ck_assert_uint_eq(p->nanchors, 3);
+	ck_assert_int_eq(p->anchors[2].dst, 100);
 	CODE(mpart_add_anchor(F.st, p, 200, 150, F.msg, sizeof(F.msg)), 0);
 	CODE(mpart_add_anchor(F.st, p, 150, 160, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
 	MSG_HAS("m/t-0: anchor (150, 160) goes back from (200, 150)");
 	CODE(mpart_add_anchor(F.st, p, -1, 160, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
-	ck_assert_uint_eq(p->nanchors, 2);
+	ck_assert_uint_eq(p->nanchors, 4);
 
 	/* Source cluster id. */
 	CODE(mstate_set_source_cluster_id(F.st, "x", "abc", F.msg,
@@ -976,6 +981,9 @@ static void build_rich(void)
 	CODE(mpart_add_epoch(F.st, p, 4, 77, F.msg, sizeof(F.msg)), 0);
 	CODE(mpart_add_anchor(F.st, p, 10, 10, F.msg, sizeof(F.msg)), 0);
 	CODE(mpart_add_anchor(F.st, p, 30, 25, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_anchor(F.st, p, 50, 40, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_trim(F.st, p, 35, 27, NULL, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(p->nanchors, 2);      /* 10 -> 10 went */
 	CODE(mpart_fail(F.st, part("east", "a1", 2), "source gone", 2, F.msg,
 	    sizeof(F.msg)), 0);
 	CODE(mstate_pause_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)), 0);
@@ -1041,6 +1049,116 @@ START_TEST(test_automatic_compaction)
 	reopen_same();
 	CODE(mstate_resume_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)), 0);
 	reopen_same();
+}
+END_TEST
+
+static void assert_anchors(const struct mpart *p, const struct xlate *ref)
+{
+	ck_assert_uint_eq(p->nanchors, xlate_count(ref));
+	for (size_t i = 0; i < p->nanchors; i++) {
+		const struct xlate_anchor *a = xlate_anchor(ref, i);
+
+		ck_assert_msg(p->anchors[i].src == a->src &&
+		    p->anchors[i].dst == a->dst, "anchor %zu: (%lld, %lld), "
+		    "want (%lld, %lld)", i, (long long)p->anchors[i].src,
+		    (long long)p->anchors[i].dst, (long long)a->src,
+		    (long long)a->dst);
+	}
+}
+
+/*
+ * The translation map has no count cap: 10,000+ anchors (and 5,000+ epochs)
+ * of one partition survive restarts and compaction exactly, equal to
+ * lib/xlate fed the same anchors (whose exactness test_xlate checks offset
+ * by offset); trims drop the same anchors there and here, and replay too.
+ */
+START_TEST(test_anchors_uncapped_and_trimmed)
+{
+	struct xlate *ref = xlate_new(0);
+	struct mpart *p;
+	uint64_t rng = 0x2545f4914f6cdd1dull;
+	int64_t s = 0, d = 0, src_at[12001], dst_at[12001];
+	char err[1024];
+	size_t dropped, ne;
+	uint64_t n;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 1);
+	p = part("m", "t", 0);
+	for (int i = 0; i < 12000; i++) {
+		int64_t run, hole, foreign;
+
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		run = 1 + (int64_t)(rng % 20);
+		hole = (int64_t)(rng >> 8) % 6;
+		foreign = (int64_t)(rng >> 16) % 4;
+		if (hole == 0 && foreign == 0)
+			hole = 1;
+		src_at[i] = s;
+		dst_at[i] = d;
+		/* a mapped run, then a skip on one side or both */
+		CODE(mpart_add_anchor(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
+		ck_assert_int_eq(xlate_add(ref, s, d, err, sizeof(err)), 0);
+		s += run + hole;
+		d += run;
+		if (hole > 0) {
+			CODE(mpart_add_anchor(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
+			ck_assert_int_eq(xlate_add(ref, s, d, err, sizeof(err)), 0);
+		}
+		d += foreign;
+		if (i % 2 == 0)
+			CODE(mpart_add_epoch(F.st, p, i / 2, d, F.msg, sizeof(F.msg)), 0);
+	}
+	src_at[12000] = s;
+	dst_at[12000] = d;
+	ck_assert_uint_gt(p->nanchors, 10000);
+	ck_assert_uint_eq(p->nepochs, 6000);
+	assert_anchors(p, ref);
+	reopen_same();
+	p = part("m", "t", 0);
+	assert_anchors(p, ref);
+	ck_assert_uint_eq(p->nepochs, 6000);
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	p = part("m", "t", 0);
+	assert_anchors(p, ref);
+
+	/* Nothing below both log starts: no record. */
+	n = log_records();
+	CODE(mpart_trim(F.st, p, src_at[5000], 0, &dropped, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(dropped, 0);
+	ck_assert_uint_eq(log_records(), n);
+	CODE(mpart_trim(F.st, p, -1, 0, NULL, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	/* Trims at rising points, each matched by lib/xlate's. */
+	for (int k = 1; k <= 3; k++) {
+		int64_t smin = src_at[k * 3000] + 3, dmin = dst_at[k * 3000 - 7];
+		size_t went = xlate_trim_both(ref, smin, dmin);
+
+		ne = p->nepochs;
+		CODE(mpart_trim(F.st, p, smin, dmin, &dropped, F.msg,
+		    sizeof(F.msg)), 0);
+		ck_assert_uint_gt(went, 0);
+		ck_assert_uint_eq(dropped, went + (ne - p->nepochs));
+		assert_anchors(p, ref);
+		/* the kept epochs: the first starts at or below both */
+		ck_assert_int_le(p->epochs[0].start_offset, MIN(smin, dmin));
+		ck_assert_int_gt(p->epochs[1].start_offset, MIN(smin, dmin));
+		reopen_same();
+		p = part("m", "t", 0);
+		assert_anchors(p, ref);
+		if (k == 2) {
+			ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0,
+			    "%s", err);
+			reopen_same();
+			p = part("m", "t", 0);
+			assert_anchors(p, ref);
+		}
+	}
+	xlate_free(ref);
 }
 END_TEST
 
@@ -1500,6 +1618,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_data_plane_and_hooks);
 	tcase_add_test(tc, test_replay_equality);
 	tcase_add_test(tc, test_automatic_compaction);
+	tcase_add_test(tc, test_anchors_uncapped_and_trimmed);
 	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_transition_log_lines);
 	tcase_add_test(tc, test_kill_at_every_byte_of_last_record);

@@ -63,10 +63,11 @@ START_TEST(test_hole_lookups)
 }
 END_TEST
 
-START_TEST(test_add_errors_and_cap)
+START_TEST(test_add_errors_no_cap)
 {
-	struct xlate *m = xlate_new(3);
-	char err[200] = "";
+	struct xlate *m = xlate_new(0);
+	char err[200];
+	size_t before;
 
 	ck_assert_int_eq(xlate_add(m, -1, 0, err, sizeof(err)), -1);
 	ck_assert_str_eq(err, "translation anchor -1 -> 0: offsets must not be negative");
@@ -75,16 +76,27 @@ START_TEST(test_add_errors_and_cap)
 	ck_assert_str_eq(err, "translation anchor 9 -> 20 goes backwards (last anchor 10 -> 10)");
 	ck_assert_int_eq(xlate_add(m, 20, 9, err, sizeof(err)), -1);
 	ck_assert_str_eq(err, "translation anchor 20 -> 9 goes backwards (last anchor 10 -> 10)");
-	ck_assert_int_eq(xlate_add(m, 20, 15, err, sizeof(err)), 0);
-	ck_assert_int_eq(xlate_add(m, 30, 20, err, sizeof(err)), 0);
-	ck_assert_uint_eq(xlate_count(m), 3);
-	/* Same delta as the last anchor: not stored, so no error when full. */
-	ck_assert_int_eq(xlate_add(m, 40, 30, err, sizeof(err)), 0);
-	ck_assert_int_eq(xlate_add(m, 50, 31, err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "translation map is full (3 anchors); anchor 50 -> 31 not added");
-	ck_assert_uint_eq(xlate_count(m), 3);
+	/* No cap: 100,000 distinct shifts are all kept (the old cap was 4096). */
+	for (int64_t i = 1; i <= 100000; i++)
+		ck_assert_int_eq(xlate_add(m, 10 + i * 10, 10 + i * 9, err, sizeof(err)), 0);
+	ck_assert_uint_eq(xlate_count(m), 100001);
+	ck_assert_int_eq(xlate_anchor(m, 0)->src, 10);
+	before = xlate_bytes(m);
+	ck_assert_uint_ge(before, 100001 * sizeof(struct xlate_anchor));
+	ck_assert_uint_le(before, 2 * 100001 * sizeof(struct xlate_anchor) + 1024);
+	for (int64_t i = 0; i < 100000; i += 997) {
+		int64_t out;
+
+		ck_assert_int_eq(xlate_src_to_dst(m, 10 + i * 10 + 3, &out), XLATE_EXACT);
+		ck_assert_int_eq(out, 10 + i * 9 + 3);
+		ck_assert_int_eq(xlate_src_to_dst(m, 10 + i * 10 + 9, &out), XLATE_NEXT);
+		ck_assert_int_eq(out, 10 + (i + 1) * 9);
+	}
+	/* a large trim gives memory back */
+	ck_assert_uint_eq(xlate_trim_both(m, 10 + 99990 * 10, 10 + 99990 * 9), 99990);
+	ck_assert_uint_eq(xlate_count(m), 11);
+	ck_assert_uint_lt(xlate_bytes(m), before / 100);
 	xlate_free(m);
-	ck_assert_ptr_null(xlate_new(0));
 }
 END_TEST
 
@@ -217,15 +229,63 @@ static int model_lookup(const struct model *md, int64_t v, int by_src, int64_t *
 	return -99; /* the generator always ends with a mapped run */
 }
 
+/* Checks every offset of the window (and past it) against the model, from
+ * src_min and dst_min up (below them the map may have been trimmed). */
+static void check_map(const struct xlate *m, const struct model *md, int round,
+    int64_t src_min, int64_t dst_min)
+{
+	for (int64_t v = src_min; v < md->s0 + SPAN + 50; v++) {
+		int64_t got = -5, want = -5;
+		int rw = model_lookup(md, v, 1, &want);
+		int rg = xlate_src_to_dst(m, v, &got);
+
+		ck_assert_msg(rg == rw && (rw == XLATE_UNMAPPED || got == want),
+		    "round %d (from %lld) src %lld: got %d/%lld want %d/%lld", round, (long long)src_min,
+		    (long long)v, rg, (long long)got, rw, (long long)want);
+	}
+	for (int64_t v = dst_min; v < md->d0 + SPAN + 50; v++) {
+		int64_t got = -5, want = -5;
+		int rw = model_lookup(md, v, 0, &want);
+		int rg = xlate_dst_to_src(m, v, &got);
+
+		ck_assert_msg(rg == rw && (rw == XLATE_UNMAPPED || got == want),
+		    "round %d (from %lld) dst %lld: got %d/%lld want %d/%lld", round, (long long)dst_min,
+		    (long long)v, rg, (long long)got, rw, (long long)want);
+	}
+}
+
+static struct xlate *copy_of(const struct xlate *m)
+{
+	struct xlate *c = xlate_new(0);
+
+	for (size_t i = 0; i < xlate_count(m); i++)
+		ck_assert_int_eq(xlate_add(c, xlate_anchor(m, i)->src,
+		    xlate_anchor(m, i)->dst, NULL, 0), 0);
+	return c;
+}
+
+static void assert_same_anchors(const struct xlate *a, const struct xlate *b)
+{
+	ck_assert_uint_eq(xlate_count(a), xlate_count(b));
+	for (size_t i = 0; i < xlate_count(a); i++) {
+		ck_assert_int_eq(xlate_anchor(a, i)->src, xlate_anchor(b, i)->src);
+		ck_assert_int_eq(xlate_anchor(a, i)->dst, xlate_anchor(b, i)->dst);
+	}
+}
+
 START_TEST(test_random_against_model)
 {
 	static struct model md;
 
 	rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)_i;
 	for (int round = 0; round < 40; round++) {
-		struct xlate *m = xlate_new(SPAN);
+		struct xlate *m = xlate_new(round % 2 ? SPAN : 0), *c;
 		int64_t s, d;
-		size_t gaps = 0;
+		size_t gaps = 0, runs = 0;
+		int in_gap = 0;
+		/* some rounds skip a lot, with long runs of skips on both sides */
+		uint32_t src_pct = round % 4 == 1 ? 30 : 8;
+		uint32_t gap_pct = round % 4 == 1 ? 60 : 12;
 
 		memset(md.s2d, 0xff, sizeof(md.s2d));
 		memset(md.d2s, 0xff, sizeof(md.d2s));
@@ -238,20 +298,22 @@ START_TEST(test_random_against_model)
 		for (int first = 1; s - md.s0 < SPAN - 20 && d - md.d0 < SPAN - 20; first = 0) {
 			uint32_t r = rnd(100);
 
-			if (!first && r < 8) {
-				s += 1 + rnd(round % 3 == 0 ? 1 : 7);
+			if (!first && r < gap_pct) {
+				if (r < src_pct)
+					s += 1 + rnd(round % 3 == 0 ? 1 : 7);
+				else
+					d += 1 + rnd(3);
 				ck_assert_int_eq(xlate_add(m, s, d, NULL, 0), 0);
 				gaps++;
-			} else if (!first && r < 12) {
-				d += 1 + rnd(3);
-				ck_assert_int_eq(xlate_add(m, s, d, NULL, 0), 0);
-				gaps++;
+				runs += !in_gap;
+				in_gap = 1;
 			} else {
 				md.s2d[s - md.s0] = d;
 				md.d2s[d - md.d0] = s;
 				ck_assert_int_eq(xlate_add(m, s, d, NULL, 0), 0);
 				s++;
 				d++;
+				in_gap = 0;
 			}
 		}
 		/* end on a mapped run */
@@ -264,27 +326,37 @@ START_TEST(test_random_against_model)
 		}
 		md.s_end = s;
 		md.d_end = d;
-		/* Bounded memory: at most one anchor per gap, plus the first. */
+		/*
+		 * Compact: skips in a row merge, so at most two anchors per run
+		 * of skips (a hole on each side), plus the first; and at least
+		 * one per run (each changes the delta or leaves a hole).
+		 */
+		ck_assert_uint_le(xlate_count(m), 2 * runs + 1);
+		ck_assert_uint_ge(xlate_count(m), runs / 2);
 		ck_assert_uint_le(xlate_count(m), gaps + 1);
-		ck_assert_uint_ge(xlate_count(m), gaps / 4);
-		for (int64_t v = 0; v < md.s0 + SPAN + 50; v++) {
-			int64_t got = -5, want = -5;
-			int rw = model_lookup(&md, v, 1, &want);
-			int rg = xlate_src_to_dst(m, v, &got);
+		check_map(m, &md, round, 0, 0);
+		/* Replaying the stored anchors gives the same list (persistence). */
+		c = copy_of(m);
+		assert_same_anchors(m, c);
+		/* Trims: everything at or above both minimums answers as before. */
+		for (int t = 0; t < 4; t++) {
+			int64_t smin = md.s0 + rnd(SPAN), dmin = md.d0 + rnd(SPAN);
+			struct xlate *tr = copy_of(m), *r;
+			size_t went;
 
-			ck_assert_msg(rg == rw && (rw == XLATE_UNMAPPED || got == want),
-			    "round %d src %lld: got %d/%lld want %d/%lld", round,
-			    (long long)v, rg, (long long)got, rw, (long long)want);
+			if (t == 3)
+				dmin = INT64_MAX; /* xlate_trim(): source side only */
+			went = xlate_trim_both(tr, smin, dmin);
+			ck_assert_uint_eq(xlate_count(tr), xlate_count(m) - went);
+			ck_assert_uint_ge(xlate_count(tr), 1);
+			check_map(tr, &md, round, smin, t == 3 ? md.d0 + SPAN : dmin);
+			/* the trimmed list replays to itself too */
+			r = copy_of(tr);
+			assert_same_anchors(tr, r);
+			xlate_free(r);
+			xlate_free(tr);
 		}
-		for (int64_t v = 0; v < md.d0 + SPAN + 50; v++) {
-			int64_t got = -5, want = -5;
-			int rw = model_lookup(&md, v, 0, &want);
-			int rg = xlate_dst_to_src(m, v, &got);
-
-			ck_assert_msg(rg == rw && (rw == XLATE_UNMAPPED || got == want),
-			    "round %d dst %lld: got %d/%lld want %d/%lld", round,
-			    (long long)v, rg, (long long)got, rw, (long long)want);
-		}
+		xlate_free(c);
 		xlate_free(m);
 	}
 }
@@ -297,7 +369,7 @@ static Suite *xlate_suite(void)
 
 	tcase_add_test(tc, test_identity_and_empty);
 	tcase_add_test(tc, test_hole_lookups);
-	tcase_add_test(tc, test_add_errors_and_cap);
+	tcase_add_test(tc, test_add_errors_no_cap);
 	tcase_add_test(tc, test_holes_on_both_sides);
 	tcase_add_test(tc, test_trim_and_persist);
 	tcase_add_loop_test(tc, test_random_against_model, 0, 4);
