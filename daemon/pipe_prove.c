@@ -100,7 +100,7 @@ static int dst_to_src(const struct ppart *p, int64_t e, int64_t *s)
 	*s = e;
 	if (mp->nanchors == 0)
 		return 0;
-	if ((m = xlate_new(MSTATE_MAX_ANCHORS + 1)) == NULL)
+	if ((m = xlate_new(mp->nanchors + 1)) == NULL)
 		return -1;
 	for (size_t i = 0; i < mp->nanchors; i++)
 		if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
