@@ -274,7 +274,15 @@ static int check_destination_topic(struct ppart *p)
 	}
 	if (t->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
 		char msg[600];
-		int rc = ptopic_ensure(p, msg, sizeof(msg));
+		int rc;
+
+		/* Mirrored into before: deleted, not to be created again
+		 * (pipe_ident.c confirms it and fails the partition). */
+		if (p->mp != NULL && p->mp->topic->dst_topic_id != NULL) {
+			pcluster_want_metadata(dst);
+			return -1;
+		}
+		rc = ptopic_ensure(p, msg, sizeof(msg));
 
 		if (rc < 0)
 			pl_part_fail(p, "%s", msg);

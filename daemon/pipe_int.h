@@ -12,6 +12,7 @@
 #include <sys/queue.h>
 
 #include "batch.h"
+#include "kbuf.h"
 #include "kconn.h"
 #include "mstate.h"
 #include "pipeline.h"
@@ -45,6 +46,7 @@ struct ptopicmd {
 	int16_t error;
 	int32_t npart;
 	int32_t *leader;      /* by partition index, -1 none */
+	struct kuuid id;      /* topic id; all zero when unknown (Metadata < v10) */
 };
 
 struct pcluster {
@@ -163,6 +165,8 @@ struct pmirror {
 	int64_t files_started_ms;    /* when the running read was queued */
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
+	struct pabsent *absent;      /* topics missing from Metadata (pipe_ident.c) */
+	size_t nabsent;
 	int dead;
 };
 
@@ -252,5 +256,19 @@ void ptopic_forget_all(struct pmirror *pm);
 
 /* Source metadata arrived: discovery and deletion (pipeline.c). */
 void pl_source_metadata(struct pmirror *pm);
+
+/* pipe_ident.c: topic and cluster identity.  pident_source() checks the
+ * mirror's source cluster id (0, or -1 when the partitions were failed and
+ * nothing else must be done); pident_source_topic() the topic's source
+ * topic id and presence: 1 when the topic was failed or stopped or is
+ * missing (the caller skips it), 0 to go on.  pident_destination() checks
+ * every mirrored topic against a destination Metadata answer. */
+int pident_source(struct pmirror *pm);
+int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
+    const struct ptopicmd *md);
+void pident_destination(struct pipeline *pl);
+void pident_forget(struct pmirror *pm);
+/* 1 if error is a reason pipe_ident.c gives. */
+int pident_is_identity_failure(const char *error);
 
 #endif

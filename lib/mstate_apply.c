@@ -428,6 +428,10 @@ static int apply_topic_add(struct apply *a, const struct mrec *r)
 			FAIL(a, "out of memory growing %s/%s", m->name, t->name);
 	}
 	added = t->npart > old;
+	if (r->flags & MREC_F_RESTART) {
+		free(t->note);    /* added again: mirrord's own stop is over */
+		t->note = NULL;
+	}
 	for (int32_t i = 0; i < t->npart; i++) {
 		struct mpart *p = t->parts[i];
 		if (i >= old || ((r->flags & MREC_F_RESTART) &&
@@ -441,6 +445,37 @@ static int apply_topic_add(struct apply *a, const struct mrec *r)
 		    .mirror = m, .topic = t };
 		mstate_emit(a->st, a->live, &ev);
 	}
+	return 0;
+}
+
+static int apply_topic_ident(struct apply *a, const struct mrec *r)
+{
+	struct mtopic *t = need_topic(a, r, NULL);
+	char **field, *v = NULL;
+	int oom = 0;
+
+	if (t == NULL)
+		return -1;
+	switch (r->kind) {
+	case MTOPIC_IDENT_SOURCE: field = &t->src_topic_id; break;
+	case MTOPIC_IDENT_DEST: field = &t->dst_topic_id; break;
+	case MTOPIC_IDENT_NOTE: field = &t->note; break;
+	default:
+		FAIL(a, "%s record for %s/%s: kind %d is not a topic identity "
+		    "field", mrec_type_name(r->type), t->mirror->name, t->name,
+		    (int)r->kind);
+	}
+	if (r->str.len > MREC_MAX_NAME)
+		FAIL(a, "%s record for %s/%s: value of %d characters (at most %d)",
+		    mrec_type_name(r->type), t->mirror->name, t->name,
+		    (int)r->str.len, MREC_MAX_NAME);
+	if (r->str.len > 0) {
+		v = mstate_kdup(r->str, &oom);
+		if (oom)
+			FAIL(a, "out of memory");
+	}
+	free(*field);
+	*field = v;
 	return 0;
 }
 
@@ -689,6 +724,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_TOPIC_RESTORE: return apply_topic_restore(a, r);
 	case MREC_PART_RESTORE: return apply_part_restore(a, r);
 	case MREC_MIRROR_CONFIGS: return apply_mirror_configs(a, r);
+	case MREC_TOPIC_IDENT: return apply_topic_ident(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }
