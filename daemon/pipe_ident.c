@@ -148,8 +148,10 @@ static int absent_note(struct pmirror *pm, int side, const char *topic,
 		    "(pipeline.topic_deletion_confirm_ms)", pm->name,
 		    side == SIDE_SOURCE ? "source" : "destination", topic,
 		    PIDENT_ABSENT_ANSWERS, need);
-	/* Look again soon rather than at the next periodic refresh. */
-	if (cl != NULL)
+	/* The first answers come soon rather than at the periodic refresh;
+	 * after them the periodic refresh decides (no Metadata storm while
+	 * a topic stays missing). */
+	if (cl != NULL && a->count < PIDENT_ABSENT_ANSWERS)
 		pcluster_want_metadata(cl);
 	return 0;
 }
