@@ -13,7 +13,9 @@
  *     topic and both ids.
  *   - The source cluster id recorded on the mirror is compared with the
  *     one the source reports; a mismatch fails the mirror's partitions
- *     naming both.
+ *     naming both.  The destination cluster id a topic was first seen in
+ *     is recorded with its destination topic id and compared the same way
+ *     (before the topic id, so that the reason names the cluster).
  *   - Absence.  A topic missing from one Metadata answer is not deleted:
  *     an authorization change or a broker that does not know it yet is
  *     enough.  Deletion is confirmed only after PIDENT_ABSENT_ANSWERS
@@ -263,6 +265,7 @@ static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 {
 	struct mstate *st = pm->pl->st;
 	const struct ptopicmd *md = pcluster_topic(pm->pl->dst, mt->name);
+	const char *cid = pm->pl->dst->cluster_id;
 	char msg[512], why[700], id[23];
 	int answers;
 	double secs;
@@ -284,6 +287,18 @@ static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 	if (md->error != 0 || kuuid_is_zero(&md->id))
 		return;
 	uuid_str(&md->id, id);
+	if (cid != NULL && mt->dst_cluster_id != NULL &&
+	    strcmp(cid, mt->dst_cluster_id) != 0) {
+		snprintf(why, sizeof(why), "destination cluster id changed: topic "
+		    "%s was mirrored into cluster %s, destination.bootstrap_servers "
+		    "now answer as cluster %s", mt->name, mt->dst_cluster_id, cid);
+		fail_topic(pm, mt, why);
+		return;
+	}
+	if (cid != NULL && mt->dst_cluster_id == NULL &&
+	    mtopic_set_ident(st, mt, MTOPIC_IDENT_DEST_CLUSTER, cid, msg,
+	    sizeof(msg)) != 0)
+		log_warnx("mirror %s: %s", pm->name, msg);
 	if (mt->dst_topic_id == NULL) {
 		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_DEST, id, msg,
 		    sizeof(msg)) != 0)
@@ -364,5 +379,6 @@ int pident_is_identity_failure(const char *error)
 	return strstr(error, " was deleted and recreated (topic id ") != NULL ||
 	    (strncmp(error, "destination topic ", 18) == 0 &&
 	    strstr(error, " was deleted (topic id ") != NULL) ||
-	    strncmp(error, "source cluster id changed: ", 27) == 0;
+	    strncmp(error, "source cluster id changed: ", 27) == 0 ||
+	    strncmp(error, "destination cluster id changed: ", 32) == 0;
 }

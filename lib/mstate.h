@@ -116,12 +116,14 @@ struct mtopic {
 	struct mpart **parts;    /* by index */
 	/* Identity (topic-ident records): the topic ids (base64url, as Kafka
 	 * prints them) that the source and destination reported when mirrord
-	 * first saw the topic there, NULL until then; note: why mirrord itself
-	 * stopped the topic (its source topic was deleted), NULL otherwise,
-	 * cleared when the topic is added again. */
+	 * first saw the topic there, NULL until then, and the destination
+	 * cluster id it was first seen in; note: why mirrord itself stopped
+	 * the topic (its source topic was deleted), NULL otherwise, cleared
+	 * when the topic is added again. */
 	char *src_topic_id;
 	char *dst_topic_id;
 	char *note;
+	char *dst_cluster_id;
 };
 
 struct mirror {
@@ -146,6 +148,7 @@ struct mirror {
 #define MTOPIC_IDENT_SOURCE 0
 #define MTOPIC_IDENT_DEST 1
 #define MTOPIC_IDENT_NOTE 2
+#define MTOPIC_IDENT_DEST_CLUSTER 3
 
 struct mstate;
 

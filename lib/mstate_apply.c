@@ -460,6 +460,7 @@ static int apply_topic_ident(struct apply *a, const struct mrec *r)
 	case MTOPIC_IDENT_SOURCE: field = &t->src_topic_id; break;
 	case MTOPIC_IDENT_DEST: field = &t->dst_topic_id; break;
 	case MTOPIC_IDENT_NOTE: field = &t->note; break;
+	case MTOPIC_IDENT_DEST_CLUSTER: field = &t->dst_cluster_id; break;
 	default:
 		FAIL(a, "%s record for %s/%s: kind %d is not a topic identity "
 		    "field", mrec_type_name(r->type), t->mirror->name, t->name,

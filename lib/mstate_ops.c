@@ -605,6 +605,7 @@ int mtopic_set_ident(struct mstate *st, struct mtopic *t, int which,
 	case MTOPIC_IDENT_SOURCE: cur = t->src_topic_id; break;
 	case MTOPIC_IDENT_DEST: cur = t->dst_topic_id; break;
 	case MTOPIC_IDENT_NOTE: cur = t->note; break;
+	case MTOPIC_IDENT_DEST_CLUSTER: cur = t->dst_cluster_id; break;
 	default:
 		mstate_fmt(msg, msglen, "%s: %d is not a topic identity field",
 		    what, which);

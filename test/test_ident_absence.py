@@ -12,7 +12,10 @@ ACL change looks the same to mirrord).
   * with pipeline.topic_deletion_confirm_ms shortened (SIGHUP reload) and
     the topic gone for good, the deletion is confirmed: the partitions go
     STOPPED and DescribeMirrors says why (the source topic was deleted,
-    after how many answers), which an operator's RemoveTopics never says.
+    after how many answers), which an operator's RemoveTopics never says;
+  * the mirror's bootstrap servers (a proxy here) lead to another cluster
+    after a restart: its partitions go FAILED naming both cluster ids, and
+    /readyz says so.
 """
 
 import os
@@ -53,10 +56,14 @@ def rows(d):
     return [r for r in d.describe_json("m") if r["topic"] == TOPIC]
 
 
-mc = MockCluster(clusters=2, brokers=1)
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-mc.cmd("topic 0 %s 1" % TOPIC)
-mc.cmd("topic 1 %s 1" % TOPIC)   # the mock has no CreateTopics
+mc = MockCluster(clusters=3, brokers=1)
+DST = mc.bootstrap(1)
+for c in range(3):
+    mc.cmd("topic %d %s 1" % (c, TOPIC))   # the mock has no CreateTopics
+# The mirror reaches its source through a proxy, retargeted at the end.
+PROXY_PORT = h.free_port()
+proxy = mt.Proxy(PROXY_PORT, mc.bootstrap(0))
+SRC = "127.0.0.1:%d" % PROXY_PORT
 
 EXTRA = "pipeline:\n  topic_deletion_confirm_ms: %d\n"
 d = mt.Mirrord(destination=DST, extra_yaml=EXTRA % 3600000)
@@ -111,4 +118,40 @@ h.check(int(m.group(1)) >= 3 and float(m.group(2)) >= 1.0,
         "the deletion was confirmed by >= 3 answers over >= 1 s: %r" % msg)
 print("ok: a topic missing for good is STOPPED with the reason %r" % msg,
       flush=True)
+
+# Another source cluster behind the same bootstrap servers.
+T2 = "absent-other"
+for c in (0, 1, 2):
+    mc.cmd("topic %d %s 1" % (c, T2))
+d.cli_ok("--add", "--mirror", "m", "--topic", T2)
+h.wait_for(lambda: any(r["topic"] == T2 and r["state"] == "MIRRORING"
+                       for r in d.describe_json("m")), 60, "%s MIRRORING" % T2)
 d.stop()
+proxy.target = mc.bootstrap(2)
+d.start()
+want = (r"source cluster id changed: mirror m was recorded with source cluster "
+        r"%s, its bootstrap servers now answer as cluster %s"
+        % (re.escape(mc.cluster_id(0)), re.escape(mc.cluster_id(2))))
+
+
+def cluster_failed():
+    r = [x for x in d.describe_json("m") if x["topic"] == T2]
+    return (r and r[0]["state"] == "FAILED" and
+            re.search(want, r[0]["errorMessage"] or "") and r[0])
+
+
+got = h.wait_for(cluster_failed, 60, "%s FAILED naming both cluster ids" % T2)
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
+try:
+    urllib.request.urlopen("http://127.0.0.1:%d/readyz" % d.metrics_port,
+                           timeout=10)
+    h.fail("/readyz is ready with a partition FAILED for another cluster")
+except urllib.error.HTTPError as e:
+    body = e.read().decode()
+    h.check(e.code == 503 and "topic and cluster identity" in body and
+            "source cluster id changed" in body, "/readyz: %d %r" % (e.code, body))
+print("ok: another source cluster -> FAILED: %s" % got["errorMessage"],
+      flush=True)
+d.stop()
+proxy.close()

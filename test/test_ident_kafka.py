@@ -12,7 +12,11 @@ from Metadata v10+, recorded when first seen and compared on every answer.
   * a destination topic deleted and recreated: FAILED naming the
     recreation;
   * a topic of the same mirror that nobody touched keeps MIRRORING
-    throughout (it is the witness that time passed for the checks above).
+    throughout (it is the witness that time passed for the checks above);
+  * the failures survive a restart; then destination.bootstrap_servers is
+    pointed at another cluster (the source one, which holds a topic of
+    the same name): the witness goes FAILED naming both destination
+    cluster ids, and nothing is written there.
 """
 
 import os
@@ -207,6 +211,25 @@ def main():
     h.check(hwm(DST, t_src) == 10, "destination %s still ends at 10 after the "
             "restart" % t_src)
     print("ok: identity failures survive a restart", flush=True)
+    d.stop()
+
+    end = hwm(SRC, t_ok)
+    with open(d.config_path) as f:
+        text = f.read()
+    with open(d.config_path, "w") as f:
+        f.write(text.replace('bootstrap_servers: "%s"' % DST,
+                             'bootstrap_servers: "%s"' % SRC))
+    d.start()
+    m = h.wait_for(lambda: failed_with(
+        t_ok, r"destination cluster id changed: topic %s was mirrored into "
+        r"cluster (\S+), destination.bootstrap_servers now answer as cluster "
+        r"(\S+)$" % re.escape(t_ok)), 60,
+        "%s FAILED naming the other destination cluster" % t_ok)
+    h.check(m.group(1) != m.group(2), "two cluster ids: %s" % m.group(0))
+    h.check(hwm(SRC, t_ok) == end, "nothing written into the other cluster's "
+            "%s (end %d, was %d)" % (t_ok, hwm(SRC, t_ok), end))
+    print("ok: another destination cluster -> FAILED: %s"
+          % row(t_ok)["errorMessage"], flush=True)
     d.stop()
 
 

@@ -992,6 +992,8 @@ START_TEST(test_topic_ident)
 	    "zv7c4lbWQ8a5sBcDwn4ioA", F.msg, sizeof(F.msg)), 0);
 	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
 	    "fGUlPWmGQOmB117Z4v0JxA", F.msg, sizeof(F.msg)), 0);
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST_CLUSTER,
+	    "Q1w2E3r4T5y6U7i8O9p0aS", F.msg, sizeof(F.msg)), 0);
 	n = log_records();
 	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_SOURCE,
 	    "zv7c4lbWQ8a5sBcDwn4ioA", F.msg, sizeof(F.msg)), 0);
@@ -1006,6 +1008,7 @@ START_TEST(test_topic_ident)
 	t = topic("east", "orders");
 	ck_assert_str_eq(t->src_topic_id, "zv7c4lbWQ8a5sBcDwn4ioA");
 	ck_assert_str_eq(t->dst_topic_id, "fGUlPWmGQOmB117Z4v0JxA");
+	ck_assert_str_eq(t->dst_cluster_id, "Q1w2E3r4T5y6U7i8O9p0aS");
 	stop_topic("east", "orders");
 	t = topic("east", "orders");
 	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_NOTE,
@@ -1015,7 +1018,7 @@ START_TEST(test_topic_ident)
 	text = mstate_dump(F.st);
 	ck_assert_ptr_nonnull(strstr(text, "ident source zv7c4lbWQ8a5sBcDwn4ioA "
 	    "destination fGUlPWmGQOmB117Z4v0JxA note the source topic orders "
-	    "was deleted"));
+	    "was deleted destination cluster Q1w2E3r4T5y6U7i8O9p0aS"));
 	free(text);
 	/* Added again: the note goes, the ids stay (the destination still
 	 * holds what was mirrored from that source topic). */
