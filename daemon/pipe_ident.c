@@ -54,6 +54,7 @@ struct pabsent {
 	int side;
 	int count;           /* answers in a row without it */
 	int64_t since;       /* mono ms of the first of them */
+	uint32_t md_gen;     /* the cluster's answer that counted last */
 };
 
 /* Kafka's rendering of a topic id: URL-safe base64 without padding. */
@@ -134,7 +135,16 @@ static int absent_note(struct pmirror *pm, int side, const char *topic,
 		a->side = side;
 		a->count = 0;
 		a->since = now;
+		a->md_gen = 0;
 	}
+	/* In a row: an answer in between that did not count (the topic
+	 * skipped, or not asked for) starts the count again. */
+	if (a->count > 0 && cl != NULL && a->md_gen + 1 != cl->md_gen) {
+		a->count = 0;
+		a->since = now;
+	}
+	if (cl != NULL)
+		a->md_gen = cl->md_gen;
 	a->count++;
 	if (a->count >= PIDENT_ABSENT_ANSWERS && now - a->since >= need) {
 		*answers = a->count;
