@@ -82,6 +82,20 @@ static void uuid_str(const struct kuuid *u, char out[23])
 	out[o] = '\0';
 }
 
+/* The one wording of a recreation (fail_final() compares reasons). */
+static void recreated_why(char *why, size_t len, int side, const char *topic,
+    const char *was, const char *now)
+{
+	if (side == SIDE_SOURCE)
+		snprintf(why, len, "source topic %s was deleted and recreated "
+		    "(topic id %s -> %s); its records are not appended to the old "
+		    "topic's", topic, was, now);
+	else
+		snprintf(why, len, "destination topic %s was deleted and recreated "
+		    "(topic id %s -> %s); mirrord does not write into a topic it "
+		    "did not mirror into", topic, was, now);
+}
+
 static struct pabsent *absent_find(struct pmirror *pm, int side,
     const char *topic)
 {
@@ -264,9 +278,8 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 	}
 	if (strcmp(mt->src_topic_id, id) == 0)
 		return 0;
-	snprintf(why, sizeof(why), "source topic %s was deleted and recreated "
-	    "(topic id %s -> %s); its records are not appended to the old "
-	    "topic's", mt->name, mt->src_topic_id, id);
+	recreated_why(why, sizeof(why), SIDE_SOURCE, mt->name,
+	    mt->src_topic_id, id);
 	fail_topic(pm, mt, why);
 	return 1;
 }
@@ -317,10 +330,44 @@ static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 	}
 	if (strcmp(mt->dst_topic_id, id) == 0)
 		return;
-	snprintf(why, sizeof(why), "destination topic %s was deleted and "
-	    "recreated (topic id %s -> %s); mirrord does not write into a topic "
-	    "it did not mirror into", mt->name, mt->dst_topic_id, id);
+	recreated_why(why, sizeof(why), SIDE_DEST, mt->name,
+	    mt->dst_topic_id, id);
 	fail_topic(pm, mt, why);
+}
+
+int pident_restart_ok(struct ppart *p)
+{
+	struct pmirror *pm = p->pm;
+	struct mtopic *mt;
+	const struct ptopicmd *md;
+	char why[700], id[23];
+
+	if (p->mp == NULL || p->dead)
+		return 1;
+	mt = p->mp->topic;
+	if (pm->src != NULL && mt->src_topic_id != NULL &&
+	    (md = pcluster_topic(pm->src, mt->name)) != NULL && md->error == 0 &&
+	    !kuuid_is_zero(&md->id)) {
+		uuid_str(&md->id, id);
+		if (strcmp(id, mt->src_topic_id) != 0) {
+			recreated_why(why, sizeof(why), SIDE_SOURCE, mt->name,
+			    mt->src_topic_id, id);
+			fail_final(pm, p->mp, why);
+			return 0;
+		}
+	}
+	if (mt->dst_topic_id != NULL &&
+	    (md = pcluster_topic(pm->pl->dst, mt->name)) != NULL &&
+	    md->error == 0 && !kuuid_is_zero(&md->id)) {
+		uuid_str(&md->id, id);
+		if (strcmp(id, mt->dst_topic_id) != 0) {
+			recreated_why(why, sizeof(why), SIDE_DEST, mt->name,
+			    mt->dst_topic_id, id);
+			fail_final(pm, p->mp, why);
+			return 0;
+		}
+	}
+	return 1;
 }
 
 void pident_destination(struct pipeline *pl)

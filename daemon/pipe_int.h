@@ -267,6 +267,11 @@ int pident_source(struct pmirror *pm);
 int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
     const struct ptopicmd *md);
 void pident_destination(struct pipeline *pl);
+/* Before a partition (re)starts (SYNC): 0 when its topic's ids in the
+ * last Metadata answers differ from the recorded ones (p is then FAILED),
+ * else 1.  So a plain retry or RecoverMirrorTopics cannot copy from or
+ * into a recreated topic before the next answer fails it again. */
+int pident_restart_ok(struct ppart *p);
 void pident_forget(struct pmirror *pm);
 /* 1 if error is a reason pipe_ident.c gives. */
 int pident_is_identity_failure(const char *error);

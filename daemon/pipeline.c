@@ -624,6 +624,8 @@ static void part_step(struct ppart *p, int64_t now)
 			break;
 		}
 		if (p->step == PS_IDLE && now >= p->not_before) {
+			if (!pident_restart_ok(p))
+				break;
 			p->step = PS_SYNC;
 			p->sync_lo = p->sync_hi = -1;
 		}

@@ -118,8 +118,9 @@ struct mtopic {
 	 * prints them) that the source and destination reported when mirrord
 	 * first saw the topic there, NULL until then, and the destination
 	 * cluster id it was first seen in; note: why mirrord itself stopped
-	 * the topic (its source topic was deleted), NULL otherwise, cleared
-	 * when the topic is added again. */
+	 * the topic (its source topic was deleted), NULL otherwise.  All four
+	 * are cleared when the topic is added again (the operator's decision
+	 * to mirror what is there now). */
 	char *src_topic_id;
 	char *dst_topic_id;
 	char *note;

@@ -429,8 +429,15 @@ static int apply_topic_add(struct apply *a, const struct mrec *r)
 	}
 	added = t->npart > old;
 	if (r->flags & MREC_F_RESTART) {
-		free(t->note);    /* added again: mirrord's own stop is over */
-		t->note = NULL;
+		/* Added again, the operator's decision: mirrord's own stop is
+		 * over, and the topics it now finds are the ones to mirror
+		 * (their ids are adopted at the next Metadata answers). */
+		char **f[] = { &t->note, &t->src_topic_id, &t->dst_topic_id,
+		    &t->dst_cluster_id };
+		for (size_t k = 0; k < ARRAY_SIZE(f); k++) {
+			free(*f[k]);
+			*f[k] = NULL;
+		}
 	}
 	for (int32_t i = 0; i < t->npart; i++) {
 		struct mpart *p = t->parts[i];

@@ -1020,14 +1020,18 @@ START_TEST(test_topic_ident)
 	    "destination fGUlPWmGQOmB117Z4v0JxA note the source topic orders "
 	    "was deleted destination cluster Q1w2E3r4T5y6U7i8O9p0aS"));
 	free(text);
-	/* Added again: the note goes, the ids stay (the destination still
-	 * holds what was mirrored from that source topic). */
+	/* Added again (the operator's decision): note and ids go, to be
+	 * adopted again from the next answers. */
 	mk_topic("east", "orders", 2);
 	t = topic("east", "orders");
 	ck_assert_ptr_null(t->note);
-	ck_assert_str_eq(t->src_topic_id, "zv7c4lbWQ8a5sBcDwn4ioA");
+	ck_assert_ptr_null(t->src_topic_id);
+	ck_assert_ptr_null(t->dst_topic_id);
+	ck_assert_ptr_null(t->dst_cluster_id);
 	reopen_same();
 	ck_assert_ptr_null(topic("east", "orders")->note);
+	CODE(mtopic_set_ident(F.st, topic("east", "orders"), MTOPIC_IDENT_DEST,
+	    "fGUlPWmGQOmB117Z4v0JxA", F.msg, sizeof(F.msg)), 0);
 	CODE(mtopic_set_ident(F.st, topic("east", "orders"), MTOPIC_IDENT_DEST,
 	    NULL, F.msg, sizeof(F.msg)), 0);
 	reopen_same();
