@@ -1,8 +1,8 @@
 /*
  * pipe_int.h: the data plane's internal types, shared by pipeline.c (the
- * partition machine), pipe_cluster.c (brokers, connections, metadata) and
- * pipe_copy.c (fetch and produce).  Nothing outside daemon/pipe*.c
- * includes this.
+ * partition machine), pipe_cluster.c (brokers, connections, metadata),
+ * pipe_copy.c (fetch and produce) and pipe_ident.c (topic and cluster
+ * identity).  Nothing outside daemon/pipe*.c includes this.
  */
 #ifndef MIRRORD_PIPE_INT_H
 #define MIRRORD_PIPE_INT_H
