@@ -600,10 +600,15 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	if (fp->error == KERR_OFFSET_OUT_OF_RANGE) {
 		log_info("%s: fetch offset %" PRId64 " out of range on the source",
 		    pname(p, name, sizeof(name)), p->src_fetch);
+		pcluster_want_metadata(x->cl);   /* recreated? (pipe_ident.c) */
 		p->step = PS_OOR;
 		return;
 	}
 	p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+	if (fp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+		p->src_gone = 1;
+		p->src_gone_gen = x->cl->md_gen;
+	}
 	if (leader_error(fp->error)) {
 		pcluster_want_metadata(x->cl);
 		return;
@@ -675,6 +680,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 			if (p->step != PS_RUN || p->fetch_inflight || !pl_part_wants_run(p) ||
 			    now < p->not_before || room <= 0 ||
 			    (int64_t)pl->qbytes >= tcap(pl) ||
+			    (p->src_gone && p->src_gone_gen == cl->md_gen) ||
 			    ppart_leader(p, 0) != b)
 				continue;
 			if (f.tps == NULL) {
