@@ -605,11 +605,10 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 		return;
 	}
 	p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
-	if (fp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+	if (leader_error(fp->error)) {
+		/* Also what a topic being deleted answers: wait for news. */
 		p->src_gone = 1;
 		p->src_gone_gen = x->cl->md_gen;
-	}
-	if (leader_error(fp->error)) {
 		pcluster_want_metadata(x->cl);
 		return;
 	}

@@ -141,9 +141,10 @@ struct ppart {
 	/* Leaders, cached per metadata generation. */
 	struct pbroker *src_leader, *dst_leader;
 	uint32_t src_md_gen, dst_md_gen;
-	/* The source said the topic is unknown (deleted, maybe recreated):
-	 * no Fetch until a Metadata answer newer than src_gone_gen, which
-	 * pipe_ident.c checks first (Fetch names topics, not ids). */
+	/* A Fetch got a leader error (the topic unknown, being deleted, maybe
+	 * recreated): no Fetch until a Metadata answer newer than
+	 * src_gone_gen, which pipe_ident.c checks first (Fetch names topics,
+	 * not ids). */
 	int src_gone;
 	uint32_t src_gone_gen;
 

@@ -103,10 +103,11 @@ def main():
     src, dst = h.real_kafka(2)
     SRC, DST = src.bootstrap, dst.bootstrap
     t_src = "id-src-" + RUN     # recreated on the source
+    t_big = "id-big-" + RUN     # recreated on the source, more records
     t_del = "id-del-" + RUN     # deleted on the destination
     t_rec = "id-rec-" + RUN     # recreated on the destination
     t_ok = "id-ok-" + RUN       # left alone
-    topics = [t_src, t_del, t_rec, t_ok]
+    topics = [t_src, t_big, t_del, t_rec, t_ok]
     for t in topics:
         src.create_topic(t, partitions=1)
         dst.create_topic(t, partitions=1)
@@ -147,6 +148,13 @@ def main():
     h.check(m.group(1) != m.group(2), "old and new topic ids differ: %s"
             % m.group(0))
     produce(SRC, t_src, [b"new-%d" % i for i in range(5, 30)])
+    #    Another at once holding more records than the old one did.
+    recreate(src, sadm, t_big)
+    produce(SRC, t_big, [b"new-%d" % i for i in range(30)])
+    h.wait_for(lambda: failed_with(
+        t_big, r"source topic %s was deleted and recreated \(topic id %s -> "
+        r"%s\)" % (re.escape(t_big), UUID, UUID)), 60,
+        "%s FAILED naming the source recreation" % t_big)
     print("ok: source topic recreated -> FAILED: %s" % row(t_src)["errorMessage"],
           flush=True)
 
@@ -165,7 +173,7 @@ def main():
             "mirrord did not create the deleted destination topic again")
     code, body = http_get(d.metrics_port, "/readyz")
     h.check(code == 503 and "topic and cluster identity" in body and
-            (t_del in body or t_src in body),
+            any(t in body for t in (t_src, t_big, t_del)),
             "/readyz names the identity failure, got %d %r" % (code, body))
     metrics = d.metrics()
     h.check(re.search(r'mirrord_partition_state\{[^}]*topic="%s"[^}]*'
@@ -189,12 +197,13 @@ def main():
     produce(SRC, t_ok, [b"late-%d" % i for i in range(10)])
     h.wait_for(lambda: hwm(DST, t_ok) == 20, 60, "%s copying on" % t_ok)
     h.check(row(t_ok)["state"] == "MIRRORING", "%s MIRRORING" % t_ok)
-    for t in (t_src, t_del, t_rec):
+    for t in (t_src, t_big, t_del, t_rec):
         h.check(row(t)["state"] == "FAILED", "%s still FAILED: %r" % (t, row(t)))
-    h.check(hwm(DST, t_src) == 10, "destination %s still ends at 10, got %d"
-            % (t_src, hwm(DST, t_src)))
-    h.check(values(DST, t_src, 10) == [b"old-%d" % i for i in range(10)],
-            "destination %s holds only the old topic's records" % t_src)
+    for t in (t_src, t_big):
+        h.check(hwm(DST, t) == 10, "destination %s still ends at 10, got %d"
+                % (t, hwm(DST, t)))
+        h.check(values(DST, t, 10) == [b"old-%d" % i for i in range(10)],
+                "destination %s holds only the old topic's records" % t)
     print("ok: no automatic retry; the recreated source topic's records were "
           "not appended", flush=True)
 
@@ -203,7 +212,7 @@ def main():
     d.start()
     h.wait_for(lambda: row(t_ok) is not None and
                row(t_ok)["state"] == "MIRRORING", 60, "restart")
-    for t in (t_src, t_del, t_rec):
+    for t in (t_src, t_big, t_del, t_rec):
         h.check(row(t)["state"] == "FAILED", "%s FAILED after a restart: %r"
                 % (t, row(t)))
     produce(SRC, t_ok, [b"after-%d" % i for i in range(5)])
