@@ -807,8 +807,11 @@ static int describe_one(struct admin *adm, struct karena *a,
 			    live.lag >= 0)
 				op->lag = live.lag;
 			op->state = kstr_c(mpart_state_name(mp->state));
+			/* FAILED: why; STOPPING/STOPPED: why mirrord stopped
+			 * it itself (its source topic was deleted), if so. */
 			op->error_message = kstr_c(mp->state == MPART_FAILED ?
-			    mp->error : NULL);
+			    mp->error : (mp->state == MPART_STOPPING ||
+			    mp->state == MPART_STOPPED) ? mp->topic->note : NULL);
 			op->last_mirrored_epoch = mp->last_epoch;
 			op->last_mirrored_offset = mp->last_offset;
 			if (pipeline_partition_warning(adm->pl, mp, warn, sizeof(warn))) {

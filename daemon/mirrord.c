@@ -288,6 +288,13 @@ static bool ready_destination(void *arg, char *why, size_t whylen)
 	return pipeline_destination_ready(d->pl, why, whylen);
 }
 
+static bool ready_identity(void *arg, char *why, size_t whylen)
+{
+	struct daemon *d = arg;
+
+	return d->pl == NULL || pipeline_identity_ready(d->pl, why, whylen);
+}
+
 /* ---- start-up ------------------------------------------------------ */
 
 static int open_state(struct daemon *d)
@@ -344,6 +351,8 @@ static int start_http(struct daemon *d)
 	    &d->listening);
 	httpd_add_ready_check(d->http, "destination reachable",
 	    ready_destination, d);
+	httpd_add_ready_check(d->http, "topic and cluster identity",
+	    ready_identity, d);
 	log_info("metrics: listening on %s:%d (/metrics, /healthz, /readyz)",
 	    d->cfg->metrics_listen.host, httpd_port(d->http));
 	return 0;

@@ -405,6 +405,7 @@ static void md_part(void *arg, const struct pw_md_part *p)
 		memset(t, 0, sizeof(*t));
 		t->name = kstr_dup(p->topic);
 		t->error = p->topic_error;
+		t->id = p->topic_id;
 		t->npart = p->npart;
 		if (t->npart > MSTATE_MAX_PARTITIONS)
 			t->npart = 0;
@@ -503,6 +504,8 @@ static void md_response(struct kconn *c, int err, const char *errstr,
 		for (size_t i = 0; i < cl->pl->nmirrors; i++)
 			if (cl->pl->mirrors[i]->src == cl)
 				pl_source_metadata(cl->pl->mirrors[i]);
+	} else {
+		pident_destination(cl->pl);
 	}
 	pl_kick(cl->pl);
 out:

@@ -276,7 +276,15 @@ static int check_destination_topic(struct ppart *p)
 	}
 	if (t->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
 		char msg[600];
-		int rc = ptopic_ensure(p, msg, sizeof(msg));
+		int rc;
+
+		/* Mirrored into before: deleted, not to be created again
+		 * (pipe_ident.c confirms it and fails the partition). */
+		if (p->mp != NULL && p->mp->topic->dst_topic_id != NULL) {
+			pcluster_want_metadata(dst);
+			return -1;
+		}
+		rc = ptopic_ensure(p, msg, sizeof(msg));
 
 		if (rc < 0)
 			pl_part_fail(p, "%s", msg);
@@ -629,11 +637,15 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	if (fp->error == KERR_OFFSET_OUT_OF_RANGE) {
 		log_info("%s: fetch offset %" PRId64 " out of range on the source",
 		    pname(p, name, sizeof(name)), p->src_fetch);
+		pcluster_want_metadata(x->cl);   /* recreated? (pipe_ident.c) */
 		p->step = PS_OOR;
 		return;
 	}
 	p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 	if (leader_error(fp->error)) {
+		/* Also what a topic being deleted answers: wait for news. */
+		p->src_gone = 1;
+		p->src_gone_gen = x->cl->md_gen;
 		pcluster_want_metadata(x->cl);
 		return;
 	}
@@ -704,6 +716,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 			if (p->step != PS_RUN || p->fetch_inflight || !pl_part_wants_run(p) ||
 			    now < p->not_before || room <= 0 ||
 			    (int64_t)pl->qbytes >= tcap(pl) ||
+			    (p->src_gone && p->src_gone_gen == cl->md_gen) ||
 			    ppart_leader(p, 0) != b)
 				continue;
 			if (f.tps == NULL) {

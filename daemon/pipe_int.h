@@ -1,8 +1,8 @@
 /*
  * pipe_int.h: the data plane's internal types, shared by pipeline.c (the
- * partition machine), pipe_cluster.c (brokers, connections, metadata) and
- * pipe_copy.c (fetch and produce).  Nothing outside daemon/pipe*.c
- * includes this.
+ * partition machine), pipe_cluster.c (brokers, connections, metadata),
+ * pipe_copy.c (fetch and produce) and pipe_ident.c (topic and cluster
+ * identity).  Nothing outside daemon/pipe*.c includes this.
  */
 #ifndef MIRRORD_PIPE_INT_H
 #define MIRRORD_PIPE_INT_H
@@ -12,6 +12,7 @@
 #include <sys/queue.h>
 
 #include "batch.h"
+#include "kbuf.h"
 #include "kconn.h"
 #include "mstate.h"
 #include "pipeline.h"
@@ -45,6 +46,7 @@ struct ptopicmd {
 	int16_t error;
 	int32_t npart;
 	int32_t *leader;      /* by partition index, -1 none */
+	struct kuuid id;      /* topic id; all zero when unknown (Metadata < v10) */
 };
 
 struct pcluster {
@@ -153,6 +155,12 @@ struct ppart {
 	/* Leaders, cached per metadata generation. */
 	struct pbroker *src_leader, *dst_leader;
 	uint32_t src_md_gen, dst_md_gen;
+	/* A Fetch got a leader error (the topic unknown, being deleted, maybe
+	 * recreated): no Fetch until a Metadata answer newer than
+	 * src_gone_gen, which pipe_ident.c checks first (Fetch names topics,
+	 * not ids). */
+	int src_gone;
+	uint32_t src_gone_gen;
 
 	struct pipeline_live live;
 	struct pipeline_live reported; /* counters as last given to metrics */
@@ -177,6 +185,8 @@ struct pmirror {
 	int64_t files_started_ms;    /* when the running read was queued */
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
+	struct pabsent *absent;      /* topics missing from Metadata (pipe_ident.c) */
+	size_t nabsent;
 	int dead;
 };
 
@@ -279,5 +289,24 @@ void ptopic_forget_all(struct pmirror *pm);
 
 /* Source metadata arrived: discovery and deletion (pipeline.c). */
 void pl_source_metadata(struct pmirror *pm);
+
+/* pipe_ident.c: topic and cluster identity.  pident_source() checks the
+ * mirror's source cluster id (0, or -1 when the partitions were failed and
+ * nothing else must be done); pident_source_topic() the topic's source
+ * topic id and presence: 1 when the topic was failed or stopped or is
+ * missing (the caller skips it), 0 to go on.  pident_destination() checks
+ * every mirrored topic against a destination Metadata answer. */
+int pident_source(struct pmirror *pm);
+int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
+    const struct ptopicmd *md);
+void pident_destination(struct pipeline *pl);
+/* Before a partition (re)starts (SYNC): 0 when its topic's ids in the
+ * last Metadata answers differ from the recorded ones (p is then FAILED),
+ * else 1.  So a plain retry or RecoverMirrorTopics cannot copy from or
+ * into a recreated topic before the next answer fails it again. */
+int pident_restart_ok(struct ppart *p);
+void pident_forget(struct pmirror *pm);
+/* 1 if error is a reason pipe_ident.c gives. */
+int pident_is_identity_failure(const char *error);
 
 #endif

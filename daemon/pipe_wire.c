@@ -136,6 +136,8 @@ int pw_metadata_decode(struct kr *r, int16_t version, const struct pw_md_cb *cb)
 		memset(&p, 0, sizeof(p));
 		p.topic_error = mt->error_code;
 		p.topic = mt->name;
+		if (version >= 10)
+			p.topic_id = mt->topic_id;
 		p.npart = mt->partitions_n < 0 ? 0 : mt->partitions_n;
 		if (mt->partitions_n <= 0) {
 			p.partition = -1;

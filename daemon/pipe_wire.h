@@ -1,14 +1,16 @@
 /*
  * pipe_wire.h: the data plane's view of the standard Kafka APIs it speaks
- * to source and destination brokers: Metadata v1-v8, ListOffsets v1-v3,
+ * to source and destination brokers: Metadata v1-v12, ListOffsets v1-v3,
  * Fetch v4-v11, Produce v3-v8 (and InitProducerId v0-v1, whose generated
  * structs pipe_cluster.c uses directly).  The bytes are the generated kp_
  * codec's (lib/kp_gen.h); this module adds what the pipeline needs on top
  * of it:
  *
- *   - the version ranges it asks kconn_pick_version() for.  All are
- *     non-flexible versions that Kafka 4.x still serves and that the
- *     librdkafka 2.0.2 mock answers correctly: its ListOffsets v4/v5 and
+ *   - the version ranges it asks kconn_pick_version() for.  All but
+ *     Metadata v9-v12 (flexible; v10 brings the topic ids that
+ *     pipe_ident.c checks) are non-flexible versions that Kafka 4.x still
+ *     serves and that the librdkafka 2.0.2 mock (Metadata v0-v2 only)
+ *     answers correctly: its ListOffsets v4/v5 and
  *     Produce v5 answers are malformed, so the ranges stop at ListOffsets v3
  *     and the Produce picker in pipe_copy.c skips v5;
  *   - encoders that take the pipeline's flat pw_tp arrays (grouped by
@@ -38,7 +40,7 @@
 #define PW_LIST_OFFSETS_MIN 1
 #define PW_LIST_OFFSETS_MAX 3
 #define PW_METADATA_MIN 1
-#define PW_METADATA_MAX 8
+#define PW_METADATA_MAX 12   /* v10+: topic ids (flexible from v9) */
 #define PW_INIT_PID_MIN 0
 #define PW_INIT_PID_MAX 1
 
@@ -71,6 +73,7 @@ struct pw_md_part {
 	int32_t partition;        /* -1 for a topic-level entry with no partitions */
 	int32_t leader;
 	int32_t leader_epoch;     /* -1 before v7 */
+	struct kuuid topic_id;    /* all zero before v10 */
 };
 struct pw_md_cb {
 	void (*broker)(void *arg, const struct pw_md_broker *b);

@@ -281,6 +281,7 @@ static void pm_free(struct pmirror *pm)
 	secrets_resolve_cancel(pm->resolving);
 	pcluster_free(pm->src);
 	ptopic_forget_all(pm);
+	pident_forget(pm);
 	free(pm->parts);
 	mirrorconf_free(pm->conf);
 	free(pm->name);
@@ -585,7 +586,9 @@ void pl_source_metadata(struct pmirror *pm)
 	    mstate_set_source_cluster_id(pl->st, m->name, pm->src->cluster_id, msg,
 	    sizeof(msg)) != 0)
 		log_warnx("mirror %s: %s", m->name, msg);
-	/* Growth and deletion of the mirror's topics. */
+	if (pident_source(pm) != 0)
+		return; /* another cluster: no growth, no discovery */
+	/* Growth and deletion (pipe_ident.c) of the mirror's topics. */
 	for (size_t t = 0; t < m->ntopics; t++) {
 		const struct mtopic *mt = m->topics[t];
 		const struct ptopicmd *md = pcluster_topic(pm->src, mt->name);
@@ -593,17 +596,8 @@ void pl_source_metadata(struct pmirror *pm)
 
 		if (st == MPART_STOPPING || st == MPART_STOPPED)
 			continue;
-		if (md == NULL || md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
-			for (int32_t k = 0; k < mt->npart; k++) {
-				struct mpart *mp = mt->parts[k];
-
-				if (mp->state != MPART_STOPPING && mp->state != MPART_STOPPED &&
-				    mpart_set_state(pl->st, mp, MPART_STOPPING,
-				    "the source topic was deleted", msg, sizeof(msg)) != 0)
-					log_warnx("%s: %s", mt->name, msg);
-			}
+		if (pident_source_topic(pm, m->topics[t], md))
 			continue;
-		}
 		if (md->error == 0 && md->npart > mt->npart &&
 		    mstate_grow_topic(pl->st, m->name, mt->name, md->npart, msg,
 		    sizeof(msg)) != 0)
@@ -650,6 +644,8 @@ static void part_step(struct ppart *p, int64_t now)
 			break;
 		}
 		if (p->step == PS_IDLE && now >= p->not_before) {
+			if (!pident_restart_ok(p))
+				break;
 			p->step = PS_SYNC;
 			p->sync_lo = p->sync_hi = -1;
 		}

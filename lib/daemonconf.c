@@ -177,6 +177,10 @@ const struct ckey config_keys[] = {
 	{ "pipeline.stuck_lso_warn_ms", CT_DURATION, F(pipeline_stuck_lso_warn_ms), "300000", 0, 604800000, NULL, KF_RELOAD, NULL,
 	  "How long a source partition's last stable offset may stand still below its high watermark (a transaction left open, which stops every read_committed reader, mirrord included) before mirrord logs a warning, DescribeMirrors reports it and mirrord_partition_lso_stuck_seconds shows it. "
 	  "The value 0 turns the check off." },
+	{ "pipeline.topic_deletion_confirm_ms", CT_DURATION, F(pipeline_topic_deletion_confirm_ms), "30000", 0, 3600000, NULL, KF_RELOAD, NULL,
+	  "How long a mirrored topic must stay missing from the Metadata answers of a cluster, in at least 3 answers in a row, before mirrord takes it as deleted: one missing answer (a transient authorization change, a broker that does not know the topic yet) is never a deletion. "
+	  "A source topic taken as deleted goes STOPPING and then STOPPED, with DescribeMirrors saying the source topic was deleted; a destination topic taken as deleted fails its partitions (FAILED, no automatic retry). "
+	  "A topic that comes back under another topic id is a recreation, FAILED at once, whatever this says." },
 
 	{ "shutdown.timeout_ms", CT_DURATION, F(shutdown_timeout_ms), "30000", 0, 3600000, NULL, KF_RELOAD, NULL,
 	  "On SIGTERM, how long mirrord waits for in-flight produce requests to finish before it exits anyway. "

@@ -152,6 +152,7 @@ struct config {
 	int64_t pipeline_request_timeout_ms;
 	int64_t pipeline_retry_backoff_ms;
 	int64_t pipeline_stuck_lso_warn_ms;
+	int64_t pipeline_topic_deletion_confirm_ms;
 
 	int64_t shutdown_timeout_ms;             /* shutdown.timeout_ms */
 

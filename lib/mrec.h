@@ -48,7 +48,8 @@
 	X(TOPIC_RESTORE, 11, "topic-restore",  "MTc") \
 	X(PART_RESTORE,  12, "part-restore",   "MTPsroeS") \
 	X(MIRROR_CONFIGS, 13, "mirror-configs", "MC") \
-	X(PART_TRIM,     14, "part-trim",      "MTPoO")
+	X(PART_TRIM,     14, "part-trim",      "MTPoO") \
+	X(TOPIC_IDENT,   15, "topic-ident",    "MTkS")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -58,6 +59,8 @@ enum mrec_type {
 
 #define MREC_INCLUDE 0
 #define MREC_EXCLUDE 1
+/* TOPIC_IDENT kinds: the field of the topic the string sets (null clears);
+ * the values are MTOPIC_IDENT_* of mstate.h. */
 #define MREC_F_RESTART 0x01  /* TOPIC_ADD: STOPPED partitions restart */
 #define MREC_F_LAST 0x02     /* PART_STATE: o/e are the last mirrored offset/epoch */
 

@@ -418,6 +418,10 @@ void mstate_topic_free(struct mtopic *t)
 		part_free(t->parts[i]);
 	free(t->parts);
 	free(t->name);
+	free(t->src_topic_id);
+	free(t->dst_topic_id);
+	free(t->note);
+	free(t->dst_cluster_id);
 	free(t);
 }
 
@@ -659,6 +663,19 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 			mstate_rec_init(&r, MREC_TOPIC_RESTORE, m->name, t->name);
 			r.count = t->npart;
 			rc |= put_rec(sink, &r, max);
+			for (int k = MTOPIC_IDENT_SOURCE;
+			    k <= MTOPIC_IDENT_DEST_CLUSTER; k++) {
+				const char *v = k == MTOPIC_IDENT_SOURCE ?
+				    t->src_topic_id : k == MTOPIC_IDENT_DEST ?
+				    t->dst_topic_id : k == MTOPIC_IDENT_NOTE ?
+				    t->note : t->dst_cluster_id;
+				if (v == NULL)
+					continue;
+				mstate_rec_init(&r, MREC_TOPIC_IDENT, m->name, t->name);
+				r.kind = (int8_t)k;
+				r.str = kstr_c(v);
+				rc |= put_rec(sink, &r, max);
+			}
 			for (int32_t pi = 0; pi < t->npart && rc == 0; pi++) {
 				struct mpart *p = t->parts[pi];
 				mstate_part_rec(&r, MREC_PART_RESTORE, p);
@@ -712,6 +729,14 @@ char *mstate_dump(const struct mstate *st)
 			const struct mtopic *t = m->topics[ti];
 			fprintf(f, "  topic %s partitions %d state %s\n",
 			    t->name, (int)t->npart, mtopic_state_name(t));
+			if (t->src_topic_id != NULL || t->dst_topic_id != NULL ||
+			    t->note != NULL || t->dst_cluster_id != NULL)
+				fprintf(f, "    ident source %s destination %s note %s "
+				    "destination cluster %s\n",
+				    t->src_topic_id ? t->src_topic_id : "(none)",
+				    t->dst_topic_id ? t->dst_topic_id : "(none)",
+				    t->note ? t->note : "(none)",
+				    t->dst_cluster_id ? t->dst_cluster_id : "(none)");
 			for (int32_t pi = 0; pi < t->npart; pi++) {
 				const struct mpart *p = t->parts[pi];
 				fprintf(f, "    partition %d %s retry %d last "

@@ -113,6 +113,17 @@ struct mtopic {
 	char *name;
 	int32_t npart;
 	struct mpart **parts;    /* by index */
+	/* Identity (topic-ident records): the topic ids (base64url, as Kafka
+	 * prints them) that the source and destination reported when mirrord
+	 * first saw the topic there, NULL until then, and the destination
+	 * cluster id it was first seen in; note: why mirrord itself stopped
+	 * the topic (its source topic was deleted), NULL otherwise.  All four
+	 * are cleared when the topic is added again (the operator's decision
+	 * to mirror what is there now). */
+	char *src_topic_id;
+	char *dst_topic_id;
+	char *note;
+	char *dst_cluster_id;
 };
 
 struct mirror {
@@ -132,6 +143,12 @@ struct mirror {
 	struct mtopic **topics;  /* sorted by name */
 	size_t ntopics;
 };
+
+/* mtopic_set_ident(): which field. */
+#define MTOPIC_IDENT_SOURCE 0
+#define MTOPIC_IDENT_DEST 1
+#define MTOPIC_IDENT_NOTE 2
+#define MTOPIC_IDENT_DEST_CLUSTER 3
 
 struct mstate;
 
@@ -362,5 +379,9 @@ int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
     int64_t dst_min, size_t *dropped, char *msg, size_t msglen);
 int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
     const char *cluster_id, char *msg, size_t msglen);
+/* Sets one identity field of t (which: MTOPIC_IDENT_*) to value (NULL
+ * clears; 1-249 characters).  Setting the value it has is a no-op. */
+int mtopic_set_ident(struct mstate *st, struct mtopic *t, int which,
+    const char *value, char *msg, size_t msglen);
 
 #endif

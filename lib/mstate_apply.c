@@ -429,6 +429,17 @@ static int apply_topic_add(struct apply *a, const struct mrec *r)
 			FAIL(a, "out of memory growing %s/%s", m->name, t->name);
 	}
 	added = t->npart > old;
+	if (r->flags & MREC_F_RESTART) {
+		/* Added again, the operator's decision: mirrord's own stop is
+		 * over, and the topics it now finds are the ones to mirror
+		 * (their ids are adopted at the next Metadata answers). */
+		char **f[] = { &t->note, &t->src_topic_id, &t->dst_topic_id,
+		    &t->dst_cluster_id };
+		for (size_t k = 0; k < ARRAY_SIZE(f); k++) {
+			free(*f[k]);
+			*f[k] = NULL;
+		}
+	}
 	for (int32_t i = 0; i < t->npart; i++) {
 		struct mpart *p = t->parts[i];
 		if (i >= old || ((r->flags & MREC_F_RESTART) &&
@@ -442,6 +453,38 @@ static int apply_topic_add(struct apply *a, const struct mrec *r)
 		    .mirror = m, .topic = t };
 		mstate_emit(a->st, a->live, &ev);
 	}
+	return 0;
+}
+
+static int apply_topic_ident(struct apply *a, const struct mrec *r)
+{
+	struct mtopic *t = need_topic(a, r, NULL);
+	char **field, *v = NULL;
+	int oom = 0;
+
+	if (t == NULL)
+		return -1;
+	switch (r->kind) {
+	case MTOPIC_IDENT_SOURCE: field = &t->src_topic_id; break;
+	case MTOPIC_IDENT_DEST: field = &t->dst_topic_id; break;
+	case MTOPIC_IDENT_NOTE: field = &t->note; break;
+	case MTOPIC_IDENT_DEST_CLUSTER: field = &t->dst_cluster_id; break;
+	default:
+		FAIL(a, "%s record for %s/%s: kind %d is not a topic identity "
+		    "field", mrec_type_name(r->type), t->mirror->name, t->name,
+		    (int)r->kind);
+	}
+	if (r->str.len > MREC_MAX_NAME)
+		FAIL(a, "%s record for %s/%s: value of %d characters (at most %d)",
+		    mrec_type_name(r->type), t->mirror->name, t->name,
+		    (int)r->str.len, MREC_MAX_NAME);
+	if (r->str.len > 0) {
+		v = mstate_kdup(r->str, &oom);
+		if (oom)
+			FAIL(a, "out of memory");
+	}
+	free(*field);
+	*field = v;
 	return 0;
 }
 
@@ -767,6 +810,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_PART_RESTORE: return apply_part_restore(a, r);
 	case MREC_MIRROR_CONFIGS: return apply_mirror_configs(a, r);
 	case MREC_PART_TRIM: return apply_part_trim(a, r);
+	case MREC_TOPIC_IDENT: return apply_topic_ident(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }

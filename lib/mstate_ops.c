@@ -677,6 +677,38 @@ int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
 	return mstate_persist(st, &r, 1, what, msg, msglen);
 }
 
+int mtopic_set_ident(struct mstate *st, struct mtopic *t, int which,
+    const char *value, char *msg, size_t msglen)
+{
+	const char *cur;
+	struct mrec r;
+	char what[520];
+
+	snprintf(what, sizeof(what), "%s/%s", t->mirror->name, t->name);
+	switch (which) {
+	case MTOPIC_IDENT_SOURCE: cur = t->src_topic_id; break;
+	case MTOPIC_IDENT_DEST: cur = t->dst_topic_id; break;
+	case MTOPIC_IDENT_NOTE: cur = t->note; break;
+	case MTOPIC_IDENT_DEST_CLUSTER: cur = t->dst_cluster_id; break;
+	default:
+		mstate_fmt(msg, msglen, "%s: %d is not a topic identity field",
+		    what, which);
+		return KERR_INVALID_REQUEST;
+	}
+	if (value != NULL && (value[0] == '\0' || strlen(value) > MREC_MAX_NAME)) {
+		mstate_fmt(msg, msglen, "%s: a topic identity value must be 1-%d "
+		    "characters", what, MREC_MAX_NAME);
+		return KERR_INVALID_REQUEST;
+	}
+	if ((cur == NULL && value == NULL) ||
+	    (cur != NULL && value != NULL && strcmp(cur, value) == 0))
+		return KERR_NONE;
+	mstate_rec_init(&r, MREC_TOPIC_IDENT, t->mirror->name, t->name);
+	r.kind = (int8_t)which;
+	r.str = kstr_c(value);
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
 int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
     const char *cluster_id, char *msg, size_t msglen)
 {

@@ -9,6 +9,7 @@
  *
  *   topic C NAME PARTITIONS        create; partition p is led by broker (p % N) + 1
  *   leader C TOPIC P BROKER        move a leader (-1: leaderless)
+ *   topicerr C TOPIC ERR           the topic's error in Metadata answers (0: none)
  *   down C BROKER / up C BROKER    close and refuse connections / listen again
  *   rtt C BROKER MS                delay every response of a broker (-1: all)
  *   err C APIKEY ERR [ERR...]      next requests of APIKEY on any broker fail
@@ -176,6 +177,13 @@ static int run_command(struct mock *m, char *line)
 				return 0;
 			}
 		}
+		reply_ok();
+	} else if (strcmp(argv[0], "topicerr") == 0) {
+		if (want_args(argc, 4, 4, "topicerr C TOPIC ERR") < 0 ||
+		    parse_cluster(m, argv[1], &mc) < 0 ||
+		    parse_int(argv[3], 0, 32767, "error code", &a) < 0)
+			return 0;
+		rd_kafka_mock_topic_set_error(mc, argv[2], (rd_kafka_resp_err_t)a);
 		reply_ok();
 	} else if (strcmp(argv[0], "leader") == 0) {
 		if (want_args(argc, 5, 5, "leader C TOPIC P BROKER") < 0 ||

@@ -174,7 +174,9 @@ def main():
         print("note: %s; the hole re-encoding is not exercised" % e, flush=True)
         holes = False
 
-    d = mt.Mirrord(destination=DST)
+    # A source topic deleted is STOPPED once the deletion is confirmed.
+    d = mt.Mirrord(destination=DST, extra_yaml="pipeline:\n"
+                   "  topic_deletion_confirm_ms: 2000\n")
     d.create("k1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "200"})
     d.cli_ok("--add", "--mirror", "k1", "--topic",
              ",".join([t_codecs, t_txn, t_comp, t_new]))
@@ -268,6 +270,10 @@ def main():
                       % t_grow)
     eq(sorted(r["lastMirroredOffset"] for r in rows), [9, 9, 9, 9],
        "last mirrored offsets of the deleted topic's partitions")
+    for r in rows:   # not an operator's RemoveTopics: describe says why
+        h.check(("the source topic %s was deleted (missing from" % t_grow)
+                in (r["errorMessage"] or ""),
+                "describe says the source topic was deleted: %r" % r)
     print("real Kafka: partitions added on the source mirrored; source topic "
           "deleted -> STOPPED", flush=True)
 

@@ -1032,6 +1032,73 @@ START_TEST(test_replay_equality)
 }
 END_TEST
 
+/* Topic identity (topic-ident records): a topic starts without ids (as
+ * one from a log older than them), ids and the note are set, survive a
+ * replay and a snapshot, the note is cleared when the topic is added
+ * again, and values are checked. */
+START_TEST(test_topic_ident)
+{
+	char err[1024], *text;
+	struct mtopic *t;
+	uint64_t n;
+
+	mk_mirror("east");
+	mk_topic("east", "orders", 2);
+	t = topic("east", "orders");
+	ck_assert_ptr_null(t->src_topic_id);
+	ck_assert_ptr_null(t->dst_topic_id);
+	ck_assert_ptr_null(t->note);
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_SOURCE,
+	    "zv7c4lbWQ8a5sBcDwn4ioA", F.msg, sizeof(F.msg)), 0);
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
+	    "fGUlPWmGQOmB117Z4v0JxA", F.msg, sizeof(F.msg)), 0);
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST_CLUSTER,
+	    "Q1w2E3r4T5y6U7i8O9p0aS", F.msg, sizeof(F.msg)), 0);
+	n = log_records();
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_SOURCE,
+	    "zv7c4lbWQ8a5sBcDwn4ioA", F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);   /* the same value: no record */
+	CODE(mtopic_set_ident(F.st, t, 7, "x", F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("east/orders");
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_NOTE, "", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("1-249");
+	reopen_same();
+	t = topic("east", "orders");
+	ck_assert_str_eq(t->src_topic_id, "zv7c4lbWQ8a5sBcDwn4ioA");
+	ck_assert_str_eq(t->dst_topic_id, "fGUlPWmGQOmB117Z4v0JxA");
+	ck_assert_str_eq(t->dst_cluster_id, "Q1w2E3r4T5y6U7i8O9p0aS");
+	stop_topic("east", "orders");
+	t = topic("east", "orders");
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_NOTE,
+	    "the source topic orders was deleted", F.msg, sizeof(F.msg)), 0);
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	text = mstate_dump(F.st);
+	ck_assert_ptr_nonnull(strstr(text, "ident source zv7c4lbWQ8a5sBcDwn4ioA "
+	    "destination fGUlPWmGQOmB117Z4v0JxA note the source topic orders "
+	    "was deleted destination cluster Q1w2E3r4T5y6U7i8O9p0aS"));
+	free(text);
+	/* Added again (the operator's decision): note and ids go, to be
+	 * adopted again from the next answers. */
+	mk_topic("east", "orders", 2);
+	t = topic("east", "orders");
+	ck_assert_ptr_null(t->note);
+	ck_assert_ptr_null(t->src_topic_id);
+	ck_assert_ptr_null(t->dst_topic_id);
+	ck_assert_ptr_null(t->dst_cluster_id);
+	reopen_same();
+	ck_assert_ptr_null(topic("east", "orders")->note);
+	CODE(mtopic_set_ident(F.st, topic("east", "orders"), MTOPIC_IDENT_DEST,
+	    "fGUlPWmGQOmB117Z4v0JxA", F.msg, sizeof(F.msg)), 0);
+	CODE(mtopic_set_ident(F.st, topic("east", "orders"), MTOPIC_IDENT_DEST,
+	    NULL, F.msg, sizeof(F.msg)), 0);
+	reopen_same();
+	ck_assert_ptr_null(topic("east", "orders")->dst_topic_id);
+}
+END_TEST
+
 /* With a small record trigger the log compacts by itself as operations
  * go, and every reopen still rebuilds the same model. */
 START_TEST(test_automatic_compaction)
@@ -1617,6 +1684,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_transition_table);
 	tcase_add_test(tc, test_data_plane_and_hooks);
 	tcase_add_test(tc, test_replay_equality);
+	tcase_add_test(tc, test_topic_ident);
 	tcase_add_test(tc, test_automatic_compaction);
 	tcase_add_test(tc, test_anchors_uncapped_and_trimmed);
 	tcase_add_test(tc, test_batch);

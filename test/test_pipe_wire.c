@@ -459,6 +459,89 @@ START_TEST(test_metadata_v8_response)
 }
 END_TEST
 
+/* Topic ids: v10+ (flexible) hands each topic's id to the callback; the
+ * same answer below v10 has none (all zero). */
+struct idseen {
+	int parts;
+	struct kuuid id;
+	char cluster[32];
+};
+
+static void id_p(void *arg, const struct pw_md_part *p)
+{
+	struct idseen *s = arg;
+
+	s->id = p->topic_id;
+	s->parts++;
+}
+
+static void id_c(void *arg, struct kstr id)
+{
+	struct idseen *s = arg;
+
+	if (id.len > 0 && id.len < 32) {
+		memcpy(s->cluster, id.p, (size_t)id.len);
+		s->cluster[id.len] = '\0';
+	}
+}
+
+START_TEST(test_metadata_topic_ids)
+{
+	static const int16_t versions[] = { 8, 9, 10, 11, 12 };
+	struct kp_metadata_response m;
+	struct kp_metadata_response_topic t;
+	struct kp_metadata_response_partition p;
+	int32_t node = 1;
+
+	kp_metadata_response_init(&m);
+	kp_metadata_response_topic_init(&t);
+	kp_metadata_response_partition_init(&p);
+	p.leader_id = 1;
+	p.replica_nodes = p.isr_nodes = &node;
+	p.replica_nodes_n = p.isr_nodes_n = 1;
+	p.offline_replicas_n = 0;
+	t.name = kstr_c("orders");
+	for (int i = 0; i < 16; i++)
+		t.topic_id.b[i] = (uint8_t)(0xa0 + i);
+	t.partitions = &p;
+	t.partitions_n = 1;
+	m.brokers_n = 0;
+	m.cluster_id = kstr_c("cid");
+	m.topics = &t;
+	m.topics_n = 1;
+	for (size_t v = 0; v < ARRAY_SIZE(versions); v++) {
+		struct idseen s;
+		struct pw_md_cb cb = { NULL, id_c, id_p, &s };
+		struct kw w;
+		struct kr r;
+
+		memset(&s, 0, sizeof(s));
+		kw_init(&w, 4096);
+		ck_assert_int_eq(kp_metadata_response_encode(&w, versions[v], &m), 0);
+		kr_init(&r, w.buf, w.len);
+		ck_assert_int_eq(pw_metadata_decode(&r, versions[v], &cb), 0);
+		ck_assert_int_eq(s.parts, 1);
+		ck_assert_str_eq(s.cluster, "cid");
+		if (versions[v] >= 10)
+			ck_assert_mem_eq(s.id.b, t.topic_id.b, 16);
+		else
+			ck_assert_int_eq(kuuid_is_zero(&s.id), 1);
+		ck_assert_uint_eq(kr_left(&r), 0);
+		kw_fini(&w);
+	}
+	/* The requests of v9+ (flexible) encode too, for all topics and some. */
+	static const char *const topics[] = { "ab" };
+	struct kw w;
+
+	kw_init(&w, 256);
+	ck_assert_int_eq(pw_metadata_encode(&w, PW_METADATA_MAX, NULL, 0), 0);
+	kw_reset(&w);
+	ck_assert_int_eq(pw_metadata_encode(&w, PW_METADATA_MAX, topics, 1), 0);
+	ck_assert_uint_gt(w.len, 16 + 2);   /* a topic id and the name */
+	kw_fini(&w);
+}
+END_TEST
+
 START_TEST(test_metadata_request_versions)
 {
 	static const char *const topics[] = { "ab" };
@@ -642,6 +725,7 @@ static Suite *pipe_wire_suite(void)
 	tcase_add_test(tc, test_produce_response_v8);
 	tcase_add_test(tc, test_metadata_v8_response);
 	tcase_add_test(tc, test_metadata_request_versions);
+	tcase_add_test(tc, test_metadata_topic_ids);
 	tcase_add_test(tc, test_metadata_v1_topic_without_partitions);
 	tcase_add_test(tc, test_list_offsets_response_v1_v3);
 	tcase_add_test(tc, test_produce_response_v3_v7);

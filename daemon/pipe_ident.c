@@ -1,0 +1,441 @@
+/*
+ * pipe_ident.c: who the data plane is talking to.  Names are not
+ * identities: a topic deleted and recreated under the same name, or
+ * bootstrap servers that now lead to another cluster, must not have their
+ * records appended after the old ones.
+ *
+ *   - Topic ids.  Metadata v10+ names each topic's id.  The first id seen
+ *     for a mirrored topic, on the source and on the destination, is
+ *     recorded in the metadata log (topic-ident records; a log from before
+ *     them adopts the id at the next answer).  Every later answer is
+ *     compared: another id on either side fails the topic's partitions
+ *     (FAILED with no automatic retry) with a reason naming the side, the
+ *     topic and both ids.
+ *   - The source cluster id recorded on the mirror is compared with the
+ *     one the source reports; a mismatch fails the mirror's partitions
+ *     naming both.  The destination cluster id a topic was first seen in
+ *     is recorded with its destination topic id and compared the same way
+ *     (before the topic id, so that the reason names the cluster).
+ *   - Absence.  A topic missing from one Metadata answer is not deleted:
+ *     an authorization change or a broker that does not know it yet is
+ *     enough.  Deletion is confirmed only after PIDENT_ABSENT_ANSWERS
+ *     answers in a row over at least pipeline.topic_deletion_confirm_ms.
+ *     A source topic deleted goes STOPPING (the KIP's rule) with a note
+ *     that DescribeMirrors shows on its STOPPING/STOPPED partitions; a
+ *     destination topic deleted fails its partitions.  Partitions of a
+ *     topic missing for now keep their state (they wait: a Fetch or
+ *     Produce on it fails and is retried).
+ *
+ * The failures of this file (recognised by their reasons,
+ * pident_is_identity_failure()) are what the /readyz check "topic and
+ * cluster identity" reports.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compat.h"
+#include "daemonconf.h"
+#include "kerr.h"
+#include "log.h"
+#include "pipe_int.h"
+
+/* Answers in a row that must miss a topic before it counts as deleted. */
+#define PIDENT_ABSENT_ANSWERS 3
+
+#define SIDE_SOURCE 0
+#define SIDE_DEST 1
+
+struct pabsent {
+	char *topic;
+	int side;
+	int count;           /* answers in a row without it */
+	int64_t since;       /* mono ms of the first of them */
+	uint32_t md_gen;     /* the cluster's answer that counted last */
+};
+
+/* Kafka's rendering of a topic id: URL-safe base64 without padding. */
+static void uuid_str(const struct kuuid *u, char out[23])
+{
+	static const char a[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t o = 0;
+
+	for (size_t i = 0; i < 16; i += 3) {
+		uint32_t v = (uint32_t)u->b[i] << 16;
+		size_t n = 16 - i >= 3 ? 3 : 16 - i;
+
+		if (n > 1)
+			v |= (uint32_t)u->b[i + 1] << 8;
+		if (n > 2)
+			v |= u->b[i + 2];
+		out[o++] = a[(v >> 18) & 63];
+		out[o++] = a[(v >> 12) & 63];
+		if (n > 1)
+			out[o++] = a[(v >> 6) & 63];
+		if (n > 2)
+			out[o++] = a[v & 63];
+	}
+	out[o] = '\0';
+}
+
+/* The one wording of a recreation (fail_final() compares reasons). */
+static void recreated_why(char *why, size_t len, int side, const char *topic,
+    const char *was, const char *now)
+{
+	if (side == SIDE_SOURCE)
+		snprintf(why, len, "source topic %s was deleted and recreated "
+		    "(topic id %s -> %s); its records are not appended to the old "
+		    "topic's", topic, was, now);
+	else
+		snprintf(why, len, "destination topic %s was deleted and recreated "
+		    "(topic id %s -> %s); mirrord does not write into a topic it "
+		    "did not mirror into", topic, was, now);
+}
+
+static struct pabsent *absent_find(struct pmirror *pm, int side,
+    const char *topic)
+{
+	for (size_t i = 0; i < pm->nabsent; i++)
+		if (pm->absent[i].side == side &&
+		    strcmp(pm->absent[i].topic, topic) == 0)
+			return &pm->absent[i];
+	return NULL;
+}
+
+static void absent_clear(struct pmirror *pm, int side, const char *topic)
+{
+	struct pabsent *a = absent_find(pm, side, topic);
+
+	if (a == NULL)
+		return;
+	if (a->count > 0)
+		log_info("mirror %s: %s topic %s is back in the Metadata answers "
+		    "(it was missing from %d); not deleted", pm->name,
+		    side == SIDE_SOURCE ? "source" : "destination", topic,
+		    a->count);
+	free(a->topic);
+	*a = pm->absent[--pm->nabsent];
+}
+
+/* Counts one more answer without the topic.  1 when that confirms the
+ * deletion (the entry is then removed, *answers and *secs say what
+ * confirmed it), 0 while it does not (or out of memory). */
+static int absent_note(struct pmirror *pm, int side, const char *topic,
+    int *answers, double *secs)
+{
+	struct pabsent *a = absent_find(pm, side, topic);
+	int64_t now = clock_mono_ms(), need = pm->pl->cfg ?
+	    pm->pl->cfg->pipeline_topic_deletion_confirm_ms : 30000;
+	struct pcluster *cl = side == SIDE_SOURCE ? pm->src : pm->pl->dst;
+
+	if (a == NULL) {
+		struct pabsent *arr = realloc(pm->absent,
+		    (pm->nabsent + 1) * sizeof(*arr));
+		char *name = strdup(topic);
+
+		if (arr == NULL || name == NULL) {
+			if (arr != NULL)
+				pm->absent = arr;
+			free(name);
+			return 0;
+		}
+		pm->absent = arr;
+		a = &arr[pm->nabsent++];
+		a->topic = name;
+		a->side = side;
+		a->count = 0;
+		a->since = now;
+		a->md_gen = 0;
+	}
+	/* In a row: an answer in between that did not count (the topic
+	 * skipped, or not asked for) starts the count again. */
+	if (a->count > 0 && cl != NULL && a->md_gen + 1 != cl->md_gen) {
+		a->count = 0;
+		a->since = now;
+	}
+	if (cl != NULL)
+		a->md_gen = cl->md_gen;
+	a->count++;
+	if (a->count >= PIDENT_ABSENT_ANSWERS && now - a->since >= need) {
+		*answers = a->count;
+		*secs = (double)(now - a->since) / 1000.0;
+		free(a->topic);
+		*a = pm->absent[--pm->nabsent];
+		return 1;
+	}
+	if (a->count == 1)
+		log_warnx("mirror %s: %s topic %s is missing from a Metadata "
+		    "answer; it is taken as deleted only if it stays missing "
+		    "for %d answers and %" PRId64 " ms "
+		    "(pipeline.topic_deletion_confirm_ms)", pm->name,
+		    side == SIDE_SOURCE ? "source" : "destination", topic,
+		    PIDENT_ABSENT_ANSWERS, need);
+	/* The first answers come soon rather than at the periodic refresh;
+	 * after them the periodic refresh decides (no Metadata storm while
+	 * a topic stays missing). */
+	if (cl != NULL && a->count < PIDENT_ABSENT_ANSWERS)
+		pcluster_want_metadata(cl);
+	return 0;
+}
+
+static struct ppart *find_ppart(struct pmirror *pm, const struct mpart *mp)
+{
+	for (size_t i = 0; i < pm->nparts; i++)
+		if (pm->parts[i]->mp == mp && !pm->parts[i]->dead)
+			return pm->parts[i];
+	return NULL;
+}
+
+/* FAILED with no automatic retry, unless it already is for this reason. */
+static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
+{
+	struct ppart *p;
+	char msg[512];
+
+	if (mp->state == MPART_STOPPING || mp->state == MPART_STOPPED)
+		return;
+	if (mp->state == MPART_FAILED && mp->retry_attempt == -1 &&
+	    mp->error != NULL && strcmp(mp->error, why) == 0)
+		return;
+	if ((p = find_ppart(pm, mp)) != NULL) {
+		pl_drop_queue(p);
+		p->step = PS_IDLE;
+		p->retry_at = 0;
+	}
+	if (mpart_fail(pm->pl->st, mp, why, -1, msg, sizeof(msg)) != 0)
+		log_warnx("mirror %s: %s-%d: cannot record the failure (%s): %s",
+		    pm->name, mp->topic->name, (int)mp->index, why, msg);
+	else
+		log_warnx("mirror %s: %s-%d FAILED (no automatic retry): %s",
+		    pm->name, mp->topic->name, (int)mp->index, why);
+}
+
+static void fail_topic(struct pmirror *pm, struct mtopic *mt, const char *why)
+{
+	for (int32_t k = 0; k < mt->npart; k++)
+		fail_final(pm, mt->parts[k], why);
+}
+
+int pident_source(struct pmirror *pm)
+{
+	const struct mirror *m = pm->m;
+	const char *have = pm->src != NULL ? pm->src->cluster_id : NULL;
+	char why[700];
+
+	if (m == NULL || m->source_cluster_id == NULL || have == NULL ||
+	    strcmp(m->source_cluster_id, have) == 0)
+		return 0;
+	snprintf(why, sizeof(why), "source cluster id changed: mirror %s was "
+	    "recorded with source cluster %s, its bootstrap servers now answer "
+	    "as cluster %s", m->name, m->source_cluster_id, have);
+	for (size_t t = 0; t < m->ntopics; t++)
+		fail_topic(pm, m->topics[t], why);
+	return -1;
+}
+
+int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
+    const struct ptopicmd *md)
+{
+	struct mstate *st = pm->pl->st;
+	char msg[512], why[700], id[23];
+	int answers;
+	double secs;
+
+	if (md == NULL || md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+		if (!absent_note(pm, SIDE_SOURCE, mt->name, &answers, &secs))
+			return 1;
+		snprintf(why, sizeof(why), "the source topic %s was deleted "
+		    "(missing from %d Metadata answers in a row over %.1f s)",
+		    mt->name, answers, secs);
+		log_warnx("mirror %s: %s; its partitions go STOPPING", pm->name,
+		    why);
+		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_NOTE, why, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("mirror %s: %s", pm->name, msg);
+		for (int32_t k = 0; k < mt->npart; k++) {
+			struct mpart *mp = mt->parts[k];
+
+			if (mp->state != MPART_STOPPING && mp->state != MPART_STOPPED &&
+			    mpart_set_state(st, mp, MPART_STOPPING, why, msg,
+			    sizeof(msg)) != 0)
+				log_warnx("%s: %s", mt->name, msg);
+		}
+		return 1;
+	}
+	absent_clear(pm, SIDE_SOURCE, mt->name);
+	if (md->error != 0 || kuuid_is_zero(&md->id))
+		return 0;
+	uuid_str(&md->id, id);
+	if (mt->src_topic_id == NULL) {
+		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_SOURCE, id, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("mirror %s: %s", pm->name, msg);
+		return 0;
+	}
+	if (strcmp(mt->src_topic_id, id) == 0)
+		return 0;
+	recreated_why(why, sizeof(why), SIDE_SOURCE, mt->name,
+	    mt->src_topic_id, id);
+	fail_topic(pm, mt, why);
+	return 1;
+}
+
+static void dest_topic(struct pmirror *pm, struct mtopic *mt)
+{
+	struct mstate *st = pm->pl->st;
+	const struct ptopicmd *md = pcluster_topic(pm->pl->dst, mt->name);
+	const char *cid = pm->pl->dst->cluster_id;
+	char msg[512], why[700], id[23];
+	int answers;
+	double secs;
+
+	if (md == NULL)
+		return; /* not asked for in this answer */
+	if (md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+		/* Not created yet (PREPARING creates it) unless it had an id. */
+		if (mt->dst_topic_id == NULL ||
+		    !absent_note(pm, SIDE_DEST, mt->name, &answers, &secs))
+			return;
+		snprintf(why, sizeof(why), "destination topic %s was deleted "
+		    "(topic id %s; missing from %d Metadata answers in a row over "
+		    "%.1f s)", mt->name, mt->dst_topic_id, answers, secs);
+		fail_topic(pm, mt, why);
+		return;
+	}
+	absent_clear(pm, SIDE_DEST, mt->name);
+	if (md->error != 0 || kuuid_is_zero(&md->id))
+		return;
+	uuid_str(&md->id, id);
+	if (cid != NULL && mt->dst_cluster_id != NULL &&
+	    strcmp(cid, mt->dst_cluster_id) != 0) {
+		snprintf(why, sizeof(why), "destination cluster id changed: topic "
+		    "%s was mirrored into cluster %s, destination.bootstrap_servers "
+		    "now answer as cluster %s", mt->name, mt->dst_cluster_id, cid);
+		fail_topic(pm, mt, why);
+		return;
+	}
+	if (cid != NULL && mt->dst_cluster_id == NULL &&
+	    mtopic_set_ident(st, mt, MTOPIC_IDENT_DEST_CLUSTER, cid, msg,
+	    sizeof(msg)) != 0)
+		log_warnx("mirror %s: %s", pm->name, msg);
+	if (mt->dst_topic_id == NULL) {
+		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_DEST, id, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("mirror %s: %s", pm->name, msg);
+		return;
+	}
+	if (strcmp(mt->dst_topic_id, id) == 0)
+		return;
+	recreated_why(why, sizeof(why), SIDE_DEST, mt->name,
+	    mt->dst_topic_id, id);
+	fail_topic(pm, mt, why);
+}
+
+int pident_restart_ok(struct ppart *p)
+{
+	struct pmirror *pm = p->pm;
+	struct mtopic *mt;
+	const struct ptopicmd *md;
+	char why[700], id[23];
+
+	if (p->mp == NULL || p->dead)
+		return 1;
+	mt = p->mp->topic;
+	if (pm->src != NULL && mt->src_topic_id != NULL &&
+	    (md = pcluster_topic(pm->src, mt->name)) != NULL && md->error == 0 &&
+	    !kuuid_is_zero(&md->id)) {
+		uuid_str(&md->id, id);
+		if (strcmp(id, mt->src_topic_id) != 0) {
+			recreated_why(why, sizeof(why), SIDE_SOURCE, mt->name,
+			    mt->src_topic_id, id);
+			fail_final(pm, p->mp, why);
+			return 0;
+		}
+	}
+	if (mt->dst_topic_id != NULL &&
+	    (md = pcluster_topic(pm->pl->dst, mt->name)) != NULL &&
+	    md->error == 0 && !kuuid_is_zero(&md->id)) {
+		uuid_str(&md->id, id);
+		if (strcmp(id, mt->dst_topic_id) != 0) {
+			recreated_why(why, sizeof(why), SIDE_DEST, mt->name,
+			    mt->dst_topic_id, id);
+			fail_final(pm, p->mp, why);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+void pident_destination(struct pipeline *pl)
+{
+	for (size_t i = 0; i < pl->nmirrors; i++) {
+		struct pmirror *pm = pl->mirrors[i];
+		const struct mirror *m = pm->m;
+
+		if (m == NULL || pm->dead)
+			continue;
+		for (size_t t = 0; t < m->ntopics; t++) {
+			int s = mtopic_state(m->topics[t]);
+
+			if (s == MPART_STOPPING || s == MPART_STOPPED)
+				continue;
+			dest_topic(pm, m->topics[t]);
+			m = pm->m;
+			if (m == NULL)
+				break;
+		}
+	}
+}
+
+void pident_forget(struct pmirror *pm)
+{
+	for (size_t i = 0; i < pm->nabsent; i++)
+		free(pm->absent[i].topic);
+	free(pm->absent);
+	pm->absent = NULL;
+	pm->nabsent = 0;
+}
+
+int pipeline_identity_ready(struct pipeline *pl, char *why, size_t whylen)
+{
+	const struct mpart *first = NULL;
+	size_t n = 0;
+
+	if (pl == NULL || pl->st == NULL)
+		return 1;
+	for (size_t i = 0; i < pl->nmirrors; i++) {
+		const struct mirror *m = pl->mirrors[i]->m;
+
+		for (size_t t = 0; m != NULL && t < m->ntopics; t++)
+			for (int32_t k = 0; k < m->topics[t]->npart; k++) {
+				const struct mpart *mp = m->topics[t]->parts[k];
+
+				if (mp->state != MPART_FAILED ||
+				    mp->retry_attempt != -1 || mp->error == NULL ||
+				    !pident_is_identity_failure(mp->error))
+					continue;
+				if (n++ == 0)
+					first = mp;
+			}
+	}
+	if (n == 0)
+		return 1;
+	snprintf(why, whylen, "%zu partition%s FAILED for a changed identity, "
+	    "first %s/%s-%d: %s", n, n == 1 ? "" : "s",
+	    first->topic->mirror->name, first->topic->name, (int)first->index,
+	    first->error);
+	return 0;
+}
+
+int pident_is_identity_failure(const char *error)
+{
+	return strstr(error, " was deleted and recreated (topic id ") != NULL ||
+	    (strncmp(error, "destination topic ", 18) == 0 &&
+	    strstr(error, " was deleted (topic id ") != NULL) ||
+	    strncmp(error, "source cluster id changed: ", 27) == 0 ||
+	    strncmp(error, "destination cluster id changed: ", 32) == 0;
+}
