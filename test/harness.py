@@ -176,6 +176,29 @@ def _kill_all():
                 pass
 
 
+def run_main(main, cleanup=None):
+    """Runs a test's main() and exits with its status, without returning.
+
+    confluent-kafka 1.7 can crash in interpreter finalisation, so the test
+    leaves with os._exit once everything of ours is stopped: every process
+    the harness started, then cleanup() (e.g. a mock cluster of the test's
+    own).  An exception is printed and counts as a failure."""
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 -- printed, then a failure
+        import traceback
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _kill_all()
+    if cleanup is not None:
+        cleanup()
+    os._exit(code)
+
 atexit.register(_kill_all)
 
 

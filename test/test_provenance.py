@@ -260,18 +260,4 @@ def main():
 
 
 if __name__ == "__main__":
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    except BaseException:  # noqa: BLE001 -- printed, then a failure
-        import traceback
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    h._kill_all()
-    if mc is not None:
-        mc.kill()
-    os._exit(code)
+    h.run_main(main, lambda: mc is not None and mc.kill())

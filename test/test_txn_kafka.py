@@ -301,16 +301,4 @@ def main():
 
 
 if __name__ == "__main__":
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    except BaseException:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-        code = 1
-    sys.stdout.flush()
-    sys.stderr.flush()
-    h._kill_all()
-    os._exit(code)
+    h.run_main(main)
