@@ -409,7 +409,9 @@ static void md_part(void *arg, const struct pw_md_part *p)
 		t->npart = p->npart;
 		if (t->npart > MSTATE_MAX_PARTITIONS)
 			t->npart = 0;
-		t->leader = t->npart > 0 ? malloc((size_t)t->npart * sizeof(int32_t)) : NULL;
+		/* leader and leader_epoch: one allocation */
+		t->leader = t->npart > 0 ? malloc((size_t)t->npart * 2 * sizeof(int32_t)) : NULL;
+		t->leader_epoch = t->leader != NULL ? t->leader + t->npart : NULL;
 		if (t->name == NULL || (t->npart > 0 && t->leader == NULL)) {
 			free(t->name);
 			free(t->leader);
@@ -417,11 +419,13 @@ static void md_part(void *arg, const struct pw_md_part *p)
 			return;
 		}
 		for (int32_t i = 0; i < t->npart; i++)
-			t->leader[i] = -1;
+			t->leader[i] = t->leader_epoch[i] = -1;
 		x->ntopics++;
 	}
-	if (p->partition >= 0 && p->partition < t->npart)
+	if (p->partition >= 0 && p->partition < t->npart) {
 		t->leader[p->partition] = p->error == 0 ? p->leader : -1;
+		t->leader_epoch[p->partition] = p->error == 0 ? p->leader_epoch : -1;
+	}
 }
 
 static void md_response(struct kconn *c, int err, const char *errstr,
@@ -485,6 +489,7 @@ static void md_response(struct kconn *c, int err, const char *errstr,
 	cl->nbrokers = x.nbrokers;
 	x.brokers = NULL;
 	x.nbrokers = 0;
+	cl->md_epochs = version >= 7;
 	topics_clear(cl->topics, cl->ntopics);
 	cl->topics = x.topics;
 	cl->ntopics = x.ntopics;

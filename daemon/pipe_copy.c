@@ -147,10 +147,9 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
 /* Decides where to fetch from once the destination end D is known. */
 void pcopy_sync_done(struct ppart *p, int64_t d)
 {
-	struct pipeline *pl = p->pm->pl;
 	const struct mpart *mp = p->mp;
-	int64_t s = d;
-	char msg[512], name[300], err[256];
+	int64_t s = d, s_end = d;
+	char err[256];
 
 	p->live.destination_end = d;
 	if (p->sync_lo >= 0 && d != p->sync_lo && d != p->sync_hi) {
@@ -178,6 +177,12 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 				return;
 			}
 		rc = xlate_dst_to_src(m, d, &s);
+		/* Where the last mirrored record ends on the source (-1: the
+		 * map cannot say; no epoch check then). */
+		if (d == 0 || xlate_dst_to_src(m, d - 1, &s_end) != XLATE_EXACT)
+			s_end = -1;
+		else
+			s_end++;
 		xlate_free(m);
 		if (rc == XLATE_UNMAPPED) {
 			pl_part_fail(p, "destination end offset %" PRId64 " is below the "
@@ -186,6 +191,15 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 			return;
 		}
 	}
+	if (pl_part_wants_run(p) && pepoch_start(p, d, s, s_end) != 0)
+		return; /* being checked against the source (calls back), or FAILED */
+	pcopy_start_at(p, d, s);
+}
+
+void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
+{
+	struct pipeline *pl = p->pm->pl;
+	char msg[512], name[300];
 	if (p->live.source_high_watermark >= 0 && s > p->live.source_high_watermark &&
 	    p->mp->state != MPART_PAUSING && p->mp->state != MPART_STOPPING) {
 		/* Checked again by the first Fetch (OFFSET_OUT_OF_RANGE). */
@@ -198,6 +212,8 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 	p->src_done = s;
 	pl_update_lag(p);
 	p->last_src = s > 0 ? s - 1 : p->last_src;
+	if (p->fetch_epoch_end != s)
+		p->fetch_epoch = -1; /* the batch before s is not known */
 	p->sync_lo = p->sync_hi = -1;
 	if (!pl_part_wants_run(p)) {
 		p->step = PS_IDLE;
@@ -554,6 +570,8 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 		}
 		if (v == PTXN_MARKER || v == PTXN_ABORTED || batch_is_empty(&b)) {
 			p->src_fetch = next; /* never copied */
+			p->fetch_epoch = b.leader_epoch;
+			p->fetch_epoch_end = next;
 			continue;
 		}
 		if (p->qbytes > 0 && (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
@@ -564,6 +582,8 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 			goto out;
 		}
 		p->src_fetch = next;
+		p->fetch_epoch = b.leader_epoch;
+		p->fetch_epoch_end = next;
 	}
 	if (rc == BATCH_ERROR)
 		pl_part_fail(p, "malformed record batch from the source at fetch "
@@ -621,6 +641,8 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	    x->e[i].offset != p->src_fetch)
 		return;
 	if (fp->error == 0) {
+		if (pepoch_fetch_diverged(p, fp->diverging_epoch, fp->diverging_end))
+			return;
 		p->live.source_high_watermark = fp->high_watermark;
 		if (fp->log_start_offset >= 0)
 			p->live.source_log_start = fp->log_start_offset;
@@ -728,6 +750,8 @@ void pcopy_fetch_round(struct pmirror *pm)
 			f.tps[f.n].topic = p->topic;
 			f.tps[f.n].partition = p->index;
 			f.tps[f.n].offset = p->src_fetch;
+			f.tps[f.n].leader_epoch = pepoch_leader_epoch(p);
+			f.tps[f.n].last_epoch = pepoch_last_fetched(p);
 			f.tps[f.n].max_bytes = (int32_t)MIN(room, MIN(mc->fetch_max_bytes, INT32_MAX));
 			f.n++;
 		}
@@ -809,7 +833,6 @@ static void produce_uncertain(struct ppart *p, const char *why)
 static void produce_ok(struct ppart *p, struct pbatch *s)
 {
 	struct pipeline *pl = p->pm->pl;
-	char msg[512], name[300];
 
 	p->dst_next = s->dst_base + s->count;
 	p->live.destination_end = p->dst_next;
@@ -824,12 +847,6 @@ static void produce_ok(struct ppart *p, struct pbatch *s)
 	p->attempts = 0;
 	p->src_done = s->src_next;
 	pl_update_lag(p);
-	if (s->epoch >= 0 && s->epoch > p->last_epoch && p->mp != NULL) {
-		if (mpart_add_epoch(pl->st, p->mp, s->epoch, s->dst_base, msg,
-		    sizeof(msg)) != 0)
-			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
-		p->last_epoch = s->epoch;
-	}
 }
 
 static void produce_part(void *arg, const struct pw_produce_part *pp)
@@ -944,10 +961,20 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 }
 
 /* Persists the anchors of b (the translation map must explain the
- * destination before the batch can be there). */
+ * destination before the batch can be there), and its source leader epoch
+ * when it starts a new one: the epoch history must name the epoch of every
+ * batch that may be at the destination, or a restart's check
+ * (pipe_epoch.c) would ask about an older epoch than the last one copied. */
 static int persist_anchors(struct ppart *p, struct pbatch *b)
 {
-	char msg[512];
+	char msg[512], name[300];
+
+	if (b->epoch >= 0 && b->epoch > p->last_epoch) {
+		if (mpart_add_epoch(p->pm->pl->st, p->mp, b->epoch, b->dst_base, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
+		p->last_epoch = b->epoch;
+	}
 
 	for (size_t i = 0; i < b->nanchors; i++)
 		if (mpart_add_anchor(p->pm->pl->st, p->mp, b->anchors[i].src,

@@ -1,8 +1,8 @@
 /*
  * pipe_int.h: the data plane's internal types, shared by pipeline.c (the
  * partition machine), pipe_cluster.c (brokers, connections, metadata),
- * pipe_copy.c (fetch and produce) and pipe_ident.c (topic and cluster
- * identity).  Nothing outside daemon/pipe*.c includes this.
+ * pipe_copy.c (fetch and produce), pipe_ident.c (topic and cluster
+ * identity) and pipe_epoch.c (source leader epochs, divergence).  Nothing outside daemon/pipe*.c includes this.
  */
 #ifndef MIRRORD_PIPE_INT_H
 #define MIRRORD_PIPE_INT_H
@@ -46,6 +46,8 @@ struct ptopicmd {
 	int16_t error;
 	int32_t npart;
 	int32_t *leader;      /* by partition index, -1 none */
+	int32_t *leader_epoch; /* by partition index, -1 unknown (Metadata < v7,
+	                        * the mock); allocated with leader, not freed */
 	struct kuuid id;      /* topic id; all zero when unknown (Metadata < v10) */
 };
 
@@ -67,6 +69,7 @@ struct pcluster {
 	size_t ntopics;
 	int md_inflight, md_wanted, md_ok_once;
 	uint32_t md_gen;             /* bumps with every Metadata answer */
+	int md_epochs;               /* the last answer had leader epochs (v7+) */
 	int64_t md_not_before, md_last_ok, md_interval_ms;
 	char *cluster_id;
 	/* Destination: mirrord's idempotent producer identity. */
@@ -106,6 +109,8 @@ enum pstep {
 	PS_OOR,      /* reading the source log start after OFFSET_OUT_OF_RANGE */
 	PS_RUN,      /* fetching and producing */
 	PS_PROVE,    /* checking that mirrord wrote the destination end (pipe_prove.c) */
+	PS_EPOCH,    /* checking that the source still holds what was mirrored
+	              * (OffsetForLeaderEpoch, pipe_epoch.c) */
 };
 
 struct ppart {
@@ -141,7 +146,16 @@ struct ppart {
 	struct pbatchq q;
 	size_t qbytes;
 	int64_t last_src;            /* last source offset copied, -1 */
-	int32_t last_epoch;
+	int32_t last_epoch;          /* newest epoch in the epoch history */
+	/* Source leader epochs (pipe_epoch.c): fetch_epoch is the epoch of the
+	 * source batch ending at fetch_epoch_end, the LastFetchedEpoch of a
+	 * Fetch at that offset (-1 none).  PS_EPOCH: the epoch asked about,
+	 * the source offset after the last mirrored record, the destination end
+	 * and the source offset to resume at. */
+	int32_t fetch_epoch;
+	int64_t fetch_epoch_end;
+	int32_t check_epoch;
+	int64_t check_src_end, check_dst_end, check_resume;
 	/* The source's last stable offset (live.last_stable_offset) stands
 	 * still below its high watermark since lso_since (mono ms, 0 when it
 	 * does not); lso_warned once pipeline.stuck_lso_warn_ms passed. */
@@ -275,6 +289,9 @@ void pcopy_sync(struct ppart *p);
 void pcopy_oor(struct ppart *p);
 /* The destination end d is known (and proven): where to fetch from. */
 void pcopy_sync_done(struct ppart *p, int64_t d);
+/* The source is known to hold what was mirrored: copy from source offset s
+ * into destination end d. */
+void pcopy_start_at(struct ppart *p, int64_t d, int64_t s);
 
 /* pipe_prove.c: 0 when destination end d may be used now; -1 when the
  * partition failed or a PS_PROVE walk was started (it calls
@@ -286,6 +303,25 @@ void pprove_send(struct ppart *p);
 int ptopic_ensure(struct ppart *p, char *msg, size_t msglen);
 int ptopic_grow(struct ppart *p, int32_t have, char *msg, size_t msglen);
 void ptopic_forget_all(struct pmirror *pm);
+
+/* pipe_epoch.c: source leader epochs.  pepoch_start() before a partition
+ * (re)starts at destination end d, source offset s, with the last mirrored
+ * record ending at source offset s_end: 0 to go on now (nothing to check,
+ * or the source keeps no epochs); -1 when a PS_EPOCH check was started
+ * (it calls pcopy_start_at() once the source holds what was mirrored, or
+ * fails the partition for good naming where the logs part). */
+int pepoch_start(struct ppart *p, int64_t d, int64_t s, int64_t s_end);
+void pepoch_send(struct ppart *p);
+/* The leader epoch Metadata gave for p's source partition, -1 unknown. */
+int32_t pepoch_leader_epoch(struct ppart *p);
+/* The LastFetchedEpoch of a Fetch of p at src_fetch, -1 none. */
+int32_t pepoch_last_fetched(const struct ppart *p);
+/* A Fetch answer of p (error 0) with a DivergingEpoch: 1 when it had one
+ * (p re-reads the destination end, whose check names the divergence), 0 if
+ * not. */
+int pepoch_fetch_diverged(struct ppart *p, int32_t epoch, int64_t end);
+/* 1 if error is a divergence reason pipe_epoch.c gives. */
+int pepoch_is_divergence(const char *error);
 
 /* Source metadata arrived: discovery and deletion (pipeline.c). */
 void pl_source_metadata(struct pmirror *pm);

@@ -367,6 +367,8 @@ void pprove_send(struct ppart *p)
 	f.tp.partition = p->index;
 	f.tp.offset = p->prove_at;
 	f.tp.max_bytes = PROVE_PART_BYTES;
+	f.tp.leader_epoch = -1; /* no fencing, no divergence check here */
+	f.tp.last_epoch = -1;
 	p->refs++;
 	if (kconn_send(c, KP_API_FETCH, (int16_t)v, prove_encode, &f, 0,
 	    (int)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX),

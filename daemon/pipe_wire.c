@@ -273,8 +273,10 @@ int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *re
 		for (size_t k = i; k < i + len; k++) {
 			kp_fetch_request_fetch_partition_init(&p[k]);
 			p[k].partition = tps[k].partition;
-			p[k].current_leader_epoch = -1; /* unknown */
+			p[k].current_leader_epoch = tps[k].leader_epoch;
 			p[k].fetch_offset = tps[k].offset;
+			/* not ignorable: only where the version has it */
+			p[k].last_fetched_epoch = version >= 12 ? tps[k].last_epoch : -1;
 			p[k].log_start_offset = -1; /* not a follower */
 			p[k].partition_max_bytes = tps[k].max_bytes;
 		}
@@ -342,7 +344,85 @@ int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
 			}
 			p.preferred_read_replica = version >= 11 ?
 			    d->preferred_read_replica : -1;
+			p.diverging_epoch = version >= 12 ?
+			    d->diverging_epoch.epoch : -1;
+			p.diverging_end = version >= 12 ?
+			    d->diverging_epoch.end_offset : -1;
 			p.records = d->records; /* points into the response */
+			cb(arg, &p);
+		}
+	}
+	rc = 0;
+out:
+	karena_free(a);
+	return rc;
+}
+
+/* ---- OffsetForLeaderEpoch -------------------------------------------- */
+
+int pw_ofle_encode(struct kw *w, int16_t version, const struct pw_tp *tps,
+    size_t n)
+{
+	struct kp_offset_for_leader_epoch_request m;
+	struct kp_offset_for_leader_epoch_request_offset_for_leader_topic *t;
+	struct kp_offset_for_leader_epoch_request_offset_for_leader_partition *p;
+	void *pv;
+	int32_t ng = count_groups(tps, n);
+	int rc;
+
+	t = request_arrays(w, (size_t)ng, sizeof(*t), n, sizeof(*p), &pv);
+	if (t == NULL)
+		return -1;
+	p = pv;
+	kp_offset_for_leader_epoch_request_init(&m);
+	m.replica_id = -1; /* a consumer */
+	m.topics = t;
+	m.topics_n = ng;
+	for (size_t i = 0, g = 0; i < n; g++) {
+		size_t len = group_len(tps, n, i);
+
+		kp_offset_for_leader_epoch_request_offset_for_leader_topic_init(&t[g]);
+		t[g].topic = kstr_c(tps[i].topic);
+		t[g].partitions = &p[i];
+		t[g].partitions_n = (int32_t)len;
+		for (size_t k = i; k < i + len; k++) {
+			kp_offset_for_leader_epoch_request_offset_for_leader_partition_init(&p[k]);
+			p[k].partition = tps[k].partition;
+			p[k].current_leader_epoch = tps[k].leader_epoch;
+			p[k].leader_epoch = tps[k].last_epoch;
+		}
+		i += len;
+	}
+	rc = kp_offset_for_leader_epoch_request_encode(w, version, &m);
+	free(t);
+	return rc < 0 || w->err ? -1 : 0;
+}
+
+int pw_ofle_decode(struct kr *r, int16_t version,
+    void (*cb)(void *arg, const struct pw_ofle_part *p), void *arg)
+{
+	struct kp_offset_for_leader_epoch_response m;
+	struct karena *a = response_arena(r);
+	int rc = -1;
+
+	if (a == NULL) {
+		kr_fail(r, "out of memory");
+		return -1;
+	}
+	if (kp_offset_for_leader_epoch_response_decode(r, a, version, &m) < 0)
+		goto out;
+	for (int32_t t = 0; t < m.topics_n; t++) {
+		const struct kp_offset_for_leader_epoch_response_offset_for_leader_topic_result *mt =
+		    &m.topics[t];
+
+		for (int32_t i = 0; i < mt->partitions_n; i++) {
+			struct pw_ofle_part p;
+
+			p.topic = mt->topic;
+			p.partition = mt->partitions[i].partition;
+			p.error = mt->partitions[i].error_code;
+			p.leader_epoch = version >= 1 ? mt->partitions[i].leader_epoch : -1;
+			p.end_offset = mt->partitions[i].end_offset;
 			cb(arg, &p);
 		}
 	}

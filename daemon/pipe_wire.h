@@ -1,14 +1,17 @@
 /*
  * pipe_wire.h: the data plane's view of the standard Kafka APIs it speaks
  * to source and destination brokers: Metadata v1-v12, ListOffsets v1-v3,
- * Fetch v4-v11, Produce v3-v8 (and InitProducerId v0-v1, whose generated
- * structs pipe_cluster.c uses directly).  The bytes are the generated kp_
+ * Fetch v4-v12, Produce v3-v8, OffsetForLeaderEpoch v2-v4 (and
+ * InitProducerId v0-v1, whose generated structs pipe_cluster.c uses
+ * directly).  The bytes are the generated kp_
  * codec's (lib/kp_gen.h); this module adds what the pipeline needs on top
  * of it:
  *
  *   - the version ranges it asks kconn_pick_version() for.  All but
  *     Metadata v9-v12 (flexible; v10 brings the topic ids that
- *     pipe_ident.c checks) are non-flexible versions that Kafka 4.x still
+ *     pipe_ident.c checks), Fetch v12 (flexible; LastFetchedEpoch and the
+ *     DivergingEpoch answer that pipe_epoch.c uses) and OffsetForLeaderEpoch
+ *     v4 are non-flexible versions that Kafka 4.x still
  *     serves and that the librdkafka 2.0.2 mock (Metadata v0-v2 only)
  *     answers correctly: its ListOffsets v4/v5 and
  *     Produce v5 answers are malformed, so the ranges stop at ListOffsets v3
@@ -36,11 +39,13 @@
 #define PW_PRODUCE_MIN 3
 #define PW_PRODUCE_MAX 8
 #define PW_FETCH_MIN 4
-#define PW_FETCH_MAX 11
+#define PW_FETCH_MAX 12   /* v12: LastFetchedEpoch, DivergingEpoch (KIP-595) */
 #define PW_LIST_OFFSETS_MIN 1
 #define PW_LIST_OFFSETS_MAX 3
 #define PW_METADATA_MIN 1
 #define PW_METADATA_MAX 12   /* v10+: topic ids (flexible from v9) */
+#define PW_OFFSET_FOR_LEADER_EPOCH_MIN 2   /* v2: CurrentLeaderEpoch */
+#define PW_OFFSET_FOR_LEADER_EPOCH_MAX 4
 #define PW_INIT_PID_MIN 0
 #define PW_INIT_PID_MAX 1
 
@@ -53,6 +58,12 @@ struct pw_tp {
 	const char *topic;
 	int32_t partition;
 	int64_t offset;           /* Fetch: fetch offset; ListOffsets: timestamp */
+	/* Fetch, OffsetForLeaderEpoch: the leader epoch Metadata gave (the
+	 * broker fences a stale or future one), -1 unknown. */
+	int32_t leader_epoch;
+	/* Fetch v12+: the epoch of the batch ending at offset (LastFetchedEpoch);
+	 * OffsetForLeaderEpoch: the epoch asked about.  -1 none. */
+	int32_t last_epoch;
 	int32_t max_bytes;        /* Fetch: partition max bytes */
 	const uint8_t *records;   /* Produce: exactly one batch */
 	size_t records_len;
@@ -118,6 +129,10 @@ struct pw_fetch_part {
 	const struct kp_fetch_response_aborted_transaction *aborted;
 	size_t naborted;
 	int32_t preferred_read_replica;
+	/* v12+: the source's log parts from the LastFetchedEpoch asked with:
+	 * its epoch diverging_epoch ends at diverging_end (-1/-1: no). */
+	int32_t diverging_epoch;
+	int64_t diverging_end;
 	struct kbytes records;
 };
 int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *req,
@@ -125,6 +140,23 @@ int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *re
 /* top_error gets the v7+ top-level error (0 before). */
 int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
     void (*cb)(void *arg, const struct pw_fetch_part *p), void *arg);
+
+/* ---- OffsetForLeaderEpoch -------------------------------------------- */
+
+struct pw_ofle_part {
+	struct kstr topic;
+	int32_t partition;
+	int16_t error;
+	int32_t leader_epoch;     /* the epoch answered for: the asked one, or
+	                           * the largest below it the log has; -1 none */
+	int64_t end_offset;       /* where that epoch ends on the log; -1 none */
+};
+/* The entries' last_epoch is the epoch asked about, leader_epoch the
+ * current one (-1 unknown); sent as a consumer (replica id -1). */
+int pw_ofle_encode(struct kw *w, int16_t version, const struct pw_tp *tps,
+    size_t n);
+int pw_ofle_decode(struct kr *r, int16_t version,
+    void (*cb)(void *arg, const struct pw_ofle_part *p), void *arg);
 
 /* ---- Produce --------------------------------------------------------- */
 

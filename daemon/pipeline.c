@@ -525,6 +525,9 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->prove_end = p->proven_end = -1;
 	p->last_src = mp->last_offset;
 	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
+	p->fetch_epoch = p->check_epoch = -1;
+	p->fetch_epoch_end = p->check_src_end = p->check_dst_end = -1;
+	p->check_resume = -1;
 	p->live.source_high_watermark = -1;
 	p->live.source_log_start = -1;
 	p->dst_log_start = -1;
@@ -656,6 +659,8 @@ static void part_step(struct ppart *p, int64_t now)
 			pcopy_oor(p);
 		else if (p->step == PS_PROVE && !p->step_inflight && now >= p->not_before)
 			pprove_send(p);
+		else if (p->step == PS_EPOCH && !p->step_inflight && now >= p->not_before)
+			pepoch_send(p);
 		break;
 	case MPART_PAUSING:
 	case MPART_STOPPING:
@@ -935,6 +940,8 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			    &p->reported.offset_holes);
 			counter_to(ms, MSTD_PARTITION_RETRIES, p, p->live.retries,
 			    &p->reported.retries);
+			counter_to(ms, MSTD_PARTITION_SOURCE_DIVERGENCES, p,
+			    p->live.divergences, &p->reported.divergences);
 		}
 	}
 }

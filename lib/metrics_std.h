@@ -90,6 +90,10 @@
 	    "batches (compaction or aborted transactions), copied as gaps") \
 	X(PARTITION_RETRIES, "mirrord_partition_retries_total", COUNTER, \
 	    PART, NONE, PP, "Retried fetches or produces of the partition") \
+	X(PARTITION_SOURCE_DIVERGENCES, \
+	    "mirrord_partition_source_divergences_total", COUNTER, PART, NONE, \
+	    PP, "Times the source log was found parted from what was mirrored " \
+	    "(leader epochs: an unclean leader election lost mirrored records)") \
 	X(MIRROR_PARTITIONS, "mirrord_mirror_partitions", GAUGE, \
 	    MIRROR_STATE, NONE, NO, "Partitions of the mirror in each state") \
 	X(CLUSTER_REQUEST_DURATION, \

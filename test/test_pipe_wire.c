@@ -55,7 +55,8 @@ END_TEST
 START_TEST(test_fetch_request_v11_fields)
 {
 	struct pw_fetch_req req = { 100, 1, 1024, 1 };
-	struct pw_tp tp = { .topic = "ab", .partition = 1, .offset = 5, .max_bytes = 9 };
+	struct pw_tp tp = { .topic = "ab", .partition = 1, .offset = 5, .max_bytes = 9,
+	    .leader_epoch = -1, .last_epoch = -1 };
 	struct kw w;
 	struct kr r;
 
@@ -82,6 +83,149 @@ START_TEST(test_fetch_request_v11_fields)
 	ck_assert_int_eq(r.err, 0);
 	ck_assert_uint_eq(kr_left(&r), 0);
 	kw_fini(&w);
+}
+END_TEST
+
+struct diverged { int n; int32_t epoch; int64_t end; };
+
+static void fetch_diverged_cb(void *arg, const struct pw_fetch_part *p)
+{
+	struct diverged *g = arg;
+
+	g->n++;
+	g->epoch = p->diverging_epoch;
+	g->end = p->diverging_end;
+}
+
+START_TEST(test_fetch_v12_epochs)
+{
+	struct pw_fetch_req req = { 100, 1, 1024, 1 };
+	struct pw_tp tp = { .topic = "ab", .partition = 1, .offset = 50, .max_bytes = 9,
+	    .leader_epoch = 7, .last_epoch = 5 };
+	struct kp_fetch_request q;
+	struct kp_fetch_response m;
+	struct kp_fetch_response_fetchable_topic_response t;
+	struct kp_fetch_response_partition_data d;
+	struct karena *a = karena_new(1 << 16);
+	struct kw w;
+	struct kr r;
+	struct diverged got = { 0, 0, 0 };
+	int16_t top = 1;
+
+	/* The request carries CurrentLeaderEpoch and LastFetchedEpoch. */
+	kw_init(&w, 4096);
+	ck_assert_int_eq(pw_fetch_encode(&w, 12, &req, &tp, 1), 0);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(kp_fetch_request_decode(&r, a, 12, &q), 0);
+	ck_assert_int_eq(q.topics_n, 1);
+	ck_assert_int_eq(q.topics[0].partitions_n, 1);
+	ck_assert_int_eq(q.topics[0].partitions[0].current_leader_epoch, 7);
+	ck_assert_int_eq(q.topics[0].partitions[0].last_fetched_epoch, 5);
+	ck_assert_int_eq(q.topics[0].partitions[0].fetch_offset, 50);
+	kw_fini(&w);
+
+	/* The answer's DivergingEpoch reaches the partition callback. */
+	kp_fetch_response_init(&m);
+	kp_fetch_response_fetchable_topic_response_init(&t);
+	kp_fetch_response_partition_data_init(&d);
+	d.partition_index = 1;
+	d.high_watermark = 60;
+	d.diverging_epoch.epoch = 5;
+	d.diverging_epoch.end_offset = 42;
+	d.records = (struct kbytes){ NULL, 0 };
+	t.topic = kstr_c("ab");
+	t.partitions = &d;
+	t.partitions_n = 1;
+	m.responses = &t;
+	m.responses_n = 1;
+	kw_init(&w, 4096);
+	ck_assert_int_eq(kp_fetch_response_encode(&w, 12, &m), 0);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_fetch_decode(&r, 12, &top, fetch_diverged_cb, &got), 0);
+	ck_assert_int_eq(top, 0);
+	ck_assert_int_eq(got.n, 1);
+	ck_assert_int_eq(got.epoch, 5);
+	ck_assert_int_eq(got.end, 42);
+	kw_fini(&w);
+
+	/* No DivergingEpoch: -1/-1. */
+	kp_fetch_response_partition_data_init(&d);
+	d.partition_index = 1;
+	d.records = (struct kbytes){ NULL, 0 };
+	kw_init(&w, 4096);
+	ck_assert_int_eq(kp_fetch_response_encode(&w, 12, &m), 0);
+	kr_init(&r, w.buf, w.len);
+	got.n = 0;
+	ck_assert_int_eq(pw_fetch_decode(&r, 12, &top, fetch_diverged_cb, &got), 0);
+	ck_assert_int_eq(got.n, 1);
+	ck_assert_int_eq(got.epoch, -1);
+	ck_assert_int_eq(got.end, -1);
+	kw_fini(&w);
+	karena_free(a);
+}
+END_TEST
+
+static void ofle_cb(void *arg, const struct pw_ofle_part *p)
+{
+	struct pw_ofle_part *out = arg;
+
+	*out = *p;
+}
+
+START_TEST(test_offset_for_leader_epoch)
+{
+	struct pw_tp tps[2] = {
+		{ .topic = "t", .partition = 0, .leader_epoch = 9, .last_epoch = 4 },
+		{ .topic = "t", .partition = 2, .leader_epoch = -1, .last_epoch = 0 },
+	};
+	struct kp_offset_for_leader_epoch_request q;
+	struct kp_offset_for_leader_epoch_response m;
+	struct kp_offset_for_leader_epoch_response_offset_for_leader_topic_result t;
+	struct kp_offset_for_leader_epoch_response_epoch_end_offset e;
+	struct pw_ofle_part got;
+	struct karena *a = karena_new(1 << 16);
+	struct kw w;
+	struct kr r;
+
+	for (int v = PW_OFFSET_FOR_LEADER_EPOCH_MIN; v <= PW_OFFSET_FOR_LEADER_EPOCH_MAX; v++) {
+		kw_init(&w, 4096);
+		ck_assert_int_eq(pw_ofle_encode(&w, (int16_t)v, tps, 2), 0);
+		kr_init(&r, w.buf, w.len);
+		ck_assert_int_eq(kp_offset_for_leader_epoch_request_decode(&r, a,
+		    (int16_t)v, &q), 0);
+		ck_assert_int_eq(q.topics_n, 1);
+		ck_assert_int_eq(q.topics[0].partitions_n, 2);
+		ck_assert_int_eq(q.topics[0].partitions[0].current_leader_epoch, 9);
+		ck_assert_int_eq(q.topics[0].partitions[0].leader_epoch, 4);
+		ck_assert_int_eq(q.topics[0].partitions[1].partition, 2);
+		if (v >= 3)
+			ck_assert_int_eq(q.replica_id, -1);
+		kw_fini(&w);
+
+		kp_offset_for_leader_epoch_response_init(&m);
+		kp_offset_for_leader_epoch_response_offset_for_leader_topic_result_init(&t);
+		kp_offset_for_leader_epoch_response_epoch_end_offset_init(&e);
+		e.partition = 0;
+		e.leader_epoch = 3;
+		e.end_offset = 1234;
+		t.topic = kstr_c("t");
+		t.partitions = &e;
+		t.partitions_n = 1;
+		m.topics = &t;
+		m.topics_n = 1;
+		kw_init(&w, 4096);
+		ck_assert_int_eq(kp_offset_for_leader_epoch_response_encode(&w,
+		    (int16_t)v, &m), 0);
+		kr_init(&r, w.buf, w.len);
+		memset(&got, 0, sizeof(got));
+		ck_assert_int_eq(pw_ofle_decode(&r, (int16_t)v, ofle_cb, &got), 0);
+		ck_assert(kstr_eq(got.topic, "t"));
+		ck_assert_int_eq(got.leader_epoch, 3);
+		ck_assert_int_eq(got.end_offset, 1234);
+		ck_assert_int_eq(got.error, 0);
+		kw_fini(&w);
+	}
+	karena_free(a);
 }
 END_TEST
 
@@ -717,6 +861,8 @@ static Suite *pipe_wire_suite(void)
 
 	tcase_add_test(tc, test_fetch_request_v4);
 	tcase_add_test(tc, test_fetch_request_v11_fields);
+	tcase_add_test(tc, test_fetch_v12_epochs);
+	tcase_add_test(tc, test_offset_for_leader_epoch);
 	tcase_add_test(tc, test_produce_request_groups_topics);
 	tcase_add_test(tc, test_list_offsets_request_versions);
 	tcase_add_test(tc, test_fetch_response_v11);

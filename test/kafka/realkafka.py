@@ -566,12 +566,88 @@ logger.cleaner.level = INFO
 """
 
 
+class _Node:
+    """A broker-only node (node.id >= 2) of a multi-broker Cluster: its own
+    directory, ports and process; the controller is node 1."""
+
+    def __init__(self, cluster, node_id):
+        self.cl = cluster
+        self.id = node_id
+        self.dir = os.path.join(cluster.dir, "n%d" % node_id)
+        self.port = self.admin_port = None
+        self.proc = None
+        self.pid = None
+
+    @property
+    def log_path(self):
+        return os.path.join(self.dir, "broker.log")
+
+    def properties(self):
+        p = self.cl._properties()
+        for k in ("controller.listener.names",):
+            p[k] = "CONTROLLER"
+        p["process.roles"] = "broker"
+        p["node.id"] = str(self.id)
+        p["listeners"] = "CLIENT://127.0.0.1:%d,ADMIN://127.0.0.1:%d" \
+            % (self.port, self.admin_port)
+        p["advertised.listeners"] = p["listeners"]
+        p["log.dirs"] = os.path.join(self.dir, "data")
+        return p
+
+    def prepare(self):
+        os.makedirs(self.dir)
+        self.port, self.admin_port = free_ports(2)
+        conf = os.path.join(self.dir, "server.properties")
+        with open(conf, "w") as f:
+            f.write("# written by test/kafka/realkafka.py (broker node %d)\n"
+                    % self.id)
+            for k, v in self.properties().items():
+                f.write("%s=%s\n" % (k, v.replace("\\", "\\\\")))
+        log_path = os.path.join(self.dir, "format.log")
+        with open(log_path, "w") as out:
+            p = subprocess.run(self.cl._java("kafka.tools.StorageTool",
+                                             ["format", "-t", self.cl.cluster_id,
+                                              "-c", conf], cds_use(self.cl.libs)),
+                               stdout=out, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL,
+                               start_new_session=True, timeout=120)
+        if p.returncode != 0:
+            raise KafkaError("%s node %d: formatting storage failed (exit %d):"
+                             "\n%s" % (self.cl.name, self.id, p.returncode,
+                                       _tail(log_path, 8)))
+
+    def launch(self):
+        out = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            self.cl._java("kafka.Kafka", [os.path.join(self.dir, "server.properties")],
+                          cds_use(self.cl.libs)),
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            close_fds=True, start_new_session=True, preexec_fn=_pdeathsig)
+        out.close()
+        self.pid = self.proc.pid
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=STOP_TIMEOUT, kill=False):
+        if self.pid is None:
+            return
+        if kill:
+            _signal(self.pid, signal.SIGKILL)
+        _kill_group(self.pid, self.proc, timeout)
+        self.proc = None
+        self.pid = None
+
+
 class Cluster:
-    """One single-node KRaft cluster.  Construct, then start(); or rebuild
-    from to_dict() output in another process to use a running one."""
+    """One KRaft cluster: a single combined broker and controller (node 1),
+    plus broker-only nodes 2..N with brokers=N (start_broker/stop_broker
+    take one of those up and down; node 1 always runs).  Construct, then
+    start(); or rebuild from to_dict() output in another process to use a
+    running one."""
 
     def __init__(self, root, name="k0", security="", libs=None,
-                 heap_mb=256, extra_props=None, features=None):
+                 heap_mb=256, extra_props=None, features=None, brokers=1):
         self.root = os.path.abspath(root)
         self.name = name
         self.dir = os.path.join(self.root, name)
@@ -588,6 +664,11 @@ class Cluster:
         self.cluster_id = None
         self.port = self.admin_port = self.controller_port = None
         self.tls = {}
+        # Broker-only nodes 2..brokers (node 1, the combined broker and
+        # controller, is the cluster's own fields above and never stops).
+        if brokers < 1:
+            raise ValueError("a cluster has at least one broker")
+        self.nodes = {i: _Node(self, i) for i in range(2, brokers + 1)}
 
     # -- addresses and client settings
 
@@ -682,6 +763,8 @@ class Cluster:
                 "cluster_id": self.cluster_id, "pid": self.pid,
                 "log": self.log_path, "tls": self.tls,
                 "users": USERS if "sasl" in self.feats else {},
+                "brokers": {n.id: "127.0.0.1:%d" % n.port
+                            for n in self.nodes.values()},
                 "super_user": SUPER_USER if "acl" in self.feats else None}
 
     @classmethod
@@ -832,6 +915,8 @@ class Cluster:
                                    stdin=subprocess.DEVNULL,
                                    start_new_session=True, timeout=120)
             if p.returncode == 0:
+                for n in self.nodes.values():
+                    n.prepare()
                 return
             # Not expected: keep the log, say so, format once more.
             shutil.copy(log_path, log_path + ".failed-%d" % attempt)
@@ -856,6 +941,8 @@ class Cluster:
         self.pid = self.proc.pid
         with open(os.path.join(self.dir, "pid"), "w") as f:
             f.write("%d\n" % self.pid)
+        for n in self.nodes.values():
+            n.launch()
 
     def log_tail(self, n=25):
         try:
@@ -876,9 +963,15 @@ class Cluster:
                                  "ready; log tail:\n%s"
                                  % (self.name, self.proc.returncode,
                                     self.log_tail()))
+            for n in self.nodes.values():
+                if n.proc is not None and not n.running():
+                    raise KafkaError("%s: broker node %d exited with %s "
+                                     "before it was ready; log tail:\n%s"
+                                     % (self.name, n.id, n.proc.returncode,
+                                        _tail(n.log_path, 25)))
             try:
                 api_versions("127.0.0.1", self.admin_port, timeout=2)
-                if self.metadata([])["brokers"]:
+                if len(self.metadata([])["brokers"]) == 1 + len(self.nodes):
                     socket.create_connection(("127.0.0.1", self.port),
                                              timeout=2).close()
                     return
@@ -891,6 +984,8 @@ class Cluster:
 
     def stop(self, timeout=STOP_TIMEOUT):
         """SIGTERM the broker's process group, SIGKILL after timeout."""
+        for n in self.nodes.values():
+            n.stop(timeout)
         pid = self.pid
         if pid is None:
             return
@@ -901,6 +996,61 @@ class Cluster:
             cds_publish(self._cds_tmp)
             self._cds_tmp = None
 
+    # -- broker nodes of a multi-broker cluster
+
+    @property
+    def broker_ids(self):
+        """Every node id: [1] for a single-node cluster, [1, 2, 3] for
+        brokers=3."""
+        return [1] + sorted(self.nodes)
+
+    def _node(self, node_id):
+        if node_id not in self.nodes:
+            raise ValueError("%s: node %r is not a broker-only node (%s); "
+                             "node 1 is the controller and always runs"
+                             % (self.name, node_id, sorted(self.nodes)))
+        return self.nodes[node_id]
+
+    def stop_broker(self, node_id, timeout=STOP_TIMEOUT, kill=False):
+        """Stop broker node_id (2..N): SIGTERM, a controlled shutdown that
+        moves its leaderships away first; kill=True is SIGKILL (a crash).
+        Waits until the process is gone and the controller no longer lists
+        the broker."""
+        self._node(node_id).stop(timeout, kill=kill)
+        deadline = time.monotonic() + 60
+        while any(b[0] == node_id for b in self.metadata([])["brokers"]):
+            if time.monotonic() > deadline:
+                raise KafkaError("%s: broker %d still registered 60s after "
+                                 "it stopped" % (self.name, node_id))
+            time.sleep(0.1)
+
+    def start_broker(self, node_id, timeout=START_TIMEOUT):
+        """Start broker node_id (2..N) again on its data and ports; waits
+        until it is registered."""
+        n = self._node(node_id)
+        if n.running():
+            return
+        n.launch()
+        deadline = time.monotonic() + timeout
+        while not any(b[0] == node_id for b in self.metadata([])["brokers"]):
+            if not n.running():
+                raise KafkaError("%s: broker %d exited with %s; log tail:\n%s"
+                                 % (self.name, node_id, n.proc.returncode,
+                                    _tail(n.log_path, 25)))
+            if time.monotonic() > deadline:
+                raise KafkaError("%s: broker %d not registered after %.0fs"
+                                 % (self.name, node_id, timeout))
+            time.sleep(0.1)
+
+    def partition(self, topic, partition=0):
+        """{'leader': id or -1, 'replicas': [...], 'isr': [...]} of one
+        partition, from Metadata."""
+        t = self.metadata([topic])["topics"].get(topic)
+        if not t or partition not in t["partitions"]:
+            return {"leader": -1, "replicas": [], "isr": []}
+        return {"leader": t["partitions"][partition],
+                "replicas": t["replicas"][partition], "isr": t["isr"][partition]}
+
     # -- admin requests (over the PLAINTEXT admin listener)
 
     def _wire(self):
@@ -908,7 +1058,8 @@ class Cluster:
 
     def metadata(self, topics=None):
         """Metadata v4: {'brokers': [...], 'topics': {name: {'error': code,
-        'partitions': {index: leader}}}}; topics None means all."""
+        'partitions': {index: leader}, 'replicas': {index: [ids]},
+        'isr': {index: [ids]}}}}; topics None means all."""
         w = self._wire()
         try:
             body = (struct.pack(">i", -1) if topics is None
@@ -921,23 +1072,35 @@ class Cluster:
             out = {"brokers": brokers, "topics": {}}
             for _ in range(r.i32()):
                 err, name, _internal = r.i16(), r.string(), r.i8()
-                parts = {}
+                parts, replicas, isr = {}, {}, {}
                 for _ in range(r.i32()):
                     perr, idx, leader = r.i16(), r.i32(), r.i32()
-                    r.array(r.i32)
-                    r.array(r.i32)
+                    replicas[idx] = r.array(r.i32)
+                    isr[idx] = r.array(r.i32)
                     parts[idx] = leader if perr == 0 else -1
-                out["topics"][name] = {"error": err, "partitions": parts}
+                out["topics"][name] = {"error": err, "partitions": parts,
+                                       "replicas": replicas, "isr": isr}
             return out
         finally:
             w.close()
 
-    def create_topic(self, name, partitions=1, configs=None, timeout=60.0):
-        """Create a topic and wait until every partition has a leader."""
+    def create_topic(self, name, partitions=1, configs=None, timeout=60.0,
+                     replicas=1, assignment=None):
+        """Create a topic and wait until every partition has a leader.
+        replicas is the replication factor; assignment ({partition: [node
+        ids]}, the first the preferred leader) places the replicas instead
+        (e.g. {0: [2, 3]} keeps node 1 out of it)."""
         cfg = b"".join(_str(k) + _str(str(v))
                        for k, v in sorted((configs or {}).items()))
-        body = _array([_str(name) + struct.pack(">ih", partitions, 1)
-                       + _array([]) + struct.pack(">i", len(configs or {}))
+        if assignment:
+            partitions = len(assignment)
+            head = struct.pack(">ih", -1, -1) + _array([
+                struct.pack(">i", i) + _array([struct.pack(">i", b) for b in ids])
+                for i, ids in sorted(assignment.items())])
+        else:
+            head = struct.pack(">ih", partitions, replicas) + _array([])
+        body = _array([_str(name) + head
+                       + struct.pack(">i", len(configs or {}))
                        + cfg]) + struct.pack(">ib", 30000, 0)
         deadline = time.monotonic() + timeout
         while True:
@@ -1068,12 +1231,13 @@ def _start_time(pid):
 
 
 class Launcher:
-    """N independent single-node clusters under root, started in parallel.
+    """N independent clusters under root (single-node, or brokers=N nodes
+    each), started in parallel.
     stop() ends them; it also runs at interpreter exit, and the brokers die
     with this process anyway (PR_SET_PDEATHSIG)."""
 
     def __init__(self, root, clusters=2, security="", heap_mb=256,
-                 extra_props=None, features=None):
+                 extra_props=None, features=None, brokers=1):
         """security: one variant for all clusters, or a list with one
         variant per cluster (e.g. ["ssl", "mtls"])."""
         self.root = os.path.abspath(root)
@@ -1086,7 +1250,7 @@ class Launcher:
         self.start_seconds = None  # format + start + ready, measured
         self.clusters = [Cluster(self.root, "k%d" % i, variants[i],
                                  heap_mb=heap_mb, extra_props=extra_props,
-                                 features=features)
+                                 features=features, brokers=brokers)
                          for i in range(clusters)]
 
     def start(self, timeout=START_TIMEOUT):
