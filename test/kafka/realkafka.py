@@ -1043,12 +1043,13 @@ class Cluster:
             time.sleep(0.1)
 
     def partition(self, topic, partition=0):
-        """{'leader': id or -1, 'replicas': [...], 'isr': [...]} of one
-        partition, from Metadata."""
+        """{'leader': id or -1, 'leader_epoch': n, 'replicas': [...],
+        'isr': [...]} of one partition, from Metadata."""
         t = self.metadata([topic])["topics"].get(topic)
         if not t or partition not in t["partitions"]:
-            return {"leader": -1, "replicas": [], "isr": []}
+            return {"leader": -1, "leader_epoch": -1, "replicas": [], "isr": []}
         return {"leader": t["partitions"][partition],
+                "leader_epoch": t["leader_epochs"][partition],
                 "replicas": t["replicas"][partition], "isr": t["isr"][partition]}
 
     # -- admin requests (over the PLAINTEXT admin listener)
@@ -1057,14 +1058,15 @@ class Cluster:
         return Wire("127.0.0.1", self.admin_port, timeout=30)
 
     def metadata(self, topics=None):
-        """Metadata v4: {'brokers': [...], 'topics': {name: {'error': code,
+        """Metadata v7: {'brokers': [...], 'topics': {name: {'error': code,
         'partitions': {index: leader}, 'replicas': {index: [ids]},
-        'isr': {index: [ids]}}}}; topics None means all."""
+        'isr': {index: [ids]}, 'leader_epochs': {index: epoch}}}}; topics
+        None means all."""
         w = self._wire()
         try:
             body = (struct.pack(">i", -1) if topics is None
                     else _array([_str(t) for t in topics])) + b"\x00"
-            r = w.request(3, 4, body)
+            r = w.request(3, 7, body)
             r.i32()  # throttle
             brokers = r.array(lambda: (r.i32(), r.string(), r.i32(), r.string()))
             r.string()  # cluster id
@@ -1072,14 +1074,17 @@ class Cluster:
             out = {"brokers": brokers, "topics": {}}
             for _ in range(r.i32()):
                 err, name, _internal = r.i16(), r.string(), r.i8()
-                parts, replicas, isr = {}, {}, {}
+                parts, replicas, isr, epochs = {}, {}, {}, {}
                 for _ in range(r.i32()):
                     perr, idx, leader = r.i16(), r.i32(), r.i32()
+                    epochs[idx] = r.i32()
                     replicas[idx] = r.array(r.i32)
                     isr[idx] = r.array(r.i32)
+                    r.array(r.i32)  # offline replicas
                     parts[idx] = leader if perr == 0 else -1
                 out["topics"][name] = {"error": err, "partitions": parts,
-                                       "replicas": replicas, "isr": isr}
+                                       "replicas": replicas, "isr": isr,
+                                       "leader_epochs": epochs}
             return out
         finally:
             w.close()

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Source leader epochs on real Apache Kafka (a 3-broker source cluster of
+this test's own, test/kafka/realkafka.py's brokers=3; SKIPs with the reason
+when the tier cannot run):
+
+  * a clean leader change (controlled shutdown of the leader while its
+    follower is in sync, then the broker back) does not fail the partition
+    and loses or duplicates nothing: the destination equals the source,
+    byte for byte at the same offsets;
+  * an unclean leader election that removes records mirrord already copied
+    (the follower stopped, N records written to the leader alone and
+    mirrored, the leader stopped, the stale follower elected, new records
+    written at the same offsets) puts the partition in FAILED naming the
+    source offset and epoch where the logs part and the destination end,
+    seen by the Fetch (DivergingEpoch) of a running mirrord and by the
+    OffsetForLeaderEpoch check of a mirrord started after the election;
+    the FAILED is not retried, the destination keeps its copy untouched,
+    and a partition of another topic keeps mirroring.
+"""
+
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluent-kafka)
+from confluent_kafka import Producer  # noqa: E402
+
+RUN = "%d" % (os.getpid() % 100000)
+N_LOST = 50
+
+
+def produce(bootstrap, topic, n, tag):
+    """n records to partition 0, acks=1 (the leader alone)."""
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1",
+                  "enable.idempotence": False, "linger.ms": 5,
+                  "message.timeout.ms": 30000})
+    for i in range(n):
+        p.produce(topic, key=b"%s-%d" % (tag.encode(), i),
+                  value=b"%s-value-%d" % (tag.encode(), i), partition=0,
+                  on_delivery=lambda err, _m: err and errors.append(str(err)))
+    left = p.flush(30)
+    if left or errors:
+        h.fail("producing %s to %s: %d unflushed, %s" % (tag, topic, left, errors[:3]))
+
+
+def same(src_boot, dst_boot, topic, n):
+    s = tp.read(src_boot, topic, n)
+    t = tp.read(dst_boot, topic, n)
+    h.check(len(s) == n and s == t[:n] and len(t) == n,
+            "%s: the destination differs from the source (offsets, keys, values): "
+            "%d source records, %d destination records, first difference %r"
+            % (topic, len(s), len(t),
+               next(((a, b) for a, b in zip(s, t) if a != b), None)))
+
+
+def wait_isr(src, topic, want):
+    h.wait_for(lambda: sorted(src.partition(topic)["isr"]) == sorted(want), 120,
+               "%s ISR to be %r (now %r)" % (topic, want, src.partition(topic)))
+
+
+def divergence(d, mirror, topic):
+    def failed():
+        r = tp.row(d, mirror, topic)
+        return r if r is not None and r["state"] == "FAILED" else None
+    r = h.wait_for(failed, 120, "%s/%s-0 to fail (now %r)"
+                   % (mirror, topic, tp.row(d, mirror, topic)))
+    return r["errorMessage"] or ""
+
+
+def main():
+    os.environ.setdefault("MIRRORD_KAFKA_CACHE",
+                          os.path.join(h.SRC, "test", "kafka", "cache"))
+    dst0, dst1 = h.real_kafka(2)
+    src, = h.private_kafka(1, "plaintext", brokers=3)
+    SRC = src.bootstrap
+    h.check(src.broker_ids == [1, 2, 3], "3 brokers: %r" % src.broker_ids)
+    div, clean, other = ("ep-div-" + RUN, "ep-clean-" + RUN, "ep-other-" + RUN)
+    src.create_topic(div, assignment={0: [2, 3]},
+                     configs={"min.insync.replicas": 1,
+                              "unclean.leader.election.enable": "true"})
+    src.create_topic(clean, assignment={0: [2, 3]},
+                     configs={"min.insync.replicas": 1})
+    src.create_topic(other, assignment={0: [1]})
+    for t in (div, clean, other):
+        dst1.create_topic(t)
+    dst0.create_topic(div)
+    conf = {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100",
+            "mirror.failed.retry.initial.backoff.ms": "100",
+            "mirror.failed.retry.max.backoff.ms": "200"}
+    d = mt.Mirrord(destination=dst1.bootstrap, name="live")
+    d.create("k", conf)
+    d2 = mt.Mirrord(destination=dst0.bootstrap, name="restarted")
+    d2.create("k2", conf)
+
+    for t in (div, clean, other):
+        produce(SRC, t, 10, "a")
+        d.cli_ok("--add", "--mirror", "k", "--topic", t)
+    d2.cli_ok("--add", "--mirror", "k2", "--topic", div)
+    for t in (div, clean, other):
+        tp.wait_end(dst1.bootstrap, t, 10, timeout=120)
+    tp.wait_end(dst0.bootstrap, div, 10, timeout=120)
+
+    # ---- a clean leader change: nothing lost, nothing duplicated.
+    wait_isr(src, clean, [2, 3])
+    wait_isr(src, div, [2, 3])
+    before = src.partition(clean)
+    leader = before["leader"]
+    follower = [b for b in (2, 3) if b != leader][0]
+    produce(SRC, clean, 10, "b")                   # 10..19 while both in sync
+    src.stop_broker(leader)                        # controlled shutdown
+    after = src.partition(clean)
+    h.check(after["leader"] == follower and after["leader_epoch"] > before["leader_epoch"],
+            "a clean leader change to %d: %r -> %r" % (follower, before, after))
+    produce(SRC, clean, 10, "c")                   # 20..29 on the new leader
+    tp.wait_end(dst1.bootstrap, clean, 30, timeout=120)
+    src.start_broker(leader)
+    wait_isr(src, clean, [2, 3])
+    wait_isr(src, div, [2, 3])
+    produce(SRC, clean, 10, "d")                   # 30..39
+    tp.wait_end(dst1.bootstrap, clean, 40, timeout=120)
+    same(SRC, dst1.bootstrap, clean, 40)
+    h.check(tp.row(d, "k", clean)["state"] == "MIRRORING",
+            "%s after a clean leader change: %r" % (clean, tp.row(d, "k", clean)))
+    print("clean leader change %d -> %d (epoch %d -> %d): 40 records equal, "
+          "MIRRORING" % (leader, follower, before["leader_epoch"],
+                         after["leader_epoch"]), flush=True)
+
+    # ---- an unclean leader election that loses mirrored records.
+    p = src.partition(div)
+    leader = p["leader"]
+    follower = [b for b in (2, 3) if b != leader][0]
+    x = tp.end(SRC, div)                             # 10: both replicas hold 0..9
+    src.stop_broker(follower)
+    wait_isr(src, div, [leader])
+    produce(SRC, div, N_LOST, "lost")               # x..x+49 on the leader alone
+    epoch = src.partition(div)["leader_epoch"]
+    tp.wait_end(dst1.bootstrap, div, x + N_LOST, timeout=120)
+    tp.wait_end(dst0.bootstrap, div, x + N_LOST, timeout=120)
+    copy1 = tp.read(dst1.bootstrap, div, x + N_LOST)
+    copy0 = tp.read(dst0.bootstrap, div, x + N_LOST)
+    h.check(copy1 == copy0 and len(copy1) == x + N_LOST, "both copies hold 0..%d" % (x + N_LOST - 1))
+    d2.stop()                                        # checks at its next start
+    src.stop_broker(leader)                          # no in-sync replica left
+    src.start_broker(follower)                       # its log ends at x
+
+    def elected():
+        return src.partition(div)["leader"] == follower
+    try:
+        h.wait_for(elected, 20, "the controller to elect %d uncleanly" % follower)
+    except AssertionError:
+        r = src.java_tool("org.apache.kafka.tools.LeaderElectionCommand",
+                          ["--bootstrap-server", src.admin_bootstrap,
+                           "--election-type", "unclean", "--topic", div,
+                           "--partition", "0"])
+        print("kafka-leader-election --election-type unclean: %d %s %s"
+              % (r.returncode, r.stdout.strip(), r.stderr.strip()[-300:]), flush=True)
+        h.wait_for(elected, 60, "%d to be elected uncleanly" % follower)
+    new = src.partition(div)
+    h.check(new["leader_epoch"] > epoch, "a new leader epoch: %r" % new)
+    produce(SRC, div, 5, "new")                      # x..x+4: other records
+    h.check(tp.end(SRC, div) == x + 5, "the source lost %d records" % N_LOST)
+    print("unclean election of %d (epoch %d): the source ends at %d, the "
+          "destinations at %d" % (follower, new["leader_epoch"], x + 5, x + N_LOST),
+          flush=True)
+
+    want = ("source log diverged at offset %d (" % x, "mirrored up to %d, "
+            "destination end %d)" % (x + N_LOST, x + N_LOST), "epoch %d " % epoch)
+    msg = divergence(d, "k", div)
+    print("running mirrord: %r" % msg, flush=True)
+    h.check(all(w in msg for w in want), "the reason should name %r: %r" % (want, msg))
+    h.check(re.search(r"the source's log diverges \(its epoch \d+ ends at %d\)" % x,
+                      d.log()) is not None,
+            "the running mirrord should have seen the Fetch's DivergingEpoch")
+    produce(SRC, other, 5, "b")                      # another topic keeps going
+    tp.wait_end(dst1.bootstrap, other, 15, timeout=120)
+    same(SRC, dst1.bootstrap, other, 15)
+    h.check(tp.row(d, "k", other)["state"] == "MIRRORING", "%s: %r" % (other, tp.row(d, "k", other)))
+
+    d2.start()
+    msg2 = divergence(d2, "k2", div)
+    print("mirrord started after the election: %r" % msg2, flush=True)
+    h.check(all(w in msg2 for w in want), "the reason should name %r: %r" % (want, msg2))
+
+    # Never retried, the destinations untouched, counted.
+    n0 = tp.retries_logged(d, "k/%s-0" % div)
+    for _ in range(20):
+        time.sleep(0.2)
+        h.check(tp.row(d, "k", div)["state"] == "FAILED", "%s left FAILED" % div)
+        h.check(tp.row(d2, "k2", div)["state"] == "FAILED", "%s left FAILED (k2)" % div)
+    h.check(tp.retries_logged(d, "k/%s-0" % div) == n0, "retried automatically")
+    h.check(tp.end(dst1.bootstrap, div) == x + N_LOST and
+            tp.read(dst1.bootstrap, div, x + N_LOST) == copy1, "destination changed")
+    h.check(tp.end(dst0.bootstrap, div) == x + N_LOST and
+            tp.read(dst0.bootstrap, div, x + N_LOST) == copy0, "destination changed (k2)")
+    m = re.search(r'mirrord_partition_source_divergences_total\{[^}]*topic="%s"[^}]*\} (\d+)'
+                  % re.escape(div), d.metrics())
+    h.check(m is not None and int(m.group(1)) >= 1,
+            "mirrord_partition_source_divergences_total for %s: %r" % (div, m and m.group(0)))
+    d.stop()
+    d.start()                                        # still FAILED after a restart
+    for _ in range(10):
+        time.sleep(0.2)
+        r = tp.row(d, "k", div)
+        h.check(r["state"] == "FAILED" and (r["errorMessage"] or "") == msg,
+                "%s after a restart: %r" % (div, r))
+    d.stop()
+    d2.stop()
+    print("PASS", flush=True)
+
+
+if __name__ == "__main__":
+    h.run_main(main)
