@@ -16,8 +16,9 @@ What it does
   whole `make check` skips quickly instead of every test retrying it.  When
   Java, Maven or the download is missing, `Unavailable` carries the reason
   and tests SKIP with it.
-* `Cluster`: one single-node KRaft cluster (combined broker and controller,
-  node.id 1) in its own directory, on free 127.0.0.1 ports, started with a
+* `Cluster`: one KRaft cluster (a combined broker and controller, node.id
+  1; with brokers=N also broker-only nodes 2..N that stop_broker() and
+  start_broker() take down and up, node 1 staying up) in its own directory, on free 127.0.0.1 ports, started with a
   small heap in its own process group with PR_SET_PDEATHSIG, so the broker
   dies with the Python process that started it even on SIGKILL.
   Security variants (`security=`, comma-separated features):
