@@ -58,6 +58,17 @@ def same(src_boot, dst_boot, topic, n):
                next(((a, b) for a, b in zip(s, t) if a != b), None)))
 
 
+def http_get(port, path):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
+                                    timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def wait_isr(src, topic, want):
     h.wait_for(lambda: sorted(src.partition(topic)["isr"]) == sorted(want), 120,
                "%s ISR to be %r (now %r)" % (topic, want, src.partition(topic)))
@@ -201,6 +212,10 @@ def main():
                   % re.escape(div), d.metrics())
     h.check(m is not None and int(m.group(1)) >= 1,
             "mirrord_partition_source_divergences_total for %s: %r" % (div, m and m.group(0)))
+    code, body = http_get(d.metrics_port, "/readyz")
+    h.check(code == 503 and "source logs agree with the mirror" in body and
+            div in body and "source log diverged at offset %d" % x in body,
+            "/readyz names the divergence, got %d %r" % (code, body))
     d.stop()
     d.start()                                        # still FAILED after a restart
     for _ in range(10):
