@@ -13,7 +13,9 @@ when the tier cannot run):
     written at the same offsets) puts the partition in FAILED naming the
     source offset and epoch where the logs part and the destination end,
     seen by the Fetch (DivergingEpoch) of a running mirrord and by the
-    OffsetForLeaderEpoch check of a mirrord started after the election;
+    OffsetForLeaderEpoch check of a mirrord started after the election
+    (two forms: the lost records' epoch unknown to the new leader, and
+    known to it but ending where its copy ends);
     the FAILED is not retried, the destination keeps its copy untouched,
     and a partition of another topic keeps mirroring.
 """
@@ -91,13 +93,15 @@ def main():
     SRC = src.bootstrap
     h.check(src.broker_ids == [1, 2, 3], "3 brokers: %r" % src.broker_ids)
     div, clean, other = ("ep-div-" + RUN, "ep-clean-" + RUN, "ep-other-" + RUN)
-    src.create_topic(div, assignment={0: [2, 3]},
-                     configs={"min.insync.replicas": 1,
-                              "unclean.leader.election.enable": "true"})
+    div2 = "ep-div2-" + RUN
+    for t in (div, div2):
+        src.create_topic(t, assignment={0: [2, 3]},
+                         configs={"min.insync.replicas": 1,
+                                  "unclean.leader.election.enable": "true"})
     src.create_topic(clean, assignment={0: [2, 3]},
                      configs={"min.insync.replicas": 1})
     src.create_topic(other, assignment={0: [1]})
-    for t in (div, clean, other):
+    for t in (div, div2, clean, other):
         dst1.create_topic(t)
     dst0.create_topic(div)
     conf = {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100",
@@ -108,17 +112,18 @@ def main():
     d2 = mt.Mirrord(destination=dst0.bootstrap, name="restarted")
     d2.create("k2", conf)
 
-    for t in (div, clean, other):
+    for t in (div, div2, clean, other):
         produce(SRC, t, 10, "a")
         d.cli_ok("--add", "--mirror", "k", "--topic", t)
     d2.cli_ok("--add", "--mirror", "k2", "--topic", div)
-    for t in (div, clean, other):
+    for t in (div, div2, clean, other):
         tp.wait_end(dst1.bootstrap, t, 10, timeout=120)
     tp.wait_end(dst0.bootstrap, div, 10, timeout=120)
 
     # ---- a clean leader change: nothing lost, nothing duplicated.
     wait_isr(src, clean, [2, 3])
     wait_isr(src, div, [2, 3])
+    wait_isr(src, div2, [2, 3])
     before = src.partition(clean)
     leader = before["leader"]
     follower = [b for b in (2, 3) if b != leader][0]
@@ -132,6 +137,7 @@ def main():
     src.start_broker(leader)
     wait_isr(src, clean, [2, 3])
     wait_isr(src, div, [2, 3])
+    wait_isr(src, div2, [2, 3])
     produce(SRC, clean, 10, "d")                   # 30..39
     tp.wait_end(dst1.bootstrap, clean, 40, timeout=120)
     same(SRC, dst1.bootstrap, clean, 40)
@@ -145,12 +151,23 @@ def main():
     p = src.partition(div)
     leader = p["leader"]
     follower = [b for b in (2, 3) if b != leader][0]
+    h.check(src.partition(div2)["leader"] == leader, "%s and %s share a leader: %r"
+            % (div, div2, src.partition(div2)))
     x = tp.end(SRC, div)                             # 10: both replicas hold 0..9
+    # div2: 5 more records in the current epoch on both replicas (mirrored
+    # means below the high watermark: the follower has them too).
+    produce(SRC, div2, 5, "both")
+    tp.wait_end(dst1.bootstrap, div2, 15, timeout=120)
+    x2 = 15
     src.stop_broker(follower)
     wait_isr(src, div, [leader])
+    wait_isr(src, div2, [leader])
     produce(SRC, div, N_LOST, "lost")               # x..x+49 on the leader alone
+    produce(SRC, div2, N_LOST, "lost")              # 15..64 likewise
     epoch = src.partition(div)["leader_epoch"]
+    h.check(src.partition(div2)["leader_epoch"] == epoch, "one epoch for both")
     tp.wait_end(dst1.bootstrap, div, x + N_LOST, timeout=120)
+    tp.wait_end(dst1.bootstrap, div2, x2 + N_LOST, timeout=120)
     tp.wait_end(dst0.bootstrap, div, x + N_LOST, timeout=120)
     copy1 = tp.read(dst1.bootstrap, div, x + N_LOST)
     copy0 = tp.read(dst0.bootstrap, div, x + N_LOST)
@@ -160,21 +177,26 @@ def main():
     src.start_broker(follower)                       # its log ends at x
 
     def elected():
-        return src.partition(div)["leader"] == follower
+        return src.partition(div)["leader"] == follower and \
+            src.partition(div2)["leader"] == follower
     try:
         h.wait_for(elected, 20, "the controller to elect %d uncleanly" % follower)
     except AssertionError:
-        r = src.java_tool("org.apache.kafka.tools.LeaderElectionCommand",
-                          ["--bootstrap-server", src.admin_bootstrap,
-                           "--election-type", "unclean", "--topic", div,
-                           "--partition", "0"])
-        print("kafka-leader-election --election-type unclean: %d %s %s"
-              % (r.returncode, r.stdout.strip(), r.stderr.strip()[-300:]), flush=True)
+        for t in (div, div2):
+            r = src.java_tool("org.apache.kafka.tools.LeaderElectionCommand",
+                              ["--bootstrap-server", src.admin_bootstrap,
+                               "--election-type", "unclean", "--topic", t,
+                               "--partition", "0"])
+            print("kafka-leader-election --election-type unclean --topic %s: "
+                  "%d %s %s" % (t, r.returncode, r.stdout.strip(),
+                                r.stderr.strip()[-300:]), flush=True)
         h.wait_for(elected, 60, "%d to be elected uncleanly" % follower)
     new = src.partition(div)
     h.check(new["leader_epoch"] > epoch, "a new leader epoch: %r" % new)
     produce(SRC, div, 5, "new")                      # x..x+4: other records
+    produce(SRC, div2, 5, "new")                     # 15..19
     h.check(tp.end(SRC, div) == x + 5, "the source lost %d records" % N_LOST)
+    h.check(tp.end(SRC, div2) == x2 + 5, "the source lost %d records (%s)" % (N_LOST, div2))
     print("unclean election of %d (epoch %d): the source ends at %d, the "
           "destinations at %d" % (follower, new["leader_epoch"], x + 5, x + N_LOST),
           flush=True)
@@ -184,6 +206,14 @@ def main():
     msg = divergence(d, "k", div)
     print("running mirrord: %r" % msg, flush=True)
     h.check(all(w in msg for w in want), "the reason should name %r: %r" % (want, msg))
+    # div2: the epoch of the lost records is on the new leader too, ending
+    # where its copy of them ends.
+    want2 = "source log diverged at offset %d (epoch %d ends at %d on the source, " \
+        "mirrored up to %d, destination end %d)" % (x2, epoch, x2, x2 + N_LOST,
+                                                   x2 + N_LOST)
+    msg2 = divergence(d, "k", div2)
+    print("running mirrord, %s: %r" % (div2, msg2), flush=True)
+    h.check(msg2.startswith(want2), "the reason should be %r: %r" % (want2, msg2))
     h.check(re.search(r"the source's log diverges \(its epoch \d+ ends at %d\)" % x,
                       d.log()) is not None,
             "the running mirrord should have seen the Fetch's DivergingEpoch")
@@ -193,9 +223,9 @@ def main():
     h.check(tp.row(d, "k", other)["state"] == "MIRRORING", "%s: %r" % (other, tp.row(d, "k", other)))
 
     d2.start()
-    msg2 = divergence(d2, "k2", div)
-    print("mirrord started after the election: %r" % msg2, flush=True)
-    h.check(all(w in msg2 for w in want), "the reason should name %r: %r" % (want, msg2))
+    msg3 = divergence(d2, "k2", div)
+    print("mirrord started after the election: %r" % msg3, flush=True)
+    h.check(all(w in msg3 for w in want), "the reason should name %r: %r" % (want, msg3))
 
     # Never retried, the destinations untouched, counted.
     n0 = tp.retries_logged(d, "k/%s-0" % div)
