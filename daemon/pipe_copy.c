@@ -200,6 +200,7 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 {
 	struct pipeline *pl = p->pm->pl;
 	char msg[512], name[300];
+
 	if (p->live.source_high_watermark >= 0 && s > p->live.source_high_watermark &&
 	    p->mp->state != MPART_PAUSING && p->mp->state != MPART_STOPPING) {
 		/* Checked again by the first Fetch (OFFSET_OUT_OF_RANGE). */
