@@ -9,8 +9,9 @@ when the tier cannot run):
     byte for byte at the same offsets;
   * an unclean leader election that removes records mirrord already copied
     (the follower stopped, N records written to the leader alone and
-    mirrored, the leader stopped, the stale follower elected, new records
-    written at the same offsets) puts the partition in FAILED naming the
+    mirrored, the leader stopped, the stale follower elected, more new
+    records written at the same offsets and past the mirrored end, so the
+    source is not shorter than the destination) puts the partition in FAILED naming the
     source offset and epoch where the logs part and the destination end,
     seen by the Fetch (DivergingEpoch) of a running mirrord and by the
     OffsetForLeaderEpoch check of a mirrord started after the election
@@ -33,6 +34,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
 N_LOST = 50
+N_NEW = N_LOST + 20
 
 
 def produce(bootstrap, topic, n, tag):
@@ -193,12 +195,15 @@ def main():
         h.wait_for(elected, 60, "%d to be elected uncleanly" % follower)
     new = src.partition(div)
     h.check(new["leader_epoch"] > epoch, "a new leader epoch: %r" % new)
-    produce(SRC, div, 5, "new")                      # x..x+4: other records
-    produce(SRC, div2, 5, "new")                     # 15..19
-    h.check(tp.end(SRC, div) == x + 5, "the source lost %d records" % N_LOST)
-    h.check(tp.end(SRC, div2) == x2 + 5, "the source lost %d records (%s)" % (N_LOST, div2))
+    # Other records at the lost ones' offsets and past the mirrored end:
+    # nothing for an offset check to notice (the source is not shorter).
+    produce(SRC, div, N_NEW, "new")                  # x..x+69
+    produce(SRC, div2, N_NEW, "new")                 # 15..84
+    h.check(tp.end(SRC, div) == x + N_NEW, "the source lost %d records" % N_LOST)
+    h.check(tp.end(SRC, div2) == x2 + N_NEW, "the source lost %d records (%s)"
+            % (N_LOST, div2))
     print("unclean election of %d (epoch %d): the source ends at %d, the "
-          "destinations at %d" % (follower, new["leader_epoch"], x + 5, x + N_LOST),
+          "destinations at %d" % (follower, new["leader_epoch"], x + N_NEW, x + N_LOST),
           flush=True)
 
     want = ("source log diverged at offset %d (" % x, "mirrored up to %d, "
