@@ -37,8 +37,9 @@ N_LOST = 50
 N_NEW = N_LOST + 20
 
 
-def produce(bootstrap, topic, n, tag):
-    """n records to partition 0, acks=1 (the leader alone)."""
+def produce(bootstrap, topic, n, tag, one_per_batch=False):
+    """n records to partition 0, acks=1 (the leader alone); one_per_batch
+    flushes after each record (a batch at every offset)."""
     errors = []
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1",
                   "enable.idempotence": False, "linger.ms": 5,
@@ -47,6 +48,8 @@ def produce(bootstrap, topic, n, tag):
         p.produce(topic, key=b"%s-%d" % (tag.encode(), i),
                   value=b"%s-value-%d" % (tag.encode(), i), partition=0,
                   on_delivery=lambda err, _m: err and errors.append(str(err)))
+        if one_per_batch:
+            p.flush(30)
     left = p.flush(30)
     if left or errors:
         h.fail("producing %s to %s: %d unflushed, %s" % (tag, topic, left, errors[:3]))
@@ -197,8 +200,9 @@ def main():
     h.check(new["leader_epoch"] > epoch, "a new leader epoch: %r" % new)
     # Other records at the lost ones' offsets and past the mirrored end:
     # nothing for an offset check to notice (the source is not shorter).
-    produce(SRC, div, N_NEW, "new")                  # x..x+69
-    produce(SRC, div2, N_NEW, "new")                 # 15..84
+    # One record per batch: a batch starts at the mirrored end too.
+    produce(SRC, div, N_NEW, "new", one_per_batch=True)    # x..x+69
+    produce(SRC, div2, N_NEW, "new", one_per_batch=True)   # 15..84
     h.check(tp.end(SRC, div) == x + N_NEW, "the source lost %d records" % N_LOST)
     h.check(tp.end(SRC, div2) == x2 + N_NEW, "the source lost %d records (%s)"
             % (N_LOST, div2))
