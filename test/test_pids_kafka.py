@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Refused writes on real Apache Kafka with ACLs (StandardAuthorizer; the
+tier of test/kafka/realkafka.py, SKIPs with the reason when it cannot run).
+mirrord writes to the destination as User:bob, who may describe and read
+the mirrored topics but at first write nothing:
+
+  * no WRITE on any topic and no IdempotentWrite: the broker refuses
+    InitProducerId (CLUSTER_AUTHORIZATION_FAILED).  The partition is FAILED
+    with a reason naming the error, the principal and the topic, /readyz
+    answers 503 naming it, mirrord_destination_writes_denied_total counts
+    it;
+  * WRITE granted on the topic: the partition resumes by itself and the
+    destination equals the source, batch for batch at the same offsets;
+  * a second topic without WRITE (InitProducerId now allowed through the
+    first topic's WRITE): Produce answers TOPIC_AUTHORIZATION_FAILED, the
+    partition is FAILED naming it and User:bob, retried past the mirror's
+    retry limit; WRITE granted: it resumes, equal, and /readyz is 200.
+"""
+
+import os
+import re
+import sys
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import kraw  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluent-kafka)
+
+RUN = "%d" % (os.getpid() % 100000)
+
+
+def eq(got, want, what):
+    if got != want:
+        h.fail("%s: got %r, want %r" % (what, got, want))
+
+
+def same_batches(src, dst, topic):
+    s, t = kraw.Cluster(src), kraw.Cluster(dst)
+    try:
+        sb, db = s.batches(topic, 0), t.batches(topic, 0)
+    finally:
+        s.close()
+        t.close()
+    eq([(b["base_offset"], b["count"]) for b in db],
+       [(b["base_offset"], b["count"]) for b in sb], topic + " batches")
+    for a, b in zip(sb, db):
+        if kraw.records_section(a["raw"]) != kraw.records_section(b["raw"]):
+            h.fail("%s batch at %d: records differ" % (topic, a["base_offset"]))
+    return sum(b["count"] for b in db)
+
+
+def main():
+    src, dst = h.real_kafka(2, security="acl")
+    rk = h.realkafka()
+    ta, tb = "pids-a-" + RUN, "pids-b-" + RUN
+    for cl in (src, dst):
+        cl.create_topic(ta, partitions=1)
+        cl.create_topic(tb, partitions=1)
+    for t in (ta, tb):
+        dst.grant("User:bob", ["DESCRIBE", "READ", "DESCRIBE_CONFIGS"], topic=t)
+
+    d = mt.Mirrord(destination=dst.bootstrap, start=False)
+    with open(d.config_path) as f:
+        text = f.read()
+    text = text.replace("destination:\n", "destination:\n"
+                        "  client:\n"
+                        "    security.protocol: SASL_PLAINTEXT\n"
+                        "    sasl.mechanism: PLAIN\n"
+                        "    sasl.username: bob\n"
+                        "    sasl.password: %s\n" % rk.USERS["bob"], 1)
+    with open(d.config_path, "w") as f:
+        f.write(text)
+    d.start()
+    d.create("k", {"bootstrap.servers": src.bootstrap,
+                   "security.protocol": "SASL_PLAINTEXT",
+                   "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                   "sasl.password": rk.USERS["admin"],
+                   "mirror.fetch.wait.max.ms": "100",
+                   "mirror.failed.retry.initial.backoff.ms": "200",
+                   "mirror.failed.retry.max.backoff.ms": "1000",
+                   "mirror.failed.retry.max.attempts": "2"})
+
+    def readyz():
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
+                                        % d.metrics_port, timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def denied(api, error):
+        m = re.search(r'^mirrord_destination_writes_denied_total\{api="%s",'
+                      r'error="%s"\} (\S+)$' % (api, error), d.metrics(), re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def failed_denied(topic):
+        r = tp.row(d, "k", topic)
+        return r if r and r["state"] == "FAILED" and \
+            "the destination denies writes" in (r["errorMessage"] or "") else None
+
+    SA = src.admin_bootstrap
+    DA = dst.admin_bootstrap
+
+    # 1. No WRITE anywhere: InitProducerId refused.
+    tp.produce(SA, ta, 30, "a")
+    d.cli_ok("--add", "--mirror", "k", "--topic", ta)
+    r = h.wait_for(lambda: failed_denied(ta), 90,
+                   "%s-0 FAILED for the refused InitProducerId (log %s)"
+                   % (ta, d.proc.log_path))
+    msg = r["errorMessage"]
+    print("real Kafka, no WRITE: %s" % msg, flush=True)
+    for want in ("InitProducerId refused", "CLUSTER_AUTHORIZATION_FAILED",
+                 "User:bob", "topic %s partition 0" % ta):
+        h.check(want in msg, "the reason names %r: %r" % (want, msg))
+    code, body = h.wait_for(lambda: (lambda c: c if c[0] == 503 and
+                            "destination denies writes" in c[1] else None)(readyz()),
+                            30, "/readyz 503 for the denial")
+    h.check(denied("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED") >= 1,
+            "the denial metric counts the refused InitProducerId")
+    eq(tp.end(DA, ta), 0, "%s destination end while denied" % ta)
+
+    # 2. WRITE on the topic: resumes by itself.
+    dst.grant("User:bob", ["WRITE"], topic=ta)
+    tp.produce(SA, ta, 20, "a2")
+    tp.wait_end(DA, ta, 50, timeout=120)
+    tp.wait_row(d, "k", ta, "MIRRORING", timeout=60)
+    eq(same_batches(SA, DA, ta), 50, "%s records on the destination" % ta)
+    print("WRITE granted: %s resumed, 50 records equal at the same offsets"
+          % ta, flush=True)
+
+    # 3. Another topic without WRITE: Produce refused.
+    tp.produce(SA, tb, 25, "b")
+    d.cli_ok("--add", "--mirror", "k", "--topic", tb)
+    r = h.wait_for(lambda: failed_denied(tb), 90,
+                   "%s-0 FAILED for the refused Produce" % tb)
+    msg = r["errorMessage"]
+    print("real Kafka, no WRITE on %s: %s" % (tb, msg), flush=True)
+    for want in ("TOPIC_AUTHORIZATION_FAILED", "User:bob",
+                 "topic %s partition 0" % tb):
+        h.check(want in msg, "the reason names %r: %r" % (want, msg))
+    h.wait_for(lambda: denied("Produce", "TOPIC_AUTHORIZATION_FAILED") >= 3, 60,
+               "three refused Produce requests (past max.attempts=2)")
+    h.check(tp.row(d, "k", tb)["state"] == "FAILED", "%s-0 still FAILED" % tb)
+    code, body = readyz()
+    eq(code, 503, "/readyz while %s is refused: %s" % (tb, body))
+    dst.grant("User:bob", ["WRITE"], topic=tb)
+    tp.wait_end(DA, tb, 25, timeout=120)
+    tp.wait_row(d, "k", tb, "MIRRORING", timeout=60)
+    eq(same_batches(SA, DA, tb), 25, "%s records on the destination" % tb)
+    h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz 200 once allowed")
+    eq(same_batches(SA, DA, ta), 50, "%s records on the destination" % ta)
+    print("WRITE granted: %s resumed; /readyz ready; both topics equal" % tb,
+          flush=True)
+    d.stop()
+
+
+if __name__ == "__main__":
+    h.run_main(main)
