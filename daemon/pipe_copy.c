@@ -1071,6 +1071,24 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		    "parses: %s", q->src_base, err);
 		return -1;
 	}
+	if (p->pid >= 0 && p->seq_base >= 0 && q->dst_base < p->seq_base) {
+		/* The destination log is below where this identity began (a
+		 * topic recreated and added again): the broker may still hold
+		 * the identity's state from before, so a new epoch, sequence 0
+		 * here. */
+		log_info("%s/%s-%" PRId32 ": destination offset %" PRId64 " lies below "
+		    "the start (%" PRId64 ") of producer id %" PRId64 " epoch %d: "
+		    "a new epoch", p->pm->name, p->topic, p->index, q->dst_base,
+		    p->seq_base, p->pid, p->pepoch);
+		if (p->pepoch >= INT16_MAX) {
+			p->pid = -1;
+			p->pid_fresh = 1;
+			pl_kick(p->pm->pl);
+			return -1; /* a fresh id on a later round */
+		}
+		p->pepoch++;
+		p->seq_base = -1;
+	}
 	if (p->pid >= 0 && p->seq_base < 0) {
 		/* A new identity: sequence 0 at this batch, recorded before the
 		 * batch can be on the destination (provenance reads it). */
@@ -1087,12 +1105,6 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		log_info("%s/%s-%" PRId32 ": writing as producer id %" PRId64
 		    " epoch %d, sequence 0 at destination offset %" PRId64,
 		    p->pm->name, p->topic, p->index, p->pid, p->pepoch, q->dst_base);
-	}
-	if (p->pid >= 0 && q->dst_base < p->seq_base) {
-		pl_part_fail(p, "the batch for destination offset %" PRId64 " lies "
-		    "below the start (%" PRId64 ") of producer id %" PRId64 " epoch %d",
-		    q->dst_base, p->seq_base, p->pid, p->pepoch);
-		return -1;
 	}
 	memset(&rw, 0, sizeof(rw));
 	rw.flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN;
