@@ -250,11 +250,19 @@ static void sync_response(struct kconn *c, int err, const char *errstr,
 	if (r.error != 0) {
 		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		p->live.retries++;
-		if (leader_error(r.error))
+		if (leader_error(r.error)) {
 			pcluster_want_metadata(x->cl);
-		else
+		} else if (pl_is_denial(r.error)) {
+			char who[300];
+
+			pl_part_fail_denied(p, "ListOffsets of topic %s partition %"
+			    PRId32 " answered %s for %s (it needs DESCRIBE on the "
+			    "topic)", p->topic, p->index, kerr_name(r.error),
+			    pcluster_principal(x->cl, who, sizeof(who)));
+		} else {
 			pl_part_fail(p, "ListOffsets on the destination: %s",
 			    kerr_name(r.error));
+		}
 		goto out;
 	}
 	pcopy_sync_done(p, r.offset);
@@ -289,6 +297,14 @@ static int check_destination_topic(struct ppart *p)
 		if (rc < 0)
 			pl_part_fail(p, "%s", msg);
 		return -1; /* created or not: wait for the next Metadata */
+	}
+	if (pl_is_denial(t->error)) {
+		char who[300];
+
+		pl_part_fail_denied(p, "Metadata for topic %s answered %s for %s (it "
+		    "needs DESCRIBE, READ and WRITE on the topic)", p->topic,
+		    kerr_name(t->error), pcluster_principal(dst, who, sizeof(who)));
+		return -1;
 	}
 	if (t->error != 0) {
 		pcluster_want_metadata(dst);

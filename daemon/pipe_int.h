@@ -250,7 +250,7 @@ void pl_part_fail_final(struct ppart *p, const char *fmt, ...)
  * notwithstanding; the reason starts with PL_DENIED_PREFIX. */
 void pl_part_fail_denied(struct ppart *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-#define PL_DENIED_PREFIX "the destination denies writes: "
+#define PL_DENIED_PREFIX "destination access denied: "
 /* 1 for the authorization errors a destination answers a write with. */
 static inline int pl_is_denial(int16_t code)
 {

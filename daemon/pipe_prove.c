@@ -247,7 +247,7 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 	struct pcluster *dst = p->pm->pl->dst;
 	struct batch_iter it;
 	struct batch b;
-	char err[256];
+	char err[256], who[300];
 	int rc, found = 0;
 
 	if (fp->partition != p->index || !kstr_eq(fp->topic, p->topic) ||
@@ -266,6 +266,12 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 		    fp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
 		    fp->error == 74 || fp->error == 75)
 			pcluster_want_metadata(dst);
+		else if (pl_is_denial(fp->error))
+			pl_part_fail_denied(p, "Fetch of topic %s partition %" PRId32
+			    " at offset %" PRId64 " (checking who wrote it) answered %s "
+			    "for %s (it needs READ on the topic)", p->topic, p->index,
+			    p->prove_at, kerr_name(fp->error),
+			    pcluster_principal(dst, who, sizeof(who)));
 		else
 			pl_part_fail(p, "Fetch from the destination at offset %" PRId64
 			    " (checking who wrote it): %s", p->prove_at,

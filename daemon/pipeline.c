@@ -1228,7 +1228,7 @@ int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
 	if (n == 0)
 		return 1;
 	snprintf(why, whylen, "%zu partition%s FAILED because the destination "
-	    "refuses mirrord's writes (retried until it allows them), first "
+	    "refuses mirrord's principal (retried until it allows it), first "
 	    "%s/%s-%d: %s", n, n == 1 ? "" : "s", first->topic->mirror->name,
 	    first->topic->name, (int)first->index, first->error);
 	return 0;

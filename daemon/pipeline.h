@@ -110,8 +110,9 @@ int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen);
  * destination, another cluster id; pipe_ident.c), else 1. */
 int pipeline_identity_ready(struct pipeline *pl, char *why, size_t whylen);
 /* Readiness: 0 with why while a partition is FAILED because the destination
- * refuses mirrord's writes (Produce or InitProducerId answered an
- * authorization error; retried until it stops), else 1. */
+ * refuses mirrord's principal (Produce, InitProducerId, Metadata,
+ * ListOffsets or Fetch answered an authorization error; retried until it
+ * stops), else 1. */
 int pipeline_write_access_ready(struct pipeline *pl, char *why,
     size_t whylen);
 /* Live numbers for DescribeMirrors: the source high watermark and the

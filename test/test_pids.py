@@ -220,7 +220,7 @@ def main():
     def failed_denied(topic):
         r = part(topic, 0)
         return r if r and r["state"] == "FAILED" and \
-            "the destination denies writes" in (r["errorMessage"] or "") else None
+            "destination access denied" in (r["errorMessage"] or "") else None
     r = h.wait_for(lambda: failed_denied("denied"), 60,
                    "denied-0 FAILED for the refused InitProducerId")
     msg = r["errorMessage"]
@@ -228,7 +228,7 @@ def main():
                  "topic denied partition 0"):
         h.check(want in msg, "denied-0 reason %r names %r" % (msg, want))
     code, body = h.wait_for(lambda: (lambda c: c if c[0] == 503 and
-                            "destination denies writes" in c[1] else None)(readyz()),
+                            "destination access denied" in c[1] else None)(readyz()),
                             30, "/readyz to say not ready for the denial")
     h.check(denied_metric("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED") >= 1,
             "mirrord_destination_writes_denied_total counts the refusal")

@@ -14,7 +14,9 @@ the mirrored topics but at first write nothing:
   * a second topic without WRITE (InitProducerId now allowed through the
     first topic's WRITE): Produce answers TOPIC_AUTHORIZATION_FAILED, the
     partition is FAILED naming it and User:bob, retried past the mirror's
-    retry limit; WRITE granted: it resumes, equal, and /readyz is 200.
+    retry limit; WRITE granted: it resumes, equal, and /readyz is 200;
+  * a third topic without any ACL (not even DESCRIBE): Metadata answers
+    TOPIC_AUTHORIZATION_FAILED, the same named FAILED; granted: resumes.
 """
 
 import os
@@ -55,10 +57,10 @@ def same_batches(src, dst, topic):
 def main():
     src, dst = h.real_kafka(2, security="acl")
     rk = h.realkafka()
-    ta, tb = "pids-a-" + RUN, "pids-b-" + RUN
+    ta, tb, tc = "pids-a-" + RUN, "pids-b-" + RUN, "pids-c-" + RUN
     for cl in (src, dst):
-        cl.create_topic(ta, partitions=1)
-        cl.create_topic(tb, partitions=1)
+        for t in (ta, tb, tc):
+            cl.create_topic(t, partitions=1)
     for t in (ta, tb):
         dst.grant("User:bob", ["DESCRIBE", "READ", "DESCRIBE_CONFIGS"], topic=t)
 
@@ -99,7 +101,7 @@ def main():
     def failed_denied(topic):
         r = tp.row(d, "k", topic)
         return r if r and r["state"] == "FAILED" and \
-            "the destination denies writes" in (r["errorMessage"] or "") else None
+            "destination access denied" in (r["errorMessage"] or "") else None
 
     SA = src.admin_bootstrap
     DA = dst.admin_bootstrap
@@ -116,7 +118,7 @@ def main():
                  "User:bob", "topic %s partition 0" % ta):
         h.check(want in msg, "the reason names %r: %r" % (want, msg))
     code, body = h.wait_for(lambda: (lambda c: c if c[0] == 503 and
-                            "destination denies writes" in c[1] else None)(readyz()),
+                            "destination access denied" in c[1] else None)(readyz()),
                             30, "/readyz 503 for the denial")
     h.check(denied("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED") >= 1,
             "the denial metric counts the refused InitProducerId")
@@ -154,6 +156,23 @@ def main():
     eq(same_batches(SA, DA, ta), 50, "%s records on the destination" % ta)
     print("WRITE granted: %s resumed; /readyz ready; both topics equal" % tb,
           flush=True)
+
+    # 4. A topic bob may not even describe: Metadata refused.
+    tp.produce(SA, tc, 15, "c")
+    d.cli_ok("--add", "--mirror", "k", "--topic", tc)
+    r = h.wait_for(lambda: failed_denied(tc), 90,
+                   "%s-0 FAILED for the refused Metadata" % tc)
+    msg = r["errorMessage"]
+    print("real Kafka, no DESCRIBE on %s: %s" % (tc, msg), flush=True)
+    for want in ("Metadata for topic %s" % tc, "TOPIC_AUTHORIZATION_FAILED",
+                 "User:bob"):
+        h.check(want in msg, "the reason names %r: %r" % (want, msg))
+    eq(readyz()[0], 503, "/readyz while %s is refused" % tc)
+    dst.grant("User:bob", ["DESCRIBE", "READ", "WRITE"], topic=tc)
+    tp.wait_end(DA, tc, 15, timeout=120)
+    tp.wait_row(d, "k", tc, "MIRRORING", timeout=60)
+    eq(same_batches(SA, DA, tc), 15, "%s records on the destination" % tc)
+    h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz 200 once allowed")
     d.stop()
 
 
