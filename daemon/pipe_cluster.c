@@ -729,6 +729,13 @@ static void pid_response(struct kconn *c, int err, const char *errstr,
 		pid_refused(cl, 0, "malformed response");
 		return;
 	}
+	if (m.error_code != 0 && !pl_is_denial(m.error_code)) {
+		/* COORDINATOR_LOAD_IN_PROGRESS after a broker start, and the
+		 * like: asked again after the backoff. */
+		pid_refused(cl, 0, "%s answered %s", kconn_name(c),
+		    kerr_name(m.error_code));
+		return;
+	}
 	if (m.error_code != 0) {
 		pid_refused(cl, m.error_code, "InitProducerId refused by %s: %s (%s "
 		    "needs IdempotentWrite on the cluster or WRITE on a topic)",
