@@ -817,6 +817,7 @@ static void produce_uncertain(struct ppart *p, const char *why)
 
 	p->sync_lo = s->dst_base;
 	p->sync_hi = s->dst_base + s->count;
+	p->unsure_sent_ms = p->last_send_ms;
 	pbatch_free(s);
 	p->sending = NULL;
 	pl_part_resync(p, why);
@@ -840,8 +841,9 @@ static void produce_uncertain(struct ppart *p, const char *why)
 static void identity_lost(struct ppart *p, int16_t error)
 {
 	struct pipeline *pl = p->pm->pl;
-	int64_t fence = p->last_send_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
+	int64_t fence = p->unsure_sent_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
 	char why[300], name[300];
+	int64_t sent;
 
 	if (error == KERR_INVALID_PRODUCER_EPOCH || p->pepoch >= INT16_MAX ||
 	    p->pid < 0) {
@@ -859,9 +861,17 @@ static void identity_lost(struct ppart *p, int16_t error)
 	}
 	p->seq_base = -1;
 	log_warnx("%s: %s", pname(p, name, sizeof(name)), why);
+	/* This answer is certain (not appended); what may still be queued
+	 * under the old identity was sent before unsure_sent_ms. */
+	sent = p->unsure_sent_ms;
 	produce_uncertain(p, why);
-	if (p->not_before < fence)
+	p->unsure_sent_ms = sent;
+	if (p->not_before < fence) {
+		log_info("%s: a Produce of the old identity may still be in a "
+		    "broker: re-reading the destination end in %" PRId64 " ms",
+		    pname(p, name, sizeof(name)), fence - clock_mono_ms());
 		p->not_before = fence;
+	}
 }
 
 /*

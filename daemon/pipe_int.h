@@ -154,13 +154,17 @@ struct ppart {
 	 * first batch's offset becomes sequence 0 and is recorded before the
 	 * batch is sent); pid_fresh: the kept one must not be reused;
 	 * pid_wait_since: waiting for the pool (mono ms, 0 not waiting);
-	 * last_send_ms: the last Produce sent. */
+	 * last_send_ms: the last Produce sent; unsure_sent_ms: when the
+	 * newest Produce whose fate is unknown was sent (the start of this
+	 * process counts as one: the previous one may have left requests in
+	 * a broker), the fence delay after a sequence error runs from it. */
 	int64_t pid;
 	int16_t pepoch;
 	int64_t seq_base;
 	int pid_fresh;
 	int64_t pid_wait_since;
 	int64_t last_send_ms;
+	int64_t unsure_sent_ms;
 	int fetch_inflight;
 	struct pbatch *sending;      /* the Produce in flight */
 	struct pbatchq q;

@@ -550,6 +550,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->pid = -1;
 	p->pepoch = -1;
 	p->seq_base = -1;
+	p->unsure_sent_ms = clock_mono_ms();
 	p->last_src = mp->last_offset;
 	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
 	p->live.source_high_watermark = -1;
