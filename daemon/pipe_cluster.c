@@ -160,6 +160,7 @@ void pcluster_free(struct pcluster *cl)
 	free(cl->boot_port);
 	free(cl->cluster_id);
 	free(cl->pid_file);
+	free(cl->legacy_cluster);
 	kconn_config_fini(&cl->kcfg);
 	free(cl);
 }
@@ -602,7 +603,10 @@ static void pid_remember(struct pcluster *cl, int64_t pid)
 
 int pcluster_pid_legacy(const struct pcluster *cl, int64_t pid)
 {
-	if (pid < 0)
+	/* Ids of another cluster prove nothing here. */
+	if (pid < 0 || (cl->legacy_cluster != NULL && cl->cluster_id != NULL &&
+	    strcmp(cl->legacy_cluster, "-") != 0 &&
+	    strcmp(cl->legacy_cluster, cl->cluster_id) != 0))
 		return 0;
 	for (size_t i = 0; i < cl->nused; i++)
 		if (cl->used_pids[i] == pid)
@@ -627,6 +631,8 @@ void pcluster_load_pid(struct pcluster *cl, const char *dir)
 		return;
 	if (fgets(line, sizeof(line), f) != NULL &&
 	    sscanf(line, "%255s %lld %d", cid, &pid, &epoch) == 3 && pid >= 0) {
+		free(cl->legacy_cluster);
+		cl->legacy_cluster = strdup(cid);
 		pid_remember(cl, pid);
 		while (fgets(line, sizeof(line), f) != NULL)
 			if (sscanf(line, "%lld", &pid) == 1)

@@ -89,6 +89,7 @@ struct pcluster {
 	 * partition (storage.data_dir/producer-id, read only): their
 	 * batches carry sequence = offset; pipe_prove.c recognises them. */
 	char *pid_file;
+	char *legacy_cluster;        /* the destination cluster id they belong to */
 	int64_t used_pids[16];
 	size_t nused;
 	int dying;

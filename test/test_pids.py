@@ -12,6 +12,10 @@ What a user would check:
     partition's batches, offsets and records equal the source's, nothing
     lost or duplicated;
   * identities survive kill -9 (the same producer id and epoch after it);
+  * batches of an earlier version's single producer id (kept in
+    storage.data_dir/producer-id, sequence = offset) are recognised as
+    mirrord's after an upgrade, and new batches get an identity of their
+    own;
   * InitProducerId refused (CLUSTER_AUTHORIZATION_FAILED) and Produce
     refused (TOPIC_AUTHORIZATION_FAILED): the partition is FAILED with a
     reason naming the error and the topic, /readyz says not ready, the
@@ -264,6 +268,46 @@ def main():
     print("Produce refused four times: FAILED naming it, retried past "
           "max.attempts=2, resumed; all partitions equal to the source",
           flush=True)
+    d.stop()
+
+    # 6. Upgrade: batches an earlier version wrote with its one producer id
+    # (sequence = offset, the id in data_dir/producer-id) are mirrord's.
+    for c in (0, 1):
+        mc.cmd("topic %d legacy 1" % c)
+    produce(SRC, "legacy", 0, 40, "l")
+    old_pid = 4242000
+    s = kraw.Cluster(SRC)
+    t = kraw.Cluster(DST)
+    try:
+        for b in s.batches("legacy", 0):
+            raw = bytearray(b["raw"])
+            raw[0:8] = struct.pack(">q", 0)
+            raw[43:57] = struct.pack(">qhi", old_pid, 0, b["base_offset"])
+            raw[17:21] = struct.pack(">I", kraw.crc32c(bytes(raw[21:])))
+            body = (struct.pack(">hhi", -1, -1, 5000) + struct.pack(">i", 1)
+                    + kraw._s("legacy") + struct.pack(">ii", 1, 0)
+                    + struct.pack(">i", len(raw)) + bytes(raw))
+            t.conn("legacy", 0).call(0, 3, body)
+    finally:
+        s.close()
+        t.close()
+    eq(ends(DST, "legacy", 1), ends(SRC, "legacy", 1), "legacy destination end")
+    with open(os.path.join(d.data_dir, "producer-id"), "w") as f:
+        f.write("%s %d 0\n" % (mc.cluster_id(1), old_pid))
+    d.start()
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "legacy")
+    produce(SRC, "legacy", 0, 20, "l2")
+    wait_mirrored("legacy", 1)
+    h.wait_for(lambda: part("legacy", 0)["state"] == "MIRRORING", 60,
+               "legacy-0 MIRRORING (the earlier version's batches proven)")
+    rows = identities("legacy", 0)
+    h.check(rows[0][2] == old_pid and rows[-1][2] not in (old_pid, -1),
+            "legacy-0: the earlier id's batches, then a fresh id: %r"
+            % ([r[2:4] for r in rows],))
+    check_numbering([r for r in rows if r[2] != old_pid], "legacy-0 new batches")
+    print("upgrade: %d batches of the earlier single producer id proven as "
+          "mirrord's; new batches under producer id %d"
+          % (sum(1 for r in rows if r[2] == old_pid), rows[-1][2]), flush=True)
     d.stop()
 
 
