@@ -738,6 +738,7 @@ static void pid_response(struct kconn *c, int err, const char *errstr,
 	if (m.error_code != 0 && !pl_is_denial(m.error_code)) {
 		/* COORDINATOR_LOAD_IN_PROGRESS after a broker start, and the
 		 * like: asked again after the backoff. */
+		pl_kafka_error(cl, KP_API_INIT_PRODUCER_ID, m.error_code);
 		pid_refused(cl, 0, "%s answered %s", kconn_name(c),
 		    kerr_name(m.error_code));
 		return;
