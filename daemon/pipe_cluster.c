@@ -686,10 +686,13 @@ static void pid_refused(struct pcluster *cl, int16_t code, const char *fmt, ...)
 	cl->pid_failures++;
 	cl->pid_not_before = clock_mono_ms() + backoff_for(cl->pl, cl->pid_failures);
 	if (code == 0) {
+		char why[400];
+
+		/* pid_why keeps the last refusal's reason for the partitions. */
 		va_start(ap, fmt);
-		vsnprintf(cl->pid_why, sizeof(cl->pid_why), fmt, ap);
+		vsnprintf(why, sizeof(why), fmt, ap);
 		va_end(ap);
-		log_info("%s: InitProducerId: %s", cl->label, cl->pid_why);
+		log_info("%s: InitProducerId: %s", cl->label, why);
 		return;
 	}
 	va_start(ap, fmt);
