@@ -302,6 +302,13 @@ static bool ready_divergence(void *arg, char *why, size_t whylen)
 	return d->pl == NULL || pipeline_divergence_ready(d->pl, why, whylen);
 }
 
+static bool ready_write_access(void *arg, char *why, size_t whylen)
+{
+	struct daemon *d = arg;
+
+	return d->pl == NULL || pipeline_write_access_ready(d->pl, why, whylen);
+}
+
 /* ---- start-up ------------------------------------------------------ */
 
 static int open_state(struct daemon *d)
@@ -362,6 +369,8 @@ static int start_http(struct daemon *d)
 	    ready_identity, d);
 	httpd_add_ready_check(d->http, "source logs agree with the mirror",
 	    ready_divergence, d);
+	httpd_add_ready_check(d->http, "destination write access",
+	    ready_write_access, d);
 	log_info("metrics: listening on %s:%d (/metrics, /healthz, /readyz)",
 	    d->cfg->metrics_listen.host, httpd_port(d->http));
 	return 0;

@@ -13,6 +13,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,6 @@ struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
 	kconn_config_init(&cl->kcfg);
 	cl->md_interval_ms = 30000;
 	cl->md_wanted = 1;
-	cl->saved_pid = -1;
 	while (s != NULL && *s != '\0') {
 		const char *comma = strchr(s, ',');
 		size_t len = comma ? (size_t)(comma - s) : strlen(s);
@@ -160,7 +160,7 @@ void pcluster_free(struct pcluster *cl)
 	free(cl->boot_port);
 	free(cl->cluster_id);
 	free(cl->pid_file);
-	free(cl->saved_cluster);
+	free(cl->legacy_cluster);
 	kconn_config_fini(&cl->kcfg);
 	free(cl);
 }
@@ -581,42 +581,38 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
 /* ---- InitProducerId (destination) ---------------------------------------- */
 
 /*
- * The identity is kept in <storage.data_dir>/producer-id as one line
- * "<destination cluster id> <producer id> <epoch>", replaced atomically
- * (write, fsync, rename, fsync the directory): it changes once per new
- * identity, so the fsyncs on the loop thread are rare.
+ * Each destination partition writes with a producer identity of its own
+ * (pipe_copy.c takes it, lib/mstate records it per partition), so a
+ * sequence error on one partition never touches another's.  Fresh ids come
+ * from a small pool: InitProducerId with a null transactional id hands out
+ * a new idempotent producer id each time; the pool asks for as many as
+ * partitions found it empty (up to PID_POOL_MAX, PID_INFLIGHT_MAX requests
+ * pipelined on the control connection), so 10,000 new partitions cost
+ * 10,000 small requests in flight 8 at a time, and a restart none (the
+ * identities are in the metadata log).
+ *
+ * Versions before per-partition identities kept one id for every partition
+ * in <storage.data_dir>/producer-id ("<cluster id> <producer id> <epoch>",
+ * then older ids one a line).  That file is only read now: batches written
+ * under those ids (sequence = offset) are still recognised as mirrord's.
  */
-/* Remembers pid as one mirrord produced with (newest first, bounded). */
-static void pid_remember(struct pcluster *cl, int64_t pid, int newest)
+static void pid_remember(struct pcluster *cl, int64_t pid)
 {
-	size_t n = ARRAY_SIZE(cl->used_pids), i;
-
-	if (pid < 0)
+	if (pid < 0 || cl->nused >= ARRAY_SIZE(cl->used_pids))
 		return;
-	for (i = 0; i < cl->nused && cl->used_pids[i] != pid; i++)
-		;
-	if (i < cl->nused) {
-		if (!newest)
+	for (size_t i = 0; i < cl->nused; i++)
+		if (cl->used_pids[i] == pid)
 			return;
-		memmove(&cl->used_pids[1], &cl->used_pids[0], i * sizeof(int64_t));
-	} else if (newest) {
-		memmove(&cl->used_pids[1], &cl->used_pids[0],
-		    MIN(cl->nused, n - 1) * sizeof(int64_t));
-		cl->nused = MIN(cl->nused + 1, n);
-	} else {
-		if (cl->nused < n)
-			cl->used_pids[cl->nused++] = pid;
-		return;
-	}
-	cl->used_pids[0] = pid;
+	cl->used_pids[cl->nused++] = pid;
 }
 
-int pcluster_pid_known(const struct pcluster *cl, int64_t pid)
+int pcluster_pid_legacy(const struct pcluster *cl, int64_t pid)
 {
-	if (pid < 0)
+	/* Ids of another cluster prove nothing here. */
+	if (pid < 0 || (cl->legacy_cluster != NULL && cl->cluster_id != NULL &&
+	    strcmp(cl->legacy_cluster, "-") != 0 &&
+	    strcmp(cl->legacy_cluster, cl->cluster_id) != 0))
 		return 0;
-	if (cl->pid_state == 2 && cl->pid == pid)
-		return 1;
 	for (size_t i = 0; i < cl->nused; i++)
 		if (cl->used_pids[i] == pid)
 			return 1;
@@ -633,105 +629,86 @@ void pcluster_load_pid(struct pcluster *cl, const char *dir)
 	if (dir == NULL || snprintf(path, sizeof(path), "%s/producer-id", dir) >=
 	    (int)sizeof(path))
 		return;
+	free(cl->pid_file);
 	cl->pid_file = strdup(path);
 	f = fopen(path, "r");
 	if (f == NULL)
 		return;
 	if (fgets(line, sizeof(line), f) != NULL &&
-	    sscanf(line, "%255s %lld %d", cid, &pid, &epoch) == 3 && pid >= 0 &&
-	    epoch >= 0 && epoch <= INT16_MAX) {
-		cl->saved_pid = pid;
-		cl->saved_epoch = (int16_t)epoch;
-		cl->saved_cluster = strdup(cid);
-		pid_remember(cl, pid, 1);
-		/* Then the producer ids used before it, one a line. */
+	    sscanf(line, "%255s %lld %d", cid, &pid, &epoch) == 3 && pid >= 0) {
+		free(cl->legacy_cluster);
+		cl->legacy_cluster = strdup(cid);
+		pid_remember(cl, pid);
 		while (fgets(line, sizeof(line), f) != NULL)
 			if (sscanf(line, "%lld", &pid) == 1)
-				pid_remember(cl, pid, 0);
-	} else {
-		log_warnx("%s: %s does not hold \"<cluster id> <producer id> <epoch>\": "
-		    "asking for a new producer id", cl->label, path);
+				pid_remember(cl, pid);
+		log_info("%s: %zu producer id%s of an earlier version read from %s "
+		    "(recognised as mirrord's; every partition now writes with "
+		    "its own)", cl->label, cl->nused, cl->nused == 1 ? "" : "s",
+		    path);
 	}
 	fclose(f);
 }
 
-static void save_pid(struct pcluster *cl)
+const char *pcluster_principal(const struct pcluster *cl, char *buf,
+    size_t len)
 {
-	char tmp[4200], dir[4096], *slash;
-	int fd = -1, ok = 0;
-	FILE *f = NULL;
-
-	if (cl->pid_file == NULL)
-		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", cl->pid_file);
-	snprintf(dir, sizeof(dir), "%s", cl->pid_file);
-	slash = strrchr(dir, '/');
-	if (slash != NULL)
-		*slash = '\0';
-	f = fopen(tmp, "w");
-	if (f != NULL && fprintf(f, "%s %" PRId64 " %d\n",
-	    cl->cluster_id ? cl->cluster_id : "-", cl->pid, cl->pepoch) > 0)
-		ok = 1;
-	/* The older ids too: pipe_prove.c recognises their batches. */
-	for (size_t i = 0; ok && i < cl->nused; i++)
-		if (cl->used_pids[i] != cl->pid &&
-		    fprintf(f, "%" PRId64 "\n", cl->used_pids[i]) < 0)
-			ok = 0;
-	if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-		ok = 0;
-	if (f != NULL && fclose(f) != 0)
-		ok = 0;
-	if (ok && rename(tmp, cl->pid_file) == 0) {
-		fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
-		if (fd >= 0) {
-			(void)fsync(fd);
-			close(fd);
-		}
-		free(cl->saved_cluster);
-		cl->saved_cluster = strdup(cl->cluster_id ? cl->cluster_id : "-");
-		cl->saved_pid = cl->pid;
-		cl->saved_epoch = cl->pepoch;
-		return;
-	}
-	log_warn("%s: cannot keep the producer id in %s (a restart will use a new "
-	    "one)", cl->label, cl->pid_file);
-	(void)unlink(tmp);
+	if (cl->kcfg.sasl_username != NULL)
+		snprintf(buf, len, "User:%s", cl->kcfg.sasl_username);
+	else
+		snprintf(buf, len, "the principal of its %s connection",
+		    kconn_security_tls(cl->kcfg.security) ? "TLS certificate" :
+		    "PLAINTEXT (User:ANONYMOUS)");
+	return buf;
 }
 
-void pcluster_reset_pid(struct pcluster *cl)
+int pcluster_take_pid(struct pcluster *cl, int64_t *pid, int16_t *epoch)
 {
-	if (cl->pid_state == 2)
-		log_info("%s: the destination refused producer id %" PRId64
-		    ": asking for a new one", cl->label, cl->pid);
-	cl->pid_state = 0;
-	cl->saved_pid = -1;
-}
-
-/* Reuse the kept identity if it belongs to this destination cluster. */
-static int adopt_saved_pid(struct pcluster *cl)
-{
-	const char *cid = cl->cluster_id ? cl->cluster_id : "-";
-
-	if (cl->saved_pid < 0 || cl->saved_cluster == NULL)
-		return 0;
-	if (strcmp(cid, cl->saved_cluster) != 0) {
-		log_info("%s: the kept producer id belongs to cluster %s, this is %s: "
-		    "asking for a new one", cl->label, cl->saved_cluster, cid);
-		cl->saved_pid = -1;
-		cl->nused = 0; /* ids of another cluster prove nothing here */
-		return 0;
+	if (cl->npool == 0) {
+		cl->pid_demand++; /* the loop asks after its produce round */
+		return -1;
 	}
-	cl->pid = cl->saved_pid;
-	cl->pepoch = cl->saved_epoch;
-	cl->pid_state = 2;
-	log_info("%s: producing as idempotent producer id %" PRId64 " epoch %d "
-	    "(kept from the previous run)", cl->label, cl->pid, cl->pepoch);
-	return 1;
+	cl->npool--;
+	*pid = cl->pid_pool[cl->npool].pid;
+	*epoch = cl->pid_pool[cl->npool].epoch;
+	return 0;
 }
 
 static int pid_encode(struct kw *w, int16_t version, const void *msg)
 {
 	return kp_init_producer_id_request_encode(w, version, msg);
+}
+
+static void pid_refused(struct pcluster *cl, int16_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* InitProducerId did not give an id: back off; a refusal is remembered
+ * for the partitions waiting (pipe_copy.c fails them with it). */
+static void pid_refused(struct pcluster *cl, int16_t code, const char *fmt, ...)
+{
+	va_list ap;
+
+	cl->pid_failures++;
+	cl->pid_not_before = clock_mono_ms() + backoff_for(cl->pl, cl->pid_failures);
+	if (code == 0) {
+		char why[400];
+
+		/* pid_why keeps the last refusal's reason for the partitions. */
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof(why), fmt, ap);
+		va_end(ap);
+		log_info("%s: InitProducerId: %s", cl->label, why);
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(cl->pid_why, sizeof(cl->pid_why), fmt, ap);
+	va_end(ap);
+	if (cl->pid_error != code)
+		log_warnx("%s: %s", cl->label, cl->pid_why);
+	cl->pid_error = code;
+	cl->pid_refused_at = clock_mono_ms();
+	pl_kafka_error(cl, KP_API_INIT_PRODUCER_ID, code);
+	pl_kick(cl->pl);
 }
 
 static void pid_response(struct kconn *c, int err, const char *errstr,
@@ -740,22 +717,22 @@ static void pid_response(struct kconn *c, int err, const char *errstr,
 	struct pcluster *cl = arg;
 	struct kp_init_producer_id_response m;
 	struct karena *a;
+	char who[300];
 	int16_t version;
 	int rc;
 
 	if (cl->dying)
 		return;
-	cl->pid_state = 0;
-	cl->pid_not_before = clock_mono_ms() + pl_backoff_ms(cl->pl);
+	cl->pid_inflight--;
 	if (err != KCONN_E_OK) {
-		log_info("%s: InitProducerId failed: %s", cl->label, errstr);
+		pid_refused(cl, 0, "%s", errstr);
 		return;
 	}
 	version = (int16_t)kconn_pick_version(c, KP_API_INIT_PRODUCER_ID,
 	    PW_INIT_PID_MIN, PW_INIT_PID_MAX);
 	/* The body has no arrays: the arena is never used. */
 	if ((a = karena_new(256)) == NULL) {
-		log_warnx("%s: InitProducerId: out of memory", cl->label);
+		pid_refused(cl, 0, "out of memory");
 		return;
 	}
 	rc = kp_init_producer_id_response_decode(body, a, version, &m);
@@ -763,19 +740,41 @@ static void pid_response(struct kconn *c, int err, const char *errstr,
 	if (rc < 0) {
 		log_warnx("%s: %s: InitProducerId response does not parse: %s",
 		    cl->label, kconn_name(c), body->why);
+		pid_refused(cl, 0, "malformed response");
+		return;
+	}
+	if (m.error_code != 0 && !pl_is_denial(m.error_code)) {
+		/* COORDINATOR_LOAD_IN_PROGRESS after a broker start, and the
+		 * like: asked again after the backoff. */
+		pl_kafka_error(cl, KP_API_INIT_PRODUCER_ID, m.error_code);
+		pid_refused(cl, 0, "%s answered %s", kconn_name(c),
+		    kerr_name(m.error_code));
 		return;
 	}
 	if (m.error_code != 0) {
-		log_warnx("%s: InitProducerId: %s", cl->label, kerr_name(m.error_code));
+		pid_refused(cl, m.error_code, "InitProducerId refused by %s: %s (%s "
+		    "needs IdempotentWrite on the cluster or WRITE on a topic)",
+		    kconn_name(c), kerr_name(m.error_code),
+		    pcluster_principal(cl, who, sizeof(who)));
 		return;
 	}
-	cl->pid = m.producer_id;
-	pid_remember(cl, cl->pid, 1);
-	cl->pepoch = m.producer_epoch;
-	cl->pid_state = 2;
-	log_info("%s: producing as idempotent producer id %" PRId64 " epoch %d",
-	    cl->label, cl->pid, cl->pepoch);
-	save_pid(cl);
+	if (m.producer_id < 0 || m.producer_epoch < 0) {
+		pid_refused(cl, 0, "the answer holds producer id %" PRId64 " epoch %d",
+		    m.producer_id, m.producer_epoch);
+		return;
+	}
+	if (cl->pid_error != 0)
+		log_info("%s: InitProducerId answers again (it was refused: %s)",
+		    cl->label, kerr_name(cl->pid_error));
+	cl->pid_error = 0;
+	cl->pid_failures = 0;
+	if (cl->npool < PID_POOL_MAX) {
+		cl->pid_pool[cl->npool].pid = m.producer_id;
+		cl->pid_pool[cl->npool].epoch = m.producer_epoch;
+		cl->npool++;
+	}
+	log_debug("%s: fresh producer id %" PRId64 " epoch %d (%zu in the pool)",
+	    cl->label, m.producer_id, m.producer_epoch, cl->npool);
 	pl_kick(cl->pl);
 }
 
@@ -787,11 +786,9 @@ static void ask_pid(struct pcluster *cl, struct kconn *c)
 	    PW_INIT_PID_MAX);
 
 	if (v < 0) {
-		log_warnx("%s: %s has no InitProducerId v0-v1: producing without a "
-		    "producer id", cl->label, kconn_name(c));
-		cl->pid = -1;
-		cl->pepoch = -1;
-		cl->pid_state = 3;
+		log_warnx("%s: %s has no InitProducerId v0-v1: producing without "
+		    "producer ids", cl->label, kconn_name(c));
+		cl->pid_unsupported = 1;
 		pl_kick(cl->pl);
 		return;
 	}
@@ -800,33 +797,45 @@ static void ask_pid(struct pcluster *cl, struct kconn *c)
 	req.transaction_timeout_ms = 60000;
 	if (kconn_send(c, KP_API_INIT_PRODUCER_ID, (int16_t)v, pid_encode, &req, 0, 0,
 	    pid_response, cl, err, sizeof(err)) == 0)
-		cl->pid_state = 1;
+		cl->pid_inflight++;
+	else
+		log_debug("%s: InitProducerId: %s", cl->label, err);
+}
+
+/* How many more InitProducerId requests to send now. */
+static size_t pid_wanted(const struct pcluster *cl, int64_t now)
+{
+	size_t want;
+
+	if (cl->is_source || cl->pid_unsupported || !cl->md_ok_once ||
+	    cl->pid_demand == 0 || now < cl->pid_not_before ||
+	    cl->pid_inflight >= PID_INFLIGHT_MAX)
+		return 0;
+	want = MIN(cl->pid_demand, (size_t)PID_POOL_MAX);
+	if (cl->npool + (size_t)cl->pid_inflight >= want)
+		return 0;
+	want -= cl->npool + (size_t)cl->pid_inflight;
+	return MIN(want, (size_t)(PID_INFLIGHT_MAX - cl->pid_inflight));
 }
 
 void pcluster_tick(struct pcluster *cl)
 {
 	int64_t now = clock_mono_ms();
-	int want_pid;
+	size_t want_pid;
 	struct kconn *c;
 
 	if (cl->dying)
 		return;
 	if (cl->md_ok_once && now - cl->md_last_ok >= cl->md_interval_ms)
 		cl->md_wanted = 1;
-	/* The destination's identity: after the first Metadata (it names the
-	 * cluster the kept identity must belong to). */
-	want_pid = !cl->is_source && cl->pid_state == 0 && cl->md_ok_once &&
-	    now >= cl->pid_not_before;
-	if (want_pid && adopt_saved_pid(cl)) {
-		want_pid = 0;
-		pl_kick(cl->pl);
-	}
-	if (!want_pid && (!cl->md_wanted || cl->md_inflight || now < cl->md_not_before))
+	/* Fresh producer ids once the destination answered Metadata. */
+	want_pid = pid_wanted(cl, now);
+	if (want_pid == 0 && (!cl->md_wanted || cl->md_inflight || now < cl->md_not_before))
 		return;
 	c = ctl_conn(cl);
 	if (c == NULL)
 		return;
-	if (want_pid)
+	for (size_t i = 0; i < want_pid && !cl->pid_unsupported; i++)
 		ask_pid(cl, c);
 	if (cl->md_wanted && !cl->md_inflight && now >= cl->md_not_before)
 		send_metadata(cl, c);

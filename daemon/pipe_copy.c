@@ -267,11 +267,19 @@ static void sync_response(struct kconn *c, int err, const char *errstr,
 	if (r.error != 0) {
 		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		p->live.retries++;
-		if (leader_error(r.error))
+		if (leader_error(r.error)) {
 			pcluster_want_metadata(x->cl);
-		else
+		} else if (pl_is_denial(r.error)) {
+			char who[300];
+
+			pl_part_fail_denied(p, "ListOffsets of topic %s partition %"
+			    PRId32 " answered %s for %s (it needs DESCRIBE on the "
+			    "topic)", p->topic, p->index, kerr_name(r.error),
+			    pcluster_principal(x->cl, who, sizeof(who)));
+		} else {
 			pl_part_fail(p, "ListOffsets on the destination: %s",
 			    kerr_name(r.error));
+		}
 		goto out;
 	}
 	pcopy_sync_done(p, r.offset);
@@ -306,6 +314,14 @@ static int check_destination_topic(struct ppart *p)
 		if (rc < 0)
 			pl_part_fail(p, "%s", msg);
 		return -1; /* created or not: wait for the next Metadata */
+	}
+	if (pl_is_denial(t->error)) {
+		char who[300];
+
+		pl_part_fail_denied(p, "Metadata for topic %s answered %s for %s (it "
+		    "needs DESCRIBE, READ and WRITE on the topic)", p->topic,
+		    kerr_name(t->error), pcluster_principal(dst, who, sizeof(who)));
+		return -1;
 	}
 	if (t->error != 0) {
 		pcluster_want_metadata(dst);
@@ -826,9 +842,101 @@ static void produce_uncertain(struct ppart *p, const char *why)
 
 	p->sync_lo = s->dst_base;
 	p->sync_hi = s->dst_base + s->count;
+	p->unsure_sent_ms = p->last_send_ms;
 	pbatch_free(s);
 	p->sending = NULL;
 	pl_part_resync(p, why);
+}
+
+/*
+ * The broker answered p's Produce with a sequence error
+ * (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID: its state for the
+ * identity is not what mirrord's is; INVALID_PRODUCER_EPOCH: someone holds
+ * a higher epoch of it).  The batch was not appended.  p alone takes a new
+ * identity: the same producer id with the epoch bumped (as Kafka's
+ * idempotent producer does, KIP-360: a higher epoch of the id is accepted
+ * with sequence 0, and once a batch of it is on the partition the broker
+ * fences every older epoch, so a late copy of an old request can no longer
+ * land), or a fresh id when the epoch is exhausted or was fenced.  Then,
+ * after the fence delay (a request sent under the old identity and still
+ * queued in a broker has had its time), the destination end is read and
+ * proven again (pipe_prove.c recognises batches of every identity the
+ * partition recorded), so a late copy that did land is taken as written.
+ */
+static void identity_lost(struct ppart *p, int16_t error)
+{
+	struct pipeline *pl = p->pm->pl;
+	int64_t fence = p->unsure_sent_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
+	char why[300], name[300];
+	int64_t sent;
+
+	if (error == KERR_INVALID_PRODUCER_EPOCH || p->pepoch >= INT16_MAX ||
+	    p->pid < 0) {
+		snprintf(why, sizeof(why), "Produce answered %s for producer id "
+		    "%" PRId64 " epoch %d: a fresh producer id for this partition",
+		    kerr_name(error), p->pid, p->pepoch);
+		p->pid = -1;
+		p->pid_fresh = 1;
+	} else {
+		snprintf(why, sizeof(why), "Produce answered %s for producer id "
+		    "%" PRId64 " epoch %d: epoch %d from the destination end on, "
+		    "the older epoch fenced", kerr_name(error), p->pid, p->pepoch,
+		    p->pepoch + 1);
+		p->pepoch++;
+	}
+	p->seq_base = -1;
+	log_warnx("%s: %s", pname(p, name, sizeof(name)), why);
+	/* This answer is certain (not appended); what may still be queued
+	 * under the old identity was sent before unsure_sent_ms. */
+	sent = p->unsure_sent_ms;
+	produce_uncertain(p, why);
+	p->unsure_sent_ms = sent;
+	if (p->not_before < fence) {
+		log_info("%s: a Produce of the old identity may still be in a "
+		    "broker: re-reading the destination end in %" PRId64 " ms",
+		    pname(p, name, sizeof(name)), fence - clock_mono_ms());
+		p->not_before = fence;
+	}
+}
+
+/*
+ * p's producer identity for its next batch: 0 ready (p->pid, or -1 when
+ * the destination has no producer ids at all), 1 wait for the pool, -1 p
+ * failed (InitProducerId refused while it waited).
+ */
+static int part_identity(struct ppart *p, struct pcluster *dst)
+{
+	const struct mpart *mp = p->mp;
+	int64_t now = clock_mono_ms();
+
+	if (p->pid >= 0)
+		return 0;
+	if (dst->pid_unsupported)
+		return 0;
+	if (!p->pid_fresh && mp->nproducers > 0) {
+		const struct mproducer *c = &mp->producers[mp->nproducers - 1];
+
+		p->pid = c->pid;
+		p->pepoch = (int16_t)c->epoch;
+		p->seq_base = c->seq_base;
+		return 0;
+	}
+	if (pcluster_take_pid(dst, &p->pid, &p->pepoch) == 0) {
+		p->pid_fresh = 0;
+		p->pid_wait_since = 0;
+		p->seq_base = -1;
+		return 0;
+	}
+	p->pid = -1;
+	if (p->pid_wait_since == 0)
+		p->pid_wait_since = now;
+	if (dst->pid_error != 0 && dst->pid_refused_at >= p->pid_wait_since) {
+		p->pid_wait_since = 0;
+		pl_part_fail_denied(p, "%s; no producer id for topic %s partition %"
+		    PRId32, dst->pid_why, p->topic, p->index);
+		return -1;
+	}
+	return 1;
 }
 
 static void produce_ok(struct ppart *p, struct pbatch *s)
@@ -900,26 +1008,40 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		pcluster_want_metadata(x->cl);
 		return;
 	}
+	if (pp->error == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
+	    pp->error == KERR_UNKNOWN_PRODUCER_ID ||
+	    pp->error == KERR_INVALID_PRODUCER_EPOCH) {
+		/* The broker's sequence state for this partition's identity
+		 * no longer matches mirrord's: this partition alone changes
+		 * identity (see identity_lost()). */
+		identity_lost(p, pp->error);
+		return;
+	}
 	if (pp->error == KERR_REQUEST_TIMED_OUT ||
 	    pp->error == KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND ||
 	    pp->error == KERR_NETWORK_EXCEPTION ||
-	    pp->error == KERR_DUPLICATE_SEQUENCE_NUMBER ||
-	    pp->error == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
-	    pp->error == KERR_UNKNOWN_PRODUCER_ID ||
-	    pp->error == KERR_INVALID_PRODUCER_EPOCH) {
+	    pp->error == KERR_DUPLICATE_SEQUENCE_NUMBER) {
 		char why[160];
 
-		if (pp->error == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
-		    pp->error == KERR_UNKNOWN_PRODUCER_ID ||
-		    pp->error == KERR_INVALID_PRODUCER_EPOCH) {
-			/* Our producer identity is no good any more: a new one. */
-			pcluster_reset_pid(x->cl);
-		}
 		snprintf(why, sizeof(why), "Produce answered %s", kerr_name(pp->error));
 		produce_uncertain(p, why);
 		return;
 	}
 	p->sending = NULL;
+	if (pl_is_denial(pp->error)) {
+		char who[300];
+
+		/* Not applied: copying resumes at the same place once allowed. */
+		pl_part_fail_denied(p, "Produce to topic %s partition %" PRId32
+		    " answered %s for %s (it needs WRITE on the topic%s); the batch "
+		    "for source offsets %" PRId64 "..%" PRId64 " was not written",
+		    p->topic, p->index, kerr_name(pp->error),
+		    pcluster_principal(x->cl, who, sizeof(who)),
+		    pp->error == KERR_TOPIC_AUTHORIZATION_FAILED ? "" :
+		    " and IdempotentWrite on the cluster", s->src_base, s->src_next - 1);
+		pbatch_free(s);
+		return;
+	}
 	pl_part_fail(p, "the destination refused the batch for source offsets %" PRId64
 	    "..%" PRId64 ": %s%s%.*s", s->src_base, s->src_next - 1, kerr_name(pp->error),
 	    pp->error_message.len > 0 ? ": " : "",
@@ -1003,18 +1125,55 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		    "parses: %s", q->src_base, err);
 		return -1;
 	}
+	if (p->pid >= 0 && p->seq_base >= 0 && q->dst_base < p->seq_base) {
+		/* The destination log is below where this identity began (a
+		 * topic recreated and added again): the broker may still hold
+		 * the identity's state from before, so a new epoch, sequence 0
+		 * here. */
+		log_info("%s/%s-%" PRId32 ": destination offset %" PRId64 " lies below "
+		    "the start (%" PRId64 ") of producer id %" PRId64 " epoch %d: "
+		    "a new epoch", p->pm->name, p->topic, p->index, q->dst_base,
+		    p->seq_base, p->pid, p->pepoch);
+		if (p->pepoch >= INT16_MAX) {
+			p->pid = -1;
+			p->pid_fresh = 1;
+			pl_kick(p->pm->pl);
+			return -1; /* a fresh id on a later round */
+		}
+		p->pepoch++;
+		p->seq_base = -1;
+	}
+	if (p->pid >= 0 && p->seq_base < 0) {
+		/* A new identity: sequence 0 at this batch, recorded before the
+		 * batch can be on the destination (provenance reads it). */
+		char msg[512];
+
+		if (mpart_set_producer(p->pm->pl->st, p->mp, p->pid, p->pepoch,
+		    q->dst_base, msg, sizeof(msg)) != 0) {
+			pl_part_fail(p, "cannot record producer id %" PRId64 " epoch %d "
+			    "from destination offset %" PRId64 ": %s", p->pid, p->pepoch,
+			    q->dst_base, msg);
+			return -1;
+		}
+		p->seq_base = q->dst_base;
+		log_info("%s/%s-%" PRId32 ": writing as producer id %" PRId64
+		    " epoch %d, sequence 0 at destination offset %" PRId64,
+		    p->pm->name, p->topic, p->index, p->pid, p->pepoch, q->dst_base);
+	}
 	memset(&rw, 0, sizeof(rw));
 	rw.flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN;
 	rw.base_offset = 0; /* brokers assign offsets; Kafka 4 wants 0 from clients */
-	rw.producer_id = dst->pid_state == 2 ? dst->pid : -1;
-	rw.producer_epoch = dst->pid_state == 2 ? dst->pepoch : -1;
+	rw.producer_id = p->pid;
+	rw.producer_epoch = p->pid >= 0 ? p->pepoch : -1;
 	/*
-	 * The sequence is the destination offset the batch lands at: the same
-	 * batch always carries the same sequence, also after a restart (the
-	 * identity is kept), so a broker that still holds an in-flight copy
-	 * from before a crash or timeout rejects the second one as a duplicate.
+	 * The sequence is the batch's distance from where the identity began
+	 * (mod 2^31, as Kafka wraps it): the same batch always carries the
+	 * same sequence, also after a restart (the identity is recorded), so a
+	 * broker that still holds an in-flight copy from before a crash or
+	 * timeout rejects the second one as a duplicate.
 	 */
-	rw.base_sequence = dst->pid_state == 2 ? (int32_t)(q->dst_base & INT32_MAX) : -1;
+	rw.base_sequence = p->pid >= 0 ?
+	    (int32_t)((q->dst_base - p->seq_base) & INT32_MAX) : -1;
 	if (batch_rewrite_header(&b, &rw, q->buf, q->len, err, sizeof(err)) != 0) {
 		pl_part_fail(p, "cannot rewrite the batch at source offset %" PRId64
 		    ": %s", q->src_base, err);
@@ -1035,8 +1194,7 @@ void pcopy_produce_round(struct pipeline *pl)
 	struct pcluster *dst = pl->dst;
 	size_t total = 0;
 
-	if (dst->pid_state == 0 || dst->pid_state == 1)
-		return; /* no producer identity yet */
+	dst->pid_demand = 0; /* counted again below */
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		total += pl->mirrors[i]->nparts;
 	if (total == 0)
@@ -1083,12 +1241,15 @@ void pcopy_produce_round(struct pipeline *pl)
 				q = TAILQ_FIRST(&p->q);
 				if (r.n > 0 && bytes + q->len > dst->kcfg.max_request_bytes / 2)
 					continue; /* next round */
+				if (part_identity(p, dst) != 0)
+					continue; /* waiting for a producer id, or failed */
 				if (prepare_head(p, dst) < 0)
 					continue;
 				TAILQ_REMOVE(&p->q, q, link);
 				p->qbytes -= q->len;
 				pl->qbytes -= q->len;
 				p->sending = q;
+				p->last_send_ms = now;
 				bytes += q->len;
 				r.tps[r.n].topic = p->topic;
 				r.tps[r.n].partition = p->index;

@@ -29,6 +29,9 @@ struct ptcreate;
 
 /* ---- clusters -------------------------------------------------------- */
 
+#define PID_POOL_MAX 32           /* fresh producer ids kept or asked for */
+#define PID_INFLIGHT_MAX 8        /* InitProducerId requests out at once */
+
 struct pbroker {
 	struct pcluster *cl;
 	int32_t id;
@@ -72,16 +75,25 @@ struct pcluster {
 	int md_epochs;               /* the last answer had leader epochs (v7+) */
 	int64_t md_not_before, md_last_ok, md_interval_ms;
 	char *cluster_id;
-	/* Destination: mirrord's idempotent producer identity. */
-	int64_t pid;
-	int16_t pepoch;
-	int pid_state;               /* 0 none, 1 asking, 2 have, 3 unsupported */
+	/* Destination: producer ids (pipe_cluster.c).  Every partition
+	 * writes with an identity of its own (struct ppart's pid); fresh ids
+	 * come from this pool, which InitProducerId fills on demand. */
+	struct { int64_t pid; int16_t epoch; } pid_pool[PID_POOL_MAX];
+	size_t npool;
+	size_t pid_demand;           /* partitions that found the pool empty */
+	int pid_inflight;            /* InitProducerId requests out */
+	int pid_unsupported;         /* no InitProducerId v0+: produce without ids */
 	int64_t pid_not_before;
-	char *pid_file;              /* where the identity is kept across restarts */
-	int64_t saved_pid;           /* from pid_file, -1 none */
-	int16_t saved_epoch;
-	char *saved_cluster;         /* the destination cluster id it belongs to */
-	int64_t used_pids[16];       /* producer ids mirrord wrote with, newest first */
+	int pid_failures;            /* consecutive refusals */
+	int16_t pid_error;           /* the last refusal's error code, 0 none */
+	int64_t pid_refused_at;      /* and when (mono ms) */
+	char pid_why[400];           /* and its reason */
+	/* Producer ids of mirrord versions that used one id for every
+	 * partition (storage.data_dir/producer-id, read only): their
+	 * batches carry sequence = offset; pipe_prove.c recognises them. */
+	char *pid_file;
+	char *legacy_cluster;        /* the destination cluster id they belong to */
+	int64_t used_pids[16];
 	size_t nused;
 	int dying;
 };
@@ -141,6 +153,24 @@ struct ppart {
 	int32_t prove_seq;
 	int prove_steps;
 	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
+	/* The producer identity p writes with (pipe_copy.c, see HACKING.md
+	 * "Producer identities"): pid -1 until taken (the last of
+	 * mp->producers, or a fresh id from the destination's pool);
+	 * seq_base -1 while the identity is new and not yet recorded (the
+	 * first batch's offset becomes sequence 0 and is recorded before the
+	 * batch is sent); pid_fresh: the kept one must not be reused;
+	 * pid_wait_since: waiting for the pool (mono ms, 0 not waiting);
+	 * last_send_ms: the last Produce sent; unsure_sent_ms: when the
+	 * newest Produce whose fate is unknown was sent (the start of this
+	 * process counts as one: the previous one may have left requests in
+	 * a broker), the fence delay after a sequence error runs from it. */
+	int64_t pid;
+	int16_t pepoch;
+	int64_t seq_base;
+	int pid_fresh;
+	int64_t pid_wait_since;
+	int64_t last_send_ms;
+	int64_t unsure_sent_ms;
 	int fetch_inflight;
 	struct pbatch *sending;      /* the Produce in flight */
 	struct pbatchq q;
@@ -234,6 +264,19 @@ void pl_part_fail(struct ppart *p, const char *fmt, ...)
 /* The same, never retried automatically (an operator must decide). */
 void pl_part_fail_final(struct ppart *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The same for a refusal of the destination's (authorization): retried
+ * with backoff for as long as it lasts, mirror.failed.retry.max.attempts
+ * notwithstanding; the reason starts with PL_DENIED_PREFIX. */
+void pl_part_fail_denied(struct ppart *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define PL_DENIED_PREFIX "destination access denied: "
+/* 1 for the authorization errors a destination answers a write with. */
+static inline int pl_is_denial(int16_t code)
+{
+	return code == 29 || code == 31 || code == 53; /* TOPIC_, CLUSTER_,
+	                                                 * TRANSACTIONAL_ID_
+	                                                 * AUTHORIZATION_FAILED */
+}
 void pl_part_resync(struct ppart *p, const char *why);
 void pl_part_unref(struct ppart *p);
 void pl_drop_queue(struct ppart *p);
@@ -275,12 +318,19 @@ void pcluster_want_metadata(struct pcluster *cl);
 struct kconn *pcluster_ctl(struct pcluster *cl);
 /* Periodic work: metadata, producer id, reconnects. */
 void pcluster_tick(struct pcluster *cl);
-/* Destination: keep the producer identity in dir/producer-id, reuse it. */
+/* Destination: read the producer ids older versions kept in
+ * dir/producer-id (recognised by provenance, never produced with). */
 void pcluster_load_pid(struct pcluster *cl, const char *dir);
-/* Destination: drop the identity (the broker refused it). */
-void pcluster_reset_pid(struct pcluster *cl);
-/* Destination: 1 if mirrord produced with pid (now or kept from before). */
-int pcluster_pid_known(const struct pcluster *cl, int64_t pid);
+/* Destination: 1 if pid is one of those. */
+int pcluster_pid_legacy(const struct pcluster *cl, int64_t pid);
+/* Destination: a fresh producer id from the pool: 0, or -1 when the pool
+ * is empty (a refill is asked for). */
+int pcluster_take_pid(struct pcluster *cl, int64_t *pid, int16_t *epoch);
+/* Destination: "User:x" for mirrord's principal there as far as its client
+ * configuration says (SASL user name, else the TLS certificate or
+ * ANONYMOUS). */
+const char *pcluster_principal(const struct pcluster *cl, char *buf,
+    size_t len);
 
 /* pipe_copy.c */
 void pcopy_fetch_round(struct pmirror *pm);

@@ -8,9 +8,11 @@
  *   - D is 0 and mirrord's record says it wrote nothing there;
  *   - otherwise the batches at the end are read back (a Fetch of the
  *     destination, read_uncommitted, walking back batch by batch): a batch
- *     mirrord wrote carries one of its producer ids (daemon/pipe_cluster.c
- *     keeps them in storage.data_dir/producer-id) and the base sequence
- *     equal to its destination offset (pipe_copy.c's prepare_head).
+ *     mirrord wrote carries one of the partition's producer identities
+ *     (recorded in the metadata log, part-producer records) and the base
+ *     sequence that identity gives its offset (pipe_copy.c's prepare_head),
+ *     or an id of the earlier single-identity versions with sequence =
+ *     offset (storage.data_dir/producer-id).
  *
  * Batches after the last proven one are a foreign write at offsets E..D-1.
  * With mirror.foreign.writes=fail the partition goes FAILED naming them and
@@ -80,13 +82,42 @@ static int wrote_something(const struct ppart *p)
 	return p->dst_next > 0 || p->mp->nepochs > 0 || p->mp->nanchors > 0;
 }
 
-/* A batch of mirrord's: one of its producer ids, sequence = offset. */
-static int ours(const struct pcluster *dst, const struct batch *b)
+/* 1 if pid is a producer id mirrord wrote p's destination partition with
+ * (its recorded identities, or the one id of an earlier version). */
+static int pid_known(const struct ppart *p, int64_t pid)
 {
-	if (batch_is_control(b) || b->producer_id < 0 ||
-	    b->base_sequence != (int32_t)(b->base_offset & INT32_MAX))
+	const struct mpart *mp = p->mp;
+
+	if (pid < 0)
 		return 0;
-	return pcluster_pid_known(dst, b->producer_id);
+	if (p->pid == pid)
+		return 1;
+	for (size_t i = 0; i < mp->nproducers; i++)
+		if (mp->producers[i].pid == pid)
+			return 1;
+	return pcluster_pid_legacy(p->pm->pl->dst, pid);
+}
+
+/*
+ * A batch of mirrord's: an identity (producer id and epoch) recorded for
+ * the partition, numbered from where that identity began (sequence 0 at
+ * its seq_base); or an id of an earlier version's, numbered by offset.
+ */
+static int ours(const struct ppart *p, const struct batch *b)
+{
+	const struct mpart *mp = p->mp;
+
+	if (batch_is_control(b) || b->producer_id < 0)
+		return 0;
+	for (size_t i = mp->nproducers; i-- > 0;) {
+		const struct mproducer *c = &mp->producers[i];
+
+		if (c->pid == b->producer_id && c->epoch == b->producer_epoch)
+			return b->base_offset >= c->seq_base && b->base_sequence ==
+			    (int32_t)((b->base_offset - c->seq_base) & INT32_MAX);
+	}
+	return pcluster_pid_legacy(p->pm->pl->dst, b->producer_id) &&
+	    b->base_sequence == (int32_t)(b->base_offset & INT32_MAX);
 }
 
 /* The source offset destination offset e stands for. */
@@ -216,7 +247,7 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 	struct pcluster *dst = p->pm->pl->dst;
 	struct batch_iter it;
 	struct batch b;
-	char err[256];
+	char err[256], who[300];
 	int rc, found = 0;
 
 	if (fp->partition != p->index || !kstr_eq(fp->topic, p->topic) ||
@@ -235,6 +266,12 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 		    fp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
 		    fp->error == 74 || fp->error == 75)
 			pcluster_want_metadata(dst);
+		else if (pl_is_denial(fp->error))
+			pl_part_fail_denied(p, "Fetch of topic %s partition %" PRId32
+			    " at offset %" PRId64 " (checking who wrote it) answered %s "
+			    "for %s (it needs READ on the topic)", p->topic, p->index,
+			    p->prove_at, kerr_name(fp->error),
+			    pcluster_principal(dst, who, sizeof(who)));
 		else
 			pl_part_fail(p, "Fetch from the destination at offset %" PRId64
 			    " (checking who wrote it): %s", p->prove_at,
@@ -261,11 +298,11 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 			    p->prove_at, fp->high_watermark);
 		return;
 	}
-	if (ours(dst, &b)) {
+	if (ours(p, &b)) {
 		concluded(p, batch_next_offset(&b), -1);
 		return;
 	}
-	if (p->prove_hi < 0 && !pcluster_pid_known(dst, b.producer_id)) {
+	if (p->prove_hi < 0 && !pid_known(p, b.producer_id)) {
 		/* The last batch of someone else's (mirrord's own batches above
 		 * it landed at offsets it did not expect). */
 		p->prove_hi = batch_last_offset(&b);
@@ -399,7 +436,7 @@ int pprove_start(struct ppart *p, int64_t d)
 		    "truncated)", d, k - 1);
 		return -1;
 	}
-	if (d == p->dst_next || dst->pid_state == 3)
+	if (d == p->dst_next || dst->pid_unsupported)
 		return 0; /* as this process left it; or no producer ids at all */
 	if (d == 0)
 		return 0; /* empty, and mirrord's record says it wrote nothing */

@@ -17,6 +17,7 @@
 #include "compat.h"
 #include "daemonconf.h"
 #include "kerr.h"
+#include "kproto.h"
 #include "log.h"
 #include "metrics.h"
 #include "metrics_std.h"
@@ -166,20 +167,29 @@ void pl_part_fail_final(struct ppart *p, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* final: 0 retried up to mirror.failed.retry.max.attempts, 1 never, 2 for
+ * as long as it takes (a denial: the cure is an ACL, not the operator). */
 static void part_vfail(struct ppart *p, int final, const char *fmt, va_list ap)
 {
 	struct pipeline *pl = p->pm->pl;
 	char why[1024], msg[512], name[300];
-	int64_t max = p->pm->conf && !final ? p->pm->conf->failed_retry_max_attempts : 0;
+	int64_t max = p->pm->conf && final == 0 ? p->pm->conf->failed_retry_max_attempts : 0;
 	int32_t attempt;
+	size_t pre = strlen(PL_DENIED_PREFIX);
 
-	vsnprintf(why, sizeof(why), fmt, ap);
+	if (final == 2)
+		memcpy(why, PL_DENIED_PREFIX, pre);
+	else
+		pre = 0;
+	vsnprintf(why + pre, sizeof(why) - pre, fmt, ap);
 	pl_drop_queue(p);
 	p->step = PS_IDLE;
 	if (p->mp == NULL || p->dead)
 		return;
 	p->attempts++;
 	attempt = (max > 0 && p->attempts <= max) ? p->attempts : -1;
+	if (final == 2)
+		attempt = MIN(p->attempts, INT32_MAX - 1);
 	if (mpart_fail(pl->st, p->mp, why, attempt, msg, sizeof(msg)) != 0) {
 		log_warnx("%s: cannot record the failure (%s): %s",
 		    part_name(p, name, sizeof(name)), why, msg);
@@ -190,11 +200,25 @@ static void part_vfail(struct ppart *p, int final, const char *fmt, va_list ap)
 		int64_t d = retry_delay(p->pm, attempt);
 
 		p->retry_at = clock_mono_ms() + d;
-		log_info("%s: retry %d of %" PRId64 " in %" PRId64 " ms",
-		    part_name(p, name, sizeof(name)), attempt, max, d);
+		if (final == 2)
+			log_info("%s: retry %d (for as long as the destination "
+			    "refuses) in %" PRId64 " ms",
+			    part_name(p, name, sizeof(name)), attempt, d);
+		else
+			log_info("%s: retry %d of %" PRId64 " in %" PRId64 " ms",
+			    part_name(p, name, sizeof(name)), attempt, max, d);
 	} else {
 		p->retry_at = 0;
 	}
+}
+
+void pl_part_fail_denied(struct ppart *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	part_vfail(p, 2, fmt, ap);
+	va_end(ap);
 }
 
 void pl_part_resync(struct ppart *p, const char *why)
@@ -523,6 +547,10 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->src_done = -1;
 	p->sync_lo = p->sync_hi = -1;
 	p->prove_end = p->proven_end = -1;
+	p->pid = -1;
+	p->pepoch = -1;
+	p->seq_base = -1;
+	p->unsure_sent_ms = clock_mono_ms();
 	p->last_src = mp->last_offset;
 	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
 	p->fetch_epoch = p->check_epoch = -1;
@@ -804,6 +832,8 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 		if (pl->mirrors[i]->src != NULL && !pl->draining)
 			pcopy_fetch_round(pl->mirrors[i]);
 	pcopy_produce_round(pl);
+	if (pl->dst->pid_demand > 0)
+		pcluster_tick(pl->dst); /* producer ids for the partitions waiting */
 	if (pl->draining && pl->drain_cb != NULL && !anything_inflight(pl)) {
 		void (*cb)(void *) = pl->drain_cb;
 
@@ -963,7 +993,12 @@ void pl_kafka_error(struct pcluster *cl, int16_t api_key, int16_t code)
 		return;
 	metrics_counter_inc(METRICS_SERIES(MSTD(ms, CLUSTER_REQUEST_ERRORS),
 	    cl->is_source ? "source" : "destination", cluster_mirror_name(cl),
-	    api_key == 0 ? "Produce" : "Fetch", kerr_name(code)));
+	    api_key == 0 ? "Produce" : api_key == KP_API_INIT_PRODUCER_ID ?
+	    "InitProducerId" : "Fetch", kerr_name(code)));
+	if (!cl->is_source && pl_is_denial(code))
+		metrics_counter_inc(METRICS_SERIES(MSTD(ms,
+		    DESTINATION_WRITES_DENIED), api_key == 0 ? "Produce" :
+		    "InitProducerId", kerr_name(code)));
 }
 
 void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
@@ -1175,6 +1210,36 @@ int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen)
 		return 0;
 	}
 	return 1;
+}
+
+int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
+{
+	const struct mpart *first = NULL;
+	size_t n = 0, pre = strlen(PL_DENIED_PREFIX);
+
+	if (pl == NULL || pl->st == NULL)
+		return 1;
+	for (size_t i = 0; i < pl->nmirrors; i++) {
+		const struct mirror *m = pl->mirrors[i]->m;
+
+		for (size_t t = 0; m != NULL && t < m->ntopics; t++)
+			for (int32_t k = 0; k < m->topics[t]->npart; k++) {
+				const struct mpart *mp = m->topics[t]->parts[k];
+
+				if (mp->state != MPART_FAILED || mp->error == NULL ||
+				    strncmp(mp->error, PL_DENIED_PREFIX, pre) != 0)
+					continue;
+				if (n++ == 0)
+					first = mp;
+			}
+	}
+	if (n == 0)
+		return 1;
+	snprintf(why, whylen, "%zu partition%s FAILED because the destination "
+	    "refuses mirrord's principal (retried until it allows it), first "
+	    "%s/%s-%d: %s", n, n == 1 ? "" : "s", first->topic->mirror->name,
+	    first->topic->name, (int)first->index, first->error);
+	return 0;
 }
 
 /*

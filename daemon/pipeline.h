@@ -112,6 +112,12 @@ int pipeline_identity_ready(struct pipeline *pl, char *why, size_t whylen);
 /* Readiness: 0 with why while a partition is FAILED because its source log
  * lost records already mirrored (pipe_epoch.c), else 1. */
 int pipeline_divergence_ready(struct pipeline *pl, char *why, size_t whylen);
+/* Readiness: 0 with why while a partition is FAILED because the destination
+ * refuses mirrord's principal (Produce, InitProducerId, Metadata,
+ * ListOffsets or Fetch answered an authorization error; retried until it
+ * stops), else 1. */
+int pipeline_write_access_ready(struct pipeline *pl, char *why,
+    size_t whylen);
 /* Live numbers for DescribeMirrors: the source high watermark and the
  * destination log end offset of the partition, -1 when unknown. */
 void pipeline_partition_offsets(struct pipeline *pl, const struct mpart *p,

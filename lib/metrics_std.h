@@ -39,6 +39,7 @@
 	X(CONN_API, "cluster", "mirror", "api") \
 	X(CONN_API_ERROR, "cluster", "mirror", "api", "error") \
 	X(ADMIN_API_ERROR, "api", "error") \
+	X(API_ERROR, "api", "error") \
 	X(ADMIN_API_OPERATION, "api", "operation") \
 	X(REASON, "reason") \
 	X(RESULT, "result") \
@@ -103,6 +104,11 @@
 	X(CLUSTER_REQUEST_ERRORS, "mirrord_cluster_request_errors_total", \
 	    COUNTER, CONN_API_ERROR, NONE, NO, "Error responses and failed " \
 	    "requests to a cluster, by Kafka error name") \
+	X(DESTINATION_WRITES_DENIED, \
+	    "mirrord_destination_writes_denied_total", COUNTER, API_ERROR, \
+	    NONE, NO, "Produce and InitProducerId answers of the destination " \
+	    "refusing mirrord's principal, by API and Kafka error name " \
+	    "(the partitions concerned are FAILED and retried)") \
 	X(CLUSTER_INFLIGHT_BYTES, "mirrord_cluster_inflight_bytes", GAUGE, \
 	    CONN, NONE, NO, "Bytes of requests sent to a cluster and not yet " \
 	    "answered") \

@@ -697,6 +697,13 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 					r.off2 = p->anchors[x].dst;
 					rc |= put_rec(sink, &r, max);
 				}
+				for (size_t x = 0; x < p->nproducers; x++) {
+					mstate_part_rec(&r, MREC_PART_PRODUCER, p);
+					r.off = p->producers[x].pid;
+					r.epoch = p->producers[x].epoch;
+					r.off2 = p->producers[x].seq_base;
+					rc |= put_rec(sink, &r, max);
+				}
 			}
 		}
 	}
@@ -753,6 +760,12 @@ char *mstate_dump(const struct mstate *st)
 					fprintf(f, "      anchor %" PRId64 " -> %"
 					    PRId64 "\n", p->anchors[x].src,
 					    p->anchors[x].dst);
+				for (size_t x = 0; x < p->nproducers; x++)
+					fprintf(f, "      producer %" PRId64 " epoch %d "
+					    "sequence 0 at %" PRId64 "\n",
+					    p->producers[x].pid,
+					    (int)p->producers[x].epoch,
+					    p->producers[x].seq_base);
 			}
 		}
 	}

@@ -85,6 +85,17 @@ struct mepoch {
 	int64_t start_offset;
 };
 
+/* A producer identity mirrord writes one destination partition with
+ * (part-producer records): producer id, epoch, and the destination offset
+ * whose batch carries sequence 0 (a batch of this identity at offset o has
+ * base sequence (o - seq_base) mod 2^31). */
+struct mproducer {
+	int64_t pid;
+	int32_t epoch;
+	int64_t seq_base;
+};
+#define MPART_MAX_PRODUCERS 16
+
 struct manchor {
 	int64_t src;
 	int64_t dst;
@@ -106,6 +117,11 @@ struct mpart {
 	size_t nepochs;
 	struct manchor *anchors; /* translation anchors, src and dst increasing */
 	size_t nanchors;
+	/* Producer identities it was written with, oldest first, the last
+	 * is the current one; the oldest is dropped past MPART_MAX_PRODUCERS
+	 * (daemon/pipe_prove.c recognises batches of the kept ones). */
+	struct mproducer producers[MPART_MAX_PRODUCERS];
+	size_t nproducers;
 };
 
 struct mtopic {
@@ -364,6 +380,11 @@ int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
  * no-op. */
 int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
     int64_t start_offset, char *msg, size_t msglen);
+/* Makes (pid, epoch, seq_base) the partition's current producer identity
+ * (appended to its history; repeating the current one is a no-op).
+ * pid >= 0, 0 <= epoch <= 32767, seq_base >= 0. */
+int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
+    int32_t epoch, int64_t seq_base, char *msg, size_t msglen);
 /* Adds a translation anchor with lib/xlate's rules: offsets >= 0 and not
  * going backwards, merged without loss as xlate_rule() says. */
 int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,

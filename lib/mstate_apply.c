@@ -612,6 +612,49 @@ static int apply_part_epoch(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
+int mstate_producer_check(const struct mpart *p, int64_t pid, int32_t epoch,
+    int64_t seq_base, int *noop, char *err, size_t errlen)
+{
+	const struct mtopic *t = p->topic;
+	const struct mproducer *last;
+
+	*noop = 0;
+	if (pid < 0 || epoch < 0 || epoch > INT16_MAX || seq_base < 0) {
+		mstate_fmt(err, errlen, "%s/%s-%d: producer id %" PRId64 " epoch %d "
+		    "from offset %" PRId64 ": out of range", t->mirror->name, t->name,
+		    (int)p->index, pid, (int)epoch, seq_base);
+		return -1;
+	}
+	if (p->nproducers == 0)
+		return 0;
+	last = &p->producers[p->nproducers - 1];
+	*noop = last->pid == pid && last->epoch == epoch &&
+	    last->seq_base == seq_base;
+	return 0;
+}
+
+static int apply_part_producer(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	int noop;
+
+	if (p == NULL || mstate_producer_check(p, r->off, r->epoch, r->off2, &noop,
+	    a->err, a->errlen) != 0)
+		return -1;
+	if (noop)
+		return 0;
+	if (p->nproducers == MPART_MAX_PRODUCERS) {
+		memmove(&p->producers[0], &p->producers[1],
+		    (MPART_MAX_PRODUCERS - 1) * sizeof(p->producers[0]));
+		p->nproducers--;
+	}
+	p->producers[p->nproducers].pid = r->off;
+	p->producers[p->nproducers].epoch = r->epoch;
+	p->producers[p->nproducers].seq_base = r->off2;
+	p->nproducers++;
+	return 0;
+}
+
 int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
     int *action, struct manchor *fold, char *err, size_t errlen)
 {
@@ -811,6 +854,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_MIRROR_CONFIGS: return apply_mirror_configs(a, r);
 	case MREC_PART_TRIM: return apply_part_trim(a, r);
 	case MREC_TOPIC_IDENT: return apply_topic_ident(a, r);
+	case MREC_PART_PRODUCER: return apply_part_producer(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }

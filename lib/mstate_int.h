@@ -78,6 +78,9 @@ void mstate_emit(struct mstate *st, int live, const struct mstate_event *ev);
 int mstate_epoch_check(const struct mpart *p, int32_t epoch, int64_t start,
     int *noop, char *err, size_t errlen);
 /* fold gets the new second-last anchor for MST_ANCHOR_FOLD. */
+/* Validates a part-producer record; *noop when it repeats the current one. */
+int mstate_producer_check(const struct mpart *p, int64_t pid, int32_t epoch,
+    int64_t seq_base, int *noop, char *err, size_t errlen);
 int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
     int *action, struct manchor *fold, char *err, size_t errlen);
 /* Index of the first epoch-history entry and of the first anchor that a

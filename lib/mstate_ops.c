@@ -631,6 +631,25 @@ int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
 	return mstate_persist(st, &r, 1, what, msg, msglen);
 }
 
+int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
+    int32_t epoch, int64_t seq_base, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+	int noop;
+
+	if (mstate_producer_check(p, pid, epoch, seq_base, &noop, msg, msglen) != 0)
+		return KERR_INVALID_REQUEST;
+	if (noop)
+		return KERR_NONE;
+	mstate_part_rec(&r, MREC_PART_PRODUCER, p);
+	r.off = pid;
+	r.epoch = epoch;
+	r.off2 = seq_base;
+	part_what(p, what, sizeof(what));
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
 int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, char *msg, size_t msglen)
 {

@@ -458,6 +458,8 @@ START_TEST(test_promtool_clean)
 	    "source", "m"), 1048576);
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, CLUSTER_CONNECTIONS),
 	    "source", "m"), 3);
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, DESTINATION_WRITES_DENIED),
+	    "Produce", "TOPIC_AUTHORIZATION_FAILED"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REQUESTS),
 	    "CreateMirror", "NONE"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REJECTED_REQUESTS),

@@ -1099,6 +1099,53 @@ START_TEST(test_topic_ident)
 }
 END_TEST
 
+/* Producer identities (part-producer records): appended per partition,
+ * the same one again is no record, values checked, the oldest dropped past
+ * MPART_MAX_PRODUCERS, kept over a replay and a snapshot. */
+START_TEST(test_part_producer)
+{
+	char err[1024], *text;
+	struct mpart *p;
+	uint64_t n;
+
+	mk_mirror("east");
+	mk_topic("east", "orders", 2);
+	p = part("east", "orders", 1);
+	ck_assert_uint_eq(p->nproducers, 0);
+	CODE(mpart_set_producer(F.st, p, 7000, 0, 0, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_set_producer(F.st, p, 7000, 1, 120, F.msg, sizeof(F.msg)), 0);
+	n = log_records();
+	CODE(mpart_set_producer(F.st, p, 7000, 1, 120, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);
+	CODE(mpart_set_producer(F.st, p, 7000, 40000, 0, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("east/orders-1");
+	CODE(mpart_set_producer(F.st, p, -1, 0, 0, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	ck_assert_uint_eq(part("east", "orders", 0)->nproducers, 0);
+	reopen_same();
+	p = part("east", "orders", 1);
+	ck_assert_uint_eq(p->nproducers, 2);
+	ck_assert_int_eq(p->producers[1].pid, 7000);
+	ck_assert_int_eq(p->producers[1].epoch, 1);
+	ck_assert_int_eq(p->producers[1].seq_base, 120);
+	for (int i = 0; i < MPART_MAX_PRODUCERS; i++)
+		CODE(mpart_set_producer(F.st, p, 9000 + i, 0, 200 + i, F.msg,
+		    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(p->nproducers, MPART_MAX_PRODUCERS);
+	ck_assert_int_eq(p->producers[0].pid, 9000);
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	p = part("east", "orders", 1);
+	ck_assert_uint_eq(p->nproducers, MPART_MAX_PRODUCERS);
+	ck_assert_int_eq(p->producers[MPART_MAX_PRODUCERS - 1].pid,
+	    9000 + MPART_MAX_PRODUCERS - 1);
+	text = mstate_dump(F.st);
+	ck_assert_ptr_nonnull(strstr(text, "producer 9000 epoch 0 sequence 0 at 200"));
+	free(text);
+}
+END_TEST
+
 /* With a small record trigger the log compacts by itself as operations
  * go, and every reopen still rebuilds the same model. */
 START_TEST(test_automatic_compaction)
@@ -1685,6 +1732,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_data_plane_and_hooks);
 	tcase_add_test(tc, test_replay_equality);
 	tcase_add_test(tc, test_topic_ident);
+	tcase_add_test(tc, test_part_producer);
 	tcase_add_test(tc, test_automatic_compaction);
 	tcase_add_test(tc, test_anchors_uncapped_and_trimmed);
 	tcase_add_test(tc, test_batch);
