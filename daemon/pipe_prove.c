@@ -61,8 +61,8 @@ static const char *pname(const struct ppart *p, char *buf, size_t len)
 }
 
 /* The lowest destination end mirrord's own record explains: what this
- * process acknowledged, the start of the last epoch it wrote (plus one
- * record), the destination of the last anchor. */
+ * process acknowledged, the start of the last epoch and the destination
+ * of the last anchor it recorded. */
 static int64_t known_written(const struct ppart *p)
 {
 	const struct mpart *mp = p->mp;
@@ -70,8 +70,10 @@ static int64_t known_written(const struct ppart *p)
 
 	if (p->dst_next > k)
 		k = p->dst_next;
-	if (mp->nepochs > 0 && mp->epochs[mp->nepochs - 1].start_offset + 1 > k)
-		k = mp->epochs[mp->nepochs - 1].start_offset + 1;
+	/* Epoch entries, like anchors, are recorded before the batch they name
+	 * is sent: they prove the offsets below their start, not the start. */
+	if (mp->nepochs > 0 && mp->epochs[mp->nepochs - 1].start_offset > k)
+		k = mp->epochs[mp->nepochs - 1].start_offset;
 	if (mp->nanchors > 0 && mp->anchors[mp->nanchors - 1].dst > k)
 		k = mp->anchors[mp->nanchors - 1].dst;
 	return k;
