@@ -14,12 +14,15 @@ and destination:
     FAILED partition whose source went on, "-" while unknown;
   * --describe --summary: one line per topic with the partitions per
     state, the total lag and the worst reason;
-  * --json keeps exactly its keys.
+  * --json keeps exactly its keys;
+  * bash completion asks the running mirrord for mirror names (--mirror)
+    and the mirror's topic names (--pause --topic).
 """
 
 import json
 import os
 import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -116,6 +119,24 @@ def seconds(cell):
     if g[3] is not None:
         return int(g[3]) * 3600 + int(g[4]) * 60
     return int(g[5]) * 86400 + int(g[6]) * 3600
+
+
+def complete(line):
+    """What bash completion offers at the end of line (kafka-mirrors is
+    the built program), with etc/completion/kafka-mirrors.bash sourced."""
+    cli = h.build_path("daemon", "kafka-mirrors")
+    line = line.replace("kafka-mirrors", cli, 1)
+    r = subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c",
+         '. "$1"; COMP_LINE="$2"; COMP_POINT=${#COMP_LINE}; '
+         'read -ra COMP_WORDS <<<"$COMP_LINE"; '
+         '[[ $COMP_LINE == *" " ]] && COMP_WORDS+=(""); '
+         'COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _kafka_mirrors; '
+         'printf "%s\\n" "${COMPREPLY[@]}"', "sh",
+         h.src_path("etc", "completion", "kafka-mirrors.bash"), line],
+        capture_output=True, text=True, timeout=30)
+    eq(r.returncode, 0, "completion of %r (stderr %r)" % (line, r.stderr))
+    return sorted(w for w in r.stdout.split("\n") if w)
 
 
 def main():
@@ -235,6 +256,20 @@ def main():
     eq(by["fw"][6], "partition 0: " + fw["errorMessage"], "fw summary REASON")
     h.check((seconds(by["fw"][5]) or 0) > 0, "fw summary LAG-TIME %r"
             % by["fw"][5])
+
+    # ---- bash completion from the running mirrord -----------------------
+    b = "kafka-mirrors --bootstrap-server %s " % d.bootstrap
+    eq(complete(b + "--describe --mirror "),
+       ["dr-eu-west-long-mirror-name", "m1"], "completion of --mirror")
+    eq(complete(b + "--describe --mirror d"), ["dr-eu-west-long-mirror-name"],
+       "completion of --mirror d")
+    eq(complete(b + "--pause --mirror m1 --topic "), ["fw", "orders"],
+       "completion of --topic for --pause")
+    eq(complete(b + "--add --mirror m1 --topic "), [],
+       "no --topic completion for --add (source topics)")
+    eq(complete(b + "--desc"), ["--describe"], "completion of an option")
+    eq(complete("kafka-mirrors --bootstrap-server 127.0.0.1:1 --mirror "), [],
+       "completion against no mirrord")
 
     # ---- usage -------------------------------------------------------------
     for args in (["--describe", "--summary", "--json"], ["--list", "--summary"]):
