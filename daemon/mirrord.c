@@ -281,6 +281,25 @@ static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
 		    (double)(clock_wall_ms() - s.snapshot_wall_ms) / 1000.0);
 }
 
+/* Scrape time: mirrord_mirror_partitions{mirror,state} counted from the
+ * model, every state (0 too), whether per-partition metrics are on or not. */
+static void collect_mirror_partitions(struct metric_family *f, void *arg)
+{
+	struct daemon *d = arg;
+
+	for (size_t i = 0; i < mstate_mirror_count(d->st); i++) {
+		const struct mirror *m = mstate_mirror_at(d->st, i);
+		size_t n[MPART_STATE_COUNT] = { 0 };
+
+		for (size_t t = 0; t < m->ntopics; t++)
+			for (int32_t p = 0; p < m->topics[t]->npart; p++)
+				n[m->topics[t]->parts[p]->state]++;
+		for (int s = 0; s < MPART_STATE_COUNT; s++)
+			metrics_gauge_set(METRICS_SERIES(f, m->name,
+			    mpart_state_name(s)), (double)n[s]);
+	}
+}
+
 static bool ready_destination(void *arg, char *why, size_t whylen)
 {
 	struct daemon *d = arg;
@@ -486,6 +505,8 @@ int main(int argc, char **argv)
 		fatalx("metrics: %s", err);
 	if (open_state(&d) < 0)
 		return 1;
+	metrics_family_on_collect(MSTD(&d.ms, MIRROR_PARTITIONS),
+	    collect_mirror_partitions, &d);
 
 	d.pl = pipeline_new(d.base, d.st, d.cfg, &d.ms, err, sizeof(err));
 	if (d.pl == NULL) {

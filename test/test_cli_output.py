@@ -15,6 +15,7 @@ and destination:
   * --describe --summary: one line per topic with the partitions per
     state, the total lag and the worst reason;
   * --json keeps exactly its keys;
+  * mirrord_mirror_partitions{mirror,state} counts the partitions;
   * bash completion asks the running mirrord for mirror names (--mirror)
     and the mirror's topic names (--pause --topic).
 """
@@ -206,6 +207,22 @@ def main():
     parts = h.wait_for(settled, 60, "orders and %s caught up, fw-0 FAILED"
                        % long_topic)
     print("settled: %s" % json.dumps(parts), flush=True)
+
+    # mirrord_mirror_partitions counts every state of every mirror (the
+    # FAILED alert reads it).
+    series = {}
+    for l in d.metrics().splitlines():
+        m = re.match(r'mirrord_mirror_partitions\{mirror="([^"]*)",'
+                     r'state="([A-Z]+)"\} (\S+)$', l)
+        if m:
+            series[(m.group(1), m.group(2))] = float(m.group(3))
+    want_counts = {}
+    for m_ in ("m1", "dr-eu-west-long-mirror-name"):
+        for st in ("UNKNOWN", "PREPARING", "MIRRORING", "PAUSING", "PAUSED",
+                   "STOPPING", "STOPPED", "FAILED"):
+            want_counts[(m_, st)] = float(sum(
+                1 for p in parts if p["mirror"] == m_ and p["state"] == st))
+    eq(series, want_counts, "mirrord_mirror_partitions")
 
     # ---- --json: exactly its keys ----------------------------------------
     for p in parts:
