@@ -15,7 +15,9 @@ fail=0
 for f in "$prefix/sbin/mirrord" "$prefix/bin/kafka-mirrors" \
     "$sysconfdir/mirrord/mirrord.yaml" "$prefix/lib/systemd/system/mirrord.service" \
     "$prefix/share/man/man8/mirrord.8" "$prefix/share/man/man1/kafka-mirrors.1" \
-    "$prefix/share/man/man5/mirrord.yaml.5"; do
+    "$prefix/share/man/man5/mirrord.yaml.5" \
+    "$prefix/share/mirrord/prometheus/mirrord-alerts.yml" \
+    "$prefix/share/mirrord/prometheus/mirrord-alerts.test.yml"; do
 	if [ ! -s "$dest$f" ]; then
 		echo "FAIL: $f was not installed"; fail=1
 	fi
