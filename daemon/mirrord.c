@@ -53,6 +53,7 @@ struct daemon {
 	struct pipeline *pl;
 	struct event *ev_term, *ev_int, *ev_hup, *ev_watchdog, *ev_housekeep;
 	struct event *ev_deadline;
+	struct mlog_stats mlog_seen; /* as of the last sync, for the metrics */
 	bool log_loaded;
 	bool listening;
 	int stopping;
@@ -281,6 +282,26 @@ static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
 		    (double)(clock_wall_ms() - s.snapshot_wall_ms) / 1000.0);
 }
 
+/* After each metadata-log sync: the records and bytes it appended and how
+ * long its fsync took (a compaction starts a fresh segment: its bytes are
+ * then counted from 0). */
+static void on_mlog_sync(void *arg, const struct mlog_stats *st)
+{
+	struct daemon *d = arg;
+	struct mlog_stats *seen = &d->mlog_seen;
+
+	if (st->records > seen->records)
+		metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
+		    METADATA_LOG_RECORDS)), (double)(st->records - seen->records));
+	metrics_counter_add(METRICS_SERIES(MSTD(&d->ms, METADATA_LOG_BYTES)),
+	    (double)(st->bytes >= seen->bytes ? st->bytes - seen->bytes :
+	    st->bytes));
+	if (st->syncs > seen->syncs && st->last_fsync_us >= 0)
+		metrics_histogram_observe(METRICS_SERIES(MSTD(&d->ms,
+		    METADATA_LOG_FSYNC_DURATION)), (double)st->last_fsync_us / 1e6);
+	*seen = *st;
+}
+
 /* Scrape time: mirrord_mirror_partitions{mirror,state} counted from the
  * model, every state (0 too), whether per-partition metrics are on or not. */
 static void collect_mirror_partitions(struct metric_family *f, void *arg)
@@ -341,6 +362,8 @@ static int open_state(struct daemon *d)
 		log_errorx("metadata log: %s", err);
 		return -1;
 	}
+	mlog_stats(d->ml, &d->mlog_seen);
+	mlog_set_sync_hook(d->ml, on_mlog_sync, d);
 	if (secrets_start(d->st, err, sizeof(err)) < 0) {
 		log_errorx("%s", err);
 		return -1;

@@ -15,7 +15,8 @@ and destination:
   * --describe --summary: one line per topic with the partitions per
     state, the total lag and the worst reason;
   * --json keeps exactly its keys;
-  * mirrord_mirror_partitions{mirror,state} counts the partitions;
+  * mirrord_mirror_partitions{mirror,state} counts the partitions, and
+    the metadata log's metrics count its appends and fsyncs;
   * bash completion asks the running mirrord for mirror names (--mirror)
     and the mirror's topic names (--pause --topic).
 """
@@ -223,6 +224,14 @@ def main():
             want_counts[(m_, st)] = float(sum(
                 1 for p in parts if p["mirror"] == m_ and p["state"] == st))
     eq(series, want_counts, "mirrord_mirror_partitions")
+    # The metadata log's metrics follow its appends (two CreateMirror, three
+    # AddTopics, the state changes): each is an fsync.
+    vals = dict(l.rsplit(" ", 1) for l in d.metrics().splitlines()
+                if l.startswith("mirrord_metadata_log_"))
+    for k in ("mirrord_metadata_log_records_total",
+              "mirrord_metadata_log_bytes_total",
+              "mirrord_metadata_log_fsync_duration_seconds_count"):
+        h.check(float(vals.get(k, 0)) >= 5, "%s: %r" % (k, vals.get(k)))
 
     # ---- --json: exactly its keys ----------------------------------------
     for p in parts:
