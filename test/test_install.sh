@@ -17,7 +17,8 @@ for f in "$prefix/sbin/mirrord" "$prefix/bin/kafka-mirrors" \
     "$prefix/share/man/man8/mirrord.8" "$prefix/share/man/man1/kafka-mirrors.1" \
     "$prefix/share/man/man5/mirrord.yaml.5" \
     "$prefix/share/mirrord/prometheus/mirrord-alerts.yml" \
-    "$prefix/share/mirrord/prometheus/mirrord-alerts.test.yml"; do
+    "$prefix/share/mirrord/prometheus/mirrord-alerts.test.yml" \
+    "$prefix/share/mirrord/grafana/mirrord-dashboard.json"; do
 	if [ ! -s "$dest$f" ]; then
 		echo "FAIL: $f was not installed"; fail=1
 	fi
