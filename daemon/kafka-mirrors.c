@@ -626,8 +626,8 @@ static void json_str(FILE *f, struct kstr s)
 /*
  * Text output is a table whose columns are as wide as their longest value,
  * header included, one space apart as in the KIP tool; numbers are
- * right-aligned, the last column is not padded.  Cells are copied (control characters become
- * spaces, so a message cannot break the layout).
+ * right-aligned, the last column is not padded.  Cells are copied, control
+ * characters turned into spaces so that a message cannot break the layout.
  */
 #define TABLE_MAX_COLS 10
 
