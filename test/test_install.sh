@@ -36,6 +36,8 @@ done
 	echo "FAIL: the installed kafka-mirrors.sh does not run"; exit 1; }
 "$dest$prefix/bin/kafka-mirrors.sh" --help | grep -q -- '--describe' || {
 	echo "FAIL: kafka-mirrors.sh --help"; exit 1; }
+[ "$(readlink "$dest$prefix/share/man/man1/kafka-mirrors.sh.1")" = kafka-mirrors.1 ] || {
+	echo "FAIL: man1/kafka-mirrors.sh.1 is not a link to kafka-mirrors.1"; exit 1; }
 # Bash completion where bash-completion looks, for both names.
 comp="$dest$prefix/share/bash-completion/completions"
 [ -s "$comp/kafka-mirrors" ] && [ -L "$comp/kafka-mirrors.sh" ] &&
