@@ -31,6 +31,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dashsvg  # noqa: E402
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
@@ -119,12 +120,15 @@ def selectors(expr):
 
 
 def load(src):
-    """Produces to load-0..2 until the test ends."""
+    """Produces to load-0..2 until the test ends, 0..1000 records a second
+    in a slow wave (so that the picture shows the throughput move)."""
     p = Producer({"bootstrap.servers": src, "linger.ms": 20,
                   "message.timeout.ms": 30000})
     i = 0
+    t0 = time.monotonic()
     while not stop.is_set():
-        for _ in range(50):
+        n = int(50 * (1 + math.sin((time.monotonic() - t0) / 15.0)))
+        for _ in range(n):
             p.produce("load", value=b"record-%d" % i, partition=i % 3)
             i += 1
         p.poll(0)
@@ -201,6 +205,7 @@ def main():
     h.wait_for(prom.ready, 60, "Prometheus to be ready on 127.0.0.1:%d" % port)
     print("prometheus ready on 127.0.0.1:%d" % port, flush=True)
 
+    t_start = time.time()
     threads = [threading.Thread(target=load, args=(SRC,), daemon=True),
                threading.Thread(target=admin_churn, args=(d,), daemon=True)]
     for t in threads:
@@ -297,6 +302,29 @@ def main():
         r = prom.query(expr)
         h.check(r["data"]["result"], "%s returns no data while active" % name)
     print("alerts active: %s" % sorted(want), flush=True)
+
+    # ---- the picture --------------------------------------------------------
+    if os.environ.get("MIRRORD_DASHBOARD_SVG"):
+        # Drawing the README's picture: three more minutes of load, with
+        # produce errors now and then, so that the lines have a history
+        # (not a wait for a condition: nothing is checked on it).
+        for k in range(6):
+            mc.cmd("err 1 0 %s" % " ".join(["6"] * (2 + 2 * k)))
+            time.sleep(30)
+    def query_range(expr):
+        r = prom.get("/api/v1/query_range", query=expr, start=t_start,
+                     end=time.time(), step="1s")
+        eq(r.get("status"), "success", "query_range %s" % expr)
+        return [(s["metric"], [(float(t), float(v)) for t, v in s["values"]])
+                for s in r["data"]["result"]]
+    svg = dashsvg.render(dash, query_range, subst)
+    path = os.path.join(h.test_dir(), "dashboard.svg")
+    with open(path, "w") as f:
+        f.write(svg)
+    h.check(svg.count("<polyline") >= 10, "lines drawn in %s" % path)
+    if os.environ.get("MIRRORD_DASHBOARD_SVG"):
+        shutil.copy(path, os.environ["MIRRORD_DASHBOARD_SVG"])
+    print("picture: %s" % path, flush=True)
 
     stop.set()
     for t in threads:
