@@ -25,7 +25,7 @@ BUILD_DEPS = gcc make autoconf automake pkg-config librdkafka-dev libevent-dev \
 	libyaml-dev check libssl-dev zlib1g-dev liblz4-dev libzstd-dev libsnappy-dev \
 	libpcre2-dev
 TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang libclang-rt-14-dev \
-	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps
+	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps bash-completion python3-yaml
 # --enable-fuzzers links libFuzzer and the sanitizer runtimes: clang alone
 # does not bring them (Debian 12 ships them in libclang-rt-14-dev).
 FUZZ_DEPS = clang libclang-rt-14-dev

@@ -804,8 +804,15 @@ static int describe_one(struct admin *adm, struct karena *a,
 			/* The pipeline's lag is in source offsets, right also when
 			 * the translation map has anchors (holes, retention jumps). */
 			if (pipeline_partition_live(adm->pl, mp, &live) == 0 &&
-			    live.lag >= 0)
+			    live.lag >= 0) {
 				op->lag = live.lag;
+				/* As mirrord_partition_lag_seconds. */
+				if (live.lag == 0)
+					op->lag_ms = 0;
+				else if (live.last_batch_timestamp_ms >= 0)
+					op->lag_ms = MAX(clock_wall_ms() -
+					    live.last_batch_timestamp_ms, 0);
+			}
 			op->state = kstr_c(mpart_state_name(mp->state));
 			/* FAILED: why; STOPPING/STOPPED: why mirrord stopped
 			 * it itself (its source topic was deleted), if so. */

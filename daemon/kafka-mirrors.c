@@ -17,12 +17,14 @@
 #include <sys/time.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +90,7 @@ struct opts {
 	struct strlist topics;
 	struct strlist excludes;
 	int json;
+	int summary;             /* --describe --summary */
 	const char *resolution;  /* --recover --resolution */
 	int timeout_ms;
 	char client_id[128];
@@ -116,7 +119,8 @@ static void usage(FILE *f)
 "              [--resolution skip-over] (the decision a foreign write needs)\n"
 "  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
 "  --list      list mirrors\n"
-"  --describe  per-partition state, offsets and lag [--mirror NAME] [--json]\n"
+"  --describe  per-partition state, offsets, lag and reason [--mirror NAME]\n"
+"              [--summary | --json]\n"
 "\n"
 "Options:\n"
 "  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
@@ -135,6 +139,8 @@ static void usage(FILE *f)
 "                          else as a pattern matched against whole names\n"
 "  --exclude REGEX         with --add: patterns to exclude from discovery\n"
 "  --json                  with --describe: print a JSON array\n"
+"  --summary               with --describe: one line per topic (partitions per\n"
+"                          state, total lag, worst reason)\n"
 "  --resolution ACTION     with --recover: the operator's decision for a\n"
 "                          partition FAILED by a foreign write (skip-over)\n"
 "  --help                  this text\n"
@@ -615,25 +621,142 @@ static void json_str(FILE *f, struct kstr s)
 	fputc('"', f);
 }
 
-/* Fits s into width columns, cutting on the left with "..." (as the KIP tool). */
-static void print_col(struct kstr s, int width)
+/* ---- tables sized to their content ---------------------------------- */
+
+/*
+ * Text output is a table whose columns are as wide as their longest value,
+ * header included, one space apart as in the KIP tool; numbers are
+ * right-aligned, the last column is not padded.  Cells are copied, control
+ * characters turned into spaces so that a message cannot break the layout.
+ */
+#define TABLE_MAX_COLS 10
+
+struct table {
+	int ncols;
+	const char *head[TABLE_MAX_COLS];
+	unsigned right;        /* bit c: column c is right-aligned */
+	char **cells;          /* row-major, ncells / ncols rows */
+	size_t ncells, cap;
+};
+
+static void table_init(struct table *t, unsigned right, ...)
 {
-	if (s.len <= 0) {
-		printf("%-*s ", width, "-");
-		return;
+	va_list ap;
+	const char *h;
+
+	memset(t, 0, sizeof(*t));
+	t->right = right;
+	va_start(ap, right);
+	while ((h = va_arg(ap, const char *)) != NULL) {
+		assert(t->ncols < TABLE_MAX_COLS);
+		t->head[t->ncols++] = h;
 	}
-	if (s.len > width && width > 3)
-		printf("...%.*s ", width - 3, s.p + s.len - (width - 3));
-	else
-		printf("%-*.*s ", width, (int)s.len, s.p);
+	va_end(ap);
 }
 
-static void print_num(int64_t v, int width)
+static void table_cell(struct table *t, const char *fmt, ...) PRINTF_LIKE(2, 3);
+static void table_cell(struct table *t, const char *fmt, ...)
+{
+	va_list ap;
+	char *c;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (c = malloc((size_t)n + 1)) == NULL)
+		die_conn("out of memory");
+	va_start(ap, fmt);
+	vsnprintf(c, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	for (char *q = c; *q != '\0'; q++)
+		if ((unsigned char)*q < 0x20 || *q == 0x7f)
+			*q = ' ';
+	if (t->ncells == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 64;
+		t->cells = realloc(t->cells, t->cap * sizeof(*t->cells));
+		if (t->cells == NULL)
+			die_conn("out of memory");
+	}
+	t->cells[t->ncells++] = c;
+}
+
+/* A string from the wire; "-" when null or empty. */
+static void table_kstr(struct table *t, struct kstr s)
+{
+	if (s.len <= 0)
+		table_cell(t, "-");
+	else
+		table_cell(t, "%.*s", (int)s.len, s.p);
+}
+
+/* A number; -1 (unknown) prints as "-" as in the KIP tool. */
+static void table_num(struct table *t, int64_t v)
 {
 	if (v < 0)
-		printf("%-*s ", width, "-");
+		table_cell(t, "-");
 	else
-		printf("%-*lld ", width, (long long)v);
+		table_cell(t, "%lld", (long long)v);
+}
+
+static void table_print_row(const struct table *t, const char *const *row,
+    const size_t *w)
+{
+	for (int c = 0; c < t->ncols; c++) {
+		const char *sep = c + 1 < t->ncols ? " " : "\n";
+
+		if (t->right & (1u << c))
+			printf("%*s%s", (int)w[c], row[c], sep);
+		else if (c + 1 < t->ncols)
+			printf("%-*s%s", (int)w[c], row[c], sep);
+		else
+			printf("%s%s", row[c], sep);
+	}
+}
+
+/* Prints and frees the table. */
+static void table_print(struct table *t)
+{
+	size_t w[TABLE_MAX_COLS];
+
+	assert(t->ncols > 0 && t->ncells % (size_t)t->ncols == 0);
+	for (int c = 0; c < t->ncols; c++)
+		w[c] = strlen(t->head[c]);
+	for (size_t i = 0; i < t->ncells; i++)
+		w[i % (size_t)t->ncols] = MAX(w[i % (size_t)t->ncols],
+		    strlen(t->cells[i]));
+	table_print_row(t, t->head, w);
+	for (size_t i = 0; i < t->ncells; i += (size_t)t->ncols)
+		table_print_row(t, (const char *const *)t->cells + i, w);
+	for (size_t i = 0; i < t->ncells; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	t->cells = NULL;
+	t->ncells = t->cap = 0;
+}
+
+/* Lag in time, short: 0s, 4.2s, 37s, 5m07s, 3h12m, 2d05h; "-" unknown. */
+static void table_duration(struct table *t, int64_t ms)
+{
+	int64_t s = ms / 1000;
+
+	if (ms < 0)
+		table_cell(t, "-");
+	else if (ms == 0)
+		table_cell(t, "0s");
+	else if (ms < 10000)
+		table_cell(t, "%.1fs", (double)ms / 1000.0);
+	else if (s < 60)
+		table_cell(t, "%llds", (long long)s);
+	else if (s < 3600)
+		table_cell(t, "%lldm%02llds", (long long)(s / 60),
+		    (long long)(s % 60));
+	else if (s < 86400)
+		table_cell(t, "%lldh%02lldm", (long long)(s / 3600),
+		    (long long)(s / 60 % 60));
+	else
+		table_cell(t, "%lldd%02lldh", (long long)(s / 86400),
+		    (long long)(s / 3600 % 24));
 }
 
 /* ---- actions ------------------------------------------------------ */
@@ -1013,20 +1136,22 @@ static int do_list(struct cli_conn *c, const struct opts *o)
 	if (resp.mirrors_n <= 0) {
 		printf("No mirrors found\n");
 	} else {
+		struct table t;
+
 		qsort(resp.mirrors, (size_t)resp.mirrors_n, sizeof(*resp.mirrors),
 		    cmp_mirror_entry);
-		printf("%-30s %-10s %-26s %-50s\n", "MIRROR", "TOPICS",
-		    "SOURCE-CLUSTER-ID", "SOURCE-BOOTSTRAP-SERVER");
+		table_init(&t, 1u << 1, "MIRROR", "TOPICS", "SOURCE-CLUSTER-ID",
+		    "SOURCE-BOOTSTRAP-SERVER", (const char *)NULL);
 		for (int32_t i = 0; i < resp.mirrors_n; i++) {
 			const struct kp_list_mirrors_response_mirror *m =
 			    &resp.mirrors[i];
 
-			print_col(m->mirror_name, 30);
-			printf("%-10d ", m->topic_count);
-			print_col(m->source_cluster_id, 26);
-			printf("%.*s\n", (int)MAX(m->source_bootstrap.len, 0),
-			    m->source_bootstrap.p);
+			table_kstr(&t, m->mirror_name);
+			table_num(&t, m->topic_count);
+			table_kstr(&t, m->source_cluster_id);
+			table_kstr(&t, m->source_bootstrap);
 		}
+		table_print(&t);
 	}
 	free(frame);
 	karena_free(a);
@@ -1088,6 +1213,140 @@ static int cmp_drow(const void *x, const void *y)
 	return c;
 }
 
+/*
+ * Why a partition is where it is, for the REASON column: the FAILED
+ * reason, the warning of a copying partition that makes no progress, the
+ * note of a partition mirrord stopped itself.  Empty kstr when none.
+ */
+static struct kstr partition_reason(
+    const struct kp_describe_mirrors_response_partition *p)
+{
+	if (p->error_message.len > 0 && kstr_eq(p->state, "FAILED"))
+		return p->error_message;
+	if (p->warning_message.len > 0)
+		return p->warning_message;
+	if (p->error_message.len > 0)
+		return p->error_message;
+	return (struct kstr){ NULL, 0 };
+}
+
+/* Worse first: which reason a topic summary shows. */
+static int reason_rank(const struct kp_describe_mirrors_response_partition *p)
+{
+	if (partition_reason(p).len <= 0)
+		return 0;
+	if (kstr_eq(p->state, "FAILED"))
+		return 3;
+	return p->warning_message.len > 0 ? 2 : 1;
+}
+
+/* Every partition: the KIP tool's columns plus LAG-TIME, and REASON when
+ * a partition has one (a healthy table stays narrow). */
+static void describe_partitions(const struct drow *rows, size_t n)
+{
+	struct table t;
+	bool reasons = false;
+
+	for (size_t i = 0; i < n; i++)
+		reasons = reasons || partition_reason(rows[i].p).len > 0;
+	/* The list of headers ends at the first NULL. */
+	table_init(&t, 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6,
+	    "MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET",
+	    "DESTINATION-OFFSET", "LAG", "LAG-TIME", "STATE",
+	    reasons ? "REASON" : (const char *)NULL, (const char *)NULL);
+	for (size_t i = 0; i < n; i++) {
+		const struct kp_describe_mirrors_response_partition *p = rows[i].p;
+
+		table_kstr(&t, rows[i].mirror);
+		table_kstr(&t, rows[i].topic);
+		table_cell(&t, "%d", p->partition_index);
+		table_num(&t, p->source_offset);
+		table_num(&t, p->destination_offset);
+		table_num(&t, p->lag);
+		table_duration(&t, p->lag_ms);
+		table_kstr(&t, p->state);
+		if (reasons)
+			table_kstr(&t, partition_reason(p));
+	}
+	table_print(&t);
+}
+
+/* The order states are counted in a summary: trouble first. */
+static const char *const summary_states[] = {
+	"FAILED", "UNKNOWN", "PREPARING", "MIRRORING", "PAUSING", "PAUSED",
+	"STOPPING", "STOPPED",
+};
+
+/* One line per topic: partitions per state, total lag, the worst lag in
+ * time and the worst reason (rows are sorted by mirror, topic). */
+static void describe_summary(const struct drow *rows, size_t n)
+{
+	struct table t;
+	bool any = false;
+
+	for (size_t i = 0; i < n; i++)
+		any = any || partition_reason(rows[i].p).len > 0;
+	table_init(&t, 1u << 2 | 1u << 4 | 1u << 5, "MIRROR", "TOPIC",
+	    "PARTITIONS", "STATES", "LAG", "LAG-TIME",
+	    any ? "REASON" : (const char *)NULL, (const char *)NULL);
+	for (size_t i = 0, j; i < n; i = j) {
+		size_t cnt[ARRAY_SIZE(summary_states) + 1] = { 0 };
+		const struct kp_describe_mirrors_response_partition *worst = NULL;
+		int64_t lag = -1, lag_ms = -1;
+		size_t reasons = 0;
+		char states[256];
+		size_t len = 0;
+
+		for (j = i; j < n && kstr_cmp(rows[j].mirror, rows[i].mirror) == 0 &&
+		    kstr_cmp(rows[j].topic, rows[i].topic) == 0; j++) {
+			const struct kp_describe_mirrors_response_partition *p =
+			    rows[j].p;
+			size_t k = 0;
+
+			while (k < ARRAY_SIZE(summary_states) &&
+			    !kstr_eq(p->state, summary_states[k]))
+				k++;
+			cnt[k]++;
+			if (p->lag >= 0)
+				lag = MAX(lag, 0) + p->lag;
+			lag_ms = MAX(lag_ms, p->lag_ms);
+			if (reason_rank(p) > 0) {
+				reasons++;
+				if (worst == NULL || reason_rank(p) > reason_rank(worst))
+					worst = p;
+			}
+		}
+		states[0] = '\0';
+		for (size_t k = 0; k <= ARRAY_SIZE(summary_states); k++) {
+			if (cnt[k] == 0)
+				continue;
+			len += (size_t)snprintf(states + len, sizeof(states) - len,
+			    "%s%s=%zu", len ? "," : "",
+			    k < ARRAY_SIZE(summary_states) ? summary_states[k] :
+			    "OTHER", cnt[k]);
+			len = MIN(len, sizeof(states) - 1);
+		}
+		table_kstr(&t, rows[i].mirror);
+		table_kstr(&t, rows[i].topic);
+		table_cell(&t, "%zu", j - i);
+		table_cell(&t, "%s", states);
+		table_num(&t, lag);
+		table_duration(&t, lag_ms);
+		if (!any) {
+			/* no REASON column */
+		} else if (worst == NULL) {
+			table_cell(&t, "-");
+		} else {
+			struct kstr r = partition_reason(worst);
+
+			table_cell(&t, "partition %d: %.*s%s", worst->partition_index,
+			    (int)r.len, r.p, reasons > 1 ? " (and more: see "
+			    "--describe without --summary)" : "");
+		}
+	}
+	table_print(&t);
+}
+
 static int do_describe(struct cli_conn *c, const struct opts *o)
 {
 	struct kp_describe_mirrors_response resp;
@@ -1146,34 +1405,10 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 	} else if (n == 0) {
 		if (rc == 0)
 			printf("No mirror partitions found\n");
+	} else if (o->summary) {
+		describe_summary(rows, n);
 	} else {
-		printf("%-30s %-40s %-10s %-15s %-18s %-10s %-12s\n", "MIRROR",
-		    "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET",
-		    "LAG", "STATE");
-		for (size_t i = 0; i < n; i++) {
-			const struct kp_describe_mirrors_response_partition *p = rows[i].p;
-
-			print_col(rows[i].mirror, 30);
-			print_col(rows[i].topic, 40);
-			printf("%-10d ", p->partition_index);
-			print_num(p->source_offset, 15);
-			print_num(p->destination_offset, 18);
-			print_num(p->lag, 10);
-			printf("%.*s\n", (int)MAX(p->state.len, 0), p->state.p);
-		}
-		/* Why a copying partition makes no progress, after the table
-		 * (the columns stay as they are). */
-		for (size_t i = 0; i < n; i++) {
-			const struct kp_describe_mirrors_response_partition *p = rows[i].p;
-
-			if (p->warning_message.len <= 0)
-				continue;
-			printf("WARNING: mirror %.*s topic %.*s partition %d: %.*s\n",
-			    (int)MAX(rows[i].mirror.len, 0), rows[i].mirror.p,
-			    (int)MAX(rows[i].topic.len, 0), rows[i].topic.p,
-			    p->partition_index, (int)p->warning_message.len,
-			    p->warning_message.p);
-		}
+		describe_partitions(rows, n);
 	}
 	free(rows);
 	free(frame);
@@ -1186,6 +1421,7 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 enum {
 	OPT_BOOTSTRAP = 256, OPT_COMMAND_CONFIG, OPT_MIRROR_CONFIG, OPT_MIRROR,
 	OPT_TOPIC, OPT_EXCLUDE, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_RESOLUTION,
+	OPT_SUMMARY,
 };
 
 static void set_action(struct opts *o, enum action a)
@@ -1249,6 +1485,7 @@ int main(int argc, char **argv)
 		{ "topics", required_argument, NULL, OPT_TOPIC },
 		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "summary", no_argument, NULL, OPT_SUMMARY },
 		{ "create", no_argument, NULL, 'C' },
 		{ "add", no_argument, NULL, 'A' },
 		{ "start", no_argument, NULL, 'A' },
@@ -1284,6 +1521,7 @@ int main(int argc, char **argv)
 		case OPT_TOPIC: strlist_add_csv(&o.topics, optarg); break;
 		case OPT_EXCLUDE: strlist_add_csv(&o.excludes, optarg); break;
 		case OPT_JSON: o.json = 1; break;
+		case OPT_SUMMARY: o.summary = 1; break;
 		case 'C': set_action(&o, ACT_CREATE); break;
 		case 'A': set_action(&o, ACT_ADD); break;
 		case 'R': set_action(&o, ACT_REMOVE); break;
@@ -1333,6 +1571,11 @@ int main(int argc, char **argv)
 		die_usage("--resolution is only for --recover");
 	if (o.json && o.action != ACT_DESCRIBE)
 		die_usage("--json is only for --describe");
+	if (o.summary && o.action != ACT_DESCRIBE)
+		die_usage("--summary is only for --describe");
+	if (o.summary && o.json)
+		die_usage("--summary is for the text output; --json always lists "
+		    "every partition");
 
 	conn_open(&c, o.bootstrap, o.timeout_ms, o.client_id, &o.sec);
 	if (o.sec.sasl)

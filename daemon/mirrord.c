@@ -53,6 +53,7 @@ struct daemon {
 	struct pipeline *pl;
 	struct event *ev_term, *ev_int, *ev_hup, *ev_watchdog, *ev_housekeep;
 	struct event *ev_deadline;
+	struct mlog_stats mlog_seen; /* as of the last sync, for the metrics */
 	bool log_loaded;
 	bool listening;
 	int stopping;
@@ -281,6 +282,45 @@ static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
 		    (double)(clock_wall_ms() - s.snapshot_wall_ms) / 1000.0);
 }
 
+/* After each metadata-log sync: the records and bytes it appended and how
+ * long its fsync took (a compaction starts a fresh segment: its bytes are
+ * then counted from 0). */
+static void on_mlog_sync(void *arg, const struct mlog_stats *st)
+{
+	struct daemon *d = arg;
+	struct mlog_stats *seen = &d->mlog_seen;
+
+	if (st->records > seen->records)
+		metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
+		    METADATA_LOG_RECORDS)), (double)(st->records - seen->records));
+	metrics_counter_add(METRICS_SERIES(MSTD(&d->ms, METADATA_LOG_BYTES)),
+	    (double)(st->bytes >= seen->bytes ? st->bytes - seen->bytes :
+	    st->bytes));
+	if (st->syncs > seen->syncs && st->last_fsync_us >= 0)
+		metrics_histogram_observe(METRICS_SERIES(MSTD(&d->ms,
+		    METADATA_LOG_FSYNC_DURATION)), (double)st->last_fsync_us / 1e6);
+	*seen = *st;
+}
+
+/* Scrape time: mirrord_mirror_partitions{mirror,state} counted from the
+ * model, every state (0 too), whether per-partition metrics are on or not. */
+static void collect_mirror_partitions(struct metric_family *f, void *arg)
+{
+	struct daemon *d = arg;
+
+	for (size_t i = 0; i < mstate_mirror_count(d->st); i++) {
+		const struct mirror *m = mstate_mirror_at(d->st, i);
+		size_t n[MPART_STATE_COUNT] = { 0 };
+
+		for (size_t t = 0; t < m->ntopics; t++)
+			for (int32_t p = 0; p < m->topics[t]->npart; p++)
+				n[m->topics[t]->parts[p]->state]++;
+		for (int s = 0; s < MPART_STATE_COUNT; s++)
+			metrics_gauge_set(METRICS_SERIES(f, m->name,
+			    mpart_state_name(s)), (double)n[s]);
+	}
+}
+
 static bool ready_destination(void *arg, char *why, size_t whylen)
 {
 	struct daemon *d = arg;
@@ -336,6 +376,8 @@ static int open_state(struct daemon *d)
 		log_errorx("metadata log: %s", err);
 		return -1;
 	}
+	mlog_stats(d->ml, &d->mlog_seen);
+	mlog_set_sync_hook(d->ml, on_mlog_sync, d);
 	if (secrets_start(d->st, err, sizeof(err)) < 0) {
 		log_errorx("%s", err);
 		return -1;
@@ -504,6 +546,8 @@ int main(int argc, char **argv)
 		fatalx("metrics: %s", err);
 	if (open_state(&d) < 0)
 		return 1;
+	metrics_family_on_collect(MSTD(&d.ms, MIRROR_PARTITIONS),
+	    collect_mirror_partitions, &d);
 
 	d.pl = pipeline_new(d.base, d.st, d.cfg, &d.ms, err, sizeof(err));
 	if (d.pl == NULL) {

@@ -4,7 +4,9 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "metrics_std.h"
@@ -53,6 +55,55 @@ bool metrics_std_is_per_partition(enum metrics_std_id id)
 	return (unsigned)id < MSTD_COUNT && defs[id].per_partition;
 }
 
+/*
+ * /proc/self/stat field n (1-based, as in proc(5)) as a number; -1 when
+ * unreadable.  The second field, the command name, may hold spaces and
+ * parentheses: the fields are counted from the last ')'.
+ */
+static double proc_stat_field(int n)
+{
+	char buf[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t len;
+	double v = -1;
+
+	if (f == NULL)
+		return -1;
+	len = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	p = strrchr(buf, ')');
+	if (p == NULL)
+		return -1;
+	p++;
+	for (int i = 3; i <= n && p != NULL; i++) {
+		while (*p == ' ')
+			p++;
+		if (i == n)
+			v = strtod(p, NULL);
+		p = strchr(p, ' ');
+	}
+	return v;
+}
+
+static double process_cpu_seconds(void *arg)
+{
+	double ut = proc_stat_field(14), st = proc_stat_field(15);
+	long hz = sysconf(_SC_CLK_TCK);
+
+	(void)arg;
+	return ut < 0 || st < 0 || hz <= 0 ? 0 : (ut + st) / (double)hz;
+}
+
+static double process_resident_bytes(void *arg)
+{
+	double pages = proc_stat_field(24);
+	long psz = sysconf(_SC_PAGESIZE);
+
+	(void)arg;
+	return pages < 0 || psz <= 0 ? 0 : pages * (double)psz;
+}
+
 int metrics_std_init(struct metrics_std *ms, struct metrics *m,
     bool per_partition, char *err, size_t errlen)
 {
@@ -71,6 +122,10 @@ int metrics_std_init(struct metrics_std *ms, struct metrics *m,
 	    1);
 	metrics_gauge_set(METRICS_SERIES(MSTD(ms, PROCESS_START_TIME)),
 	    (double)clock_wall_ms() / 1000.0);
+	metrics_series_set_fn(METRICS_SERIES(MSTD(ms, PROCESS_CPU)),
+	    process_cpu_seconds, NULL);
+	metrics_series_set_fn(METRICS_SERIES(MSTD(ms, PROCESS_RSS)),
+	    process_resident_bytes, NULL);
 	return 0;
 }
 

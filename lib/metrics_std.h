@@ -144,7 +144,11 @@
 	X(BUILD_INFO, "mirrord_build_info", GAUGE, VERSION, NONE, NO, \
 	    "Always 1; the version label names the running build") \
 	X(PROCESS_START_TIME, "process_start_time_seconds", GAUGE, NONE, NONE, \
-	    NO, "Start time of the process since the Unix epoch, in seconds")
+	    NO, "Start time of the process since the Unix epoch, in seconds") \
+	X(PROCESS_CPU, "process_cpu_seconds_total", COUNTER, NONE, NONE, NO, \
+	    "User and system CPU time spent by the process, in seconds") \
+	X(PROCESS_RSS, "process_resident_memory_bytes", GAUGE, NONE, NONE, \
+	    NO, "Resident memory size of the process, in bytes")
 
 enum metrics_std_id {
 #define X(id, ...) MSTD_##id,
@@ -164,7 +168,9 @@ struct metrics_std {
 /*
  * Register every family of the table in m (which the caller keeps owning),
  * set mirrord_build_info{version=PACKAGE_VERSION} to 1 and
- * process_start_time_seconds to now (call it early in main).
+ * process_start_time_seconds to now (call it early in main);
+ * process_cpu_seconds_total and process_resident_memory_bytes are read
+ * from /proc/self/stat at scrape time (0 where there is no /proc).
  * per_partition false disables the PP families.  -1 with the reason in err.
  */
 int metrics_std_init(struct metrics_std *ms, struct metrics *m,

@@ -213,9 +213,17 @@ int mlog_append(struct mlog *ml, uint16_t type, const void *p, size_t len,
 
 int mlog_sync(struct mlog *ml, char *err, size_t errlen)
 {
+	struct mlog_stats st;
+
 	if (not_open(ml, err, errlen) != 0)
 		return -1;
-	return ml->ops->sync(ml, err, errlen);
+	if (ml->ops->sync(ml, err, errlen) != 0)
+		return -1;
+	if (ml->sync_hook != NULL) {
+		mlog_stats(ml, &st);
+		ml->sync_hook(ml->sync_hook_arg, &st);
+	}
+	return 0;
 }
 
 void mlog_discard(struct mlog *ml)
@@ -253,6 +261,13 @@ void mlog_stats(const struct mlog *ml, struct mlog_stats *out)
 	out->last_fsync_us = -1;
 	out->snapshot_wall_ms = -1;
 	ml->ops->stats(ml, out);
+}
+
+void mlog_set_sync_hook(struct mlog *ml,
+    void (*fn)(void *arg, const struct mlog_stats *st), void *arg)
+{
+	ml->sync_hook = fn;
+	ml->sync_hook_arg = arg;
 }
 
 void mlog_free(struct mlog *ml)

@@ -141,6 +141,9 @@ struct mlog {
 	const struct mlog_ops *ops;
 	struct mlog_opts opts;
 	int opened;
+	/* mlog_set_sync_hook(); backends leave them zero (calloc). */
+	void (*sync_hook)(void *arg, const struct mlog_stats *st);
+	void *sync_hook_arg;
 };
 
 /* The local file backend.  Creates dir (mode 0700) if it is missing and
@@ -174,6 +177,10 @@ int mlog_want_compact(const struct mlog *ml);
 int mlog_compact(struct mlog *ml, mlog_dump_fn dump, void *arg, char *err,
     size_t errlen);
 void mlog_stats(const struct mlog *ml, struct mlog_stats *out);
+/* fn(arg, stats) after every successful mlog_sync(), with the stats after
+ * it (the daemon feeds its metadata-log metrics from them); NULL removes. */
+void mlog_set_sync_hook(struct mlog *ml,
+    void (*fn)(void *arg, const struct mlog_stats *st), void *arg);
 /* Releases the lock and frees.  Pending (unsynced) records are dropped:
  * sync first.  NULL is a no-op. */
 void mlog_free(struct mlog *ml);

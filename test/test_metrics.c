@@ -378,6 +378,16 @@ START_TEST(test_std_per_partition_switch)
 	ck_assert_ptr_nonnull(strstr(out,
 	    "mirrord_build_info{version=\"" PACKAGE_VERSION "\"} 1\n"));
 	ck_assert_ptr_nonnull(strstr(out, "\nprocess_start_time_seconds 1"));
+	/* This process uses CPU (spin until a clock tick is counted, 5 s at
+	 * most) and memory. */
+	ck_assert_ptr_nonnull(strstr(out, "\nprocess_cpu_seconds_total "));
+	for (int64_t end = clock_mono_ms() + 5000; clock_mono_ms() < end &&
+	    metrics_series_value(METRICS_SERIES(MSTD(&ms, PROCESS_CPU))) == 0;)
+		;
+	ck_assert_double_gt(metrics_series_value(METRICS_SERIES(MSTD(&ms,
+	    PROCESS_CPU))), 0);
+	ck_assert_double_gt(metrics_series_value(METRICS_SERIES(MSTD(&ms,
+	    PROCESS_RSS))), 1 << 20);
 	free(out);
 
 	/* On (a reload): the same calls now produce series. */

@@ -302,17 +302,39 @@ END_TEST
 
 /* ---- file backend ----------------------------------------------------- */
 
+/* mlog_set_sync_hook(): how often it ran and the stats it last saw. */
+struct hook_seen {
+	int calls;
+	struct mlog_stats last;
+};
+
+static void sync_hook(void *arg, const struct mlog_stats *st)
+{
+	struct hook_seen *hs = arg;
+
+	hs->calls++;
+	hs->last = *st;
+}
+
 START_TEST(test_round_trip)
 {
 	char *dir = tmpdir_new();
 	struct seen *s = calloc(1, sizeof(*s));
 	struct mlog_stats st;
 	struct mlog *ml = open_log(dir, s, NULL);
+	struct hook_seen hs = { 0 };
 
 	ck_assert_uint_eq(s->n, 0);
+	mlog_set_sync_hook(ml, sync_hook, &hs);
 	append_range(ml, 0, 100);
+	ck_assert_int_eq(hs.calls, 1);
+	ck_assert_uint_eq(hs.last.records, 100);
 	/* Several appends, one sync: all visible after the sync. */
 	append_range(ml, 100, 200);
+	ck_assert_int_eq(hs.calls, 2);
+	ck_assert_uint_eq(hs.last.records, 200);
+	ck_assert_uint_eq(hs.last.syncs, 2);
+	ck_assert_int_ge(hs.last.last_fsync_us, 0);
 	mlog_stats(ml, &st);
 	ck_assert_uint_eq(st.records, 200);
 	ck_assert_uint_eq(st.pending, 0);
@@ -819,10 +841,14 @@ START_TEST(test_eio_on_fsync)
 	char err[1024], want[512];
 	struct mlog_stats st;
 
+	struct hook_seen hs = { 0 };
+
 	append_range(ml, 0, 5);
+	mlog_set_sync_hook(ml, sync_hook, &hs);
 	f.fsync_errno = EIO;
 	ck_assert_int_eq(mlog_append(ml, 3, "abc", 3, err, sizeof(err)), 0);
 	ck_assert_int_eq(mlog_sync(ml, err, sizeof(err)), -1);
+	ck_assert_int_eq(hs.calls, 0); /* not after a failed sync */
 	snprintf(want, sizeof(want), "%s/%s: fsync failed: %s", dir, SEG1,
 	    strerror(EIO));
 	ck_assert_msg(strstr(err, want) != NULL, "%s", err);
