@@ -30,6 +30,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "metastore.h"
 #include "metrics_std.h"
 #include "mlog.h"
 #include "mstate.h"
@@ -68,6 +69,7 @@ static void usage(FILE *f)
 "               [--credentials-file FILE]   (password on stdin or prompted)\n"
 "       mirrord --delete-user NAME [--mechanism MECH] [--credentials-file FILE]\n"
 "       mirrord --list-users [--credentials-file FILE]\n"
+"       mirrord [-c FILE] --migrate-metadata --from-dir DIR\n"
 "       mirrord -V | -h\n"
 "\n"
 "  -c, --config FILE        configuration file (default %s)\n"
@@ -81,6 +83,9 @@ static void usage(FILE *f)
 "      --iterations N       PBKDF2 iterations, 4096..16384 (default 4096)\n"
 "      --credentials-file FILE  the file (default: server.sasl.credentials_file\n"
 "                           of the configuration file)\n"
+"      --migrate-metadata   copy the file metadata log in --from-dir DIR (its\n"
+"                           daemon stopped) into the topic storage.kafka.topic\n"
+"                           of the destination cluster, which must hold no log\n"
 "  -f, --foreground         accepted for compatibility; mirrord never forks\n"
 "                           (systemd supervises it with Type=notify)\n"
 "  -l, --log-level LEVEL    error, warn, info or debug (overrides log.level)\n"
@@ -299,15 +304,10 @@ static bool ready_identity(void *arg, char *why, size_t whylen)
 
 static int open_state(struct daemon *d)
 {
-	struct mlog_opts mo;
-	char err[1024];
+	char err[1024], where[512];
 
-	mlog_opts_init(&mo);
-	mo.dir = d->cfg->storage_data_dir;
-	if (d->cfg->storage_snapshot_every_records > 0)
-		mo.compact_records = (uint64_t)d->cfg->storage_snapshot_every_records;
-	mo.no_fsync = !d->cfg->storage_fsync;
-	d->ml = mlog_file_new(&mo, err, sizeof(err));
+	metastore_describe(d->cfg, where, sizeof(where));
+	d->ml = metastore_new(d->cfg, err, sizeof(err));
 	if (d->ml == NULL) {
 		log_errorx("metadata log: %s", err);
 		return -1;
@@ -328,7 +328,7 @@ static int open_state(struct daemon *d)
 	}
 	d->log_loaded = true;
 	log_info("metadata log %s loaded: cluster id %s, %zu mirror%s",
-	    d->cfg->storage_data_dir, mstate_cluster_id(d->st),
+	    where, mstate_cluster_id(d->st),
 	    mstate_mirror_count(d->st), mstate_mirror_count(d->st) == 1 ? "" : "s");
 	return 0;
 }
@@ -379,10 +379,13 @@ int main(int argc, char **argv)
 		{ "mechanism", required_argument, NULL, 'M' },
 		{ "iterations", required_argument, NULL, 'I' },
 		{ "credentials-file", required_argument, NULL, 'F' },
+		{ "migrate-metadata", no_argument, NULL, 'G' },
+		{ "from-dir", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct usercmd uc = { .action = USERCMD_LIST };
-	int users = 0;
+	int users = 0, migrate = 0;
+	const char *from_dir = NULL;
 	struct daemon d;
 	char err[1024];
 	uint64_t wd_usec = 0;
@@ -445,6 +448,12 @@ int main(int argc, char **argv)
 		case 'F':
 			uc.file = optarg;
 			break;
+		case 'G':
+			migrate = 1;
+			break;
+		case 'R':
+			from_dir = optarg;
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -455,6 +464,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (migrate != (from_dir != NULL)) {
+		fprintf(stderr, "mirrord: --migrate-metadata and --from-dir DIR "
+		    "go together\n");
+		return 2;
+	}
+	if (migrate)
+		return metastore_migrate(d.config_path, from_dir);
 	if (users) {
 		uc.config_path = d.config_path;
 		return usercmd_run(&uc);
