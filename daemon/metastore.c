@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -63,8 +64,16 @@ static struct mlog *kafka_new(const struct config *cfg, int require_empty,
 
 struct mlog *metastore_new(const struct config *cfg, char *err, size_t errlen)
 {
-	if (cfg->storage_backend == CONFIG_STORAGE_KAFKA)
+	if (cfg->storage_backend == CONFIG_STORAGE_KAFKA) {
+		/* The data plane keeps its own small files there. */
+		if (mkdir(cfg->storage_data_dir, 0700) != 0 && errno != EEXIST) {
+			snprintf(err, errlen, "%s: cannot create the data "
+			    "directory: %s", cfg->storage_data_dir,
+			    strerror(errno));
+			return NULL;
+		}
 		return kafka_new(cfg, 0, err, errlen);
+	}
 	return file_new(cfg, cfg->storage_data_dir, err, errlen);
 }
 

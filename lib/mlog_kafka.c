@@ -364,7 +364,7 @@ static int metadata(struct mk *k, struct kblock *c, struct topic_md *md,
 		return -1;
 	}
 	kp_metadata_request_init(&req);
-	memset(&t, 0, sizeof(t));
+	kp_metadata_request_topic_init(&t);
 	t.name = kstr_c(k->topic);
 	req.topics = &t;
 	req.topics_n = 1;
@@ -487,7 +487,7 @@ static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
 	cf[5] = (struct kp_create_topics_request_creatable_topic_config){
 	    kstr_c("max.message.bytes"), kstr_c(mmb) };
 	kp_create_topics_request_init(&req);
-	memset(&t, 0, sizeof(t));
+	kp_create_topics_request_creatable_topic_init(&t);
 	t.name = kstr_c(k->topic);
 	t.num_partitions = 1;
 	t.replication_factor = (int16_t)rf;
@@ -553,7 +553,7 @@ static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md
 		    "storage.kafka.replication_factor wants %d", k->topic,
 		    md->rf, k->want_rf);
 	kp_describe_configs_request_init(&req);
-	memset(&res, 0, sizeof(res));
+	kp_describe_configs_request_describe_configs_resource_init(&res);
 	res.resource_type = 2;          /* TOPIC */
 	res.resource_name = kstr_c(k->topic);
 	res.configuration_keys_n = -1;
@@ -650,11 +650,11 @@ static int list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
 		return -1;
 	}
 	kp_list_offsets_request_init(&req);
-	memset(&p, 0, sizeof(p));
+	kp_list_offsets_request_list_offsets_partition_init(&p);
 	p.partition_index = 0;
 	p.current_leader_epoch = -1;
 	p.timestamp = ts;
-	memset(&t, 0, sizeof(t));
+	kp_list_offsets_request_list_offsets_topic_init(&t);
 	t.name = kstr_c(k->topic);
 	t.partitions = &p;
 	t.partitions_n = 1;
@@ -771,14 +771,14 @@ static int read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
 		char e2[256];
 
 		kp_fetch_request_init(&req);
-		memset(&p, 0, sizeof(p));
+		kp_fetch_request_fetch_partition_init(&p);
 		p.partition = 0;
 		p.current_leader_epoch = -1;
 		p.fetch_offset = o;
 		p.last_fetched_epoch = -1;
 		p.log_start_offset = -1;
 		p.partition_max_bytes = FETCH_MAX_BYTES;
-		memset(&t, 0, sizeof(t));
+		kp_fetch_request_fetch_topic_init(&t);
 		t.topic = kstr_c(k->topic);
 		t.partitions = &p;
 		t.partitions_n = 1;
@@ -907,10 +907,10 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 		    sizeof(last)) != 0)
 			goto give_up;
 		kp_produce_request_init(&req);
-		memset(&p, 0, sizeof(p));
+		kp_produce_request_partition_produce_data_init(&p);
 		p.index = 0;
 		p.records = (struct kbytes){ batchp, (int32_t)blen };
-		memset(&t, 0, sizeof(t));
+		kp_produce_request_topic_produce_data_init(&t);
 		t.name = kstr_c(k->topic);
 		t.partition_data = &p;
 		t.partition_data_n = 1;

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""The replicated metadata log (storage.backend: kafka) on real Kafka 4.4
+(one broker per cluster, so the replication factor is capped, with the
+warning this test checks):
+
+  * a daemon creates the topic (1 partition, RF capped to 1 with a warning,
+    min.insync.replicas capped, unclean election off, infinite retention),
+    mirrors a topic, and after a clean restart (which writes a snapshot) and
+    a kill -9 restart the mirrors, topics, partition states and translation
+    anchors are back, replayed from the snapshot;
+  * a second daemon on the same topic becomes the writer: the first one's
+    next mutation is refused with a named error (fenced), and the topic
+    holds no batch of the first one after the second one's claim;
+  * a writer paused (SIGSTOP) with a mutation sent to it, a third daemon
+    started meanwhile, the paused one continued (SIGCONT): its late write
+    is refused by the broker (INVALID_PRODUCER_EPOCH), never after the claim;
+  * a file log migrates into an empty topic (mirrord --migrate-metadata
+    --from-dir) with its state intact; a second migration into the now
+    non-empty topic is refused.
+"""
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import kraw  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+
+try:
+    from confluent_kafka import Producer
+except ImportError:
+    h.skip("python3-confluent-kafka is not installed")
+
+RUN = "%d" % (os.getpid() % 100000)
+T = h.test_dir()
+KEY = os.path.join(T, "secret.key")
+MLOG_T_CLAIM = 0xff04
+MLOG_T_SNAPSHOT = 0xff02
+
+
+def produce(bootstrap, topic, values):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for v in values:
+        p.produce(topic, value=v)
+    if p.flush(60):
+        h.fail("records not delivered to %s" % topic)
+
+
+def hwm(bootstrap, topic, partitions=2):
+    """Sum of the high watermarks of the topic's partitions."""
+    c = kraw.Cluster(bootstrap)
+    try:
+        return sum(c.offsets(topic, p)[1] for p in range(partitions))
+    except Exception:  # noqa: BLE001 - not there yet
+        return -1
+    finally:
+        c.close()
+
+
+def kafka_daemon(dst, name, topic, extra_storage=""):
+    """A mirrord whose metadata log is the topic; all share one key."""
+    d = mt.Mirrord(destination=dst, name=name, start=False)
+    with open(d.config_path) as f:
+        cfg = f.read()
+    cfg = cfg.replace("storage:\n", "storage:\n"
+                      "  backend: kafka\n"
+                      "  secret_key_file: \"%s\"\n"
+                      "  kafka:\n"
+                      "    topic: \"%s\"\n"
+                      "    timeout_ms: 10000\n%s" % (KEY, topic, extra_storage), 1)
+    with open(d.config_path, "w") as f:
+        f.write(cfg)
+    return d
+
+
+def varint(b, o):
+    shift = v = 0
+    while True:
+        c = b[o]
+        o += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if not c & 0x80:
+            return (v >> 1) ^ -(v & 1), o
+
+
+def log_batches(bootstrap, topic):
+    """[(base_offset, producer_id, epoch, [frame types])] of the topic."""
+    c = kraw.Cluster(bootstrap)
+    try:
+        out = []
+        for b in c.batches(topic, 0):
+            raw = b["raw"]
+            pid, epoch = struct.unpack(">qh", raw[43:53])
+            types = []
+            o = 61
+            for _ in range(b["count"]):
+                ln, o = varint(raw, o)
+                end = o + ln
+                o += 1                       # attributes
+                _, o = varint(raw, o)        # timestamp delta
+                _, o = varint(raw, o)        # offset delta
+                kl, o = varint(raw, o)
+                o += max(kl, 0)
+                vl, o = varint(raw, o)
+                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
+                o = end
+            out.append((b["base_offset"], pid, epoch, types))
+        return out
+    finally:
+        c.close()
+
+
+def claims(batches):
+    return [(off, pid, ep) for off, pid, ep, types in batches
+            if MLOG_T_CLAIM in types]
+
+
+def state(d, mirror):
+    """What must survive a restart: per partition the state and offsets."""
+    rows = d.describe_json(mirror)
+    keep = ("topic", "partition", "state")
+    return sorted(tuple((k, r.get(k)) for k in keep) for r in rows)
+
+
+def main():
+    src, dst = h.real_kafka(2)
+    SRC, DST = src.bootstrap, dst.bootstrap
+    topic = "mlogk-meta-" + RUN
+    t1 = "mlogk-data-" + RUN
+    src.create_topic(t1, partitions=2)
+    produce(SRC, t1, [b"r-%d" % i for i in range(20)])
+
+    # ---- a writer creates the topic, mirrors, restarts -----------------
+    a = kafka_daemon(DST, "a", topic)
+    a.start()
+    log = a.log()
+    h.check("storage.kafka.replication_factor 3 capped to 1" in log,
+            "the replication-factor cap is not logged:\n" + log[-3000:])
+    h.check("min_insync_replicas 2 capped to 1" in log,
+            "the min.insync.replicas cap is not logged")
+    a.create("m1", {"bootstrap.servers": SRC,
+                    "mirror.metadata.refresh.interval.ms": "1000",
+                    "mirror.fetch.wait.max.ms": "200"})
+    a.cli_ok("--add", "--mirror", "m1", "--topic", t1)
+    h.wait_for(lambda: hwm(DST, t1) == 20, 90, "%s mirrored" % t1)
+    h.wait_for(lambda: all(s == "MIRRORING" for s in
+                           a.states("m1").values()) and len(a.states("m1")) == 2,
+               60, "m1 partitions MIRRORING")
+    before = state(a, "m1")
+    desc_before = a.describe_json("m1")
+    h.check(a.stop() == 0, "mirrord a did not stop cleanly")
+    b0 = log_batches(DST, topic)
+    h.check(any(MLOG_T_SNAPSHOT in types for _, _, _, types in b0),
+            "no snapshot in the topic after a clean stop: %r" % b0)
+
+    a.start()
+    h.check("(snapshot)" in a.log().split("mirrord %s" % "")[-1] or
+            "(snapshot)" in a.log(), "the restart did not replay from the "
+            "snapshot:\n" + a.log()[-2000:])
+    after = state(a, "m1")
+    h.check(after == before, "state after restart %r, before %r"
+            % (after, before))
+    # The anchors: mirroring continues at the right offsets, no duplicate.
+    produce(SRC, t1, [b"s-%d" % i for i in range(10)])
+    h.wait_for(lambda: hwm(DST, t1) == 30, 90, "%s mirrored after restart" % t1)
+    a.kill9()
+    a.start()
+    h.check(state(a, "m1") == before, "state after kill -9 differs")
+    desc_after = {(r["topic"], r["partition"]): r for r in a.describe_json("m1")}
+    for r in desc_before:
+        h.check((r["topic"], r["partition"]) in desc_after,
+                "partition %s-%d lost" % (r["topic"], r["partition"]))
+    produce(SRC, t1, [b"k-%d" % i for i in range(5)])
+    h.wait_for(lambda: hwm(DST, t1) == 35, 90, "%s mirrored after kill -9" % t1)
+
+    # ---- a second daemon becomes the writer; the first is fenced -------
+    b = kafka_daemon(DST, "b", topic)
+    b.start()
+    h.check(b.states("m1") == a.states("m1") or len(b.states("m1")) == 2,
+            "b does not see m1")
+    cl = claims(log_batches(DST, topic))
+    b_claim = cl[-1]
+    r = a.create("m2", {"bootstrap.servers": SRC}, expect_ok=False)
+    h.check(r.returncode != 0 and "fenced" in (r.stdout + r.stderr),
+            "the deposed writer's mutation was not refused as fenced: rc %d "
+            "%s %s" % (r.returncode, r.stdout, r.stderr))
+    h.check("fenced" in a.log() and "INVALID_PRODUCER_EPOCH" in a.log()
+            or "PRODUCER_FENCED" in a.log(),
+            "a does not say it was fenced:\n" + a.log()[-2000:])
+    bt = log_batches(DST, topic)
+    late = [x for x in bt if x[0] > b_claim[0] and
+            (x[1], x[2]) != (b_claim[1], b_claim[2])]
+    h.check(not late, "batches of a deposed writer after the claim: %r" % late)
+    names = [m for m in b.cli_ok("--list").stdout.split()]
+    h.check("m2" not in names and "m1" in names,
+            "b lists %r" % names)
+    b.create("m3", {"bootstrap.servers": SRC})
+    a.stop()
+
+    # ---- SIGSTOP the writer with a mutation sent, a new writer, SIGCONT -
+    b.proc.signal(signal.SIGSTOP)
+    props = os.path.join(T, "m4.properties")
+    with open(props, "w") as f:
+        f.write("bootstrap.servers=%s\n" % SRC)
+    late_cli = subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         b.bootstrap, "--create", "--mirror", "m4", "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    c = kafka_daemon(DST, "c", topic)
+    c.start()
+    c_claim = claims(log_batches(DST, topic))[-1]
+    h.check(c_claim[2] > b_claim[2] or c_claim[1] != b_claim[1],
+            "c's claim %r does not outrank b's %r" % (c_claim, b_claim))
+    b.proc.signal(signal.SIGCONT)
+    out, err = late_cli.communicate(timeout=60)
+    h.check(late_cli.returncode != 0 and "fenced" in out + err,
+            "the paused writer's late mutation was not refused: rc %d %s %s"
+            % (late_cli.returncode, out, err))
+    bt = log_batches(DST, topic)
+    late = [x for x in bt if x[0] > c_claim[0] and
+            (x[1], x[2]) != (c_claim[1], c_claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    names = c.cli_ok("--list").stdout.split()
+    h.check("m4" not in names and "m3" in names and "m1" in names,
+            "c lists %r" % names)
+    b.stop()
+    c.stop()
+
+    # ---- migration from a file log -------------------------------------
+    f = mt.Mirrord(destination=DST, name="f")
+    f.create("mf", {"bootstrap.servers": SRC,
+                    "mirror.metadata.refresh.interval.ms": "1000"})
+    f.cli_ok("--add", "--mirror", "mf", "--topic", t1)
+    h.wait_for(lambda: len(f.states("mf")) == 2, 60, "mf partitions")
+    f_state = state(f, "mf")
+    f_list = sorted(f.cli_ok("--list").stdout.split())
+    h.check(f.stop() == 0, "mirrord f did not stop cleanly")
+    mtopic = "mlogk-migrated-" + RUN
+    g = kafka_daemon(DST, "g", mtopic)
+    mig = subprocess.run([h.build_path("daemon", "mirrord"), "-c",
+                          g.config_path, "--migrate-metadata", "--from-dir",
+                          f.data_dir], capture_output=True, text=True,
+                         timeout=120)
+    h.check(mig.returncode == 0 and "migrated" in mig.stdout,
+            "migration failed: %d %s %s" % (mig.returncode, mig.stdout,
+                                            mig.stderr))
+    g.start()
+    h.check(sorted(g.cli_ok("--list").stdout.split()) == f_list,
+            "migrated mirrors differ")
+    h.check(state(g, "mf") == f_state, "migrated state %r, file %r"
+            % (state(g, "mf"), f_state))
+    g.stop()
+    again = subprocess.run([h.build_path("daemon", "mirrord"), "-c",
+                            g.config_path, "--migrate-metadata", "--from-dir",
+                            f.data_dir], capture_output=True, text=True,
+                           timeout=120)
+    h.check(again.returncode == 1 and "already holds a metadata log" in
+            again.stderr, "a second migration was not refused: %d %s %s"
+            % (again.returncode, again.stdout, again.stderr))
+    print("ok")
+
+
+h.run_main(main)
