@@ -53,7 +53,9 @@
  * is found by reading backwards from the end in growing windows (the log
  * after a snapshot is bounded by storage.snapshot_every_records), and the
  * replay starts there; snapshot records met later in the replay (an
- * unfinished snapshot of a fenced writer) are skipped.  So start-up reads
+ * unfinished snapshot of a fenced writer) are skipped.  After a snapshot
+ * the writer also deletes the records before it (DeleteRecords), so the
+ * log normally starts at its newest snapshot.  Either way start-up reads
  * the newest snapshot and the log after it, not the history.
  *
  * Known limits (first piece of issue 10):
@@ -62,9 +64,10 @@
  *    storage.kafka.timeout_ms, as the file backend blocks on fsync.  An
  *    answer lost past the timeout leaves the outcome unknown: the log is
  *    then broken (restart re-reads what is really there).
- *  - The topic is never trimmed: old snapshots and the log between them
- *    stay (retention is infinite); DeleteRecords up to the newest snapshot
- *    is not done yet.
+ *  - Trimming: after each snapshot the writer deletes the records before
+ *    it (DeleteRecords); retention stays infinite, so the broker itself
+ *    never deletes anything.  A trim that fails is retried at the next
+ *    snapshot.
  *  - The broker forgets a producer id's state once no batch of it was
  *    appended for producer.id.expiration.ms (one day by default).  A
  *    deposed writer paused longer than that, with no write of the new
@@ -1510,6 +1513,63 @@ static int ksink_put(struct mlog_sink *sink, uint16_t type, const void *p,
 	return ksink_frame((struct ksink *)sink, type, p, len);
 }
 
+/*
+ * Moves the log start offset up to the newest snapshot (DeleteRecords),
+ * so the topic holds one snapshot and the log after it.  Safe against a
+ * newer writer: it trims only below a snapshot whose end marker was
+ * acknowledged, so before any later claim, and a newer writer replays
+ * from the newest complete snapshot, which is that one or a later one.
+ * A failure costs only space: logged, the log is intact.
+ */
+static void trim_before(struct mk *k, int64_t off)
+{
+	struct kp_delete_records_request req;
+	struct kp_delete_records_response resp;
+	struct kp_delete_records_request_delete_records_topic t;
+	struct kp_delete_records_request_delete_records_partition p;
+	struct karena *a = karena_new(1 << 16);
+	char err[512] = "out of memory";
+	uint8_t *frame = NULL;
+	int16_t e = -1;
+
+	if (a == NULL || k->conn == NULL)
+		goto out;
+	kp_delete_records_request_init(&req);
+	kp_delete_records_request_delete_records_topic_init(&t);
+	kp_delete_records_request_delete_records_partition_init(&p);
+	p.partition_index = 0;
+	p.offset = off;
+	t.name = kstr_c(k->topic);
+	t.partitions = &p;
+	t.partitions_n = 1;
+	req.topics = &t;
+	req.topics_n = 1;
+	req.timeout_ms = k->timeout_ms;
+	frame = kblock_call(k->conn, KP_API_DELETE_RECORDS, 2, &req, &resp, a,
+	    k->timeout_ms, err, sizeof(err));
+	if (frame == NULL) {
+		drop_conn(k);
+		goto out;
+	}
+	if (resp.topics_n == 1 && resp.topics[0].partitions_n == 1)
+		e = resp.topics[0].partitions[0].error_code;
+	if (e == 0) {
+		log_debug("metadata log: topic %s: records before offset %" PRId64
+		    " deleted (the newest snapshot starts there)", k->topic, off);
+		free(frame);
+		karena_free(a);
+		return;
+	}
+	seterr(err, sizeof(err), "%s", e < 0 ? "no answer for the partition" :
+	    kerr_name(e));
+out:
+	log_warnx("metadata log: topic %s: cannot delete the records before "
+	    "the snapshot at offset %" PRId64 " (they only take space; the next "
+	    "snapshot tries again): %s", k->topic, off, err);
+	free(frame);
+	karena_free(a);
+}
+
 static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
     char *err, size_t errlen)
 {
@@ -1546,6 +1606,7 @@ static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
 	k->st.compactions++;
 	log_info("metadata log: topic %s: snapshot of %" PRIu64 " records at "
 	    "offset %" PRId64, k->topic, s.base.records, s.begin);
+	trim_before(k, s.begin);
 	rc = 0;
 	goto out;
 fail:

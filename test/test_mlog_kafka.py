@@ -77,6 +77,14 @@ def kafka_daemon(dst, name, topic, extra_storage=""):
     return d
 
 
+def log_start(bootstrap, topic):
+    c = kraw.Cluster(bootstrap)
+    try:
+        return c.offsets(topic, 0)[0]
+    finally:
+        c.close()
+
+
 def varint(b, o):
     shift = v = 0
     while True:
@@ -93,7 +101,7 @@ def log_batches(bootstrap, topic):
     c = kraw.Cluster(bootstrap)
     try:
         out = []
-        for b in c.batches(topic, 0):
+        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
             raw = b["raw"]
             pid, epoch = struct.unpack(">qh", raw[43:53])
             types = []
@@ -155,13 +163,17 @@ def main():
     desc_before = a.describe_json("m1")
     h.check(a.stop() == 0, "mirrord a did not stop cleanly")
     b0 = log_batches(DST, topic)
-    h.check(any(MLOG_T_SNAPSHOT in types for _, _, _, types in b0),
-            "no snapshot in the topic after a clean stop: %r" % b0)
+    snaps = [off for off, _, _, types in b0 if MLOG_T_SNAPSHOT in types]
+    h.check(snaps, "no snapshot in the topic after a clean stop: %r" % b0)
+    start = log_start(DST, topic)
+    h.check(start == snaps[-1] and start > 0,
+            "the log before the snapshot at %d was not deleted (log start %d)"
+            % (snaps[-1], start))
 
     a.start()
-    h.check("(snapshot)" in a.log().split("mirrord %s" % "")[-1] or
-            "(snapshot)" in a.log(), "the restart did not replay from the "
-            "snapshot:\n" + a.log()[-2000:])
+    h.check("replayed from offset %d (snapshot)" % snaps[-1] in
+            a.proc.output(), "the restart did not replay from the "
+            "snapshot:\n" + a.proc.tail())
     after = state(a, "m1")
     h.check(after == before, "state after restart %r, before %r"
             % (after, before))
@@ -171,6 +183,9 @@ def main():
     a.kill9()
     a.start()
     h.check(state(a, "m1") == before, "state after kill -9 differs")
+    h.check("replayed from offset %d (snapshot)" % snaps[-1] in
+            a.proc.output(), "the restart after kill -9 did not replay from "
+            "the snapshot:\n" + a.proc.tail())
     desc_after = {(r["topic"], r["partition"]): r for r in a.describe_json("m1")}
     for r in desc_before:
         h.check((r["topic"], r["partition"]) in desc_after,
@@ -230,6 +245,15 @@ def main():
             "c lists %r" % names)
     b.stop()
     c.stop()
+
+    # ---- a topic that could lose records is refused ------------------
+    bad = "mlogk-bad-" + RUN
+    dst.create_topic(bad, partitions=2)
+    x = kafka_daemon(DST, "x", bad)
+    x.start(wait=False)
+    h.check(x.proc.wait(60) == 1, "mirrord started on a 2-partition topic")
+    h.check("topic %s has 2 partitions; the metadata log needs exactly 1"
+            % bad in x.proc.output(), "no reason given:\n" + x.proc.tail())
 
     # ---- migration from a file log -------------------------------------
     f = mt.Mirrord(destination=DST, name="f")
