@@ -57,6 +57,7 @@ struct daemon {
 	bool log_loaded;
 	bool listening;
 	int stopping;
+	bool plane_stopped, plane_drained; /* after the metadata log broke */
 	int exit_code;
 };
 
@@ -223,6 +224,18 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 	finish(d);
 }
 
+/* The data plane of an instance whose replicated metadata log broke
+ * (fenced by a newer writer) has drained. */
+static void plane_stopped_cb(void *arg)
+{
+	struct daemon *d = arg;
+
+	d->plane_drained = true;
+	log_warnx("data plane stopped: the metadata log is read-only");
+	if (d->stopping)
+		finish(d);
+}
+
 static void begin_shutdown(struct daemon *d, const char *signame)
 {
 	struct timeval tv;
@@ -240,7 +253,10 @@ static void begin_shutdown(struct daemon *d, const char *signame)
 	tv.tv_usec = (d->cfg->shutdown_timeout_ms % 1000) * 1000;
 	d->ev_deadline = evtimer_new(d->base, deadline_cb, d);
 	evtimer_add(d->ev_deadline, &tv);
-	pipeline_shutdown(d->pl, pipeline_drained, d);
+	if (!d->plane_stopped)
+		pipeline_shutdown(d->pl, pipeline_drained, d);
+	else if (d->plane_drained)
+		finish(d);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -280,6 +296,16 @@ static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	mstate_maybe_compact(d->st);
 	mlog_stats(d->ml, &s);
+	if (s.broken && d->cfg->storage_backend == CONFIG_STORAGE_KAFKA &&
+	    !d->plane_stopped && !d->stopping) {
+		/* Another instance writes the metadata now: this one must not
+		 * go on copying as if it still owned the partitions. */
+		log_errorx("metadata log is read-only (fenced by a newer writer, "
+		    "or a write's outcome is unknown): stopping the data plane "
+		    "of this instance; restart it to follow the metadata log");
+		d->plane_stopped = true;
+		pipeline_shutdown(d->pl, plane_stopped_cb, d);
+	}
 	if (s.snapshot_wall_ms >= 0)
 		metrics_gauge_set(metrics_series(MSTD(&d->ms,
 		    METADATA_LOG_SNAPSHOT_AGE), 0, NULL),
@@ -291,6 +317,18 @@ static bool ready_destination(void *arg, char *why, size_t whylen)
 	struct daemon *d = arg;
 
 	return pipeline_destination_ready(d->pl, why, whylen);
+}
+
+static bool ready_mlog(void *arg, char *why, size_t whylen)
+{
+	struct daemon *d = arg;
+	struct mlog_stats s;
+
+	mlog_stats(d->ml, &s);
+	if (s.broken)
+		snprintf(why, whylen, "the metadata log refuses writes (see the "
+		    "log: fenced by a newer writer, or a failed write)");
+	return !s.broken;
 }
 
 static bool ready_identity(void *arg, char *why, size_t whylen)
@@ -349,6 +387,7 @@ static int start_http(struct daemon *d)
 	    &d->log_loaded);
 	httpd_add_ready_check(d->http, "listeners bound", httpd_ready_flag,
 	    &d->listening);
+	httpd_add_ready_check(d->http, "metadata log writable", ready_mlog, d);
 	httpd_add_ready_check(d->http, "destination reachable",
 	    ready_destination, d);
 	httpd_add_ready_check(d->http, "topic and cluster identity",

@@ -95,6 +95,17 @@ def kafka_daemon(dst, name, topic, extra_storage=""):
     return d
 
 
+def readyz(d):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
+                                    % d.metrics_port, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 def log_start(bootstrap, topic):
     c = kraw.Cluster(bootstrap)
     try:
@@ -241,6 +252,11 @@ def main():
     late = [x for x in bt if x[0] > b_claim[0] and
             (x[1], x[2]) != (b_claim[1], b_claim[2])]
     h.check(not late, "batches of a deposed writer after the claim: %r" % late)
+    h.wait_for(lambda: "stopping the data plane of this instance" in
+               a.proc.output(), 30, "the fenced instance to stop copying")
+    h.check(readyz(a)[0] == 503 and "metadata log writable" in readyz(a)[1],
+            "/readyz of the fenced instance: %r" % (readyz(a),))
+    h.check(readyz(b)[0] == 200, "/readyz of the writer: %r" % (readyz(b),))
     names = [m for m in b.cli_ok("--list").stdout.split()]
     h.check("m2" not in names and "m1" in names,
             "b lists %r" % names)
@@ -274,7 +290,38 @@ def main():
     h.check("m4" not in names and "m3" in names and "m1" in names,
             "c lists %r" % names)
     b.stop()
+
+    # ---- the same with the writer paused while it may be producing ------
+    with open(props, "w") as f:
+        f.write("bootstrap.servers=%s\n" % SRC)
+    racing = subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         c.bootstrap, "--create", "--mirror", "m5", "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    c.proc.signal(signal.SIGSTOP)
+    e = kafka_daemon(DST, "e", topic)
+    e.start()
+    e_claim = claims(log_batches(DST, topic))[-1]
+    e_names = e.cli_ok("--list").stdout.split()
+    c.proc.signal(signal.SIGCONT)
+    out, err = racing.communicate(timeout=60)
+    bt = log_batches(DST, topic)
+    late = [x for x in bt if x[0] > e_claim[0] and
+            (x[1], x[2]) != (e_claim[1], e_claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    if racing.returncode == 0:
+        # It landed before the claim: the new writer replayed it.
+        h.check("m5" in e_names, "m5 acknowledged by the paused writer but "
+                "not replayed by the new one: %r" % e_names)
+    else:
+        h.check("fenced" in out + err and "m5" not in e_names,
+                "m5 refused without naming the fencing, or present: %s %s %r"
+                % (out, err, e_names))
+    print("paused writer with a mutation in flight: %s" %
+          ("landed before the claim" if racing.returncode == 0 else
+           "refused (fenced)"))
     c.stop()
+    e.stop()
 
     # ---- a topic that could lose records is refused ------------------
     bad = "mlogk-bad-" + RUN
