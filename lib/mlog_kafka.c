@@ -530,6 +530,21 @@ static int kstr_is(struct kstr s, const char *c)
 	return s.len == (int32_t)strlen(c) && memcmp(s.p, c, (size_t)s.len) == 0;
 }
 
+/* A small decimal config value; -1 if it is not one. */
+static int kstr_int(struct kstr s)
+{
+	int v = 0;
+
+	if (s.len <= 0 || s.len > 9)
+		return -1;
+	for (int32_t i = 0; i < s.len; i++) {
+		if (s.p[i] < '0' || s.p[i] > '9')
+			return -1;
+		v = v * 10 + (s.p[i] - '0');
+	}
+	return v;
+}
+
 /* Refuses a topic whose settings could lose or reorder records. */
 static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md,
     char *err, size_t errlen)
@@ -590,7 +605,7 @@ static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md
 				bad = "must be false (an unclean leader could "
 				    "lose acknowledged records)";
 			else if (kstr_is(n, "min.insync.replicas") && v.len > 0 &&
-			    atoi(v.p) < MIN(k->want_isr, md->rf))
+			    kstr_int(v) < MIN(k->want_isr, md->rf))
 				log_warnx("metadata log: topic %s has "
 				    "min.insync.replicas=%.*s, "
 				    "storage.kafka.min_insync_replicas wants %d",
@@ -690,6 +705,7 @@ out:
 /* What read_range() hands its callback for each record. */
 struct krec {
 	int64_t offset;
+	int64_t ts;             /* the batch's max timestamp */
 	int64_t pid;
 	int16_t epoch;
 	int snapshot;
@@ -727,7 +743,8 @@ static int range_rec(void *arg, const struct mlog_kafka_rec *kr)
 {
 	struct range_ctx *rc = arg;
 	struct mlog_scan_result res;
-	struct krec r = { .offset = kr->offset, .pid = rc->b->producer_id,
+	struct krec r = { .offset = kr->offset, .ts = rc->b->max_timestamp,
+	    .pid = rc->b->producer_id,
 	    .epoch = rc->b->producer_epoch, .snapshot = kr->snapshot };
 
 	if (kr->offset < rc->lo || kr->offset >= rc->hi)
@@ -961,6 +978,20 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 		}
 		seterr(last, sizeof(last), "%s-0 leader %s: %s", k->topic,
 		    kblock_addr(k->conn), kerr_name(e));
+		if (e == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
+		    e == KERR_UNKNOWN_PRODUCER_ID) {
+			char why[800];
+
+			/* Our sequence and the leader's disagree: what it
+			 * holds of ours is not what we think. */
+			seterr(why, sizeof(why), "topic %s: the leader refused "
+			    "producer id %" PRId64 " epoch %d sequence %d: %s; "
+			    "refusing further writes until restart", k->topic,
+			    k->pid, k->epoch, k->seq, last);
+			set_broken(k, why);
+			seterr(err, errlen, "%s", why);
+			goto out;
+		}
 		if (!kerr_retriable(e) && e != KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND) {
 			if (uncertain)
 				goto give_up;
@@ -1182,6 +1213,7 @@ struct replay {
 	int64_t owner_pid;       /* writer of the latest claim, -1 none yet */
 	int16_t owner_epoch;
 	uint64_t applied, since_snap, bytes_since_snap, skipped;
+	int64_t snap_ts;
 	char file[300];
 };
 
@@ -1200,6 +1232,7 @@ static int replay_cb(void *arg, const struct krec *r, char *err,
 				return -1;
 			}
 			rp->in_snap = 1;
+			rp->snap_ts = r->ts;
 			rp->owner_pid = r->pid;
 			rp->owner_epoch = r->epoch;
 			return 0;
@@ -1387,6 +1420,8 @@ static int kafka_open(struct mlog *ml, mlog_apply_fn apply, void *arg,
 	k->st.records_since_snapshot = rp.since_snap;
 	k->st.bytes_since_snapshot = rp.bytes_since_snap;
 	k->st.bytes = rp.bytes_since_snap;
+	if (rp.snap >= 0)
+		k->st.snapshot_wall_ms = rp.snap_ts;
 	if (rp.skipped > 0)
 		log_warnx("metadata log: topic %s: %" PRIu64 " late record%s of "
 		    "deposed writers skipped", k->topic, rp.skipped,
