@@ -16,6 +16,8 @@
 #define MLOG_KAFKA_TOPIC_DEFAULT "__mirrord_metadata"
 /* The log's own record marking a writer's claim (see mlog_kafka.c). */
 #define MLOG_T_CLAIM 0xff04u
+/* The key of every record of a snapshot; log records have a null key. */
+#define MLOG_KAFKA_SNAP_KEY "snapshot"
 
 struct mlog_kafka_opts {
 	const char *bootstrap;             /* "host:port,host:port" */
@@ -45,7 +47,8 @@ void mlog_kafka_writer(const struct mlog *ml, int64_t *producer_id,
     int16_t *epoch);
 
 /*
- * Encoding, exposed for the unit tests: one uncompressed v2 record batch
+ * Encoding (lib/mlog_kafka_rec.c), exposed for the tests and the fuzz
+ * harness: one uncompressed v2 record batch
  * holding the frames in frames[0..len) (mlog frames back to back) as record
  * values, keyed snapshot (1) or not (0), with the producer fields given.
  * Returns a malloc'd batch (*outlen bytes) or NULL with err.
