@@ -14,8 +14,6 @@
 #include "mlog.h"
 
 #define MLOG_KAFKA_TOPIC_DEFAULT "__mirrord_metadata"
-/* The log's own record marking a writer's claim (see mlog_kafka.c). */
-#define MLOG_T_CLAIM 0xff04u
 /* The key of every record of a snapshot; log records have a null key. */
 #define MLOG_KAFKA_SNAP_KEY "snapshot"
 
