@@ -36,7 +36,13 @@ uint8_t *mlog_kafka_encode_batch(const uint8_t *frames, size_t len,
 	size_t off = 0, lenslot, crc_at;
 	uint8_t *out;
 
-	kw_init(&w, len + len / 4 + 4096 + 64);
+	/* Each record adds at most 40 bytes of framing (length, attributes,
+	 * timestamp and offset deltas, key, value length, header count). */
+	for (size_t o = 0, fl; o < len; o += fl, count++)
+		if ((fl = frame_len_at(frames + o, len - o)) == 0)
+			break;
+	kw_init(&w, len + (size_t)count * 40 + 128);
+	count = 0;
 	kw_i64(&w, 0);                    /* base offset */
 	lenslot = kw_slot32(&w);          /* batch length */
 	kw_i32(&w, -1);                   /* partition leader epoch */

@@ -1082,6 +1082,24 @@ START_TEST(test_kafka_batch_round_trip)
 		}
 		free(b);
 	}
+	/* Many small frames: the framing outweighs the payloads. */
+	{
+		size_t n = 30000, fl = 0, bl;
+		uint8_t *many = malloc(n * MLOG_FRAME_HDR), *b;
+		struct batch hb;
+
+		ck_assert(many != NULL);
+		for (size_t i = 0; i < n; i++, fl += MLOG_FRAME_HDR)
+			mlog_frame_header(many + fl, 7, "", 0);
+		b = mlog_kafka_encode_batch(many, fl, 1, 1, 0, 0, 0, &bl, err,
+		    sizeof(err));
+		ck_assert_msg(b != NULL, "%s", err);
+		ck_assert_int_eq(batch_parse(b, bl, &hb, err, sizeof(err)),
+		    BATCH_OK);
+		ck_assert_int_eq(hb.record_count, (int32_t)n);
+		free(b);
+		free(many);
+	}
 	/* A frame cut short is refused, not encoded. */
 	ck_assert(mlog_kafka_encode_batch(frames, flen - 1, 0, 1, 0, 0, 0,
 	    &blen, err, sizeof(err)) == NULL);
