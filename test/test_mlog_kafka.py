@@ -350,7 +350,13 @@ def main():
     h.check(mig.returncode == 0 and "migrated" in mig.stdout,
             "migration failed: %d %s %s" % (mig.returncode, mig.stdout,
                                             mig.stderr))
+    import re
+    cid = re.search(r"cluster id (\S+),", mig.stdout)
+    h.check(cid and "cluster id %s" % cid.group(1) in f.proc.output(),
+            "the migration names another cluster id: %s" % mig.stdout)
     g.start()
+    h.check("cluster id %s" % cid.group(1) in g.proc.output(),
+            "the migrated log has another cluster id:\n" + g.proc.tail())
     h.check(sorted(g.cli_ok("--list").stdout.split()) == f_list,
             "migrated mirrors differ")
     h.check(state(g, "mf") == f_state, "migrated state %r, file %r"
