@@ -95,6 +95,38 @@ def kafka_daemon(dst, name, topic, extra_storage=""):
     return d
 
 
+POLL_SYSCALLS = {"7", "271"}   # x86_64 poll, ppoll (kblock's wait)
+
+
+def stop_in_poll(pid, timeout):
+    """SIGSTOP pid the moment its main thread is blocked in poll()/ppoll()
+    (mirrord's loop waits in epoll_wait; only the blocking metadata client
+    polls).  True if caught there; else stops it anyway at the deadline."""
+    import time
+    deadline = time.monotonic() + timeout
+    try:
+        fd = os.open("/proc/%d/syscall" % pid, os.O_RDONLY)
+    except OSError:
+        os.kill(pid, signal.SIGSTOP)
+        return False
+    seen = {}
+    try:
+        while time.monotonic() < deadline:
+            for _ in range(1000):
+                nr = os.pread(fd, 8, 0).split(b" ", 1)[0].decode()
+                seen[nr] = seen.get(nr, 0) + 1
+                if nr in POLL_SYSCALLS:
+                    os.kill(pid, signal.SIGSTOP)
+                    return True
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    os.kill(pid, signal.SIGSTOP)
+    print("main thread not caught in poll(); system calls seen: %r" % seen)
+    return False
+
+
 def readyz(d):
     import urllib.error
     import urllib.request
@@ -321,7 +353,39 @@ def main():
           ("landed before the claim" if racing.returncode == 0 else
            "refused (fenced)"))
     c.stop()
+
+    # ---- the writer paused inside its Produce round trip ----------------
+    # e is the writer.  Its main thread is caught blocked in poll() (the
+    # Produce of CreateMirror m6 sent, the answer not read) and stopped;
+    # the broker appends the batch meanwhile, before the next claim, so the
+    # new writer replays m6 and the paused one, continued, acknowledges it.
+    racing = subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         e.bootstrap, "--create", "--mirror", "m6", "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    caught = stop_in_poll(e.proc.pid, 20)
+    g2 = kafka_daemon(DST, "g2", topic)
+    g2.start()
+    g2_claim = claims(log_batches(DST, topic))[-1]
+    g2_names = g2.cli_ok("--list").stdout.split()
+    os.kill(e.proc.pid, signal.SIGCONT)
+    out, err = racing.communicate(timeout=60)
+    late = [x for x in log_batches(DST, topic) if x[0] > g2_claim[0] and
+            (x[1], x[2]) != (g2_claim[1], g2_claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    if racing.returncode == 0:
+        h.check("m6" in g2_names, "m6 acknowledged by the paused writer but "
+                "not replayed by the new one: %r" % g2_names)
+    else:
+        h.check("fenced" in out + err and "m6" not in g2_names,
+                "m6 refused without naming the fencing, or present: %s %s %r"
+                % (out, err, g2_names))
+    print("writer stopped %s: m6 %s" % (
+        "inside poll()" if caught else "(poll() not caught)",
+        "landed before the claim and was replayed" if racing.returncode == 0
+        else "refused (fenced)"))
     e.stop()
+    g2.stop()
 
     # ---- a topic that could lose records is refused ------------------
     bad = "mlogk-bad-" + RUN
