@@ -714,6 +714,15 @@ static int read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
 				o = batch_next_offset(&b);
 				continue;
 			}
+			if (b.record_count != b.last_offset_delta + 1) {
+				seterr(err, errlen, "topic %s partition 0: batch at "
+				    "offset %" PRId64 " holds %d records for %d "
+				    "offsets: not written by mirrord; refusing to "
+				    "start", k->topic, b.base_offset,
+				    b.record_count, b.last_offset_delta + 1);
+				free(frame);
+				goto out;
+			}
 			if (batch_codec(&b) != BATCH_CODEC_NONE) {
 				seterr(err, errlen, "topic %s partition 0: batch at "
 				    "offset %" PRId64 " is compressed (%s): not "

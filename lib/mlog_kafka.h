@@ -64,7 +64,8 @@ struct mlog_kafka_rec {
 };
 typedef int (*mlog_kafka_rec_fn)(void *arg, const struct mlog_kafka_rec *r);
 /* Walks the records of one uncompressed batch (header already parsed into
- * base_offset, records/records_len, count); -1 with err if malformed. */
+ * base_offset, records/records_len, count); -1 with err if malformed,
+ * which includes a record i whose offset delta is not i. */
 int mlog_kafka_decode_records(int64_t base_offset, const uint8_t *records,
     size_t records_len, int32_t count, mlog_kafka_rec_fn cb, void *arg,
     char *err, size_t errlen);

@@ -125,7 +125,11 @@ int mlog_kafka_decode_records(int64_t base_offset, const uint8_t *records,
 			goto bad;
 		kr_i8(&r);
 		kr_varlong(&r);
-		rec.offset = base_offset + kr_varint(&r);
+		/* mirrord writes record i with offset delta i, and no
+		 * compaction ever removes one: anything else is not ours. */
+		if (kr_varint(&r) != i)
+			goto bad;
+		rec.offset = base_offset + i;
 		klen = kr_varint(&r);
 		if (klen > 0 && (size_t)klen > kr_left(&r))
 			goto bad;

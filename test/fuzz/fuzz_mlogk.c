@@ -7,7 +7,7 @@
  *
  * Promises checked for any input:
  *   - every record handed out lies inside its batch, with offset
- *     base + its index's delta, and a snapshot flag only for the key;
+ *     base + its index (a record with another delta is malformed);
  *   - the values that are one intact frame, encoded again as a batch
  *     (mlog_kafka_encode_batch), pass the broker's produce checks
  *     (batch_validate_produce) and decode to the same values.
@@ -62,7 +62,7 @@ static int on_rec(void *arg, const struct mlog_kafka_rec *r)
 
 	CHECK(r->value >= w->b->records);
 	CHECK(r->value + r->value_len <= w->b->records + w->b->records_len);
-	CHECK(r->offset >= w->b->base_offset);
+	CHECK(r->offset == w->b->base_offset + w->n);
 	w->n++;
 	mlog_scan(r->value, r->value_len, MLOG_MAX_RECORD_DEFAULT, count_frame,
 	    NULL, &res);
