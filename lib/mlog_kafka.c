@@ -27,8 +27,13 @@
  * One writer, fenced.  Every writer gets its producer id and epoch from
  * InitProducerId with the transactional id "mirrord-metadata-<topic>"; the
  * transaction coordinator bumps the epoch on every call, so the newest
- * writer holds the highest epoch.  A partition leader learns an epoch only
- * when a batch carrying it is appended, so a new writer's first act is to
+ * writer holds the highest epoch.  What the partition leader checks: it
+ * keeps, per producer id, the newest epoch and the last sequences of the
+ * batches appended to the partition, and refuses a batch whose epoch is
+ * older than that state's (INVALID_PRODUCER_EPOCH for a client's Produce).
+ * The coordinator's bump does not reach the leader (no transaction is
+ * open, so no marker is written): the leader learns an epoch only when a
+ * batch carrying it is appended, so a new writer's first act is to
  * append a claim record (type MLOG_T_CLAIM, naming its producer id and
  * epoch) and only then read the log to its end.  From the moment the claim
  * is appended the leader refuses every batch of an older epoch of that
@@ -75,7 +80,12 @@
  *    deposed writer paused longer than that, with no write of the new
  *    writer in between, could then append after the claim; replay skips
  *    such a batch (see above), but the deposed writer itself would not
- *    learn it was fenced until a later write is refused.
+ *    learn it was fenced until a later write is refused.  The same holds
+ *    once the epochs of the producer id run out (32767 claims): the
+ *    coordinator then hands out a new producer id, whose claim does not
+ *    raise the old id's epoch at the leader.
+ *  - The data plane is not fenced: a deposed instance copies on until
+ *    one of its own metadata writes is refused (then it stops copying).
  */
 #include "config.h"
 
