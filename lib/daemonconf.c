@@ -111,7 +111,7 @@ const struct ckey config_keys[] = {
 	  "AddTopicsToMirror or RemoveTopicsFromMirror that would go beyond it is refused with POLICY_VIOLATION (44) naming this limit, and nothing changes." },
 
 	{ "storage.data_dir", CT_STRING, F(storage_data_dir), "/var/lib/mirrord", 0, 0, NULL, 0, NULL,
-	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states. "
+	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states (with storage.backend kafka the log is in a topic and this directory keeps only the daemon's own small files, such as the default secret key). "
 	  "It must be writable by mirrord and must not be shared by two daemons." },
 	{ "storage.snapshot_every_records", CT_INT, F(storage_snapshot_every_records), "10000", 1, INT32_MAX, NULL, KF_RELOAD, NULL,
 	  "A snapshot of the metadata state is written after this many log records, and older log segments are removed. "
