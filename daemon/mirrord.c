@@ -30,6 +30,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "metastore.h"
 #include "metrics_std.h"
 #include "mlog.h"
 #include "mstate.h"
@@ -57,6 +58,7 @@ struct daemon {
 	bool log_loaded;
 	bool listening;
 	int stopping;
+	bool plane_stopped, plane_drained; /* after the metadata log broke */
 	int exit_code;
 };
 
@@ -69,6 +71,7 @@ static void usage(FILE *f)
 "               [--credentials-file FILE]   (password on stdin or prompted)\n"
 "       mirrord --delete-user NAME [--mechanism MECH] [--credentials-file FILE]\n"
 "       mirrord --list-users [--credentials-file FILE]\n"
+"       mirrord [-c FILE] --migrate-metadata --from-dir DIR\n"
 "       mirrord -V | -h\n"
 "\n"
 "  -c, --config FILE        configuration file (default %s)\n"
@@ -82,6 +85,9 @@ static void usage(FILE *f)
 "      --iterations N       PBKDF2 iterations, 4096..16384 (default 4096)\n"
 "      --credentials-file FILE  the file (default: server.sasl.credentials_file\n"
 "                           of the configuration file)\n"
+"      --migrate-metadata   copy the file metadata log in --from-dir DIR (its\n"
+"                           daemon stopped) into the topic storage.kafka.topic\n"
+"                           of the destination cluster, which must hold no log\n"
 "  -f, --foreground         accepted for compatibility; mirrord never forks\n"
 "                           (systemd supervises it with Type=notify)\n"
 "  -l, --log-level LEVEL    error, warn, info or debug (overrides log.level)\n"
@@ -219,6 +225,18 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 	finish(d);
 }
 
+/* The data plane of an instance whose replicated metadata log broke
+ * (fenced by a newer writer) has drained. */
+static void plane_stopped_cb(void *arg)
+{
+	struct daemon *d = arg;
+
+	d->plane_drained = true;
+	log_warnx("data plane stopped: the metadata log is read-only");
+	if (d->stopping)
+		finish(d);
+}
+
 static void begin_shutdown(struct daemon *d, const char *signame)
 {
 	struct timeval tv;
@@ -236,7 +254,10 @@ static void begin_shutdown(struct daemon *d, const char *signame)
 	tv.tv_usec = (d->cfg->shutdown_timeout_ms % 1000) * 1000;
 	d->ev_deadline = evtimer_new(d->base, deadline_cb, d);
 	evtimer_add(d->ev_deadline, &tv);
-	pipeline_shutdown(d->pl, pipeline_drained, d);
+	if (!d->plane_stopped)
+		pipeline_shutdown(d->pl, pipeline_drained, d);
+	else if (d->plane_drained)
+		finish(d);
 }
 
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
@@ -276,6 +297,16 @@ static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	mstate_maybe_compact(d->st);
 	mlog_stats(d->ml, &s);
+	if (s.broken && d->cfg->storage_backend == CONFIG_STORAGE_KAFKA &&
+	    !d->plane_stopped && !d->stopping) {
+		/* Another instance writes the metadata now: this one must not
+		 * go on copying as if it still owned the partitions. */
+		log_errorx("metadata log is read-only (fenced by a newer writer, "
+		    "or a write's outcome is unknown): stopping the data plane "
+		    "of this instance; restart it to follow the metadata log");
+		d->plane_stopped = true;
+		pipeline_shutdown(d->pl, plane_stopped_cb, d);
+	}
 	if (s.snapshot_wall_ms >= 0)
 		metrics_gauge_set(metrics_series(MSTD(&d->ms,
 		    METADATA_LOG_SNAPSHOT_AGE), 0, NULL),
@@ -328,6 +359,18 @@ static bool ready_destination(void *arg, char *why, size_t whylen)
 	return pipeline_destination_ready(d->pl, why, whylen);
 }
 
+static bool ready_mlog(void *arg, char *why, size_t whylen)
+{
+	struct daemon *d = arg;
+	struct mlog_stats s;
+
+	mlog_stats(d->ml, &s);
+	if (s.broken)
+		snprintf(why, whylen, "the metadata log refuses writes (see the "
+		    "log: fenced by a newer writer, or a failed write)");
+	return !s.broken;
+}
+
 static bool ready_identity(void *arg, char *why, size_t whylen)
 {
 	struct daemon *d = arg;
@@ -353,15 +396,10 @@ static bool ready_write_access(void *arg, char *why, size_t whylen)
 
 static int open_state(struct daemon *d)
 {
-	struct mlog_opts mo;
-	char err[1024];
+	char err[1024], where[512];
 
-	mlog_opts_init(&mo);
-	mo.dir = d->cfg->storage_data_dir;
-	if (d->cfg->storage_snapshot_every_records > 0)
-		mo.compact_records = (uint64_t)d->cfg->storage_snapshot_every_records;
-	mo.no_fsync = !d->cfg->storage_fsync;
-	d->ml = mlog_file_new(&mo, err, sizeof(err));
+	metastore_describe(d->cfg, where, sizeof(where));
+	d->ml = metastore_new(d->cfg, err, sizeof(err));
 	if (d->ml == NULL) {
 		log_errorx("metadata log: %s", err);
 		return -1;
@@ -384,7 +422,7 @@ static int open_state(struct daemon *d)
 	}
 	d->log_loaded = true;
 	log_info("metadata log %s loaded: cluster id %s, %zu mirror%s",
-	    d->cfg->storage_data_dir, mstate_cluster_id(d->st),
+	    where, mstate_cluster_id(d->st),
 	    mstate_mirror_count(d->st), mstate_mirror_count(d->st) == 1 ? "" : "s");
 	return 0;
 }
@@ -405,6 +443,7 @@ static int start_http(struct daemon *d)
 	    &d->log_loaded);
 	httpd_add_ready_check(d->http, "listeners bound", httpd_ready_flag,
 	    &d->listening);
+	httpd_add_ready_check(d->http, "metadata log writable", ready_mlog, d);
 	httpd_add_ready_check(d->http, "destination reachable",
 	    ready_destination, d);
 	httpd_add_ready_check(d->http, "topic and cluster identity",
@@ -439,10 +478,13 @@ int main(int argc, char **argv)
 		{ "mechanism", required_argument, NULL, 'M' },
 		{ "iterations", required_argument, NULL, 'I' },
 		{ "credentials-file", required_argument, NULL, 'F' },
+		{ "migrate-metadata", no_argument, NULL, 'G' },
+		{ "from-dir", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct usercmd uc = { .action = USERCMD_LIST };
-	int users = 0;
+	int users = 0, migrate = 0;
+	const char *from_dir = NULL;
 	struct daemon d;
 	char err[1024];
 	uint64_t wd_usec = 0;
@@ -505,6 +547,12 @@ int main(int argc, char **argv)
 		case 'F':
 			uc.file = optarg;
 			break;
+		case 'G':
+			migrate = 1;
+			break;
+		case 'R':
+			from_dir = optarg;
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -515,6 +563,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (migrate != (from_dir != NULL)) {
+		fprintf(stderr, "mirrord: --migrate-metadata and --from-dir DIR "
+		    "go together\n");
+		return 2;
+	}
+	if (migrate)
+		return metastore_migrate(d.config_path, from_dir);
 	if (users) {
 		uc.config_path = d.config_path;
 		return usercmd_run(&uc);

@@ -111,7 +111,7 @@ const struct ckey config_keys[] = {
 	  "AddTopicsToMirror or RemoveTopicsFromMirror that would go beyond it is refused with POLICY_VIOLATION (44) naming this limit, and nothing changes." },
 
 	{ "storage.data_dir", CT_STRING, F(storage_data_dir), "/var/lib/mirrord", 0, 0, NULL, 0, NULL,
-	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states. "
+	  "Directory of the metadata log and its snapshots: mirrors, their topics and partition states (with storage.backend kafka the log is in a topic and this directory keeps only the daemon's own small files, such as the default secret key). "
 	  "It must be writable by mirrord and must not be shared by two daemons." },
 	{ "storage.snapshot_every_records", CT_INT, F(storage_snapshot_every_records), "10000", 1, INT32_MAX, NULL, KF_RELOAD, NULL,
 	  "A snapshot of the metadata state is written after this many log records, and older log segments are removed. "
@@ -123,6 +123,22 @@ const struct ckey config_keys[] = {
 	  "File of the 256-bit key that encrypts the secrets of CreateMirror configs (sasl.password, ssl.key.password) in the metadata log and its snapshots (AES-256-GCM): base64 on one line, or 32 raw bytes. "
 	  "Empty means the systemd credential mirrord.secret_key when $CREDENTIALS_DIRECTORY holds one, else <storage.data_dir>/secret.key, created with mode 0600 at the first start. "
 	  "Keep a copy: without it the stored secrets cannot be read and mirrord refuses to start." },
+	{ "storage.backend", CT_ENUM, F(storage_backend), "file", 0, 0, "file|kafka", 0, NULL,
+	  "Where the metadata log lives: file keeps it in storage.data_dir (one instance); kafka keeps it in the topic storage.kafka.topic of the destination cluster, reached with destination.bootstrap_servers and destination.client, replicated by the brokers. "
+	  "With kafka one instance at a time writes: a newly started mirrord becomes the writer and the broker refuses every later write of the one before, whose metadata changes then fail naming the fencing. "
+	  "Instances sharing the topic must share storage.secret_key_file. "
+	  "mirrord --migrate-metadata --from-dir DIR copies a file log into an empty topic." },
+	{ "storage.kafka.topic", CT_STRING, F(storage_kafka_topic), "__mirrord_metadata", 0, 0, NULL, 0, NULL,
+	  "Topic of the metadata log with storage.backend kafka. "
+	  "mirrord creates it with one partition, cleanup.policy=delete and infinite retention, unclean leader election off; an existing topic with more partitions, compaction or a finite retention is refused." },
+	{ "storage.kafka.replication_factor", CT_INT, F(storage_kafka_replication_factor), "3", 1, 32767, NULL, 0, NULL,
+	  "Replication factor of a topic mirrord creates, capped by the number of brokers (with a warning)." },
+	{ "storage.kafka.min_insync_replicas", CT_INT, F(storage_kafka_min_insync_replicas), "2", 1, 32767, NULL, 0, NULL,
+	  "min.insync.replicas of a topic mirrord creates, capped by its replication factor (with a warning). "
+	  "Every write uses acks=all, so a change is acknowledged once this many replicas hold it." },
+	{ "storage.kafka.timeout_ms", CT_DURATION, F(storage_kafka_timeout_ms), "15000", 100, 600000, NULL, 0, NULL,
+	  "Longest one metadata write (or one step of start-up) waits for the destination cluster, resends included. "
+	  "The write blocks the daemon meanwhile, as fsync does with the file backend; a write whose outcome is still unknown after it stops all further metadata writes until a restart." },
 
 	{ "destination.bootstrap_servers", CT_HOSTLIST, F(destination_bootstrap_servers), NULL, 0, 0, NULL, KF_REQUIRED,
 	  "\"127.0.0.1:9092\"",

@@ -84,6 +84,11 @@ enum config_log_target {
 
 /* server.security_protocol and server.ssl.client_auth, in the order of the
  * keys' choices in the table. */
+enum config_storage_backend {
+	CONFIG_STORAGE_FILE,
+	CONFIG_STORAGE_KAFKA,
+};
+
 enum config_security_protocol {
 	CONFIG_SEC_PLAINTEXT,
 	CONFIG_SEC_SSL,
@@ -133,6 +138,11 @@ struct config {
 	int64_t storage_snapshot_every_records;  /* storage.snapshot_every_records */
 	int storage_fsync;                       /* storage.fsync */
 	char *storage_secret_key_file;           /* storage.secret_key_file, NULL = derived */
+	int storage_backend;                     /* storage.backend: CONFIG_STORAGE_FILE, _KAFKA */
+	char *storage_kafka_topic;               /* storage.kafka.topic */
+	int64_t storage_kafka_replication_factor; /* storage.kafka.replication_factor */
+	int64_t storage_kafka_min_insync_replicas; /* storage.kafka.min_insync_replicas */
+	int64_t storage_kafka_timeout_ms;        /* storage.kafka.timeout_ms */
 
 	char *destination_bootstrap_servers;     /* destination.bootstrap_servers, "h:p,h:p" */
 	struct config_map destination_client;    /* destination.client */

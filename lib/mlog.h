@@ -8,9 +8,11 @@
  * nothing of what the records mean: a record is a 16-bit type and an opaque
  * payload.
  *
- * struct mlog is an interface (an ops table) so that a replicated backend,
- * for instance a compacted topic on the destination cluster, can be added
- * later.  The local file backend (mlog_file.c) is the one there is now:
+ * struct mlog is an interface (an ops table) with two backends: the
+ * replicated one, a one-partition topic on the destination cluster
+ * (mlog_kafka.c, storage.backend: kafka; its layout, fencing and snapshots
+ * are described at the top of that file), and the local file backend
+ * (mlog_file.c, the default):
  *
  *   <dir>/LOCK                       flock()ed while a daemon owns the dir
  *   <dir>/snapshot-<seq>.snap        the state as of the start of segment seq
@@ -58,6 +60,7 @@
 #define MLOG_T_SEGMENT 0xff01u  /* first frame of a segment file */
 #define MLOG_T_SNAPSHOT 0xff02u /* first frame of a snapshot file */
 #define MLOG_T_SNAPEND 0xff03u  /* last frame of a snapshot file */
+#define MLOG_T_CLAIM 0xff04u    /* mlog_kafka: a writer's claim of the topic */
 
 /* One record as the reader hands it to the apply callback.  p points into
  * the reader's buffer and is only valid during the callback. */

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "compat.h"
+#include "batch.h"
 #include "mlog.h"
+#include "mlog_kafka.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -1027,6 +1029,109 @@ out:
 }
 END_TEST
 
+/* ---- the replicated backend's batch encoding --------------------------- */
+
+struct kseen {
+	int n;
+	int64_t off[8];
+	int snap[8];
+	const uint8_t *v[8];
+	size_t vlen[8];
+};
+
+static int kseen_rec(void *arg, const struct mlog_kafka_rec *r)
+{
+	struct kseen *s = arg;
+
+	ck_assert_int_lt(s->n, 8);
+	s->off[s->n] = r->offset;
+	s->snap[s->n] = r->snapshot;
+	s->v[s->n] = r->value;
+	s->vlen[s->n] = r->value_len;
+	s->n++;
+	return 0;
+}
+
+START_TEST(test_kafka_batch_round_trip)
+{
+	static const char *payload[] = { "mirror m1", "", "topic t1 partition 3" };
+	uint8_t frames[256];
+	size_t flen = 0, blen, at[3];
+	char err[256];
+
+	for (int i = 0; i < 3; i++) {
+		size_t n = strlen(payload[i]);
+		at[i] = flen;
+		mlog_frame_header(frames + flen, (uint16_t)(7 + i), payload[i],
+		    (uint32_t)n);
+		memcpy(frames + flen + MLOG_FRAME_HDR, payload[i], n);
+		flen += MLOG_FRAME_HDR + n;
+	}
+	for (int snap = 0; snap <= 1; snap++) {
+		uint8_t *b = mlog_kafka_encode_batch(frames, flen, snap, 4711, 3,
+		    40, 1700000000000, &blen, err, sizeof(err));
+		struct batch hb;
+		struct kseen s = { 0 };
+
+		ck_assert_msg(b != NULL, "%s", err);
+		/* What a broker checks of a produced batch. */
+		ck_assert_msg(batch_validate_produce(b, blen, 1 << 20, err,
+		    sizeof(err)) == 0, "%s", err);
+		ck_assert_int_eq(batch_parse(b, blen, &hb, err, sizeof(err)),
+		    BATCH_OK);
+		ck_assert_int_eq(batch_verify_crc(&hb, err, sizeof(err)), 0);
+		ck_assert_int_eq(hb.len, blen);
+		ck_assert_int_eq(hb.producer_id, 4711);
+		ck_assert_int_eq(hb.producer_epoch, 3);
+		ck_assert_int_eq(hb.base_sequence, 40);
+		ck_assert_int_eq(hb.record_count, 3);
+		ck_assert_int_eq(hb.last_offset_delta, 2);
+		ck_assert_int_eq(batch_is_transactional(&hb), 0);
+		ck_assert_int_eq(batch_codec(&hb), BATCH_CODEC_NONE);
+		ck_assert_int_eq(mlog_kafka_decode_records(100, hb.records,
+		    hb.records_len, hb.record_count, kseen_rec, &s, err,
+		    sizeof(err)), 0);
+		ck_assert_int_eq(s.n, 3);
+		for (int i = 0; i < 3; i++) {
+			size_t want = MLOG_FRAME_HDR + strlen(payload[i]);
+			ck_assert_int_eq(s.off[i], 100 + i);
+			ck_assert_int_eq(s.snap[i], snap);
+			ck_assert_uint_eq(s.vlen[i], want);
+			ck_assert(memcmp(s.v[i], frames + at[i], want) == 0);
+		}
+		/* Any cut inside the records is malformed, never read past. */
+		for (size_t cut = 0; cut < hb.records_len; cut++) {
+			struct kseen s2 = { 0 };
+			ck_assert_int_eq(mlog_kafka_decode_records(0, hb.records,
+			    cut, hb.record_count, kseen_rec, &s2, err,
+			    sizeof(err)), -1);
+		}
+		free(b);
+	}
+	/* Many small frames: the framing outweighs the payloads. */
+	{
+		size_t n = 30000, fl = 0, bl;
+		uint8_t *many = malloc(n * MLOG_FRAME_HDR), *b;
+		struct batch hb;
+
+		ck_assert(many != NULL);
+		for (size_t i = 0; i < n; i++, fl += MLOG_FRAME_HDR)
+			mlog_frame_header(many + fl, 7, "", 0);
+		b = mlog_kafka_encode_batch(many, fl, 1, 1, 0, 0, 0, &bl, err,
+		    sizeof(err));
+		ck_assert_msg(b != NULL, "%s", err);
+		ck_assert_int_eq(batch_parse(b, bl, &hb, err, sizeof(err)),
+		    BATCH_OK);
+		ck_assert_int_eq(hb.record_count, (int32_t)n);
+		free(b);
+		free(many);
+	}
+	/* A frame cut short is refused, not encoded. */
+	ck_assert(mlog_kafka_encode_batch(frames, flen - 1, 0, 1, 0, 0, 0,
+	    &blen, err, sizeof(err)) == NULL);
+}
+END_TEST
+
 static Suite *mlog_suite(void)
 {
 	Suite *s = suite_create("mlog");
@@ -1045,6 +1150,7 @@ static Suite *mlog_suite(void)
 	tcase_add_test(tc, test_eio_on_fsync);
 	tcase_add_test(tc, test_compaction_failures);
 	tcase_add_test(tc, test_segment_sequence_errors);
+	tcase_add_test(tc, test_kafka_batch_round_trip);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("tmpfs");
 	tcase_set_timeout(tc, 60);

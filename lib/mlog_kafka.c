@@ -1,0 +1,873 @@
+/*
+ * mlog_kafka.c: the metadata log in a topic of the destination cluster
+ * (storage.backend: kafka): becoming the writer, replay, the mlog ops.
+ * See mlog.h for the interface and the frame format, mlog_kafka.h for the
+ * options, mlog_kafka_io.c for the cluster side (connections, the topic,
+ * Fetch and Produce) and mlog_kafka_rec.c for the record encoding.
+ *
+ * The topic.  One partition; created by mirrord if missing with the wanted
+ * replication factor (capped by the broker count, with a warning),
+ * min.insync.replicas (capped by the replication factor, with a warning),
+ * unclean.leader.election.enable=false, cleanup.policy=delete with
+ * retention.ms=-1 and retention.bytes=-1 (nothing is ever deleted by the
+ * broker), and max.message.bytes large enough for one record of
+ * storage max size.  An existing topic is checked: more than one
+ * partition, compaction, or a finite retention refuse the start (each of
+ * them would lose or reorder records); a lower replication factor or
+ * min.insync.replicas than wanted is a warning.  Every Produce uses
+ * acks=all.
+ *
+ * The records.  Each Kafka record's value is exactly one mlog frame (the
+ * 12-byte checked header and the payload), so replay checks the same
+ * CRC-32C as the file backend.  Records of a snapshot carry the key
+ * "snapshot"; the records of the log have a null key.  One mlog_sync() is
+ * one record batch (Kafka appends a batch atomically: all of a sync's
+ * records or none).
+ *
+ * One writer, fenced.  Every writer gets its producer id and epoch from
+ * InitProducerId with the transactional id "mirrord-metadata-<topic>"; the
+ * transaction coordinator bumps the epoch on every call, so the newest
+ * writer holds the highest epoch.  What the partition leader checks: it
+ * keeps, per producer id, the newest epoch and the last sequences of the
+ * batches appended to the partition, and refuses a batch whose epoch is
+ * older than that state's (INVALID_PRODUCER_EPOCH for a client's Produce).
+ * The coordinator's bump does not reach the leader (no transaction is
+ * open, so no marker is written): the leader learns an epoch only when a
+ * batch carrying it is appended, so a new writer's first act is to
+ * append a claim record (type MLOG_T_CLAIM, naming its producer id and
+ * epoch) and only then read the log to its end.  From the moment the claim
+ * is appended the leader refuses every batch of an older epoch of that
+ * producer id with INVALID_PRODUCER_EPOCH; a deposed writer's late batch
+ * therefore either landed before the claim (and the new writer replays it)
+ * or is refused.  A writer refused that way marks the log broken ("fenced")
+ * and every later mutation fails with that message: it never writes again.
+ * The batches are idempotent (producer id, epoch, sequence) but not
+ * transactional: no AddPartitionsToTxn/EndTxn is needed for the epoch
+ * check, which the leader applies to every batch with a producer id (this
+ * is checked against Kafka 4.4 by test/test_mlog_kafka.py).  The sequence
+ * numbers make a resend after a lost answer exact: the leader answers a
+ * duplicate with the first append's offset.
+ *
+ * Replay applies the fence again, independently of the broker: after a
+ * claim, a batch from any other producer id or epoch is skipped with a
+ * warning (it cannot appear while the broker keeps the producer's state;
+ * see the known limits).
+ *
+ * Snapshots.  mlog_compact() appends a snapshot: a MLOG_T_SNAPSHOT record,
+ * the dump's records, then MLOG_T_SNAPEND holding the record count and the
+ * offset of the MLOG_T_SNAPSHOT record, all keyed "snapshot", written by
+ * one writer (one producer epoch).  At open the newest complete snapshot
+ * is found by reading backwards from the end in growing windows (the log
+ * after a snapshot is bounded by storage.snapshot_every_records), and the
+ * replay starts there; snapshot records met later in the replay (an
+ * unfinished snapshot of a fenced writer) are skipped.  After a snapshot
+ * the writer also deletes the records before it (DeleteRecords), so the
+ * log normally starts at its newest snapshot.  Either way start-up reads
+ * the newest snapshot and the log after it, not the history.
+ *
+ * Known limits (first piece of issue 10):
+ *  - Blocking: every mlog_sync() is a Produce round trip on the calling
+ *    (loop) thread on a dedicated connection, bounded by
+ *    storage.kafka.timeout_ms, as the file backend blocks on fsync.  An
+ *    answer lost past the timeout leaves the outcome unknown: the log is
+ *    then broken (restart re-reads what is really there).
+ *  - Trimming: after each snapshot the writer deletes the records before
+ *    it (DeleteRecords); retention stays infinite, so the broker itself
+ *    never deletes anything.  A trim that fails is retried at the next
+ *    snapshot.
+ *  - The broker forgets a producer id's state once no batch of it was
+ *    appended for producer.id.expiration.ms (one day by default).  A
+ *    deposed writer paused longer than that, with no write of the new
+ *    writer in between, could then append after the claim; replay skips
+ *    such a batch (see above), but the deposed writer itself would not
+ *    learn it was fenced until a later write is refused.  The same holds
+ *    once the epochs of the producer id run out (32767 claims): the
+ *    coordinator then hands out a new producer id, whose claim does not
+ *    raise the old id's epoch at the leader.
+ *  - The data plane is not fenced: a deposed instance copies on until
+ *    one of its own metadata writes is refused (then it stops copying).
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "batch.h"
+#include "compat.h"
+#include "crc32c.h"
+#include "kblock.h"
+#include "kbuf.h"
+#include "kconn.h"
+#include "kerr.h"
+#include "kproto.h"
+#include "log.h"
+#include "mlog_kafka_int.h"
+
+#define CLAIM_LEN 26u            /* pid i64, epoch i16, wall ms i64, pid of the process i64 */
+#define SNAPEND_LEN 16u          /* body count u64, begin offset i64 */
+#define SCAN_WINDOW 4096         /* first backward window, in offsets */
+#define TXN_TIMEOUT_MS 60000
+
+void mlog_kafka_opts_init(struct mlog_kafka_opts *ko)
+{
+	memset(ko, 0, sizeof(*ko));
+	ko->topic = MLOG_KAFKA_TOPIC_DEFAULT;
+	ko->replication_factor = 3;
+	ko->min_insync_replicas = 2;
+	ko->timeout_ms = 15000;
+}
+
+void mlog_kafka_writer(const struct mlog *ml, int64_t *producer_id,
+    int16_t *epoch)
+{
+	const struct mk *k = (const struct mk *)ml;
+
+	*producer_id = k->pid;
+	*epoch = k->epoch;
+}
+
+
+
+static int check_usable(struct mk *k, char *err, size_t errlen)
+{
+	if (!k->broken)
+		return 0;
+	seterr(err, errlen, "metadata log is read-only after an earlier "
+	    "failure: %s", k->broken_why);
+	return -1;
+}
+
+/* ---- becoming the writer -------------------------------------------------- */
+
+static int init_producer(struct mk *k, char *err, size_t errlen)
+{
+	int64_t deadline = clock_mono_ms() + k->timeout_ms;
+	struct karena *a = karena_new(1 << 16);
+	char last[512] = "";
+	int rc = -1;
+
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	for (;;) {
+		struct kp_find_coordinator_request fr;
+		struct kp_find_coordinator_response fresp;
+		struct kp_init_producer_id_request ir;
+		struct kp_init_producer_id_response iresp;
+		struct kstr key = kstr_c(k->txn_id);
+		struct kblock *c = mk_connect_any(k, last, sizeof(last)), *coord = NULL;
+		uint8_t *frame = NULL;
+		char host[256];
+		int port;
+		int16_t e = -1;
+
+		if (c == NULL)
+			goto retry;
+		kp_find_coordinator_request_init(&fr);
+		fr.key_type = 1;                /* transaction */
+		fr.coordinator_keys = &key;
+		fr.coordinator_keys_n = 1;
+		karena_reset(a);
+		frame = kblock_call(c, KP_API_FIND_COORDINATOR, 4, &fr, &fresp, a,
+		    k->timeout_ms, last, sizeof(last));
+		kblock_free(c);
+		if (frame == NULL)
+			goto retry;
+		if (fresp.coordinators_n != 1 ||
+		    fresp.coordinators[0].error_code != 0) {
+			seterr(last, sizeof(last), "FindCoordinator(%s): %s",
+			    k->txn_id, fresp.coordinators_n == 1 ? kerr_name(
+			    fresp.coordinators[0].error_code) : "no answer");
+			free(frame);
+			goto retry;
+		}
+		seterr(host, sizeof(host), "%.*s",
+		    (int)fresp.coordinators[0].host.len,
+		    fresp.coordinators[0].host.p);
+		port = fresp.coordinators[0].port;
+		free(frame);
+		coord = kblock_connect(&k->kcfg, host, port, k->timeout_ms, last,
+		    sizeof(last));
+		if (coord == NULL)
+			goto retry;
+		kp_init_producer_id_request_init(&ir);
+		ir.transactional_id = kstr_c(k->txn_id);
+		ir.transaction_timeout_ms = TXN_TIMEOUT_MS;
+		ir.producer_id = -1;
+		ir.producer_epoch = -1;
+		karena_reset(a);
+		frame = kblock_call(coord, KP_API_INIT_PRODUCER_ID, 4, &ir, &iresp,
+		    a, k->timeout_ms, last, sizeof(last));
+		kblock_free(coord);
+		if (frame == NULL)
+			goto retry;
+		e = iresp.error_code;
+		if (e == 0) {
+			k->pid = iresp.producer_id;
+			k->epoch = iresp.producer_epoch;
+			k->seq = 0;
+			free(frame);
+			rc = 0;
+			break;
+		}
+		free(frame);
+		seterr(last, sizeof(last), "InitProducerId(%s) at %s:%d: %s",
+		    k->txn_id, host, port, kerr_name(e));
+		if (!kerr_retriable(e) && e != KERR_CONCURRENT_TRANSACTIONS)
+			break;
+retry:
+		if (clock_mono_ms() + MK_BACKOFF_MS >= deadline)
+			break;
+		mk_sleep_ms(MK_BACKOFF_MS);
+	}
+	if (rc != 0)
+		seterr(err, errlen, "cannot become the writer of topic %s: %s",
+		    k->topic, last);
+	karena_free(a);
+	return rc;
+}
+
+static int claim(struct mk *k, int64_t *off, char *err, size_t errlen)
+{
+	uint8_t f[MLOG_FRAME_HDR + CLAIM_LEN], *p = f + MLOG_FRAME_HDR;
+
+	be64_store(p, (uint64_t)k->pid);
+	be16_store(p + 8, (uint16_t)k->epoch);
+	be64_store(p + 10, (uint64_t)clock_wall_ms());
+	be64_store(p + 18, (uint64_t)getpid());
+	mlog_frame_header(f, MLOG_T_CLAIM, p, CLAIM_LEN);
+	return mk_produce_frames(k, f, sizeof(f), 1, 0, off, err, errlen);
+}
+
+/* ---- open: find the newest snapshot, replay -------------------------------- */
+
+struct find_snap {
+	int64_t begin;      /* newest SNAPEND's begin offset, -1 none */
+	int64_t end_off;
+};
+
+static int find_cb(void *arg, const struct krec *r, char *err, size_t errlen)
+{
+	struct find_snap *fs = arg;
+
+	(void)err;
+	(void)errlen;
+	if (r->snapshot && r->type == MLOG_T_SNAPEND && r->len == SNAPEND_LEN) {
+		fs->begin = (int64_t)be64_load(r->p + 8);
+		fs->end_off = r->offset;
+	}
+	return 0;
+}
+
+/* The offset of the newest complete snapshot in [start, end), or -1. */
+static int find_snapshot(struct mk *k, int64_t start, int64_t end,
+    int64_t *snap, char *err, size_t errlen)
+{
+	int64_t hi = end, w = SCAN_WINDOW;
+
+	*snap = -1;
+	while (hi > start) {
+		int64_t lo = hi - w < start ? start : hi - w;
+		struct find_snap fs = { .begin = -1 };
+
+		if (mk_read_range(k, lo, hi, find_cb, &fs, err, errlen) != 0)
+			return -1;
+		if (fs.begin >= start && fs.begin < fs.end_off) {
+			*snap = fs.begin;
+			return 0;
+		}
+		hi = lo;
+		w = w > INT64_MAX / 4 ? INT64_MAX : w * 4;
+	}
+	return 0;
+}
+
+struct replay {
+	struct mk *k;
+	mlog_apply_fn apply;
+	void *arg;
+	int64_t snap;            /* offset of the snapshot replayed, -1 none */
+	int in_snap, snap_done;
+	uint64_t snap_body;
+	int64_t owner_pid;       /* writer of the latest claim, -1 none yet */
+	int16_t owner_epoch;
+	uint64_t applied, since_snap, bytes_since_snap, skipped;
+	int64_t snap_ts;
+	char file[300];
+};
+
+static int replay_cb(void *arg, const struct krec *r, char *err,
+    size_t errlen)
+{
+	struct replay *rp = arg;
+	struct mk *k = rp->k;
+
+	if (r->snapshot) {
+		if (r->offset == rp->snap) {
+			if (r->type != MLOG_T_SNAPSHOT) {
+				seterr(err, errlen, "topic %s offset %" PRId64 ": "
+				    "the snapshot starts with a record of type "
+				    "0x%04x", k->topic, r->offset, r->type);
+				return -1;
+			}
+			rp->in_snap = 1;
+			rp->snap_ts = r->ts;
+			rp->owner_pid = r->pid;
+			rp->owner_epoch = r->epoch;
+			return 0;
+		}
+		if (!rp->in_snap)
+			return 0;   /* an older or unfinished snapshot */
+		if (r->pid != rp->owner_pid || r->epoch != rp->owner_epoch) {
+			seterr(err, errlen, "topic %s offset %" PRId64 ": snapshot "
+			    "record of producer %" PRId64 " epoch %d inside the "
+			    "snapshot of producer %" PRId64 " epoch %d", k->topic,
+			    r->offset, r->pid, r->epoch, rp->owner_pid,
+			    rp->owner_epoch);
+			return -1;
+		}
+		if (r->type == MLOG_T_SNAPEND) {
+			if (r->len != SNAPEND_LEN || be64_load(r->p) != rp->snap_body) {
+				seterr(err, errlen, "topic %s offset %" PRId64 ": "
+				    "snapshot end counts %" PRIu64 " records, "
+				    "the snapshot holds %" PRIu64, k->topic,
+				    r->offset, r->len == SNAPEND_LEN ?
+				    be64_load(r->p) : 0, rp->snap_body);
+				return -1;
+			}
+			rp->in_snap = 0;
+			rp->snap_done = 1;
+			return 0;
+		}
+		if (r->type >= MLOG_TYPE_RESERVED) {
+			seterr(err, errlen, "topic %s offset %" PRId64 ": framing "
+			    "record 0x%04x inside a snapshot", k->topic,
+			    r->offset, r->type);
+			return -1;
+		}
+		struct mlog_rec rec = { .type = r->type, .len = r->len,
+		    .p = r->p, .off = (uint64_t)r->offset, .file = rp->file,
+		    .in_snapshot = 1 };
+		if (rp->apply != NULL && rp->apply(rp->arg, &rec, err,
+		    errlen) != 0)
+			return -1;
+		rp->snap_body++;
+		rp->applied++;
+		return 0;
+	}
+	if (rp->in_snap) {
+		seterr(err, errlen, "topic %s offset %" PRId64 ": log record "
+		    "inside the snapshot that starts at offset %" PRId64,
+		    k->topic, r->offset, rp->snap);
+		return -1;
+	}
+	if (r->type == MLOG_T_CLAIM) {
+		if (r->len != CLAIM_LEN || (int64_t)be64_load(r->p) != r->pid ||
+		    (int16_t)be16_load(r->p + 8) != r->epoch) {
+			seterr(err, errlen, "topic %s offset %" PRId64 ": claim "
+			    "record does not name the producer that wrote it",
+			    k->topic, r->offset);
+			return -1;
+		}
+		rp->owner_pid = r->pid;
+		rp->owner_epoch = r->epoch;
+		return 0;
+	}
+	if (rp->owner_pid < 0) {
+		seterr(err, errlen, "topic %s offset %" PRId64 ": record before "
+		    "any writer's claim; refusing to start", k->topic,
+		    r->offset);
+		return -1;
+	}
+	if (r->pid != rp->owner_pid || r->epoch != rp->owner_epoch) {
+		log_warnx("metadata log: topic %s offset %" PRId64 ": skipping a "
+		    "record of producer %" PRId64 " epoch %d written after the "
+		    "claim of producer %" PRId64 " epoch %d (a deposed writer's "
+		    "late write)", k->topic, r->offset, r->pid, r->epoch,
+		    rp->owner_pid, rp->owner_epoch);
+		rp->skipped++;
+		return 0;
+	}
+	if (r->type >= MLOG_TYPE_RESERVED) {
+		seterr(err, errlen, "topic %s offset %" PRId64 ": unexpected "
+		    "framing record 0x%04x", k->topic, r->offset, r->type);
+		return -1;
+	}
+	struct mlog_rec rec = { .type = r->type, .len = r->len, .p = r->p,
+	    .off = (uint64_t)r->offset, .file = rp->file, .in_snapshot = 0 };
+	if (rp->apply != NULL && rp->apply(rp->arg, &rec, err, errlen) != 0)
+		return -1;
+	rp->applied++;
+	rp->since_snap++;
+	rp->bytes_since_snap += MLOG_FRAME_HDR + r->len;
+	return 0;
+}
+
+/* Migration: anything but claims in [start, end) means a log is there. */
+struct emptiness {
+	uint64_t state;
+	int64_t first;
+};
+
+static int empty_cb(void *arg, const struct krec *r, char *err,
+    size_t errlen)
+{
+	struct emptiness *em = arg;
+
+	(void)err;
+	(void)errlen;
+	if (r->type != MLOG_T_CLAIM) {
+		if (em->state++ == 0)
+			em->first = r->offset;
+	}
+	return 0;
+}
+
+static int check_empty(struct mk *k, char *err, size_t errlen)
+{
+	int64_t start, end;
+	struct emptiness em = { 0, -1 };
+
+	if (mk_list_offset(k, -2, &start, err, errlen) != 0 ||
+	    mk_list_offset(k, -1, &end, err, errlen) != 0)
+		return -1;
+	if (start < end && mk_read_range(k, start, end, empty_cb, &em, err,
+	    errlen) != 0)
+		return -1;
+	if (em.state > 0 || start > 0) {
+		seterr(err, errlen, "topic %s already holds a metadata log "
+		    "(%" PRIu64 " records from offset %" PRId64 ", log end %"
+		    PRId64 "); refusing to write over it", k->topic, em.state,
+		    em.first >= 0 ? em.first : start, end);
+		return -1;
+	}
+	return 0;
+}
+
+static int kafka_open(struct mlog *ml, mlog_apply_fn apply, void *arg,
+    char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	struct replay rp = { .k = k, .apply = apply, .arg = arg, .snap = -1,
+	    .owner_pid = -1 };
+	int64_t claim_off, start, end, from;
+
+	if (mk_ensure_topic(k, err, errlen) != 0)
+		return -1;
+	if (k->require_empty && check_empty(k, err, errlen) != 0)
+		return -1;
+	if (init_producer(k, err, errlen) != 0)
+		return -1;
+	/* Write first: from here on the leader refuses older epochs. */
+	if (claim(k, &claim_off, err, errlen) != 0)
+		return -1;
+	log_info("metadata log: claimed topic %s at offset %" PRId64 " as "
+	    "producer id %" PRId64 " epoch %d (transactional id %s)", k->topic,
+	    claim_off, k->pid, k->epoch, k->txn_id);
+	/* ... then read to the end, so that every write of an earlier writer
+	 * that landed before the claim is replayed. */
+	if (mk_list_offset(k, -2, &start, err, errlen) != 0 ||
+	    mk_list_offset(k, -1, &end, err, errlen) != 0)
+		return -1;
+	if (end <= claim_off) {
+		seterr(err, errlen, "topic %s: log end %" PRId64 " is not past "
+		    "our claim at offset %" PRId64, k->topic, end, claim_off);
+		return -1;
+	}
+	if (find_snapshot(k, start, end, &rp.snap, err, errlen) != 0)
+		return -1;
+	from = rp.snap >= 0 ? rp.snap : start;
+	seterr(rp.file, sizeof(rp.file), "topic %s", k->topic);
+	if (mk_read_range(k, from, end, replay_cb, &rp, err, errlen) != 0)
+		return -1;
+	if (rp.snap >= 0 && !rp.snap_done) {
+		seterr(err, errlen, "topic %s: the snapshot at offset %" PRId64
+		    " ends before its end marker", k->topic, rp.snap);
+		return -1;
+	}
+	if (rp.owner_pid != k->pid || rp.owner_epoch != k->epoch) {
+		char why[600];
+
+		seterr(why, sizeof(why), "fenced: producer %" PRId64 " epoch %d "
+		    "claimed topic %s after us (producer %" PRId64 " epoch %d) "
+		    "while we were opening", rp.owner_pid, rp.owner_epoch,
+		    k->topic, k->pid, k->epoch);
+		seterr(err, errlen, "metadata log %s", why);
+		return -1;
+	}
+	k->st.records = rp.applied;
+	k->st.records_since_snapshot = rp.since_snap;
+	k->st.bytes_since_snapshot = rp.bytes_since_snap;
+	k->st.bytes = rp.bytes_since_snap;
+	if (rp.snap >= 0)
+		k->st.snapshot_wall_ms = rp.snap_ts;
+	if (rp.skipped > 0)
+		log_warnx("metadata log: topic %s: %" PRIu64 " late record%s of "
+		    "deposed writers skipped", k->topic, rp.skipped,
+		    rp.skipped == 1 ? "" : "s");
+	log_info("metadata log: topic %s replayed from offset %" PRId64 " (%s) "
+	    "to %" PRId64 ": %" PRIu64 " records", k->topic, from,
+	    rp.snap >= 0 ? "snapshot" : "log start", end, rp.applied);
+	return 0;
+}
+
+/* ---- append, sync, compact ------------------------------------------------- */
+
+static int kafka_append(struct mlog *ml, uint16_t type, const void *p,
+    size_t len, char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	uint8_t hdr[MLOG_FRAME_HDR];
+
+	if (check_usable(k, err, errlen) != 0)
+		return -1;
+	mlog_frame_header(hdr, type, p, (uint32_t)len);
+	kw_raw(&k->pend, hdr, sizeof(hdr));
+	if (len > 0)
+		kw_raw(&k->pend, p, len);
+	if (k->pend.err) {
+		seterr(err, errlen, "pending metadata records are over %zu bytes "
+		    "(one batch of topic %s)", k->batch_max, k->topic);
+		return -1;
+	}
+	k->npend++;
+	k->st.pending = k->npend;
+	return 0;
+}
+
+static void kafka_discard(struct mlog *ml)
+{
+	struct mk *k = (struct mk *)ml;
+
+	kw_reset(&k->pend);
+	k->npend = 0;
+	k->st.pending = 0;
+}
+
+static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	int64_t t0, base;
+	size_t bytes = k->pend.len;
+	uint32_t n = k->npend;
+	int rc;
+
+	if (check_usable(k, err, errlen) != 0) {
+		kafka_discard(ml);
+		return -1;
+	}
+	if (n == 0)
+		return 0;
+	t0 = clock_mono_ms();
+	rc = mk_produce_frames(k, k->pend.buf, k->pend.len, n, 0, &base, err,
+	    errlen);
+	kafka_discard(ml);
+	if (rc != 0)
+		return -1;
+	k->st.last_fsync_us = (clock_mono_ms() - t0) * 1000;
+	k->st.syncs++;
+	k->st.records += n;
+	k->st.records_since_snapshot += n;
+	k->st.bytes_since_snapshot += bytes;
+	k->st.bytes += bytes;
+	return 0;
+}
+
+struct ksink {
+	struct mlog_sink base;
+	struct mk *k;
+	struct kw buf;
+	uint32_t n;
+	int64_t begin;          /* offset of the MLOG_T_SNAPSHOT record */
+	char err[768];
+};
+
+static int ksink_flush(struct ksink *s)
+{
+	int64_t base;
+
+	if (s->n == 0)
+		return 0;
+	if (mk_produce_frames(s->k, s->buf.buf, s->buf.len, s->n, 1, &base, s->err,
+	    sizeof(s->err)) != 0)
+		return -1;
+	if (s->begin < 0)
+		s->begin = base;
+	kw_reset(&s->buf);
+	s->n = 0;
+	return 0;
+}
+
+static int ksink_frame(struct ksink *s, uint16_t type, const void *p,
+    size_t len)
+{
+	uint8_t hdr[MLOG_FRAME_HDR];
+
+	if (len > s->k->base.opts.max_record) {
+		seterr(s->err, sizeof(s->err), "snapshot record of type 0x%04x "
+		    "is %zu bytes, over the %u-byte maximum", type, len,
+		    s->k->base.opts.max_record);
+		return -1;
+	}
+	/* Batches of about half the topic's limit; one big record alone. */
+	if (s->n > 0 && s->buf.len + MLOG_FRAME_HDR + len > s->k->batch_max / 2 &&
+	    ksink_flush(s) != 0)
+		return -1;
+	mlog_frame_header(hdr, type, p, (uint32_t)len);
+	kw_raw(&s->buf, hdr, sizeof(hdr));
+	if (len > 0)
+		kw_raw(&s->buf, p, len);
+	s->n++;
+	return s->buf.err ? -1 : 0;
+}
+
+static int ksink_put(struct mlog_sink *sink, uint16_t type, const void *p,
+    size_t len)
+{
+	return ksink_frame((struct ksink *)sink, type, p, len);
+}
+
+/*
+ * Moves the log start offset up to the newest snapshot (DeleteRecords),
+ * so the topic holds one snapshot and the log after it.  Safe against a
+ * newer writer: it trims only below a snapshot whose end marker was
+ * acknowledged, so before any later claim, and a newer writer replays
+ * from the newest complete snapshot, which is that one or a later one.
+ * A failure costs only space: logged, the log is intact.
+ */
+static void trim_before(struct mk *k, int64_t off)
+{
+	struct kp_delete_records_request req;
+	struct kp_delete_records_response resp;
+	struct kp_delete_records_request_delete_records_topic t;
+	struct kp_delete_records_request_delete_records_partition p;
+	struct karena *a = karena_new(1 << 16);
+	char err[512] = "out of memory";
+	uint8_t *frame = NULL;
+	int16_t e = -1;
+
+	if (a == NULL || k->conn == NULL)
+		goto out;
+	kp_delete_records_request_init(&req);
+	kp_delete_records_request_delete_records_topic_init(&t);
+	kp_delete_records_request_delete_records_partition_init(&p);
+	p.partition_index = 0;
+	p.offset = off;
+	t.name = kstr_c(k->topic);
+	t.partitions = &p;
+	t.partitions_n = 1;
+	req.topics = &t;
+	req.topics_n = 1;
+	req.timeout_ms = k->timeout_ms;
+	frame = kblock_call(k->conn, KP_API_DELETE_RECORDS, 2, &req, &resp, a,
+	    k->timeout_ms, err, sizeof(err));
+	if (frame == NULL) {
+		mk_drop_conn(k);
+		goto out;
+	}
+	if (resp.topics_n == 1 && resp.topics[0].partitions_n == 1)
+		e = resp.topics[0].partitions[0].error_code;
+	if (e == 0) {
+		log_debug("metadata log: topic %s: records before offset %" PRId64
+		    " deleted (the newest snapshot starts there)", k->topic, off);
+		free(frame);
+		karena_free(a);
+		return;
+	}
+	seterr(err, sizeof(err), "%s", e < 0 ? "no answer for the partition" :
+	    kerr_name(e));
+out:
+	log_warnx("metadata log: topic %s: cannot delete the records before "
+	    "the snapshot at offset %" PRId64 " (they only take space; the next "
+	    "snapshot tries again): %s", k->topic, off, err);
+	free(frame);
+	karena_free(a);
+}
+
+static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	struct ksink s = { .base = { .put = ksink_put }, .k = k, .begin = -1 };
+	uint8_t hdr[8], end[SNAPEND_LEN];
+	int rc = -1;
+
+	if (check_usable(k, err, errlen) != 0 || kafka_sync(ml, err, errlen) != 0)
+		return -1;
+	if (k->st.records_since_snapshot == 0 && k->st.snapshot_wall_ms >= 0)
+		return 0;
+	kw_init(&s.buf, k->batch_max + MLOG_FRAME_HDR);
+	be32_store(hdr, 0x4d524c47u);   /* "MRLG" */
+	be16_store(hdr + 4, 1);
+	be16_store(hdr + 6, (uint16_t)k->epoch);
+	if (ksink_frame(&s, MLOG_T_SNAPSHOT, hdr, sizeof(hdr)) != 0)
+		goto fail;
+	/* The first batch fixes the snapshot's offset, which its end names. */
+	if (ksink_flush(&s) != 0)
+		goto fail;
+	if (dump(arg, &s.base) != 0 || s.base.failed)
+		goto fail;
+	if (ksink_flush(&s) != 0)
+		goto fail;
+	be64_store(end, s.base.records);
+	be64_store(end + 8, (uint64_t)s.begin);
+	if (ksink_frame(&s, MLOG_T_SNAPEND, end, sizeof(end)) != 0 ||
+	    ksink_flush(&s) != 0)
+		goto fail;
+	k->st.records_since_snapshot = 0;
+	k->st.bytes_since_snapshot = 0;
+	k->st.snapshot_wall_ms = clock_wall_ms();
+	k->st.compactions++;
+	log_info("metadata log: topic %s: snapshot of %" PRIu64 " records at "
+	    "offset %" PRId64, k->topic, s.base.records, s.begin);
+	trim_before(k, s.begin);
+	rc = 0;
+	goto out;
+fail:
+	seterr(err, errlen, "topic %s: snapshot not written: %s", k->topic,
+	    s.err[0] ? s.err : "the state could not be written out");
+out:
+	kw_fini(&s.buf);
+	return rc;
+}
+
+/* ---- life cycle ------------------------------------------------------------ */
+
+static void kafka_stats(const struct mlog *ml, struct mlog_stats *out)
+{
+	*out = ((const struct mk *)ml)->st;
+}
+
+static void kafka_free(struct mlog *ml)
+{
+	struct mk *k = (struct mk *)ml;
+
+	mk_drop_conn(k);
+	kw_fini(&k->pend);
+	kconn_config_fini(&k->kcfg);
+	for (size_t i = 0; i < k->nboot; i++)
+		free(k->boot_host[i]);
+	free(k->boot_host);
+	free(k->boot_port);
+	free(k->topic);
+	free(k);
+}
+
+static const struct mlog_ops kafka_ops = {
+	.name = "kafka",
+	.open = kafka_open,
+	.append = kafka_append,
+	.sync = kafka_sync,
+	.discard = kafka_discard,
+	.compact = kafka_compact,
+	.stats = kafka_stats,
+	.free = kafka_free,
+};
+
+static int parse_bootstrap(struct mk *k, const char *list, char *err,
+    size_t errlen)
+{
+	char *copy = strdup(list != NULL ? list : ""), *save = NULL, *tok;
+	int rc = 0;
+
+	if (copy == NULL)
+		return -1;
+	for (tok = strtok_r(copy, ", ", &save); tok != NULL && rc == 0;
+	    tok = strtok_r(NULL, ", ", &save)) {
+		char *colon = strrchr(tok, ':'), *end;
+		long port;
+		char **nh;
+		int *np;
+
+		port = colon != NULL ? strtol(colon + 1, &end, 10) : 0;
+		if (colon == NULL || colon == tok || *end != '\0' || port <= 0 ||
+		    port > 65535) {
+			seterr(err, errlen, "bootstrap server \"%s\" is not "
+			    "host:port", tok);
+			rc = -1;
+			break;
+		}
+		*colon = '\0';
+		nh = realloc(k->boot_host, (k->nboot + 1) * sizeof(*nh));
+		if (nh != NULL)
+			k->boot_host = nh;
+		np = realloc(k->boot_port, (k->nboot + 1) * sizeof(*np));
+		if (np != NULL)
+			k->boot_port = np;
+		if (nh == NULL || np == NULL ||
+		    (k->boot_host[k->nboot] = strdup(tok)) == NULL) {
+			seterr(err, errlen, "out of memory");
+			rc = -1;
+			break;
+		}
+		k->boot_port[k->nboot++] = (int)port;
+	}
+	free(copy);
+	if (rc == 0 && k->nboot == 0) {
+		seterr(err, errlen, "no bootstrap servers for the metadata log");
+		rc = -1;
+	}
+	return rc;
+}
+
+struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
+    const struct mlog_kafka_opts *ko, char *err, size_t errlen)
+{
+	struct mk *k = calloc(1, sizeof(*k));
+	char e2[512];
+
+	if (k == NULL) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	k->base.ops = &kafka_ops;
+	k->base.opts = *opts;
+	if (k->base.opts.max_record == 0)
+		k->base.opts.max_record = MLOG_MAX_RECORD_DEFAULT;
+	k->base.opts.dir = NULL;
+	kconn_config_init(&k->kcfg);
+	k->st.last_fsync_us = -1;
+	k->st.snapshot_wall_ms = -1;
+	k->pid = -1;
+	k->epoch = -1;
+	k->leader_id = -1;
+	k->want_rf = ko->replication_factor > 0 ? ko->replication_factor : 3;
+	k->want_isr = ko->min_insync_replicas > 0 ? ko->min_insync_replicas : 2;
+	k->timeout_ms = ko->timeout_ms > 0 ? ko->timeout_ms : 15000;
+	k->require_empty = ko->require_empty;
+	/* One record of the largest size plus room for the rest of a write. */
+	k->batch_max = (size_t)k->base.opts.max_record + (1u << 20);
+	kw_init(&k->pend, k->batch_max - 4096);
+	k->topic = strdup(ko->topic != NULL && ko->topic[0] != '\0' ? ko->topic :
+	    MLOG_KAFKA_TOPIC_DEFAULT);
+	if (k->topic == NULL) {
+		seterr(err, errlen, "out of memory");
+		goto fail;
+	}
+	seterr(k->txn_id, sizeof(k->txn_id), "mirrord-metadata-%s", k->topic);
+	if (parse_bootstrap(k, ko->bootstrap, err, errlen) != 0)
+		goto fail;
+	for (size_t i = 0; i < ko->nprops; i++) {
+		int rc = kconn_config_set(&k->kcfg, ko->prop_names[i],
+		    ko->prop_values[i], e2, sizeof(e2));
+		if (rc < 0) {
+			seterr(err, errlen, "destination.client: %s", e2);
+			goto fail;
+		}
+	}
+	if (kconn_config_prepare(&k->kcfg, e2, sizeof(e2)) != 0) {
+		seterr(err, errlen, "destination.client: %s", e2);
+		goto fail;
+	}
+	return &k->base;
+fail:
+	kafka_free(&k->base);
+	return NULL;
+}

@@ -1,0 +1,779 @@
+/*
+ * mlog_kafka_io.c: the cluster side of the replicated metadata log (see
+ * mlog_kafka.c for the protocol): connections to the bootstrap servers and
+ * the partition leader, creating and checking the topic, ListOffsets,
+ * reading a range of records with Fetch, and producing a batch with
+ * acks=all and exact resends.
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "batch.h"
+#include "compat.h"
+#include "kblock.h"
+#include "kbuf.h"
+#include "kconn.h"
+#include "kerr.h"
+#include "kproto.h"
+#include "log.h"
+#include "mlog_kafka_int.h"
+
+#define FETCH_MAX_BYTES (8 << 20)
+
+void mk_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+void mk_set_broken(struct mk *k, const char *why)
+{
+	k->broken = 1;
+	k->st.broken = 1;
+	seterr(k->broken_why, sizeof(k->broken_why), "%s", why);
+	log_errorx("metadata log: %s", why);
+}
+
+/* ---- connections and metadata ------------------------------------------- */
+
+void mk_drop_conn(struct mk *k)
+{
+	kblock_free(k->conn);
+	k->conn = NULL;
+}
+
+/* A connection to any bootstrap server. */
+struct kblock *mk_connect_any(struct mk *k, char *err, size_t errlen)
+{
+	char e[512] = "no bootstrap server";
+
+	for (size_t i = 0; i < k->nboot; i++) {
+		struct kblock *c = kblock_connect(&k->kcfg, k->boot_host[i],
+		    k->boot_port[i], k->timeout_ms, e, sizeof(e));
+		if (c != NULL)
+			return c;
+	}
+	seterr(err, errlen, "cannot reach the destination cluster: %s", e);
+	return NULL;
+}
+
+struct topic_md {
+	int exists;
+	int16_t error;
+	int partitions;
+	int rf;
+	int32_t leader;
+	char host[256];
+	int port;
+	int nbrokers;
+};
+
+static int metadata(struct mk *k, struct kblock *c, struct topic_md *md,
+    char *err, size_t errlen)
+{
+	struct kp_metadata_request req;
+	struct kp_metadata_response resp;
+	struct kp_metadata_request_topic t;
+	struct karena *a = karena_new(4 << 20);
+	uint8_t *frame;
+	int rc = -1;
+
+	memset(md, 0, sizeof(*md));
+	md->leader = -1;
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	kp_metadata_request_init(&req);
+	kp_metadata_request_topic_init(&t);
+	t.name = kstr_c(k->topic);
+	req.topics = &t;
+	req.topics_n = 1;
+	req.allow_auto_topic_creation = 0;
+	frame = kblock_call(c, KP_API_METADATA, 12, &req, &resp, a,
+	    k->timeout_ms, err, errlen);
+	if (frame == NULL)
+		goto out;
+	md->nbrokers = resp.brokers_n;
+	for (int32_t i = 0; i < resp.topics_n; i++) {
+		struct kp_metadata_response_topic *tp = &resp.topics[i];
+		if (tp->name.len != (int32_t)strlen(k->topic) ||
+		    memcmp(tp->name.p, k->topic, (size_t)tp->name.len) != 0)
+			continue;
+		md->error = tp->error_code;
+		if (tp->error_code == KERR_UNKNOWN_TOPIC_OR_PARTITION)
+			break;
+		md->exists = 1;
+		md->partitions = tp->partitions_n;
+		for (int32_t j = 0; j < tp->partitions_n; j++) {
+			if (tp->partitions[j].partition_index != 0)
+				continue;
+			md->leader = tp->partitions[j].leader_id;
+			md->rf = tp->partitions[j].replica_nodes_n;
+		}
+	}
+	for (int32_t i = 0; md->leader >= 0 && i < resp.brokers_n; i++) {
+		if (resp.brokers[i].node_id != md->leader)
+			continue;
+		seterr(md->host, sizeof(md->host), "%.*s",
+		    (int)resp.brokers[i].host.len, resp.brokers[i].host.p);
+		md->port = resp.brokers[i].port;
+	}
+	if (md->leader >= 0 && md->host[0] == '\0')
+		md->leader = -1;
+	rc = 0;
+out:
+	free(frame);
+	karena_free(a);
+	return rc;
+}
+
+/* Connects k->conn to the partition leader (before deadline). */
+static int connect_leader(struct mk *k, int64_t deadline, char *err,
+    size_t errlen)
+{
+	for (;;) {
+		struct topic_md md;
+		struct kblock *c = mk_connect_any(k, err, errlen);
+
+		if (c != NULL) {
+			int rc = metadata(k, c, &md, err, errlen);
+			kblock_free(c);
+			if (rc == 0 && !md.exists)
+				seterr(err, errlen, "topic %s does not exist "
+				    "(deleted while mirrord runs?)", k->topic);
+			else if (rc == 0 && md.leader < 0)
+				seterr(err, errlen, "topic %s partition 0 has no "
+				    "leader", k->topic);
+			else if (rc == 0) {
+				k->conn = kblock_connect(&k->kcfg, md.host, md.port,
+				    k->timeout_ms, err, errlen);
+				if (k->conn != NULL) {
+					k->leader_id = md.leader;
+					seterr(k->leader_host,
+					    sizeof(k->leader_host), "%s", md.host);
+					k->leader_port = md.port;
+					return 0;
+				}
+			}
+		}
+		if (clock_mono_ms() + MK_BACKOFF_MS >= deadline)
+			return -1;
+		mk_sleep_ms(MK_BACKOFF_MS);
+	}
+}
+
+/* ---- the topic ---------------------------------------------------------- */
+
+static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
+    char *err, size_t errlen)
+{
+	struct kp_create_topics_request req;
+	struct kp_create_topics_response resp;
+	struct kp_create_topics_request_creatable_topic t;
+	struct kp_create_topics_request_creatable_topic_config cf[6];
+	char isr[16], mmb[24];
+	int rf = k->want_rf, mi = k->want_isr;
+	struct karena *a = karena_new(1 << 20);
+	uint8_t *frame = NULL;
+	int rc = -1;
+
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	if (nbrokers > 0 && rf > nbrokers) {
+		log_warnx("metadata log: topic %s: storage.kafka.replication_factor "
+		    "%d capped to %d, the number of brokers in the destination "
+		    "cluster", k->topic, rf, nbrokers);
+		rf = nbrokers;
+	}
+	if (mi > rf) {
+		log_warnx("metadata log: topic %s: storage.kafka.min_insync_replicas "
+		    "%d capped to %d, the replication factor", k->topic, mi, rf);
+		mi = rf;
+	}
+	seterr(isr, sizeof(isr), "%d", mi);
+	seterr(mmb, sizeof(mmb), "%zu", k->batch_max);
+	cf[0] = (struct kp_create_topics_request_creatable_topic_config){
+	    kstr_c("cleanup.policy"), kstr_c("delete") };
+	cf[1] = (struct kp_create_topics_request_creatable_topic_config){
+	    kstr_c("retention.ms"), kstr_c("-1") };
+	cf[2] = (struct kp_create_topics_request_creatable_topic_config){
+	    kstr_c("retention.bytes"), kstr_c("-1") };
+	cf[3] = (struct kp_create_topics_request_creatable_topic_config){
+	    kstr_c("min.insync.replicas"), kstr_c(isr) };
+	cf[4] = (struct kp_create_topics_request_creatable_topic_config){
+	    kstr_c("unclean.leader.election.enable"), kstr_c("false") };
+	cf[5] = (struct kp_create_topics_request_creatable_topic_config){
+	    kstr_c("max.message.bytes"), kstr_c(mmb) };
+	kp_create_topics_request_init(&req);
+	kp_create_topics_request_creatable_topic_init(&t);
+	t.name = kstr_c(k->topic);
+	t.num_partitions = 1;
+	t.replication_factor = (int16_t)rf;
+	t.configs = cf;
+	t.configs_n = (int32_t)ARRAY_SIZE(cf);
+	req.topics = &t;
+	req.topics_n = 1;
+	req.timeout_ms = k->timeout_ms;
+	frame = kblock_call(c, KP_API_CREATE_TOPICS, 7, &req, &resp, a,
+	    k->timeout_ms, err, errlen);
+	if (frame == NULL)
+		goto out;
+	for (int32_t i = 0; i < resp.topics_n; i++) {
+		int16_t e = resp.topics[i].error_code;
+		struct kstr m = resp.topics[i].error_message;
+
+		if (e == 0 || e == KERR_TOPIC_ALREADY_EXISTS)
+			continue;
+		seterr(err, errlen, "cannot create topic %s (1 partition, "
+		    "replication factor %d, min.insync.replicas %d): %s: %.*s",
+		    k->topic, rf, mi, kerr_name(e), m.len > 0 ? (int)m.len : 0,
+		    m.len > 0 ? m.p : "");
+		goto out;
+	}
+	log_info("metadata log: created topic %s (1 partition, replication "
+	    "factor %d, min.insync.replicas %d, acks=all, unclean leader "
+	    "election off, infinite retention)", k->topic, rf, mi);
+	rc = 0;
+out:
+	free(frame);
+	karena_free(a);
+	return rc;
+}
+
+static int kstr_is(struct kstr s, const char *c)
+{
+	return s.len == (int32_t)strlen(c) && memcmp(s.p, c, (size_t)s.len) == 0;
+}
+
+/* A small decimal config value; -1 if it is not one. */
+static int kstr_int(struct kstr s)
+{
+	int v = 0;
+
+	if (s.len <= 0 || s.len > 9)
+		return -1;
+	for (int32_t i = 0; i < s.len; i++) {
+		if (s.p[i] < '0' || s.p[i] > '9')
+			return -1;
+		v = v * 10 + (s.p[i] - '0');
+	}
+	return v;
+}
+
+/* Refuses a topic whose settings could lose or reorder records. */
+static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md,
+    char *err, size_t errlen)
+{
+	struct kp_describe_configs_request req;
+	struct kp_describe_configs_response resp;
+	struct kp_describe_configs_request_describe_configs_resource res;
+	struct karena *a = karena_new(1 << 20);
+	uint8_t *frame = NULL;
+	int rc = -1;
+
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	if (md->partitions != 1) {
+		seterr(err, errlen, "topic %s has %d partitions; the metadata log "
+		    "needs exactly 1 (delete it or set storage.kafka.topic)",
+		    k->topic, md->partitions);
+		goto out;
+	}
+	if (md->rf < k->want_rf && md->rf < md->nbrokers)
+		log_warnx("metadata log: topic %s has replication factor %d, "
+		    "storage.kafka.replication_factor wants %d", k->topic,
+		    md->rf, k->want_rf);
+	kp_describe_configs_request_init(&req);
+	kp_describe_configs_request_describe_configs_resource_init(&res);
+	res.resource_type = 2;          /* TOPIC */
+	res.resource_name = kstr_c(k->topic);
+	res.configuration_keys_n = -1;
+	req.resources = &res;
+	req.resources_n = 1;
+	frame = kblock_call(c, KP_API_DESCRIBE_CONFIGS, 4, &req, &resp, a,
+	    k->timeout_ms, err, errlen);
+	if (frame == NULL)
+		goto out;
+	for (int32_t i = 0; i < resp.results_n; i++) {
+		struct kp_describe_configs_response_describe_configs_result *r =
+		    &resp.results[i];
+		if (r->error_code != 0) {
+			seterr(err, errlen, "cannot read the configs of topic %s: "
+			    "%s", k->topic, kerr_name(r->error_code));
+			goto out;
+		}
+		for (int32_t j = 0; j < r->configs_n; j++) {
+			struct kstr n = r->configs[j].name, v = r->configs[j].value;
+			const char *bad = NULL;
+
+			if (kstr_is(n, "cleanup.policy") && !kstr_is(v, "delete"))
+				bad = "must be delete (compaction would drop "
+				    "records of the log)";
+			else if ((kstr_is(n, "retention.ms") ||
+			    kstr_is(n, "retention.bytes")) && !kstr_is(v, "-1"))
+				bad = "must be -1 (the broker would delete "
+				    "records of the log)";
+			else if (kstr_is(n, "unclean.leader.election.enable") &&
+			    !kstr_is(v, "false"))
+				bad = "must be false (an unclean leader could "
+				    "lose acknowledged records)";
+			else if (kstr_is(n, "min.insync.replicas") && v.len > 0 &&
+			    kstr_int(v) < MIN(k->want_isr, md->rf))
+				log_warnx("metadata log: topic %s has "
+				    "min.insync.replicas=%.*s, "
+				    "storage.kafka.min_insync_replicas wants %d",
+				    k->topic, (int)v.len, v.p, k->want_isr);
+			if (bad != NULL) {
+				seterr(err, errlen, "topic %s: %.*s=%.*s %s", k->topic,
+				    (int)n.len, n.p, v.len > 0 ? (int)v.len : 0,
+				    v.len > 0 ? v.p : "", bad);
+				goto out;
+			}
+		}
+	}
+	rc = 0;
+out:
+	free(frame);
+	karena_free(a);
+	return rc;
+}
+
+/* Creates or checks the topic, then connects to its leader. */
+int mk_ensure_topic(struct mk *k, char *err, size_t errlen)
+{
+	int64_t deadline = clock_mono_ms() + k->timeout_ms;
+	struct kblock *c = mk_connect_any(k, err, errlen);
+	struct topic_md md;
+	int rc = -1;
+
+	if (c == NULL)
+		return -1;
+	if (metadata(k, c, &md, err, errlen) != 0)
+		goto out;
+	k->nbrokers = md.nbrokers;
+	if (!md.exists) {
+		if (create_topic(k, c, md.nbrokers, err, errlen) != 0)
+			goto out;
+	} else if (check_topic(k, c, &md, err, errlen) != 0) {
+		goto out;
+	}
+	rc = connect_leader(k, deadline, err, errlen);
+out:
+	kblock_free(c);
+	return rc;
+}
+
+/* ---- offsets and reading ----------------------------------------------- */
+
+int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
+    size_t errlen)
+{
+	struct kp_list_offsets_request req;
+	struct kp_list_offsets_response resp;
+	struct kp_list_offsets_request_list_offsets_topic t;
+	struct kp_list_offsets_request_list_offsets_partition p;
+	struct karena *a = karena_new(1 << 16);
+	uint8_t *frame = NULL;
+	int rc = -1;
+
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	kp_list_offsets_request_init(&req);
+	kp_list_offsets_request_list_offsets_partition_init(&p);
+	p.partition_index = 0;
+	p.current_leader_epoch = -1;
+	p.timestamp = ts;
+	kp_list_offsets_request_list_offsets_topic_init(&t);
+	t.name = kstr_c(k->topic);
+	t.partitions = &p;
+	t.partitions_n = 1;
+	req.replica_id = -1;
+	req.topics = &t;
+	req.topics_n = 1;
+	frame = kblock_call(k->conn, KP_API_LIST_OFFSETS, 7, &req, &resp, a,
+	    k->timeout_ms, err, errlen);
+	if (frame == NULL)
+		goto out;
+	if (resp.topics_n != 1 || resp.topics[0].partitions_n != 1) {
+		seterr(err, errlen, "%s: ListOffsets answer without partition "
+		    "%s-0", kblock_addr(k->conn), k->topic);
+		goto out;
+	}
+	if (resp.topics[0].partitions[0].error_code != 0) {
+		seterr(err, errlen, "%s: ListOffsets %s-0: %s",
+		    kblock_addr(k->conn), k->topic,
+		    kerr_name(resp.topics[0].partitions[0].error_code));
+		goto out;
+	}
+	*out = resp.topics[0].partitions[0].offset;
+	rc = 0;
+out:
+	free(frame);
+	karena_free(a);
+	return rc;
+}
+
+
+struct range_ctx {
+	struct mk *k;
+	const struct batch *b;
+	int64_t lo, hi, next;
+	krec_fn cb;
+	void *arg;
+	char *err;
+	size_t errlen;
+	int failed;
+};
+
+static int one_frame(void *arg, uint16_t type, const uint8_t *p,
+    uint32_t len, uint64_t off)
+{
+	struct krec *r = arg;
+
+	(void)off;
+	r->type = type;
+	r->p = p;
+	r->len = len;
+	return 0;
+}
+
+static int range_rec(void *arg, const struct mlog_kafka_rec *kr)
+{
+	struct range_ctx *rc = arg;
+	struct mlog_scan_result res;
+	struct krec r = { .offset = kr->offset, .ts = rc->b->max_timestamp,
+	    .pid = rc->b->producer_id,
+	    .epoch = rc->b->producer_epoch, .snapshot = kr->snapshot };
+
+	if (kr->offset < rc->lo || kr->offset >= rc->hi)
+		return 0;
+	mlog_scan(kr->value, kr->value_len, rc->k->base.opts.max_record,
+	    one_frame, &r, &res);
+	if (res.end != MLOG_SCAN_CLEAN || res.nrec != 1) {
+		seterr(rc->err, rc->errlen, "topic %s partition 0 offset %" PRId64
+		    ": the record is not one intact metadata frame (%s); "
+		    "refusing to start", rc->k->topic, kr->offset,
+		    res.end != MLOG_SCAN_CLEAN ? res.why : "several frames");
+		rc->failed = 1;
+		return -1;
+	}
+	if (rc->cb(rc->arg, &r, rc->err, rc->errlen) != 0) {
+		rc->failed = 1;
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads every record with an offset in [lo, hi) in order. */
+int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
+    void *arg, char *err, size_t errlen)
+{
+	int64_t o = lo;
+	struct karena *a = karena_new(1 << 20);
+	int rc = -1;
+
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	while (o < hi) {
+		struct kp_fetch_request req;
+		struct kp_fetch_response resp;
+		struct kp_fetch_request_fetch_topic t;
+		struct kp_fetch_request_fetch_partition p;
+		struct kp_fetch_response_partition_data *pd;
+		struct batch_iter it;
+		struct batch b;
+		uint8_t *frame;
+		int64_t before = o;
+		char e2[256];
+
+		kp_fetch_request_init(&req);
+		kp_fetch_request_fetch_partition_init(&p);
+		p.partition = 0;
+		p.current_leader_epoch = -1;
+		p.fetch_offset = o;
+		p.last_fetched_epoch = -1;
+		p.log_start_offset = -1;
+		p.partition_max_bytes = FETCH_MAX_BYTES;
+		kp_fetch_request_fetch_topic_init(&t);
+		t.topic = kstr_c(k->topic);
+		t.partitions = &p;
+		t.partitions_n = 1;
+		req.replica_id = -1;
+		req.max_wait_ms = 0;
+		req.min_bytes = 1;
+		req.max_bytes = FETCH_MAX_BYTES;
+		req.isolation_level = 0;
+		req.session_id = 0;
+		req.session_epoch = -1;
+		req.topics = &t;
+		req.topics_n = 1;
+		req.forgotten_topics_data_n = 0;
+		req.rack_id = kstr_c("");
+		karena_reset(a);
+		frame = kblock_call(k->conn, KP_API_FETCH, 12, &req, &resp, a,
+		    k->timeout_ms, err, errlen);
+		if (frame == NULL)
+			goto out;
+		if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
+			seterr(err, errlen, "%s: Fetch answer without partition "
+			    "%s-0", kblock_addr(k->conn), k->topic);
+			free(frame);
+			goto out;
+		}
+		pd = &resp.responses[0].partitions[0];
+		if (pd->error_code != 0) {
+			seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64
+			    ": %s", kblock_addr(k->conn), k->topic, o,
+			    kerr_name(pd->error_code));
+			free(frame);
+			goto out;
+		}
+		batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
+		    (size_t)pd->records.len : 0);
+		for (;;) {
+			int r = batch_iter_next(&it, &b, e2, sizeof(e2));
+			struct range_ctx rc2 = { .k = k, .b = &b, .lo = o,
+			    .hi = hi, .cb = cb, .arg = arg, .err = err,
+			    .errlen = errlen };
+
+			if (r == BATCH_END || r == BATCH_INCOMPLETE)
+				break;
+			if (r == BATCH_ERROR || batch_verify_crc(&b, e2,
+			    sizeof(e2)) != 0) {
+				seterr(err, errlen, "topic %s partition 0: %s; "
+				    "refusing to start", k->topic, e2);
+				free(frame);
+				goto out;
+			}
+			if (batch_next_offset(&b) <= o)
+				continue;
+			if (batch_is_control(&b)) {
+				o = batch_next_offset(&b);
+				continue;
+			}
+			if (b.record_count != b.last_offset_delta + 1) {
+				seterr(err, errlen, "topic %s partition 0: batch at "
+				    "offset %" PRId64 " holds %d records for %d "
+				    "offsets: not written by mirrord; refusing to "
+				    "start", k->topic, b.base_offset,
+				    b.record_count, b.last_offset_delta + 1);
+				free(frame);
+				goto out;
+			}
+			if (batch_codec(&b) != BATCH_CODEC_NONE) {
+				seterr(err, errlen, "topic %s partition 0: batch at "
+				    "offset %" PRId64 " is compressed (%s): not "
+				    "written by mirrord; refusing to start",
+				    k->topic, b.base_offset,
+				    batch_codec_name(batch_codec(&b)));
+				free(frame);
+				goto out;
+			}
+			r = mlog_kafka_decode_records(b.base_offset, b.records,
+			    b.records_len, b.record_count, range_rec, &rc2, err,
+			    errlen);
+			if (r != 0) {
+				if (r < 0)
+					seterr(err, errlen, "topic %s partition 0: "
+					    "batch at offset %" PRId64 ": record "
+					    "malformed; refusing to start",
+					    k->topic, b.base_offset);
+				free(frame);
+				goto out;
+			}
+			o = batch_next_offset(&b);
+		}
+		free(frame);
+		if (o == before) {
+			seterr(err, errlen, "topic %s partition 0: no record "
+			    "readable at offset %" PRId64 " (high watermark %"
+			    PRId64 ", want up to %" PRId64 ")", k->topic, o,
+			    pd->high_watermark, hi);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	karena_free(a);
+	return rc;
+}
+
+/* ---- producing ----------------------------------------------------------- */
+
+/*
+ * Appends one batch (already carrying our producer id, epoch and sequence)
+ * with acks=all; resends the same bytes after a transport error, a timeout
+ * or a retriable error until the deadline (the sequence makes a resend of a
+ * batch that did land answer with its first offset).  *base gets the offset
+ * of its first record.  A refusal of our epoch breaks the log (fenced).
+ */
+static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
+    int64_t *base, char *err, size_t errlen)
+{
+	int64_t deadline = clock_mono_ms() + k->timeout_ms;
+	int uncertain = 0;
+	char last[512] = "no attempt";
+	struct karena *a = karena_new(1 << 16);
+	int rc = -1;
+
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	for (;;) {
+		struct kp_produce_request req;
+		struct kp_produce_response resp;
+		struct kp_produce_request_topic_produce_data t;
+		struct kp_produce_request_partition_produce_data p;
+		uint8_t *frame;
+		int16_t e;
+
+		if (k->conn == NULL && connect_leader(k, deadline, last,
+		    sizeof(last)) != 0)
+			goto give_up;
+		kp_produce_request_init(&req);
+		kp_produce_request_partition_produce_data_init(&p);
+		p.index = 0;
+		p.records = (struct kbytes){ batchp, (int32_t)blen };
+		kp_produce_request_topic_produce_data_init(&t);
+		t.name = kstr_c(k->topic);
+		t.partition_data = &p;
+		t.partition_data_n = 1;
+		req.transactional_id = (struct kstr){ NULL, -1 };
+		req.acks = -1;
+		req.timeout_ms = k->timeout_ms;
+		req.topic_data = &t;
+		req.topic_data_n = 1;
+		karena_reset(a);
+		frame = kblock_call(k->conn, KP_API_PRODUCE, 9, &req, &resp, a,
+		    (int)MAX(1, deadline - clock_mono_ms()), last, sizeof(last));
+		if (frame == NULL) {
+			uncertain = 1;
+			mk_drop_conn(k);
+			goto retry;
+		}
+		if (resp.responses_n != 1 ||
+		    resp.responses[0].partition_responses_n != 1) {
+			seterr(last, sizeof(last), "Produce answer without "
+			    "partition %s-0", k->topic);
+			free(frame);
+			uncertain = 1;
+			mk_drop_conn(k);
+			goto retry;
+		}
+		e = resp.responses[0].partition_responses[0].error_code;
+		*base = resp.responses[0].partition_responses[0].base_offset;
+		free(frame);
+		if (e == 0 || e == KERR_DUPLICATE_SEQUENCE_NUMBER) {
+			rc = 0;
+			goto out;
+		}
+		if (e == KERR_INVALID_PRODUCER_EPOCH || e == KERR_PRODUCER_FENCED) {
+			char why[600];
+
+			seterr(why, sizeof(why), "fenced: another mirrord became "
+			    "the writer of topic %s (the leader refused producer "
+			    "id %" PRId64 " epoch %d with %s); this instance no "
+			    "longer writes metadata: restart it to follow the "
+			    "new writer", k->topic, k->pid, k->epoch,
+			    kerr_name(e));
+			mk_set_broken(k, why);
+			seterr(err, errlen, "metadata log %s", why);
+			goto out;
+		}
+		seterr(last, sizeof(last), "%s-0 leader %s: %s", k->topic,
+		    kblock_addr(k->conn), kerr_name(e));
+		if (e == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
+		    e == KERR_UNKNOWN_PRODUCER_ID) {
+			char why[800];
+
+			/* Our sequence and the leader's disagree: what it
+			 * holds of ours is not what we think. */
+			seterr(why, sizeof(why), "topic %s: the leader refused "
+			    "producer id %" PRId64 " epoch %d sequence %d: %s; "
+			    "refusing further writes until restart", k->topic,
+			    k->pid, k->epoch, k->seq, last);
+			mk_set_broken(k, why);
+			seterr(err, errlen, "%s", why);
+			goto out;
+		}
+		if (!kerr_retriable(e) && e != KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND) {
+			if (uncertain)
+				goto give_up;
+			seterr(err, errlen, "topic %s: the leader refused the "
+			    "write: %s", k->topic, last);
+			goto out;
+		}
+		if (e == KERR_NOT_LEADER_OR_FOLLOWER ||
+		    e == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
+		    e == KERR_LEADER_NOT_AVAILABLE)
+			mk_drop_conn(k);
+		if (e == KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND ||
+		    e == KERR_REQUEST_TIMED_OUT)
+			uncertain = 1;
+retry:
+		if (clock_mono_ms() + MK_BACKOFF_MS >= deadline)
+			goto give_up;
+		mk_sleep_ms(MK_BACKOFF_MS);
+	}
+give_up:
+	if (uncertain) {
+		char why[800];
+
+		seterr(why, sizeof(why), "topic %s: a write's outcome is "
+		    "unknown after storage.kafka.timeout_ms (%d ms): %s; "
+		    "refusing further writes until restart", k->topic,
+		    k->timeout_ms, last);
+		mk_set_broken(k, why);
+		seterr(err, errlen, "%s", why);
+	} else {
+		seterr(err, errlen, "topic %s: no write within "
+		    "storage.kafka.timeout_ms (%d ms): %s", k->topic,
+		    k->timeout_ms, last);
+	}
+out:
+	karena_free(a);
+	return rc;
+}
+
+/* Produces frames[0..len) as one batch with the next sequence. */
+int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
+    uint32_t count, int snapshot, int64_t *base, char *err, size_t errlen)
+{
+	size_t blen;
+	uint8_t *b;
+	int rc;
+
+	b = mlog_kafka_encode_batch(frames, len, snapshot, k->pid, k->epoch,
+	    k->seq, clock_wall_ms(), &blen, err, errlen);
+	if (b == NULL)
+		return -1;
+	if (blen > k->batch_max) {
+		seterr(err, errlen, "one write of %u records is %zu bytes, over "
+		    "the %zu bytes a batch of topic %s may hold", count, blen,
+		    k->batch_max, k->topic);
+		free(b);
+		return -1;
+	}
+	rc = produce(k, b, blen, base, err, errlen);
+	free(b);
+	if (rc == 0)
+		k->seq = (int32_t)(((int64_t)k->seq + count) & INT32_MAX);
+	return rc;
+}
+

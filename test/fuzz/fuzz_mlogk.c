@@ -1,0 +1,136 @@
+/*
+ * fuzz_mlogk: libFuzzer harness for what the replicated metadata log
+ * (lib/mlog_kafka) reads from the broker: a Fetch's records blob walked
+ * batch by batch (lib/batch), each uncompressed batch's records walked by
+ * mlog_kafka_decode_records(), and each record value checked as one mlog
+ * frame (mlog_scan), as replay does.
+ *
+ * Promises checked for any input:
+ *   - every record handed out lies inside its batch, with offset
+ *     base + its index (a record with another delta is malformed);
+ *   - the values that are one intact frame, encoded again as a batch
+ *     (mlog_kafka_encode_batch), pass the broker's produce checks
+ *     (batch_validate_produce) and decode to the same values.
+ *
+ * Built like fuzz_mlog: a replay program over test/fuzz/corpus/mlogk under
+ * `make check`, and with --enable-fuzzers a libFuzzer binary.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "compat.h"
+#include "mlog.h"
+#include "mlog_kafka.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond) do { if (!(cond)) { \
+	fprintf(stderr, "fuzz_mlogk: %s:%d: promise broken: %s\n", __FILE__, \
+	    __LINE__, #cond); \
+	abort(); } } while (0)
+
+#define MAX_VALUES 4096
+
+struct walk {
+	const struct batch *b;
+	int n;
+	uint8_t *frames;        /* the intact frames, back to back */
+	size_t flen;
+	int nframes;
+};
+
+static int count_frame(void *arg, uint16_t type, const uint8_t *p,
+    uint32_t len, uint64_t off)
+{
+	(void)arg;
+	(void)type;
+	(void)p;
+	(void)len;
+	(void)off;
+	return 0;
+}
+
+static int on_rec(void *arg, const struct mlog_kafka_rec *r)
+{
+	struct walk *w = arg;
+	struct mlog_scan_result res;
+
+	CHECK(r->value >= w->b->records);
+	CHECK(r->value + r->value_len <= w->b->records + w->b->records_len);
+	CHECK(r->offset == w->b->base_offset + w->n);
+	w->n++;
+	mlog_scan(r->value, r->value_len, MLOG_MAX_RECORD_DEFAULT, count_frame,
+	    NULL, &res);
+	if (res.end == MLOG_SCAN_CLEAN && res.nrec == 1 &&
+	    w->nframes < MAX_VALUES) {
+		memcpy(w->frames + w->flen, r->value, r->value_len);
+		w->flen += r->value_len;
+		w->nframes++;
+	}
+	return 0;
+}
+
+struct again {
+	const uint8_t *frames;
+	size_t off;
+	int n;
+};
+
+static int on_again(void *arg, const struct mlog_kafka_rec *r)
+{
+	struct again *a = arg;
+
+	CHECK(memcmp(a->frames + a->off, r->value, r->value_len) == 0);
+	a->off += r->value_len;
+	a->n++;
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct batch_iter it;
+	struct batch b;
+	char err[256];
+
+	batch_iter_init(&it, data, size);
+	while (batch_iter_next(&it, &b, err, sizeof(err)) == BATCH_OK) {
+		struct walk w = { .b = &b };
+		uint8_t *enc;
+		size_t elen;
+
+		if (batch_codec(&b) != BATCH_CODEC_NONE)
+			continue;
+		w.frames = malloc(b.records_len + 1);
+		CHECK(w.frames != NULL);
+		if (mlog_kafka_decode_records(b.base_offset, b.records,
+		    b.records_len, b.record_count, on_rec, &w, err,
+		    sizeof(err)) == 0)
+			CHECK(w.n == b.record_count || b.record_count < 0);
+		if (w.nframes > 0) {
+			struct batch e;
+			struct again a = { .frames = w.frames };
+
+			enc = mlog_kafka_encode_batch(w.frames, w.flen, 0, 7, 1, 0,
+			    0, &elen, err, sizeof(err));
+			CHECK(enc != NULL);
+			CHECK(batch_validate_produce(enc, elen, 64u << 20, err,
+			    sizeof(err)) == 0);
+			CHECK(batch_parse(enc, elen, &e, err, sizeof(err)) ==
+			    BATCH_OK);
+			CHECK(mlog_kafka_decode_records(0, e.records,
+			    e.records_len, e.record_count, on_again, &a, err,
+			    sizeof(err)) == 0);
+			CHECK(a.n == w.nframes && a.off == w.flen);
+			free(enc);
+		}
+		free(w.frames);
+	}
+	return 0;
+}
+
+const char fuzz_corpus[] = "mlogk";

@@ -1,0 +1,439 @@
+#!/usr/bin/env python3
+"""The replicated metadata log (storage.backend: kafka) on real Kafka 4.4
+(one broker per cluster, so the replication factor is capped, with the
+warning this test checks):
+
+  * a daemon creates the topic (1 partition, RF capped to 1 with a warning,
+    min.insync.replicas capped, unclean election off, infinite retention),
+    mirrors a topic, and after a clean restart (which writes a snapshot) and
+    a kill -9 restart the mirrors, topics, partition states and translation
+    anchors are back, replayed from the snapshot;
+  * a second daemon on the same topic becomes the writer: the first one's
+    next mutation is refused with a named error (fenced), and the topic
+    holds no batch of the first one after the second one's claim;
+  * a writer paused (SIGSTOP) with a mutation sent to it, a third daemon
+    started meanwhile, the paused one continued (SIGCONT): its late write
+    is refused by the broker (INVALID_PRODUCER_EPOCH), never after the claim;
+  * a file log migrates into an empty topic (mirrord --migrate-metadata
+    --from-dir) with its state intact; a second migration into the now
+    non-empty topic is refused.
+"""
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import kraw  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+
+try:
+    from confluent_kafka import Producer
+except ImportError:
+    h.skip("python3-confluent-kafka is not installed")
+
+RUN = "%d" % (os.getpid() % 100000)
+T = h.test_dir()
+KEY = os.path.join(T, "secret.key")
+MLOG_T_CLAIM = 0xff04
+MLOG_T_SNAPSHOT = 0xff02
+
+
+def produce(bootstrap, topic, values):
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for v in values:
+        p.produce(topic, value=v)
+    if p.flush(60):
+        h.fail("records not delivered to %s" % topic)
+
+
+def transactions(bootstrap, topic):
+    """3 aborted and 2 committed records on partition 0: the destination
+    offsets move away from the source's, which the translation map of the
+    metadata log (its anchors) must remember across restarts."""
+    p = Producer({"bootstrap.servers": bootstrap,
+                  "transactional.id": "mlogk-txn-" + RUN})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=b"aborted-%d" % i, partition=0)
+    p.flush(60)
+    p.abort_transaction(60)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, value=b"committed-%d" % i, partition=0)
+    p.commit_transaction(60)
+
+
+def hwm(bootstrap, topic, partitions=2):
+    """Sum of the high watermarks of the topic's partitions."""
+    c = kraw.Cluster(bootstrap)
+    try:
+        return sum(c.offsets(topic, p)[1] for p in range(partitions))
+    except Exception:  # noqa: BLE001 - not there yet
+        return -1
+    finally:
+        c.close()
+
+
+def kafka_daemon(dst, name, topic, extra_storage=""):
+    """A mirrord whose metadata log is the topic; all share one key."""
+    d = mt.Mirrord(destination=dst, name=name, start=False)
+    with open(d.config_path) as f:
+        cfg = f.read()
+    cfg = cfg.replace("storage:\n", "storage:\n"
+                      "  backend: kafka\n"
+                      "  secret_key_file: \"%s\"\n"
+                      "  kafka:\n"
+                      "    topic: \"%s\"\n"
+                      "    timeout_ms: 10000\n%s" % (KEY, topic, extra_storage), 1)
+    with open(d.config_path, "w") as f:
+        f.write(cfg)
+    return d
+
+
+POLL_SYSCALLS = {"7", "271"}   # x86_64 poll, ppoll (kblock's wait)
+
+
+def stop_in_poll(pid, timeout):
+    """SIGSTOP pid the moment its main thread is blocked in poll()/ppoll()
+    (mirrord's loop waits in epoll_wait; only the blocking metadata client
+    polls).  True if caught there; else stops it anyway at the deadline."""
+    import time
+    deadline = time.monotonic() + timeout
+    try:
+        fd = os.open("/proc/%d/syscall" % pid, os.O_RDONLY)
+    except OSError:
+        os.kill(pid, signal.SIGSTOP)
+        return False
+    seen = {}
+    try:
+        while time.monotonic() < deadline:
+            for _ in range(1000):
+                nr = os.pread(fd, 8, 0).split(b" ", 1)[0].decode()
+                seen[nr] = seen.get(nr, 0) + 1
+                if nr in POLL_SYSCALLS:
+                    os.kill(pid, signal.SIGSTOP)
+                    return True
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    os.kill(pid, signal.SIGSTOP)
+    print("main thread not caught in poll(); system calls seen: %r" % seen)
+    return False
+
+
+def readyz(d):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
+                                    % d.metrics_port, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def log_start(bootstrap, topic):
+    c = kraw.Cluster(bootstrap)
+    try:
+        return c.offsets(topic, 0)[0]
+    finally:
+        c.close()
+
+
+def varint(b, o):
+    shift = v = 0
+    while True:
+        c = b[o]
+        o += 1
+        v |= (c & 0x7f) << shift
+        shift += 7
+        if not c & 0x80:
+            return (v >> 1) ^ -(v & 1), o
+
+
+def log_batches(bootstrap, topic):
+    """[(base_offset, producer_id, epoch, [frame types])] of the topic."""
+    c = kraw.Cluster(bootstrap)
+    try:
+        out = []
+        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
+            raw = b["raw"]
+            pid, epoch = struct.unpack(">qh", raw[43:53])
+            types = []
+            o = 61
+            for _ in range(b["count"]):
+                ln, o = varint(raw, o)
+                end = o + ln
+                o += 1                       # attributes
+                _, o = varint(raw, o)        # timestamp delta
+                _, o = varint(raw, o)        # offset delta
+                kl, o = varint(raw, o)
+                o += max(kl, 0)
+                vl, o = varint(raw, o)
+                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
+                o = end
+            out.append((b["base_offset"], pid, epoch, types))
+        return out
+    finally:
+        c.close()
+
+
+def claims(batches):
+    return [(off, pid, ep) for off, pid, ep, types in batches
+            if MLOG_T_CLAIM in types]
+
+
+def state(d, mirror):
+    """What must survive a restart: per partition the state and offsets."""
+    rows = d.describe_json(mirror)
+    keep = ("topic", "partition", "state", "sourceOffset",
+            "destinationOffset", "lastMirroredOffset", "lastMirroredEpoch")
+    return sorted(tuple((k, r.get(k)) for k in keep) for r in rows)
+
+
+def main():
+    src, dst = h.real_kafka(2)
+    SRC, DST = src.bootstrap, dst.bootstrap
+    topic = "mlogk-meta-" + RUN
+    t1 = "mlogk-data-" + RUN
+    src.create_topic(t1, partitions=2)
+    produce(SRC, t1, [b"r-%d" % i for i in range(20)])
+    transactions(SRC, t1)
+
+    # ---- a writer creates the topic, mirrors, restarts -----------------
+    a = kafka_daemon(DST, "a", topic)
+    a.start()
+    log = a.log()
+    h.check("storage.kafka.replication_factor 3 capped to 1" in log,
+            "the replication-factor cap is not logged:\n" + log[-3000:])
+    h.check("min_insync_replicas 2 capped to 1" in log,
+            "the min.insync.replicas cap is not logged")
+    a.create("m1", {"bootstrap.servers": SRC,
+                    "mirror.metadata.refresh.interval.ms": "1000",
+                    "mirror.fetch.wait.max.ms": "200"})
+    a.cli_ok("--add", "--mirror", "m1", "--topic", t1)
+    h.wait_for(lambda: hwm(DST, t1) == 22, 90, "%s mirrored" % t1)
+    h.wait_for(lambda: all(s == "MIRRORING" for s in
+                           a.states("m1").values()) and len(a.states("m1")) == 2,
+               60, "m1 partitions MIRRORING")
+    h.wait_for(lambda: all(r["lag"] == 0 for r in a.describe_json("m1")),
+               60, "m1 caught up")
+    before = state(a, "m1")
+    shifted = [r for r in a.describe_json("m1")
+               if r["sourceOffset"] != r["destinationOffset"]]
+    h.check(shifted, "no partition whose offsets differ: the translation "
+            "map is not exercised: %r" % a.describe_json("m1"))
+    desc_before = a.describe_json("m1")
+    h.check(a.stop() == 0, "mirrord a did not stop cleanly")
+    b0 = log_batches(DST, topic)
+    snaps = [off for off, _, _, types in b0 if MLOG_T_SNAPSHOT in types]
+    h.check(snaps, "no snapshot in the topic after a clean stop: %r" % b0)
+    start = log_start(DST, topic)
+    h.check(start == snaps[-1] and start > 0,
+            "the log before the snapshot at %d was not deleted (log start %d)"
+            % (snaps[-1], start))
+
+    a.start()
+    h.check("replayed from offset %d (snapshot)" % snaps[-1] in
+            a.proc.output(), "the restart did not replay from the "
+            "snapshot:\n" + a.proc.tail())
+    h.wait_for(lambda: state(a, "m1") == before, 60,
+               "state after restart equal to %r" % (before,))
+    # The anchors: mirroring continues at the right offsets, no duplicate.
+    produce(SRC, t1, [b"s-%d" % i for i in range(10)])
+    h.wait_for(lambda: hwm(DST, t1) == 32, 90, "%s mirrored after restart" % t1)
+    before = None
+    h.wait_for(lambda: all(r["lag"] == 0 for r in a.describe_json("m1")),
+               60, "m1 caught up again")
+    before = state(a, "m1")
+    a.kill9()
+    a.start()
+    h.wait_for(lambda: state(a, "m1") == before, 60,
+               "state after kill -9 equal to %r" % (before,))
+    h.check("replayed from offset %d (snapshot)" % snaps[-1] in
+            a.proc.output(), "the restart after kill -9 did not replay from "
+            "the snapshot:\n" + a.proc.tail())
+    desc_after = {(r["topic"], r["partition"]): r for r in a.describe_json("m1")}
+    for r in desc_before:
+        h.check((r["topic"], r["partition"]) in desc_after,
+                "partition %s-%d lost" % (r["topic"], r["partition"]))
+    produce(SRC, t1, [b"k-%d" % i for i in range(5)])
+    h.wait_for(lambda: hwm(DST, t1) == 37, 90, "%s mirrored after kill -9" % t1)
+
+    # ---- a second daemon becomes the writer; the first is fenced -------
+    b = kafka_daemon(DST, "b", topic)
+    b.start()
+    h.check(b.states("m1") == a.states("m1") or len(b.states("m1")) == 2,
+            "b does not see m1")
+    cl = claims(log_batches(DST, topic))
+    b_claim = cl[-1]
+    r = a.create("m2", {"bootstrap.servers": SRC}, expect_ok=False)
+    h.check(r.returncode != 0 and "fenced" in (r.stdout + r.stderr),
+            "the deposed writer's mutation was not refused as fenced: rc %d "
+            "%s %s" % (r.returncode, r.stdout, r.stderr))
+    h.check("fenced" in a.log() and "INVALID_PRODUCER_EPOCH" in a.log()
+            or "PRODUCER_FENCED" in a.log(),
+            "a does not say it was fenced:\n" + a.log()[-2000:])
+    bt = log_batches(DST, topic)
+    late = [x for x in bt if x[0] > b_claim[0] and
+            (x[1], x[2]) != (b_claim[1], b_claim[2])]
+    h.check(not late, "batches of a deposed writer after the claim: %r" % late)
+    h.wait_for(lambda: "stopping the data plane of this instance" in
+               a.proc.output(), 30, "the fenced instance to stop copying")
+    h.check(readyz(a)[0] == 503 and "metadata log writable" in readyz(a)[1],
+            "/readyz of the fenced instance: %r" % (readyz(a),))
+    h.check(readyz(b)[0] == 200, "/readyz of the writer: %r" % (readyz(b),))
+    names = [m for m in b.cli_ok("--list").stdout.split()]
+    h.check("m2" not in names and "m1" in names,
+            "b lists %r" % names)
+    b.create("m3", {"bootstrap.servers": SRC})
+    a.stop()
+
+    # ---- SIGSTOP the writer with a mutation sent, a new writer, SIGCONT -
+    b.proc.signal(signal.SIGSTOP)
+    props = os.path.join(T, "m4.properties")
+    with open(props, "w") as f:
+        f.write("bootstrap.servers=%s\n" % SRC)
+    late_cli = subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         b.bootstrap, "--create", "--mirror", "m4", "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    c = kafka_daemon(DST, "c", topic)
+    c.start()
+    c_claim = claims(log_batches(DST, topic))[-1]
+    h.check(c_claim[2] > b_claim[2] or c_claim[1] != b_claim[1],
+            "c's claim %r does not outrank b's %r" % (c_claim, b_claim))
+    b.proc.signal(signal.SIGCONT)
+    out, err = late_cli.communicate(timeout=60)
+    h.check(late_cli.returncode != 0 and "fenced" in out + err,
+            "the paused writer's late mutation was not refused: rc %d %s %s"
+            % (late_cli.returncode, out, err))
+    bt = log_batches(DST, topic)
+    late = [x for x in bt if x[0] > c_claim[0] and
+            (x[1], x[2]) != (c_claim[1], c_claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    names = c.cli_ok("--list").stdout.split()
+    h.check("m4" not in names and "m3" in names and "m1" in names,
+            "c lists %r" % names)
+    b.stop()
+
+    # ---- the same with the writer paused while it may be producing ------
+    with open(props, "w") as f:
+        f.write("bootstrap.servers=%s\n" % SRC)
+    racing = subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         c.bootstrap, "--create", "--mirror", "m5", "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    c.proc.signal(signal.SIGSTOP)
+    e = kafka_daemon(DST, "e", topic)
+    e.start()
+    e_claim = claims(log_batches(DST, topic))[-1]
+    e_names = e.cli_ok("--list").stdout.split()
+    c.proc.signal(signal.SIGCONT)
+    out, err = racing.communicate(timeout=60)
+    bt = log_batches(DST, topic)
+    late = [x for x in bt if x[0] > e_claim[0] and
+            (x[1], x[2]) != (e_claim[1], e_claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    if racing.returncode == 0:
+        # It landed before the claim: the new writer replayed it.
+        h.check("m5" in e_names, "m5 acknowledged by the paused writer but "
+                "not replayed by the new one: %r" % e_names)
+    else:
+        h.check("fenced" in out + err and "m5" not in e_names,
+                "m5 refused without naming the fencing, or present: %s %s %r"
+                % (out, err, e_names))
+    print("paused writer with a mutation in flight: %s" %
+          ("landed before the claim" if racing.returncode == 0 else
+           "refused (fenced)"))
+    c.stop()
+
+    # ---- the writer paused inside its Produce round trip ----------------
+    # e is the writer.  Its main thread is caught blocked in poll() (the
+    # Produce of CreateMirror m6 sent, the answer not read) and stopped;
+    # the broker appends the batch meanwhile, before the next claim, so the
+    # new writer replays m6 and the paused one, continued, acknowledges it.
+    racing = subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         e.bootstrap, "--create", "--mirror", "m6", "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    caught = stop_in_poll(e.proc.pid, 20)
+    g2 = kafka_daemon(DST, "g2", topic)
+    g2.start()
+    g2_claim = claims(log_batches(DST, topic))[-1]
+    g2_names = g2.cli_ok("--list").stdout.split()
+    os.kill(e.proc.pid, signal.SIGCONT)
+    out, err = racing.communicate(timeout=60)
+    late = [x for x in log_batches(DST, topic) if x[0] > g2_claim[0] and
+            (x[1], x[2]) != (g2_claim[1], g2_claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    if racing.returncode == 0:
+        h.check("m6" in g2_names, "m6 acknowledged by the paused writer but "
+                "not replayed by the new one: %r" % g2_names)
+    else:
+        h.check("fenced" in out + err and "m6" not in g2_names,
+                "m6 refused without naming the fencing, or present: %s %s %r"
+                % (out, err, g2_names))
+    print("writer stopped %s: m6 %s" % (
+        "inside poll()" if caught else "(poll() not caught)",
+        "landed before the claim and was replayed" if racing.returncode == 0
+        else "refused (fenced)"))
+    e.stop()
+    g2.stop()
+
+    # ---- a topic that could lose records is refused ------------------
+    bad = "mlogk-bad-" + RUN
+    dst.create_topic(bad, partitions=2)
+    x = kafka_daemon(DST, "x", bad)
+    x.start(wait=False)
+    h.check(x.proc.wait(60) == 1, "mirrord started on a 2-partition topic")
+    h.check("topic %s has 2 partitions; the metadata log needs exactly 1"
+            % bad in x.proc.output(), "no reason given:\n" + x.proc.tail())
+
+    # ---- migration from a file log -------------------------------------
+    f = mt.Mirrord(destination=DST, name="f")
+    f.create("mf", {"bootstrap.servers": SRC,
+                    "mirror.metadata.refresh.interval.ms": "1000"})
+    f.cli_ok("--add", "--mirror", "mf", "--topic", t1)
+    h.wait_for(lambda: len(f.states("mf")) == 2, 60, "mf partitions")
+    f_state = state(f, "mf")
+    f_list = sorted(f.cli_ok("--list").stdout.split())
+    h.check(f.stop() == 0, "mirrord f did not stop cleanly")
+    mtopic = "mlogk-migrated-" + RUN
+    g = kafka_daemon(DST, "g", mtopic)
+    mig = subprocess.run([h.build_path("daemon", "mirrord"), "-c",
+                          g.config_path, "--migrate-metadata", "--from-dir",
+                          f.data_dir], capture_output=True, text=True,
+                         timeout=120)
+    h.check(mig.returncode == 0 and "migrated" in mig.stdout,
+            "migration failed: %d %s %s" % (mig.returncode, mig.stdout,
+                                            mig.stderr))
+    import re
+    cid = re.search(r"cluster id (\S+),", mig.stdout)
+    h.check(cid and "cluster id %s" % cid.group(1) in f.proc.output(),
+            "the migration names another cluster id: %s" % mig.stdout)
+    g.start()
+    h.check("cluster id %s" % cid.group(1) in g.proc.output(),
+            "the migrated log has another cluster id:\n" + g.proc.tail())
+    h.check(sorted(g.cli_ok("--list").stdout.split()) == f_list,
+            "migrated mirrors differ")
+    h.check(state(g, "mf") == f_state, "migrated state %r, file %r"
+            % (state(g, "mf"), f_state))
+    g.stop()
+    again = subprocess.run([h.build_path("daemon", "mirrord"), "-c",
+                            g.config_path, "--migrate-metadata", "--from-dir",
+                            f.data_dir], capture_output=True, text=True,
+                           timeout=120)
+    h.check(again.returncode == 1 and "already holds a metadata log" in
+            again.stderr, "a second migration was not refused: %d %s %s"
+            % (again.returncode, again.stdout, again.stderr))
+    print("ok")
+
+
+h.run_main(main)
