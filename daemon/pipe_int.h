@@ -151,6 +151,10 @@ struct ppart {
 	 * when the translation map may next be trimmed (mono ms). */
 	int64_t dst_log_start;
 	int64_t trim_at;
+	/* A Fetch was out of range below the source log start: source offsets
+	 * from deleted_from were deleted (DeleteRecords or retention) before
+	 * mirrord copied them; reported with the first batch after (-1 none). */
+	int64_t deleted_from;
 
 	/* Leaders, cached per metadata generation. */
 	struct pbroker *src_leader, *dst_leader;

@@ -528,6 +528,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->live.source_high_watermark = -1;
 	p->live.source_log_start = -1;
 	p->dst_log_start = -1;
+	p->deleted_from = -1;
 	p->live.destination_end = -1;
 	p->live.lag = -1;
 	p->live.last_batch_timestamp_ms = -1;
@@ -935,6 +936,8 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			    &p->reported.offset_holes);
 			counter_to(ms, MSTD_PARTITION_RETRIES, p, p->live.retries,
 			    &p->reported.retries);
+			counter_to(ms, MSTD_PARTITION_SOURCE_DELETED, p,
+			    p->live.source_deleted, &p->reported.source_deleted);
 		}
 	}
 }

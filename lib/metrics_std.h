@@ -90,6 +90,10 @@
 	    "batches (compaction or aborted transactions), copied as gaps") \
 	X(PARTITION_RETRIES, "mirrord_partition_retries_total", COUNTER, \
 	    PART, NONE, PP, "Retried fetches or produces of the partition") \
+	X(PARTITION_SOURCE_DELETED, \
+	    "mirrord_partition_source_deleted_offsets_total", COUNTER, PART, \
+	    NONE, PP, "Source offsets deleted (DeleteRecords or retention) " \
+	    "before mirrord copied them, skipped with a translation anchor") \
 	X(MIRROR_PARTITIONS, "mirrord_mirror_partitions", GAUGE, \
 	    MIRROR_STATE, NONE, NO, "Partitions of the mirror in each state") \
 	X(CLUSTER_REQUEST_DURATION, \

@@ -49,7 +49,8 @@
 	X(PART_RESTORE,  12, "part-restore",   "MTPsroeS") \
 	X(MIRROR_CONFIGS, 13, "mirror-configs", "MC") \
 	X(PART_TRIM,     14, "part-trim",      "MTPoO") \
-	X(TOPIC_IDENT,   15, "topic-ident",    "MTkS")
+	X(TOPIC_IDENT,   15, "topic-ident",    "MTkS") \
+	X(PART_SENDING,  18, "part-sending",   "MTPo")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),

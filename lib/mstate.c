@@ -697,6 +697,11 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 					r.off2 = p->anchors[x].dst;
 					rc |= put_rec(sink, &r, max);
 				}
+				if (p->sending_dst >= 0) {
+					mstate_part_rec(&r, MREC_PART_SENDING, p);
+					r.off = p->sending_dst;
+					rc |= put_rec(sink, &r, max);
+				}
 			}
 		}
 	}
@@ -753,6 +758,9 @@ char *mstate_dump(const struct mstate *st)
 					fprintf(f, "      anchor %" PRId64 " -> %"
 					    PRId64 "\n", p->anchors[x].src,
 					    p->anchors[x].dst);
+				if (p->sending_dst >= 0)
+					fprintf(f, "      anchors of a batch sent to %"
+					    PRId64 "\n", p->sending_dst);
 			}
 		}
 	}
