@@ -1076,6 +1076,11 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 			    " -> %" PRId64 ": %s", b->anchors[i].src, b->anchors[i].dst, msg);
 			goto out;
 		}
+	if (b->nanchors > 0)
+		log_debug("%s: translation anchors of the batch at source offsets %"
+		    PRId64 "..%" PRId64 " recorded; sending it to destination offset %"
+		    PRId64, pname(p, name, sizeof(name)), b->src_base, b->src_next - 1,
+		    b->dst_base);
 	free(b->anchors);
 	b->anchors = NULL;
 	b->nanchors = 0;
