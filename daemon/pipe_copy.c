@@ -144,6 +144,38 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
 	}
 }
 
+/*
+ * The batch of an uncertain Produce whose anchors were recorded is kept
+ * (produce_uncertain()).  If the destination end d says it did not land,
+ * it goes out again as it was sent, so it lands with exactly the anchors
+ * recorded for it even if the source batch changed since (compacted
+ * again); else it is dropped.  Called with the positions set from d.
+ */
+static void resend_unsure(struct ppart *p, int64_t d)
+{
+	struct pipeline *pl = p->pm->pl;
+	struct pbatch *u = p->unsure;
+	char name[300];
+
+	p->unsure = NULL;
+	if (u == NULL)
+		return;
+	if (d != u->dst_base || !TAILQ_EMPTY(&p->q) || p->src_fetch < u->src_base ||
+	    p->src_fetch >= u->src_next) {
+		pbatch_free(u);
+		return;
+	}
+	log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64 " did not "
+	    "land at destination offset %" PRId64 ": sending it again as it was "
+	    "sent (its translation anchors are recorded)", pname(p, name,
+	    sizeof(name)), u->src_base, u->src_next - 1, d);
+	TAILQ_INSERT_HEAD(&p->q, u, link);
+	p->qbytes += u->len;
+	pl->qbytes += u->len;
+	p->src_fetch = p->src_copied = u->src_next;
+	p->dst_tail = d + u->count;
+}
+
 /* Decides where to fetch from once the destination end D is known. */
 void pcopy_sync_done(struct ppart *p, int64_t d)
 {
@@ -201,6 +233,8 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 	p->last_src = s > 0 ? s - 1 : p->last_src;
 	p->sync_lo = p->sync_hi = -1;
 	if (!pl_part_wants_run(p)) {
+		pbatch_free(p->unsure);
+		p->unsure = NULL;
 		p->step = PS_IDLE;
 		pl_kick(pl);
 		return;
@@ -221,6 +255,7 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 		log_info("%s: resuming at source offset %" PRId64 " (destination end %"
 		    PRId64 ")", pname(p, name, sizeof(name)), s, d);
 	}
+	resend_unsure(p, d);
 	p->step = PS_RUN;
 	pl_kick(pl);
 }
@@ -850,7 +885,12 @@ static void produce_uncertain(struct ppart *p, const char *why)
 
 	p->sync_lo = s->dst_base;
 	p->sync_hi = s->dst_base + s->count;
-	pbatch_free(s);
+	if (s->anchored) {
+		pbatch_free(p->unsure);
+		p->unsure = s;
+	} else {
+		pbatch_free(s);
+	}
 	p->sending = NULL;
 	pl_part_resync(p, why);
 }
@@ -1076,6 +1116,8 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 			    " -> %" PRId64 ": %s", b->anchors[i].src, b->anchors[i].dst, msg);
 			goto out;
 		}
+	if (b->nanchors > 0)
+		b->anchored = 1;
 	if (b->nanchors > 0)
 		log_debug("%s: translation anchors of the batch at source offsets %"
 		    PRId64 "..%" PRId64 " recorded; sending it to destination offset %"

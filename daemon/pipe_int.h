@@ -97,6 +97,7 @@ struct pbatch {
 	int64_t max_ts;
 	struct batch_offset_pair *anchors; /* persisted before sending; owned */
 	size_t nanchors;
+	int anchored;                /* its anchors are recorded */
 };
 TAILQ_HEAD(pbatchq, pbatch);
 
@@ -138,6 +139,7 @@ struct ppart {
 	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
 	int fetch_inflight;
 	struct pbatch *sending;      /* the Produce in flight */
+	struct pbatch *unsure;       /* an uncertain Produce's anchored batch (pipe_copy.c) */
 	struct pbatchq q;
 	size_t qbytes;
 	int64_t last_src;            /* last source offset copied, -1 */

@@ -219,6 +219,7 @@ static void part_free(struct ppart *p)
 		pbatch_free(b);
 	}
 	pbatch_free(p->sending);
+	pbatch_free(p->unsure);
 	free(p->topic);
 	free(p);
 }

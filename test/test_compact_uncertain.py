@@ -16,6 +16,10 @@ builds its batches with holes itself):
   * the Produce applied but answered after mirrord's request timeout
     (written): provenance finds it, it is not written twice;
   * kill -9 of mirrord with anchors recorded and a Produce lost;
+an uncertain Produce that did not land sends the same batch bytes again
+(so its recorded anchors hold even if the source batch were compacted
+again); after a restart the batch is fetched again and its anchors are
+recognised as recorded;
 and each time the destination holds exactly the records a consumer of the
 source sees, in order, at contiguous offsets, none twice.
 """
@@ -103,11 +107,20 @@ def uncertain(d, cmd, n):
     mc.cmd(cmd)
 
 
-def check_uncertain(d, what):
+expected_resent = [0]
+
+
+def check_uncertain(d, what, resent):
+    """The fault hit the batch; resent of them did not land and went out
+    again as first sent (with the anchors recorded for it)."""
     got = d.log().count("re-reading the destination end")
     h.check(got == expected_uncertain[0], "%s: %d uncertain Produces logged, "
             "want %d (the fault did not hit the batch)" % (what, got,
                                                           expected_uncertain[0]))
+    expected_resent[0] += resent
+    got = d.log().count("sending it again as it was sent")
+    h.check(got == expected_resent[0], "%s: %d batches sent again as they were, "
+            "want %d" % (what, got, expected_resent[0]))
 
 
 def data_bytes(d):
@@ -142,20 +155,20 @@ def main():
     put_holes(src, b"h2")
     put_plain(src, b"c", 2)
     check_equal(d, dst, "REQUEST_TIMED_OUT on a batch with holes")
-    check_uncertain(d, "REQUEST_TIMED_OUT on a batch with holes")
+    check_uncertain(d, "REQUEST_TIMED_OUT on a batch with holes", 1)
 
     # The connection dropped instead of an answer: not written.
     uncertain(d, "err 1 0 -195", 1)
     put_holes(src, b"h3")
     put_plain(src, b"d", 1)
     check_equal(d, dst, "connection lost on a batch with holes")
-    check_uncertain(d, "connection lost on a batch with holes")
+    check_uncertain(d, "connection lost on a batch with holes", 1)
 
     # Two in a row on the same batch.
     uncertain(d, "err 1 0 7 -195", 2)
     put_holes(src, b"h5")
     check_equal(d, dst, "two uncertain Produces of one batch")
-    check_uncertain(d, "two uncertain Produces of one batch")
+    check_uncertain(d, "two uncertain Produces of one batch", 2)
 
     # Applied, answered after mirrord's timeout: written; provenance must
     # find it and not write it twice.  (After a per-broker delay the mock
@@ -164,7 +177,7 @@ def main():
     put_holes(src, b"h4")
     put_plain(src, b"e", 2)
     check_equal(d, dst, "Produce written but answered late")
-    check_uncertain(d, "Produce written but answered late")
+    check_uncertain(d, "Produce written but answered late", 0)
 
     # kill -9 with the batch's anchors recorded and its Produce lost (the
     # mock holds the answer, an error, for 3 s): a restart reads the
