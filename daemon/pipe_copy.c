@@ -144,6 +144,38 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
 	}
 }
 
+/*
+ * The batch of an uncertain Produce whose anchors were recorded is kept
+ * (produce_uncertain()).  If the destination end d says it did not land,
+ * it goes out again as it was sent, so it lands with exactly the anchors
+ * recorded for it even if the source batch changed since (compacted
+ * again); else it is dropped.  Called with the positions set from d.
+ */
+static void resend_unsure(struct ppart *p, int64_t d)
+{
+	struct pipeline *pl = p->pm->pl;
+	struct pbatch *u = p->unsure;
+	char name[300];
+
+	p->unsure = NULL;
+	if (u == NULL)
+		return;
+	if (d != u->dst_base || !TAILQ_EMPTY(&p->q) || p->src_fetch < u->src_base ||
+	    p->src_fetch >= u->src_next) {
+		pbatch_free(u);
+		return;
+	}
+	log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64 " did not "
+	    "land at destination offset %" PRId64 ": sending it again as it was "
+	    "sent (its translation anchors are recorded)", pname(p, name,
+	    sizeof(name)), u->src_base, u->src_next - 1, d);
+	TAILQ_INSERT_HEAD(&p->q, u, link);
+	p->qbytes += u->len;
+	pl->qbytes += u->len;
+	p->src_fetch = p->src_copied = u->src_next;
+	p->dst_tail = d + u->count;
+}
+
 /* Decides where to fetch from once the destination end D is known. */
 void pcopy_sync_done(struct ppart *p, int64_t d)
 {
@@ -211,12 +243,15 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 	p->dst_next = p->dst_tail = d;
 	p->src_fetch = p->src_copied = s;
 	p->src_done = s;
+	p->deleted_from = -1;
 	pl_update_lag(p);
 	p->last_src = s > 0 ? s - 1 : p->last_src;
 	if (p->fetch_epoch_end != s)
 		p->fetch_epoch = -1; /* the batch before s is not known */
 	p->sync_lo = p->sync_hi = -1;
 	if (!pl_part_wants_run(p)) {
+		pbatch_free(p->unsure);
+		p->unsure = NULL;
 		p->step = PS_IDLE;
 		pl_kick(pl);
 		return;
@@ -237,6 +272,7 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 		log_info("%s: resuming at source offset %" PRId64 " (destination end %"
 		    PRId64 ")", pname(p, name, sizeof(name)), s, d);
 	}
+	resend_unsure(p, d);
 	p->step = PS_RUN;
 	pl_kick(pl);
 }
@@ -420,11 +456,14 @@ static void oor_response(struct kconn *c, int err, const char *errstr,
 		    p->src_fetch, r.offset, p->src_fetch);
 		goto out;
 	}
-	log_warnx("%s: source offsets %" PRId64 "..%" PRId64 " were deleted by "
-	    "retention before mirrord copied them; continuing at %" PRId64,
-	    pname(p, name, sizeof(name)), p->src_fetch, r.offset - 1, r.offset);
-	p->live.offset_holes++;
-	/* src_copied stays: the next batch anchors (its base, dst_tail). */
+	log_info("%s: the source log starts at %" PRId64 ", above fetch offset %"
+	    PRId64 " (DeleteRecords or retention); fetching from there",
+	    pname(p, name, sizeof(name)), r.offset, p->src_fetch);
+	/* src_copied stays: the next batch anchors (its base, dst_tail).  A
+	 * batch holding the new log start still comes whole (intake()); what
+	 * is really gone is reported with it. */
+	if (p->deleted_from < 0)
+		p->deleted_from = p->src_fetch;
 	p->src_fetch = r.offset;
 	p->step = PS_RUN;
 out:
@@ -467,8 +506,10 @@ static void skipped_done(struct ppart *p)
 	}
 }
 
-/* Queues one batch (its bytes are copied). */
-static int enqueue(struct ppart *p, const struct batch *b)
+/* Queues one batch (its bytes are copied).  straddle: it starts before
+ * the fetch position; it is copied whole if none of its records is before
+ * the copy position (src_copied), else p FAILED. */
+static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 {
 	struct pipeline *pl = p->pm->pl;
 	struct pbatch *q = calloc(1, sizeof(*q));
@@ -491,6 +532,15 @@ static int enqueue(struct ppart *p, const struct batch *b)
 			    "holes and cannot be re-encoded: %s", b->base_offset, err);
 			return -1;
 		}
+		if (straddle && re.npairs > 0 && re.pairs[0].src < p->src_copied) {
+			pl_part_fail(p, "source batch %" PRId64 "..%" PRId64 " straddles "
+			    "the resume offset %" PRId64 ": its record at %" PRId64 " is "
+			    "before it, and a batch cannot be split", b->base_offset,
+			    batch_last_offset(b), p->src_copied, re.pairs[0].src);
+			batch_reencoded_fini(&re);
+			free(q);
+			return -1;
+		}
 		q->buf = re.buf;
 		q->len = re.len;
 		q->count = re.record_count;
@@ -506,6 +556,13 @@ static int enqueue(struct ppart *p, const struct batch *b)
 		batch_reencoded_fini(&re);
 		p->live.offset_holes++;
 	} else {
+		if (straddle && b->base_offset < p->src_copied) {
+			free(q);
+			pl_part_fail(p, "source batch %" PRId64 "..%" PRId64 " straddles "
+			    "the resume offset %" PRId64 ": a batch cannot be split",
+			    b->base_offset, batch_last_offset(b), p->src_copied);
+			return -1;
+		}
 		q->buf = malloc(b->len);
 		q->len = b->len;
 		q->count = b->record_count;
@@ -531,6 +588,37 @@ static int enqueue(struct ppart *p, const struct batch *b)
 	p->src_copied = q->src_next;
 	p->dst_tail += q->count;
 	return 0;
+}
+
+/*
+ * The first batch after an out-of-range Fetch (a source log start above the
+ * fetch position): the offsets between the old position and this batch
+ * were deleted before mirrord copied them, and become a jump in the
+ * translation map (enqueue()'s anchor).  A batch that holds the new log
+ * start begins below it and is copied whole, as it still stands in the
+ * source log (a consumer would skip its records below the log start).
+ */
+static void report_deleted(struct ppart *p, const struct batch *b)
+{
+	char name[300];
+	int64_t from = p->deleted_from;
+
+	p->deleted_from = -1;
+	if (b->base_offset > from) {
+		p->live.source_deleted += b->base_offset - from;
+		p->live.offset_holes++;
+		log_warnx("%s: source records %" PRId64 "..%" PRId64 " deleted before "
+		    "they were mirrored (DeleteRecords or retention); continuing at "
+		    "%" PRId64 "%s", pname(p, name, sizeof(name)), from,
+		    b->base_offset - 1, b->base_offset, b->base_offset <
+		    p->src_fetch ? ", whose batch holds the new source log start "
+		    "and is copied whole" : "");
+	} else {
+		log_info("%s: the source log start %" PRId64 " is inside the batch "
+		    "%" PRId64 "..%" PRId64 " (DeleteRecords inside a batch): copied "
+		    "whole, nothing skipped", pname(p, name, sizeof(name)),
+		    p->src_fetch, b->base_offset, batch_last_offset(b));
+	}
 }
 
 /*
@@ -568,12 +656,8 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 			}
 			continue;
 		}
-		if (b.base_offset < p->src_fetch) {
-			pl_part_fail(p, "source batch %" PRId64 "..%" PRId64 " straddles "
-			    "the resume offset %" PRId64 ": a batch cannot be split",
-			    b.base_offset, batch_last_offset(&b), p->src_fetch);
-			goto out;
-		}
+		if (p->deleted_from >= 0)
+			report_deleted(p, &b);
 		if (batch_verify_crc(&b, err, sizeof(err)) != 0) {
 			p->live.crc_failures++;
 			pl_part_fail(p, "CRC-32C mismatch in the source: %s", err);
@@ -593,7 +677,7 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 		}
 		if (p->qbytes > 0 && (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
 			break; /* no room: fetched again later */
-		if (enqueue(p, &b) < 0) {
+		if (enqueue(p, &b, b.base_offset < p->src_fetch) < 0) {
 			if (p->step == PS_RUN)
 				pl_part_fail(p, "out of memory queueing a batch");
 			goto out;
@@ -843,7 +927,12 @@ static void produce_uncertain(struct ppart *p, const char *why)
 	p->sync_lo = s->dst_base;
 	p->sync_hi = s->dst_base + s->count;
 	p->unsure_sent_ms = p->last_send_ms;
-	pbatch_free(s);
+	if (s->anchored) {
+		pbatch_free(p->unsure);
+		p->unsure = s;
+	} else {
+		pbatch_free(s);
+	}
 	p->sending = NULL;
 	pl_part_resync(p, why);
 }
@@ -1083,33 +1172,116 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 	ctx_free(x);
 }
 
-/* Persists the anchors of b (the translation map must explain the
- * destination before the batch can be there), and its source leader epoch
- * when it starts a new one: the epoch history must name the epoch of every
- * batch that may be at the destination, or a restart's check
- * (pipe_epoch.c) would ask about an older epoch than the last one copied. */
+/* The recorded translation map of p as an xlate, or NULL (p FAILED). */
+static struct xlate *recorded_map(struct ppart *p)
+{
+	const struct mpart *mp = p->mp;
+	struct xlate *m = xlate_new(mp->nanchors);
+	char err[256];
+
+	if (m == NULL) {
+		pl_part_fail(p, "out of memory building the translation map");
+		return NULL;
+	}
+	for (size_t i = 0; i < mp->nanchors; i++)
+		if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
+		    sizeof(err)) != 0) {
+			xlate_free(m);
+			pl_part_fail(p, "the persisted translation map is invalid: %s", err);
+			return NULL;
+		}
+	return m;
+}
+
+/*
+ * Persists the anchors of b before its Produce (the translation map must
+ * explain the destination before the batch can be there), after a
+ * part-sending record naming where b goes (until it is acknowledged,
+ * mirrord is only known to have written below that: pipe_prove.c).
+ *
+ * After an uncertain Produce (or a restart) that did not land, the same
+ * batch is fetched again and yields the same anchors, which go back from
+ * the last recorded one.  Those are recognised when the recorded map
+ * already maps each of them exactly so, and not added again; one that the
+ * map explains otherwise means the source batch is not the one whose
+ * anchors were recorded (compacted again in between), which mirrord cannot
+ * tell apart from a corrupted map: FAILED, naming both.
+ *
+ * Also records b's source leader epoch when it starts a new one: the epoch
+ * history must name the epoch of every batch that may be at the
+ * destination, or a restart's check (pipe_epoch.c) would ask about an older
+ * epoch than the last one copied.
+ */
 static int persist_anchors(struct ppart *p, struct pbatch *b)
 {
+	struct mpart *mp = p->mp;
+	struct xlate *m = NULL;
 	char msg[512], name[300];
+	size_t i;
+	int rc = -1;
 
 	if (b->epoch >= 0 && b->epoch > p->last_epoch) {
-		if (mpart_add_epoch(p->pm->pl->st, p->mp, b->epoch, b->dst_base, msg,
+		if (mpart_add_epoch(p->pm->pl->st, mp, b->epoch, b->dst_base, msg,
 		    sizeof(msg)) != 0)
 			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
 		p->last_epoch = b->epoch;
 	}
 
-	for (size_t i = 0; i < b->nanchors; i++)
-		if (mpart_add_anchor(p->pm->pl->st, p->mp, b->anchors[i].src,
+	for (i = 0; i < b->nanchors && mp->nanchors > 0; i++) {
+		const struct manchor *l = &mp->anchors[mp->nanchors - 1];
+		int64_t s = b->anchors[i].src, d = b->anchors[i].dst, got = -1;
+		int how;
+
+		if (s >= l->src && d >= l->dst)
+			break; /* new from here on */
+		if (m == NULL && (m = recorded_map(p)) == NULL)
+			goto out;
+		how = xlate_src_to_dst(m, s, &got);
+		if (how != XLATE_EXACT || got != d) {
+			pl_part_fail(p, "the source batch at offsets %" PRId64 "..%" PRId64
+			    ", fetched again for destination offset %" PRId64 " (after an "
+			    "uncertain Produce or a restart), puts source offset %" PRId64
+			    " at destination offset %" PRId64 ", but the translation "
+			    "recorded when it was first sent %s %" PRId64 ": the source "
+			    "batch changed in between (compacted again?)", b->src_base,
+			    b->src_next - 1, b->dst_base, s, d,
+			    how == XLATE_EXACT ? "puts it at" : "has no record at it; "
+			    "the next is at", got);
+			goto out;
+		}
+	}
+	if (i > 0)
+		log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64
+		    " for destination offset %" PRId64 " is sent again: %zu of its "
+		    "translation anchors are recorded already", pname(p, name,
+		    sizeof(name)), b->src_base, b->src_next - 1, b->dst_base, i);
+	if (i < b->nanchors && mpart_note_sending(p->pm->pl->st, mp, b->dst_base,
+	    msg, sizeof(msg)) != 0) {
+		pl_part_fail(p, "cannot record the batch sent to destination offset %"
+		    PRId64 ": %s", b->dst_base, msg);
+		goto out;
+	}
+	for (; i < b->nanchors; i++)
+		if (mpart_add_anchor(p->pm->pl->st, mp, b->anchors[i].src,
 		    b->anchors[i].dst, msg, sizeof(msg)) != 0) {
 			pl_part_fail(p, "cannot record the translation anchor %" PRId64
 			    " -> %" PRId64 ": %s", b->anchors[i].src, b->anchors[i].dst, msg);
-			return -1;
+			goto out;
 		}
+	if (b->nanchors > 0)
+		b->anchored = 1;
+	if (b->nanchors > 0)
+		log_debug("%s: translation anchors of the batch at source offsets %"
+		    PRId64 "..%" PRId64 " recorded; sending it to destination offset %"
+		    PRId64, pname(p, name, sizeof(name)), b->src_base, b->src_next - 1,
+		    b->dst_base);
 	free(b->anchors);
 	b->anchors = NULL;
 	b->nanchors = 0;
-	return 0;
+	rc = 0;
+out:
+	xlate_free(m);
+	return rc;
 }
 
 /* Rewrites the header of the head batch of p for sending. */

@@ -112,6 +112,7 @@ struct pbatch {
 	int64_t max_ts;
 	struct batch_offset_pair *anchors; /* persisted before sending; owned */
 	size_t nanchors;
+	int anchored;                /* its anchors are recorded */
 };
 TAILQ_HEAD(pbatchq, pbatch);
 
@@ -173,6 +174,7 @@ struct ppart {
 	int64_t unsure_sent_ms;
 	int fetch_inflight;
 	struct pbatch *sending;      /* the Produce in flight */
+	struct pbatch *unsure;       /* an uncertain Produce's anchored batch (pipe_copy.c) */
 	struct pbatchq q;
 	size_t qbytes;
 	int64_t last_src;            /* last source offset copied, -1 */
@@ -195,6 +197,10 @@ struct ppart {
 	 * when the translation map may next be trimmed (mono ms). */
 	int64_t dst_log_start;
 	int64_t trim_at;
+	/* A Fetch was out of range below the source log start: source offsets
+	 * from deleted_from were deleted (DeleteRecords or retention) before
+	 * mirrord copied them; reported with the first batch after (-1 none). */
+	int64_t deleted_from;
 
 	/* Leaders, cached per metadata generation. */
 	struct pbroker *src_leader, *dst_leader;

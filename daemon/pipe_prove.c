@@ -61,12 +61,15 @@ static const char *pname(const struct ppart *p, char *buf, size_t len)
 }
 
 /* The lowest destination end mirrord's own record explains: what this
- * process acknowledged, the start of the last epoch and the destination
- * of the last anchor it recorded. */
+ * process acknowledged, the start of the last epoch and the destination of
+ * the last anchor it recorded, but no further than the start of the last
+ * batch whose anchors were recorded before its Produce (epoch entries and
+ * anchors are recorded before their batch is sent, and that Produce may
+ * never have landed: pipe_copy.c's persist_anchors). */
 static int64_t known_written(const struct ppart *p)
 {
 	const struct mpart *mp = p->mp;
-	int64_t k = 0;
+	int64_t k = 0, a;
 
 	if (p->dst_next > k)
 		k = p->dst_next;
@@ -74,8 +77,13 @@ static int64_t known_written(const struct ppart *p)
 	 * is sent: they prove the offsets below their start, not the start. */
 	if (mp->nepochs > 0 && mp->epochs[mp->nepochs - 1].start_offset > k)
 		k = mp->epochs[mp->nepochs - 1].start_offset;
-	if (mp->nanchors > 0 && mp->anchors[mp->nanchors - 1].dst > k)
-		k = mp->anchors[mp->nanchors - 1].dst;
+	if (mp->nanchors > 0) {
+		a = mp->anchors[mp->nanchors - 1].dst;
+		if (mp->sending_dst >= 0 && mp->sending_dst < a)
+			a = mp->sending_dst;
+		if (a > k)
+			k = a;
+	}
 	return k;
 }
 

@@ -243,6 +243,7 @@ static void part_free(struct ppart *p)
 		pbatch_free(b);
 	}
 	pbatch_free(p->sending);
+	pbatch_free(p->unsure);
 	free(p->topic);
 	free(p);
 }
@@ -559,6 +560,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->live.source_high_watermark = -1;
 	p->live.source_log_start = -1;
 	p->dst_log_start = -1;
+	p->deleted_from = -1;
 	p->live.destination_end = -1;
 	p->live.lag = -1;
 	p->live.last_batch_timestamp_ms = -1;
@@ -972,6 +974,8 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			    &p->reported.retries);
 			counter_to(ms, MSTD_PARTITION_SOURCE_DIVERGENCES, p,
 			    p->live.divergences, &p->reported.divergences);
+			counter_to(ms, MSTD_PARTITION_SOURCE_DELETED, p,
+			    p->live.source_deleted, &p->reported.source_deleted);
 		}
 	}
 }

@@ -141,6 +141,7 @@ struct pipeline_live {
 	int64_t last_stable_offset;      /* the source's, -1 unknown */
 	int64_t lso_stuck_ms;            /* see pipeline_partition_warning, else 0 */
 	int64_t divergences;             /* source logs found parted from the mirror */
+	int64_t source_deleted;          /* source offsets deleted before they were copied */
 };
 int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
     struct pipeline_live *out);

@@ -95,6 +95,10 @@
 	    "mirrord_partition_source_divergences_total", COUNTER, PART, NONE, \
 	    PP, "Times the source log was found parted from what was mirrored " \
 	    "(leader epochs: an unclean leader election lost mirrored records)") \
+	X(PARTITION_SOURCE_DELETED, \
+	    "mirrord_partition_source_deleted_offsets_total", COUNTER, PART, \
+	    NONE, PP, "Source offsets deleted (DeleteRecords or retention) " \
+	    "before mirrord copied them, skipped with a translation anchor") \
 	X(MIRROR_PARTITIONS, "mirrord_mirror_partitions", GAUGE, \
 	    MIRROR_STATE, NONE, NO, "Partitions of the mirror in each state") \
 	X(CLUSTER_REQUEST_DURATION, \

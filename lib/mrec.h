@@ -50,7 +50,8 @@
 	X(MIRROR_CONFIGS, 13, "mirror-configs", "MC") \
 	X(PART_TRIM,     14, "part-trim",      "MTPoO") \
 	X(TOPIC_IDENT,   15, "topic-ident",    "MTkS") \
-	X(PART_PRODUCER, 17, "part-producer",  "MTPoeO")
+	X(PART_PRODUCER, 17, "part-producer",  "MTPoeO") \
+	X(PART_SENDING,  18, "part-sending",   "MTPo")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),

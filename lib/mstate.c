@@ -704,6 +704,11 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 					r.off2 = p->producers[x].seq_base;
 					rc |= put_rec(sink, &r, max);
 				}
+				if (p->sending_dst >= 0) {
+					mstate_part_rec(&r, MREC_PART_SENDING, p);
+					r.off = p->sending_dst;
+					rc |= put_rec(sink, &r, max);
+				}
 			}
 		}
 	}
@@ -766,6 +771,9 @@ char *mstate_dump(const struct mstate *st)
 					    p->producers[x].pid,
 					    (int)p->producers[x].epoch,
 					    p->producers[x].seq_base);
+				if (p->sending_dst >= 0)
+					fprintf(f, "      anchors of a batch sent to %"
+					    PRId64 "\n", p->sending_dst);
 			}
 		}
 	}

@@ -122,6 +122,11 @@ struct mpart {
 	 * (daemon/pipe_prove.c recognises batches of the kept ones). */
 	struct mproducer producers[MPART_MAX_PRODUCERS];
 	size_t nproducers;
+	/* The destination offset of the last batch whose anchors were
+	 * recorded before its Produce (a part-sending record), -1 none: the
+	 * anchors at and above it may describe a batch that never landed, so
+	 * mirrord is only known to have written below it. */
+	int64_t sending_dst;
 };
 
 struct mtopic {
@@ -389,6 +394,10 @@ int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
  * going backwards, merged without loss as xlate_rule() says. */
 int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, char *msg, size_t msglen);
+/* Records that the anchors about to be added belong to a batch sent to
+ * destination offset dst (mpart.sending_dst); no-op when it is already. */
+int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
+    char *msg, size_t msglen);
 /*
  * Forgets what no one can ask for any more once the source log starts at
  * src_min and the destination log at dst_min: the anchors below both

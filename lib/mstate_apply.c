@@ -357,6 +357,7 @@ static int add_parts(struct mtopic *t, int32_t count)
 		p->state = MPART_UNKNOWN;
 		p->last_offset = -1;
 		p->last_epoch = -1;
+		p->sending_dst = -1;
 		t->parts[i] = p;
 		t->npart = i + 1;
 	}
@@ -804,6 +805,20 @@ static int apply_part_trim(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
+static int apply_part_sending(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+
+	if (p == NULL)
+		return -1;
+	if (r->off < 0)
+		FAIL(a, "%s/%s-%d: batch sent to destination offset %" PRId64
+		    ": negative", p->topic->mirror->name, p->topic->name,
+		    (int)p->index, r->off);
+	p->sending_dst = r->off;
+	return 0;
+}
+
 static int only_in_snapshot(struct apply *a, const struct mrec *r)
 {
 	if (!a->in_snapshot)
@@ -855,6 +870,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_PART_TRIM: return apply_part_trim(a, r);
 	case MREC_TOPIC_IDENT: return apply_topic_ident(a, r);
 	case MREC_PART_PRODUCER: return apply_part_producer(a, r);
+	case MREC_PART_SENDING: return apply_part_sending(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }

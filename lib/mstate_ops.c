@@ -669,6 +669,25 @@ int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
 	return mstate_persist(st, &r, 1, what, msg, msglen);
 }
 
+int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
+    char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+
+	part_what(p, what, sizeof(what));
+	if (dst < 0) {
+		mstate_fmt(msg, msglen, "%s: batch sent to destination offset %"
+		    PRId64 ": negative", what, dst);
+		return KERR_INVALID_REQUEST;
+	}
+	if (p->sending_dst == dst)
+		return KERR_NONE;
+	mstate_part_rec(&r, MREC_PART_SENDING, p);
+	r.off = dst;
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
 int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
     int64_t dst_min, size_t *dropped, char *msg, size_t msglen)
 {

@@ -982,6 +982,14 @@ static void build_rich(void)
 	CODE(mpart_add_anchor(F.st, p, 10, 10, F.msg, sizeof(F.msg)), 0);
 	CODE(mpart_add_anchor(F.st, p, 30, 25, F.msg, sizeof(F.msg)), 0);
 	CODE(mpart_add_anchor(F.st, p, 50, 40, F.msg, sizeof(F.msg)), 0);
+	/* The anchors above came with a batch sent to 40 (part-sending):
+	 * kept across a reopen and a compaction (the dumps compare it). */
+	ck_assert_int_eq(p->sending_dst, -1);
+	CODE(mpart_note_sending(F.st, p, 40, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_note_sending(F.st, p, 40, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_note_sending(F.st, p, -1, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	ck_assert_int_eq(p->sending_dst, 40);
 	CODE(mpart_trim(F.st, p, 35, 27, NULL, F.msg, sizeof(F.msg)), 0);
 	ck_assert_uint_eq(p->nanchors, 2);      /* 10 -> 10 went */
 	CODE(mpart_fail(F.st, part("east", "a1", 2), "source gone", 2, F.msg,
