@@ -9,6 +9,7 @@ timeout of kraw.Conn.
 """
 
 import struct
+import time
 
 import kraw
 
@@ -38,10 +39,14 @@ def record(delta, key, value, ts_delta=0):
     return _varint(len(body)) + body
 
 
-def batch(records, last_delta=None, base_ts=1700000000000):
+def batch(records, last_delta=None, base_ts=None):
     """One uncompressed v2 batch without producer id.  records is a list of
     (offset_delta, key, value); last_delta defaults to the last record's
-    delta (a larger one leaves a hole at the end, as the cleaner does)."""
+    delta (a larger one leaves a hole at the end, as the cleaner does).
+    base_ts defaults to now: a fixed old timestamp would let the broker's
+    time retention (7 days) delete the records within a second."""
+    if base_ts is None:
+        base_ts = int(time.time() * 1000)
     if last_delta is None:
         last_delta = records[-1][0]
     recs = b"".join(record(dl, k, v, dl) for dl, k, v in records)
