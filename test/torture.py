@@ -433,8 +433,9 @@ def restart_broker(cl):
 # ------------------------------------------------------------------ the run
 
 class Torture:
-    def __init__(self, seconds, seed, faults, victims):
+    def __init__(self, seconds, seed, faults, victims, rate):
         self.seconds, self.seed, self.kinds = seconds, seed, faults
+        self.rate = rate
         self.rnd = random.Random(seed)
         self.nvictims = victims
         self.ledger = Ledger()
@@ -472,17 +473,18 @@ class Torture:
         self.d.cli_ok("--add", "--mirror", MIRROR, "--topic",
                       ",".join(sorted(self.topics)))
         r = self.rnd
+        rate = self.rate
         vparts = [(t, 0) for cls in self.victims.values() for t in cls]
         self.writers = [
-            Writer("idem-a", SRC, [("idem", p) for p in range(3)], 600,
+            Writer("idem-a", SRC, [("idem", p) for p in range(3)], 300 * rate,
                    random.Random(r.random()), None, "none"),
-            Writer("idem-b", SRC, [("idem", p) for p in range(3)], 400,
+            Writer("idem-b", SRC, [("idem", p) for p in range(3)], 200 * rate,
                    random.Random(r.random()), None, "zstd"),
-            Writer("idem-c", SRC, [("idem", 0)], 200,
+            Writer("idem-c", SRC, [("idem", 0)], 100 * rate,
                    random.Random(r.random()), None, "gzip"),
-            Writer("cmp", SRC, [("cmp", 0)], 200,
+            Writer("cmp", SRC, [("cmp", 0)], 200 * rate,
                    random.Random(r.random()), self.ledger, "lz4", keys=64),
-            Writer("del", SRC, [("del", 0), ("del", 1)], 300,
+            Writer("del", SRC, [("del", 0), ("del", 1)], 300 * rate,
                    random.Random(r.random()), self.ledger, "snappy"),
             Writer("vic", SRC, vparts, 20 * len(vparts),
                    random.Random(r.random()), self.ledger, "none"),
@@ -819,7 +821,8 @@ def main():
           "TORTURE_SECONDS=%d TORTURE_FAULTS=%s)"
           % (seed, seconds, ",".join(kinds), seed, seconds, ",".join(kinds)),
           flush=True)
-    t = Torture(seconds, seed, kinds, victims)
+    rate = float(os.environ.get("TORTURE_RATE", "1"))
+    t = Torture(seconds, seed, kinds, victims, rate)
     t.start()
     t.schedule()
     if not t.d.proc.alive():
