@@ -482,9 +482,9 @@ def restart_broker(cl):
 # ------------------------------------------------------------------ the run
 
 class Torture:
-    def __init__(self, seconds, seed, faults, victims, rate):
+    def __init__(self, seconds, seed, faults, victims, rate, compacted=True):
         self.seconds, self.seed, self.kinds = seconds, seed, faults
-        self.rate = rate
+        self.rate, self.compacted = rate, compacted
         self.rnd = random.Random(seed)
         self.nvictims = victims
         self.ledger = Ledger()
@@ -513,6 +513,8 @@ class Torture:
             self.src.grant("User:alice", ["DESCRIBE", "DESCRIBE_CONFIGS"],
                            cluster=True)
         self.topics = {"idem": 3, "txn": 2, "cmp": 1, "del": 2}
+        if not self.compacted:
+            del self.topics["cmp"]
         for cls in self.victims.values():
             for t in cls:
                 self.topics[t] = 1
@@ -541,14 +543,16 @@ class Torture:
                    random.Random(r.random()), None, "zstd"),
             Writer("idem-c", SRC, [("idem", 0)], 100 * rate,
                    random.Random(r.random()), None, "gzip"),
-            Writer("cmp", SRC, [("cmp", 0)], 200 * rate,
-                   random.Random(r.random()), self.ledger, "lz4", keys=64),
             Writer("del", SRC, [("del", 0), ("del", 1)], 300 * rate,
                    random.Random(r.random()), self.ledger, "snappy"),
             Writer("vic", SRC, vparts, 20 * len(vparts),
                    random.Random(r.random()), self.ledger, "none"),
         ]
         self.vic = self.writers[-1]
+        cmp_rnd = random.Random(r.random())
+        if self.compacted:
+            self.writers.append(Writer("cmp", SRC, [("cmp", 0)], 200 * rate,
+                                       cmp_rnd, self.ledger, "lz4", keys=64))
         self.txns = [TxnWriter("txn-%d" % i, SRC, "txn", 2,
                                random.Random(r.random()), self.aborted)
                      for i in range(2)]
@@ -629,7 +633,7 @@ class Torture:
             recreate_topic(self.dst, t)
             return "destination topic %s deleted and created again" % t
         if kind == "deny":
-            t = r.choice(["idem", "txn", "cmp", "del"])
+            t = r.choice(sorted(set(self.topics) & {"idem", "txn", "cmp", "del"}))
             secs = r.uniform(2, 8)
             acls(self.src, 30, [(t, op, 2) for op in (3, 8)])    # DENY READ, DESCRIBE
             try:
@@ -920,7 +924,11 @@ def main():
           % (seed, seconds, ",".join(kinds), seed, seconds, ",".join(kinds)),
           flush=True)
     rate = float(os.environ.get("TORTURE_RATE", "1"))
-    t = Torture(seconds, seed, kinds, victims, rate)
+    compacted = os.environ.get("TORTURE_COMPACTED", "1") != "0"
+    if not compacted:
+        print("torture: without the compacted topic (TORTURE_COMPACTED=0)",
+              flush=True)
+    t = Torture(seconds, seed, kinds, victims, rate, compacted)
     t.start()
     t.schedule()
     if not t.d.proc.alive():
