@@ -451,7 +451,7 @@ def read_all(bootstrap, topic, part, what):
 
 
 def delete_topic(cl, topic):
-    adm = AdminClient({"bootstrap.servers": cl.bootstrap})
+    adm = AdminClient({"bootstrap.servers": cl.admin_bootstrap})
     for f in adm.delete_topics([topic], operation_timeout=30).values():
         f.result(60)
     h.wait_for(lambda: topic not in cl.metadata([topic])["topics"] or
