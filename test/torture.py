@@ -32,9 +32,21 @@ default all of them):
                 going on into the new topic
   dst-recreate  a destination topic (a victim) deleted and created again
   delete-records  mirrord held by SIGSTOP while the load goes on, then
-                DeleteRecords on the source partitions of `del` up to a few
-                records below the end (inside batches mirrord has not
-                copied), then SIGCONT
+                DeleteRecords on the source partitions of `del` up to a
+                batch boundary among the last 60 offsets (data mirrord has
+                not copied), then SIGCONT
+  delete-records-mid  the same up to an offset inside a batch; not in the
+                default set: on main it fails the partition on every retry
+                ("source batch A..B straddles the resume offset C"), issue 8
+                item 6
+  deny          a DENY ACL on READ and DESCRIBE of one of idem, txn, cmp,
+                del for mirrord's source principal, 2-8 s (the source runs
+                with ACLs and SASL when this class is on; the test's own
+                clients use its PLAINTEXT admin listener as a super user)
+
+TORTURE_VICTIMS victim topics per destructive class (default one per 120 s
+of faults), TORTURE_RATE multiplies the load (default 1),
+TORTURE_COMPACTED=0 leaves the compacted topic out.
 
 Then the load stops, and every partition must settle: a victim in FAILED
 (or STOPPED for a deleted source topic) with the reason its fault calls for,
@@ -60,7 +72,8 @@ acknowledged records:
 It ends with one line
   torture: F faults, N records checked, 0 lost, 0 duplicated,
   0 corrupted, 0 aborted visible, P partitions FAILED as expected
-and fails if any count but the last is not 0, a partition FAILED or
+and fails if any count but the last is not 0 (records a producer was told
+failed but that the source has are "uncertain": compared, not placed), a partition FAILED or
 STOPPED for a reason its faults do not explain, or one never settled.
 """
 
