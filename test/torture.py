@@ -72,8 +72,10 @@ acknowledged records:
 It ends with one line
   torture: F faults, N records checked, 0 lost, 0 duplicated,
   0 corrupted, 0 aborted visible, P partitions FAILED as expected
-and fails if any count but the last is not 0 (records a producer was told
-failed but that the source has are "uncertain": compared, not placed), a partition FAILED or
+and fails if any count but the last is not 0 (a record whose delivery the
+producer reported failed, that the source no longer holds but the
+destination does, is "uncertain": compared byte for byte, its offset not
+checked), a partition FAILED or
 STOPPED for a reason its faults do not explain, or one never settled.
 """
 
