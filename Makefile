@@ -11,6 +11,8 @@
 #   make check-kafka     only the real Apache Kafka tier
 #   make demo            mirror between two local clusters, end to end
 #   make bench           mirrord versus a consume-and-reproduce baseline
+#   make torture         minutes of load and faults on real Kafka, then a checker
+#                        (TORTURE_SECONDS, TORTURE_SEED, TORTURE_FAULTS)
 #   make install         install (DESTDIR and PREFIX honoured)
 
 BUILD ?= build
@@ -36,7 +38,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-unit demo bench install uninstall clean \
+.PHONY: all check check-kafka check-unit demo bench torture install uninstall clean \
 	distclean deps test-deps FORCE
 
 all: $(BUILD)/Makefile
@@ -47,7 +49,7 @@ check: test-deps $(BUILD)/Makefile
 	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka demo bench: test-deps $(BUILD)/Makefile
+check-kafka demo bench torture: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 
