@@ -13,7 +13,7 @@ mkdir -p "$1"
 out=$(cd "$1" && pwd)
 version=$(dpkg-parsechangelog -l "$top/debian/changelog" -S Version)
 src="$out/mirrord-$version"
-rm -rf "$src" "$out"/mirrord_"$version"[._]*
+rm -rf "$src" "$out"/mirrord_"$version"[._]* "$out"/mirrord-dbgsym_"$version"_*
 mkdir "$src"
 if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	(cd "$top" && git ls-files -z --cached --others --exclude-standard |
