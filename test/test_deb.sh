@@ -5,8 +5,10 @@
 # reason, and the .deb holds what an operator needs: the programs, the unit
 # enabled through deb-systemd-helper, /etc/mirrord/mirrord.yaml as a
 # conffile, the manual pages, completion, alerting rules and dashboard.
-# The package is unpacked into a scratch directory and its programs run
-# there; nothing is installed on this machine.
+# dpkg installs it into a scratch root (its own status database; the
+# maintainer scripts run with DPKG_ROOT and stand-ins for systemctl and
+# deb-systemd-invoke): enabled, conffile registered, edits kept on
+# reinstall, purge clean.  Nothing is installed on this machine.
 #
 # SKIP (77) without the packaging tools; the wrapper's `make check` installs
 # them (DEB_DEPS in the top-level Makefile), so CI runs it.
@@ -106,52 +108,77 @@ grep -qx 'ExecStart=/usr/sbin/mirrord -c /etc/mirrord/mirrord.yaml' \
 cmp -s "$root/etc/mirrord/mirrord.yaml" "$top_srcdir/etc/mirrord.yaml" || {
 	echo "FAIL: the packaged mirrord.yaml differs from etc/mirrord.yaml"; exit 1; }
 
-# The maintainer scripts as dpkg runs them at install, on the scratch root:
-# DPKG_ROOT points deb-systemd-helper there (it records the enablement
-# under $DPKG_ROOT/var/lib/systemd), and systemctl and deb-systemd-invoke
+# Installed by dpkg into a scratch root (--root: its own status database
+# and file tree; --force-script-chrootless: the maintainer scripts run here
+# with DPKG_ROOT set, which deb-systemd-helper honours; --force-depends: the
+# scratch database has no libraries).  systemctl and deb-systemd-invoke
 # are stand-ins that log their arguments, so no service of this machine is
-# reloaded or started.  Only with a deb-systemd-helper that honours
-# DPKG_ROOT (init-system-helpers 1.61 and later).
+# reloaded or started.  Guarded: only with a deb-systemd-helper that knows
+# DPKG_ROOT (init-system-helpers 1.61 and later), else it would enable the
+# unit on this machine.
 if grep -q DPKG_ROOT "$(command -v deb-systemd-helper)" 2>/dev/null; then
+	inst="$work/instroot"
 	stubs="$work/stubs"
-	mkdir -p "$stubs"
+	mkdir -p "$inst/var/lib/dpkg/info" "$inst/var/lib/dpkg/updates" "$stubs"
+	: >"$inst/var/lib/dpkg/status"
 	for s in systemctl deb-systemd-invoke; do
 		printf '#!/bin/sh\necho "%s $*" >>"%s/calls.log"\n' "$s" "$work" >"$stubs/$s"
 		chmod +x "$stubs/$s"
 	done
 	: >"$work/calls.log"
-	maint() {
-		env DPKG_ROOT="$root" DPKG_MAINTSCRIPT_PACKAGE=mirrord \
-		    DPKG_MAINTSCRIPT_NAME="$1" PATH="$stubs:$PATH" \
-		    sh -e "$ctl/$1" "$2" ${3+"$3"} >>"$work/maint.log" 2>&1 || {
-			echo "FAIL: $1 $2 on the scratch root (status $?):"
-			cat "$work/maint.log"; exit 1; }
+	notroot=""
+	[ "$(id -u)" = 0 ] || notroot=--force-not-root
+	sdpkg() {
+		PATH="$stubs:$PATH" dpkg --root="$inst" --force-script-chrootless \
+		    --force-depends $notroot --log=/dev/null "$@" >>"$work/dpkg.log" 2>&1 || {
+			echo "FAIL: dpkg --root=$inst $* (status $?):"; cat "$work/dpkg.log"; exit 1; }
 	}
-	wants="$root/etc/systemd/system/multi-user.target.wants/mirrord.service"
-	maint postinst configure ""
+	status() {
+		dpkg-query --admindir="$inst/var/lib/dpkg" -W -f='${db:Status-Abbrev}' mirrord 2>/dev/null || :
+	}
+	wants="$inst/etc/systemd/system/multi-user.target.wants/mirrord.service"
+	conf="$inst/etc/mirrord/mirrord.yaml"
+
+	sdpkg -i "$deb"
+	[ "$(status)" = "ii " ] || { echo "FAIL: mirrord not installed: '$(status)'"; exit 1; }
+	dpkg-query --admindir="$inst/var/lib/dpkg" -W -f='${Conffiles}\n' mirrord |
+	    grep -q '^ /etc/mirrord/mirrord.yaml [0-9a-f]\{32\}$' || {
+		echo "FAIL: dpkg did not register /etc/mirrord/mirrord.yaml as a conffile"; exit 1; }
 	[ "$(readlink "$wants")" = /lib/systemd/system/mirrord.service ] || {
-		echo "FAIL: postinst configure did not enable mirrord.service (WantedBy=multi-user.target):"
-		ls -lR "$root/etc/systemd" 2>&1; cat "$work/maint.log"; exit 1; }
+		echo "FAIL: installing did not enable mirrord.service (WantedBy=multi-user.target):"
+		ls -lR "$inst/etc/systemd" 2>&1; cat "$work/dpkg.log"; exit 1; }
 	if [ -d /run/systemd/system ]; then
 		grep -qx "deb-systemd-invoke start mirrord.service" "$work/calls.log" || {
-			echo "FAIL: postinst did not start mirrord.service:"; cat "$work/calls.log"; exit 1; }
+			echo "FAIL: installing did not start mirrord.service:"; cat "$work/calls.log"; exit 1; }
 	fi
-	# An operator who disabled the unit keeps it disabled on upgrade.
+	"$inst/usr/sbin/mirrord" --check-config "$conf" >/dev/null 2>&1 || {
+		echo "FAIL: mirrord --check-config on the installed $conf"; exit 1; }
+
+	# The operator edits the config and disables the unit; a reinstall
+	# (what an upgrade does to them) keeps both.
+	echo "# edited by the operator" >>"$conf"
 	rm "$wants"
-	maint postinst configure "$version"
+	sdpkg -i "$deb"
+	tail -n 1 "$conf" | grep -qx "# edited by the operator" || {
+		echo "FAIL: reinstalling replaced the operator's edited $conf"; exit 1; }
 	[ ! -e "$wants" ] && [ ! -L "$wants" ] || {
-		echo "FAIL: an upgrade re-enabled the unit the operator had disabled"; exit 1; }
-	maint prerm remove
-	maint postrm remove
-	maint postrm purge
-	if [ -n "$(find "$root/etc/systemd" "$root/var/lib/systemd" -name 'mirrord*' 2>/dev/null)" ]; then
-		echo "FAIL: postrm purge left the unit's enablement state:"
-		find "$root/etc/systemd" "$root/var/lib/systemd" -name 'mirrord*'; exit 1
-	fi
-	echo "maintainer scripts on the scratch root: enabled at install, kept disabled on upgrade, state gone after purge"
+		echo "FAIL: reinstalling re-enabled the unit the operator had disabled"; exit 1; }
+
+	# Removal keeps the conffile, purge removes it and the unit's state.
+	sdpkg -r mirrord
+	[ "$(status)" = "rc " ] && [ -f "$conf" ] && [ ! -e "$inst/usr/sbin/mirrord" ] || {
+		echo "FAIL: after dpkg -r: status '$(status)', conffile kept? binary gone?"
+		ls -lR "$inst/etc/mirrord" "$inst/usr/sbin" 2>&1; exit 1; }
+	sdpkg -P mirrord
+	[ -z "$(status)" ] || [ "$(status)" = "pn " ] || {
+		echo "FAIL: after dpkg -P the status is '$(status)'"; exit 1; }
+	left=$(find "$inst/etc" "$inst/var/lib/systemd" "$inst/lib" "$inst/usr" \
+	    -name 'mirrord*' 2>/dev/null || :)
+	[ -z "$left" ] || { echo "FAIL: dpkg -P left: $left"; exit 1; }
+	echo "dpkg --root install: conffile registered, unit enabled, edits and a disabled unit kept on reinstall, purge leaves nothing"
 	cat "$work/calls.log"
 else
-	echo "note: deb-systemd-helper does not honour DPKG_ROOT; maintainer scripts not run"
+	echo "note: deb-systemd-helper does not honour DPKG_ROOT: no scratch-root dpkg install"
 fi
 
 echo "PASS: dpkg-buildpackage -us -uc builds $(basename "$deb"), lintian clean, contents and scripts as expected"
