@@ -27,6 +27,9 @@ fi
 [ -x "$src/debian/rules" ] && [ -f "$src/configure.ac" ] || {
 	echo "mkdeb: the copy in $src lacks debian/rules or configure.ac" >&2; exit 1; }
 cd "$src"
+# Run from make (make deb, make check), MAKEFLAGS would carry the caller's
+# variables (TESTS=..., a jobserver) into debian/rules' own makes.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-parallel=2}" dpkg-buildpackage -us -uc
 echo "mkdeb: built in $out:"
 ls "$out"/mirrord_"$version"*
