@@ -14,6 +14,8 @@
 #   make torture         minutes of load and faults on real Kafka, then a checker
 #                        (TORTURE_SECONDS, TORTURE_SEED, TORTURE_FAULTS)
 #   make install         install (DESTDIR and PREFIX honoured)
+#   make deb             the Debian package, built from a clean copy of the
+#                        tree in $(BUILD)/deb (dpkg-buildpackage -us -uc)
 
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -28,6 +30,11 @@ BUILD_DEPS = gcc make autoconf automake pkg-config librdkafka-dev libevent-dev \
 	libpcre2-dev
 TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang libclang-rt-14-dev \
 	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps bash-completion python3-yaml
+# Building and checking the Debian package (make deb, test/test_deb.sh);
+# part of TEST_DEPS so `make check` (and CI) really runs test_deb.sh.
+# debian/control's Build-Depends mirror BUILD_DEPS.
+DEB_DEPS = dpkg-dev debhelper lintian build-essential
+TEST_DEPS += $(DEB_DEPS)
 # --enable-fuzzers links libFuzzer and the sanitizer runtimes: clang alone
 # does not bring them (Debian 12 ships them in libclang-rt-14-dev).
 FUZZ_DEPS = clang libclang-rt-14-dev
@@ -39,7 +46,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
 .PHONY: all check check-kafka check-unit demo bench torture install uninstall clean \
-	distclean deps test-deps FORCE
+	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
 	@$(SUBMAKE) all
@@ -55,6 +62,10 @@ check-kafka demo bench torture: test-deps $(BUILD)/Makefile
 
 install uninstall: $(BUILD)/Makefile
 	@$(SUBMAKE) $@
+
+# Needs no configure here: debian/rules builds its own copy out of tree.
+deb: deb-deps
+	sh debian/mkdeb.sh $(BUILD)/deb
 
 clean:
 	@if [ -f $(BUILD)/Makefile ]; then $(SUBMAKE) clean; fi
@@ -82,6 +93,9 @@ endef
 
 deps:
 	$(call ensure_pkgs,$(BUILD_DEPS))
+
+deb-deps: deps
+	$(call ensure_pkgs,$(DEB_DEPS))
 
 test-deps: deps
 	$(call ensure_pkgs,$(TEST_DEPS))
