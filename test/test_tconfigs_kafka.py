@@ -47,7 +47,7 @@ def _ns(v):
 
 def describe(cluster, topic):
     """{name: value} of the topic's configs set on the topic itself."""
-    c = kraw.Conn(cluster.bootstrap)
+    c = kraw.Conn(cluster.admin_bootstrap)
     try:
         body = struct.pack(">ib", 1, 2) + _s(topic) + struct.pack(">i", -1) \
             + struct.pack(">b", 0)
@@ -84,7 +84,7 @@ def alter(cluster, topic, sets=None, deletes=()):
         + struct.pack(">i", len(ops)) \
         + b"".join(_s(k) + struct.pack(">b", op) + _ns(v) for k, op, v in ops) \
         + struct.pack(">b", 0)
-    c = kraw.Conn(cluster.bootstrap)
+    c = kraw.Conn(cluster.admin_bootstrap)
     try:
         r = c.call(44, 0, body)
         r.i32()
