@@ -131,9 +131,9 @@ static void round_free(struct tcround *r)
 		kv_free(r->t[i].ops, r->t[i].nops);
 	}
 	free(r->t);
-	free(r);
 	if (tc->round == r)
 		tc->round = NULL;
+	free(r);
 	tc_unref(tc);
 }
 
@@ -157,6 +157,13 @@ static struct tcwarn *warn_find(const struct ptconf *tc, const char *topic)
 	return NULL;
 }
 
+static void warn_drop(struct ptconf *tc, struct tcwarn *w)
+{
+	free(w->topic);
+	free(w->text);
+	*w = tc->warn[--tc->nwarn];
+}
+
 static void warn_clear(struct ptconf *tc, const char *topic)
 {
 	struct tcwarn *w = warn_find(tc, topic);
@@ -165,22 +172,21 @@ static void warn_clear(struct ptconf *tc, const char *topic)
 		return;
 	log_info("mirror %s: topic %s: the destination takes the topic's configs "
 	    "from the source again", tc->pm->name, topic);
-	free(w->topic);
-	free(w->text);
-	*w = tc->warn[--tc->nwarn];
+	warn_drop(tc, w);
 }
 
-/* A refusal of topic's configs (code, the destination's words in em). */
+
+/* A refusal of topic's configs: what was refused (lead), the error code and
+ * the cluster's words in em. */
 static void warn_set(struct ptconf *tc, const char *topic, int16_t code,
-    const char *what, struct kstr em)
+    const char *lead, struct kstr em)
 {
 	struct pmirror *pm = tc->pm;
 	struct tcwarn *w = warn_find(tc, topic), *arr;
-	char text[700];
+	char text[900];
 
-	snprintf(text, sizeof(text), "the destination refuses the topic's configs "
-	    "from the source (%s): %s%s%.*s; mirroring goes on, retried every %"
-	    PRId64 " ms", what, kerr_name(code), em.len > 0 ? ": " : "",
+	snprintf(text, sizeof(text), "%s: %s%s%.*s; mirroring goes on, retried "
+	    "every %" PRId64 " ms", lead, kerr_name(code), em.len > 0 ? ": " : "",
 	    em.len > 0 ? (int)MIN(em.len, 300) : 0, em.len > 0 ? em.p : "",
 	    pm->conf->metadata_refresh_interval_ms);
 	if (pm->pl->ms != NULL)
@@ -300,14 +306,19 @@ static void describe_response(struct kconn *c, int err, const char *errstr,
 
 		if (t == NULL || res->resource_type != TC_RESOURCE_TOPIC)
 			continue;
+		if (res->error_code == 3 /* UNKNOWN_TOPIC_OR_PARTITION */) {
+			/* Deleted meanwhile: the data plane sees to it. */
+			log_debug("mirror %s: topic %s: DescribeConfigs on the %s: %s",
+			    tc->pm->name, t->name, side, kerr_name(res->error_code));
+			continue;
+		}
 		if (res->error_code != 0) {
-			if (q->is_dst)
-				warn_set(tc, t->name, res->error_code,
-				    "DescribeConfigs", res->error_message);
-			else
-				log_debug("mirror %s: topic %s: DescribeConfigs on the "
-				    "source: %s", tc->pm->name, t->name,
-				    kerr_name(res->error_code));
+			warn_set(tc, t->name, res->error_code, q->is_dst ?
+			    "the destination does not describe the topic's configs "
+			    "(DescribeConfigs), so they cannot follow the source's" :
+			    "the source does not describe the topic's configs "
+			    "(DescribeConfigs), so the destination's cannot follow them",
+			    res->error_message);
 			continue;
 		}
 		kv = q->is_dst ? &t->dst : &t->src;
@@ -409,7 +420,7 @@ static void alter_response(struct kconn *c, int err, const char *errstr,
 	struct ptconf *tc = r->tc;
 	struct kp_incremental_alter_configs_response resp;
 	struct karena *a = NULL;
-	char what[600];
+	char what[600], lead[700];
 
 	if (tc->pm == NULL)
 		goto out;
@@ -439,7 +450,9 @@ static void alter_response(struct kconn *c, int err, const char *errstr,
 			continue;
 		ops_text(t, what, sizeof(what));
 		if (x->error_code != 0) {
-			warn_set(tc, t->name, x->error_code, what, x->error_message);
+			snprintf(lead, sizeof(lead), "the destination refuses the "
+			    "topic's configs from the source (%s)", what);
+			warn_set(tc, t->name, x->error_code, lead, x->error_message);
 			continue;
 		}
 		log_info("mirror %s: topic %s: configs synced from the source: %s",
@@ -634,9 +647,7 @@ void ptconf_tick(struct pmirror *pm, int64_t now)
 			i++;
 			continue;
 		}
-		free(tc->warn[i].topic);
-		free(tc->warn[i].text);
-		tc->warn[i] = tc->warn[--tc->nwarn];
+		warn_drop(tc, &tc->warn[i]);
 	}
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return;
@@ -655,8 +666,15 @@ void ptconf_tick(struct pmirror *pm, int64_t now)
 		const struct ptopicmd *sd = pcluster_topic(pm->src, mt->name);
 		const struct ptopicmd *dd = pcluster_topic(pm->pl->dst, mt->name);
 
-		if (!topic_mirroring(mt) || sd == NULL || sd->error != 0 ||
-		    dd == NULL || dd->error != 0)
+		if (!topic_mirroring(mt)) {
+			/* Paused, stopped, failed: not synced, nothing to show. */
+			struct tcwarn *w = warn_find(tc, mt->name);
+
+			if (w != NULL)
+				warn_drop(tc, w);
+			continue;
+		}
+		if (sd == NULL || sd->error != 0 || dd == NULL || dd->error != 0)
 			continue;
 		if ((r->t[r->n].name = strdup(mt->name)) == NULL)
 			break;
