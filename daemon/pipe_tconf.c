@@ -18,8 +18,10 @@
  *   - names in mirror.topic.properties.exclude (and mirror.name) are left
  *     alone on both sides, as are sensitive configs (no value to copy).
  *
- * The destination applies one topic's changes all together or not at all.
- * A topic whose changes it refuses (INVALID_CONFIG, POLICY_VIOLATION,
+ * The destination applies one topic's changes all together or not at all;
+ * after it refused several together, the topic's changes go one per
+ * request from the next round on (topic_split()), so only the refused ones
+ * stay behind.  A topic whose changes it refuses (INVALID_CONFIG, POLICY_VIOLATION,
  * TOPIC_AUTHORIZATION_FAILED...) keeps a warning: logged when it starts or
  * changes, counted in mirrord_topic_config_errors_total by error name,
  * shown as the WarningMessage of the topic's partitions in DescribeMirrors,
@@ -60,11 +62,17 @@ struct tckv {
 	char *value;                 /* NULL: a DELETE operation */
 };
 
+enum { TC_ST_NONE, TC_ST_SENT, TC_ST_APPLIED, TC_ST_REFUSED };
+
 struct tctopic {
 	char *name;
 	struct tckv *src, *dst, *ops;
 	size_t nsrc, ndst, nops;
 	int src_ok, dst_ok;
+	uint8_t *opst;               /* per op: TC_ST_* */
+	int split;                   /* one op per request (topic_split()) */
+	int16_t error;               /* the last refusal */
+	char errmsg[320];
 };
 
 struct tcround {
@@ -78,6 +86,7 @@ struct tcwarn {
 	char *topic;
 	int16_t error;
 	char *text;                  /* the DescribeMirrors warning */
+	int split;                   /* its changes go one per request */
 };
 
 struct ptconf {
@@ -129,6 +138,7 @@ static void round_free(struct tcround *r)
 		kv_free(r->t[i].src, r->t[i].nsrc);
 		kv_free(r->t[i].dst, r->t[i].ndst);
 		kv_free(r->t[i].ops, r->t[i].nops);
+		free(r->t[i].opst);
 	}
 	free(r->t);
 	if (tc->round == r)
@@ -205,6 +215,7 @@ static void warn_set(struct ptconf *tc, const char *topic, int16_t code,
 		w = &tc->warn[tc->nwarn];
 		w->topic = strdup(topic);
 		w->text = NULL;
+		w->split = 0;
 		if (w->topic == NULL)
 			return;
 		tc->nwarn++;
@@ -242,6 +253,7 @@ struct tcreq {
 	struct tcround *r;
 	int is_dst;
 	int16_t version;
+	size_t k;                    /* IncrementalAlterConfigs: which request */
 };
 
 static struct tctopic *round_topic(struct tcround *r, struct kstr name)
@@ -384,26 +396,31 @@ static int op_add(struct tctopic *t, const char *name, const char *value)
 	return 0;
 }
 
-/* "set a=1, b=2, deleted c" for logs and warnings. */
-static void ops_text(const struct tctopic *t, char *buf, size_t len)
+/* "set a=1, b=2, deleted c" for logs and warnings: the ops whose status
+ * is st (TC_ST_*). */
+static void ops_text(const struct tctopic *t, int st, char *buf, size_t len)
 {
 	size_t at = 0;
-	int deleting = 0;
+	int setting = 0, deleting = 0, first = 1;
 
 	buf[0] = '\0';
 	for (size_t i = 0; i < t->nops && at < len; i++) {
 		const struct tckv *o = &t->ops[i];
-		const char *sep = i == 0 ? "" : ", ";
 		int n;
 
+		if (t->opst[i] != st)
+			continue;
 		if (o->value != NULL)
-			n = snprintf(buf + at, len - at, "%s%s%s=%s", sep,
-			    i == 0 ? "set " : "", o->name, o->value);
+			n = snprintf(buf + at, len - at, "%s%s%s=%s", first ? "" : ", ",
+			    setting ? "" : "set ", o->name, o->value);
 		else
-			n = snprintf(buf + at, len - at, "%s%s%s", sep,
+			n = snprintf(buf + at, len - at, "%s%s%s", first ? "" : ", ",
 			    deleting ? "" : "deleted ", o->name);
 		if (o->value == NULL)
 			deleting = 1;
+		else
+			setting = 1;
+		first = 0;
 		if (n < 0)
 			break;
 		at += (size_t)n;
@@ -411,6 +428,71 @@ static void ops_text(const struct tctopic *t, char *buf, size_t len)
 }
 
 /* ---- IncrementalAlterConfigs on the destination ----------------------------- */
+
+/*
+ * A topic whose changes were refused together is split: from the next
+ * round on each of its changes goes in a request of its own (k-th change
+ * in the k-th request; the destination refuses a topic named twice in one
+ * request), so the changes it accepts are applied and the warning names
+ * only those it refuses.
+ */
+static int topic_split(const struct ptconf *tc, const char *topic)
+{
+	const struct tcwarn *w = warn_find(tc, topic);
+
+	return w != NULL && w->split;
+}
+
+/* Which of t's ops request k carries: [*lo, *hi). */
+static void req_ops(const struct tctopic *t, size_t k, size_t *lo, size_t *hi)
+{
+	if (t->split) {
+		*lo = k < t->nops ? k : t->nops;
+		*hi = k < t->nops ? k + 1 : t->nops;
+	} else {
+		*lo = 0;
+		*hi = k == 0 ? t->nops : 0;
+	}
+}
+
+static void round_finish(struct tcround *r)
+{
+	struct ptconf *tc = r->tc;
+	char what[600], lead[700];
+
+	for (size_t i = 0; tc->pm != NULL && i < r->n; i++) {
+		struct tctopic *t = &r->t[i];
+		size_t napplied = 0, nrefused = 0;
+
+		for (size_t k = 0; k < t->nops; k++) {
+			napplied += t->opst[k] == TC_ST_APPLIED;
+			nrefused += t->opst[k] == TC_ST_REFUSED;
+		}
+		if (napplied > 0) {
+			ops_text(t, TC_ST_APPLIED, what, sizeof(what));
+			log_info("mirror %s: topic %s: configs synced from the source: %s",
+			    tc->pm->name, t->name, what);
+			if (tc->pm->pl->ms != NULL)
+				metrics_counter_add(METRICS_SERIES(MSTD(tc->pm->pl->ms,
+				    TOPIC_CONFIGS_APPLIED), tc->pm->name),
+				    (double)napplied);
+		}
+		if (nrefused > 0) {
+			struct tcwarn *w;
+
+			ops_text(t, TC_ST_REFUSED, what, sizeof(what));
+			snprintf(lead, sizeof(lead), "the destination refuses the "
+			    "topic's configs from the source (%s)", what);
+			warn_set(tc, t->name, t->error, lead, kstr_c(t->errmsg));
+			w = warn_find(tc, t->name);
+			if (w != NULL && nrefused > 1 && t->error != 29 /* authz */)
+				w->split = 1;
+		} else if (napplied == t->nops && t->nops > 0) {
+			warn_clear(tc, t->name);
+		}
+	}
+	round_free(r);
+}
 
 static void alter_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
@@ -420,8 +502,8 @@ static void alter_response(struct kconn *c, int err, const char *errstr,
 	struct ptconf *tc = r->tc;
 	struct kp_incremental_alter_configs_response resp;
 	struct karena *a = NULL;
-	char what[600], lead[700];
 
+	r->pending--;
 	if (tc->pm == NULL)
 		goto out;
 	if (err != KCONN_E_OK) {
@@ -445,40 +527,114 @@ static void alter_response(struct kconn *c, int err, const char *errstr,
 		const struct kp_incremental_alter_configs_response_alter_configs_resource_response *x =
 		    &resp.responses[i];
 		struct tctopic *t = round_topic(r, x->resource_name);
+		size_t lo, hi;
 
-		if (t == NULL || t->nops == 0)
+		if (t == NULL)
 			continue;
-		ops_text(t, what, sizeof(what));
-		if (x->error_code != 0) {
-			snprintf(lead, sizeof(lead), "the destination refuses the "
-			    "topic's configs from the source (%s)", what);
-			warn_set(tc, t->name, x->error_code, lead, x->error_message);
-			continue;
+		req_ops(t, q->k, &lo, &hi);
+		for (size_t k = lo; k < hi; k++)
+			if (t->opst[k] == TC_ST_SENT)
+				t->opst[k] = x->error_code == 0 ? TC_ST_APPLIED :
+				    TC_ST_REFUSED;
+		if (x->error_code != 0 && lo < hi) {
+			t->error = x->error_code;
+			snprintf(t->errmsg, sizeof(t->errmsg), "%.*s",
+			    x->error_message.len > 0 ? (int)MIN(x->error_message.len, 300) : 0,
+			    x->error_message.len > 0 ? x->error_message.p : "");
 		}
-		log_info("mirror %s: topic %s: configs synced from the source: %s",
-		    tc->pm->name, t->name, what);
-		if (tc->pm->pl->ms != NULL)
-			metrics_counter_add(METRICS_SERIES(MSTD(tc->pm->pl->ms,
-			    TOPIC_CONFIGS_APPLIED), tc->pm->name), (double)t->nops);
-		warn_clear(tc, t->name);
 	}
 out:
 	karena_free(a);
 	free(q);
-	round_free(r);
+	if (r->pending > 0)
+		return;
+	round_finish(r);
+}
+
+/* Sends request k of the round: 0, or -1 when it has nothing to carry or
+ * could not be sent. */
+static int send_alter(struct tcround *r, struct kconn *c, int v, size_t k)
+{
+	struct pmirror *pm = r->tc->pm;
+	struct kp_incremental_alter_configs_request req;
+	struct kp_incremental_alter_configs_request_alter_configs_resource *res = NULL;
+	struct kp_incremental_alter_configs_request_alterable_config *cf = NULL;
+	size_t nres = 0, ncf = 0, total = 0, lo, hi;
+	struct tcreq *q = NULL;
+	char err[256];
+	int rc = -1;
+
+	for (size_t i = 0; i < r->n; i++) {
+		req_ops(&r->t[i], k, &lo, &hi);
+		if (lo < hi) {
+			nres++;
+			total += hi - lo;
+		}
+	}
+	if (nres == 0)
+		return -1;
+	res = calloc(nres, sizeof(*res));
+	cf = calloc(total, sizeof(*cf));
+	q = calloc(1, sizeof(*q));
+	if (res == NULL || cf == NULL || q == NULL)
+		goto out;
+	kp_incremental_alter_configs_request_init(&req);
+	nres = 0;
+	for (size_t i = 0; i < r->n; i++) {
+		struct tctopic *t = &r->t[i];
+
+		req_ops(t, k, &lo, &hi);
+		if (lo >= hi)
+			continue;
+		kp_incremental_alter_configs_request_alter_configs_resource_init(&res[nres]);
+		res[nres].resource_type = TC_RESOURCE_TOPIC;
+		res[nres].resource_name = kstr_c(t->name);
+		res[nres].configs = &cf[ncf];
+		res[nres].configs_n = (int32_t)(hi - lo);
+		for (size_t o = lo; o < hi; o++, ncf++) {
+			kp_incremental_alter_configs_request_alterable_config_init(&cf[ncf]);
+			cf[ncf].name = kstr_c(t->ops[o].name);
+			cf[ncf].config_operation = t->ops[o].value != NULL ?
+			    TC_OP_SET : TC_OP_DELETE;
+			cf[ncf].value = kstr_c(t->ops[o].value);
+			t->opst[o] = TC_ST_SENT;
+		}
+		nres++;
+	}
+	req.resources = res;
+	req.resources_n = (int32_t)nres;
+	q->r = r;
+	q->is_dst = 1;
+	q->version = (int16_t)v;
+	q->k = k;
+	r->pending++;
+	if (kconn_send(c, KP_API_INCREMENTAL_ALTER_CONFIGS, (int16_t)v, alter_encode,
+	    &req, 0, (int)MIN(pm->pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
+	    alter_response, q, err, sizeof(err)) != 0) {
+		r->pending--;
+		log_warnx("mirror %s: IncrementalAlterConfigs: %s", pm->name, err);
+		for (size_t i = 0; i < r->n; i++) {
+			req_ops(&r->t[i], k, &lo, &hi);
+			for (size_t o = lo; o < hi; o++)
+				r->t[i].opst[o] = TC_ST_NONE;
+		}
+		goto out;
+	}
+	q = NULL;
+	rc = 0;
+out:
+	free(res);
+	free(cf);
+	free(q);
+	return rc;
 }
 
 static void round_alter(struct tcround *r)
 {
 	struct ptconf *tc = r->tc;
 	struct pmirror *pm = tc->pm;
-	struct kp_incremental_alter_configs_request req;
-	struct kp_incremental_alter_configs_request_alter_configs_resource *res = NULL;
-	struct kp_incremental_alter_configs_request_alterable_config *cf = NULL;
-	size_t nres = 0, ncf = 0, total = 0;
+	size_t nres = 0, nreq = 0;
 	struct kconn *c;
-	struct tcreq *q = NULL;
-	char err[256];
 	int v;
 
 	for (size_t i = 0; i < r->n; i++) {
@@ -495,11 +651,19 @@ static void round_alter(struct tcround *r)
 		for (size_t k = 0; k < t->ndst; k++)
 			if (kv_get(t->src, t->nsrc, t->dst[k].name) == NULL)
 				(void)op_add(t, t->dst[k].name, NULL);
-		if (t->nops == 0)
+		if (t->nops == 0) {
 			warn_clear(tc, t->name); /* in step */
-		else
-			nres++;
-		total += t->nops;
+			continue;
+		}
+		if ((t->opst = calloc(t->nops, 1)) == NULL) {
+			kv_free(t->ops, t->nops);
+			t->ops = NULL;
+			t->nops = 0;
+			continue;
+		}
+		t->split = t->nops > 1 && topic_split(tc, t->name);
+		nres++;
+		nreq = MAX(nreq, t->split ? t->nops : 1);
 	}
 	if (nres == 0)
 		goto done;
@@ -512,50 +676,13 @@ static void round_alter(struct tcround *r)
 			    pm->name, nres);
 		goto done;
 	}
-	res = calloc(nres, sizeof(*res));
-	cf = calloc(total, sizeof(*cf));
-	q = calloc(1, sizeof(*q));
-	if (res == NULL || cf == NULL || q == NULL)
-		goto done;
-	kp_incremental_alter_configs_request_init(&req);
-	nres = 0;
-	for (size_t i = 0; i < r->n; i++) {
-		struct tctopic *t = &r->t[i];
-
-		if (t->nops == 0)
-			continue;
-		kp_incremental_alter_configs_request_alter_configs_resource_init(&res[nres]);
-		res[nres].resource_type = TC_RESOURCE_TOPIC;
-		res[nres].resource_name = kstr_c(t->name);
-		res[nres].configs = &cf[ncf];
-		res[nres].configs_n = (int32_t)t->nops;
-		for (size_t k = 0; k < t->nops; k++, ncf++) {
-			kp_incremental_alter_configs_request_alterable_config_init(&cf[ncf]);
-			cf[ncf].name = kstr_c(t->ops[k].name);
-			cf[ncf].config_operation = t->ops[k].value != NULL ?
-			    TC_OP_SET : TC_OP_DELETE;
-			cf[ncf].value = kstr_c(t->ops[k].value);
-		}
-		nres++;
-	}
-	req.resources = res;
-	req.resources_n = (int32_t)nres;
-	q->r = r;
-	q->is_dst = 1;
-	q->version = (int16_t)v;
-	if (kconn_send(c, KP_API_INCREMENTAL_ALTER_CONFIGS, (int16_t)v, alter_encode,
-	    &req, 0, (int)MIN(pm->pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
-	    alter_response, q, err, sizeof(err)) != 0) {
-		log_warnx("mirror %s: IncrementalAlterConfigs: %s", pm->name, err);
-		goto done;
-	}
-	free(res);
-	free(cf);
-	return;
+	/* round_finish() once the last answer is in (none is called from
+	 * inside kconn_send()). */
+	for (size_t k = 0; k < nreq; k++)
+		(void)send_alter(r, c, v, k);
+	if (r->pending > 0)
+		return;
 done:
-	free(res);
-	free(cf);
-	free(q);
 	round_free(r);
 }
 

@@ -16,7 +16,8 @@ mirror.topic.properties.exclude.
      destination's own max.compaction.lag.ms, excluded from the sync) is
      reported for that topic (log line, metric by error name, the warning
      of its partitions in DescribeMirrors) while another topic's change is
-     still applied and records are still mirrored; once the source value is
+     still applied and records are still mirrored; a value changed with it
+     is applied on its own at the next round; once the source value is
      fixed the report goes away.
 """
 
@@ -169,7 +170,10 @@ def main():
 
     # 3. A value the destination refuses: min.compaction.lag.ms above the
     # destination's max.compaction.lag.ms (1 day).  Valid on the source.
-    alter(src_c, T, sets={"min.compaction.lag.ms": "172800000"})
+    # With it, in the same change, a value the destination takes: refused
+    # together at first, then sent on its own and applied.
+    alter(src_c, T, sets={"min.compaction.lag.ms": "172800000",
+                          "segment.ms": "7200000"})
     alter(src_c, U, sets={"retention.ms": "7200000"})
 
     def refused():
@@ -181,8 +185,17 @@ def main():
                % (T, rows(d, T)))
     h.wait_for(lambda: describe(dst_c, U).get("retention.ms") == "7200000", 60,
                "the other topic's change applied (now %r)" % describe(dst_c, U))
+    h.wait_for(lambda: describe(dst_c, T).get("segment.ms") == "7200000", 60,
+               "segment.ms, changed with the refused value, applied on its own "
+               "(now %r)" % describe(dst_c, T))
     h.check(describe(dst_c, T).get("min.compaction.lag.ms") is None,
             "the refused value is on the destination")
+    h.wait_for(lambda: rows(d, T) and all(
+        "segment.ms" not in (p.get("warningMessage") or "") and
+        "min.compaction.lag.ms" in (p.get("warningMessage") or "")
+        for p in rows(d, T)), 60,
+        "the warning to name only the refused min.compaction.lag.ms (now %r)"
+        % rows(d, T))
     h.check(not any(p.get("warningMessage") for p in rows(d, U)),
             "the other topic carries a warning: %r" % rows(d, U))
     h.check(metric(d, "mirrord_topic_config_errors_total", mirror="m1",
@@ -203,7 +216,8 @@ def main():
             "a refused config changed a partition's state: %r"
             % (rows(d, T) + rows(d, U)))
     print("3. min.compaction.lag.ms refused by the destination: reported for %s "
-          "(warning, metric, log), %s still synced, records still mirrored"
+          "(warning, metric, log), segment.ms changed with it applied alone, %s "
+          "still synced, records still mirrored"
           % (T, U), flush=True)
 
     # Fixed on the source: applied, and the warning goes.
