@@ -2,7 +2,8 @@
  * pipe_int.h: the data plane's internal types, shared by pipeline.c (the
  * partition machine), pipe_cluster.c (brokers, connections, metadata),
  * pipe_copy.c (fetch and produce), pipe_ident.c (topic and cluster
- * identity) and pipe_epoch.c (source leader epochs, divergence).  Nothing outside daemon/pipe*.c includes this.
+ * identity), pipe_epoch.c (source leader epochs, divergence) and pipe_tconf.c
+ * (topic configs following the source).  Nothing outside daemon/pipe*.c includes this.
  */
 #ifndef MIRRORD_PIPE_INT_H
 #define MIRRORD_PIPE_INT_H
