@@ -2,7 +2,8 @@
  * pipe_int.h: the data plane's internal types, shared by pipeline.c (the
  * partition machine), pipe_cluster.c (brokers, connections, metadata),
  * pipe_copy.c (fetch and produce), pipe_ident.c (topic and cluster
- * identity) and pipe_epoch.c (source leader epochs, divergence).  Nothing outside daemon/pipe*.c includes this.
+ * identity), pipe_epoch.c (source leader epochs, divergence) and pipe_tconf.c
+ * (topic configs following the source).  Nothing outside daemon/pipe*.c includes this.
  */
 #ifndef MIRRORD_PIPE_INT_H
 #define MIRRORD_PIPE_INT_H
@@ -26,6 +27,7 @@ struct pipeline;
 struct pcluster;
 struct pmirror;
 struct ptcreate;
+struct ptconf;
 
 /* ---- clusters -------------------------------------------------------- */
 
@@ -236,6 +238,7 @@ struct pmirror {
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
 	struct pabsent *absent;      /* topics missing from Metadata (pipe_ident.c) */
+	struct ptconf *tconf;        /* topic config sync (pipe_tconf.c), NULL until the first tick */
 	size_t nabsent;
 	int dead;
 };
@@ -359,6 +362,15 @@ void pprove_send(struct ppart *p);
 int ptopic_ensure(struct ppart *p, char *msg, size_t msglen);
 int ptopic_grow(struct ppart *p, int32_t have, char *msg, size_t msglen);
 void ptopic_forget_all(struct pmirror *pm);
+
+/* pipe_tconf.c: destination topic configs follow the source's.
+ * ptconf_tick() starts a round every mirror.metadata.refresh.interval.ms;
+ * ptconf_warning() gives the topic's refused-configs warning (1, in buf)
+ * or 0; ptconf_forget() when the mirror's struct goes. */
+void ptconf_tick(struct pmirror *pm, int64_t now);
+int ptconf_warning(struct pmirror *pm, const char *topic, char *buf,
+    size_t len);
+void ptconf_forget(struct pmirror *pm);
 
 /* pipe_epoch.c: source leader epochs.  pepoch_start() before a partition
  * (re)starts at destination end d, source offset s, with the last mirrored

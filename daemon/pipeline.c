@@ -300,6 +300,7 @@ static void pm_free(struct pmirror *pm)
 		metrics_std_mirror_remove(pm->pl->ms, pm->name);
 	/* Bury the partitions before closing the source: closing fails their
 	 * in-flight requests, whose callbacks free buried partitions. */
+	ptconf_forget(pm);
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
 	srcfiles_cancel(pm->files);
@@ -829,6 +830,7 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 		pcluster_tick(pm->src);
 		for (size_t j = 0; j < pm->nparts; j++)
 			part_step(pm->parts[j], now);
+		ptconf_tick(pm, now);
 	}
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (pl->mirrors[i]->src != NULL && !pl->draining)
@@ -1299,16 +1301,31 @@ int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
 {
 	const struct ppart *pp = part_of(pl, p);
 	int64_t stuck = pp != NULL ? pl_lso_stuck_ms(pp, clock_mono_ms()) : 0;
+	size_t at = 0;
 
-	if (stuck <= 0)
+	if (len == 0)
 		return 0;
-	snprintf(buf, len, "the source's last stable offset has stayed at %" PRId64
-	    " for %.1f s (pipeline.stuck_lso_warn_ms is %" PRId64 ") while "
-	    "the high watermark is %" PRId64 ": a transaction open on the source "
-	    "holds back read_committed readers, and mirrord copies only up to the "
-	    "last stable offset", pp->live.last_stable_offset, (double)stuck / 1000.0,
-	    pl->cfg->pipeline_stuck_lso_warn_ms, pp->live.source_high_watermark);
-	return 1;
+	buf[0] = '\0';
+	if (stuck > 0) {
+		snprintf(buf, len, "the source's last stable offset has stayed at %" PRId64
+		    " for %.1f s (pipeline.stuck_lso_warn_ms is %" PRId64 ") while "
+		    "the high watermark is %" PRId64 ": a transaction open on the source "
+		    "holds back read_committed readers, and mirrord copies only up to the "
+		    "last stable offset", pp->live.last_stable_offset, (double)stuck / 1000.0,
+		    pl->cfg->pipeline_stuck_lso_warn_ms, pp->live.source_high_watermark);
+		at = strlen(buf);
+		if (at + 2 < len) {
+			memcpy(buf + at, "; ", 3);
+			at += 2;
+		}
+	}
+	/* The topic's configs refused by the destination (pipe_tconf.c). */
+	if (pp != NULL && at < len &&
+	    ptconf_warning(pp->pm, pp->topic, buf + at, len - at))
+		return 1;
+	if (stuck > 0)
+		buf[at >= 2 ? at - 2 : at] = '\0';
+	return stuck > 0;
 }
 
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out)

@@ -35,6 +35,8 @@
 	X(PART, "mirror", "topic", "partition") \
 	X(PART_STATE, "mirror", "topic", "partition", "state") \
 	X(MIRROR_STATE, "mirror", "state") \
+	X(MIRROR, "mirror") \
+	X(MIRROR_ERROR, "mirror", "error") \
 	X(CONN, "cluster", "mirror") \
 	X(CONN_API, "cluster", "mirror", "api") \
 	X(CONN_API_ERROR, "cluster", "mirror", "api", "error") \
@@ -99,6 +101,13 @@
 	    "mirrord_partition_source_deleted_offsets_total", COUNTER, PART, \
 	    NONE, PP, "Source offsets deleted (DeleteRecords or retention) " \
 	    "before mirrord copied them, skipped with a translation anchor") \
+	X(TOPIC_CONFIGS_APPLIED, "mirrord_topic_configs_applied_total", \
+	    COUNTER, MIRROR, NONE, NO, "Topic configs set or deleted on the " \
+	    "destination to follow the source's (IncrementalAlterConfigs)") \
+	X(TOPIC_CONFIG_ERRORS, "mirrord_topic_config_errors_total", COUNTER, \
+	    MIRROR_ERROR, NONE, NO, "Topics whose configs from the source the " \
+	    "destination refused (or would not describe), by Kafka error name, " \
+	    "counted each time (retried every mirror.metadata.refresh.interval.ms)") \
 	X(MIRROR_PARTITIONS, "mirrord_mirror_partitions", GAUGE, \
 	    MIRROR_STATE, NONE, NO, "Partitions of the mirror in each state") \
 	X(CLUSTER_REQUEST_DURATION, \

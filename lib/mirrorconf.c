@@ -121,7 +121,8 @@ static const struct mkey mkeys[] = {
 	{ "mirror.fetch.backoff.ms", MK_MIRROR, MT_INT, "1000", 0, 300000, NULL, O(fetch_backoff_ms), 0,
 	  "Pause before fetching again after a Fetch to the source failed." },
 	{ "mirror.metadata.refresh.interval.ms", MK_MIRROR, MT_INT, "30000", 1000, 86400000, NULL, O(metadata_refresh_interval_ms), 0,
-	  "How often source metadata is read again: leaders, partition counts and topics matching mirror.topics.include." },
+	  "How often source metadata is read again: leaders, partition counts and topics matching mirror.topics.include. "
+	  "Also how often the configs of the mirrored topics are compared with the source's and the differences applied to the destination." },
 	{ "mirror.failed.retry.initial.backoff.ms", MK_MIRROR, MT_INT, "1000", 1, 86400000, NULL, O(failed_retry_initial_backoff_ms), 0,
 	  "First pause before a FAILED partition is retried. "
 	  "Each further retry doubles it, with full jitter, up to mirror.failed.retry.max.backoff.ms." },
@@ -141,7 +142,9 @@ static const struct mkey mkeys[] = {
 	  "Comma-separated regular expressions of source topics never mirrored automatically. "
 	  "It takes precedence over mirror.topics.include." },
 	{ "mirror.topic.properties.exclude", MK_MIRROR, MT_NAMELIST, KIP_PROPS_EXCLUDE, 0, 0, NULL, O(topic_properties_exclude_n), 0,
-	  "Comma-separated topic config names that are not copied from the source topic to the mirror topic." },
+	  "Comma-separated topic config names that are not copied from the source topic to the mirror topic, "
+	  "neither at creation nor afterwards; the destination topic's own values of these are left alone (never deleted). "
+	  "The value replaces the default list." },
 };
 
 /* Java client keys with a librdkafka-named equivalent, and what to use. */

@@ -470,6 +470,10 @@ START_TEST(test_promtool_clean)
 	    "source", "m"), 3);
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, DESTINATION_WRITES_DENIED),
 	    "Produce", "TOPIC_AUTHORIZATION_FAILED"));
+	metrics_counter_add(METRICS_SERIES(MSTD(&ms, TOPIC_CONFIGS_APPLIED), "m"),
+	    3);
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, TOPIC_CONFIG_ERRORS), "m",
+	    "INVALID_CONFIG"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REQUESTS),
 	    "CreateMirror", "NONE"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REJECTED_REQUESTS),
