@@ -112,3 +112,79 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 	return crc32c_sw(crc, buf, len);
 }
 #endif
+
+/* ---- fix-up ------------------------------------------------------------ */
+
+/*
+ * Polynomials over GF(2) modulo P, in the reflected bit order the CRC
+ * register uses: bit 31 holds the coefficient of x^0, bit 0 that of x^31.
+ * Multiplying by x is then a right shift, reduced by POLY when x^32
+ * appears.
+ */
+static uint32_t gf_mul(uint32_t a, uint32_t b)
+{
+	uint32_t r = 0;
+
+	/* r = sum over the terms x^i of a of b * x^i, b stepping by x. */
+	for (int i = 0; i < 32; i++) {
+		r ^= b & (uint32_t)-(int32_t)((a >> (31 - i)) & 1);
+		b = (b >> 1) ^ (POLY & (uint32_t)-(int32_t)(b & 1));
+	}
+	return r;
+}
+
+/*
+ * xpow[k][j] = x^(8 * j * 16^k) mod P, for the eight hex digits of a byte
+ * count up to 2^32 - 1: a shift by n bytes is then at most eight
+ * multiplications, whatever n.
+ */
+static uint32_t xpow[8][16];
+static int xpow_ready;
+
+static void xpow_init(void)
+{
+	uint32_t step = 0x00800000u; /* x^8: one zero byte */
+
+	for (int k = 0; k < 8; k++) {
+		xpow[k][0] = 0x80000000u; /* x^0 */
+		for (int j = 1; j < 16; j++)
+			xpow[k][j] = gf_mul(xpow[k][j - 1], step);
+		step = gf_mul(xpow[k][15], step); /* x^(8 * 16^(k+1)) */
+	}
+	xpow_ready = 1;
+}
+
+uint32_t crc32c_zeros(uint32_t reg, size_t nbytes)
+{
+	uint64_t n = nbytes, hi = n >> 16 >> 16;
+
+	if (!xpow_ready)
+		xpow_init();
+	for (int k = 0; k < 8; k++) {
+		unsigned d = (unsigned)(n >> (4 * k)) & 15;
+
+		if (d != 0)
+			reg = gf_mul(reg, xpow[k][d]);
+	}
+	if (hi != 0) {
+		/* Beyond 4 GiB (never for a record batch): square and multiply
+		 * from x^(8 * 2^32). */
+		uint32_t pw = gf_mul(xpow[7][15], xpow[7][1]);
+
+		for (; hi != 0; hi >>= 1) {
+			if (hi & 1)
+				reg = gf_mul(reg, pw);
+			pw = gf_mul(pw, pw);
+		}
+	}
+	return reg;
+}
+
+uint32_t crc32c_fixup(uint32_t crc, const void *delta, size_t dlen,
+    size_t tail)
+{
+	/* The bare CRC of delta: zero start, no final inversion. */
+	uint32_t term = ~crc32c(~0u, delta, dlen);
+
+	return crc ^ crc32c_zeros(term, tail);
+}
