@@ -211,6 +211,9 @@ static inline int batch_is_empty(const struct batch *b)
 #define BATCH_RW_LEADER_EPOCH 0x02 /* leader_epoch */
 #define BATCH_RW_CLEAR_TXN 0x04	   /* clear the transactional attribute bit */
 #define BATCH_RW_FULL_CRC 0x08	   /* recompute the CRC over the whole batch */
+#define BATCH_RW_FIXUP_CRC 0x10	   /* fix the CRC up whatever the size */
+/* Batches shorter than this get a full recompute (cheaper than a fix-up). */
+#define BATCH_FIXUP_MIN_LEN 1024
 struct batch_rewrite {
 	unsigned flags;
 	int64_t base_offset;
@@ -228,7 +231,8 @@ struct batch_rewrite {
  * bytes applied (crc32c_fixup(), O(log n) instead of a pass over the
  * batch), so it is valid exactly when the input's was: a corrupt input
  * stays detectably corrupt instead of being given a fresh valid CRC.
- * BATCH_RW_FULL_CRC recomputes it over the whole batch instead.
+ * BATCH_RW_FULL_CRC, and any batch under BATCH_FIXUP_MIN_LEN bytes, gets
+ * a recompute over the whole batch instead.
  */
 int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
     uint8_t *out, size_t outcap, char *err, size_t errlen);

@@ -499,7 +499,9 @@ END_TEST
  */
 START_TEST(test_rewrite_crc_fixup_equals_recompute)
 {
-	static const size_t bodies[] = { 0, 1, 3, 8, 63, 64, 500, 4093, 16384,
+	static const size_t bodies[] = { 0, 1, 3, 8, 63, 64, 500,
+		BATCH_FIXUP_MIN_LEN - BATCH_HEADER_LEN - 1,
+		BATCH_FIXUP_MIN_LEN - BATCH_HEADER_LEN, 4093, 16384,
 		100003, 1 << 20, (3 << 20) + 1 };
 	size_t maxlen = BATCH_HEADER_LEN + ((3 << 20) + 1);
 	uint8_t *body = malloc(maxlen), *in = malloc(maxlen);
@@ -545,7 +547,17 @@ START_TEST(test_rewrite_crc_fixup_equals_recompute)
 			/* in place */
 			ck_assert_int_eq(batch_rewrite_header(&b, &rw, in, len, err, sizeof(err)), 0);
 			ck_assert_int_eq(memcmp(in, a, len), 0);
-			/* a wrong stored CRC is carried, not laundered */
+			/* the fix-up forced at every size, the bare header too */
+			len = t_batch(in, &h, body + bi, bodies[bi]);
+			ck_assert_int_eq(batch_parse(in, len, &b, err, sizeof(err)), BATCH_OK);
+			rw.flags |= BATCH_RW_FIXUP_CRC;
+			ck_assert_int_eq(batch_rewrite_header(&b, &rw, f, len, err, sizeof(err)), 0);
+			rw.flags &= ~(unsigned)BATCH_RW_FIXUP_CRC;
+			ck_assert_int_eq(memcmp(f, a, len), 0);
+			/* a wrong stored CRC is carried, not laundered (small
+			 * batches are recomputed) */
+			if (BATCH_HEADER_LEN + bodies[bi] < BATCH_FIXUP_MIN_LEN)
+				continue;
 			len = t_batch(in, &h, body + bi, bodies[bi]);
 			in[len - 1 - (bodies[bi] / 2)] ^= 0x10;
 			ck_assert_int_eq(batch_parse(in, len, &b, err, sizeof(err)), BATCH_OK);
