@@ -225,7 +225,7 @@ int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
 		be32_store(out + BATCH_OFF_BASE_SEQUENCE, (uint32_t)rw->base_sequence);
 	}
 	/*
-	 * Below about 1 KiB a pass over the batch costs less than the fix-up's
+	 * Below about 512 bytes a pass over the batch costs less than the fix-up's
 	 * multiplications (measured by `make bench-crc`), so small batches
 	 * are recomputed.
 	 */

@@ -213,7 +213,7 @@ static inline int batch_is_empty(const struct batch *b)
 #define BATCH_RW_FULL_CRC 0x08	   /* recompute the CRC over the whole batch */
 #define BATCH_RW_FIXUP_CRC 0x10	   /* fix the CRC up whatever the size */
 /* Batches shorter than this get a full recompute (cheaper than a fix-up). */
-#define BATCH_FIXUP_MIN_LEN 1024
+#define BATCH_FIXUP_MIN_LEN 512
 struct batch_rewrite {
 	unsigned flags;
 	int64_t base_offset;

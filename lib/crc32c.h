@@ -32,5 +32,9 @@ uint32_t crc32c_fixup(uint32_t crc, const void *delta, size_t dlen,
 /* The register value times x^(8 * nbytes) mod P: the state of a bare
  * (no pre/post inversion) CRC after nbytes zero bytes. */
 uint32_t crc32c_zeros(uint32_t reg, size_t nbytes);
+/* The same with the portable multiplication (the tests compare the two),
+ * and 1 if crc32c_zeros() uses PCLMULQDQ. */
+uint32_t crc32c_zeros_sw(uint32_t reg, size_t nbytes);
+int crc32c_clmul_available(void);
 
 #endif

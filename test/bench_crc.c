@@ -87,7 +87,7 @@ static double run(int what, uint8_t *buf, size_t len, long iters)
 
 int main(int argc, char **argv)
 {
-	static const size_t sizes[] = { 128, 512, 1024, 2048, 4096, 16384, 65536,
+	static const size_t sizes[] = { 128, 256, 384, 512, 1024, 2048, 4096, 16384, 65536,
 		262144, 1 << 20, 4 << 20 };
 	size_t maxlen = 4 << 20;
 	uint8_t *buf = malloc(maxlen);

@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,7 +124,17 @@ START_TEST(test_zeros_equals_feeding_zeros)
 		uint32_t want = ~crc32c(~reg, zeros, n);
 
 		ck_assert_uint_eq(crc32c_zeros(reg, n), want);
+		ck_assert_uint_eq(crc32c_zeros_sw(reg, n), want);
 	}
+	/* PCLMULQDQ and portable multiplication agree on every digit. */
+	for (int trial = 0; trial < 20000; trial++) {
+		uint32_t reg = rnd();
+		size_t n = trial < 1024 ? (size_t)trial << (8 * (trial % 4)) : rnd();
+
+		ck_assert_uint_eq(crc32c_zeros(reg, n), crc32c_zeros_sw(reg, n));
+	}
+	printf("crc32c_zeros: %s multiplication\n",
+	    crc32c_clmul_available() ? "PCLMULQDQ" : "portable");
 	ck_assert_uint_eq(crc32c_zeros(0, 12345), 0);
 #if SIZE_MAX > 0xffffffffu
 	/* Beyond 4 GiB: (2^32 + 5) zeros = 2^32 zeros then 5. */
