@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fair Fetch rotation on the librdkafka mock, with the real mirrord and
 kafka-mirrors: eight partitions of one topic, all led by one source
-broker, each with a backlog of 40 one-record batches of about 1.2 KB, and
+broker, each with a backlog of 100 one-record batches of about 1.2 KB, and
 mirror.fetch.response.max.bytes at its minimum (1 KiB), so that every
 Fetch response carries one batch (the mock stops adding partitions once
 the response holds MaxBytes).  A Fetch that always lists the partitions in
@@ -30,7 +30,7 @@ except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
 NPART = 8
-BACKLOG = 40
+BACKLOG = 100
 
 
 def ends(bootstrap, topic):
