@@ -36,6 +36,8 @@ struct pctx {
 		uint32_t gen;
 		int64_t offset;
 		int done;
+		int got;       /* Fetch: the answer carried records */
+		size_t slot;   /* Fetch: index in the mirror's parts when sent */
 	} e[];
 };
 
@@ -736,6 +738,7 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	if (i < 0)
 		return;
 	x->e[i].done = 1;
+	x->e[i].got = fp->error == 0 && fp->records.len > 0;
 	p = x->e[i].p;
 	p->fetch_inflight = 0;
 	if (p->dead || x->e[i].gen != p->gen || p->step != PS_RUN ||
@@ -802,6 +805,16 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 		log_info("%s: %s: Fetch: %s", x->cl->label, kconn_name(c), kerr_name(top));
 		pcluster_want_metadata(x->cl);
 	}
+	/*
+	 * The next Fetch to this broker starts after the last partition that
+	 * got records: when the response cap cut this one short, the ones it
+	 * did not reach come first next time.
+	 */
+	for (size_t i = x->n; i-- > 0;)
+		if (x->e[i].got) {
+			x->b->fetch_next = x->e[i].slot + 1;
+			break;
+		}
 out:
 	for (size_t i = 0; i < x->n; i++)
 		if (!x->e[i].done) {
@@ -811,6 +824,37 @@ out:
 		}
 	pl_kick(x->pl);
 	ctx_free(x);
+}
+
+/*
+ * Groups the entries of f by topic (the request lists each topic once),
+ * keeping the rotated order: topics in the order they first appear, the
+ * partitions of each in the order they came; sel (indexes in the
+ * mirror's parts) moves along.  O(entries x topics) with no allocation.
+ */
+static void fetch_group_topics(struct fetch_req *f, size_t *sel)
+{
+	for (size_t g = 0; g < f->n;) {
+		const char *topic = f->tps[g].topic;
+		size_t end = g + 1;
+
+		/* pull the later entries of this topic up to the group's end */
+		for (size_t i = g + 1; i < f->n; i++) {
+			struct pw_tp t;
+			size_t s;
+
+			if (f->tps[i].topic != topic && strcmp(f->tps[i].topic, topic) != 0)
+				continue;
+			t = f->tps[i];
+			s = sel[i];
+			memmove(&f->tps[end + 1], &f->tps[end], (i - end) * sizeof(t));
+			memmove(&sel[end + 1], &sel[end], (i - end) * sizeof(s));
+			f->tps[end] = t;
+			sel[end] = s;
+			end++;
+		}
+		g = end;
+	}
 }
 
 void pcopy_fetch_round(struct pmirror *pm)
@@ -826,13 +870,22 @@ void pcopy_fetch_round(struct pmirror *pm)
 		struct pctx *x = NULL;
 		struct kconn *c;
 		char err[256];
+		size_t *sel = NULL, start;
 		int v;
 
 		if (b->fetching)
 			continue;
 		f.n = 0;
 		f.tps = NULL;
-		for (size_t i = 0; i < pm->nparts; i++) {
+		/*
+		 * Round robin: the request starts at b->fetch_next (moved on
+		 * by each answer) and wraps, so a response cap that fills up
+		 * does not always fall on the same partitions.
+		 */
+		start = pm->nparts > 0 ? b->fetch_next % pm->nparts : 0;
+		b->fetch_next = start + 1; /* if no answer says better */
+		for (size_t k = 0; k < pm->nparts; k++) {
+			size_t i = (start + k) % pm->nparts;
 			struct ppart *p = pm->parts[i];
 			int64_t room = pcap(pl) - (int64_t)p->qbytes;
 
@@ -845,9 +898,11 @@ void pcopy_fetch_round(struct pmirror *pm)
 			if (f.tps == NULL) {
 				f.tps = calloc(pm->nparts, sizeof(*f.tps));
 				x = ctx_new(pl, cl, b, pm->nparts);
-				if (f.tps == NULL || x == NULL)
+				sel = calloc(pm->nparts, sizeof(*sel));
+				if (f.tps == NULL || x == NULL || sel == NULL)
 					break;
 			}
+			sel[f.n] = i;
 			f.tps[f.n].topic = p->topic;
 			f.tps[f.n].partition = p->index;
 			f.tps[f.n].offset = p->src_fetch;
@@ -856,9 +911,11 @@ void pcopy_fetch_round(struct pmirror *pm)
 			f.tps[f.n].max_bytes = (int32_t)MIN(room, MIN(mc->fetch_max_bytes, INT32_MAX));
 			f.n++;
 		}
-		if (f.n == 0 || (c = pbroker_conn(b)) == NULL) {
+		if (f.n == 0 || x == NULL || sel == NULL ||
+		    (c = pbroker_conn(b)) == NULL) {
 			free(f.tps);
 			free(x);
+			free(sel);
 			continue;
 		}
 		v = kconn_pick_version(c, KP_API_FETCH, PW_FETCH_MIN, PW_FETCH_MAX);
@@ -867,24 +924,15 @@ void pcopy_fetch_round(struct pmirror *pm)
 			    kconn_name(c), PW_FETCH_MIN, PW_FETCH_MAX);
 			free(f.tps);
 			free(x);
+			free(sel);
 			continue;
 		}
-		/* Sort by topic so the request groups them (few topics: fine). */
-		for (size_t i = 1; i < f.n; i++) {
-			struct pw_tp t = f.tps[i];
-			size_t j = i;
-
-			while (j > 0 && strcmp(f.tps[j - 1].topic, t.topic) > 0) {
-				f.tps[j] = f.tps[j - 1];
-				j--;
-			}
-			f.tps[j] = t;
+		fetch_group_topics(&f, sel);
+		for (size_t i = 0; i < f.n; i++) {
+			ctx_add(x, pm->parts[sel[i]], f.tps[i].offset);
+			x->e[x->n - 1].slot = sel[i];
 		}
-		for (size_t i = 0; i < f.n; i++)
-			for (size_t k = 0; k < pm->nparts; k++)
-				if (pm->parts[k]->index == f.tps[i].partition &&
-				    pm->parts[k]->topic == f.tps[i].topic)
-					ctx_add(x, pm->parts[k], f.tps[i].offset);
+		free(sel);
 		x->version = (int16_t)v;
 		f.req.max_wait_ms = (int32_t)MIN(mc->fetch_wait_max_ms, INT32_MAX);
 		f.req.min_bytes = (int32_t)MIN(mc->fetch_min_bytes, INT32_MAX);

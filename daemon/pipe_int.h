@@ -42,6 +42,8 @@ struct pbroker {
 	struct kconn *conn;
 	int ready;
 	int fetching;         /* a Fetch is outstanding (source side) */
+	size_t fetch_next;    /* index in the mirror's parts where the next
+	                       * Fetch starts (round robin, pipe_copy.c) */
 	int64_t retry_at;     /* no reconnect before (mono ms) */
 	int failures;         /* consecutive connection failures */
 };

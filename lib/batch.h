@@ -210,6 +210,10 @@ static inline int batch_is_empty(const struct batch *b)
 #define BATCH_RW_PRODUCER 0x01	   /* producer_id, producer_epoch, base_sequence */
 #define BATCH_RW_LEADER_EPOCH 0x02 /* leader_epoch */
 #define BATCH_RW_CLEAR_TXN 0x04	   /* clear the transactional attribute bit */
+#define BATCH_RW_FULL_CRC 0x08	   /* recompute the CRC over the whole batch */
+#define BATCH_RW_FIXUP_CRC 0x10	   /* fix the CRC up whatever the size */
+/* Batches shorter than this get a full recompute (cheaper than a fix-up). */
+#define BATCH_FIXUP_MIN_LEN 512
 struct batch_rewrite {
 	unsigned flags;
 	int64_t base_offset;
@@ -220,9 +224,15 @@ struct batch_rewrite {
 };
 /*
  * Writes b with the header fields of rw into out (outcap >= b->len; out may
- * be b->p for an in-place rewrite) and recomputes the CRC.  The records
+ * be b->p for an in-place rewrite) and fixes the CRC up.  The records
  * section is copied byte for byte.  The input CRC is not checked: call
- * batch_verify_crc() first if the batch came from the network.
+ * batch_verify_crc() first if the batch came from the network.  The new
+ * CRC is b->crc (the stored one) with the effect of the changed header
+ * bytes applied (crc32c_fixup(), O(log n) instead of a pass over the
+ * batch), so it is valid exactly when the input's was: a corrupt input
+ * stays detectably corrupt instead of being given a fresh valid CRC.
+ * BATCH_RW_FULL_CRC, and any batch under BATCH_FIXUP_MIN_LEN bytes, gets
+ * a recompute over the whole batch instead.
  */
 int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
     uint8_t *out, size_t outcap, char *err, size_t errlen);

@@ -490,6 +490,89 @@ START_TEST(test_rewrite_header)
 }
 END_TEST
 
+/*
+ * The CRC fix-up of the rewrite equals a full recompute for random batches
+ * of many sizes: the bare 61-byte header (an empty records section, the
+ * 0-length tail after the header fields), small, odd, and multi-MB; every
+ * combination of the rewrite flags; in place and into another buffer.  A
+ * batch whose stored CRC was wrong still fails verification afterwards.
+ */
+START_TEST(test_rewrite_crc_fixup_equals_recompute)
+{
+	static const size_t bodies[] = { 0, 1, 3, 8, 63, 64, 500,
+		BATCH_FIXUP_MIN_LEN - BATCH_HEADER_LEN - 1,
+		BATCH_FIXUP_MIN_LEN - BATCH_HEADER_LEN, 4093, 16384,
+		100003, 1 << 20, (3 << 20) + 1 };
+	size_t maxlen = BATCH_HEADER_LEN + ((3 << 20) + 1);
+	uint8_t *body = malloc(maxlen), *in = malloc(maxlen);
+	uint8_t *a = malloc(maxlen), *f = malloc(maxlen);
+	uint32_t seed = 99;
+	char err[256];
+
+	ck_assert_ptr_nonnull(body);
+	ck_assert_ptr_nonnull(in);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(f);
+	for (size_t i = 0; i < maxlen; i++) {
+		seed = seed * 1103515245u + 12345u;
+		body[i] = (uint8_t)(seed >> 16);
+	}
+	for (size_t bi = 0; bi < sizeof(bodies) / sizeof(bodies[0]); bi++) {
+		for (unsigned flags = 0; flags < 8; flags++) {
+			struct thdr h = hdr_default();
+			struct batch b, o;
+			struct batch_rewrite rw = { .flags = flags, .base_offset = 0,
+				.producer_id = 0x0102030405060708LL + (int64_t)bi,
+				.producer_epoch = (int16_t)(flags * 1000 + 1),
+				.base_sequence = (int32_t)(bi * 7919u + flags),
+				.leader_epoch = 31 };
+			size_t len;
+
+			h.attrs = (uint16_t)(flags & 1 ? BATCH_ATTR_TRANSACTIONAL : 0);
+			h.pid = -1 - (int64_t)flags;
+			len = t_batch(in, &h, body + bi, bodies[bi]);
+			ck_assert_int_eq(batch_parse(in, len, &b, err, sizeof(err)), BATCH_OK);
+			/* into another buffer: fix-up, then full recompute */
+			ck_assert_int_eq(batch_rewrite_header(&b, &rw, f, len, err, sizeof(err)), 0);
+			rw.flags |= BATCH_RW_FULL_CRC;
+			ck_assert_int_eq(batch_rewrite_header(&b, &rw, a, len, err, sizeof(err)), 0);
+			rw.flags &= ~(unsigned)BATCH_RW_FULL_CRC;
+			ck_assert_msg(memcmp(a, f, len) == 0,
+			    "body %zu flags %u: fixed-up batch differs from the "
+			    "recomputed one (CRC 0x%08x vs 0x%08x)", bodies[bi], flags,
+			    be32_load(f + 17), be32_load(a + 17));
+			ck_assert_uint_eq(be32_load(f + 17), crc32c_sw(0, f + 21, len - 21));
+			ck_assert_int_eq(batch_parse(f, len, &o, err, sizeof(err)), BATCH_OK);
+			ck_assert_int_eq(batch_verify_crc(&o, err, sizeof(err)), 0);
+			/* in place */
+			ck_assert_int_eq(batch_rewrite_header(&b, &rw, in, len, err, sizeof(err)), 0);
+			ck_assert_int_eq(memcmp(in, a, len), 0);
+			/* the fix-up forced at every size, the bare header too */
+			len = t_batch(in, &h, body + bi, bodies[bi]);
+			ck_assert_int_eq(batch_parse(in, len, &b, err, sizeof(err)), BATCH_OK);
+			rw.flags |= BATCH_RW_FIXUP_CRC;
+			ck_assert_int_eq(batch_rewrite_header(&b, &rw, f, len, err, sizeof(err)), 0);
+			rw.flags &= ~(unsigned)BATCH_RW_FIXUP_CRC;
+			ck_assert_int_eq(memcmp(f, a, len), 0);
+			/* a wrong stored CRC is carried, not laundered (small
+			 * batches are recomputed) */
+			if (BATCH_HEADER_LEN + bodies[bi] < BATCH_FIXUP_MIN_LEN)
+				continue;
+			len = t_batch(in, &h, body + bi, bodies[bi]);
+			in[len - 1 - (bodies[bi] / 2)] ^= 0x10;
+			ck_assert_int_eq(batch_parse(in, len, &b, err, sizeof(err)), BATCH_OK);
+			ck_assert_int_eq(batch_rewrite_header(&b, &rw, f, len, err, sizeof(err)), 0);
+			ck_assert_int_eq(batch_parse(f, len, &o, err, sizeof(err)), BATCH_OK);
+			ck_assert_int_eq(batch_verify_crc(&o, err, sizeof(err)), -1);
+		}
+	}
+	free(body);
+	free(in);
+	free(a);
+	free(f);
+}
+END_TEST
+
 /* ---- the validator --------------------------------------------------- */
 
 /* Builds a batch from h and the 4 records (contiguous or not) and validates it. */
@@ -1510,6 +1593,7 @@ static Suite *batch_suite(void)
 	tcase_add_test(tc, test_helpers);
 	tcase_add_test(tc, test_validate_truncated_at_every_length);
 	tcase_add_test(tc, test_rewrite_header);
+	tcase_add_test(tc, test_rewrite_crc_fixup_equals_recompute);
 	tcase_add_test(tc, test_validator_rules);
 	tcase_add_test(tc, test_check_records);
 	tcase_add_test(tc, test_reencode_none);

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +52,105 @@ START_TEST(test_hw_sw_agree_and_incremental)
 }
 END_TEST
 
+static uint32_t rnd_state = 2463534242u;
+
+static uint32_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 17;
+	rnd_state ^= rnd_state << 5;
+	return rnd_state;
+}
+
+/*
+ * Replacing bytes anywhere in a buffer of any length: the fixed-up CRC
+ * equals the full recompute (both implementations), for windows at the
+ * start, the middle and the very end (a 0-byte tail), buffers from 1 byte
+ * to 4 MiB, and deltas of every length up to 40.
+ */
+START_TEST(test_fixup_equals_recompute)
+{
+	static const size_t sizes[] = { 1, 2, 7, 8, 9, 36, 61, 64, 100, 255, 256,
+		1000, 4096, 4097, 65535, 65536, 65537, 1 << 20, (4 << 20) + 3 };
+	size_t maxlen = (4 << 20) + 3;
+	uint8_t *buf = malloc(maxlen), *neu = malloc(maxlen);
+	uint8_t delta[40];
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_ptr_nonnull(neu);
+	for (size_t i = 0; i < maxlen; i++)
+		buf[i] = (uint8_t)rnd();
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t len = sizes[si];
+		uint32_t old = crc32c(0, buf, len);
+
+		for (int trial = 0; trial < 12; trial++) {
+			size_t dlen = 1 + rnd() % (len < 40 ? len : 40);
+			size_t at = trial == 0 ? 0 : trial == 1 ? len - dlen :
+			    rnd() % (len - dlen + 1);
+			size_t tail = len - at - dlen;
+
+			memcpy(neu + at, buf + at, dlen);
+			for (size_t i = 0; i < dlen; i++) {
+				neu[at + i] = (uint8_t)rnd();
+				delta[i] = buf[at + i] ^ neu[at + i];
+			}
+			/* neu = buf with the window replaced (copy only what
+			 * the CRCs below read) */
+			memcpy(neu, buf, at);
+			memcpy(neu + at + dlen, buf + at + dlen, tail);
+			uint32_t want = crc32c(0, neu, len);
+
+			ck_assert_uint_eq(want, crc32c_sw(0, neu, len));
+			ck_assert_msg(crc32c_fixup(old, delta, dlen, tail) == want,
+			    "len %zu, %zu bytes at %zu: fix-up 0x%08x, recompute 0x%08x",
+			    len, dlen, at, crc32c_fixup(old, delta, dlen, tail), want);
+		}
+	}
+	free(buf);
+	free(neu);
+}
+END_TEST
+
+/* x^(8n) mod P is what n zero bytes do to a bare CRC register. */
+START_TEST(test_zeros_equals_feeding_zeros)
+{
+	static uint8_t zeros[70000];
+
+	for (int trial = 0; trial < 200; trial++) {
+		uint32_t reg = rnd();
+		size_t n = trial < 70 ? (size_t)trial : rnd() % sizeof(zeros);
+		/* bare register: crc32c() inverts on the way in and out */
+		uint32_t want = ~crc32c(~reg, zeros, n);
+
+		ck_assert_uint_eq(crc32c_zeros(reg, n), want);
+		ck_assert_uint_eq(crc32c_zeros_sw(reg, n), want);
+	}
+	/* PCLMULQDQ and portable multiplication agree on every digit. */
+	for (int trial = 0; trial < 20000; trial++) {
+		uint32_t reg = rnd();
+		size_t n = trial < 1024 ? (size_t)trial << (8 * (trial % 4)) : rnd();
+
+		ck_assert_uint_eq(crc32c_zeros(reg, n), crc32c_zeros_sw(reg, n));
+	}
+	printf("crc32c_zeros: %s multiplication\n",
+	    crc32c_clmul_available() ? "PCLMULQDQ" : "portable");
+	ck_assert_uint_eq(crc32c_zeros(0, 12345), 0);
+#if SIZE_MAX > 0xffffffffu
+	/* Beyond 4 GiB: (2^32 + 5) zeros = 2^32 zeros then 5. */
+	{
+		uint32_t a = crc32c_zeros(crc32c_zeros(0x12345678u,
+		    (size_t)1 << 32), 5);
+
+		ck_assert_uint_eq(crc32c_zeros(0x12345678u, ((size_t)1 << 32) + 5), a);
+		ck_assert_uint_eq(crc32c_zeros(crc32c_zeros(0x12345678u,
+		    (size_t)1 << 31), (size_t)1 << 31), crc32c_zeros(0x12345678u,
+		    (size_t)1 << 32));
+	}
+#endif
+}
+END_TEST
+
 static Suite *crc_suite(void)
 {
 	Suite *s = suite_create("crc32c");
@@ -57,6 +158,9 @@ static Suite *crc_suite(void)
 
 	tcase_add_test(tc, test_known_vectors);
 	tcase_add_test(tc, test_hw_sw_agree_and_incremental);
+	tcase_add_test(tc, test_fixup_equals_recompute);
+	tcase_add_test(tc, test_zeros_equals_feeding_zeros);
+	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;
 }
