@@ -419,7 +419,8 @@ static void lg_send(struct gsmirror *gm, struct kconn *c)
 	gm->lg_pending++;
 }
 
-static void round_start(struct gsmirror *gm, struct pmirror *pm)
+/* 1 if a round started; 0 if there is nothing to sync yet. */
+static int round_start(struct gsmirror *gm, struct pmirror *pm)
 {
 	struct pcluster *src = pm->src;
 	int any = 0;
@@ -427,16 +428,14 @@ static void round_start(struct gsmirror *gm, struct pmirror *pm)
 	groups_clear(gm);
 	gm->round_errors = 0;
 	gm->round_lagging = 0;
-	for (size_t i = 0; i < pm->nparts; i++) {
-		struct ppart *p = pm->parts[i];
-
-		if (p->gs_final == 1)
-			p->gs_final = 2; /* covered by this round */
-		if (part_eligible(p))
+	for (size_t i = 0; i < pm->nparts; i++)
+		if (part_eligible(pm->parts[i]))
 			any = 1;
-	}
 	if (!any || pm->conf->groups_include.n == 0)
-		return; /* nothing mirrored yet, or no group wanted */
+		return 0; /* nothing mirrored yet, or no group wanted */
+	for (size_t i = 0; i < pm->nparts; i++)
+		if (pm->parts[i]->gs_final == 1)
+			pm->parts[i]->gs_final = 2; /* covered by this round */
 	gm->running = 1;
 	gm->lg_pending = 0;
 	{
@@ -457,6 +456,7 @@ static void round_start(struct gsmirror *gm, struct pmirror *pm)
 		gs_error(gm, "ListGroups", "no connection to the source is ready");
 		round_end(gm);
 	}
+	return 1;
 }
 
 static void round_end(struct gsmirror *gm)
@@ -1085,7 +1085,8 @@ void groupsync_tick(struct groupsync *gs)
 			continue;
 		gm->kicked = 0;
 		gm->next_at = now + pm->conf->groups_sync_interval_ms;
-		round_start(gm, pm);
+		if (!round_start(gm, pm)) /* look again soon, not an interval later */
+			gm->next_at = now + MIN(pm->conf->groups_sync_interval_ms, 1000);
 	}
 	/* Mirrors that left the pipeline: forget them once idle. */
 	for (size_t i = 0; i < gs->n;) {

@@ -277,6 +277,37 @@ def check_point(src, dst, group, topic, partition, c, meta):
     return want
 
 
+def final_sync_only(src, dst, d):
+    """A mirror whose interval never comes round again: a commit made after
+    its one round reaches the destination only through the sync at
+    --remove."""
+    SRC, DST = src.bootstrap, dst.bootstrap
+    topic, group = "gs-final-" + RUN, "gs-f-" + RUN
+    src.create_topic(topic, partitions=1)
+    p = Producer({"bootstrap.servers": SRC, "linger.ms": 0, "acks": "all"})
+    for i in range(30):
+        p.produce(topic, partition=0, key=b"f%d" % i, value=b"final-%d" % i)
+    flush(p, "records of %s" % topic)
+    d.create("gf", {"bootstrap.servers": SRC,
+                    "mirror.fetch.wait.max.ms": "200",
+                    "mirror.groups.include": "gs-f-.*",
+                    "mirror.groups.sync.interval.ms": "86400000"})
+    d.cli_ok("--add", "--mirror", "gf", "--topic", topic)
+    rows = lambda: [r for r in d.describe_json("gf") if r["topic"] == topic]  # noqa: E731
+    h.wait_for(lambda: rows() and rows()[0]["state"] == "MIRRORING" and
+               rows()[0]["lag"] == 0 and rows()[0]["sourceOffset"] == 30, 60,
+               "%s caught up" % topic)
+    h.wait_for(lambda: (metric(d, "mirrord_group_sync_age_seconds",
+                               mirror="gf") or -1) >= 0, 60,
+               "the first round of mirror gf")
+    raw_commit(SRC, group, {(topic, 0): (17, "f")})
+    eq(raw_fetch(DST, group), {}, "test setup: group %s not on the "
+       "destination before --remove (the interval is a day)" % group)
+    d.cli_ok("--remove", "--mirror", "gf", "--topic", topic)
+    check_point(src, dst, group, topic, 0, 17, "f")
+    print("PASS the sync at --remove commits the last position", flush=True)
+
+
 def main():
     src, dst = h.real_kafka(2)
     SRC, DST = src.bootstrap, dst.bootstrap
@@ -391,6 +422,8 @@ def main():
         print("  %s-%d: %d records after failover equal the source's"
               % (t, p, len(want)), flush=True)
     print("PASS failover: exactly the next records", flush=True)
+
+    final_sync_only(src, dst, d)
 
     h.check((metric(d, "mirrord_group_offsets_committed_total", mirror="gs")
              or 0) > 0, "mirrord_group_offsets_committed_total counts")
