@@ -594,6 +594,8 @@ static void of_done(struct kconn *c, int err, const char *errstr,
 			continue;
 		memcpy(topic, tp->name.p, (size_t)tp->name.len);
 		topic[tp->name.len] = '\0';
+		if (mirror_topic_find(pm->m, topic) == NULL)
+			continue; /* not mirrored here: no partition scan */
 		for (int32_t i = 0; i < tp->partitions_n; i++) {
 			const struct kp_offset_fetch_response_partition *pp =
 			    &tp->partitions[i];
