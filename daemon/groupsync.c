@@ -93,6 +93,20 @@ struct gsmirror {
 	struct gscommit *commits;
 	size_t ncommits;
 	int64_t last_ok_wall_ms; /* end of the last round without errors, 0 never */
+	/* What was last committed per group (a signature of the commit set),
+	 * sorted by group: an unchanged translation is not committed again.
+	 * last: the previous round's; next: this round's, built in the
+	 * (sorted) order groups are handled; sig: the current group's. */
+	struct gslast *last, *next;
+	size_t nlast, nnext, capnext;
+	char *sig;
+	size_t siglen;
+};
+
+struct gslast {
+	char *group;
+	char *sig;
+	size_t siglen;
 };
 
 struct groupsync {
@@ -113,6 +127,63 @@ static void commits_clear(struct gsmirror *gm)
 	free(gm->commits);
 	gm->commits = NULL;
 	gm->ncommits = 0;
+	free(gm->sig);
+	gm->sig = NULL;
+	gm->siglen = 0;
+}
+
+static int last_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct gslast *)elem)->group);
+}
+
+/* The signature of the commit set (topic, partition, offset, metadata of
+ * each, in order) into gm->sig; -1 on ENOMEM. */
+static int sig_build(struct gsmirror *gm)
+{
+	size_t len = 0, o = 0;
+
+	for (size_t i = 0; i < gm->ncommits; i++)
+		len += strlen(gm->commits[i].topic) + 1 + 64 +
+		    (gm->commits[i].metadata ? strlen(gm->commits[i].metadata) : 0) + 2;
+	free(gm->sig);
+	if ((gm->sig = malloc(len + 1)) == NULL)
+		return -1;
+	for (size_t i = 0; i < gm->ncommits; i++) {
+		const struct gscommit *c = &gm->commits[i];
+
+		o += (size_t)snprintf(gm->sig + o, len + 1 - o, "%s%c%" PRId32 ":%"
+		    PRId64 ":%c%s%c", c->topic, 0, c->partition, c->offset,
+		    c->metadata ? 'm' : 'n', c->metadata ? c->metadata : "", 0);
+	}
+	gm->siglen = o;
+	return 0;
+}
+
+/* Remembers the current group's commit set for the next round (moves
+ * gm->sig); nothing on ENOMEM (it is committed again next round). */
+static void last_keep(struct gsmirror *gm, char *sig, size_t siglen)
+{
+	struct gslast *l;
+
+	if (gm->nnext == gm->capnext) {
+		size_t cap = gm->capnext ? gm->capnext * 2 : 16;
+
+		if ((l = realloc(gm->next, cap * sizeof(*l))) == NULL) {
+			free(sig);
+			return;
+		}
+		gm->next = l;
+		gm->capnext = cap;
+	}
+	l = &gm->next[gm->nnext];
+	if ((l->group = strdup(gm->group)) == NULL) {
+		free(sig);
+		return;
+	}
+	l->sig = sig;
+	l->siglen = siglen;
+	gm->nnext++;
 }
 
 static void groups_clear(struct gsmirror *gm)
@@ -127,8 +198,20 @@ static void groups_clear(struct gsmirror *gm)
 	commits_clear(gm);
 }
 
+static void lasts_free(struct gslast *l, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(l[i].group);
+		free(l[i].sig);
+	}
+	free(l);
+}
+
 static void gm_free(struct gsmirror *gm)
 {
+	lasts_free(gm->last, gm->nlast);
+	lasts_free(gm->next, gm->nnext);
+	free(gm->sig);
 	groups_clear(gm);
 	free(gm->name);
 	free(gm);
@@ -420,6 +503,12 @@ static void round_end(struct gsmirror *gm)
 
 	gm->running = 0;
 	groups_clear(gm);
+	/* Groups handled this round in sorted order: next is sorted. */
+	lasts_free(gm->last, gm->nlast);
+	gm->last = gm->next;
+	gm->nlast = gm->nnext;
+	gm->next = NULL;
+	gm->nnext = gm->capnext = 0;
 	if (pm != NULL) {
 		for (size_t i = 0; i < pm->nparts; i++) {
 			struct ppart *p = pm->parts[i];
@@ -666,6 +755,20 @@ static void of_done(struct kconn *c, int err, const char *errstr,
 		group_next(gm);
 		return;
 	}
+	if (sig_build(gm) == 0 && gm->nlast > 0) {
+		const struct gslast *l = bsearch(gm->group, gm->last, gm->nlast,
+		    sizeof(*gm->last), last_cmp);
+
+		if (l != NULL && l->siglen == gm->siglen &&
+		    memcmp(l->sig, gm->sig, gm->siglen) == 0) {
+			/* Committed so, and the group had no members then. */
+			last_keep(gm, gm->sig, gm->siglen);
+			gm->sig = NULL;
+			count_group(gm, "unchanged");
+			group_next(gm);
+			return;
+		}
+	}
 	fc_send(gm, pcluster_ctl(gm->gs->pl->dst), 1);
 	return;
 next:
@@ -861,6 +964,10 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 		count_group(gm, "active");
 	else
 		count_group(gm, "synced");
+	if (failed == 0 && active == 0 && gm->sig != NULL) {
+		last_keep(gm, gm->sig, gm->siglen);
+		gm->sig = NULL;
+	}
 	log_debug("mirror %s: group %s: %d offsets committed to the destination",
 	    gm->name, gm->group, ok);
 next:

@@ -119,7 +119,8 @@
 	X(GROUP_SYNCS, "mirrord_group_syncs_total", COUNTER, MIRROR_RESULT, \
 	    NONE, NO, "Consumer groups handled by the offset sync, by result: " \
 	    "synced (offsets committed to the destination), active (members " \
-	    "on the destination: left alone), nothing (no committed offset " \
+	    "on the destination: left alone), unchanged (already committed so), " \
+	    "nothing (no committed offset " \
 	    "of a mirrored partition)") \
 	X(GROUP_OFFSETS_COMMITTED, "mirrord_group_offsets_committed_total", \
 	    COUNTER, MIRROR, NONE, NO, "Translated partition offsets " \

@@ -427,6 +427,10 @@ def main():
 
     h.check((metric(d, "mirrord_group_offsets_committed_total", mirror="gs")
              or 0) > 0, "mirrord_group_offsets_committed_total counts")
+    h.check((metric(d, "mirrord_group_syncs_total", mirror="gs",
+                    result="unchanged") or 0) > 0,
+            "rounds that found a group's translation unchanged did not "
+            "commit it again (mirrord_group_syncs_total{result=unchanged})")
     h.check(metric(d, "mirrord_group_sync_age_seconds", mirror="gs")
             is not None, "mirrord_group_sync_age_seconds exported")
     eq(d.stop(), 0, "mirrord exit status")
