@@ -93,6 +93,7 @@ struct gsmirror {
 	struct gscommit *commits;
 	size_t ncommits;
 	int64_t last_ok_wall_ms; /* end of the last round without errors, 0 never */
+	int unsupported_logged;  /* the source lacks ListGroups: said once */
 	/* What was last committed per group (a signature of the commit set),
 	 * sorted by group: an unchanged translation is not committed again.
 	 * last: the previous round's; next: this round's, built in the
@@ -440,8 +441,17 @@ static void lg_send(struct gsmirror *gm, struct kconn *c)
 	int v = kconn_pick_version(c, KP_API_LIST_GROUPS, 0, 4);
 
 	if (v < 0) {
-		gs_error(gm, "ListGroups", "the source broker %s does not support ListGroups",
-		    kconn_name(c));
+		/* Logged once per mirror (the librdkafka mock has no
+		 * ListGroups): counted every round. */
+		gm->round_errors++;
+		if (gs_ms(gm) != NULL)
+			metrics_counter_inc(METRICS_SERIES(MSTD(gs_ms(gm),
+			    GROUP_SYNC_ERRORS), gm->name, "ListGroups"));
+		if (!gm->unsupported_logged)
+			log_warnx("mirror %s: consumer-group offset sync: the source "
+			    "broker %s does not support ListGroups v0-4: no group "
+			    "offsets are synced", gm->name, kconn_name(c));
+		gm->unsupported_logged = 1;
 		return;
 	}
 	kp_list_groups_request_init(&req);
@@ -490,7 +500,8 @@ static int round_start(struct gsmirror *gm, struct pmirror *pm)
 			pcluster_want_metadata(src); /* connecting: next round */
 	}
 	if (gm->lg_pending == 0) {
-		gs_error(gm, "ListGroups", "no connection to the source is ready");
+		if (!gm->unsupported_logged)
+			gs_error(gm, "ListGroups", "no connection to the source is ready");
 		round_end(gm);
 	}
 	return 1;
