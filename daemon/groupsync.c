@@ -620,8 +620,9 @@ static void fc_send(struct gsmirror *gm, struct kconn *ctl, int is_dst)
 	int v;
 
 	if (ctl == NULL) {
-		gs_error(gm, "FindCoordinator", "group %s: no ready connection to the %s",
-		    gm->group, is_dst ? "destination" : "source");
+		gs_error(gm, "FindCoordinator", "group %s: no ready connection to the %s: "
+		    "the round ends here", gm->group, is_dst ? "destination" : "source");
+		gm->gi = gm->ngroups; /* the others would fail alike (and recurse) */
 		group_next(gm);
 		return;
 	}
@@ -632,13 +633,16 @@ static void fc_send(struct gsmirror *gm, struct kconn *ctl, int is_dst)
 	if (v < 0 || (r = req_new(gm, (int16_t)v, is_dst)) == NULL) {
 		gs_error(gm, "FindCoordinator", "group %s: the %s does not support "
 		    "FindCoordinator v0-3", gm->group, is_dst ? "destination" : "source");
+		gm->gi = gm->ngroups;
 		group_next(gm);
 		return;
 	}
 	if (kconn_send(ctl, KP_API_FIND_COORDINATOR, (int16_t)v, fc_encode, &req, 0,
 	    GS_TIMEOUT_MS, fc_done, r, err, sizeof(err)) != 0) {
 		free(r);
-		gs_error(gm, "FindCoordinator", "group %s: %s", gm->group, err);
+		gs_error(gm, "FindCoordinator", "group %s: %s: the round ends here",
+		    gm->group, err);
+		gm->gi = gm->ngroups;
 		group_next(gm);
 	}
 }
@@ -953,10 +957,12 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 
 			if (e == 0) {
 				ok++;
-			} else if (e == 25 || e == 22 || e == 27) {
+			} else if (e == 25 || e == 22 || e == 27 || e == 68) {
 				/* UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
-				 * REBALANCE_IN_PROGRESS: members joined since
-				 * DescribeGroups; the broker kept their offsets. */
+				 * REBALANCE_IN_PROGRESS, NON_EMPTY_GROUP:
+				 * members joined since DescribeGroups (or a
+				 * KIP-848 group that DescribeGroups does not
+				 * describe); the broker kept their offsets. */
 				active++;
 			} else {
 				failed++;
