@@ -158,6 +158,10 @@ struct ppart {
 	int32_t prove_seq;
 	int prove_steps;
 	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
+	/* Consumer-group offset sync (groupsync.c): 1 once the partition
+	 * stopped in this process, until a sync round covered it (2 while
+	 * one runs); only then are a STOPPED partition's offsets synced. */
+	int gs_final;
 	/* The producer identity p writes with (pipe_copy.c, see HACKING.md
 	 * "Producer identities"): pid -1 until taken (the last of
 	 * mp->producers, or a fresh id from the destination's pool);
@@ -264,6 +268,7 @@ struct pipeline {
 	void (*drain_cb)(void *arg);
 	void *drain_arg;
 	size_t hint_mirror, hint_part; /* part_of(): where the last answer was */
+	struct groupsync *gs;        /* consumer-group offset sync */
 	struct ppart **graveyard;    /* dead partitions with refs left */
 	size_t ngrave;
 };

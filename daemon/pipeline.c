@@ -16,6 +16,7 @@
 
 #include "compat.h"
 #include "daemonconf.h"
+#include "groupsync.h"
 #include "kerr.h"
 #include "kproto.h"
 #include "log.h"
@@ -714,6 +715,10 @@ static void part_step(struct ppart *p, int64_t now)
 		} else if (mpart_stopped(pl->st, p->mp, p->last_src, p->last_epoch,
 		    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0) {
 			log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
+		} else {
+			/* Failover: the groups' offsets once more, final. */
+			p->gs_final = 1;
+			groupsync_kick(pl->gs, p->pm->name);
 		}
 		break;
 	case MPART_FAILED:
@@ -848,7 +853,10 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
+	struct pipeline *pl = arg;
+
 	kick_cb(fd, what, arg);
+	groupsync_tick(pl->gs);
 }
 
 /* ---- metrics --------------------------------------------------------------- */
@@ -1118,6 +1126,10 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 	if (pl->dst == NULL)
 		goto fail;
 	pcluster_load_pid(pl->dst, cfg->storage_data_dir);
+	if ((pl->gs = groupsync_new(pl)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	pl->kick_ev = event_new(base, -1, 0, kick_cb, pl);
 	pl->tick_ev = event_new(base, -1, EV_PERSIST, tick_cb, pl);
 	if (pl->kick_ev == NULL || pl->tick_ev == NULL) {
@@ -1176,6 +1188,7 @@ void pipeline_free(struct pipeline *pl)
 	if (pl->tick_ev)
 		event_free(pl->tick_ev);
 	pl->kick_ev = pl->tick_ev = NULL;
+	groupsync_dying(pl->gs);
 	/* Connections first: their callbacks still see valid partitions. */
 	pcluster_free(pl->dst);
 	pl->dst = NULL;
@@ -1189,6 +1202,7 @@ void pipeline_free(struct pipeline *pl)
 	for (size_t i = 0; i < pl->ngrave; i++)
 		part_free(pl->graveyard[i]);
 	free(pl->graveyard);
+	groupsync_free(pl->gs);
 	if (pl->dns)
 		evdns_base_free(pl->dns, 0);
 	if (pl->ms != NULL) {

@@ -37,6 +37,8 @@
 	X(MIRROR_STATE, "mirror", "state") \
 	X(MIRROR, "mirror") \
 	X(MIRROR_ERROR, "mirror", "error") \
+	X(MIRROR_RESULT, "mirror", "result") \
+	X(MIRROR_STEP, "mirror", "step") \
 	X(CONN, "cluster", "mirror") \
 	X(CONN_API, "cluster", "mirror", "api") \
 	X(CONN_API_ERROR, "cluster", "mirror", "api", "error") \
@@ -122,6 +124,26 @@
 	    NONE, NO, "Produce and InitProducerId answers of the destination " \
 	    "refusing mirrord's principal, by API and Kafka error name " \
 	    "(the partitions concerned are FAILED and retried)") \
+	X(GROUP_SYNCS, "mirrord_group_syncs_total", COUNTER, MIRROR_RESULT, \
+	    NONE, NO, "Consumer groups handled by the offset sync, by result: " \
+	    "synced (offsets committed to the destination), active (members " \
+	    "on the destination: left alone), unchanged (already committed so), " \
+	    "nothing (no committed offset " \
+	    "of a mirrored partition)") \
+	X(GROUP_OFFSETS_COMMITTED, "mirrord_group_offsets_committed_total", \
+	    COUNTER, MIRROR, NONE, NO, "Translated partition offsets " \
+	    "committed to the destination by the consumer-group offset sync") \
+	X(GROUP_SYNC_ERRORS, "mirrord_group_sync_errors_total", COUNTER, \
+	    MIRROR_STEP, NONE, NO, "Failed steps of the consumer-group offset " \
+	    "sync, by request (ListGroups, FindCoordinator, OffsetFetch, " \
+	    "DescribeGroups, OffsetCommit, translate); retried next round") \
+	X(GROUP_SYNC_AGE, "mirrord_group_sync_age_seconds", GAUGE, MIRROR, \
+	    NONE, NO, "Seconds since the consumer-group offset sync of the " \
+	    "mirror last completed a round without errors (-1 never)") \
+	X(GROUP_SYNC_LAGGING, "mirrord_group_sync_lagging_offsets", GAUGE, \
+	    MIRROR, NONE, NO, "Group partitions whose source commit was past " \
+	    "the mirrored end in the last round (committed at the mirrored " \
+	    "end: a failover now would read those records again)") \
 	X(CLUSTER_INFLIGHT_BYTES, "mirrord_cluster_inflight_bytes", GAUGE, \
 	    CONN, NONE, NO, "Bytes of requests sent to a cluster and not yet " \
 	    "answered") \

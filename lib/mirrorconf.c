@@ -141,6 +141,14 @@ static const struct mkey mkeys[] = {
 	{ "mirror.topics.exclude", MK_MIRROR, MT_REGEXLIST, "__.*", 0, 0, NULL, O(topics_exclude), 0,
 	  "Comma-separated regular expressions of source topics never mirrored automatically. "
 	  "It takes precedence over mirror.topics.include." },
+	{ "mirror.groups.include", MK_MIRROR, MT_REGEXLIST, ".*", 0, 0, NULL, O(groups_include), 0,
+	  "Comma-separated regular expressions (Java syntax, matching the whole name) of source consumer groups whose committed offsets of mirrored topics are translated and committed to the destination. "
+	  "Empty syncs no group." },
+	{ "mirror.groups.exclude", MK_MIRROR, MT_REGEXLIST, "", 0, 0, NULL, O(groups_exclude), 0,
+	  "Comma-separated regular expressions of consumer groups never synced. "
+	  "It takes precedence over mirror.groups.include." },
+	{ "mirror.groups.sync.interval.ms", MK_MIRROR, MT_INT, "5000", 100, 86400000, NULL, O(groups_sync_interval_ms), 0,
+	  "How often consumer-group offsets are synced from the source to the destination (and once more when a topic is stopped)." },
 	{ "mirror.topic.properties.exclude", MK_MIRROR, MT_NAMELIST, KIP_PROPS_EXCLUDE, 0, 0, NULL, O(topic_properties_exclude_n), 0,
 	  "Comma-separated topic config names that are not copied from the source topic to the mirror topic, "
 	  "neither at creation nor afterwards; the destination topic's own values of these are left alone (never deleted). "
@@ -630,6 +638,8 @@ void mirrorconf_free(struct mirrorconf *mc)
 	free(mc->client_values);
 	regexes_free(&mc->topics_include);
 	regexes_free(&mc->topics_exclude);
+	regexes_free(&mc->groups_include);
+	regexes_free(&mc->groups_exclude);
 	for (size_t i = 0; i < mc->topic_properties_exclude_n; i++)
 		free(mc->topic_properties_exclude[i]);
 	free(mc->topic_properties_exclude);
@@ -756,6 +766,11 @@ static int regex_any(const struct mirrorconf_regexes *r, const char *s)
 int mirrorconf_topic_selected(const struct mirrorconf *mc, const char *topic)
 {
 	return regex_any(&mc->topics_include, topic) && !regex_any(&mc->topics_exclude, topic);
+}
+
+int mirrorconf_group_selected(const struct mirrorconf *mc, const char *group)
+{
+	return regex_any(&mc->groups_include, group) && !regex_any(&mc->groups_exclude, group);
 }
 
 int mirrorconf_topic_property_excluded(const struct mirrorconf *mc, const char *name)

@@ -71,6 +71,9 @@ struct mirrorconf {
 	int64_t foreign_writes;             /* MIRRORCONF_FOREIGN_* */
 	struct mirrorconf_regexes topics_include;
 	struct mirrorconf_regexes topics_exclude;
+	struct mirrorconf_regexes groups_include;   /* consumer-group offset sync */
+	struct mirrorconf_regexes groups_exclude;
+	int64_t groups_sync_interval_ms;
 	size_t topic_properties_exclude_n;  /* topic configs never synced */
 	char **topic_properties_exclude;
 };
@@ -96,6 +99,9 @@ void mirrorconf_free(struct mirrorconf *mc);
 /* 1 if the topic is selected by mirror.topics.include and not excluded by
  * mirror.topics.exclude (exclude wins). An empty include selects nothing. */
 int mirrorconf_topic_selected(const struct mirrorconf *mc, const char *topic);
+/* 1 if the consumer group is selected by mirror.groups.include and not
+ * excluded by mirror.groups.exclude (exclude wins). */
+int mirrorconf_group_selected(const struct mirrorconf *mc, const char *group);
 /* 1 if a source topic config must not be copied to the destination. */
 int mirrorconf_topic_property_excluded(const struct mirrorconf *mc,
     const char *name);

@@ -476,6 +476,14 @@ START_TEST(test_promtool_clean)
 	    "INVALID_CONFIG"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REQUESTS),
 	    "CreateMirror", "NONE"));
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, GROUP_SYNCS), "m",
+	    "synced"));
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, GROUP_OFFSETS_COMMITTED),
+	    "m"));
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, GROUP_SYNC_ERRORS), "m",
+	    "OffsetFetch"));
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, GROUP_SYNC_AGE), "m"), 1.5);
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, GROUP_SYNC_LAGGING), "m"), 0);
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REJECTED_REQUESTS),
 	    "malformed"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms,

@@ -1,0 +1,59 @@
+/*
+ * groupsync_map.c: the translation of one committed source offset into the
+ * destination offset the consumer-group offset sync commits (groupsync.h
+ * says what each result means; groupsync.c's header comment, why).  Apart
+ * from the rest of groupsync so that test/test_groupsync links it alone.
+ */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "groupsync.h"
+#include "mstate.h"
+#include "xlate.h"
+
+int groupsync_translate(const struct manchor *anchors, size_t nanchors,
+    int64_t src_done, int64_t dst_next, int64_t dst_log_start, int64_t c,
+    int64_t *d)
+{
+	int kind = GS_EXACT;
+
+	if (c >= src_done) {
+		*d = dst_next;
+		return c > src_done ? GS_LAGGING : GS_EXACT;
+	}
+	if (nanchors == 0) {
+		*d = c;
+	} else {
+		/* Below the first anchor the relation is the one mirroring
+		 * started with: source 0 is destination 0 (a start above the
+		 * source log start, or a destination that had records, is
+		 * itself an anchor). */
+		struct xlate *m = xlate_new(nanchors + 1);
+		char err[200];
+		int rc;
+
+		if (m == NULL || xlate_add(m, 0, 0, err, sizeof(err)) != 0) {
+			xlate_free(m);
+			return GS_INVALID;
+		}
+		for (size_t i = 0; i < nanchors; i++)
+			if (xlate_add(m, anchors[i].src, anchors[i].dst, err,
+			    sizeof(err)) != 0) {
+				xlate_free(m);
+				return GS_INVALID;
+			}
+		rc = xlate_src_to_dst(m, c, d);
+		xlate_free(m);
+		if (rc == XLATE_UNMAPPED)
+			return GS_INVALID;
+	}
+	if (*d > dst_next)
+		*d = dst_next; /* a hole at the end: where the next record lands */
+	if (dst_log_start >= 0 && *d < dst_log_start) {
+		*d = dst_log_start;
+		kind = GS_BEFORE_START;
+	}
+	return kind;
+}
