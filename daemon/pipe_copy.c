@@ -1127,7 +1127,7 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		    " answered UNKNOWN_TOPIC_ID for destination topic %s id %s: not "
 		    "written; checking whether the topic was deleted or recreated",
 		    pname(p, name, sizeof(name)), s->src_base, s->src_next - 1,
-		    p->topic, p->mp->topic->dst_topic_id != NULL ?
+		    p->topic, p->mp != NULL && p->mp->topic->dst_topic_id != NULL ?
 		    p->mp->topic->dst_topic_id : "?");
 		TAILQ_INSERT_HEAD(&p->q, s, link);
 		p->qbytes += s->len;
