@@ -38,6 +38,7 @@ struct pctx {
 		int done;
 		int got;       /* Fetch: the answer carried records */
 		size_t slot;   /* Fetch: index in the mirror's parts when sent */
+		struct kuuid tid;    /* Produce v13+: the topic id it was sent for */
 	} e[];
 };
 
@@ -76,6 +77,18 @@ static ssize_t ctx_find(struct pctx *x, struct kstr topic, int32_t partition)
 	for (size_t i = 0; i < x->n; i++)
 		if (!x->e[i].done && x->e[i].p->index == partition &&
 		    kstr_eq(topic, x->e[i].p->topic))
+			return (ssize_t)i;
+	return -1;
+}
+
+/* ctx_find() for a Produce answer: v13+ names the topic by id. */
+static ssize_t ctx_find_produced(struct pctx *x, const struct pw_produce_part *pp)
+{
+	if (x->version < PW_PRODUCE_BY_ID)
+		return ctx_find(x, pp->topic, pp->partition);
+	for (size_t i = 0; i < x->n; i++)
+		if (!x->e[i].done && x->e[i].p->index == pp->partition &&
+		    memcmp(&x->e[i].tid, &pp->topic_id, sizeof(pp->topic_id)) == 0)
 			return (ssize_t)i;
 	return -1;
 }
@@ -1098,7 +1111,7 @@ static void produce_ok(struct ppart *p, struct pbatch *s)
 static void produce_part(void *arg, const struct pw_produce_part *pp)
 {
 	struct pctx *x = arg;
-	ssize_t i = ctx_find(x, pp->topic, pp->partition);
+	ssize_t i = ctx_find_produced(x, pp);
 	struct ppart *p;
 	struct pbatch *s;
 
@@ -1137,6 +1150,33 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 	    pp->error == KERR_FENCED_LEADER_EPOCH ||
 	    pp->error == KERR_UNKNOWN_LEADER_EPOCH) {
 		/* Not appended: send the same batch again once the leader is known. */
+		TAILQ_INSERT_HEAD(&p->q, s, link);
+		p->qbytes += s->len;
+		p->pm->pl->qbytes += s->len;
+		p->sending = NULL;
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		pcluster_want_metadata(x->cl);
+		return;
+	}
+	if (pp->error == KERR_UNKNOWN_TOPIC_ID) {
+		char name[300];
+
+		/*
+		 * The Produce named the recorded destination topic id and the
+		 * broker does not know it: the topic was deleted (and perhaps
+		 * created again under its name).  Nothing was appended.  The
+		 * batch waits; the next destination Metadata answer shows the
+		 * new id or the absence and pipe_ident.c fails the partition
+		 * (recreated, or deleted once confirmed).  A broker that merely
+		 * lags on metadata answers the same, so this alone does not fail
+		 * it: the retries go on naming the old id and cannot land.
+		 */
+		log_warnx("%s: Produce for source offsets %" PRId64 "..%" PRId64
+		    " answered UNKNOWN_TOPIC_ID for destination topic %s id %s: not "
+		    "written; checking whether the topic was deleted or recreated",
+		    pname(p, name, sizeof(name)), s->src_base, s->src_next - 1,
+		    p->topic, p->mp != NULL && p->mp->topic->dst_topic_id != NULL ?
+		    p->mp->topic->dst_topic_id : "?");
 		TAILQ_INSERT_HEAD(&p->q, s, link);
 		p->qbytes += s->len;
 		p->pm->pl->qbytes += s->len;
@@ -1434,6 +1474,7 @@ void pcopy_produce_round(struct pipeline *pl)
 
 			for (size_t i = 0; i < pm->nparts; i++) {
 				struct ppart *p = pm->parts[i];
+				struct kuuid tid = { { 0 } };
 				struct pbatch *q;
 
 				if (p->step != PS_RUN || p->sending != NULL ||
@@ -1445,7 +1486,22 @@ void pcopy_produce_round(struct pipeline *pl)
 					c = pbroker_conn(b);
 					if (c == NULL)
 						goto next_broker;
-					v = kconn_pick_version(c, KP_API_PRODUCE, 6, PW_PRODUCE_MAX);
+					/*
+					 * By topic id when the broker can (the
+					 * request cannot land in a topic recreated
+					 * under the name since mirrord checked it).
+					 * Older brokers get the name: a topic
+					 * recreated while a Produce is in flight, or
+					 * before the next Metadata answer shows the
+					 * new id, takes the batch at offset 0..; the
+					 * answer's offset then fails the partition
+					 * (pipe_ident.c names the recreation at the
+					 * next answer) but the records are there.
+					 */
+					v = kconn_pick_version(c, KP_API_PRODUCE,
+					    PW_PRODUCE_BY_ID, PW_PRODUCE_BY_ID);
+					if (v < 0)
+						v = kconn_pick_version(c, KP_API_PRODUCE, 6, PW_PRODUCE_MAX);
 					if (v < 0)
 						v = kconn_pick_version(c, KP_API_PRODUCE, PW_PRODUCE_MIN, 4);
 					if (v < 0) {
@@ -1461,6 +1517,12 @@ void pcopy_produce_round(struct pipeline *pl)
 				q = TAILQ_FIRST(&p->q);
 				if (r.n > 0 && bytes + q->len > dst->kcfg.max_request_bytes / 2)
 					continue; /* next round */
+				if (v >= PW_PRODUCE_BY_ID &&
+				    pident_dest_id(p, &tid) != 0) {
+					/* No recorded id yet: the next answer. */
+					pcluster_want_metadata(dst);
+					continue;
+				}
 				if (part_identity(p, dst) != 0)
 					continue; /* waiting for a producer id, or failed */
 				if (prepare_head(p, dst) < 0)
@@ -1475,8 +1537,10 @@ void pcopy_produce_round(struct pipeline *pl)
 				r.tps[r.n].partition = p->index;
 				r.tps[r.n].records = q->buf;
 				r.tps[r.n].records_len = q->len;
+				r.tps[r.n].topic_id = tid;
 				r.n++;
 				ctx_add(x, p, q->dst_base);
+				x->e[x->n - 1].tid = tid;
 			}
 		}
 		if (r.n == 0)

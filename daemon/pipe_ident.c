@@ -82,6 +82,54 @@ static void uuid_str(const struct kuuid *u, char out[23])
 	out[o] = '\0';
 }
 
+/* uuid_str() backwards: 0, or -1 when s is not 22 characters of it. */
+static int uuid_parse(const char *s, struct kuuid *u)
+{
+	uint8_t v[22];
+	size_t o = 0;
+
+	if (s == NULL || strlen(s) != 22)
+		return -1;
+	for (size_t i = 0; i < 22; i++) {
+		char c = s[i];
+
+		if (c >= 'A' && c <= 'Z')
+			v[i] = (uint8_t)(c - 'A');
+		else if (c >= 'a' && c <= 'z')
+			v[i] = (uint8_t)(c - 'a' + 26);
+		else if (c >= '0' && c <= '9')
+			v[i] = (uint8_t)(c - '0' + 52);
+		else if (c == '-')
+			v[i] = 62;
+		else if (c == '_')
+			v[i] = 63;
+		else
+			return -1;
+	}
+	/* 5 groups of 4 characters (3 bytes each), then 2 for the last byte. */
+	for (size_t i = 0; i < 20; i += 4) {
+		uint32_t w = (uint32_t)v[i] << 18 | (uint32_t)v[i + 1] << 12 |
+		    (uint32_t)v[i + 2] << 6 | v[i + 3];
+
+		u->b[o++] = (uint8_t)(w >> 16);
+		u->b[o++] = (uint8_t)(w >> 8);
+		u->b[o++] = (uint8_t)w;
+	}
+	if ((v[21] & 15) != 0)
+		return -1;
+	u->b[o] = (uint8_t)(v[20] << 2 | v[21] >> 4);
+	return 0;
+}
+
+int pident_dest_id(const struct ppart *p, struct kuuid *id)
+{
+	const char *s = p->mp != NULL ? p->mp->topic->dst_topic_id : NULL;
+
+	if (s == NULL || uuid_parse(s, id) != 0 || kuuid_is_zero(id))
+		return -1;
+	return 0;
+}
+
 /* The one wording of a recreation (fail_final() compares reasons). */
 static void recreated_why(char *why, size_t len, int side, const char *topic,
     const char *was, const char *now)

@@ -417,6 +417,9 @@ void pident_destination(struct pipeline *pl);
  * into a recreated topic before the next answer fails it again. */
 int pident_restart_ok(struct ppart *p);
 void pident_forget(struct pmirror *pm);
+/* The destination topic id recorded for p's topic, for Produce v13+: 0
+ * and *id set, or -1 when none is recorded (yet). */
+int pident_dest_id(const struct ppart *p, struct kuuid *id);
 /* 1 if error is a reason pipe_ident.c gives. */
 int pident_is_identity_failure(const char *error);
 

@@ -464,6 +464,12 @@ int pw_produce_encode(struct kw *w, int16_t version, int16_t acks,
 
 		kp_produce_request_topic_produce_data_init(&t[g]);
 		t[g].name = kstr_c(tps[i].topic);
+		t[g].topic_id = tps[i].topic_id;
+		if (version >= PW_PRODUCE_BY_ID && kuuid_is_zero(&t[g].topic_id)) {
+			free(t);
+			kw_fail(w, "Produce v13+ without the topic id of a topic");
+			return -1;
+		}
 		t[g].partition_data = &p[i];
 		t[g].partition_data_n = (int32_t)len;
 		for (size_t k = i; k < i + len; k++) {
@@ -503,6 +509,8 @@ int pw_produce_decode(struct kr *r, int16_t version,
 
 			memset(&p, 0, sizeof(p));
 			p.topic = mt->name;
+			if (version >= PW_PRODUCE_BY_ID)
+				p.topic_id = mt->topic_id;
 			p.partition = d->index;
 			p.error = d->error_code;
 			p.base_offset = d->base_offset;

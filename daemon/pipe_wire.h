@@ -38,6 +38,11 @@
  * InitProducerId has no wrapper: pipe_cluster.c uses the kp_ structs. */
 #define PW_PRODUCE_MIN 3
 #define PW_PRODUCE_MAX 8
+/* Produce v13 names the topic by id (KIP-516): a request for a topic that
+ * was deleted (and perhaps recreated under its name) since is refused with
+ * UNKNOWN_TOPIC_ID instead of landing in the new topic.  v9-v12 add
+ * nothing mirrord uses; v13 keeps their layout. */
+#define PW_PRODUCE_BY_ID 13
 #define PW_FETCH_MIN 4
 #define PW_FETCH_MAX 12   /* v12: LastFetchedEpoch, DivergingEpoch (KIP-595) */
 #define PW_LIST_OFFSETS_MIN 1
@@ -67,6 +72,7 @@ struct pw_tp {
 	int32_t max_bytes;        /* Fetch: partition max bytes */
 	const uint8_t *records;   /* Produce: exactly one batch */
 	size_t records_len;
+	struct kuuid topic_id;    /* Produce v13+: the topic's id (equal within a group) */
 };
 
 /* ---- Metadata -------------------------------------------------------- */
@@ -161,7 +167,8 @@ int pw_ofle_decode(struct kr *r, int16_t version,
 /* ---- Produce --------------------------------------------------------- */
 
 struct pw_produce_part {
-	struct kstr topic;
+	struct kstr topic;        /* before v13, else null */
+	struct kuuid topic_id;    /* v13+, else all zero */
 	int32_t partition;
 	int16_t error;
 	int64_t base_offset;

@@ -258,6 +258,40 @@ START_TEST(test_produce_request_groups_topics)
 }
 END_TEST
 
+/* v13 names the topic by id (KIP-516): no name on the wire, and a topic
+ * without an id cannot be encoded at all (it would go to whatever topic
+ * has the name now). */
+START_TEST(test_produce_request_v13_topic_id)
+{
+	static const uint8_t rec[] = { 7, 8 };
+	struct pw_tp tp = { .topic = "a", .partition = 3, .records = rec,
+	    .records_len = 2 };
+	static const uint8_t want[] = {
+		0x00,                               /* transactional id: null */
+		0xff, 0xff,                         /* acks -1 */
+		0x00, 0x00, 0x03, 0xe8,             /* timeout 1000 */
+		0x02,                               /* 1 topic */
+		1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+		0x02,                               /* 1 partition */
+		0x00, 0x00, 0x00, 0x03, 0x03, 7, 8, 0x00,
+		0x00,                               /* topic tags */
+		0x00,                               /* request tags */
+	};
+	struct kw w;
+
+	for (int i = 0; i < 16; i++)
+		tp.topic_id.b[i] = (uint8_t)(i + 1);
+	kw_init(&w, 4096);
+	ck_assert_int_eq(pw_produce_encode(&w, PW_PRODUCE_BY_ID, -1, 1000, &tp, 1), 0);
+	ck_assert_uint_eq(w.len, sizeof(want));
+	ck_assert_mem_eq(w.buf, want, sizeof(want));
+	kw_reset(&w);
+	memset(&tp.topic_id, 0, sizeof(tp.topic_id));
+	ck_assert_int_eq(pw_produce_encode(&w, PW_PRODUCE_BY_ID, -1, 1000, &tp, 1), -1);
+	kw_fini(&w);
+}
+END_TEST
+
 START_TEST(test_list_offsets_request_versions)
 {
 	static const uint8_t v1[] = {
@@ -530,6 +564,43 @@ START_TEST(test_produce_response_v8)
 		ck_assert_int_eq(pw_produce_decode(&r, 8, on_produce, &s), -1);
 		free(copy);
 	}
+	kw_fini(&w);
+}
+END_TEST
+
+/* The v13 answer names the topic by id; UNKNOWN_TOPIC_ID comes through. */
+START_TEST(test_produce_response_v13)
+{
+	struct kuuid id;
+	struct kw w;
+	struct kr r;
+	struct pseen s;
+
+	for (int i = 0; i < 16; i++)
+		id.b[i] = (uint8_t)(0xa0 + i);
+	memset(&s, 0, sizeof(s));
+	kw_init(&w, 4096);
+	kw_carray(&w, 1);
+	kw_uuid(&w, &id);
+	kw_carray(&w, 1);
+	kw_i32(&w, 5);
+	kw_i16(&w, 100);           /* UNKNOWN_TOPIC_ID */
+	kw_i64(&w, -1);
+	kw_i64(&w, -1);
+	kw_i64(&w, -1);
+	kw_carray(&w, 0);          /* record errors */
+	kw_cstr(&w, KSTR_NULL);
+	kw_tags_empty(&w);
+	kw_tags_empty(&w);
+	kw_i32(&w, 0);             /* throttle */
+	kw_tags_empty(&w);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(pw_produce_decode(&r, PW_PRODUCE_BY_ID, on_produce, &s), 0);
+	ck_assert_int_eq(s.n, 1);
+	ck_assert_int_eq(s.p[0].partition, 5);
+	ck_assert_int_eq(s.p[0].error, 100);
+	ck_assert_mem_eq(s.p[0].topic_id.b, id.b, 16);
+	ck_assert_int_le(s.p[0].topic.len, 0);
 	kw_fini(&w);
 }
 END_TEST
@@ -864,11 +935,13 @@ static Suite *pipe_wire_suite(void)
 	tcase_add_test(tc, test_fetch_v12_epochs);
 	tcase_add_test(tc, test_offset_for_leader_epoch);
 	tcase_add_test(tc, test_produce_request_groups_topics);
+	tcase_add_test(tc, test_produce_request_v13_topic_id);
 	tcase_add_test(tc, test_list_offsets_request_versions);
 	tcase_add_test(tc, test_fetch_response_v11);
 	tcase_add_test(tc, test_fetch_response_truncated_everywhere);
 	tcase_add_test(tc, test_fetch_response_many_aborted);
 	tcase_add_test(tc, test_produce_response_v8);
+	tcase_add_test(tc, test_produce_response_v13);
 	tcase_add_test(tc, test_metadata_v8_response);
 	tcase_add_test(tc, test_metadata_request_versions);
 	tcase_add_test(tc, test_metadata_topic_ids);

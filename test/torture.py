@@ -35,10 +35,8 @@ default all of them):
                 DeleteRecords on the source partitions of `del` up to a
                 batch boundary among the last 60 offsets (data mirrord has
                 not copied), then SIGCONT
-  delete-records-mid  the same up to an offset inside a batch; not in the
-                default set: on main it fails the partition on every retry
-                ("source batch A..B straddles the resume offset C"), issue 8
-                item 6
+  delete-records-mid  the same up to an offset inside a batch (mirrord
+                records the jump over the deleted part of the batch)
   deny          a DENY ACL on READ and DESCRIBE of one of idem, txn, cmp,
                 del for mirrord's source principal, 2-8 s (the source runs
                 with ACLs and SASL when this class is on; the test's own
@@ -108,10 +106,7 @@ ALL_FAULTS = ["kill", "stop", "src-restart", "dst-restart", "foreign",
               "src-recreate", "dst-recreate", "delete-records",
               "delete-records-mid", "deny"]
 # The classes a run draws from unless TORTURE_FAULTS says otherwise.
-# delete-records-mid fails its partitions on current main (issue 8 item 6,
-# fixed in parallel): "source batch A..B straddles the resume offset C: a
-# batch cannot be split", on every retry.  Name it in TORTURE_FAULTS.
-DEFAULT_FAULTS = [k for k in ALL_FAULTS if k != "delete-records-mid"]
+DEFAULT_FAULTS = list(ALL_FAULTS)
 WEIGHTS = {"kill": 3, "stop": 3, "src-restart": 1, "dst-restart": 1,
            "foreign": 1, "src-recreate": 1, "dst-recreate": 1,
            "delete-records": 2, "delete-records-mid": 2, "deny": 2}
