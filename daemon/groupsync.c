@@ -332,12 +332,46 @@ static int req_gone(struct gsreq *r)
 	return r->gs->dying;
 }
 
-/* ListGroups */
-
-static int lg_encode(struct kw *w, int16_t version, const void *msg)
+/*
+ * Sends one request of the round: api_key's request msg at the newest
+ * version in [vmin, vmax] that c offers, answered by done with a fresh
+ * context.  0 when sent; else -1 after counting and logging what failed,
+ * naming the group (or "every group" for ListGroups) and the broker.
+ */
+static int gs_send(struct gsmirror *gm, struct kconn *c, int16_t api_key,
+    int16_t vmin, int16_t vmax, int is_dst, const void *msg,
+    kconn_resp_cb done)
 {
-	return kp_list_groups_request_encode(w, version, msg);
+	const char *api = kp_api_name(api_key);
+	struct gsreq *r;
+	char err[300], what[300];
+	int v = kconn_pick_version(c, api_key, vmin, vmax);
+
+	if (api_key == KP_API_LIST_GROUPS)
+		snprintf(what, sizeof(what), "every group");
+	else
+		snprintf(what, sizeof(what), "group %s", gm->group);
+
+	if (v < 0) {
+		gs_error(gm, api, "%s: the %s broker %s does not support %s v%d-%d",
+		    what, is_dst ? "destination" : "source", kconn_name(c), api,
+		    (int)vmin, (int)vmax);
+		return -1;
+	}
+	if ((r = req_new(gm, (int16_t)v, is_dst)) == NULL) {
+		gs_error(gm, api, "%s: %s: out of memory", what, api);
+		return -1;
+	}
+	if (kconn_send_msg(c, api_key, (int16_t)v, msg, 0, GS_TIMEOUT_MS, done,
+	    r, err, sizeof(err)) != 0) {
+		free(r);
+		gs_error(gm, api, "%s: %s to %s: %s", what, api, kconn_name(c), err);
+		return -1;
+	}
+	return 0;
 }
+
+/* ListGroups */
 
 static int group_cmp(const void *a, const void *b)
 {
@@ -436,11 +470,8 @@ out:
 static void lg_send(struct gsmirror *gm, struct kconn *c)
 {
 	struct kp_list_groups_request req;
-	struct gsreq *r;
-	char err[300];
-	int v = kconn_pick_version(c, KP_API_LIST_GROUPS, 0, 4);
 
-	if (v < 0) {
+	if (kconn_pick_version(c, KP_API_LIST_GROUPS, 0, 4) < 0) {
 		/* Logged once per mirror (the librdkafka mock has no
 		 * ListGroups): counted every round. */
 		gm->round_errors++;
@@ -455,15 +486,8 @@ static void lg_send(struct gsmirror *gm, struct kconn *c)
 		return;
 	}
 	kp_list_groups_request_init(&req);
-	if ((r = req_new(gm, (int16_t)v, 0)) == NULL)
-		return;
-	if (kconn_send(c, KP_API_LIST_GROUPS, (int16_t)v, lg_encode, &req, 0,
-	    GS_TIMEOUT_MS, lg_done, r, err, sizeof(err)) != 0) {
-		free(r);
-		gs_error(gm, "ListGroups", "ListGroups to %s: %s", kconn_name(c), err);
-		return;
-	}
-	gm->lg_pending++;
+	if (gs_send(gm, c, KP_API_LIST_GROUPS, 0, 4, 0, &req, lg_done) == 0)
+		gm->lg_pending++;
 }
 
 /* 1 if a round started; 0 if there is nothing to sync yet. */
@@ -546,11 +570,6 @@ struct gsfc {
 	int step; /* 0: source, 1: destination */
 };
 
-static int fc_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_find_coordinator_request_encode(w, version, msg);
-}
-
 static void of_send(struct gsmirror *gm, struct kconn *c);
 static void dg_send(struct gsmirror *gm, struct kconn *c);
 
@@ -615,9 +634,6 @@ next:
 static void fc_send(struct gsmirror *gm, struct kconn *ctl, int is_dst)
 {
 	struct kp_find_coordinator_request req;
-	struct gsreq *r;
-	char err[300];
-	int v;
 
 	if (ctl == NULL) {
 		gs_error(gm, "FindCoordinator", "group %s: no ready connection to the %s: "
@@ -626,33 +642,18 @@ static void fc_send(struct gsmirror *gm, struct kconn *ctl, int is_dst)
 		group_next(gm);
 		return;
 	}
-	v = kconn_pick_version(ctl, KP_API_FIND_COORDINATOR, 0, 3);
 	kp_find_coordinator_request_init(&req);
 	req.key = kstr_c(gm->group);
 	req.key_type = 0;
-	if (v < 0 || (r = req_new(gm, (int16_t)v, is_dst)) == NULL) {
-		gs_error(gm, "FindCoordinator", "group %s: the %s does not support "
-		    "FindCoordinator v0-3", gm->group, is_dst ? "destination" : "source");
-		gm->gi = gm->ngroups;
-		group_next(gm);
-		return;
-	}
-	if (kconn_send(ctl, KP_API_FIND_COORDINATOR, (int16_t)v, fc_encode, &req, 0,
-	    GS_TIMEOUT_MS, fc_done, r, err, sizeof(err)) != 0) {
-		free(r);
-		gs_error(gm, "FindCoordinator", "group %s: %s: the round ends here",
-		    gm->group, err);
+	if (gs_send(gm, ctl, KP_API_FIND_COORDINATOR, 0, 3, is_dst, &req,
+	    fc_done) != 0) {
+		/* The other groups would fail alike: the round ends here. */
 		gm->gi = gm->ngroups;
 		group_next(gm);
 	}
 }
 
 /* OffsetFetch on the source */
-
-static int of_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_offset_fetch_request_encode(w, version, msg);
-}
 
 static void of_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
@@ -795,27 +796,14 @@ next:
 static void of_send(struct gsmirror *gm, struct kconn *c)
 {
 	struct kp_offset_fetch_request req;
-	struct gsreq *r;
-	char err[300];
-	int v = kconn_pick_version(c, KP_API_OFFSET_FETCH, 2, 7);
 
 	kp_offset_fetch_request_init(&req);
 	req.group_id = kstr_c(gm->group);
 	req.topics = NULL;
 	req.topics_n = -1; /* every partition */
 	req.require_stable = 1;
-	if (v < 0 || (r = req_new(gm, (int16_t)v, 0)) == NULL) {
-		gs_error(gm, "OffsetFetch", "group %s: the source broker %s does not "
-		    "support OffsetFetch v2-7", gm->group, kconn_name(c));
+	if (gs_send(gm, c, KP_API_OFFSET_FETCH, 2, 7, 0, &req, of_done) != 0)
 		group_next(gm);
-		return;
-	}
-	if (kconn_send(c, KP_API_OFFSET_FETCH, (int16_t)v, of_encode, &req, 0,
-	    GS_TIMEOUT_MS, of_done, r, err, sizeof(err)) != 0) {
-		free(r);
-		gs_error(gm, "OffsetFetch", "group %s: %s", gm->group, err);
-		group_next(gm);
-	}
 }
 
 /* DescribeGroups, then OffsetCommit, on the destination coordinator */
@@ -824,16 +812,6 @@ struct gscoord {
 	struct gsreq r;
 	struct kconn *c;
 };
-
-static int dg_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_describe_groups_request_encode(w, version, msg);
-}
-
-static int oc_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_offset_commit_request_encode(w, version, msg);
-}
 
 static void oc_send(struct gsmirror *gm, struct kconn *c);
 
@@ -903,25 +881,12 @@ static void dg_send(struct gsmirror *gm, struct kconn *c)
 {
 	struct kp_describe_groups_request req;
 	struct kstr g = kstr_c(gm->group);
-	struct gsreq *r;
-	char err[300];
-	int v = kconn_pick_version(c, KP_API_DESCRIBE_GROUPS, 0, 5);
 
 	kp_describe_groups_request_init(&req);
 	req.groups = &g;
 	req.groups_n = 1;
-	if (v < 0 || (r = req_new(gm, (int16_t)v, 1)) == NULL) {
-		gs_error(gm, "DescribeGroups", "group %s: the destination broker %s "
-		    "does not support DescribeGroups v0-5", gm->group, kconn_name(c));
+	if (gs_send(gm, c, KP_API_DESCRIBE_GROUPS, 0, 5, 1, &req, dg_done) != 0)
 		group_next(gm);
-		return;
-	}
-	if (kconn_send(c, KP_API_DESCRIBE_GROUPS, (int16_t)v, dg_encode, &req, 0,
-	    GS_TIMEOUT_MS, dg_done, r, err, sizeof(err)) != 0) {
-		free(r);
-		gs_error(gm, "DescribeGroups", "group %s: %s", gm->group, err);
-		group_next(gm);
-	}
 }
 
 static void oc_done(struct kconn *c, int err, const char *errstr,
@@ -998,20 +963,15 @@ static void oc_send(struct gsmirror *gm, struct kconn *c)
 	struct kp_offset_commit_request req;
 	struct kp_offset_commit_request_topic *topics = NULL;
 	struct kp_offset_commit_request_partition *parts = NULL;
-	struct gsreq *r = NULL;
-	char err[300];
 	int32_t nt = 0;
-	int v = kconn_pick_version(c, KP_API_OFFSET_COMMIT, 2, 8);
 
-	if (v < 0) {
-		gs_error(gm, "OffsetCommit", "group %s: the destination broker %s "
-		    "does not support OffsetCommit v2-8", gm->group, kconn_name(c));
-		goto fail;
-	}
 	topics = calloc(gm->ncommits, sizeof(*topics));
 	parts = calloc(gm->ncommits, sizeof(*parts));
-	if (topics == NULL || parts == NULL || (r = req_new(gm, (int16_t)v, 1)) == NULL)
+	if (topics == NULL || parts == NULL) {
+		gs_error(gm, "OffsetCommit", "group %s: OffsetCommit: out of memory",
+		    gm->group);
 		goto fail;
+	}
 	/* Commits arrive grouped by topic (one OffsetFetch topic at a time). */
 	for (size_t i = 0; i < gm->ncommits; i++) {
 		const struct gscommit *gc = &gm->commits[i];
@@ -1040,16 +1000,12 @@ static void oc_send(struct gsmirror *gm, struct kconn *c)
 	req.retention_time_ms = -1;
 	req.topics = topics;
 	req.topics_n = nt;
-	if (kconn_send(c, KP_API_OFFSET_COMMIT, (int16_t)v, oc_encode, &req, 0,
-	    GS_TIMEOUT_MS, oc_done, r, err, sizeof(err)) != 0) {
-		gs_error(gm, "OffsetCommit", "group %s: %s", gm->group, err);
+	if (gs_send(gm, c, KP_API_OFFSET_COMMIT, 2, 8, 1, &req, oc_done) != 0)
 		goto fail;
-	}
 	free(topics);
 	free(parts);
 	return;
 fail:
-	free(r);
 	free(topics);
 	free(parts);
 	group_next(gm);

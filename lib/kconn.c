@@ -574,6 +574,21 @@ int kconn_send(struct kconn *c, int16_t api_key, int16_t version,
 	    timeout_ms, cb, arg, 0, err, errlen);
 }
 
+int kconn_send_msg(struct kconn *c, int16_t api_key, int16_t version,
+    const void *msg, int flags, int timeout_ms, kconn_resp_cb cb, void *arg,
+    char *err, size_t errlen)
+{
+	const struct kp_api *api = kp_api_find(api_key);
+
+	if (api == NULL || api->request_encode == NULL) {
+		snprintf(err, errlen, "ApiKey %d has no request encoder",
+		    (int)api_key);
+		return -1;
+	}
+	return kconn_send(c, api_key, version, api->request_encode, msg, flags,
+	    timeout_ms, cb, arg, err, errlen);
+}
+
 int kconn_send_raw(struct kconn *c, int16_t api_key, int16_t version,
     const void *body, size_t len, int flags, int timeout_ms,
     kconn_resp_cb cb, void *arg, char *err, size_t errlen)

@@ -206,6 +206,11 @@ void kconn_set_event_arg(struct kconn *c, void *arg);
 int kconn_send(struct kconn *c, int16_t api_key, int16_t version,
     kconn_encode_fn enc, const void *msg, int flags, int timeout_ms,
     kconn_resp_cb cb, void *arg, char *err, size_t errlen);
+/* kconn_send() with the request encoder of api_key's row in the ApiKey
+ * table (kp_api_find()): msg is that API's kp_*_request. */
+int kconn_send_msg(struct kconn *c, int16_t api_key, int16_t version,
+    const void *msg, int flags, int timeout_ms, kconn_resp_cb cb, void *arg,
+    char *err, size_t errlen);
 int kconn_send_raw(struct kconn *c, int16_t api_key, int16_t version,
     const void *body, size_t len, int flags, int timeout_ms,
     kconn_resp_cb cb, void *arg, char *err, size_t errlen);
