@@ -26,9 +26,29 @@ import time
 import harness as h
 
 
+def client_yaml(props, indent="  "):
+    """A `client:` block of destination client properties, or ""."""
+    if not props:
+        return ""
+    return indent + "client:\n" + "".join(
+        '%s  %s: "%s"\n' % (indent, k, v) for k, v in props.items())
+
+
+def sasl_plain(user, password=None):
+    """Client properties for SASL/PLAIN as `user` on a realkafka cluster
+    started with security="sasl" (password: realkafka.USERS)."""
+    if password is None:
+        password = h.realkafka().USERS[user]
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": user, "sasl.password": password}
+
+
 class Mirrord:
     def __init__(self, destination, name="mirrord", extra_yaml="",
-                 start=True, data_dir=None, log_level="debug"):
+                 start=True, data_dir=None, log_level="debug",
+                 destination_client=None):
+        """destination_client: client properties for destination.client
+        (e.g. sasl_plain("bob")); values are written as YAML strings."""
         self.name = name
         self.dir = os.path.join(h.test_dir(), name)
         os.makedirs(self.dir, exist_ok=True)
@@ -48,12 +68,14 @@ class Mirrord:
                 "  data_dir: \"%s\"\n"
                 "destination:\n"
                 "  bootstrap_servers: \"%s\"\n"
+                "%s"
                 "metrics:\n"
                 "  listen: \"127.0.0.1:%d\"\n"
                 "log:\n"
                 "  level: %s\n"
                 "%s" % (self.port, self.data_dir, destination,
-                        self.metrics_port, log_level, extra_yaml))
+                        client_yaml(destination_client), self.metrics_port,
+                        log_level, extra_yaml))
         self.proc = None
         self.starts = 0
         if start:

@@ -130,18 +130,8 @@ def main():
     for t in (ta, tb):
         dst.grant("User:bob", ["DESCRIBE", "READ", "DESCRIBE_CONFIGS"], topic=t)
 
-    d = mt.Mirrord(destination=dst.bootstrap, start=False)
-    with open(d.config_path) as f:
-        text = f.read()
-    text = text.replace("destination:\n", "destination:\n"
-                        "  client:\n"
-                        "    security.protocol: SASL_PLAINTEXT\n"
-                        "    sasl.mechanism: PLAIN\n"
-                        "    sasl.username: bob\n"
-                        "    sasl.password: %s\n" % rk.USERS["bob"], 1)
-    with open(d.config_path, "w") as f:
-        f.write(text)
-    d.start()
+    d = mt.Mirrord(destination=dst.bootstrap,
+                   destination_client=mt.sasl_plain("bob"))
     d.create("k", {"bootstrap.servers": src.bootstrap,
                    "security.protocol": "SASL_PLAINTEXT",
                    "sasl.mechanism": "PLAIN", "sasl.username": "admin",

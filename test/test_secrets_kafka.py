@@ -91,17 +91,11 @@ os.environ["CREDENTIALS_DIRECTORY"] = creds
 
 yaml = ("mirrors:\n"
         "  provider_dirs: [\"%s\"]\n" % allowed)
-d = mt.Mirrord(destination=dst.bootstrap, extra_yaml=yaml, start=False)
+d = mt.Mirrord(destination=dst.bootstrap, extra_yaml=yaml, start=False,
+               destination_client=mt.sasl_plain(
+                   "bob", "${credential:dest-password}"))
 with open(d.config_path) as f:
     text = f.read()
-text = text.replace("destination:\n", "destination:\n"
-                    "  client:\n"
-                    "    security.protocol: SASL_PLAINTEXT\n"
-                    "    sasl.mechanism: PLAIN\n"
-                    "    sasl.username: bob\n"
-                    "    sasl.password: ${credential:dest-password}\n", 1)
-with open(d.config_path, "w") as f:
-    f.write(text)
 h.check(DST_PW not in text, "mirrord.yaml holds the destination password")
 d.start()
 
