@@ -431,6 +431,27 @@ static void send_heartbeat(struct kgroup *g);
 static void send_leave(struct kgroup *g);
 static void leave_finish(struct kgroup *g, const char *how);
 
+/*
+ * A connection to the coordinator is ready.  A member still holding its
+ * membership (the coordinator moved or the connection broke) only resumes
+ * its heartbeats: the answer says whether the generation still stands
+ * (else ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID: revoked, join again), and
+ * a rejoin would make the leader's coordinator start a rebalance.
+ */
+static void coord_ready(struct kgroup *g)
+{
+	if (!g->active || g->rejoin_pending) {
+		send_join(g);
+		return;
+	}
+	log_info("group %s: coordinator %s:%d reached; resuming the heartbeats "
+	    "of generation %" PRId32, g->group_id, g->coord_host, g->coord_port,
+	    g->live_gen);
+	step_new(g);
+	set_state(g, KG_STABLE, "coordinator found again");
+	send_heartbeat(g);
+}
+
 static void step_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct kgroup *g = arg;
@@ -483,7 +504,7 @@ static void conn_event(struct kconn *c, int event, int err, const char *errstr,
 		if (g->role == ROLE_FIND && g->state == KG_FIND)
 			send_find(g);
 		else if (g->role == ROLE_COORD && g->state == KG_CONNECT)
-			send_join(g);
+			coord_ready(g);
 		else if (g->role == ROLE_COORD && g->state == KG_LEAVE)
 			send_leave(g);
 		return;
@@ -608,7 +629,7 @@ static void find_done(struct kconn *c, int err, const char *errstr,
 	if (resp.node_id == g->conn_node && g->conn != NULL &&
 	    kconn_is_ready(g->conn)) {
 		g->role = ROLE_COORD;
-		send_join(g);
+		coord_ready(g);
 		goto out;
 	}
 	conn_drop(g);
@@ -1124,11 +1145,12 @@ static void send_heartbeat(struct kgroup *g)
 	}
 	if (session_check(g) < 0)
 		return;
-	if (!g->active) {
+	if (!g->active || g->rejoin_pending) {
 		/* revoked for silence: the broker decides whether we are
 		 * still in (the join says UNKNOWN_MEMBER_ID if not) */
-		snprintf(g->reason, sizeof(g->reason), "rejoin after the session "
-		    "timeout passed without an answer");
+		if (!g->active)
+			snprintf(g->reason, sizeof(g->reason), "rejoin after the "
+			    "session timeout passed without an answer");
 		send_join(g);
 		return;
 	}
@@ -1391,12 +1413,12 @@ void kgroup_rejoin(struct kgroup *g, const char *why)
 		step_new(g);
 		step_arm(g, ACT_JOIN, 0);
 		break;
-	case KG_JOIN:
-	case KG_SYNC:
+	default:
+		/* after the step in progress (a JoinGroup in flight has the old
+		 * metadata; a member finding its coordinator would only resume
+		 * its heartbeats) */
 		g->rejoin_pending = 1;
 		break;
-	default:
-		break; /* the next JoinGroup carries the metadata anyway */
 	}
 }
 
