@@ -803,11 +803,11 @@ static int group_error(struct kgroup *g, const char *api, int16_t code)
 		return 1;
 	case KERR_UNKNOWN_MEMBER_ID:
 	case KERR_ILLEGAL_GENERATION:
-		if (code == KERR_UNKNOWN_MEMBER_ID)
-			set_str(&g->member_id, ""); /* the broker forgot us */
 		snprintf(g->reason, sizeof(g->reason), "rejoin after %.300s", why);
 		if (lose_membership(g, why) < 0)
 			return 1;
+		if (code == KERR_UNKNOWN_MEMBER_ID)
+			set_str(&g->member_id, ""); /* the broker forgot us */
 		log_info("group %s: %s; joining again", g->group_id, why);
 		g->fails = 0;
 		send_join(g);
@@ -819,10 +819,10 @@ static int group_error(struct kgroup *g, const char *api, int16_t code)
 		    "another process joined with the same group.instance.id; "
 		    "joining again in %d ms", g->group_id,
 		    g->instance_id ? g->instance_id : "-", api, ms);
-		set_str(&g->member_id, "");
 		snprintf(g->reason, sizeof(g->reason), "rejoin after %.300s", why);
 		if (lose_membership(g, why) < 0)
 			return 1;
+		set_str(&g->member_id, "");
 		step_new(g);
 		set_state(g, KG_BACKOFF, why);
 		step_arm(g, ACT_JOIN, ms);
