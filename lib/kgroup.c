@@ -396,7 +396,10 @@ static void session_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (session_check(g) < 0)
 		return;
-	if (g->active)
+	/* Past the deadline with a JoinGroup/SyncGroup in flight: their end
+	 * (proved() or a failure's session_check()) decides; no re-arm, or
+	 * the timer would fire at once again and again. */
+	if (g->active && clock_mono_ms() - g->last_ok_ms < g->session_ms)
 		session_arm(g);
 }
 
@@ -440,7 +443,9 @@ static void leave_finish(struct kgroup *g, const char *how);
  */
 static void coord_ready(struct kgroup *g)
 {
-	if (!g->active || g->rejoin_pending) {
+	/* (a JoinGroup answered but no SyncGroup: the assignment of that
+	 * generation is still to be had) */
+	if (!g->active || g->rejoin_pending || g->generation != g->live_gen) {
 		send_join(g);
 		return;
 	}

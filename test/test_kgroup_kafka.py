@@ -8,6 +8,8 @@ assignment=S` and `revoked why=...` lines; the leader assigns every member
 assignment the leader made for it in that generation.
 
 On one private single-broker cluster:
+  0. a dynamic member (no instance id) is asked for a member id first
+     (MEMBER_ID_REQUIRED) and then joins;
   1. three members join: one generation, exactly one leader, the leader
      sees all three instance ids (and their metadata), everyone gets the
      leader's assignment of that generation;
@@ -40,6 +42,7 @@ PROBES = []
 
 class Probe:
     def __init__(self, kafka, group, instance, meta, session_ms, name=None):
+        """instance None: a dynamic member (no group.instance.id)."""
         self.instance = instance
         self.name = name or instance
         d = h.test_dir()
@@ -47,8 +50,8 @@ class Probe:
         self.err_path = os.path.join(d, "%s.log" % self.name)
         self.out = open(self.out_path, "wb")
         self.err = open(self.err_path, "ab")
-        argv = [PROBE, "-b", kafka.bootstrap, "-g", group, "-i", instance,
-                "-m", meta, "-s", str(session_ms), "-r", "20000", "-t", "500",
+        argv = [PROBE, "-b", kafka.bootstrap, "-g", group] \
+            + (["-i", instance] if instance else []) + ["-m", meta, "-s", str(session_ms), "-r", "20000", "-t", "500",
                 "-v"]
         self.p = subprocess.Popen(argv, stdout=self.out, stderr=self.err,
                                   stdin=subprocess.DEVNULL,
@@ -148,6 +151,21 @@ def wait_event(p, pred, timeout, what, after=0):
 def main():
     k, = h.private_kafka(1, "plaintext")
     tag = str(os.getpid())
+
+    # 0: a dynamic member (no instance id): the broker asks for a member id
+    # first (MEMBER_ID_REQUIRED), then it joins and leads alone.
+    dyn = Probe(k, "kg-dyn-%s" % tag, None, "dyn", 6000, name="dyn")
+    j = wait_event(dyn, lambda e: e[0] == "joined", 60, "the dynamic member joins")
+    h.check(j[1]["leader"] == "1" and j[1]["members"] == "" and
+            j[1]["assignment"] == "gen=%s|leader=-|members=|you=" % j[1]["gen"],
+            "the dynamic member leads alone: %s" % j[2])
+    err = open(dyn.err_path, errors="replace").read()
+    h.check("MEMBER_ID_REQUIRED: joining again as" in err,
+            "the broker asked for a member id first")
+    dyn.signal(signal.SIGTERM)
+    h.check(dyn.p.wait(timeout=30) == 0, "the dynamic member exits 0")
+    print("a dynamic member joined generation %s after MEMBER_ID_REQUIRED"
+          % j[1]["gen"], flush=True)
 
     # 1-2: join, then one leaves with LeaveGroup (session 45 s).
     g1 = "kg-leave-%s" % tag
