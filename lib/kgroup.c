@@ -420,8 +420,20 @@ static void retry_later(struct kgroup *g, int action, const char *why)
 /* The coordinator is unknown or unreachable: find it again. */
 static void coord_lost(struct kgroup *g, const char *why)
 {
-	log_info("group %s: coordinator %s: %s; finding it again", g->group_id,
-	    g->coord_host != NULL ? g->coord_host : "unknown", why);
+	char where[300];
+
+	if (g->coord_host != NULL && g->coord_node >= 0)
+		snprintf(where, sizeof(where), "coordinator broker %" PRId32
+		    " (%s:%d)", g->coord_node, g->coord_host, g->coord_port);
+	else
+		snprintf(where, sizeof(where), "coordinator not found yet");
+	/* every 10th failure in a row at info: an outage is said, not spammed */
+	if (g->fails % 10 == 0)
+		log_info("group %s: %s: %s; finding it again (failure %d in a "
+		    "row)", g->group_id, where, why, g->fails + 1);
+	else
+		log_debug("group %s: %s: %s; finding it again", g->group_id,
+		    where, why);
 	conn_drop(g);
 	g->coord_node = -1;
 	retry_later(g, ACT_FIND, why);
