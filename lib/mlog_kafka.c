@@ -1357,35 +1357,48 @@ reply:
 	return 0;
 }
 
-/* The writer: every request not yet answered, in order. */
+/* The writer: every request not yet answered, in order.  Idle, one
+ * Fetch from the first unanswered offset. */
 static int handle_requests(struct mk *k, char *err, size_t errlen)
 {
 	struct mk *q = k->req;
 	struct req_ctx rc = { .k = k };
-	int64_t start, end, o;
+	int64_t o = k->req_next, start;
+	int restarted = 0;
 
 	if (q->conn == NULL && mk_ensure_topic(q, err, errlen) != 0)
 		return -1;
-	if (mk_list_offset(q, -2, &start, err, errlen) != 0 ||
-	    mk_list_offset(q, -1, &end, err, errlen) != 0) {
-		mk_drop_conn(q);
-		return -1;
+	if (o < 0) {
+		/* No request answered yet in this log: from the start. */
+		if (mk_list_offset(q, -2, &o, err, errlen) != 0) {
+			mk_drop_conn(q);
+			return -1;
+		}
 	}
-	o = k->req_next < start ? start : k->req_next;
-	if (k->req_next >= 0 && k->req_next < start)
-		log_warnx("metadata log: requests %" PRId64 "..%" PRId64 " of "
-		    "topic %s expired unanswered (retention)", k->req_next,
-		    start - 1, q->topic);
-	while (o < end && k->writer && !rc.stop) {
+	while (k->writer && !rc.stop) {
 		int64_t next, hw;
-		int r = mk_fetch(q, o, end, 0, request_cb, &rc, &next, &hw, err,
-		    errlen);
+		int r = mk_fetch(q, o, INT64_MAX, 0, request_cb, &rc, &next, &hw,
+		    err, errlen);
 
 		if (rc.stop)
 			break;
+		if (r == -2 && !restarted) {
+			/* Below the start: expired unanswered (retention). */
+			restarted = 1;
+			if (mk_list_offset(q, -2, &start, err, errlen) != 0)
+				return -1;
+			if (start > o)
+				log_warnx("metadata log: requests %" PRId64 "..%"
+				    PRId64 " of topic %s expired unanswered "
+				    "(retention)", o, start - 1, q->topic);
+			o = start;
+			if (start > k->req_next)
+				k->req_next = start;
+			continue;
+		}
 		if (r != 0)
 			return -1;
-		if (next == o)
+		if (next == o || next >= hw)
 			break;
 		o = next;
 	}

@@ -34,6 +34,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
 
+try:
+    from confluent_kafka import Producer
+except ImportError:
+    Producer = None
+
 RUN = "%d" % (os.getpid() % 100000)
 TIMEOUT_MS = 4000
 
@@ -205,6 +210,20 @@ def main():
     h.check("refuse-t" not in a.dump() and "refuse-t" not in b.dump(),
             "the refused topic is in a model")
 
+    # ---- a malformed request: refused with a REPLY, the queue goes on ---
+    if Producer is not None:
+        pr = Producer({"bootstrap.servers": B, "acks": "all"})
+        pr.produce(topic + "-requests", key=b"intruder", value=b"\x00\x01junk")
+        if pr.flush(30):
+            h.fail("the malformed request was not delivered")
+        h.wait_for(lambda: "is malformed" in a.log(), 30,
+                   "the writer names the malformed request")
+        h.check('from instance "intruder" is malformed: request header'
+                in a.log(), "the refusal does not name the instance and "
+                "the fault: " + a.log()[-2000:])
+        b.ok("add m2 t3 1")      # the queue is not stuck behind it
+        d = same([a, b], "after the malformed request")
+
     # ---- a stale follower's write that no longer applies --------------
     c = start("c", "follower")
     same([a, b, c], "third peer opened")
@@ -267,6 +286,17 @@ def main():
     a.ok("create m6")            # the old writer now writes through b
     d = same([a, b, c], "the demoted writer's forwarded write")
     h.check("m6" in b.dump(), "m6 not in the new writer's model")
+
+    # ---- an explicit demotion and promotion -------------------------------
+    b.cmd("demote")
+    h.check(b.role() == "follower", "b still the writer after demote")
+    h.check(any(e.startswith("event role follower asked by the test")
+                for e in b.events), "no role hook on demote: %r" % b.events)
+    code, msg = b.rc("promote")
+    h.check(code == 0 and b.role() == "writer", "re-promote: %d %s"
+            % (code, msg))
+    c.ok("create m9")
+    d = same([a, b, c], "after demote and promote")
 
     # ---- restart of every peer reads the same model ---------------------
     for p in list(peers):
