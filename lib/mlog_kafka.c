@@ -1122,6 +1122,7 @@ fail:
 	    s.err[0] ? s.err : "the state could not be written out");
 out:
 	kw_fini(&s.buf);
+	fire_role(k);           /* a snapshot may meet the fence too */
 	return rc;
 }
 
