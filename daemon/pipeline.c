@@ -719,6 +719,9 @@ static void part_lose(struct ppart *p)
 	p->own_gen++;
 	p->owned = 0;
 	p->step = PS_IDLE;
+	/* The new owner moves the end: no group offset sync (groupsync.c)
+	 * from this instance's stale numbers. */
+	p->src_done = p->dst_next = p->dst_tail = -1;
 	p->pid = -1;
 	p->seq_base = -1;
 	p->retry_at = 0;

@@ -21,9 +21,12 @@
  *              one part-owner record each in one sync
  *   pause      PauseMirrorTopics of the topic (mstate_pause_topic)
  *   resume     ResumeMirrorTopics
- *   stats      "part I STATE owner O producer PID EPOCH SEQBASE", then
- *              "records N" (metadata log records), then per instance
- *              "instance A owned N produces N records N"
+ *   stats      "part I STATE owner O producer PID EPOCH SEQBASE leader L M"
+ *              (L, M: the destination leader as instance A and B know it,
+ *              pipeline_destination_leader()), then "records N" (metadata
+ *              log records), then per instance "instance A owned N
+ *              produces N records N leader_hooks N" (the calls of the
+ *              pipeline_set_leader_hook() callback)
  *   quit       graceful stop of both data planes
  */
 #include "config.h"
@@ -57,6 +60,7 @@ struct twin {
 	const char *mirror, *topic;
 	int32_t gen;
 	struct event *in_ev;
+	int leader_hooks[2];
 	char buf[4096];
 	size_t len;
 	int stopping;
@@ -75,6 +79,11 @@ static void stopped_cb(void *arg)
 		event_base_loopexit(t->base, NULL);
 }
 
+static void leader_cb(void *arg)
+{
+	(*(int *)arg)++;
+}
+
 static void stats(struct twin *t)
 {
 	struct mtopic *tp = the_topic(t);
@@ -85,10 +94,12 @@ static void stats(struct twin *t)
 		const struct mproducer *c = p->nproducers > 0 ?
 		    &p->producers[p->nproducers - 1] : NULL;
 
-		printf("part %d %s owner %s producer %" PRId64 " %d %" PRId64 "\n",
-		    (int)i, mpart_state_name(p->state),
+		printf("part %d %s owner %s producer %" PRId64 " %d %" PRId64
+		    " leader %d %d\n", (int)i, mpart_state_name(p->state),
 		    p->owner != NULL ? p->owner : "-", c != NULL ? c->pid : -1,
-		    c != NULL ? (int)c->epoch : -1, c != NULL ? c->seq_base : -1);
+		    c != NULL ? (int)c->epoch : -1, c != NULL ? c->seq_base : -1,
+		    (int)pipeline_destination_leader(t->pl[0], t->topic, i),
+		    (int)pipeline_destination_leader(t->pl[1], t->topic, i));
 	}
 	mlog_stats(t->ml, &s);
 	printf("records %" PRIu64 "\n", s.records);
@@ -97,8 +108,9 @@ static void stats(struct twin *t)
 
 		pipeline_totals(t->pl[k], &tot);
 		printf("instance %s owned %zu produces %" PRId64 " records %" PRId64
-		    "\n", NAMES[k], pipeline_owned_partitions(t->pl[k]),
-		    tot.produces, tot.records);
+		    " leader_hooks %d\n", NAMES[k],
+		    pipeline_owned_partitions(t->pl[k]), tot.produces, tot.records,
+		    t->leader_hooks[k]);
 	}
 }
 
@@ -225,6 +237,7 @@ int main(int argc, char **argv)
 		if (t.pl[k] == NULL)
 			fatalx("data plane %s: %s", NAMES[k], err);
 		pipeline_set_instance(t.pl[k], NAMES[k]);
+		pipeline_set_leader_hook(t.pl[k], leader_cb, &t.leader_hooks[k]);
 		pipeline_start(t.pl[k]);
 	}
 	t.in_ev = event_new(t.base, 0, EV_READ | EV_PERSIST, stdin_cb, &t);

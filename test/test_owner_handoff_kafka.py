@@ -26,6 +26,8 @@ two partitions:
     refused (OUT_OF_ORDER_SEQUENCE_NUMBER);
   * the partitions go back to A: it proves the destination end (the late
     batch is recognised as its own identity's) and goes on after it;
+  * both data planes know every partition's destination leader (the
+    broker's, pipeline_destination_leader()) and ran the leader hook;
   * PauseMirrorTopics while nobody owns the topic stays PAUSING (nobody
     acknowledges); once B owns it, B acknowledges PAUSED; resume: MIRRORING;
   * at the end the destination equals the source batch for batch: the same
@@ -105,12 +107,13 @@ class Twin:
             w = ln.split()
             if w[0] == "part":
                 parts[int(w[1])] = {"state": w[2], "owner": w[4],
-                                    "identity": (int(w[6]), int(w[7]), int(w[8]))}
+                                    "identity": (int(w[6]), int(w[7]), int(w[8])),
+                                    "leaders": (int(w[10]), int(w[11]))}
             elif w[0] == "records":
                 records = int(w[1])
             elif w[0] == "instance":
                 inst[w[1]] = {"owned": int(w[3]), "produces": int(w[5]),
-                              "records": int(w[7])}
+                              "records": int(w[7]), "leader_hooks": int(w[9])}
         return parts, inst, records
 
     def tail(self, n=40):
@@ -216,6 +219,19 @@ def run(twin, load, src, dst, topic):
     first = {i: parts[i]["identity"] for i in parts}
     h.check(all(first[i][0] >= 0 and first[i][1] >= 0 for i in first),
             "A recorded an identity for every partition: %s" % first)
+    # Both data planes know the destination leaders (what the writer's
+    # assignment reads), and told their hook when they learnt them.
+    c = kraw.Cluster(dst.bootstrap)
+    try:
+        real = [c.leaders[(topic, p)] for p in range(NPART)]
+    finally:
+        c.close()
+    for i in parts:
+        h.check(parts[i]["leaders"] == (real[i], real[i]), "partition %d: "
+                "destination leader %s, the broker says %d"
+                % (i, parts[i]["leaders"], real[i]))
+    h.check(inst["A"]["leader_hooks"] >= 1 and inst["B"]["leader_hooks"] >= 1,
+            "the leader hook did not run: %s" % inst)
     print("A copies; identities %s" % first, flush=True)
 
     # 2. Handover to B under load.
