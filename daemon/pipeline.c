@@ -302,6 +302,7 @@ static void pm_free(struct pmirror *pm)
 	/* Bury the partitions before closing the source: closing fails their
 	 * in-flight requests, whose callbacks free buried partitions. */
 	ptconf_forget(pm);
+	pacl_forget(pm);
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
 	srcfiles_cancel(pm->files);
@@ -836,7 +837,9 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 		for (size_t j = 0; j < pm->nparts; j++)
 			part_step(pm->parts[j], now);
 		ptconf_tick(pm, now);
+		pacl_tick(pm, now);
 	}
+	pacl_orphans_tick(pl, now);
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (pl->mirrors[i]->src != NULL && !pl->draining)
 			pcopy_fetch_round(pl->mirrors[i]);
@@ -1189,6 +1192,7 @@ void pipeline_free(struct pipeline *pl)
 		event_free(pl->tick_ev);
 	pl->kick_ev = pl->tick_ev = NULL;
 	groupsync_dying(pl->gs);
+	pacl_orphans_free(pl);
 	/* Connections first: their callbacks still see valid partitions. */
 	pcluster_free(pl->dst);
 	pl->dst = NULL;
@@ -1335,7 +1339,16 @@ int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
 	}
 	/* The topic's configs refused by the destination (pipe_tconf.c). */
 	if (pp != NULL && at < len &&
-	    ptconf_warning(pp->pm, pp->topic, buf + at, len - at))
+	    ptconf_warning(pp->pm, pp->topic, buf + at, len - at)) {
+		at = strlen(buf);
+		if (at + 2 < len) {
+			memcpy(buf + at, "; ", 3);
+			at += 2;
+		}
+		stuck = 1;
+	}
+	/* The mirror's ACL sync or read-only guard refused (pipe_acl.c). */
+	if (pp != NULL && at < len && pacl_warning(pp->pm, buf + at, len - at))
 		return 1;
 	if (stuck > 0)
 		buf[at >= 2 ? at - 2 : at] = '\0';

@@ -43,6 +43,9 @@ struct mstate {
 	/* Secrets at rest (mstate_set_sealer). */
 	struct mstate_sealer sealer;
 	int replay_clear;      /* replay met a clear secret value */
+	/* ACL bindings mirrord created on the destination (acl-binding). */
+	struct macl *acls;
+	size_t nacls;
 };
 
 #define MST_BIT(s) (1u << MPART_##s)
@@ -97,5 +100,8 @@ void mstate_batch_clear(struct mstate *st);
 void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,
     const char *topic);
 void mstate_part_rec(struct mrec *r, uint16_t type, const struct mpart *p);
+/* Applies an acl-binding record (mstate_ops.c). */
+int mstate_acl_apply(struct mstate *st, struct kstr mirror, int kind,
+    struct kstr binding, int add, char *err, size_t errlen);
 
 #endif
