@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""ACL sync and read-only destination topics (issue 11), on real Apache
+Kafka 4.4.0 with an authorizer on both clusters (private pair: mirrord's
+principal gets ALTER on the destination cluster, which the shared pair's
+other tests must not see).
+
+mirrord reads the source as the super user admin and writes the
+destination as bob.  The mirror has mirror.acls.sync=true and maps
+User:carol to User:alice; mirror.topic.read.only is left at its default.
+
+1. Source bindings on the mirrored topic (LITERAL, PREFIXED), on a selected
+   group, and carol's (mapped) appear on the destination; bindings on an
+   unmirrored topic and an unselected group do not; a binding made by hand
+   on the destination stays.  alice, who may write the topic through the
+   copied PREFIXED grant, gets a DENY WRITE on it, and a real producer
+   (librdkafka as alice) is refused with TOPIC_AUTHORIZATION_FAILED, while
+   the records produced on the source meanwhile are mirrored: offsets and
+   record bytes equal.
+2. A binding deleted on the source disappears from the destination; the
+   hand-made one is still there.
+3. kafka-mirrors --remove (failover): the DENY goes, the copied grants stay,
+   and alice's producer writes the topic.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import kraw  # noqa: E402
+import krawwrite as kw  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+from test_tconfigs_kafka import metric, rows  # noqa: E402
+
+RUN = "%d" % (os.getpid() % 100000)
+T = "acl-%s-t" % RUN        # mirrored
+OTHER = "oth-%s" % RUN      # not mirrored
+G = "g-acl-%s" % RUN        # selected by mirror.groups.include
+GX = "gx-%s" % RUN          # not selected
+
+
+def lit(kind, name, principal, op, perm="ALLOW", pat="LITERAL"):
+    return (kind, name, pat, principal, "*", op, perm)
+
+
+def produce_as_alice(dst_c, value):
+    """One record produced by a real client as alice: the error name or
+    None when it was written."""
+    try:
+        from confluent_kafka import Producer
+    except ImportError:
+        h.skip("python3-confluent-kafka is not installed")
+    cfg = dst_c.client_config(user="alice")
+    cfg.update({"message.timeout.ms": 15000, "retries": 0,
+                "enable.idempotence": False})
+    p = Producer(cfg)
+    res = []
+    p.produce(T, value=value, partition=0,
+              on_delivery=lambda err, msg: res.append(err))
+    p.flush(30)
+    h.check(len(res) == 1, "no delivery report for the record (%r)" % res)
+    return None if res[0] is None else res[0].name()
+
+
+def same_data(src, dst):
+    """Source and destination partition equal: offsets and record bytes."""
+    s = src.batches(T, 0)
+    d = dst.batches(T, 0)
+    if [(b["base_offset"], b["count"]) for b in s] != \
+            [(b["base_offset"], b["count"]) for b in d]:
+        return False
+    return all(kraw.records_section(a["raw"]) == kraw.records_section(b["raw"])
+               for a, b in zip(s, d))
+
+
+def main():
+    src_c, dst_c = h.private_kafka(2, "acl")
+    rk = h.realkafka()
+    for cl in (src_c, dst_c):
+        cl.create_topic(T, partitions=1)
+        cl.create_topic(OTHER, partitions=1)
+    # mirrord's destination principal: its topics, describe/alter ACLs.
+    dst_c.grant("User:bob", ["ALL"], topic="acl-", pattern="prefixed")
+    dst_c.grant("User:bob", ["DESCRIBE", "ALTER"], cluster=True)
+    # Source bindings.
+    src_c.grant("User:alice", ["READ"], topic=T)
+    src_c.grant("User:alice", ["WRITE"], topic="acl-%s" % RUN, pattern="prefixed")
+    src_c.grant("User:carol", ["DESCRIBE"], topic=T)
+    src_c.grant("User:alice", ["READ"], group=G)
+    src_c.grant("User:alice", ["READ"], group=GX)
+    src_c.grant("User:alice", ["READ"], topic=OTHER)
+    # Made by hand on the destination.
+    dst_c.grant("User:erin", ["READ"], topic=T)
+    hand = lit("TOPIC", T, "User:erin", "READ")
+    h.check(hand in dst_c.acls(), "the hand-made binding is not there")
+
+    d = mt.Mirrord(destination=dst_c.bootstrap, start=False)
+    with open(d.config_path) as f:
+        text = f.read()
+    text = text.replace("destination:\n", "destination:\n"
+                        "  client:\n"
+                        "    security.protocol: SASL_PLAINTEXT\n"
+                        "    sasl.mechanism: PLAIN\n"
+                        "    sasl.username: bob\n"
+                        "    sasl.password: %s\n" % rk.USERS["bob"], 1)
+    with open(d.config_path, "w") as f:
+        f.write(text)
+    d.start()
+    d.create("m1", {"bootstrap.servers": src_c.bootstrap,
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                    "sasl.password": rk.USERS["admin"],
+                    "mirror.fetch.wait.max.ms": "100",
+                    "mirror.metadata.refresh.interval.ms": "1000",
+                    "mirror.groups.include": "g-acl-.*",
+                    "mirror.acls.sync": "true",
+                    "mirror.acls.principal.map": "User:carol=User:alice"})
+    src = kraw.Cluster(src_c.admin_bootstrap)
+    dst = kraw.Cluster(dst_c.admin_bootstrap)
+    kw.produce(src, T, 0, kw.batch([(0, b"k0", b"before")]))
+    d.cli_ok("--add", "--mirror", "m1", "--topic", T)
+    h.wait_for(lambda: len(rows(d, T)) == 1 and rows(d, T)[0]["state"] == "MIRRORING",
+               90, "%s MIRRORING (now %r)" % (T, rows(d, T)))
+
+    want = {lit("TOPIC", T, "User:alice", "READ"),
+            lit("TOPIC", "acl-%s" % RUN, "User:alice", "WRITE", pat="PREFIXED"),
+            lit("TOPIC", T, "User:alice", "DESCRIBE"),        # carol, mapped
+            lit("GROUP", G, "User:alice", "READ")}
+    deny = lit("TOPIC", T, "User:alice", "WRITE", perm="DENY")
+    h.wait_for(lambda: want | {deny} <= dst_c.acls(), 60,
+               "the source's bindings and the DENY on the destination (missing %r)"
+               % ((want | {deny}) - dst_c.acls()))
+    got = dst_c.acls()
+    for b in (lit("GROUP", GX, "User:alice", "READ"),
+              lit("TOPIC", OTHER, "User:alice", "READ"),
+              lit("TOPIC", T, "User:carol", "DESCRIBE")):
+        h.check(b not in got, "%r reached the destination" % (b,))
+    h.check(hand in got, "the hand-made binding went")
+    h.check(not any(p.get("warningMessage") for p in rows(d, T)),
+            "warning on %s: %r" % (T, rows(d, T)))
+    err = produce_as_alice(dst_c, b"foreign while mirrored")
+    h.check(err == "TOPIC_AUTHORIZATION_FAILED",
+            "alice's producer got %r while %s is mirrored" % (err, T))
+    for i in range(1, 4):
+        kw.produce(src, T, 0, kw.batch([(0, b"k%d" % i, b"v%d" % i)]))
+    h.wait_for(lambda: dst.offsets(T, 0) == src.offsets(T, 0), 60,
+               "the source's records mirrored (source %r, destination %r)"
+               % (src.offsets(T, 0), dst.offsets(T, 0)))
+    h.check(same_data(src, dst), "source and destination partitions differ")
+    h.check(rows(d, T)[0]["state"] == "MIRRORING", "state %r" % rows(d, T))
+    h.check(metric(d, "mirrord_acl_bindings_created_total", mirror="m1",
+                   result="sync") >= 4, "sync creations not counted")
+    h.check(metric(d, "mirrord_acl_bindings_created_total", mirror="m1",
+                   result="read-only") >= 1, "the DENY not counted")
+    print("1. source bindings synced (mapped, scoped), hand-made one kept, "
+          "alice refused with TOPIC_AUTHORIZATION_FAILED, mirroring exact",
+          flush=True)
+
+    src_c.revoke("User:alice", ["READ"], topic=T)
+    gone = lit("TOPIC", T, "User:alice", "READ")
+    h.wait_for(lambda: gone not in dst_c.acls(), 60,
+               "the binding deleted on the source gone from the destination")
+    got = dst_c.acls()
+    h.check(hand in got, "the hand-made binding went")
+    h.check(deny in got and (want - {gone}) <= got,
+            "other bindings went with it: %r" % (got,))
+    print("2. a binding deleted on the source is deleted on the destination; "
+          "nothing else is", flush=True)
+
+    d.cli_ok("--remove", "--mirror", "m1", "--topic", T)
+    h.wait_for(lambda: deny not in dst_c.acls(), 60,
+               "the DENY lifted after --remove")
+    err = produce_as_alice(dst_c, b"after failover")
+    h.check(err is None, "alice's producer got %r after --remove" % err)
+    got = dst_c.acls()
+    h.check((want - {gone}) <= got and hand in got,
+            "bindings went at failover: %r" % (got,))
+    print("3. --remove lifts the DENY (alice writes), copied grants stay",
+          flush=True)
+    d.stop()
+    src.close()
+    dst.close()
+
+
+if __name__ == "__main__":
+    main()
