@@ -639,6 +639,8 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 		goto out;
 	if (err != KCONN_E_OK) {
 		for (size_t i = 0; i < r->ncr; i++) {
+			if (r->cr[i].err == -2)
+				continue;
 			r->cr[i].err = -1;
 			snprintf(r->cr[i].msg, sizeof(r->cr[i].msg), "%s", errstr);
 		}
@@ -653,22 +655,27 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 		    "%zu: %s", r->pa->pm->name, body->err_off, body->why);
 		kconn_close(c, KCONN_E_PROTOCOL, "malformed CreateAcls response");
 		for (size_t i = 0; i < r->ncr; i++)
-			r->cr[i].err = -1;
+			if (r->cr[i].err != -2)
+				r->cr[i].err = -1;
 		goto out;
 	}
-	for (size_t i = 0; i < r->ncr; i++) {
-		if ((int32_t)i >= resp.results_n) {
+	/* Results by position among the creations sent (not err -2). */
+	for (size_t i = 0, k = 0; i < r->ncr; i++) {
+		const struct kp_create_acls_response_acl_creation_result *x;
+
+		if (r->cr[i].err == -2)
+			continue;
+		if ((int32_t)k >= resp.results_n) {
 			r->cr[i].err = -1;
 			snprintf(r->cr[i].msg, sizeof(r->cr[i].msg),
 			    "no result in the answer");
 			continue;
 		}
-		r->cr[i].err = resp.results[i].error_code;
+		x = &resp.results[k++];
+		r->cr[i].err = x->error_code;
 		snprintf(r->cr[i].msg, sizeof(r->cr[i].msg), "%.*s",
-		    resp.results[i].error_message.len > 0 ?
-		    (int)MIN(resp.results[i].error_message.len, 190) : 0,
-		    resp.results[i].error_message.len > 0 ?
-		    resp.results[i].error_message.p : "");
+		    x->error_message.len > 0 ? (int)MIN(x->error_message.len, 190) : 0,
+		    x->error_message.len > 0 ? x->error_message.p : "");
 	}
 out:
 	karena_free(a);
@@ -987,10 +994,14 @@ static void round_plan(struct acround *r)
 			for (size_t i = 0; i < r->ncr; i++)
 				r->cr[i].err = r->cr[i].err == -2 ? -2 : -1;
 		} else {
-			/* Those not recorded go too (err -2), answered and ignored:
-			 * the result array is by position. */
+			/* Only recorded ones are created (err -2: the record
+			 * failed, so not this round). */
 			kp_create_acls_request_init(&req);
 			for (size_t i = 0; i < r->ncr; i++, n++) {
+				if (r->cr[i].err == -2) {
+					n--;
+					continue;
+				}
 				kp_create_acls_request_acl_creation_init(&cr[n]);
 				cr[n].resource_type = r->cr[i].b.rtype;
 				cr[n].resource_name = kstr_c(r->cr[i].b.name);
@@ -1006,13 +1017,17 @@ static void round_plan(struct acround *r)
 			q->is_dst = 1;
 			q->version = (int16_t)v;
 			r->pending++;
-			if (kconn_send(c, KP_API_CREATE_ACLS, (int16_t)v, create_encode,
-			    &req, 0, timeout_ms(pl), create_response, q, err,
-			    sizeof(err)) != 0) {
+			if (n == 0) {
+				r->pending--;
+				free(q);
+			} else if (kconn_send(c, KP_API_CREATE_ACLS, (int16_t)v,
+			    create_encode, &req, 0, timeout_ms(pl), create_response, q,
+			    err, sizeof(err)) != 0) {
 				r->pending--;
 				free(q);
 				for (size_t i = 0; i < r->ncr; i++)
-					r->cr[i].err = -1;
+					if (r->cr[i].err != -2)
+						r->cr[i].err = -1;
 			}
 			free(cr);
 		}
@@ -1043,7 +1058,9 @@ done:
 	ops_free(want, nwant);
 	ops_free(ro, nro);
 	ops_free(fg, nfg);
-	warn_update(pa, r->warn);
+	/* No answer from the destination says nothing new: the warning stays. */
+	if (r->dst_ok || r->dst_err != 0)
+		warn_update(pa, r->warn);
 	round_free(r);
 }
 
