@@ -119,8 +119,8 @@ struct acround {
 	size_t nsrc, ndst;
 	struct aop *cr, *dl;         /* to create, to delete */
 	size_t ncr, ndl;
-	char warn[1500];             /* this round's problems */
-	int nwarn_bytes;
+	char warn[1500];             /* this round's problems: shown */
+	char quiet[1500];            /* and only logged (see problem()) */
 };
 
 struct pacl {
@@ -129,6 +129,7 @@ struct pacl {
 	int64_t next_at, check_at;
 	struct acround *round;
 	char *warn;                  /* the mirror's warning, NULL none */
+	char *quiet;                 /* the last logged-only problems */
 	int nosec_said;              /* SECURITY_DISABLED said once */
 };
 
@@ -382,6 +383,7 @@ static void pa_unref(struct pacl *pa)
 	if (--pa->refs > 0)
 		return;
 	free(pa->warn);
+	free(pa->quiet);
 	free(pa);
 }
 
@@ -418,14 +420,32 @@ int pacl_warning(struct pmirror *pm, char *buf, size_t len)
 	return 1;
 }
 
-/* One problem of the round: counted now, shown and logged at its end. */
-static void problem(struct acround *r, int16_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* 1 when the mirror's configs set mirror.topic.read.only themselves. */
+static int ro_explicit(const struct pmirror *pm)
+{
+	for (size_t i = 0; pm->m != NULL && i < pm->m->nconfigs; i++)
+		if (strcmp(pm->m->configs[i].name, "mirror.topic.read.only") == 0)
+			return 1;
+	return 0;
+}
 
-static void problem(struct acround *r, int16_t code, const char *fmt, ...)
+/*
+ * One problem of the round: counted now, logged (when it changes) and
+ * shown in DescribeMirrors at the end of the round.  guard: a problem of the
+ * read-only guard alone; unless the operator set mirror.topic.read.only
+ * (it is on by default) such a problem is logged and counted but not shown
+ * on the partitions, so a destination whose authorizer does not let
+ * mirrord manage ACLs does not put a warning on every mirror.
+ */
+static void problem(struct acround *r, int guard, int16_t code,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void problem(struct acround *r, int guard, int16_t code,
+    const char *fmt, ...)
 {
 	struct pmirror *pm = r->pa->pm;
-	size_t at = strlen(r->warn);
+	char *buf = guard && pm != NULL && !ro_explicit(pm) ? r->quiet : r->warn;
+	size_t at = strlen(buf);
 	va_list ap;
 
 	if (pm != NULL && pm->pl->ms != NULL && code != 0)
@@ -434,12 +454,23 @@ static void problem(struct acround *r, int16_t code, const char *fmt, ...)
 	if (at + 4 >= sizeof(r->warn))
 		return;
 	if (at > 0) {
-		memcpy(r->warn + at, "; ", 3);
+		memcpy(buf + at, "; ", 3);
 		at += 2;
 	}
 	va_start(ap, fmt);
-	vsnprintf(r->warn + at, sizeof(r->warn) - at, fmt, ap);
+	vsnprintf(buf + at, sizeof(r->warn) - at, fmt, ap);
 	va_end(ap);
+}
+
+static void quiet_update(struct pacl *pa, const char *text)
+{
+	if (pa->pm == NULL || (pa->quiet == NULL && text[0] == '\0') ||
+	    (pa->quiet != NULL && strcmp(pa->quiet, text) == 0))
+		return;
+	if (text[0] != '\0')
+		log_warnx("mirror %s: %s", pa->pm->name, text);
+	free(pa->quiet);
+	pa->quiet = text[0] != '\0' ? strdup(text) : NULL;
 }
 
 static void warn_update(struct pacl *pa, const char *text)
@@ -531,7 +562,7 @@ static void describe_response(struct kconn *c, int err, const char *errstr,
 			    (int)MIN(resp.error_message.len, 250) : 0,
 			    resp.error_message.len > 0 ? resp.error_message.p : "");
 		} else {
-			problem(r, resp.error_code, "the source does not describe its "
+			problem(r, 0, resp.error_code, "the source does not describe its "
 			    "ACLs (DescribeAcls: %s%s%.*s), so they are not synced",
 			    kerr_name(resp.error_code),
 			    resp.error_message.len > 0 ? ": " : "",
@@ -826,7 +857,7 @@ static void round_plan(struct acround *r)
 	if (!r->dst_ok) {
 		if (r->dst_err == E_SECURITY_DISABLED) {
 			if (pm->conf->acls_sync)
-				problem(r, r->dst_err, "the destination runs no authorizer "
+				problem(r, 0, r->dst_err, "the destination runs no authorizer "
 				    "(SECURITY_DISABLED), so ACLs cannot be synced "
 				    "(mirror.acls.sync is true)");
 			if (!pa->nosec_said && pm->conf->topic_read_only)
@@ -836,7 +867,7 @@ static void round_plan(struct acround *r)
 				    pm->name);
 			pa->nosec_said = 1;
 		} else if (r->dst_err != 0) {
-			problem(r, r->dst_err, "the destination does not describe its "
+			problem(r, !pm->conf->acls_sync, r->dst_err, "the destination does not describe its "
 			    "ACLs (DescribeAcls: %s%s%s), so ACLs are neither synced nor "
 			    "used to keep mirrored topics read-only", kerr_name(r->dst_err),
 			    r->dst_msg[0] ? ": " : "", r->dst_msg);
@@ -861,7 +892,7 @@ static void round_plan(struct acround *r)
 	}
 	/* What the read-only guard wants. */
 	if (pm->conf->topic_read_only && mine == NULL) {
-		problem(r, 0, "mirrord's principal on the destination is not known "
+		problem(r, 1, 0, "mirrord's principal on the destination is not known "
 		    "(TLS client certificate, no SASL user): mirrored topics are not "
 		    "made read-only (set mirror.topic.read.only=false to silence this)");
 	} else if (pm->conf->topic_read_only) {
@@ -878,7 +909,7 @@ static void round_plan(struct acround *r)
 				if (!grants_write(g, tn) || strcmp(g->principal, mine) == 0)
 					continue;
 				if (strcmp(g->principal, "User:*") == 0) {
-					problem(r, 0, "%s lets every principal write mirrored "
+					problem(r, 1, 0, "%s lets every principal write mirrored "
 					    "topic %s; it cannot be denied without denying "
 					    "mirrord (%s)", abind_text(g, text, sizeof(text)),
 					    tn, mine);
@@ -988,7 +1019,7 @@ static void round_plan(struct acround *r)
 		cr = calloc(r->ncr, sizeof(*cr));
 		if (q == NULL || cr == NULL || v < 0) {
 			if (v < 0)
-				problem(r, 35, "the destination has no CreateAcls v1-v3");
+				problem(r, 0, 35, "the destination has no CreateAcls v1-v3");
 			free(q);
 			free(cr);
 			for (size_t i = 0; i < r->ncr; i++)
@@ -1044,7 +1075,7 @@ static void round_plan(struct acround *r)
 			    &q->version, err, sizeof(err)) != 0) {
 				r->pending--;
 				free(q);
-				problem(r, 0, "DeleteAcls: %s", err);
+				problem(r, 0, 0, "DeleteAcls: %s", err);
 				for (size_t i = 0; i < r->ndl; i++)
 					r->dl[i].err = -1;
 			}
@@ -1059,8 +1090,10 @@ done:
 	ops_free(ro, nro);
 	ops_free(fg, nfg);
 	/* No answer from the destination says nothing new: the warning stays. */
-	if (r->dst_ok || r->dst_err != 0)
+	if (r->dst_ok || r->dst_err != 0) {
 		warn_update(pa, r->warn);
+		quiet_update(pa, r->quiet);
+	}
 	round_free(r);
 }
 
@@ -1092,7 +1125,7 @@ static void round_finish(struct acround *r)
 		if (o->err > 0 && o->fresh)
 			(void)note(pm->pl, pm->name, o->kind, &o->b, 0);
 		if (o->err > 0)
-			problem(r, o->err, "the destination refuses to create %s "
+			problem(r, o->kind == MACL_READONLY, o->err, "the destination refuses to create %s "
 			    "(CreateAcls: %s%s%s)", abind_text(&o->b, text, sizeof(text)),
 			    kerr_name(o->err), o->msg[0] ? ": " : "", o->msg);
 		else
@@ -1115,7 +1148,7 @@ static void round_finish(struct acround *r)
 				metrics_counter_inc(METRICS_SERIES(MSTD(pm->pl->ms,
 				    ACL_BINDINGS_DELETED), pm->name, kind));
 		} else if (o->err > 0) {
-			problem(r, o->err, "the destination refuses to delete %s "
+			problem(r, o->kind == MACL_READONLY, o->err, "the destination refuses to delete %s "
 			    "(DeleteAcls: %s%s%s)", abind_text(&o->b, text, sizeof(text)),
 			    kerr_name(o->err), o->msg[0] ? ": " : "", o->msg);
 		} else {
@@ -1126,6 +1159,7 @@ static void round_finish(struct acround *r)
 		}
 	}
 	warn_update(pa, r->warn);
+	quiet_update(pa, r->quiet);
 out:
 	round_free(r);
 }
@@ -1188,6 +1222,7 @@ void pacl_tick(struct pmirror *pm, int64_t now)
 			any = strcmp(mstate_acl_get(pm->pl->st, i)->mirror, pm->name) == 0;
 		if (!any) {
 			warn_update(pa, "");
+			quiet_update(pa, "");
 			pa->next_at = now + pm->conf->metadata_refresh_interval_ms;
 			return;
 		}

@@ -20,7 +20,14 @@ User:carol to User:alice; mirror.topic.read.only is left at its default.
    hand-made one is still there.
 3. kafka-mirrors --remove (failover): the DENY goes, the copied grants stay,
    and alice's producer writes the topic.
+4. mirrord loses ALTER on the destination cluster: the binding of a newly
+   mirrored topic is refused with CLUSTER_AUTHORIZATION_FAILED, reported
+   (warning of the mirror's partitions, metric by error name, log line),
+   never fatal (the topic is mirrored); ALTER granted again, the next round
+   creates it and the warning goes.
 """
+
+import re
 
 import os
 import sys
@@ -34,6 +41,7 @@ from test_tconfigs_kafka import metric, rows  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
 T = "acl-%s-t" % RUN        # mirrored
+T2 = "acl-%s-u" % RUN       # mirrored in step 4
 OTHER = "oth-%s" % RUN      # not mirrored
 G = "g-acl-%s" % RUN        # selected by mirror.groups.include
 GX = "gx-%s" % RUN          # not selected
@@ -79,6 +87,7 @@ def main():
     for cl in (src_c, dst_c):
         cl.create_topic(T, partitions=1)
         cl.create_topic(OTHER, partitions=1)
+        cl.create_topic(T2, partitions=1)
     # mirrord's destination principal: its topics, describe/alter ACLs.
     dst_c.grant("User:bob", ["ALL"], topic="acl-", pattern="prefixed")
     dst_c.grant("User:bob", ["DESCRIBE", "ALTER"], cluster=True)
@@ -176,6 +185,36 @@ def main():
     h.check((want - {gone}) <= got and hand in got,
             "bindings went at failover: %r" % (got,))
     print("3. --remove lifts the DENY (alice writes), copied grants stay",
+          flush=True)
+
+    dst_c.revoke("User:bob", ["ALTER"])
+    src_c.grant("User:alice", ["READ"], topic=T2)
+    b2 = lit("TOPIC", T2, "User:alice", "READ")
+    kw.produce(src, T2, 0, kw.batch([(0, b"k", b"while refused")]))
+    d.cli_ok("--add", "--mirror", "m1", "--topic", T2)
+
+    def refused():
+        r = rows(d, T2)
+        return r and r[0]["state"] == "MIRRORING" and "CLUSTER_AUTHORIZATION_FAILED" \
+            in (r[0].get("warningMessage") or "") and T2 in r[0]["warningMessage"]
+    h.wait_for(refused, 60, "the refusal on %s's partition (now %r)" % (T2, rows(d, T2)))
+    h.check(b2 not in dst_c.acls(), "the binding was created without ALTER")
+    h.check(metric(d, "mirrord_acl_sync_errors_total", mirror="m1",
+                   error="CLUSTER_AUTHORIZATION_FAILED") >= 1,
+            "mirrord_acl_sync_errors_total{error=CLUSTER_AUTHORIZATION_FAILED} "
+            "did not count")
+    h.check(re.search(r"mirror m1: .*refuses to create ALLOW READ on TOPIC LITERAL %s"
+                      r".*CLUSTER_AUTHORIZATION_FAILED" % re.escape(T2), d.log()),
+            "the refusal was not logged")
+    h.wait_for(lambda: dst.offsets(T2, 0) == src.offsets(T2, 0), 60,
+               "%s's records mirrored while the ACL is refused" % T2)
+    print("4. CreateAcls refused: warning, metric, log; %s mirrored all the same"
+          % T2, flush=True)
+    dst_c.grant("User:bob", ["ALTER"], cluster=True)
+    h.wait_for(lambda: b2 in dst_c.acls() and not rows(d, T2)[0].get("warningMessage"),
+               60, "the binding created and the warning gone once ALTER is back "
+               "(now %r)" % rows(d, T2))
+    print("5. ALTER granted again: created at the next round, warning cleared",
           flush=True)
     d.stop()
     src.close()

@@ -1224,9 +1224,11 @@ class Cluster:
 
     def revoke(self, principal, operations, topic=None, group=None,
                pattern="literal", permission="ALLOW"):
-        """Delete ACLs (DeleteAcls v1) granted by grant() (or DENY ones)."""
+        """Delete ACLs (DeleteAcls v1) granted by grant() (or DENY ones);
+        neither topic nor group: the cluster's."""
         pats = {"literal": 3, "prefixed": 4}
-        rtype, rname = (2, topic) if topic is not None else (3, group)
+        rtype, rname = (2, topic) if topic is not None else \
+            (3, group) if group is not None else (4, "kafka-cluster")
         perm = {"ALLOW": 3, "DENY": 2}[permission]
         filters = [struct.pack(">b", rtype) + _str(rname)
                    + struct.pack(">b", pats[pattern]) + _str(principal)
