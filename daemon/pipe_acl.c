@@ -494,6 +494,21 @@ static void warn_update(struct pacl *pa, const char *text)
 
 /* ---- requests ------------------------------------------------------------- */
 
+/*
+ * The broker's words for an error, for a warning: none for authorization
+ * errors, whose message names the request's session object (a new one
+ * each time, so the warning would change every round and be logged
+ * again); the error name says it all.
+ */
+static struct kstr brk_msg(int16_t code, struct kstr m)
+{
+	if (pl_is_denial(code) || m.len <= 0)
+		return kstr_c("");
+	if (m.len > 250)
+		m.len = 250;
+	return m;
+}
+
 static int describe_encode(struct kw *w, int16_t version, const void *msg)
 {
 	return kp_describe_acls_request_encode(w, version, msg);
@@ -555,20 +570,17 @@ static void describe_response(struct kconn *c, int err, const char *errstr,
 		goto out;
 	}
 	if (resp.error_code != 0) {
+		struct kstr em = brk_msg(resp.error_code, resp.error_message);
+
 		if (q->is_dst) {
 			r->dst_err = resp.error_code;
-			snprintf(r->dst_msg, sizeof(r->dst_msg), "%.*s",
-			    resp.error_message.len > 0 ?
-			    (int)MIN(resp.error_message.len, 250) : 0,
-			    resp.error_message.len > 0 ? resp.error_message.p : "");
+			snprintf(r->dst_msg, sizeof(r->dst_msg), "%.*s", (int)em.len,
+			    em.p);
 		} else {
 			problem(r, 0, resp.error_code, "the source does not describe its "
 			    "ACLs (DescribeAcls: %s%s%.*s), so they are not synced",
-			    kerr_name(resp.error_code),
-			    resp.error_message.len > 0 ? ": " : "",
-			    resp.error_message.len > 0 ?
-			    (int)MIN(resp.error_message.len, 250) : 0,
-			    resp.error_message.len > 0 ? resp.error_message.p : "");
+			    kerr_name(resp.error_code), em.len > 0 ? ": " : "",
+			    (int)em.len, em.p);
 		}
 		goto out;
 	}
@@ -705,8 +717,8 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 		x = &resp.results[k++];
 		r->cr[i].err = x->error_code;
 		snprintf(r->cr[i].msg, sizeof(r->cr[i].msg), "%.*s",
-		    x->error_message.len > 0 ? (int)MIN(x->error_message.len, 190) : 0,
-		    x->error_message.len > 0 ? x->error_message.p : "");
+		    (int)brk_msg(x->error_code, x->error_message).len,
+		    brk_msg(x->error_code, x->error_message).p);
 	}
 out:
 	karena_free(a);
@@ -755,8 +767,8 @@ static void delete_response(struct kconn *c, int err, const char *errstr,
 		x = &resp.filter_results[i];
 		r->dl[i].err = x->error_code;
 		snprintf(r->dl[i].msg, sizeof(r->dl[i].msg), "%.*s",
-		    x->error_message.len > 0 ? (int)MIN(x->error_message.len, 190) : 0,
-		    x->error_message.len > 0 ? x->error_message.p : "");
+		    (int)brk_msg(x->error_code, x->error_message).len,
+		    brk_msg(x->error_code, x->error_message).p);
 	}
 out:
 	karena_free(a);

@@ -208,8 +208,15 @@ def main():
             "the refusal was not logged")
     h.wait_for(lambda: dst.offsets(T2, 0) == src.offsets(T2, 0), 60,
                "%s's records mirrored while the ACL is refused" % T2)
-    print("4. CreateAcls refused: warning, metric, log; %s mirrored all the same"
-          % T2, flush=True)
+    # Three rounds refused, one log line: said once per change.
+    h.wait_for(lambda: metric(d, "mirrord_acl_sync_errors_total", mirror="m1",
+                              error="CLUSTER_AUTHORIZATION_FAILED") >= 6, 60,
+               "three refused rounds counted")
+    said = re.findall(r"refuses to create ALLOW READ on TOPIC LITERAL %s "
+                      % re.escape(T2), d.log())
+    h.check(len(said) == 1, "the refusal was logged %d times, not once" % len(said))
+    print("4. CreateAcls refused: warning, metric, one log line; %s mirrored "
+          "all the same" % T2, flush=True)
     dst_c.grant("User:bob", ["ALTER"], cluster=True)
     h.wait_for(lambda: b2 in dst_c.acls() and not rows(d, T2)[0].get("warningMessage"),
                60, "the binding created and the warning gone once ALTER is back "
