@@ -25,6 +25,10 @@ User:carol to User:alice; mirror.topic.read.only is left at its default.
    (warning of the mirror's partitions, metric by error name, log line),
    never fatal (the topic is mirrored); ALTER granted again, the next round
    creates it and the warning goes.
+6. ALTER revoked again, the topic removed (the DENY cannot be deleted), the
+   mirror deleted, mirrord killed (-9) and started: once ALTER is back the
+   DENY of the deleted mirror is removed (mirrord recorded it); the copied
+   bindings stay.
 """
 
 import re
@@ -223,6 +227,28 @@ def main():
                "(now %r)" % rows(d, T2))
     print("5. ALTER granted again: created at the next round, warning cleared",
           flush=True)
+
+    deny2 = lit("TOPIC", T2, "User:alice", "WRITE", perm="DENY")
+    h.check(deny2 in dst_c.acls(), "no DENY on %s" % T2)
+    dst_c.revoke("User:bob", ["ALTER"])
+    d.cli_ok("--remove", "--mirror", "m1", "--topic", T2)
+    h.wait_for(lambda: re.search(r"refuses to delete DENY WRITE on TOPIC LITERAL %s "
+                                 % re.escape(T2), d.log()), 60,
+               "the refused DeleteAcls of the DENY on %s logged" % T2)
+    h.check(deny2 in dst_c.acls(), "the DENY went without ALTER")
+    d.cli_ok("--delete", "--mirror", "m1")
+    d.kill9()
+    d.start()
+    dst_c.grant("User:bob", ["ALTER"], cluster=True)
+    h.wait_for(lambda: deny2 not in dst_c.acls(), 60,
+               "the deleted mirror's DENY on %s removed after a restart" % T2)
+    got = dst_c.acls()
+    h.check(b2 in got and hand in got, "bindings went with the mirror: %r" % (got,))
+    h.check(re.search(r"mirror m1 \(deleted\): ACL binding DENY WRITE on TOPIC "
+                      r"LITERAL %s " % re.escape(T2), d.log()),
+            "the removal was not logged")
+    print("6. a mirror deleted while its DENY could not be removed: removed "
+          "once possible, after kill -9 and restart; copies stay", flush=True)
     d.stop()
     src.close()
     dst.close()
