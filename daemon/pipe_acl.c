@@ -80,6 +80,7 @@
 #define AC_ARENA_BYTES (32u << 20) /* a decoded DescribeAcls answer */
 #define AC_MAX_BINDINGS 100000     /* kept per side and round */
 #define AC_CHECK_MS 1000           /* how often a lifted guard is looked for */
+#define AC_ORPHAN_RETRY_MS 10000   /* a refused removal of a deleted mirror's */
 
 /* Kafka's enums (org.apache.kafka.common.acl / resource). */
 #define RT_ANY 1
@@ -921,7 +922,7 @@ static void round_plan(struct acround *r)
 				if (!grants_write(g, tn) || strcmp(g->principal, mine) == 0)
 					continue;
 				if (strcmp(g->principal, "User:*") == 0) {
-					problem(r, 1, 0, "%s lets every principal write mirrored "
+					problem(r, 0, 0, "%s lets every principal write mirrored "
 					    "topic %s; it cannot be denied without denying "
 					    "mirrord (%s)", abind_text(g, text, sizeof(text)),
 					    tn, mine);
@@ -1265,6 +1266,7 @@ struct paclorph {
 	int refs;
 	int inflight;
 	int16_t version;
+	int16_t refused;             /* the last refusal said, 0 none */
 	int64_t next_at;
 	struct aop *dl;
 	size_t ndl;
@@ -1303,6 +1305,7 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 	if (err != KCONN_E_OK) {
 		log_warnx("DeleteAcls of deleted mirrors' read-only bindings: %s; "
 		    "retried", errstr);
+		o->next_at = clock_mono_ms() + AC_ORPHAN_RETRY_MS;
 		goto out;
 	}
 	if ((a = karena_new(4u << 20)) == NULL)
@@ -1317,11 +1320,17 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 		int16_t e = resp.filter_results[i].error_code;
 
 		if (e != 0) {
-			log_warnx("mirror %s (deleted): the destination refuses to delete "
-			    "%s (DeleteAcls: %s); retried", o->mirror[i],
-			    abind_text(&o->dl[i].b, text, sizeof(text)), kerr_name(e));
+			/* Said once per error; retried less often. */
+			if (e != o->refused)
+				log_warnx("mirror %s (deleted): the destination refuses to "
+				    "delete %s (DeleteAcls: %s); retried every %d s",
+				    o->mirror[i], abind_text(&o->dl[i].b, text, sizeof(text)),
+				    kerr_name(e), AC_ORPHAN_RETRY_MS / 1000);
+			o->refused = e;
+			o->next_at = clock_mono_ms() + AC_ORPHAN_RETRY_MS;
 			continue;
 		}
+		o->refused = 0;
 		log_info("mirror %s (deleted): ACL binding %s deleted from the "
 		    "destination (the mirror's read-only guard is lifted)",
 		    o->mirror[i], abind_text(&o->dl[i].b, text, sizeof(text)));

@@ -25,6 +25,8 @@ User:carol to User:alice; mirror.topic.read.only is left at its default.
    (warning of the mirror's partitions, metric by error name, log line),
    never fatal (the topic is mirrored); ALTER granted again, the next round
    creates it and the warning goes.
+   An ALLOW WRITE for User:* on the topic is named in the warning, not
+   denied.
 6. ALTER revoked again, the topic removed (the DENY cannot be deleted), the
    mirror deleted, mirrord killed (-9) and started: once ALTER is back the
    DENY of the deleted mirror is removed (mirrord recorded it); the copied
@@ -227,6 +229,21 @@ def main():
                "(now %r)" % rows(d, T2))
     print("5. ALTER granted again: created at the next round, warning cleared",
           flush=True)
+
+    dst_c.grant("User:*", ["WRITE"], topic=T2)
+
+    def wildcard():
+        w = rows(d, T2)[0].get("warningMessage") or ""
+        return "ALLOW WRITE on TOPIC LITERAL %s for User:* from * lets every " \
+            "principal write mirrored topic %s" % (T2, T2) in w
+    h.wait_for(wildcard, 60, "the User:* grant named in %s's warning (now %r)"
+               % (T2, rows(d, T2)))
+    h.check(lit("TOPIC", T2, "User:*", "WRITE", perm="DENY") not in dst_c.acls(),
+            "User:* denied (mirrord with it)")
+    dst_c.revoke("User:*", ["WRITE"], topic=T2)
+    h.wait_for(lambda: not rows(d, T2)[0].get("warningMessage"), 60,
+               "the warning gone with the User:* grant")
+    print("5b. an ALLOW WRITE for User:* is reported, not denied", flush=True)
 
     deny2 = lit("TOPIC", T2, "User:alice", "WRITE", perm="DENY")
     h.check(deny2 in dst_c.acls(), "no DENY on %s" % T2)
