@@ -1314,45 +1314,41 @@ int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
 	return 0;
 }
 
+/* Appends one warning to those in buf ("a; b"), cut at len. */
+static void warn_cat(char *buf, size_t len, const char *piece)
+{
+	size_t at = strlen(buf);
+
+	if (at + 1 < len)
+		snprintf(buf + at, len - at, "%s%s", at > 0 ? "; " : "", piece);
+}
+
 int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
     char *buf, size_t len)
 {
 	const struct ppart *pp = part_of(pl, p);
 	int64_t stuck = pp != NULL ? pl_lso_stuck_ms(pp, clock_mono_ms()) : 0;
-	size_t at = 0;
+	char piece[1536];
 
 	if (len == 0)
 		return 0;
 	buf[0] = '\0';
 	if (stuck > 0) {
-		snprintf(buf, len, "the source's last stable offset has stayed at %" PRId64
+		snprintf(piece, sizeof(piece), "the source's last stable offset has stayed at %" PRId64
 		    " for %.1f s (pipeline.stuck_lso_warn_ms is %" PRId64 ") while "
 		    "the high watermark is %" PRId64 ": a transaction open on the source "
 		    "holds back read_committed readers, and mirrord copies only up to the "
 		    "last stable offset", pp->live.last_stable_offset, (double)stuck / 1000.0,
 		    pl->cfg->pipeline_stuck_lso_warn_ms, pp->live.source_high_watermark);
-		at = strlen(buf);
-		if (at + 2 < len) {
-			memcpy(buf + at, "; ", 3);
-			at += 2;
-		}
+		warn_cat(buf, len, piece);
 	}
 	/* The topic's configs refused by the destination (pipe_tconf.c). */
-	if (pp != NULL && at < len &&
-	    ptconf_warning(pp->pm, pp->topic, buf + at, len - at)) {
-		at = strlen(buf);
-		if (at + 2 < len) {
-			memcpy(buf + at, "; ", 3);
-			at += 2;
-		}
-		stuck = 1;
-	}
+	if (pp != NULL && ptconf_warning(pp->pm, pp->topic, piece, sizeof(piece)))
+		warn_cat(buf, len, piece);
 	/* The mirror's ACL sync or read-only guard refused (pipe_acl.c). */
-	if (pp != NULL && at < len && pacl_warning(pp->pm, buf + at, len - at))
-		return 1;
-	if (stuck > 0)
-		buf[at >= 2 ? at - 2 : at] = '\0';
-	return stuck > 0;
+	if (pp != NULL && pacl_warning(pp->pm, piece, sizeof(piece)))
+		warn_cat(buf, len, piece);
+	return buf[0] != '\0';
 }
 
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out)
