@@ -474,8 +474,29 @@ static void quiet_update(struct pacl *pa, const char *text)
 	pa->quiet = text[0] != '\0' ? strdup(text) : NULL;
 }
 
+/* mirrord_acl_bindings of the mirror: what it owns now, by kind. */
+static void count_owned(struct pmirror *pm)
+{
+	size_t n[2] = { 0, 0 };
+
+	if (pm->pl->ms == NULL)
+		return;
+	for (size_t i = 0; i < mstate_acl_count(pm->pl->st); i++) {
+		const struct macl *a = mstate_acl_get(pm->pl->st, i);
+
+		if (strcmp(a->mirror, pm->name) == 0)
+			n[a->kind == MACL_SYNC ? 0 : 1]++;
+	}
+	metrics_gauge_set(METRICS_SERIES(MSTD(pm->pl->ms, ACL_BINDINGS), pm->name,
+	    "sync"), (double)n[0]);
+	metrics_gauge_set(METRICS_SERIES(MSTD(pm->pl->ms, ACL_BINDINGS), pm->name,
+	    "read-only"), (double)n[1]);
+}
+
 static void warn_update(struct pacl *pa, const char *text)
 {
+	if (pa->pm != NULL)
+		count_owned(pa->pm);
 	if (pa->pm == NULL)
 		return;
 	if (text[0] == '\0') {

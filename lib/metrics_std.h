@@ -115,6 +115,10 @@
 	    "the destination: result=\"synced\" copied from the source " \
 	    "(mirror.acls.sync), result=\"read-only\" DENY WRITE of the " \
 	    "read-only guard (mirror.topic.read.only)") \
+	X(ACL_BINDINGS, "mirrord_acl_bindings", GAUGE, MIRROR_RESULT, NONE, \
+	    NO, "ACL bindings on the destination that mirrord created and " \
+	    "keeps in step, by the same result label (recorded in the metadata " \
+	    "log), as of the mirror's last ACL round") \
 	X(ACL_BINDINGS_DELETED, "mirrord_acl_bindings_deleted_total", \
 	    COUNTER, MIRROR_RESULT, NONE, NO, "ACL bindings mirrord created and " \
 	    "deleted again from the destination (gone from the source, or the " \

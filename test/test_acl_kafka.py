@@ -167,6 +167,11 @@ def main():
                    result="sync") >= 4, "sync creations not counted")
     h.check(metric(d, "mirrord_acl_bindings_created_total", mirror="m1",
                    result="read-only") >= 1, "the DENY not counted")
+    h.wait_for(lambda: metric(d, "mirrord_acl_bindings", mirror="m1",
+                              result="sync") == 4
+               and metric(d, "mirrord_acl_bindings", mirror="m1",
+                          result="read-only") == 1, 30,
+               "mirrord_acl_bindings: 4 synced, 1 read-only")
     print("1. source bindings synced (mapped, scoped), hand-made one kept, "
           "alice refused with TOPIC_AUTHORIZATION_FAILED, mirroring exact",
           flush=True)

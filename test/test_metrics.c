@@ -476,6 +476,7 @@ START_TEST(test_promtool_clean)
 	    "INVALID_CONFIG"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ACL_BINDINGS_CREATED), "m",
 	    "sync"));
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, ACL_BINDINGS), "m", "sync"), 4);
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ACL_BINDINGS_DELETED), "m",
 	    "read-only"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ACL_SYNC_ERRORS), "m",
