@@ -995,7 +995,14 @@ static void round_plan(struct acround *r)
 				if (abind_eq(&sb, &b))
 					gone = 0;
 			}
-			if (gone && set_has(r->dst, r->ndst, &b) && in_scope(pm, &b)) {
+			if (gone && set_has(r->dst, r->ndst, &b) && in_scope(pm, &b) &&
+			    ops_has(ro, nro, &b)) {
+				/* A DENY the source dropped that the guard wants:
+				 * the guard owns it now, it stays. */
+				(void)note(pl, pm->name, MACL_READONLY, &b, 1);
+				(void)op_add(&fg, &nfg, &b, MACL_SYNC);
+			} else if (gone && set_has(r->dst, r->ndst, &b) &&
+			    in_scope(pm, &b)) {
 				(void)op_add(&r->dl, &r->ndl, &b, MACL_SYNC);
 			} else {
 				if (gone || !in_scope(pm, &b))
