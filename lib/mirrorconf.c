@@ -167,7 +167,8 @@ static const struct mkey mkeys[] = {
 	  "Whether mirrored destination topics are kept read-only for everyone but mirrord while the destination runs an authorizer: "
 	  "for every principal holding ALLOW WRITE (or ALL) on a mirrored topic there, mirrord adds a DENY WRITE binding on that topic, "
 	  "and removes exactly those when the topic stops being mirrored or the mirror is deleted. "
-	  "Without an authorizer it does nothing (foreign writes are still detected by the data plane)." },
+	  "Without an authorizer it does nothing (foreign writes are still detected by the data plane). "
+	  "When it is not set explicitly, a destination that refuses mirrord the ACL requests gets a log line and a metric, not a warning on the mirror's partitions." },
 };
 
 /* Java client keys with a librdkafka-named equivalent, and what to use. */
