@@ -2,8 +2,9 @@
  * pipe_int.h: the data plane's internal types, shared by pipeline.c (the
  * partition machine), pipe_cluster.c (brokers, connections, metadata),
  * pipe_copy.c (fetch and produce), pipe_ident.c (topic and cluster
- * identity), pipe_epoch.c (source leader epochs, divergence) and pipe_tconf.c
- * (topic configs following the source).  Nothing outside daemon/pipe*.c includes this.
+ * identity), pipe_epoch.c (source leader epochs, divergence), pipe_tconf.c
+ * (topic configs following the source) and pipe_acl.c (ACL sync, read-only
+ * topics).  Nothing outside daemon/pipe*.c includes this.
  */
 #ifndef MIRRORD_PIPE_INT_H
 #define MIRRORD_PIPE_INT_H
@@ -28,6 +29,8 @@ struct pcluster;
 struct pmirror;
 struct ptcreate;
 struct ptconf;
+struct pacl;
+struct paclorph;
 
 /* ---- clusters -------------------------------------------------------- */
 
@@ -252,6 +255,7 @@ struct pmirror {
 	struct pabsent *absent;      /* topics missing from Metadata (pipe_ident.c) */
 	struct ptconf *tconf;        /* topic config sync (pipe_tconf.c), NULL until the first tick */
 	size_t nabsent;
+	struct pacl *acl;            /* ACL sync, read-only guard (pipe_acl.c) */
 	int dead;
 };
 
@@ -275,6 +279,7 @@ struct pipeline {
 	void *drain_arg;
 	size_t hint_mirror, hint_part; /* part_of(): where the last answer was */
 	struct groupsync *gs;        /* consumer-group offset sync */
+	struct paclorph *acl_orph;   /* deleted mirrors' ACL bindings (pipe_acl.c) */
 	struct ppart **graveyard;    /* dead partitions with refs left */
 	size_t ngrave;
 	/* Multi-instance mode: this instance's id (NULL: single mode, every
@@ -393,6 +398,19 @@ void ptconf_tick(struct pmirror *pm, int64_t now);
 int ptconf_warning(struct pmirror *pm, const char *topic, char *buf,
     size_t len);
 void ptconf_forget(struct pmirror *pm);
+
+/* pipe_acl.c: ACL bindings follow the source's (mirror.acls.sync) and
+ * mirrored topics are read-only (mirror.topic.read.only).  pacl_tick()
+ * starts a round every mirror.metadata.refresh.interval.ms (at once when a
+ * topic's guard must be lifted); pacl_warning() gives the mirror's
+ * warning (1, in buf) or 0; pacl_forget() when the mirror's struct goes.
+ * pacl_orphans_tick() removes the read-only bindings of deleted mirrors;
+ * pacl_orphans_free() when the pipeline goes. */
+void pacl_tick(struct pmirror *pm, int64_t now);
+int pacl_warning(struct pmirror *pm, char *buf, size_t len);
+void pacl_forget(struct pmirror *pm);
+void pacl_orphans_tick(struct pipeline *pl, int64_t now);
+void pacl_orphans_free(struct pipeline *pl);
 
 /* pipe_epoch.c: source leader epochs.  pepoch_start() before a partition
  * (re)starts at destination end d, source offset s, with the last mirrored

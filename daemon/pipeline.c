@@ -308,6 +308,7 @@ static void pm_free(struct pmirror *pm)
 	/* Bury the partitions before closing the source: closing fails their
 	 * in-flight requests, whose callbacks free buried partitions. */
 	ptconf_forget(pm);
+	pacl_forget(pm);
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
 	srcfiles_cancel(pm->files);
@@ -949,7 +950,9 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 		for (size_t j = 0; j < pm->nparts; j++)
 			part_step(pm->parts[j], now);
 		ptconf_tick(pm, now);
+		pacl_tick(pm, now);
 	}
+	pacl_orphans_tick(pl, now);
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (pl->mirrors[i]->src != NULL && !pl->draining)
 			pcopy_fetch_round(pl->mirrors[i]);
@@ -1372,6 +1375,7 @@ void pipeline_free(struct pipeline *pl)
 		event_free(pl->tick_ev);
 	pl->kick_ev = pl->tick_ev = NULL;
 	groupsync_dying(pl->gs);
+	pacl_orphans_free(pl);
 	/* Connections first: their callbacks still see valid partitions. */
 	pcluster_free(pl->dst);
 	pl->dst = NULL;
@@ -1494,36 +1498,41 @@ int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
 	return 0;
 }
 
+/* Appends one warning to those in buf ("a; b"), cut at len. */
+static void warn_cat(char *buf, size_t len, const char *piece)
+{
+	size_t at = strlen(buf);
+
+	if (at + 1 < len)
+		snprintf(buf + at, len - at, "%s%s", at > 0 ? "; " : "", piece);
+}
+
 int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
     char *buf, size_t len)
 {
 	const struct ppart *pp = part_of(pl, p);
 	int64_t stuck = pp != NULL ? pl_lso_stuck_ms(pp, clock_mono_ms()) : 0;
-	size_t at = 0;
+	char piece[1536];
 
 	if (len == 0)
 		return 0;
 	buf[0] = '\0';
 	if (stuck > 0) {
-		snprintf(buf, len, "the source's last stable offset has stayed at %" PRId64
+		snprintf(piece, sizeof(piece), "the source's last stable offset has stayed at %" PRId64
 		    " for %.1f s (pipeline.stuck_lso_warn_ms is %" PRId64 ") while "
 		    "the high watermark is %" PRId64 ": a transaction open on the source "
 		    "holds back read_committed readers, and mirrord copies only up to the "
 		    "last stable offset", pp->live.last_stable_offset, (double)stuck / 1000.0,
 		    pl->cfg->pipeline_stuck_lso_warn_ms, pp->live.source_high_watermark);
-		at = strlen(buf);
-		if (at + 2 < len) {
-			memcpy(buf + at, "; ", 3);
-			at += 2;
-		}
+		warn_cat(buf, len, piece);
 	}
 	/* The topic's configs refused by the destination (pipe_tconf.c). */
-	if (pp != NULL && at < len &&
-	    ptconf_warning(pp->pm, pp->topic, buf + at, len - at))
-		return 1;
-	if (stuck > 0)
-		buf[at >= 2 ? at - 2 : at] = '\0';
-	return stuck > 0;
+	if (pp != NULL && ptconf_warning(pp->pm, pp->topic, piece, sizeof(piece)))
+		warn_cat(buf, len, piece);
+	/* The mirror's ACL sync or read-only guard refused (pipe_acl.c). */
+	if (pp != NULL && pacl_warning(pp->pm, piece, sizeof(piece)))
+		warn_cat(buf, len, piece);
+	return buf[0] != '\0';
 }
 
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out)

@@ -110,6 +110,23 @@
 	    MIRROR_ERROR, NONE, NO, "Topics whose configs from the source the " \
 	    "destination refused (or would not describe), by Kafka error name, " \
 	    "counted each time (retried every mirror.metadata.refresh.interval.ms)") \
+	X(ACL_BINDINGS_CREATED, "mirrord_acl_bindings_created_total", \
+	    COUNTER, MIRROR_RESULT, NONE, NO, "ACL bindings mirrord created on " \
+	    "the destination: result=\"synced\" copied from the source " \
+	    "(mirror.acls.sync), result=\"read-only\" DENY WRITE of the " \
+	    "read-only guard (mirror.topic.read.only)") \
+	X(ACL_BINDINGS, "mirrord_acl_bindings", GAUGE, MIRROR_RESULT, NONE, \
+	    NO, "ACL bindings on the destination that mirrord created and " \
+	    "keeps in step, by the same result label (recorded in the metadata " \
+	    "log), as of the mirror's last ACL round") \
+	X(ACL_BINDINGS_DELETED, "mirrord_acl_bindings_deleted_total", \
+	    COUNTER, MIRROR_RESULT, NONE, NO, "ACL bindings mirrord created and " \
+	    "deleted again from the destination (gone from the source, or the " \
+	    "read-only guard lifted), by the same result label") \
+	X(ACL_SYNC_ERRORS, "mirrord_acl_sync_errors_total", COUNTER, \
+	    MIRROR_ERROR, NONE, NO, "Refusals of the ACL sync and the read-only " \
+	    "guard (DescribeAcls, CreateAcls, DeleteAcls on either cluster), by " \
+	    "Kafka error name, counted each time") \
 	X(MIRROR_PARTITIONS, "mirrord_mirror_partitions", GAUGE, \
 	    MIRROR_STATE, NONE, NO, "Partitions of the mirror in each state") \
 	X(CLUSTER_REQUEST_DURATION, \

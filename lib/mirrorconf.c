@@ -34,6 +34,7 @@ enum mtype {
 	MT_REGEXLIST, /* comma-separated topic patterns (tpattern.h) */
 	MT_NAMELIST,  /* comma-separated config names */
 	MT_CLUSTERID, /* [A-Za-z0-9._-]+ */
+	MT_PRINCIPALMAP, /* Type:name=Type:name[,...], may be empty */
 };
 
 enum mkind {
@@ -153,6 +154,21 @@ static const struct mkey mkeys[] = {
 	  "Comma-separated topic config names that are not copied from the source topic to the mirror topic, "
 	  "neither at creation nor afterwards; the destination topic's own values of these are left alone (never deleted). "
 	  "The value replaces the default list." },
+	{ "mirror.acls.sync", MK_MIRROR, MT_BOOL, "false", 0, 0, NULL, O(acls_sync), 0,
+	  "Whether ACL bindings of the source are copied to the destination every mirror.metadata.refresh.interval.ms: "
+	  "those on mirrored topics (LITERAL names and PREFIXED patterns that match one; not the wildcard *) "
+	  "and on consumer groups selected by mirror.groups.include/exclude (LITERAL names), ALLOW and DENY, every operation. "
+	  "Bindings mirrord copied and the source no longer has are deleted from the destination; no other binding is ever deleted. "
+	  "Bindings of mirrord's own destination principal are not copied." },
+	{ "mirror.acls.principal.map", MK_MIRROR, MT_PRINCIPALMAP, "", 0, 0, NULL, O(acls_map_n), 0,
+	  "Comma-separated source=destination principal pairs (User:alice=User:alice-dr) applied to the ACL bindings mirror.acls.sync copies; "
+	  "a principal not named is copied as it is." },
+	{ "mirror.topic.read.only", MK_MIRROR, MT_BOOL, "true", 0, 0, NULL, O(topic_read_only), 0,
+	  "Whether mirrored destination topics are kept read-only for everyone but mirrord while the destination runs an authorizer: "
+	  "for every principal holding ALLOW WRITE (or ALL) on a mirrored topic there, mirrord adds a DENY WRITE binding on that topic, "
+	  "and removes exactly those when the topic stops being mirrored or the mirror is deleted. "
+	  "Without an authorizer it does nothing (foreign writes are still detected by the data plane). "
+	  "When it is not set explicitly, a destination that refuses mirrord the ACL requests gets a log line and a metric, not a warning on the mirror's partitions." },
 };
 
 /* Java client keys with a librdkafka-named equivalent, and what to use. */
@@ -380,6 +396,79 @@ fail:
 	return -1;
 }
 
+/*
+ * mirror.acls.principal.map: "A=B,C=D", each side Type:name without ',' or
+ * '='; empty means none.  Stores the pairs into mc when it is not NULL.
+ */
+static int parse_pmap(const char *v, struct mirrorconf *mc, char *why,
+    size_t whylen)
+{
+	const char *p = v;
+
+	while (*p != '\0') {
+		const char *comma = strchr(p, ',');
+		size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+		const char *eq = memchr(p, '=', len);
+		const char *c1, *c2;
+		size_t l1, l2;
+
+		if (eq == NULL || memchr(eq + 1, '=', len - (size_t)(eq - p) - 1) != NULL) {
+			snprintf(why, whylen, "expected source=destination principal pairs "
+			    "separated by commas, got \"%.*s\"", (int)MIN(len, 200), p);
+			return -1;
+		}
+		l1 = (size_t)(eq - p);
+		l2 = len - l1 - 1;
+		c1 = memchr(p, ':', l1);
+		c2 = memchr(eq + 1, ':', l2);
+		if (c1 == NULL || c1 == p || (size_t)(c1 - p) + 1 >= l1 ||
+		    c2 == NULL || c2 == eq + 1 || (size_t)(c2 - eq - 1) + 1 >= l2) {
+			snprintf(why, whylen, "\"%.*s\": a principal is Type:name "
+			    "(User:alice) on both sides of '='", (int)MIN(len, 200), p);
+			return -1;
+		}
+		if (mc != NULL) {
+			char **f = realloc(mc->acls_map_from, (mc->acls_map_n + 1) * sizeof(*f));
+			char **t;
+
+			if (f == NULL)
+				goto oom;
+			mc->acls_map_from = f;
+			t = realloc(mc->acls_map_to, (mc->acls_map_n + 1) * sizeof(*t));
+			if (t == NULL)
+				goto oom;
+			mc->acls_map_to = t;
+			f[mc->acls_map_n] = strndup(p, l1);
+			t[mc->acls_map_n] = strndup(eq + 1, l2);
+			if (f[mc->acls_map_n] == NULL || t[mc->acls_map_n] == NULL) {
+				free(f[mc->acls_map_n]);
+				free(t[mc->acls_map_n]);
+				goto oom;
+			}
+			mc->acls_map_n++;
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+oom:
+	snprintf(why, whylen, "out of memory");
+	return -1;
+}
+
+static void pmap_free(struct mirrorconf *mc)
+{
+	for (size_t i = 0; i < mc->acls_map_n; i++) {
+		free(mc->acls_map_from[i]);
+		free(mc->acls_map_to[i]);
+	}
+	free(mc->acls_map_from);
+	free(mc->acls_map_to);
+	mc->acls_map_from = mc->acls_map_to = NULL;
+	mc->acls_map_n = 0;
+}
+
 static void describe_expected(const struct mkey *k, char *buf, size_t len)
 {
 	switch (k->type) {
@@ -442,6 +531,8 @@ static int check_value(const struct mkey *k, const char *v, char *why, size_t wh
 		return compile_regexes(v, NULL, why, whylen);
 	case MT_NAMELIST:
 		return split_names(v, NULL, NULL, why, whylen);
+	case MT_PRINCIPALMAP:
+		return parse_pmap(v, NULL, why, whylen);
 	case MT_CLUSTERID:
 		if (*v == '\0' || strlen(v) > 255 || strspn(v,
 		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(v)) {
@@ -640,6 +731,7 @@ void mirrorconf_free(struct mirrorconf *mc)
 	regexes_free(&mc->topics_exclude);
 	regexes_free(&mc->groups_include);
 	regexes_free(&mc->groups_exclude);
+	pmap_free(mc);
 	for (size_t i = 0; i < mc->topic_properties_exclude_n; i++)
 		free(mc->topic_properties_exclude[i]);
 	free(mc->topic_properties_exclude);
@@ -659,6 +751,12 @@ static int set_mirror(struct mirrorconf *mc, const struct mkey *k, const char *v
 			return -1;
 		*(int64_t *)f = n;
 		return 0;
+	case MT_BOOL:
+		*(int64_t *)f = strcasecmp(v, "true") == 0;
+		return 0;
+	case MT_PRINCIPALMAP:
+		pmap_free(mc);
+		return parse_pmap(v, mc, why, whylen);
 	case MT_ENUM: {
 		/* The index of the choice. */
 		const char *c = k->choices;
@@ -773,6 +871,15 @@ int mirrorconf_group_selected(const struct mirrorconf *mc, const char *group)
 	return regex_any(&mc->groups_include, group) && !regex_any(&mc->groups_exclude, group);
 }
 
+const char *mirrorconf_map_principal(const struct mirrorconf *mc,
+    const char *principal)
+{
+	for (size_t i = 0; i < mc->acls_map_n; i++)
+		if (strcmp(mc->acls_map_from[i], principal) == 0)
+			return mc->acls_map_to[i];
+	return principal;
+}
+
 int mirrorconf_topic_property_excluded(const struct mirrorconf *mc, const char *name)
 {
 	if (strcmp(name, "mirror.name") == 0)
@@ -869,6 +976,7 @@ static void type_text(const struct mkey *k, char *buf, size_t len)
 	case MT_REGEXLIST: snprintf(buf, len, "regex list"); break;
 	case MT_NAMELIST: snprintf(buf, len, "name list"); break;
 	case MT_CLUSTERID: snprintf(buf, len, "cluster id"); break;
+	case MT_PRINCIPALMAP: snprintf(buf, len, "principal map"); break;
 	}
 }
 

@@ -76,6 +76,10 @@ struct mirrorconf {
 	int64_t groups_sync_interval_ms;
 	size_t topic_properties_exclude_n;  /* topic configs never synced */
 	char **topic_properties_exclude;
+	int64_t acls_sync;                  /* mirror.acls.sync (0/1) */
+	size_t acls_map_n;                  /* mirror.acls.principal.map */
+	char **acls_map_from, **acls_map_to;
+	int64_t topic_read_only;            /* mirror.topic.read.only (0/1) */
 };
 
 /* mirror.foreign.writes */
@@ -102,6 +106,10 @@ int mirrorconf_topic_selected(const struct mirrorconf *mc, const char *topic);
 /* 1 if the consumer group is selected by mirror.groups.include and not
  * excluded by mirror.groups.exclude (exclude wins). */
 int mirrorconf_group_selected(const struct mirrorconf *mc, const char *group);
+/* The destination principal of a source principal under
+ * mirror.acls.principal.map (itself when not mapped). */
+const char *mirrorconf_map_principal(const struct mirrorconf *mc,
+    const char *principal);
 /* 1 if a source topic config must not be copied to the destination. */
 int mirrorconf_topic_property_excluded(const struct mirrorconf *mc,
     const char *name);

@@ -57,7 +57,8 @@
 	X(PART_PRODUCER, 17, "part-producer",  "MTPoeO") \
 	X(PART_SENDING,  18, "part-sending",   "MTPo") \
 	X(CLUSTER_MEMBERS, 19, "cluster-members", "gL") \
-	X(PART_OWNER,    20, "part-owner",     "MTPSg")
+	X(PART_OWNER,    20, "part-owner",     "MTPSg") \
+	X(ACL_BINDING,   22, "acl-binding",    "MkfS")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -71,6 +72,7 @@ enum mrec_type {
  * the values are MTOPIC_IDENT_* of mstate.h. */
 #define MREC_F_RESTART 0x01  /* TOPIC_ADD: STOPPED partitions restart */
 #define MREC_F_LAST 0x02     /* PART_STATE: o/e are the last mirrored offset/epoch */
+#define MREC_F_ADD 0x01      /* ACL_BINDING: created (else: forgotten) */
 
 #define MREC_MAX_NAME 249    /* mirror and topic names */
 #define MREC_MAX_CONFIGS 1024

@@ -532,6 +532,11 @@ void mstate_free(struct mstate *st)
 		mstate_mirror_free(st->mirrors[i]);
 	free(st->mirrors);
 	mstate_members_free(st->members, st->nmembers);
+	for (size_t i = 0; i < st->nacls; i++) {
+		free(st->acls[i].mirror);
+		free(st->acls[i].binding);
+	}
+	free(st->acls);
 	free(st->cfgbuf);
 	free(st);
 }
@@ -794,6 +799,13 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 			}
 		}
 	}
+	for (size_t i = 0; i < st->nacls && rc == 0; i++) {
+		mstate_rec_init(&r, MREC_ACL_BINDING, st->acls[i].mirror, NULL);
+		r.kind = (int8_t)st->acls[i].kind;
+		r.flags = MREC_F_ADD;
+		r.str = kstr_c(st->acls[i].binding);
+		rc |= put_rec(sink, &r, max);
+	}
 	return rc != 0 || sink->failed ? -1 : 0;
 }
 
@@ -871,6 +883,10 @@ char *mstate_dump(const struct mstate *st)
 			}
 		}
 	}
+	for (size_t i = 0; i < st->nacls; i++)
+		fprintf(f, "acl %s %s %s\n", st->acls[i].mirror,
+		    st->acls[i].kind == MACL_SYNC ? "sync" : "read-only",
+		    st->acls[i].binding);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

@@ -191,6 +191,22 @@ struct mmember {
 
 struct mstate;
 
+/*
+ * ACL bindings mirrord created on the destination (daemon/pipe_acl.c),
+ * recorded before they are created so that mirrord never deletes one it did
+ * not create.  Kept by mirror name: they outlive a deleted mirror until the
+ * pipeline has removed them.  binding is pipe_acl.c's text form, opaque
+ * here (at most MACL_MAX_BINDING bytes).
+ */
+#define MACL_SYNC 0       /* copied from the source (mirror.acls.sync) */
+#define MACL_READONLY 1   /* DENY WRITE of the read-only guard */
+#define MACL_MAX_BINDING 2048
+struct macl {
+	char *mirror;
+	int kind;
+	char *binding;
+};
+
 /* ---- life cycle -------------------------------------------------------- */
 
 struct mstate *mstate_new(void);
@@ -437,6 +453,15 @@ int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
  * pid >= 0, 0 <= epoch <= 32767, seq_base >= 0. */
 int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
     int32_t epoch, int64_t seq_base, char *msg, size_t msglen);
+/* Records that mirrord created (add 1) or no longer owns (add 0: deleted,
+ * or left to the destination) an ACL binding for mirror; a no-op when the
+ * record would change nothing.  The mirror need not exist (any more). */
+int mstate_acl_note(struct mstate *st, const char *mirror, int kind,
+    const char *binding, int add, char *msg, size_t msglen);
+/* The recorded bindings, in no particular order; an index stays valid
+ * until the next mstate_acl_note(). */
+size_t mstate_acl_count(const struct mstate *st);
+const struct macl *mstate_acl_get(const struct mstate *st, size_t i);
 /* Adds a translation anchor with lib/xlate's rules: offsets >= 0 and not
  * going backwards, merged without loss as xlate_rule() says. */
 int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,

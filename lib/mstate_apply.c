@@ -982,6 +982,9 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_PART_SENDING: return apply_part_sending(a, r);
 	case MREC_CLUSTER_MEMBERS: return apply_cluster_members(a, r);
 	case MREC_PART_OWNER: return apply_part_owner(a, r);
+	case MREC_ACL_BINDING:
+		return mstate_acl_apply(a->st, r->mirror, r->kind, r->str,
+		    (r->flags & MREC_F_ADD) != 0, a->err, a->errlen);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }

@@ -48,6 +48,9 @@ struct mstate {
 	int32_t generation;
 	struct mmember *members;
 	size_t nmembers;
+	/* ACL bindings mirrord created on the destination (acl-binding). */
+	struct macl *acls;
+	size_t nacls;
 };
 
 #define MST_BIT(s) (1u << MPART_##s)
@@ -103,5 +106,8 @@ void mstate_batch_clear(struct mstate *st);
 void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,
     const char *topic);
 void mstate_part_rec(struct mrec *r, uint16_t type, const struct mpart *p);
+/* Applies an acl-binding record (mstate_ops.c). */
+int mstate_acl_apply(struct mstate *st, struct kstr mirror, int kind,
+    struct kstr binding, int add, char *err, size_t errlen);
 
 #endif

@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <sys/types.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -648,6 +649,95 @@ int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
 	r.off2 = seq_base;
 	part_what(p, what, sizeof(what));
 	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+static ssize_t acl_find(const struct mstate *st, const char *mirror, int kind,
+    const char *binding)
+{
+	for (size_t i = 0; i < st->nacls; i++)
+		if (st->acls[i].kind == kind && strcmp(st->acls[i].mirror, mirror) == 0 &&
+		    strcmp(st->acls[i].binding, binding) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+int mstate_acl_note(struct mstate *st, const char *mirror, int kind,
+    const char *binding, int add, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[400];
+
+	snprintf(what, sizeof(what), "mirror %s: ACL binding %.300s", mirror,
+	    binding);
+	if ((kind != MACL_SYNC && kind != MACL_READONLY) ||
+	    strlen(binding) == 0 || strlen(binding) > MACL_MAX_BINDING) {
+		mstate_fmt(msg, msglen, "%s: kind %d or %zu bytes not allowed",
+		    what, kind, strlen(binding));
+		return KERR_INVALID_REQUEST;
+	}
+	if ((acl_find(st, mirror, kind, binding) >= 0) == (add != 0))
+		return KERR_NONE;
+	mstate_rec_init(&r, MREC_ACL_BINDING, mirror, NULL);
+	r.kind = (int8_t)kind;
+	r.flags = add ? MREC_F_ADD : 0;
+	r.str = kstr_c(binding);
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+size_t mstate_acl_count(const struct mstate *st)
+{
+	return st->nacls;
+}
+
+const struct macl *mstate_acl_get(const struct mstate *st, size_t i)
+{
+	return i < st->nacls ? &st->acls[i] : NULL;
+}
+
+/* Applies an acl-binding record (mstate_apply.c). */
+int mstate_acl_apply(struct mstate *st, struct kstr mirror, int kind,
+    struct kstr binding, int add, char *err, size_t errlen)
+{
+	int oom = 0;
+	char *m, *b;
+	ssize_t at;
+
+	if ((kind != MACL_SYNC && kind != MACL_READONLY) || binding.len <= 0 ||
+	    binding.len > MACL_MAX_BINDING) {
+		mstate_fmt(err, errlen, "acl-binding record: kind %d, binding of "
+		    "%d bytes", kind, (int)binding.len);
+		return -1;
+	}
+	m = mstate_kdup(mirror, &oom);
+	b = mstate_kdup(binding, &oom);
+	if (oom) {
+		free(m);
+		free(b);
+		mstate_fmt(err, errlen, "out of memory");
+		return -1;
+	}
+	at = acl_find(st, m, kind, b);
+	if (add && at < 0) {
+		if (mstate_grow(&st->acls, st->nacls, sizeof(*st->acls)) != 0) {
+			free(m);
+			free(b);
+			mstate_fmt(err, errlen, "out of memory");
+			return -1;
+		}
+		st->acls[st->nacls].mirror = m;
+		st->acls[st->nacls].kind = kind;
+		st->acls[st->nacls].binding = b;
+		st->nacls++;
+		return 0;
+	}
+	if (!add && at >= 0) {
+		free(st->acls[at].mirror);
+		free(st->acls[at].binding);
+		st->acls[at] = st->acls[--st->nacls];
+	}
+	free(m);
+	free(b);
+	return 0;
 }
 
 int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,

@@ -474,6 +474,13 @@ START_TEST(test_promtool_clean)
 	    3);
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, TOPIC_CONFIG_ERRORS), "m",
 	    "INVALID_CONFIG"));
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ACL_BINDINGS_CREATED), "m",
+	    "sync"));
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, ACL_BINDINGS), "m", "sync"), 4);
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ACL_BINDINGS_DELETED), "m",
+	    "read-only"));
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ACL_SYNC_ERRORS), "m",
+	    "CLUSTER_AUTHORIZATION_FAILED"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, ADMIN_REQUESTS),
 	    "CreateMirror", "NONE"));
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, GROUP_SYNCS), "m",

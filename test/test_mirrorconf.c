@@ -204,6 +204,42 @@ START_TEST(test_unknown_keys)
 }
 END_TEST
 
+START_TEST(test_acl_keys)
+{
+	const char *names[] = { "bootstrap.servers", "mirror.acls.sync",
+	    "mirror.acls.principal.map", "mirror.topic.read.only" };
+	const char *values[] = { "s:1", "TRUE", "User:carol=User:alice,User:x=Group:y",
+	    "false" };
+	struct mirrorconf *mc;
+
+	ck_assert_int_eq(mirrorconf_parse(names, values, 1, &mc, &code, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(mc->acls_sync, 0);
+	ck_assert_int_eq(mc->topic_read_only, 1);
+	ck_assert_str_eq(mirrorconf_map_principal(mc, "User:carol"), "User:carol");
+	mirrorconf_free(mc);
+	ck_assert_int_eq(mirrorconf_parse(names, values, 4, &mc, &code, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(mc->acls_sync, 1);
+	ck_assert_int_eq(mc->topic_read_only, 0);
+	ck_assert_str_eq(mirrorconf_map_principal(mc, "User:carol"), "User:alice");
+	ck_assert_str_eq(mirrorconf_map_principal(mc, "User:x"), "Group:y");
+	ck_assert_str_eq(mirrorconf_map_principal(mc, "User:bob"), "User:bob");
+	mirrorconf_free(mc);
+	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "mirror.acls.principal.map",
+	    "User:a", NULL), -1);
+	expect_error(40, "Invalid value 'User:a' for mirror config mirror.acls.principal.map: "
+	    "expected source=destination principal pairs separated by commas, got \"User:a\"");
+	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "mirror.acls.principal.map",
+	    "User:a=User:b,alice=User:c", NULL), -1);
+	expect_error(40, "Invalid value 'User:a=User:b,alice=User:c' for mirror config "
+	    "mirror.acls.principal.map: \"alice=User:c\": a principal is Type:name "
+	    "(User:alice) on both sides of '='");
+	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "mirror.topic.read.only",
+	    "yes", NULL), -1);
+	expect_error(40, "Invalid value 'yes' for mirror config mirror.topic.read.only: "
+	    "expected true or false");
+}
+END_TEST
+
 START_TEST(test_bad_values)
 {
 	ck_assert_int_eq(validate("bootstrap.servers", "s:1", "mirror.fetch.max.bytes", "lots", NULL), -1);
@@ -437,6 +473,7 @@ static Suite *mirrorconf_suite(void)
 	tcase_add_test(tc, test_missing_bootstrap_is_invalid_request);
 	tcase_add_test(tc, test_unknown_keys);
 	tcase_add_test(tc, test_bad_values);
+	tcase_add_test(tc, test_acl_keys);
 	tcase_add_test(tc, test_secret_values_never_echoed);
 	tcase_add_test(tc, test_duplicates_and_combinations);
 	tcase_add_test(tc, test_bounds);

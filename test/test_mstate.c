@@ -1165,6 +1165,47 @@ START_TEST(test_part_producer)
 }
 END_TEST
 
+/* acl-binding records (mrec 22): what mirrord created on the destination,
+ * by mirror name, surviving a reopen, a snapshot and the mirror's deletion. */
+START_TEST(test_acl_bindings)
+{
+	char err[1024], *text;
+	uint64_t n;
+
+	mk_mirror("east");
+	CODE(mstate_acl_note(F.st, "east", MACL_SYNC, "2 3 3 3 10:User:alice 1:* t1",
+	    1, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_acl_note(F.st, "east", MACL_READONLY, "2 3 4 2 10:User:alice 1:* t1",
+	    1, F.msg, sizeof(F.msg)), 0);
+	n = log_records();
+	CODE(mstate_acl_note(F.st, "east", MACL_SYNC, "2 3 3 3 10:User:alice 1:* t1",
+	    1, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_acl_note(F.st, "west", MACL_SYNC, "x", 0, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);          /* no-ops: nothing logged */
+	CODE(mstate_acl_note(F.st, "east", 7, "x", 1, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	CODE(mstate_acl_note(F.st, "east", MACL_SYNC, "", 1, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	ck_assert_uint_eq(mstate_acl_count(F.st), 2);
+	reopen_same();
+	ck_assert_uint_eq(mstate_acl_count(F.st), 2);
+	CODE(mstate_delete_mirror(F.st, "east", F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(mstate_acl_count(F.st), 2); /* outlive the mirror */
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	text = mstate_dump(F.st);
+	ck_assert_ptr_nonnull(strstr(text, "acl east read-only 2 3 4 2 10:User:alice 1:* t1"));
+	free(text);
+	CODE(mstate_acl_note(F.st, "east", MACL_READONLY, "2 3 4 2 10:User:alice 1:* t1",
+	    0, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(mstate_acl_count(F.st), 1);
+	ck_assert_int_eq(mstate_acl_get(F.st, 0)->kind, MACL_SYNC);
+	reopen_same();
+	ck_assert_uint_eq(mstate_acl_count(F.st), 1);
+}
+END_TEST
+
 /* With a small record trigger the log compacts by itself as operations
  * go, and every reopen still rebuilds the same model. */
 START_TEST(test_automatic_compaction)
@@ -2076,6 +2117,7 @@ static Suite *mstate_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_cluster_id);
+	tcase_add_test(tc, test_acl_bindings);
 	tcase_add_test(tc, test_create_mirror);
 	tcase_add_test(tc, test_add_topic);
 	tcase_add_test(tc, test_remove_topic);

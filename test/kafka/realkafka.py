@@ -1187,6 +1187,68 @@ class Cluster:
         finally:
             w.close()
 
+    ACL_OPS = {"ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6,
+               "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9,
+               "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
+               "IDEMPOTENT_WRITE": 12}
+
+    def acls(self):
+        """Every ACL binding (DescribeAcls v1) as a set of tuples
+        (resource type "TOPIC"/"GROUP"/..., name, "LITERAL"/"PREFIXED",
+        principal, host, operation "WRITE"..., "ALLOW"/"DENY")."""
+        rtypes = {2: "TOPIC", 3: "GROUP", 4: "CLUSTER", 5: "TRANSACTIONAL_ID"}
+        pats = {3: "LITERAL", 4: "PREFIXED"}
+        ops = {v: k for k, v in self.ACL_OPS.items()}
+        perms = {2: "DENY", 3: "ALLOW"}
+        body = (struct.pack(">b", 1) + _str(None) + struct.pack(">b", 1)
+                + _str(None) + _str(None) + struct.pack(">bb", 1, 1))
+        w = self._wire()
+        try:
+            r = w.request(29, 1, body)
+            r.i32()
+            err, msg = r.i16(), r.string()
+            if err:
+                raise KafkaError("DescribeAcls: %s: %s" % (error_name(err), msg))
+            out = set()
+
+            def res():
+                rt, name, pt = r.i8(), r.string(), r.i8()
+                for pr, host, op, pm in r.array(
+                        lambda: (r.string(), r.string(), r.i8(), r.i8())):
+                    out.add((rtypes.get(rt, str(rt)), name, pats.get(pt, str(pt)),
+                             pr, host, ops.get(op, str(op)), perms.get(pm, str(pm))))
+            r.array(res)
+            return out
+        finally:
+            w.close()
+
+    def revoke(self, principal, operations, topic=None, group=None,
+               pattern="literal", permission="ALLOW"):
+        """Delete ACLs (DeleteAcls v1) granted by grant() (or DENY ones);
+        neither topic nor group: the cluster's."""
+        pats = {"literal": 3, "prefixed": 4}
+        rtype, rname = (2, topic) if topic is not None else \
+            (3, group) if group is not None else (4, "kafka-cluster")
+        perm = {"ALLOW": 3, "DENY": 2}[permission]
+        filters = [struct.pack(">b", rtype) + _str(rname)
+                   + struct.pack(">b", pats[pattern]) + _str(principal)
+                   + _str("*") + struct.pack(">bb", self.ACL_OPS[op.upper()], perm)
+                   for op in operations]
+        w = self._wire()
+        try:
+            r = w.request(31, 1, _array(filters))
+            r.i32()
+
+            def fr():
+                err, msg = r.i16(), r.string()
+                r.array(lambda: (r.i16(), r.string(), r.i8(), r.string(), r.i8(),
+                                 r.string(), r.string(), r.i8(), r.i8()))
+                if err:
+                    raise KafkaError("DeleteAcls: %s: %s" % (error_name(err), msg))
+            r.array(fr)
+        finally:
+            w.close()
+
 
 def _signal(pid, sig):
     """Signal pid's whole process group when it leads one, else pid alone."""
