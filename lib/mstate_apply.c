@@ -1048,6 +1048,7 @@ int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
 	case MREC_TOPIC_ADD:
 	case MREC_TOPIC_STATE:
 	case MREC_TOPIC_IDENT:
+	case MREC_ACL_BINDING:
 		return MSTATE_SCOPE_NONE;
 	}
 	mstate_fmt(err, errlen, "record type %u has no scope", r.type);
