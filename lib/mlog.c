@@ -215,6 +215,7 @@ int mlog_sync(struct mlog *ml, char *err, size_t errlen)
 {
 	struct mlog_stats st;
 
+	ml->sync_error = 0;
 	if (not_open(ml, err, errlen) != 0)
 		return -1;
 	if (ml->ops->sync(ml, err, errlen) != 0)
@@ -236,8 +237,8 @@ int mlog_want_compact(const struct mlog *ml)
 {
 	struct mlog_stats s;
 
-	if (!ml->opened)
-		return 0;
+	if (!ml->opened || ml->applies_on_sync)
+		return 0;   /* a follower never writes snapshots */
 	ml->ops->stats(ml, &s);
 	if (s.broken)
 		return 0;

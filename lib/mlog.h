@@ -61,6 +61,8 @@
 #define MLOG_T_SNAPSHOT 0xff02u /* first frame of a snapshot file */
 #define MLOG_T_SNAPEND 0xff03u  /* last frame of a snapshot file */
 #define MLOG_T_CLAIM 0xff04u    /* mlog_kafka: a writer's claim of the topic */
+#define MLOG_T_REPLY 0xff05u    /* mlog_kafka: the writer's answer to a
+                                 * follower's forwarded request */
 
 /* One record as the reader hands it to the apply callback.  p points into
  * the reader's buffer and is only valid during the callback. */
@@ -71,6 +73,9 @@ struct mlog_rec {
 	uint64_t off;        /* byte offset of the frame in its file */
 	const char *file;    /* file (or other source) the record came from */
 	int in_snapshot;     /* 1 while replaying a snapshot */
+	int live;            /* 1: a follower tailing the log applies a record
+	                      * another instance wrote (hooks fire); 0 during
+	                      * the replay at open */
 };
 
 /* Replays one record into the caller's state.  Returns 0, or -1 with the
@@ -147,6 +152,15 @@ struct mlog {
 	/* mlog_set_sync_hook(); backends leave them zero (calloc). */
 	void (*sync_hook)(void *arg, const struct mlog_stats *st);
 	void *sync_hook_arg;
+	/* Set by a backend whose mlog_sync() itself applies the synced
+	 * records through the open's apply callback, in log order (an
+	 * mlog_kafka follower: its writes go through the writer and come
+	 * back by the tail).  The caller must then not apply them again. */
+	int applies_on_sync;
+	/* After a failed mlog_sync(): the Kafka error code that says why
+	 * (0: an ordinary storage failure).  A follower's request refused
+	 * by the writer carries the writer's code; err holds its message. */
+	int16_t sync_error;
 };
 
 /* The local file backend.  Creates dir (mode 0700) if it is missing and
@@ -167,7 +181,10 @@ int mlog_open(struct mlog *ml, mlog_apply_fn apply, void *arg, char *err,
 int mlog_append(struct mlog *ml, uint16_t type, const void *p, size_t len,
     char *err, size_t errlen);
 /* Writes and fsyncs every pending record.  On failure all pending records
- * are dropped and err names the file and the system error. */
+ * are dropped and err names the file and the system error (ml->sync_error
+ * may hold a Kafka error code for it).  With ml->applies_on_sync the
+ * records were applied through the open's apply callback (live) when it
+ * returns 0. */
 int mlog_sync(struct mlog *ml, char *err, size_t errlen);
 /* Drops every record appended since the last successful sync. */
 void mlog_discard(struct mlog *ml);

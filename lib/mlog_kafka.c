@@ -170,6 +170,14 @@ static int init_producer(struct mk *k, char *err, size_t errlen)
 
 		if (c == NULL)
 			goto retry;
+		if (k->txn_id[0] == '\0') {
+			/* An idempotent producer (the request topic): any
+			 * broker hands out a producer id. */
+			coord = c;
+			seterr(host, sizeof(host), "%s", kblock_addr(c));
+			port = 0;
+			goto init;
+		}
 		kp_find_coordinator_request_init(&fr);
 		fr.key_type = 1;                /* transaction */
 		fr.coordinator_keys = &key;
@@ -197,8 +205,10 @@ static int init_producer(struct mk *k, char *err, size_t errlen)
 		    sizeof(last));
 		if (coord == NULL)
 			goto retry;
+init:
 		kp_init_producer_id_request_init(&ir);
-		ir.transactional_id = kstr_c(k->txn_id);
+		ir.transactional_id = k->txn_id[0] != '\0' ? kstr_c(k->txn_id) :
+		    KSTR_NULL;
 		ir.transaction_timeout_ms = TXN_TIMEOUT_MS;
 		ir.producer_id = -1;
 		ir.producer_epoch = -1;
@@ -219,7 +229,8 @@ static int init_producer(struct mk *k, char *err, size_t errlen)
 		}
 		free(frame);
 		seterr(last, sizeof(last), "InitProducerId(%s) at %s:%d: %s",
-		    k->txn_id, host, port, kerr_name(e));
+		    k->txn_id[0] != '\0' ? k->txn_id : "idempotent", host, port,
+		    kerr_name(e));
 		if (!kerr_retriable(e) && e != KERR_CONCURRENT_TRANSACTIONS)
 			break;
 retry:
@@ -289,7 +300,7 @@ static int find_snapshot(struct mk *k, int64_t start, int64_t end,
 	return 0;
 }
 
-struct replay {
+struct mk_tail {
 	struct mk *k;
 	mlog_apply_fn apply;
 	void *arg;
@@ -300,13 +311,38 @@ struct replay {
 	int16_t owner_epoch;
 	uint64_t applied, since_snap, bytes_since_snap, skipped;
 	int64_t snap_ts;
+	int live;                /* 1 once the open's replay is done */
 	char file[300];
 };
+
+/* A REPLY read from the log: the request topic resumes after it, and
+ * the follower waiting for it has its answer. */
+static void see_reply(struct mk *k, const struct krec *r)
+{
+	struct mlog_kafka_reply rep;
+	char e[200];
+
+	if (mlog_kafka_decode_reply(r->p, r->len, &rep, e, sizeof(e)) != 0) {
+		log_warnx("metadata log: topic %s offset %" PRId64 ": %s; "
+		    "skipped", k->topic, r->offset, e);
+		return;
+	}
+	if (rep.req_offset + 1 > k->req_next)
+		k->req_next = rep.req_offset + 1;
+	if (!k->waiting || rep.id != k->wait_id || k->instance_id == NULL ||
+	    rep.instance_len != strlen(k->instance_id) ||
+	    memcmp(rep.instance_id, k->instance_id, rep.instance_len) != 0)
+		return;
+	k->wait_done = 1;
+	k->wait_error = rep.error;
+	seterr(k->wait_msg, sizeof(k->wait_msg), "%.*s", (int)rep.msg_len,
+	    rep.msg);
+}
 
 static int replay_cb(void *arg, const struct krec *r, char *err,
     size_t errlen)
 {
-	struct replay *rp = arg;
+	struct mk_tail *rp = arg;
 	struct mk *k = rp->k;
 
 	if (r->snapshot) {
@@ -319,6 +355,11 @@ static int replay_cb(void *arg, const struct krec *r, char *err,
 			}
 			rp->in_snap = 1;
 			rp->snap_ts = r->ts;
+			/* Version 2 carries the request-topic offset the
+			 * writer had answered up to (issue 10). */
+			if (r->len >= 16 && be16_load(r->p + 4) >= 2 &&
+			    (int64_t)be64_load(r->p + 8) > k->req_next)
+				k->req_next = (int64_t)be64_load(r->p + 8);
 			rp->owner_pid = r->pid;
 			rp->owner_epoch = r->epoch;
 			return 0;
@@ -378,6 +419,15 @@ static int replay_cb(void *arg, const struct krec *r, char *err,
 		}
 		rp->owner_pid = r->pid;
 		rp->owner_epoch = r->epoch;
+		if (k->writer && (r->pid != k->pid || r->epoch != k->epoch)) {
+			char why[600];
+
+			seterr(why, sizeof(why), "fenced: producer %" PRId64
+			    " epoch %d claimed topic %s at offset %" PRId64
+			    " after us (producer %" PRId64 " epoch %d)", r->pid,
+			    r->epoch, k->topic, r->offset, k->pid, k->epoch);
+			mk_fenced(k, why);
+		}
 		return 0;
 	}
 	if (rp->owner_pid < 0) {
@@ -395,13 +445,18 @@ static int replay_cb(void *arg, const struct krec *r, char *err,
 		rp->skipped++;
 		return 0;
 	}
+	if (r->type == MLOG_T_REPLY) {
+		see_reply(k, r);
+		return 0;
+	}
 	if (r->type >= MLOG_TYPE_RESERVED) {
 		seterr(err, errlen, "topic %s offset %" PRId64 ": unexpected "
 		    "framing record 0x%04x", k->topic, r->offset, r->type);
 		return -1;
 	}
 	struct mlog_rec rec = { .type = r->type, .len = r->len, .p = r->p,
-	    .off = (uint64_t)r->offset, .file = rp->file, .in_snapshot = 0 };
+	    .off = (uint64_t)r->offset, .file = rp->file, .in_snapshot = 0,
+	    .live = rp->live };
 	if (rp->apply != NULL && rp->apply(rp->arg, &rec, err, errlen) != 0)
 		return -1;
 	rp->applied++;
@@ -451,16 +506,71 @@ static int check_empty(struct mk *k, char *err, size_t errlen)
 	return 0;
 }
 
+/* Replays [from, end) (the newest snapshot at rp->snap, if any). */
+static int replay_range(struct mk *k, int64_t from, int64_t end, char *err,
+    size_t errlen)
+{
+	struct mk_tail *rp = k->tail;
+
+	seterr(rp->file, sizeof(rp->file), "topic %s", k->topic);
+	if (from < end && mk_read_range(k, from, end, replay_cb, rp, err,
+	    errlen) != 0)
+		return -1;
+	if (rp->snap >= 0 && !rp->snap_done) {
+		seterr(err, errlen, "topic %s: the snapshot at offset %" PRId64
+		    " ends before its end marker", k->topic, rp->snap);
+		return -1;
+	}
+	k->next = end;
+	k->st.records = rp->applied;
+	k->st.records_since_snapshot = rp->since_snap;
+	k->st.bytes_since_snapshot = rp->bytes_since_snap;
+	k->st.bytes = rp->bytes_since_snap;
+	if (rp->snap >= 0)
+		k->st.snapshot_wall_ms = rp->snap_ts;
+	if (rp->skipped > 0)
+		log_warnx("metadata log: topic %s: %" PRIu64 " late record%s of "
+		    "deposed writers skipped", k->topic, rp->skipped,
+		    rp->skipped == 1 ? "" : "s");
+	log_info("metadata log: topic %s replayed from offset %" PRId64 " (%s) "
+	    "to %" PRId64 ": %" PRIu64 " records%s", k->topic, from,
+	    rp->snap >= 0 ? "snapshot" : "log start", end, rp->applied,
+	    k->open_follower && !k->writer ? " (follower)" : "");
+	return 0;
+}
+
 static int kafka_open(struct mlog *ml, mlog_apply_fn apply, void *arg,
     char *err, size_t errlen)
 {
 	struct mk *k = (struct mk *)ml;
-	struct replay rp = { .k = k, .apply = apply, .arg = arg, .snap = -1,
-	    .owner_pid = -1 };
-	int64_t claim_off, start, end, from;
+	struct mk_tail *rp;
+	int64_t claim_off = -1, start, end, from;
 
+	if (k->tail == NULL && (k->tail = calloc(1, sizeof(*k->tail))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	rp = k->tail;
+	*rp = (struct mk_tail){ .k = k, .apply = apply, .arg = arg, .snap = -1,
+	    .owner_pid = -1 };
 	if (mk_ensure_topic(k, err, errlen) != 0)
 		return -1;
+	if (k->open_follower) {
+		/* A follower claims nothing: it reads what is there. */
+		if (mk_ensure_topic(k->req, err, errlen) != 0)
+			return -1;
+		if (mk_list_offset(k, -2, &start, err, errlen) != 0 ||
+		    mk_list_offset(k, -1, &end, err, errlen) != 0)
+			return -1;
+		if (find_snapshot(k, start, end, &rp->snap, err, errlen) != 0)
+			return -1;
+		from = rp->snap >= 0 ? rp->snap : start;
+		if (replay_range(k, from, end, err, errlen) != 0)
+			return -1;
+		rp->live = 1;
+		k->base.applies_on_sync = 1;
+		return 0;
+	}
 	if (k->require_empty && check_empty(k, err, errlen) != 0)
 		return -1;
 	if (init_producer(k, err, errlen) != 0)
@@ -481,40 +591,23 @@ static int kafka_open(struct mlog *ml, mlog_apply_fn apply, void *arg,
 		    "our claim at offset %" PRId64, k->topic, end, claim_off);
 		return -1;
 	}
-	if (find_snapshot(k, start, end, &rp.snap, err, errlen) != 0)
+	if (find_snapshot(k, start, end, &rp->snap, err, errlen) != 0)
 		return -1;
-	from = rp.snap >= 0 ? rp.snap : start;
-	seterr(rp.file, sizeof(rp.file), "topic %s", k->topic);
-	if (mk_read_range(k, from, end, replay_cb, &rp, err, errlen) != 0)
+	from = rp->snap >= 0 ? rp->snap : start;
+	if (replay_range(k, from, end, err, errlen) != 0)
 		return -1;
-	if (rp.snap >= 0 && !rp.snap_done) {
-		seterr(err, errlen, "topic %s: the snapshot at offset %" PRId64
-		    " ends before its end marker", k->topic, rp.snap);
-		return -1;
-	}
-	if (rp.owner_pid != k->pid || rp.owner_epoch != k->epoch) {
+	if (rp->owner_pid != k->pid || rp->owner_epoch != k->epoch) {
 		char why[600];
 
 		seterr(why, sizeof(why), "fenced: producer %" PRId64 " epoch %d "
 		    "claimed topic %s after us (producer %" PRId64 " epoch %d) "
-		    "while we were opening", rp.owner_pid, rp.owner_epoch,
+		    "while we were opening", rp->owner_pid, rp->owner_epoch,
 		    k->topic, k->pid, k->epoch);
 		seterr(err, errlen, "metadata log %s", why);
 		return -1;
 	}
-	k->st.records = rp.applied;
-	k->st.records_since_snapshot = rp.since_snap;
-	k->st.bytes_since_snapshot = rp.bytes_since_snap;
-	k->st.bytes = rp.bytes_since_snap;
-	if (rp.snap >= 0)
-		k->st.snapshot_wall_ms = rp.snap_ts;
-	if (rp.skipped > 0)
-		log_warnx("metadata log: topic %s: %" PRIu64 " late record%s of "
-		    "deposed writers skipped", k->topic, rp.skipped,
-		    rp.skipped == 1 ? "" : "s");
-	log_info("metadata log: topic %s replayed from offset %" PRId64 " (%s) "
-	    "to %" PRId64 ": %" PRIu64 " records", k->topic, from,
-	    rp.snap >= 0 ? "snapshot" : "log start", end, rp.applied);
+	rp->live = 1;
+	k->writer = 1;
 	return 0;
 }
 
@@ -551,26 +644,128 @@ static void kafka_discard(struct mlog *ml)
 	k->st.pending = 0;
 }
 
-static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
+/* Tells the role hook about a role change noticed earlier (after the
+ * log is consistent again). */
+static void fire_role(struct mk *k)
 {
-	struct mk *k = (struct mk *)ml;
-	int64_t t0, base;
-	size_t bytes = k->pend.len;
-	uint32_t n = k->npend;
+	char why[sizeof(k->role_why)];
+
+	if (!k->role_pending)
+		return;
+	k->role_pending = 0;
+	memcpy(why, k->role_why, sizeof(why));
+	if (k->role_fn != NULL)
+		k->role_fn(k->role_arg, k->writer, why);
+}
+
+static void become_follower(struct mk *k, const char *why)
+{
+	k->writer = 0;
+	k->base.applies_on_sync = 1;
+	k->role_pending = 1;
+	seterr(k->role_why, sizeof(k->role_why), "%s", why);
+	log_warnx("metadata log: topic %s: now a follower: %s", k->topic, why);
+}
+
+void mk_fenced(struct mk *k, const char *why)
+{
+	if (k->role_fn != NULL && k->writer && !k->is_req)
+		become_follower(k, why);
+	else
+		mk_set_broken(k, why);
+}
+
+/* One Fetch of the log from k->next, applying live.  0, -1 with err. */
+static int tail_once(struct mk *k, int max_wait_ms, char *err,
+    size_t errlen)
+{
+	int64_t next, hw;
 	int rc;
 
-	if (check_usable(k, err, errlen) != 0) {
-		kafka_discard(ml);
+	if (k->tail == NULL) {
+		seterr(err, errlen, "metadata log topic %s is not open", k->topic);
 		return -1;
 	}
-	if (n == 0)
-		return 0;
-	t0 = clock_mono_ms();
-	rc = mk_produce_frames(k, k->pend.buf, k->pend.len, n, 0, &base, err,
-	    errlen);
-	kafka_discard(ml);
+	rc = mk_fetch(k, k->next, INT64_MAX, max_wait_ms, replay_cb, k->tail,
+	    &next, &hw, err, errlen);
+	if (rc == -2) {
+		char why[700];
+
+		/* The writer deleted records this instance had not read yet
+		 * (DeleteRecords after a snapshot).  The model would have to
+		 * be rebuilt from the newest snapshot under the daemon's
+		 * feet: not done; restarting does exactly that. */
+		seterr(why, sizeof(why), "topic %s: this follower fell behind "
+		    "the log start (it was at offset %" PRId64 ", the records "
+		    "before the newest snapshot were deleted): restart it to "
+		    "re-read the newest snapshot; %s", k->topic, k->next, err);
+		mk_set_broken(k, why);
+		seterr(err, errlen, "%s", why);
+		return -1;
+	}
 	if (rc != 0)
 		return -1;
+	k->next = next;
+	return 0;
+}
+
+/* The REPLY frame for the request being handled, appended to pend. */
+static int pend_reply(struct mk *k, int16_t error, const char *msg,
+    char *err, size_t errlen)
+{
+	uint8_t hdr[MLOG_FRAME_HDR], *p;
+	size_t len;
+
+	p = mlog_kafka_encode_reply(k->cur_instance, k->cur_id, k->cur_off,
+	    error, msg, &len);
+	if (p == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	mlog_frame_header(hdr, MLOG_T_REPLY, p, (uint32_t)len);
+	kw_raw(&k->pend, hdr, sizeof(hdr));
+	kw_raw(&k->pend, p, len);
+	free(p);
+	if (k->pend.err) {
+		seterr(err, errlen, "the reply does not fit in one batch of "
+		    "topic %s", k->topic);
+		return -1;
+	}
+	k->npend++;
+	return 0;
+}
+
+/* The writer's sync; while a request is handled its REPLY (error, msg)
+ * joins the first batch written. */
+static int writer_sync(struct mk *k, int16_t error, const char *msg,
+    char *err, size_t errlen)
+{
+	int64_t t0, base;
+	size_t bytes = k->pend.len;
+	uint32_t n = k->npend, reply = 0;
+	int rc;
+
+	if (n == 0 && !(k->cur_active && !k->cur_replied))
+		return 0;
+	/* Handling a follower's request: its REPLY goes into this batch. */
+	if (k->cur_active && !k->cur_replied) {
+		if (pend_reply(k, error, msg, err, errlen) != 0) {
+			kafka_discard(&k->base);
+			return -1;
+		}
+		reply = 1;
+	}
+	t0 = clock_mono_ms();
+	rc = mk_produce_frames(k, k->pend.buf, k->pend.len, n + reply, 0, &base,
+	    err, errlen);
+	kafka_discard(&k->base);
+	if (rc != 0)
+		return -1;
+	if (reply) {
+		k->cur_replied = 1;
+		if (k->cur_off + 1 > k->req_next)
+			k->req_next = k->cur_off + 1;
+	}
 	k->st.last_fsync_us = (clock_mono_ms() - t0) * 1000;
 	k->st.syncs++;
 	k->st.records += n;
@@ -578,6 +773,121 @@ static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
 	k->st.bytes_since_snapshot += bytes;
 	k->st.bytes += bytes;
 	return 0;
+}
+
+/* The request producer (an idempotent one of our own), ready. */
+static int req_ready(struct mk *k, char *err, size_t errlen)
+{
+	struct mk *q = k->req;
+
+	if (q->broken) {
+		/* An earlier request's outcome was unknown or its sequence
+		 * refused: start over with a fresh producer id. */
+		q->broken = 0;
+		q->st.broken = 0;
+		q->pid = -1;
+	}
+	if (q->conn == NULL && mk_ensure_topic(q, err, errlen) != 0)
+		return -1;
+	if (q->pid < 0 && init_producer(q, err, errlen) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * A follower's sync: one request record with the pending frames, then
+ * the tail (applying everything in log order) until the writer's REPLY.
+ */
+static int follower_sync(struct mk *k, char *err, size_t errlen)
+{
+	uint8_t *v;
+	size_t vlen;
+	uint32_t n = k->npend;
+	int64_t base, t0 = clock_mono_ms(), deadline;
+	uint64_t id;
+	char e2[768] = "";
+	int rc;
+
+	if (req_ready(k, err, errlen) != 0) {
+		kafka_discard(&k->base);
+		return -1;
+	}
+	id = ++k->req_seq;
+	v = mlog_kafka_encode_request(id, k->generation, k->member_id,
+	    k->instance_id, k->pend.buf, k->pend.len, &vlen, err, errlen);
+	kafka_discard(&k->base);
+	if (v == NULL)
+		return -1;
+	rc = mk_produce_value(k->req, k->instance_id, v, vlen, &base, err,
+	    errlen);
+	free(v);
+	if (rc != 0) {
+		if (k->req->broken) {
+			/* Sent or not: unknown. */
+			seterr(e2, sizeof(e2), "%s", err);
+			seterr(err, errlen, "outcome unknown: request %" PRIu64
+			    " to the writer of topic %s: %s; the change is "
+			    "applied here if the writer accepted it", id,
+			    k->topic, e2);
+			k->base.sync_error = KERR_REQUEST_TIMED_OUT;
+		}
+		return -1;
+	}
+	k->waiting = 1;
+	k->wait_done = 0;
+	k->wait_id = id;
+	deadline = t0 + k->timeout_ms;
+	while (!k->wait_done) {
+		int64_t left = deadline - clock_mono_ms();
+
+		if (left <= 0 || k->broken)
+			break;
+		if (tail_once(k, (int)MIN(left, 500), e2, sizeof(e2)) != 0) {
+			if (k->broken)
+				break;
+			mk_sleep_ms((int)MIN(MK_BACKOFF_MS, MAX(1, left)));
+		}
+	}
+	k->waiting = 0;
+	if (!k->wait_done) {
+		seterr(err, errlen, "outcome unknown: no reply from the writer of "
+		    "topic %s to request %" PRIu64 " (request topic %s offset %"
+		    PRId64 ") within storage.kafka.timeout_ms (%d ms)%s%s; the "
+		    "change is applied here if the writer accepts it later",
+		    k->topic, id, k->req->topic, base, k->timeout_ms,
+		    e2[0] ? ": " : "", e2);
+		k->base.sync_error = KERR_REQUEST_TIMED_OUT;
+		return -1;
+	}
+	if (k->wait_error != 0) {
+		seterr(err, errlen, "%s", k->wait_msg[0] ? k->wait_msg :
+		    kerr_name(k->wait_error));
+		k->base.sync_error = k->wait_error;
+		return -1;
+	}
+	k->st.last_fsync_us = (clock_mono_ms() - t0) * 1000;
+	k->st.syncs++;
+	(void)n;
+	return 0;
+}
+
+static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	int rc;
+
+	if (check_usable(k, err, errlen) != 0) {
+		kafka_discard(ml);
+		return -1;
+	}
+	if (k->writer)
+		rc = writer_sync(k, 0, "", err, errlen);
+	else if (k->npend == 0)
+		rc = 0;
+	else
+		rc = follower_sync(k, err, errlen);
+	fire_role(k);
+	return rc;
 }
 
 struct ksink {
@@ -696,17 +1006,22 @@ static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
 {
 	struct mk *k = (struct mk *)ml;
 	struct ksink s = { .base = { .put = ksink_put }, .k = k, .begin = -1 };
-	uint8_t hdr[8], end[SNAPEND_LEN];
+	uint8_t hdr[16], end[SNAPEND_LEN];
 	int rc = -1;
 
+	if (!k->writer)
+		return 0;       /* a follower's model is the writer's */
 	if (check_usable(k, err, errlen) != 0 || kafka_sync(ml, err, errlen) != 0)
 		return -1;
 	if (k->st.records_since_snapshot == 0 && k->st.snapshot_wall_ms >= 0)
 		return 0;
 	kw_init(&s.buf, k->batch_max + MLOG_FRAME_HDR);
 	be32_store(hdr, 0x4d524c47u);   /* "MRLG" */
-	be16_store(hdr + 4, 1);
+	be16_store(hdr + 4, 2);
 	be16_store(hdr + 6, (uint16_t)k->epoch);
+	/* Version 2: where the request topic resumes, as the REPLYs the
+	 * snapshot replaces said. */
+	be64_store(hdr + 8, (uint64_t)k->req_next);
 	if (ksink_frame(&s, MLOG_T_SNAPSHOT, hdr, sizeof(hdr)) != 0)
 		goto fail;
 	/* The first batch fixes the snapshot's offset, which its end names. */
@@ -738,6 +1053,310 @@ out:
 	return rc;
 }
 
+/* ---- roles: follower tail, promotion, the writer's requests ----------- */
+
+int mlog_kafka_is_writer(const struct mlog *ml)
+{
+	return ((const struct mk *)ml)->writer;
+}
+
+void mlog_kafka_set_identity(struct mlog *ml, const char *instance_id,
+    const char *member_id, int32_t generation)
+{
+	struct mk *k = (struct mk *)ml;
+	char *i = strdup(instance_id != NULL ? instance_id : "");
+	char *m = strdup(member_id != NULL ? member_id : "");
+
+	if (i == NULL || m == NULL) {
+		free(i);
+		free(m);
+		return;         /* keeps the previous identity */
+	}
+	free(k->instance_id);
+	free(k->member_id);
+	k->instance_id = i;
+	k->member_id = m;
+	k->generation = generation;
+}
+
+void mlog_kafka_set_request_handler(struct mlog *ml,
+    mlog_kafka_request_fn fn, void *arg)
+{
+	struct mk *k = (struct mk *)ml;
+
+	k->req_fn = fn;
+	k->req_arg = arg;
+}
+
+void mlog_kafka_set_role_hook(struct mlog *ml,
+    void (*fn)(void *arg, int is_writer, const char *why), void *arg)
+{
+	struct mk *k = (struct mk *)ml;
+
+	k->role_fn = fn;
+	k->role_arg = arg;
+}
+
+void mlog_kafka_demote(struct mlog *ml, const char *why)
+{
+	struct mk *k = (struct mk *)ml;
+
+	if (!k->writer)
+		return;
+	kafka_discard(ml);
+	become_follower(k, why != NULL ? why : "demoted");
+	fire_role(k);
+}
+
+int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	struct mk_tail *rp = k->tail;
+	int64_t claim_off, end, from;
+
+	if (k->writer)
+		return 0;
+	if (!ml->opened || rp == NULL) {
+		seterr(err, errlen, "metadata log topic %s is not open", k->topic);
+		return -1;
+	}
+	if (check_usable(k, err, errlen) != 0)
+		return -1;
+	kafka_discard(ml);
+	from = k->next;
+	if (init_producer(k, err, errlen) != 0 ||
+	    claim(k, &claim_off, err, errlen) != 0) {
+		k->next = from;
+		return -1;
+	}
+	/* claim() moved next past the claim: what lies before it is still
+	 * to be read (and applied, live) from where the tail was, and the
+	 * claim itself, which must be ours. */
+	k->next = from;
+	log_info("metadata log: promoting: claimed topic %s at offset %" PRId64
+	    " as producer id %" PRId64 " epoch %d", k->topic, claim_off, k->pid,
+	    k->epoch);
+	if (mk_list_offset(k, -1, &end, err, errlen) != 0)
+		return -1;
+	while (k->next < end) {
+		int64_t before = k->next;
+
+		if (tail_once(k, 0, err, errlen) != 0)
+			return -1;
+		if (k->next == before) {
+			seterr(err, errlen, "topic %s: no record readable at "
+			    "offset %" PRId64 " (log end %" PRId64 ")", k->topic,
+			    k->next, end);
+			return -1;
+		}
+	}
+	if (rp->owner_pid != k->pid || rp->owner_epoch != k->epoch) {
+		seterr(err, errlen, "metadata log fenced: producer %" PRId64
+		    " epoch %d claimed topic %s after us (producer %" PRId64
+		    " epoch %d) while we were promoting", rp->owner_pid,
+		    rp->owner_epoch, k->topic, k->pid, k->epoch);
+		return -1;
+	}
+	k->writer = 1;
+	ml->applies_on_sync = 0;
+	k->role_pending = 1;
+	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
+	    "at offset %" PRId64 " as producer id %" PRId64 " epoch %d",
+	    k->topic, claim_off, k->pid, k->epoch);
+	fire_role(k);
+	return 0;
+}
+
+/* Writes the REPLY alone (a refusal, or an acceptance without records). */
+static int reply_alone(struct mk *k, int16_t error, const char *msg,
+    char *err, size_t errlen)
+{
+	kafka_discard(&k->base);
+	k->cur_replied = 0;
+	return writer_sync(k, error, msg, err, errlen);
+}
+
+struct req_ctx {
+	struct mk *k;
+	int handled;
+	int stop;
+	char err[768];
+};
+
+struct frame_list {
+	struct mlog_rec *recs;
+	size_t n;
+	const char *file;
+	uint64_t base;
+};
+
+static int collect_frame(void *arg, uint16_t type, const uint8_t *p,
+    uint32_t len, uint64_t off)
+{
+	struct frame_list *fl = arg;
+
+	fl->recs[fl->n++] = (struct mlog_rec){ .type = type, .len = len,
+	    .p = p, .off = fl->base, .file = fl->file, .live = 1 };
+	(void)off;
+	return 0;
+}
+
+static int request_cb(void *arg, const struct krec *r, char *err,
+    size_t errlen)
+{
+	struct req_ctx *rc = arg;
+	struct mk *k = rc->k;
+	struct mlog_kafka_req q;
+	struct mlog_scan_result res;
+	struct frame_list fl = { 0 };
+	char why[MLOG_KAFKA_REPLY_MSG_MAX], e[512], inst[512], mem[512];
+	int16_t code;
+
+	(void)err;
+	(void)errlen;
+	if (!k->writer || rc->stop)
+		return 1;
+	k->cur_active = 1;
+	k->cur_replied = 0;
+	k->cur_off = r->offset;
+	if (mlog_kafka_decode_request(r->p, r->len, k->base.opts.max_record,
+	    &q, e, sizeof(e)) != 0) {
+		/* Answer whoever the key or the header names. */
+		if (q.instance_id != NULL)
+			seterr(inst, sizeof(inst), "%.*s", (int)q.instance_len,
+			    q.instance_id);
+		else
+			seterr(inst, sizeof(inst), "%.*s", (int)r->key_len,
+			    r->key != NULL ? (const char *)r->key : "");
+		k->cur_id = q.id;
+		k->cur_instance = inst;
+		seterr(why, sizeof(why), "request at offset %" PRId64 " of topic "
+		    "%s from instance \"%s\" is malformed: %s", r->offset,
+		    k->req->topic, inst, e);
+		log_warnx("metadata log: %s", why);
+		code = KERR_INVALID_REQUEST;
+		goto reply;
+	}
+	seterr(inst, sizeof(inst), "%.*s", (int)q.instance_len, q.instance_id);
+	seterr(mem, sizeof(mem), "%.*s", (int)q.member_len, q.member_id);
+	k->cur_id = q.id;
+	k->cur_instance = inst;
+	fl.recs = calloc(q.nframes, sizeof(*fl.recs));
+	if (fl.recs == NULL) {
+		seterr(rc->err, sizeof(rc->err), "out of memory");
+		rc->stop = 1;
+		k->cur_active = 0;
+		return 1;
+	}
+	fl.file = k->req->topic;
+	fl.base = (uint64_t)r->offset;
+	mlog_scan(q.frames, q.frames_len, k->base.opts.max_record,
+	    collect_frame, &fl, &res);
+	why[0] = '\0';
+	if (k->req_fn == NULL) {
+		code = KERR_NOT_CONTROLLER;
+		seterr(why, sizeof(why), "the writer has no request handler");
+	} else {
+		code = (int16_t)k->req_fn(k->req_arg, inst, mem, q.generation,
+		    fl.recs, fl.n, why, sizeof(why));
+		if (code != 0 && why[0] == '\0')
+			seterr(why, sizeof(why), "refused by the writer: %s",
+			    kerr_name(code));
+	}
+	free(fl.recs);
+reply:
+	if (!k->writer) {
+		/* Demoted (fenced) while handling it: the new writer answers. */
+		k->cur_active = 0;
+		rc->stop = 1;
+		return 1;
+	}
+	if (!k->cur_replied && reply_alone(k, code, why, rc->err,
+	    sizeof(rc->err)) != 0) {
+		k->cur_active = 0;
+		rc->stop = 1;
+		return 1;
+	}
+	if (k->cur_off + 1 > k->req_next)
+		k->req_next = k->cur_off + 1;
+	k->cur_active = 0;
+	k->cur_instance = NULL;
+	rc->handled++;
+	return 0;
+}
+
+/* The writer: every request not yet answered, in order. */
+static int handle_requests(struct mk *k, char *err, size_t errlen)
+{
+	struct mk *q = k->req;
+	struct req_ctx rc = { .k = k };
+	int64_t start, end, o;
+
+	if (q->conn == NULL && mk_ensure_topic(q, err, errlen) != 0)
+		return -1;
+	if (mk_list_offset(q, -2, &start, err, errlen) != 0 ||
+	    mk_list_offset(q, -1, &end, err, errlen) != 0) {
+		mk_drop_conn(q);
+		return -1;
+	}
+	o = k->req_next < start ? start : k->req_next;
+	if (k->req_next >= 0 && k->req_next < start)
+		log_warnx("metadata log: requests %" PRId64 "..%" PRId64 " of "
+		    "topic %s expired unanswered (retention)", k->req_next,
+		    start - 1, q->topic);
+	while (o < end && k->writer && !rc.stop) {
+		int64_t next, hw;
+		int r = mk_fetch(q, o, end, 0, request_cb, &rc, &next, &hw, err,
+		    errlen);
+
+		if (rc.stop)
+			break;
+		if (r != 0)
+			return -1;
+		if (next == o)
+			break;
+		o = next;
+	}
+	if (rc.stop && rc.err[0] != '\0') {
+		seterr(err, errlen, "%s", rc.err);
+		return -1;
+	}
+	return rc.handled;
+}
+
+int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
+    size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	uint64_t before;
+	int n = 0, rc = 0;
+
+	if (!ml->opened || k->tail == NULL) {
+		seterr(err, errlen, "metadata log topic %s is not open", k->topic);
+		return -1;
+	}
+	if (k->broken) {
+		seterr(err, errlen, "%s", k->broken_why);
+		return -1;
+	}
+	before = k->tail->applied;
+	/* The writer reads the log too: a newer writer's claim demotes it
+	 * even when it has nothing to write. */
+	if (tail_once(k, k->writer ? 0 : max_wait_ms, err, errlen) != 0)
+		rc = -1;
+	n = (int)(k->tail->applied - before);
+	k->st.records += (uint64_t)n;
+	if (rc == 0 && k->writer && k->req_fn != NULL) {
+		int h = handle_requests(k, err, errlen);
+		if (h < 0)
+			rc = -1;
+		else
+			n += h;
+	}
+	fire_role(k);
+	return rc != 0 ? -1 : n;
+}
+
 /* ---- life cycle ------------------------------------------------------------ */
 
 static void kafka_stats(const struct mlog *ml, struct mlog_stats *out)
@@ -750,6 +1369,11 @@ static void kafka_free(struct mlog *ml)
 	struct mk *k = (struct mk *)ml;
 
 	mk_drop_conn(k);
+	if (k->req != NULL)
+		kafka_free(&k->req->base);
+	free(k->tail);
+	free(k->instance_id);
+	free(k->member_id);
 	kw_fini(&k->pend);
 	kconn_config_fini(&k->kcfg);
 	for (size_t i = 0; i < k->nboot; i++)
@@ -817,8 +1441,8 @@ static int parse_bootstrap(struct mk *k, const char *list, char *err,
 	return rc;
 }
 
-struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
-    const struct mlog_kafka_opts *ko, char *err, size_t errlen)
+static struct mk *mk_new(const struct mlog_opts *opts,
+    const struct mlog_kafka_opts *ko, int is_req, char *err, size_t errlen)
 {
 	struct mk *k = calloc(1, sizeof(*k));
 	char e2[512];
@@ -851,7 +1475,12 @@ struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
 		seterr(err, errlen, "out of memory");
 		goto fail;
 	}
-	seterr(k->txn_id, sizeof(k->txn_id), "mirrord-metadata-%s", k->topic);
+	k->is_req = is_req;
+	k->req_next = -1;
+	k->generation = -1;
+	if (!is_req)
+		seterr(k->txn_id, sizeof(k->txn_id), "mirrord-metadata-%s",
+		    k->topic);
 	if (parse_bootstrap(k, ko->bootstrap, err, errlen) != 0)
 		goto fail;
 	for (size_t i = 0; i < ko->nprops; i++) {
@@ -866,8 +1495,39 @@ struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
 		seterr(err, errlen, "destination.client: %s", e2);
 		goto fail;
 	}
-	return &k->base;
+	return k;
 fail:
 	kafka_free(&k->base);
 	return NULL;
+}
+
+struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
+    const struct mlog_kafka_opts *ko, char *err, size_t errlen)
+{
+	struct mlog_kafka_opts qo = *ko;
+	char qt[512], host[256] = "localhost", id[320];
+	struct mk *k = mk_new(opts, ko, 0, err, errlen);
+
+	if (k == NULL)
+		return NULL;
+	k->open_follower = ko->follower;
+	seterr(qt, sizeof(qt), "%s%s", k->topic, MLOG_KAFKA_REQ_SUFFIX);
+	qo.topic = qt;
+	if ((k->req = mk_new(opts, &qo, 1, err, errlen)) == NULL) {
+		kafka_free(&k->base);
+		return NULL;
+	}
+	/* Until mlog_kafka_set_identity(): this host and process. */
+	(void)gethostname(host, sizeof(host) - 1);
+	seterr(id, sizeof(id), "%s:%ld", host, (long)getpid());
+	k->instance_id = strdup(id);
+	k->member_id = strdup("");
+	/* Request ids: unique across restarts of this instance too. */
+	k->req_seq = (uint64_t)clock_wall_ms() << 16;
+	if (k->instance_id == NULL || k->member_id == NULL) {
+		seterr(err, errlen, "out of memory");
+		kafka_free(&k->base);
+		return NULL;
+	}
+	return &k->base;
 }

@@ -29,6 +29,11 @@ struct mlog_kafka_opts {
 	/* Migration: open fails, without claiming, unless the topic holds
 	 * nothing but claims (no snapshot, no state record). */
 	int require_empty;
+	/* Open as a follower: replay the newest snapshot and the log after
+	 * it without claiming, then stay a reader that tails the log
+	 * (mlog_kafka_poll()) and forwards its writes to the writer through
+	 * the request topic; mlog_kafka_promote() makes it the writer. */
+	int follower;
 };
 void mlog_kafka_opts_init(struct mlog_kafka_opts *ko);
 
@@ -43,6 +48,113 @@ struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
 /* The writer's producer id and epoch (after open), for logs and tests. */
 void mlog_kafka_writer(const struct mlog *ml, int64_t *producer_id,
     int16_t *epoch);
+
+/* ---- roles (issue 10): one writer, any number of followers ----------- */
+
+/* The topic followers send their writes to: "<topic>-requests". */
+#define MLOG_KAFKA_REQ_SUFFIX "-requests"
+#define MLOG_KAFKA_REQ_RETENTION_MS 3600000
+
+/*
+ * Follower: fetches the records appended since the last call (waiting up
+ * to max_wait_ms for the first) and applies them live, in log order.
+ * Writer: reads the log too (a newer writer's claim there demotes it),
+ * then handles the pending requests of the request topic.  Returns the
+ * number of records applied plus requests handled, or -1 with err (the
+ * follower fell behind the log start: see mlog_kafka.c; the log is then
+ * broken and the instance must restart).
+ */
+int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
+    size_t errlen);
+/* Follower -> writer: InitProducerId on the transactional id, the claim
+ * record, then reads to the end of the log applying live.  0 or -1 (still
+ * a follower, err says why).  Calls the role hook on success. */
+int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen);
+/* Writer -> follower (lost group leadership, or fenced): never appends
+ * again in that role; keeps tailing from where its model is.  Calls the
+ * role hook.  No-op on a follower. */
+void mlog_kafka_demote(struct mlog *ml, const char *why);
+int mlog_kafka_is_writer(const struct mlog *ml);
+/* The identity stamped on this instance's requests (copied). */
+void mlog_kafka_set_identity(struct mlog *ml, const char *instance_id,
+    const char *member_id, int32_t generation);
+/*
+ * The writer's request handler: decides on one follower's request (its
+ * records, in order).  Returns a Kafka error code: 0 accepts, and then
+ * the handler itself has appended, synced and applied the records
+ * (mstate_apply_forwarded()); the backend puts the REPLY into that same
+ * sync.  Non-zero refuses: why (the follower's error message) is sent
+ * back in the REPLY, which is all the backend appends.
+ */
+typedef int (*mlog_kafka_request_fn)(void *arg, const char *instance_id,
+    const char *member_id, int32_t generation,
+    const struct mlog_rec *recs, size_t n, char *why, size_t whylen);
+void mlog_kafka_set_request_handler(struct mlog *ml,
+    mlog_kafka_request_fn fn, void *arg);
+/* fn(arg, is_writer, why) after a promotion or a demotion (asked for, or
+ * automatic when the leader refuses an append as fenced or a newer
+ * writer's claim is read).  Without a role hook a fenced writer's log is
+ * broken instead (every later write refused), as before issue 10.  The
+ * hook runs inside the mlog call that noticed it (mlog_sync(),
+ * mlog_kafka_poll(), ...), after the log is consistent again: it may read
+ * the model but must not write through the log. */
+void mlog_kafka_set_role_hook(struct mlog *ml,
+    void (*fn)(void *arg, int is_writer, const char *why), void *arg);
+
+/*
+ * The request record (value of one record of the request topic, key =
+ * instance id), all integers big-endian:
+ *   u16 version (1), u64 request id, i32 generation, i16 length + member
+ *   id, i16 length + instance id, then the forwarded mlog frames as-is.
+ * The REPLY frame's payload (MLOG_T_REPLY, in the metadata log):
+ *   u16 version (1), i16 length + instance id, u64 request id, i64 the
+ *   request's offset in the request topic, i16 Kafka error code, i16
+ *   length + message.
+ */
+#define MLOG_KAFKA_REQ_VERSION 1
+#define MLOG_KAFKA_REPLY_MSG_MAX 2048
+struct mlog_kafka_req {
+	uint64_t id;
+	int32_t generation;
+	const char *member_id;        /* not NUL-terminated */
+	size_t member_len;
+	const char *instance_id;      /* not NUL-terminated */
+	size_t instance_len;
+	const uint8_t *frames;        /* intact frames, state record types */
+	size_t frames_len;
+	uint32_t nframes;
+};
+/* Encodes a request value (malloc'd, *outlen) or NULL with err. */
+uint8_t *mlog_kafka_encode_request(uint64_t id, int32_t generation,
+    const char *member_id, const char *instance_id, const uint8_t *frames,
+    size_t frames_len, size_t *outlen, char *err, size_t errlen);
+/* Decodes and checks one request value: header, then every frame intact
+ * (no torn or trailing bytes), at most max_record each, of a state record
+ * type (below MLOG_TYPE_RESERVED), at least one.  -1 with err naming what
+ * is wrong; the header fields decoded before it stay in out. */
+int mlog_kafka_decode_request(const uint8_t *v, size_t len,
+    uint32_t max_record, struct mlog_kafka_req *out, char *err,
+    size_t errlen);
+struct mlog_kafka_reply {
+	const char *instance_id;
+	size_t instance_len;
+	uint64_t id;
+	int64_t req_offset;
+	int16_t error;
+	const char *msg;
+	size_t msg_len;
+};
+/* Encodes a REPLY payload (message cut at MLOG_KAFKA_REPLY_MSG_MAX);
+ * malloc'd, NULL if out of memory. */
+uint8_t *mlog_kafka_encode_reply(const char *instance_id, uint64_t id,
+    int64_t req_offset, int16_t error, const char *msg, size_t *outlen);
+int mlog_kafka_decode_reply(const uint8_t *p, size_t len,
+    struct mlog_kafka_reply *out, char *err, size_t errlen);
+/* One uncompressed v2 batch holding one record (key may be NULL), with
+ * the producer fields given; malloc'd or NULL with err. */
+uint8_t *mlog_kafka_encode_value_batch(const char *key, const uint8_t *value,
+    size_t vlen, int64_t producer_id, int16_t epoch, int32_t base_seq,
+    int64_t timestamp_ms, size_t *outlen, char *err, size_t errlen);
 
 /*
  * Encoding (lib/mlog_kafka_rec.c), exposed for the tests and the fuzz
@@ -61,6 +173,8 @@ struct mlog_kafka_rec {
 	int snapshot;           /* keyed as a snapshot record */
 	const uint8_t *value;   /* one mlog frame */
 	size_t value_len;
+	const uint8_t *key;     /* NULL for a null key */
+	size_t key_len;
 };
 typedef int (*mlog_kafka_rec_fn)(void *arg, const struct mlog_kafka_rec *r);
 /* Walks the records of one uncompressed batch (header already parsed into

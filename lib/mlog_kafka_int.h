@@ -45,6 +45,35 @@ struct mk {
 	int broken;
 	char broken_why[768];
 	struct mlog_stats st;
+
+	/* Roles (issue 10; see "Followers" in mlog_kafka.c). */
+	int writer;                 /* our claim is the newest one */
+	int open_follower;          /* mlog_kafka_opts.follower */
+	int is_req;                 /* this mk is the request topic's */
+	struct mk_tail *tail;       /* replay state, kept for the tail */
+	int64_t next;               /* offset after the last record read */
+	int64_t req_next;           /* request-topic offset not yet replied
+	                             * to (-1: no REPLY seen) */
+	struct mk *req;             /* the request topic */
+	char *instance_id, *member_id;
+	int32_t generation;
+	uint64_t req_seq;           /* id of the last request sent */
+	/* A follower waiting for the REPLY to its request. */
+	int waiting, wait_done;
+	uint64_t wait_id;
+	int16_t wait_error;
+	char wait_msg[MLOG_KAFKA_REPLY_MSG_MAX + 1];
+	/* The writer handling one request (its REPLY joins the next sync). */
+	int cur_active, cur_replied;
+	int64_t cur_off;
+	uint64_t cur_id;
+	char *cur_instance;
+	mlog_kafka_request_fn req_fn;
+	void *req_arg;
+	void (*role_fn)(void *arg, int is_writer, const char *why);
+	void *role_arg;
+	int role_pending;           /* a role change not yet told to role_fn */
+	char role_why[768];
 };
 
 /* What mk_read_range() hands its callback for each record. */
@@ -57,11 +86,27 @@ struct krec {
 	uint16_t type;
 	const uint8_t *p;
 	uint32_t len;
+	const uint8_t *key;     /* is_req: the record's key (instance id) */
+	size_t key_len;
 };
 typedef int (*krec_fn)(void *arg, const struct krec *r, char *err,
     size_t errlen);
 
 void mk_sleep_ms(int ms);
+/* The leader refused our epoch: a writer with a role hook demotes itself
+ * (hook called later by mk_fire_role()), otherwise the log is broken. */
+void mk_fenced(struct mk *k, const char *why);
+int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
+    size_t errlen);
+/* One Fetch at offset o (waiting up to max_wait_ms): hands cb the records
+ * in [o, hi), sets *next after the last record read (o if none) and *hw.
+ * 0, -1 with err, or -2 when o is below the log start (trimmed). */
+int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
+    krec_fn cb, void *arg, int64_t *next, int64_t *hw, char *err,
+    size_t errlen);
+/* Produces one record (key, value as-is) with the next sequence. */
+int mk_produce_value(struct mk *k, const char *key, const uint8_t *v,
+    size_t vlen, int64_t *base, char *err, size_t errlen);
 /* Marks the log broken (every later write refused with why) and logs it. */
 void mk_set_broken(struct mk *k, const char *why);
 void mk_drop_conn(struct mk *k);

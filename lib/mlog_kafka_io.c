@@ -135,7 +135,7 @@ out:
 }
 
 /* Connects k->conn to the partition leader (before deadline). */
-static int connect_leader(struct mk *k, int64_t deadline, char *err,
+int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
     size_t errlen)
 {
 	for (;;) {
@@ -178,7 +178,7 @@ static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
 	struct kp_create_topics_response resp;
 	struct kp_create_topics_request_creatable_topic t;
 	struct kp_create_topics_request_creatable_topic_config cf[6];
-	char isr[16], mmb[24];
+	char isr[16], mmb[24], ret[24];
 	int rf = k->want_rf, mi = k->want_isr;
 	struct karena *a = karena_new(1 << 20);
 	uint8_t *frame = NULL;
@@ -203,8 +203,13 @@ static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
 	seterr(mmb, sizeof(mmb), "%zu", k->batch_max);
 	cf[0] = (struct kp_create_topics_request_creatable_topic_config){
 	    kstr_c("cleanup.policy"), kstr_c("delete") };
+	/* The request topic only carries requests until they are
+	 * answered: an hour is plenty (storage.kafka.timeout_ms bounds a
+	 * follower's wait). */
+	seterr(ret, sizeof(ret), "%d", k->is_req ? MLOG_KAFKA_REQ_RETENTION_MS :
+	    -1);
 	cf[1] = (struct kp_create_topics_request_creatable_topic_config){
-	    kstr_c("retention.ms"), kstr_c("-1") };
+	    kstr_c("retention.ms"), kstr_c(ret) };
 	cf[2] = (struct kp_create_topics_request_creatable_topic_config){
 	    kstr_c("retention.bytes"), kstr_c("-1") };
 	cf[3] = (struct kp_create_topics_request_creatable_topic_config){
@@ -241,7 +246,8 @@ static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
 	}
 	log_info("metadata log: created topic %s (1 partition, replication "
 	    "factor %d, min.insync.replicas %d, acks=all, unclean leader "
-	    "election off, infinite retention)", k->topic, rf, mi);
+	    "election off, %s)", k->topic, rf, mi, k->is_req ?
+	    "retention.ms " "3600000" : "infinite retention");
 	rc = 0;
 out:
 	free(frame);
@@ -320,7 +326,7 @@ static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md
 			if (kstr_is(n, "cleanup.policy") && !kstr_is(v, "delete"))
 				bad = "must be delete (compaction would drop "
 				    "records of the log)";
-			else if ((kstr_is(n, "retention.ms") ||
+			else if (!k->is_req && (kstr_is(n, "retention.ms") ||
 			    kstr_is(n, "retention.bytes")) && !kstr_is(v, "-1"))
 				bad = "must be -1 (the broker would delete "
 				    "records of the log)";
@@ -368,7 +374,7 @@ int mk_ensure_topic(struct mk *k, char *err, size_t errlen)
 	} else if (check_topic(k, c, &md, err, errlen) != 0) {
 		goto out;
 	}
-	rc = connect_leader(k, deadline, err, errlen);
+	rc = mk_connect_leader(k, deadline, err, errlen);
 out:
 	kblock_free(c);
 	return rc;
@@ -460,6 +466,18 @@ static int range_rec(void *arg, const struct mlog_kafka_rec *kr)
 
 	if (kr->offset < rc->lo || kr->offset >= rc->hi)
 		return 0;
+	if (rc->k->is_req) {
+		/* A request: the value as-is (checked by its decoder). */
+		r.p = kr->value;
+		r.len = (uint32_t)kr->value_len;
+		r.key = kr->key;
+		r.key_len = kr->key_len;
+		if (rc->cb(rc->arg, &r, rc->err, rc->errlen) != 0) {
+			rc->failed = 1;
+			return -1;
+		}
+		return 0;
+	}
 	mlog_scan(kr->value, kr->value_len, rc->k->base.opts.max_record,
 	    one_frame, &r, &res);
 	if (res.end != MLOG_SCAN_CLEAN || res.nrec != 1) {
@@ -477,140 +495,168 @@ static int range_rec(void *arg, const struct mlog_kafka_rec *kr)
 	return 0;
 }
 
+int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
+    krec_fn cb, void *arg, int64_t *next, int64_t *hw, char *err,
+    size_t errlen)
+{
+	struct karena *a = karena_new(1 << 20);
+	struct kp_fetch_request req;
+	struct kp_fetch_response resp;
+	struct kp_fetch_request_fetch_topic t;
+	struct kp_fetch_request_fetch_partition p;
+	struct kp_fetch_response_partition_data *pd;
+	struct batch_iter it;
+	struct batch b;
+	uint8_t *frame = NULL;
+	char e2[256];
+	int rc = -1;
+
+	*next = o;
+	*hw = -1;
+	if (a == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	if (k->conn == NULL && mk_connect_leader(k, clock_mono_ms() +
+	    k->timeout_ms, err, errlen) != 0)
+		goto out;
+	kp_fetch_request_init(&req);
+	kp_fetch_request_fetch_partition_init(&p);
+	p.partition = 0;
+	p.current_leader_epoch = -1;
+	p.fetch_offset = o;
+	p.last_fetched_epoch = -1;
+	p.log_start_offset = -1;
+	p.partition_max_bytes = FETCH_MAX_BYTES;
+	kp_fetch_request_fetch_topic_init(&t);
+	t.topic = kstr_c(k->topic);
+	t.partitions = &p;
+	t.partitions_n = 1;
+	req.replica_id = -1;
+	req.max_wait_ms = max_wait_ms;
+	req.min_bytes = 1;
+	req.max_bytes = FETCH_MAX_BYTES;
+	req.isolation_level = 0;
+	req.session_id = 0;
+	req.session_epoch = -1;
+	req.topics = &t;
+	req.topics_n = 1;
+	req.forgotten_topics_data_n = 0;
+	req.rack_id = kstr_c("");
+	frame = kblock_call(k->conn, KP_API_FETCH, 12, &req, &resp, a,
+	    k->timeout_ms + max_wait_ms, err, errlen);
+	if (frame == NULL) {
+		mk_drop_conn(k);
+		goto out;
+	}
+	if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
+		seterr(err, errlen, "%s: Fetch answer without partition "
+		    "%s-0", kblock_addr(k->conn), k->topic);
+		goto out;
+	}
+	pd = &resp.responses[0].partitions[0];
+	if (pd->error_code == KERR_OFFSET_OUT_OF_RANGE) {
+		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64 ": %s "
+		    "(log start %" PRId64 ")", kblock_addr(k->conn), k->topic,
+		    o, kerr_name(pd->error_code), pd->log_start_offset);
+		rc = -2;
+		goto out;
+	}
+	if (pd->error_code != 0) {
+		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64
+		    ": %s", kblock_addr(k->conn), k->topic, o,
+		    kerr_name(pd->error_code));
+		if (pd->error_code == KERR_NOT_LEADER_OR_FOLLOWER ||
+		    pd->error_code == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
+		    pd->error_code == KERR_FENCED_LEADER_EPOCH ||
+		    pd->error_code == KERR_LEADER_NOT_AVAILABLE)
+			mk_drop_conn(k);
+		goto out;
+	}
+	*hw = pd->high_watermark;
+	batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
+	    (size_t)pd->records.len : 0);
+	for (;;) {
+		int r = batch_iter_next(&it, &b, e2, sizeof(e2));
+		struct range_ctx rc2 = { .k = k, .b = &b, .lo = o,
+		    .hi = hi, .cb = cb, .arg = arg, .err = err,
+		    .errlen = errlen };
+
+		if (r == BATCH_END || r == BATCH_INCOMPLETE)
+			break;
+		if (r == BATCH_ERROR || batch_verify_crc(&b, e2,
+		    sizeof(e2)) != 0) {
+			seterr(err, errlen, "topic %s partition 0: %s; "
+			    "refusing to start", k->topic, e2);
+			goto out;
+		}
+		if (batch_next_offset(&b) <= o)
+			continue;
+		if (batch_is_control(&b)) {
+			o = batch_next_offset(&b);
+			*next = o;
+			continue;
+		}
+		if (b.record_count != b.last_offset_delta + 1) {
+			seterr(err, errlen, "topic %s partition 0: batch at "
+			    "offset %" PRId64 " holds %d records for %d "
+			    "offsets: not written by mirrord; refusing to "
+			    "start", k->topic, b.base_offset,
+			    b.record_count, b.last_offset_delta + 1);
+			goto out;
+		}
+		if (batch_codec(&b) != BATCH_CODEC_NONE) {
+			seterr(err, errlen, "topic %s partition 0: batch at "
+			    "offset %" PRId64 " is compressed (%s): not "
+			    "written by mirrord; refusing to start",
+			    k->topic, b.base_offset,
+			    batch_codec_name(batch_codec(&b)));
+			goto out;
+		}
+		r = mlog_kafka_decode_records(b.base_offset, b.records,
+		    b.records_len, b.record_count, range_rec, &rc2, err,
+		    errlen);
+		if (r != 0) {
+			if (r < 0)
+				seterr(err, errlen, "topic %s partition 0: "
+				    "batch at offset %" PRId64 ": record "
+				    "malformed; refusing to start",
+				    k->topic, b.base_offset);
+			goto out;
+		}
+		o = batch_next_offset(&b);
+		*next = o;
+		if (o >= hi)
+			break;
+	}
+	rc = 0;
+out:
+	free(frame);
+	karena_free(a);
+	return rc;
+}
+
 /* Reads every record with an offset in [lo, hi) in order. */
 int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
     void *arg, char *err, size_t errlen)
 {
 	int64_t o = lo;
-	struct karena *a = karena_new(1 << 20);
-	int rc = -1;
 
-	if (a == NULL) {
-		seterr(err, errlen, "out of memory");
-		return -1;
-	}
 	while (o < hi) {
-		struct kp_fetch_request req;
-		struct kp_fetch_response resp;
-		struct kp_fetch_request_fetch_topic t;
-		struct kp_fetch_request_fetch_partition p;
-		struct kp_fetch_response_partition_data *pd;
-		struct batch_iter it;
-		struct batch b;
-		uint8_t *frame;
-		int64_t before = o;
-		char e2[256];
+		int64_t next, hw;
 
-		kp_fetch_request_init(&req);
-		kp_fetch_request_fetch_partition_init(&p);
-		p.partition = 0;
-		p.current_leader_epoch = -1;
-		p.fetch_offset = o;
-		p.last_fetched_epoch = -1;
-		p.log_start_offset = -1;
-		p.partition_max_bytes = FETCH_MAX_BYTES;
-		kp_fetch_request_fetch_topic_init(&t);
-		t.topic = kstr_c(k->topic);
-		t.partitions = &p;
-		t.partitions_n = 1;
-		req.replica_id = -1;
-		req.max_wait_ms = 0;
-		req.min_bytes = 1;
-		req.max_bytes = FETCH_MAX_BYTES;
-		req.isolation_level = 0;
-		req.session_id = 0;
-		req.session_epoch = -1;
-		req.topics = &t;
-		req.topics_n = 1;
-		req.forgotten_topics_data_n = 0;
-		req.rack_id = kstr_c("");
-		karena_reset(a);
-		frame = kblock_call(k->conn, KP_API_FETCH, 12, &req, &resp, a,
-		    k->timeout_ms, err, errlen);
-		if (frame == NULL)
-			goto out;
-		if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
-			seterr(err, errlen, "%s: Fetch answer without partition "
-			    "%s-0", kblock_addr(k->conn), k->topic);
-			free(frame);
-			goto out;
-		}
-		pd = &resp.responses[0].partitions[0];
-		if (pd->error_code != 0) {
-			seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64
-			    ": %s", kblock_addr(k->conn), k->topic, o,
-			    kerr_name(pd->error_code));
-			free(frame);
-			goto out;
-		}
-		batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
-		    (size_t)pd->records.len : 0);
-		for (;;) {
-			int r = batch_iter_next(&it, &b, e2, sizeof(e2));
-			struct range_ctx rc2 = { .k = k, .b = &b, .lo = o,
-			    .hi = hi, .cb = cb, .arg = arg, .err = err,
-			    .errlen = errlen };
-
-			if (r == BATCH_END || r == BATCH_INCOMPLETE)
-				break;
-			if (r == BATCH_ERROR || batch_verify_crc(&b, e2,
-			    sizeof(e2)) != 0) {
-				seterr(err, errlen, "topic %s partition 0: %s; "
-				    "refusing to start", k->topic, e2);
-				free(frame);
-				goto out;
-			}
-			if (batch_next_offset(&b) <= o)
-				continue;
-			if (batch_is_control(&b)) {
-				o = batch_next_offset(&b);
-				continue;
-			}
-			if (b.record_count != b.last_offset_delta + 1) {
-				seterr(err, errlen, "topic %s partition 0: batch at "
-				    "offset %" PRId64 " holds %d records for %d "
-				    "offsets: not written by mirrord; refusing to "
-				    "start", k->topic, b.base_offset,
-				    b.record_count, b.last_offset_delta + 1);
-				free(frame);
-				goto out;
-			}
-			if (batch_codec(&b) != BATCH_CODEC_NONE) {
-				seterr(err, errlen, "topic %s partition 0: batch at "
-				    "offset %" PRId64 " is compressed (%s): not "
-				    "written by mirrord; refusing to start",
-				    k->topic, b.base_offset,
-				    batch_codec_name(batch_codec(&b)));
-				free(frame);
-				goto out;
-			}
-			r = mlog_kafka_decode_records(b.base_offset, b.records,
-			    b.records_len, b.record_count, range_rec, &rc2, err,
-			    errlen);
-			if (r != 0) {
-				if (r < 0)
-					seterr(err, errlen, "topic %s partition 0: "
-					    "batch at offset %" PRId64 ": record "
-					    "malformed; refusing to start",
-					    k->topic, b.base_offset);
-				free(frame);
-				goto out;
-			}
-			o = batch_next_offset(&b);
-		}
-		free(frame);
-		if (o == before) {
+		if (mk_fetch(k, o, hi, 0, cb, arg, &next, &hw, err, errlen) != 0)
+			return -1;
+		if (next == o) {
 			seterr(err, errlen, "topic %s partition 0: no record "
 			    "readable at offset %" PRId64 " (high watermark %"
 			    PRId64 ", want up to %" PRId64 ")", k->topic, o,
-			    pd->high_watermark, hi);
-			goto out;
+			    hw, hi);
+			return -1;
 		}
+		o = next;
 	}
-	rc = 0;
-out:
-	karena_free(a);
-	return rc;
+	return 0;
 }
 
 /* ---- producing ----------------------------------------------------------- */
@@ -643,7 +689,7 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 		uint8_t *frame;
 		int16_t e;
 
-		if (k->conn == NULL && connect_leader(k, deadline, last,
+		if (k->conn == NULL && mk_connect_leader(k, deadline, last,
 		    sizeof(last)) != 0)
 			goto give_up;
 		kp_produce_request_init(&req);
@@ -689,10 +735,11 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 			seterr(why, sizeof(why), "fenced: another mirrord became "
 			    "the writer of topic %s (the leader refused producer "
 			    "id %" PRId64 " epoch %d with %s); this instance no "
-			    "longer writes metadata: restart it to follow the "
-			    "new writer", k->topic, k->pid, k->epoch,
-			    kerr_name(e));
-			mk_set_broken(k, why);
+			    "longer writes metadata: %s", k->topic, k->pid,
+			    k->epoch, kerr_name(e), k->role_fn != NULL ?
+			    "it follows the new writer" :
+			    "restart it to follow the new writer");
+			mk_fenced(k, why);
 			seterr(err, errlen, "metadata log %s", why);
 			goto out;
 		}
@@ -772,8 +819,37 @@ int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
 	}
 	rc = produce(k, b, blen, base, err, errlen);
 	free(b);
-	if (rc == 0)
+	if (rc == 0) {
 		k->seq = (int32_t)(((int64_t)k->seq + count) & INT32_MAX);
+		/* Only the writer writes: our records are the log's newest,
+		 * and the tail (after a demotion) goes on after them. */
+		k->next = *base + (int64_t)count;
+	}
 	return rc;
 }
 
+
+int mk_produce_value(struct mk *k, const char *key, const uint8_t *v,
+    size_t vlen, int64_t *base, char *err, size_t errlen)
+{
+	size_t blen;
+	uint8_t *b;
+	int rc;
+
+	b = mlog_kafka_encode_value_batch(key, v, vlen, k->pid, k->epoch,
+	    k->seq, clock_wall_ms(), &blen, err, errlen);
+	if (b == NULL)
+		return -1;
+	if (blen > k->batch_max) {
+		seterr(err, errlen, "one request of %zu bytes is over the %zu "
+		    "bytes a batch of topic %s may hold", blen, k->batch_max,
+		    k->topic);
+		free(b);
+		return -1;
+	}
+	rc = produce(k, b, blen, base, err, errlen);
+	free(b);
+	if (rc == 0)
+		k->seq = (int32_t)(((int64_t)k->seq + 1) & INT32_MAX);
+	return rc;
+}

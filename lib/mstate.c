@@ -543,12 +543,19 @@ static int new_cluster_id(char out[MSTATE_CLUSTER_ID_LEN + 1])
 
 int mstate_open(struct mstate *st, struct mlog *ml, char *err, size_t errlen)
 {
-	struct mrec r;
-	char id[MSTATE_CLUSTER_ID_LEN + 1];
-
 	if (mlog_open(ml, mstate_apply_rec, st, err, errlen) != 0)
 		return -1;
 	st->ml = ml;
+	if (ml->applies_on_sync)
+		return 0;       /* a follower: the writer writes the id */
+	return mstate_ensure_cluster_id(st, err, errlen);
+}
+
+int mstate_ensure_cluster_id(struct mstate *st, char *err, size_t errlen)
+{
+	struct mrec r;
+	char id[MSTATE_CLUSTER_ID_LEN + 1];
+
 	if (st->cluster_id[0] != '\0')
 		return 0;
 	if (new_cluster_id(id) != 0) {

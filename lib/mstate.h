@@ -180,7 +180,8 @@ struct mstate *mstate_new(void);
 void mstate_free(struct mstate *st);
 /*
  * Replays ml into the (empty) model and keeps ml for later appends; ml must
- * outlive st.  Generates and persists the cluster id on first start.
+ * outlive st.  Generates and persists the cluster id on first start
+ * (not on a follower of the replicated log: the writer does that).
  * Returns 0, or -1 with the log's message (file and offset) in err.
  */
 int mstate_open(struct mstate *st, struct mlog *ml, char *err, size_t errlen);
@@ -202,6 +203,20 @@ int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
  * mlog_compact() takes.  Exposed for tests and tools.
  */
 int mstate_dump_records(void *arg, struct mlog_sink *sink);
+/*
+ * The writer's half of a follower's forwarded write (issue 10, the
+ * request handler calls it; see mlog_kafka.h): validates every record
+ * against the model exactly as replay would apply it, on a scratch copy
+ * of the mirrors they name (all or nothing), then appends and syncs them
+ * (the backend puts its REPLY into that sync) and applies them live.
+ * Returns a Kafka error code (0 accepted), msg naming the record and why.
+ * Cost: the scratch copy is rebuilt per call from a dump of the model.
+ */
+int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
+    size_t n, char *msg, size_t msglen);
+/* Generates and persists a cluster id if the model has none (mstate_open()
+ * does it, except on a follower whose writer has not written it yet). */
+int mstate_ensure_cluster_id(struct mstate *st, char *err, size_t errlen);
 /* A text rendering of every field, for tests, tools and debugging; free()
  * it.  NULL when out of memory.  It holds config values verbatim, secrets
  * included (sasl.jaas.config...): never log it. */

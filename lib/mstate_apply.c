@@ -891,7 +891,7 @@ static int apply_payload(struct mstate *st, uint16_t type, const uint8_t *p,
 int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
     size_t errlen)
 {
-	return apply_payload(arg, rec->type, rec->p, rec->len, 0,
+	return apply_payload(arg, rec->type, rec->p, rec->len, rec->live,
 	    rec->in_snapshot, err, errlen);
 }
 
@@ -979,13 +979,19 @@ int mstate_batch_commit(struct mstate *st, char *msg, size_t msglen)
 	if (st->npending == 0)
 		return KERR_NONE;
 	if (mlog_sync(st->ml, err, sizeof(err)) != 0) {
+		int16_t code = st->ml->sync_error;
+
 		mlog_discard(st->ml);
 		mstate_batch_clear(st);
+		if (code != 0) {
+			mstate_fmt(msg, msglen, "the batch's changes: %s", err);
+			return code;
+		}
 		mstate_fmt(msg, msglen, "none of the batch's changes were made, "
 		    "the metadata log cannot persist them: %s", err);
 		return KERR_KAFKA_STORAGE_ERROR;
 	}
-	for (size_t i = 0; i < st->npending; i++) {
+	for (size_t i = 0; i < st->npending && !st->ml->applies_on_sync; i++) {
 		struct mstate_pending *q = &st->pending[i];
 		if (apply_payload(st, q->type, q->buf, q->len, 1, 0, err,
 		    sizeof(err)) != 0) {
@@ -1065,12 +1071,20 @@ int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
 			break;
 	if (i < n || mlog_sync(st->ml, err, sizeof(err)) != 0) {
 		mlog_discard(st->ml);
+		if (i == n && st->ml->sync_error != 0) {
+			/* A follower's write the writer refused (its
+			 * message), or whose outcome is unknown. */
+			mstate_fmt(msg, msglen, "%s: %s", what, err);
+			rc = st->ml->sync_error;
+			goto out;
+		}
 		mstate_fmt(msg, msglen, "%s: the change was not made, the metadata log "
 		    "cannot persist it: %s", what, err);
 		rc = KERR_KAFKA_STORAGE_ERROR;
 		goto out;
 	}
-	for (i = 0; i < n; i++) {
+	/* A follower's sync applied them already, live, in log order. */
+	for (i = 0; i < n && !st->ml->applies_on_sync; i++) {
 		if (apply_payload(st, recs[i].type, bufs[i], lens[i], 1, 0, err,
 		    sizeof(err)) != 0) {
 			/* Validated before it was written: a bug. */
@@ -1091,6 +1105,146 @@ out:
 			free(bufs[i]);
 	free(bufs);
 	free(lens);
+	return rc;
+}
+
+/* ---- forwarded writes (issue 10) -------------------------------------- */
+
+/* Replays the model's snapshot into a scratch model, keeping only the
+ * records of the mirrors a forwarded request names (and the cluster id):
+ * every apply rule looks within one mirror. */
+struct scratch_sink {
+	struct mlog_sink base;
+	struct mstate *scratch;
+	struct mrec_config *cfg;
+	char **names;
+	size_t nnames;
+	int all;                /* a record without a mirror: copy them all */
+	char err[512];
+};
+
+static int scratch_put(struct mlog_sink *sink, uint16_t type, const void *p,
+    size_t len)
+{
+	struct scratch_sink *s = (struct scratch_sink *)sink;
+	struct mrec r;
+	size_t i;
+
+	if (!s->all) {
+		if (mrec_decode(type, p, len, &r, s->cfg, MREC_MAX_CONFIGS, s->err,
+		    sizeof(s->err)) != 0)
+			return -1;
+		for (i = 0; i < s->nnames && r.mirror.len >= 0; i++)
+			if (mstate_kcmp(r.mirror, s->names[i]) == 0)
+				break;
+		if (r.mirror.len >= 0 && i == s->nnames)
+			return 0;
+	}
+	return apply_payload(s->scratch, type, p, len, 0, 1, s->err,
+	    sizeof(s->err));
+}
+
+int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
+    size_t n, char *msg, size_t msglen)
+{
+	struct scratch_sink s = { .base = { .put = scratch_put } };
+	char err[1024];
+	struct mrec r;
+	size_t i;
+	int rc = KERR_NONE, oom = 0;
+
+	if (st->ml == NULL) {
+		mstate_fmt(msg, msglen, "the metadata log is not open");
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	if (st->batch) {
+		mstate_fmt(msg, msglen, "a batch is open on the writer");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	s.scratch = mstate_new();
+	s.cfg = calloc(MREC_MAX_CONFIGS, sizeof(*s.cfg));
+	s.names = calloc(n + 1, sizeof(*s.names));
+	if (s.scratch == NULL || s.cfg == NULL || s.names == NULL) {
+		mstate_fmt(msg, msglen, "out of memory");
+		rc = KERR_UNKNOWN_SERVER_ERROR;
+		goto out;
+	}
+	/* Which mirrors the records touch (decoding checks them, too). */
+	for (i = 0; i < n; i++) {
+		if (recs[i].type >= MLOG_TYPE_RESERVED ||
+		    mrec_decode(recs[i].type, recs[i].p, recs[i].len, &r,
+		    st->cfgbuf, MREC_MAX_CONFIGS, err, sizeof(err)) != 0) {
+			if (recs[i].type >= MLOG_TYPE_RESERVED)
+				mstate_fmt(err, sizeof(err), "framing type "
+				    "0x%04x", recs[i].type);
+			mstate_fmt(msg, msglen, "forwarded record %zu of %zu "
+			    "(type %u) does not decode: %s", i + 1, n,
+			    recs[i].type, err);
+			rc = KERR_INVALID_REQUEST;
+			goto out;
+		}
+		if (r.mirror.len < 0) {
+			s.all = 1;
+			continue;
+		}
+		size_t j;
+		for (j = 0; j < s.nnames; j++)
+			if (mstate_kcmp(r.mirror, s.names[j]) == 0)
+				break;
+		if (j == s.nnames &&
+		    (s.names[s.nnames++] = mstate_kdup(r.mirror, &oom)) == NULL) {
+			mstate_fmt(msg, msglen, "out of memory");
+			rc = KERR_UNKNOWN_SERVER_ERROR;
+			goto out;
+		}
+	}
+	if (mstate_dump_records(st, &s.base) != 0 || s.base.failed) {
+		mstate_fmt(msg, msglen, "internal error: the writer's model does "
+		    "not copy: %s", s.err);
+		rc = KERR_UNKNOWN_SERVER_ERROR;
+		goto out;
+	}
+	/* All or nothing, exactly as replay would apply them. */
+	for (i = 0; i < n; i++) {
+		if (apply_payload(s.scratch, recs[i].type, recs[i].p, recs[i].len,
+		    0, 0, err, sizeof(err)) != 0) {
+			mstate_fmt(msg, msglen, "forwarded record %zu of %zu (%s) "
+			    "does not apply to the writer's model: %s", i + 1, n,
+			    mrec_type_name(recs[i].type), err);
+			rc = KERR_INVALID_REQUEST;
+			goto out;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (mlog_append(st->ml, recs[i].type, recs[i].p, recs[i].len,
+		    err, sizeof(err)) != 0)
+			break;
+	if (i < n || mlog_sync(st->ml, err, sizeof(err)) != 0) {
+		mlog_discard(st->ml);
+		mstate_fmt(msg, msglen, "the change was not made, the metadata "
+		    "log cannot persist it: %s", err);
+		rc = KERR_KAFKA_STORAGE_ERROR;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (apply_payload(st, recs[i].type, recs[i].p, recs[i].len, 1, 0,
+		    err, sizeof(err)) != 0) {
+			/* It applied to the copy: a bug. */
+			log_errorx("a forwarded %s record does not apply after it "
+			    "was persisted: %s", mrec_type_name(recs[i].type), err);
+			mstate_fmt(msg, msglen, "internal error: %s", err);
+			rc = KERR_UNKNOWN_SERVER_ERROR;
+			goto out;
+		}
+	}
+	mstate_maybe_compact(st);
+out:
+	if (s.names != NULL)
+		for (i = 0; i < s.nnames; i++)
+			free(s.names[i]);
+	free(s.names);
+	free(s.cfg);
+	mstate_free(s.scratch);
 	return rc;
 }
 
