@@ -1228,6 +1228,17 @@ struct kconn *kcluster_leader_conn(struct kcluster *cl, const char *topic,
 	return kcluster_broker_conn(cl, leader, err, errlen);
 }
 
+struct kconn *kcluster_open_conn(struct kcluster *cl, const char *host,
+    int port, kconn_event_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct kconn *c = kconn_new(cl->base, cl->dns, &cl->cfg->conn, host,
+	    port, cb, arg, err, errlen);
+
+	if (c != NULL && cl->stats != NULL)
+		kconn_set_stats_cb(c, cl->stats, cl->stats_arg);
+	return c;
+}
+
 void kcluster_set_metadata_cb(struct kcluster *cl, kcluster_cb cb, void *arg)
 {
 	cl->md_cb = cb;

@@ -135,6 +135,16 @@ struct kconn *kcluster_broker_conn(struct kcluster *cl, int32_t node,
 struct kconn *kcluster_leader_conn(struct kcluster *cl, const char *topic,
     int32_t partition, char *err, size_t errlen);
 
+/*
+ * A connection of the caller's own to host:port (the cluster's connection
+ * config, resolver and statistics hook), for traffic that must not queue
+ * behind the shared connections' requests: a group coordinator holds a
+ * JoinGroup for up to the rebalance timeout.  The caller owns it (event
+ * callback, kconn_free()).  NULL with the reason in err as kconn_new().
+ */
+struct kconn *kcluster_open_conn(struct kcluster *cl, const char *host,
+    int port, kconn_event_cb cb, void *arg, char *err, size_t errlen);
+
 /* Called after every successful refresh (periodic ones included), before
  * the refresh's own callbacks: the place to re-route partitions. */
 void kcluster_set_metadata_cb(struct kcluster *cl, kcluster_cb cb, void *arg);
