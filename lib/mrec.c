@@ -57,6 +57,28 @@ static struct kstr read_str(struct kr *rd)
 	return s;
 }
 
+static int id_ok(struct kstr s, int allow_empty, int allow_null)
+{
+	if (s.len < 0)
+		return allow_null;
+	return (s.len > 0 || allow_empty) && s.len <= MREC_MAX_ID &&
+	    (s.len == 0 || memchr(s.p, '\0', (size_t)s.len) == NULL);
+}
+
+/* Why member m cannot be recorded, or NULL. */
+static const char *member_bad(const struct mrec_member *m)
+{
+	if (!id_ok(m->instance_id, 0, 0))
+		return "instance id empty, null, over 1024 bytes or with a NUL";
+	if (!id_ok(m->member_id, 1, 0))
+		return "member id null, over 1024 bytes or with a NUL";
+	if (!id_ok(m->admin_addr, 1, 1) || !id_ok(m->http_addr, 1, 1))
+		return "address over 1024 bytes or with a NUL";
+	if (m->local_broker_id < -1)
+		return "local broker id below -1";
+	return NULL;
+}
+
 int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 {
 	const struct mrec_desc *d = desc_of(r->type);
@@ -92,6 +114,31 @@ int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 		case 'o': kw_i64(w, r->off); break;
 		case 'O': kw_i64(w, r->off2); break;
 		case 'e': kw_i32(w, r->epoch); break;
+		case 'g': kw_i32(w, r->generation); break;
+		case 'L':
+			if (r->nmembers < 0 || r->nmembers > MREC_MAX_MEMBERS ||
+			    (r->nmembers > 0 && r->members == NULL)) {
+				snprintf(err, errlen, "%s record: %d members "
+				    "(at most %d)", d->name, (int)r->nmembers,
+				    MREC_MAX_MEMBERS);
+				return -1;
+			}
+			kw_carray(w, r->nmembers);
+			for (int32_t i = 0; i < r->nmembers; i++) {
+				const struct mrec_member *m = &r->members[i];
+				const char *bad = member_bad(m);
+				if (bad != NULL) {
+					snprintf(err, errlen, "%s record: member "
+					    "%d: %s", d->name, (int)i, bad);
+					return -1;
+				}
+				kw_cstr(w, m->instance_id);
+				kw_cstr(w, m->member_id);
+				kw_i32(w, m->local_broker_id);
+				kw_cstr(w, m->admin_addr);
+				kw_cstr(w, m->http_addr);
+			}
+			break;
 		case 'C':
 			if (r->nconfigs < 0 || r->nconfigs > MREC_MAX_CONFIGS) {
 				snprintf(err, errlen, "%s record: %d configs "
@@ -124,6 +171,51 @@ int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 	return 0;
 }
 
+/* Reads n members from rd (out may be NULL: check only). */
+static void read_members(struct kr *rd, int32_t n, struct mrec_member *out)
+{
+	for (int32_t i = 0; i < n && !rd->err; i++) {
+		size_t at = kr_off(rd);
+		struct mrec_member m;
+		const char *bad;
+
+		m.instance_id = read_str(rd);
+		m.member_id = read_str(rd);
+		m.local_broker_id = kr_i32(rd);
+		m.admin_addr = read_str(rd);
+		m.http_addr = read_str(rd);
+		if (rd->err)
+			break;
+		if ((bad = member_bad(&m)) != NULL) {
+			kr_fail_at(rd, at, bad);
+			break;
+		}
+		if (out != NULL)
+			out[i] = m;
+	}
+}
+
+int mrec_members(const struct mrec *r, struct mrec_member *out, char *err,
+    size_t errlen)
+{
+	struct kr rd;
+
+	if (r->nmembers == 0)
+		return 0;
+	if (r->members_raw.len < 0) {
+		snprintf(err, errlen, "record has no decoded members");
+		return -1;
+	}
+	kr_init(&rd, r->members_raw.p, (size_t)r->members_raw.len);
+	read_members(&rd, r->nmembers, out);
+	if (rd.err) {
+		snprintf(err, errlen, "cluster-members record: %s at member byte "
+		    "%zu", rd.why != NULL ? rd.why : "malformed", rd.err_off);
+		return -1;
+	}
+	return 0;
+}
+
 int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
     struct mrec_config *cfg_buf, int32_t cfg_max, char *err, size_t errlen)
 {
@@ -134,6 +226,8 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 	memset(r, 0, sizeof(*r));
 	r->type = type;
 	r->mirror = r->topic = r->str = KSTR_NULL;
+	r->members_raw.p = NULL;
+	r->members_raw.len = -1;
 	if (d == NULL) {
 		snprintf(err, errlen, "unknown record type %u (%zu bytes)",
 		    type, len);
@@ -174,6 +268,26 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 		case 'o': r->off = kr_i64(&rd); break;
 		case 'O': r->off2 = kr_i64(&rd); break;
 		case 'e': r->epoch = kr_i32(&rd); break;
+		case 'g': r->generation = kr_i32(&rd); break;
+		case 'L': {
+			size_t at = kr_off(&rd), start;
+			int32_t n = kr_carray(&rd);
+			if (rd.err)
+				break;
+			if (n < 0 || n > MREC_MAX_MEMBERS) {
+				kr_fail_at(&rd, at, n < 0 ? "null member array" :
+				    "more members than this build accepts");
+				break;
+			}
+			start = kr_off(&rd);
+			read_members(&rd, n, NULL);
+			if (rd.err)
+				break;
+			r->nmembers = n;
+			r->members_raw.p = p + start;
+			r->members_raw.len = (int32_t)(kr_off(&rd) - start);
+			break;
+		}
 		case 'C': {
 			size_t at = kr_off(&rd);
 			int32_t n = kr_carray(&rd);

@@ -20,6 +20,10 @@
  *   O second offset  int64
  *   e epoch          int32
  *   C configs        compact array of (compact string name, nullable value)
+ *   g generation     int32  (the group generation that decided it)
+ *   L members        compact array of (instance id, member id: compact
+ *                    strings, not null; local broker id int32; admin and
+ *                    http addresses: compact nullable strings)
  *
  * Every payload starts with a version byte (0).  Payloads come from our own
  * disk but are decoded as hostile input all the same: every length is
@@ -51,7 +55,9 @@
 	X(PART_TRIM,     14, "part-trim",      "MTPoO") \
 	X(TOPIC_IDENT,   15, "topic-ident",    "MTkS") \
 	X(PART_PRODUCER, 17, "part-producer",  "MTPoeO") \
-	X(PART_SENDING,  18, "part-sending",   "MTPo")
+	X(PART_SENDING,  18, "part-sending",   "MTPo") \
+	X(CLUSTER_MEMBERS, 19, "cluster-members", "gL") \
+	X(PART_OWNER,    20, "part-owner",     "MTPSg")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -68,10 +74,22 @@ enum mrec_type {
 
 #define MREC_MAX_NAME 249    /* mirror and topic names */
 #define MREC_MAX_CONFIGS 1024
+#define MREC_MAX_MEMBERS 1024   /* cluster-members: instances in the group */
+#define MREC_MAX_ID 1024        /* instance/member ids, addresses */
 
 struct mrec_config {
 	struct kstr name;
 	struct kstr value;   /* may be null */
+};
+
+/* One member of a cluster-members record (HA-DESIGN.md): the instance
+ * id names it in part-owner records; the rest is what the group said. */
+struct mrec_member {
+	struct kstr instance_id;   /* 1..MREC_MAX_ID bytes */
+	struct kstr member_id;     /* 0..MREC_MAX_ID bytes, not null */
+	int32_t local_broker_id;   /* -1 none */
+	struct kstr admin_addr;    /* "host:port", may be null */
+	struct kstr http_addr;     /* may be null or empty */
 };
 
 /* One decoded record.  Strings point into the payload. */
@@ -85,6 +103,13 @@ struct mrec {
 	int64_t off, off2;
 	int32_t nconfigs;
 	struct mrec_config *configs;  /* encode: caller's; decode: see below */
+	int32_t generation;
+	/* Members (L): encode takes members[0..nmembers); decode checks them
+	 * and leaves members NULL, members_raw the array's bytes in the
+	 * payload: read them with mrec_members(). */
+	int32_t nmembers;
+	const struct mrec_member *members;
+	struct kbytes members_raw;
 };
 
 /* "part-state"; NULL for an unknown type. */
@@ -104,5 +129,13 @@ int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen);
  */
 int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
     struct mrec_config *cfg_buf, int32_t cfg_max, char *err, size_t errlen);
+
+/*
+ * The members of a decoded cluster-members record into out (room for
+ * r->nmembers entries; strings point into the payload).  0, or -1 with
+ * err (it was checked by mrec_decode(), so only on misuse).
+ */
+int mrec_members(const struct mrec *r, struct mrec_member *out, char *err,
+    size_t errlen);
 
 #endif

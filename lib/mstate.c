@@ -301,6 +301,42 @@ struct mirror *mstate_topic_holder(const struct mstate *st, const char *topic,
 	return NULL;
 }
 
+int32_t mstate_members(const struct mstate *st, const struct mmember **out,
+    size_t *n)
+{
+	*out = st->members;
+	*n = st->nmembers;
+	return st->generation;
+}
+
+const struct mmember *mstate_member_find(const struct mstate *st,
+    const char *instance_id)
+{
+	size_t lo = 0, hi = st->nmembers;
+
+	if (instance_id == NULL)
+		return NULL;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(instance_id, st->members[mid].instance_id);
+
+		if (c == 0)
+			return &st->members[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
+int mpart_owned_by(const struct mpart *p, const char *instance_id)
+{
+	if (instance_id == NULL)
+		return 1;
+	return p->owner != NULL && strcmp(p->owner, instance_id) == 0;
+}
+
 /* ---- validation helpers ------------------------------------------------- */
 
 static int legal_name_chars(const char *s)
@@ -407,7 +443,19 @@ static void part_free(struct mpart *p)
 	free(p->error);
 	free(p->epochs);
 	free(p->anchors);
+	free(p->owner);
 	free(p);
+}
+
+void mstate_members_free(struct mmember *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(m[i].instance_id);
+		free(m[i].member_id);
+		free(m[i].admin_addr);
+		free(m[i].http_addr);
+	}
+	free(m);
 }
 
 void mstate_topic_free(struct mtopic *t)
@@ -469,6 +517,7 @@ struct mstate *mstate_new(void)
 		free(st);
 		return NULL;
 	}
+	st->generation = -1;
 	return st;
 }
 
@@ -482,6 +531,7 @@ void mstate_free(struct mstate *st)
 	for (size_t i = 0; i < st->nmirrors; i++)
 		mstate_mirror_free(st->mirrors[i]);
 	free(st->mirrors);
+	mstate_members_free(st->members, st->nmembers);
 	free(st->cfgbuf);
 	free(st);
 }
@@ -638,6 +688,25 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 		r.str = kstr_c(st->cluster_id);
 		rc |= put_rec(sink, &r, max);
 	}
+	if (st->generation >= 0) {
+		struct mrec_member *mm = calloc(st->nmembers + 1, sizeof(*mm));
+
+		if (mm == NULL)
+			return -1;
+		for (size_t i = 0; i < st->nmembers; i++) {
+			mm[i].instance_id = kstr_c(st->members[i].instance_id);
+			mm[i].member_id = kstr_c(st->members[i].member_id);
+			mm[i].local_broker_id = st->members[i].local_broker_id;
+			mm[i].admin_addr = kstr_c(st->members[i].admin_addr);
+			mm[i].http_addr = kstr_c(st->members[i].http_addr);
+		}
+		mstate_rec_init(&r, MREC_CLUSTER_MEMBERS, NULL, NULL);
+		r.generation = st->generation;
+		r.nmembers = (int32_t)st->nmembers;
+		r.members = mm;
+		rc |= put_rec(sink, &r, max);
+		free(mm);
+	}
 	for (size_t i = 0; i < st->nmirrors && rc == 0; i++) {
 		struct mirror *m = st->mirrors[i];
 		struct mrec_config *cfg = calloc(m->nconfigs + 1, sizeof(*cfg));
@@ -716,6 +785,12 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 					r.off = p->sending_dst;
 					rc |= put_rec(sink, &r, max);
 				}
+				if (p->owner != NULL) {
+					mstate_part_rec(&r, MREC_PART_OWNER, p);
+					r.str = kstr_c(p->owner);
+					r.generation = p->owner_generation;
+					rc |= put_rec(sink, &r, max);
+				}
 			}
 		}
 	}
@@ -731,6 +806,15 @@ char *mstate_dump(const struct mstate *st)
 	if (f == NULL)
 		return NULL;
 	fprintf(f, "cluster_id %s\n", st->cluster_id);
+	if (st->generation >= 0)
+		fprintf(f, "members generation %d\n", (int)st->generation);
+	for (size_t i = 0; i < st->nmembers; i++) {
+		const struct mmember *mm = &st->members[i];
+
+		fprintf(f, "  member %s id %s broker %d admin %s http %s\n",
+		    mm->instance_id, mm->member_id, (int)mm->local_broker_id,
+		    mm->admin_addr, mm->http_addr);
+	}
 	for (size_t i = 0; i < st->nmirrors; i++) {
 		const struct mirror *m = st->mirrors[i];
 		fprintf(f, "mirror %s\n", m->name);
@@ -781,6 +865,9 @@ char *mstate_dump(const struct mstate *st)
 				if (p->sending_dst >= 0)
 					fprintf(f, "      anchors of a batch sent to %"
 					    PRId64 "\n", p->sending_dst);
+				if (p->owner != NULL)
+					fprintf(f, "      owner %s generation %d\n",
+					    p->owner, (int)p->owner_generation);
 			}
 		}
 	}

@@ -8,7 +8,10 @@
  *                   resolved, include/exclude patterns, topics sorted by name
  *   struct mtopic   name and its partitions by index
  *   struct mpart    state, error and retry attempt, last mirrored offset and
- *                   epoch, epoch history, translation anchors
+ *                   epoch, epoch history, translation anchors, the owner
+ *                   instance (multi-instance mode)
+ *   members         the instances of the cluster (multi-instance mode: the
+ *                   metadata writer records the group after a rebalance)
  *
  * Ownership: mstate owns every mirror, topic and partition.  Callers get
  * read-only pointers; a pointer stays valid until the mirror is deleted
@@ -127,6 +130,12 @@ struct mpart {
 	 * anchors at and above it may describe a batch that never landed, so
 	 * mirrord is only known to have written below it. */
 	int64_t sending_dst;
+	/* Multi-instance mode (HA-DESIGN.md, part-owner records): the
+	 * instance id that copies this partition, NULL for nobody, and the
+	 * group generation that decided it (-1 none).  Single mode never
+	 * sets it (its one instance copies everything). */
+	char *owner;
+	int32_t owner_generation;
 };
 
 struct mtopic {
@@ -163,6 +172,15 @@ struct mirror {
 	struct tpattern **exclude_re;
 	struct mtopic **topics;  /* sorted by name */
 	size_t ntopics;
+};
+
+/* One instance of the cluster (a cluster-members record). */
+struct mmember {
+	char *instance_id;
+	char *member_id;
+	int32_t local_broker_id;  /* -1 none */
+	char *admin_addr;         /* "host:port", "" unknown */
+	char *http_addr;          /* "" none */
 };
 
 /* mtopic_set_ident(): which field. */
@@ -263,13 +281,16 @@ enum mstate_ev_kind {
 	MSTATE_EV_PATTERNS,         /* include/exclude list changed */
 	MSTATE_EV_TOPIC_ADDED,      /* new topic, or partitions added */
 	MSTATE_EV_STATE,            /* a partition changed state */
+	MSTATE_EV_OWNER,            /* a partition's owner changed (part, why =
+	                             * the previous owner, NULL for nobody) */
+	MSTATE_EV_MEMBERS,          /* a cluster-members record was applied */
 };
 
 struct mstate_event {
 	enum mstate_ev_kind kind;
 	const struct mirror *mirror;
 	const struct mtopic *topic;   /* TOPIC_ADDED, STATE */
-	const struct mpart *part;     /* STATE */
+	const struct mpart *part;     /* STATE, OWNER */
 	enum mpart_state from, to;    /* STATE */
 	const char *why;              /* STATE */
 };
@@ -306,6 +327,17 @@ int mtopic_state(const struct mtopic *t);
 const char *mtopic_state_name(const struct mtopic *t);
 /* 1 if every partition of t is STOPPED. */
 int mtopic_all_stopped(const struct mtopic *t);
+
+/* The cluster's members as last recorded (multi-instance mode): *n of
+ * them in *out (sorted by instance id); returns their generation, -1 when
+ * none was ever recorded. */
+int32_t mstate_members(const struct mstate *st, const struct mmember **out,
+    size_t *n);
+/* The member of that instance id, or NULL. */
+const struct mmember *mstate_member_find(const struct mstate *st,
+    const char *instance_id);
+/* 1 if p's owner is instance_id (instance_id NULL: single mode, always 1). */
+int mpart_owned_by(const struct mpart *p, const char *instance_id);
 
 /* ---- validation helpers (also used by the admin server) ------------------ */
 
@@ -428,5 +460,42 @@ int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
  * clears; 1-249 characters).  Setting the value it has is a no-op. */
 int mtopic_set_ident(struct mstate *st, struct mtopic *t, int which,
     const char *value, char *msg, size_t msglen);
+
+/* ---- multi-instance mode (HA-DESIGN.md; the metadata writer's calls) ---- */
+
+/*
+ * Records the cluster's members after a rebalance (a cluster-members
+ * record): generation >= 0; instance ids 1-1024 bytes and unique, member
+ * ids and addresses up to 1024 bytes (NULL = ""), local_broker_id >= -1;
+ * at most MREC_MAX_MEMBERS.  Kafka error code with msg.
+ */
+int mstate_set_members(struct mstate *st, int32_t generation,
+    const struct mmember *members, size_t n, char *msg, size_t msglen);
+/*
+ * Gives parts[i] to owners[i] (instance id; NULL or "" = nobody), decided
+ * by generation: one part-owner record per partition whose owner changes
+ * (the others are left as they are), all in one sync (or queued in an open
+ * batch).  A partition named twice gets the last owner given.  The hooks see
+ * MSTATE_EV_OWNER for each change.  Kafka error code with msg.
+ */
+int mpart_set_owners(struct mstate *st, struct mpart *const *parts,
+    const char *const *owners, size_t n, int32_t generation, char *msg,
+    size_t msglen);
+
+/*
+ * What a record forwarded by another instance concerns (the writer's
+ * request handler checks the owner with it): MSTATE_SCOPE_PART with *out
+ * the partition for a partition-scoped record (part-state, -epoch,
+ * -anchor, -trim, -producer, -sending); MSTATE_SCOPE_NONE for one that is
+ * not (mirrors, patterns, topics: admin decisions and discovery); -1 with
+ * err for a payload that does not decode, a partition that does not exist,
+ * and the records only the writer itself may write (cluster-id,
+ * cluster-members, part-owner) or only snapshots hold (topic-restore,
+ * part-restore).
+ */
+#define MSTATE_SCOPE_NONE 0
+#define MSTATE_SCOPE_PART 1
+int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
+    size_t len, struct mpart **out, char *err, size_t errlen);
 
 #endif

@@ -358,6 +358,7 @@ static int add_parts(struct mtopic *t, int32_t count)
 		p->last_offset = -1;
 		p->last_epoch = -1;
 		p->sending_dst = -1;
+		p->owner_generation = -1;
 		t->parts[i] = p;
 		t->npart = i + 1;
 	}
@@ -819,6 +820,114 @@ static int apply_part_sending(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
+/* ---- multi-instance mode --------------------------------------------------- */
+
+static int member_cmp(const void *a, const void *b)
+{
+	const struct mmember *x = a, *y = b;
+
+	return strcmp(x->instance_id, y->instance_id);
+}
+
+/* A copy of s, "" for null. */
+static char *dup_or_empty(struct kstr s, int *oom)
+{
+	if (s.len < 0)
+		s = kstr_c("");
+	return mstate_kdup(s, oom);
+}
+
+static int apply_cluster_members(struct apply *a, const struct mrec *r)
+{
+	struct mstate *st = a->st;
+	struct mrec_member *raw = NULL;
+	struct mmember *mm = NULL;
+	size_t n = (size_t)r->nmembers;
+	int oom = 0, rc = -1;
+
+	if (r->generation < 0)
+		FAIL(a, "%s record: generation %d is negative",
+		    mrec_type_name(r->type), (int)r->generation);
+	if ((raw = calloc(n + 1, sizeof(*raw))) == NULL ||
+	    (mm = calloc(n + 1, sizeof(*mm))) == NULL) {
+		mstate_fmt(a->err, a->errlen, "out of memory");
+		goto out;
+	}
+	if (mrec_members(r, raw, a->err, a->errlen) != 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		mm[i].instance_id = mstate_kdup(raw[i].instance_id, &oom);
+		mm[i].member_id = dup_or_empty(raw[i].member_id, &oom);
+		mm[i].local_broker_id = raw[i].local_broker_id;
+		mm[i].admin_addr = dup_or_empty(raw[i].admin_addr, &oom);
+		mm[i].http_addr = dup_or_empty(raw[i].http_addr, &oom);
+		if (oom) {
+			mstate_fmt(a->err, a->errlen, "out of memory");
+			n = i + 1;
+			goto out;
+		}
+	}
+	qsort(mm, n, sizeof(*mm), member_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (strcmp(mm[i - 1].instance_id, mm[i].instance_id) == 0) {
+			mstate_fmt(a->err, a->errlen, "%s record of generation %d "
+			    "names instance %s twice", mrec_type_name(r->type),
+			    (int)r->generation, mm[i].instance_id);
+			goto out;
+		}
+	mstate_members_free(st->members, st->nmembers);
+	st->members = mm;
+	st->nmembers = n;
+	st->generation = r->generation;
+	mm = NULL;
+	rc = 0;
+	if (a->live)
+		log_info("cluster: generation %d has %zu member%s", (int)r->generation,
+		    st->nmembers, st->nmembers == 1 ? "" : "s");
+	struct mstate_event ev = { .kind = MSTATE_EV_MEMBERS };
+	mstate_emit(st, a->live, &ev);
+out:
+	if (mm != NULL)
+		mstate_members_free(mm, n);
+	free(raw);
+	return rc;
+}
+
+static int apply_part_owner(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	const struct mtopic *t;
+	char *owner = NULL, *was;
+	int oom = 0;
+
+	if (p == NULL)
+		return -1;
+	t = p->topic;
+	if (r->str.len > MREC_MAX_ID)
+		FAIL(a, "%s record for %s/%s-%d: owner of %d bytes (at most %d)",
+		    mrec_type_name(r->type), t->mirror->name, t->name,
+		    (int)p->index, (int)r->str.len, MREC_MAX_ID);
+	if (r->str.len > 0 && (owner = mstate_kdup(r->str, &oom)) == NULL)
+		FAIL(a, "out of memory");
+	was = p->owner;
+	p->owner = owner;
+	p->owner_generation = r->generation;
+	if ((was == NULL) != (owner == NULL) ||
+	    (was != NULL && strcmp(was, owner) != 0)) {
+		if (a->live)
+			log_info("%s/%s-%d: owner %s -> %s (generation %d)",
+			    t->mirror->name, t->name, (int)p->index,
+			    was != NULL ? was : "(nobody)",
+			    owner != NULL ? owner : "(nobody)", (int)r->generation);
+		struct mstate_event ev = { .kind = MSTATE_EV_OWNER,
+		    .mirror = t->mirror, .topic = t, .part = p,
+		    .from = p->state, .to = p->state, .why = was };
+		mstate_emit(a->st, a->live, &ev);
+	}
+	free(was);
+	return 0;
+}
+
 static int only_in_snapshot(struct apply *a, const struct mrec *r)
 {
 	if (!a->in_snapshot)
@@ -871,6 +980,8 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_TOPIC_IDENT: return apply_topic_ident(a, r);
 	case MREC_PART_PRODUCER: return apply_part_producer(a, r);
 	case MREC_PART_SENDING: return apply_part_sending(a, r);
+	case MREC_CLUSTER_MEMBERS: return apply_cluster_members(a, r);
+	case MREC_PART_OWNER: return apply_part_owner(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }
@@ -893,6 +1004,51 @@ int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
 {
 	return apply_payload(arg, rec->type, rec->p, rec->len, rec->live,
 	    rec->in_snapshot, err, errlen);
+}
+
+int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
+    size_t len, struct mpart **out, char *err, size_t errlen)
+{
+	struct mrec r;
+	struct apply a = { .st = st, .err = err, .errlen = errlen };
+
+	*out = NULL;
+	if (mrec_decode(type, p, len, &r, st->cfgbuf, MREC_MAX_CONFIGS, err,
+	    errlen) != 0)
+		return -1;
+	switch ((enum mrec_type)r.type) {
+	case MREC_PART_STATE:
+	case MREC_PART_EPOCH:
+	case MREC_PART_ANCHOR:
+	case MREC_PART_TRIM:
+	case MREC_PART_PRODUCER:
+	case MREC_PART_SENDING:
+		if ((*out = need_part(&a, &r)) == NULL)
+			return -1;
+		return MSTATE_SCOPE_PART;
+	case MREC_CLUSTER_ID:
+	case MREC_CLUSTER_MEMBERS:
+	case MREC_PART_OWNER:
+		mstate_fmt(err, errlen, "a %s record is written only by the "
+		    "metadata writer itself", mrec_type_name(r.type));
+		return -1;
+	case MREC_TOPIC_RESTORE:
+	case MREC_PART_RESTORE:
+		mstate_fmt(err, errlen, "a %s record belongs only in a snapshot",
+		    mrec_type_name(r.type));
+		return -1;
+	case MREC_MIRROR_CREATE:
+	case MREC_MIRROR_DELETE:
+	case MREC_MIRROR_SOURCE:
+	case MREC_MIRROR_PATTERN:
+	case MREC_MIRROR_CONFIGS:
+	case MREC_TOPIC_ADD:
+	case MREC_TOPIC_STATE:
+	case MREC_TOPIC_IDENT:
+		return MSTATE_SCOPE_NONE;
+	}
+	mstate_fmt(err, errlen, "record type %u has no scope", r.type);
+	return -1;
 }
 
 /* ---- persistence -------------------------------------------------------- */

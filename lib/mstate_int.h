@@ -43,6 +43,11 @@ struct mstate {
 	/* Secrets at rest (mstate_set_sealer). */
 	struct mstate_sealer sealer;
 	int replay_clear;      /* replay met a clear secret value */
+	/* Multi-instance mode: the last cluster-members record, members
+	 * sorted by instance id; generation -1 until one is applied. */
+	int32_t generation;
+	struct mmember *members;
+	size_t nmembers;
 };
 
 #define MST_BIT(s) (1u << MPART_##s)
@@ -71,6 +76,7 @@ int mtopic_all(const struct mtopic *t, unsigned mask);
 struct tpattern *mstate_compile_pattern(const char *pattern, char *msg,
     size_t msglen);
 void mstate_mirror_free(struct mirror *m);
+void mstate_members_free(struct mmember *m, size_t n);
 void mstate_topic_free(struct mtopic *t);
 /* Runs the hooks (live changes only). */
 void mstate_emit(struct mstate *st, int live, const struct mstate_event *ev);

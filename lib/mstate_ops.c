@@ -768,3 +768,114 @@ int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
 	r.str = kstr_c(cluster_id);
 	return mstate_persist(st, &r, 1, mirror, msg, msglen);
 }
+
+/* ---- multi-instance mode -------------------------------------------------- */
+
+static int id_len_ok(const char *s, int allow_empty)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+
+	return (n > 0 || allow_empty) && n <= MREC_MAX_ID;
+}
+
+int mstate_set_members(struct mstate *st, int32_t generation,
+    const struct mmember *members, size_t n, char *msg, size_t msglen)
+{
+	struct mrec_member *mm;
+	struct mrec r;
+	int code;
+
+	if (generation < 0) {
+		mstate_fmt(msg, msglen, "cluster members: generation %d is negative",
+		    (int)generation);
+		return KERR_INVALID_REQUEST;
+	}
+	if (n > MREC_MAX_MEMBERS) {
+		mstate_fmt(msg, msglen, "cluster members of generation %d: %zu "
+		    "members, at most %d", (int)generation, n, MREC_MAX_MEMBERS);
+		return KERR_INVALID_REQUEST;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct mmember *m = &members[i];
+
+		if (!id_len_ok(m->instance_id, 0) || !id_len_ok(m->member_id, 1) ||
+		    !id_len_ok(m->admin_addr, 1) || !id_len_ok(m->http_addr, 1) ||
+		    m->local_broker_id < -1) {
+			mstate_fmt(msg, msglen, "cluster members of generation %d: "
+			    "member %zu (instance '%.100s'): instance id must be "
+			    "1-%d bytes, member id and addresses at most %d, local "
+			    "broker id -1 or more (%d)", (int)generation, i,
+			    m->instance_id != NULL ? m->instance_id : "",
+			    MREC_MAX_ID, MREC_MAX_ID, (int)m->local_broker_id);
+			return KERR_INVALID_REQUEST;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(members[j].instance_id, m->instance_id) == 0) {
+				mstate_fmt(msg, msglen, "cluster members of "
+				    "generation %d: instance '%.200s' is named "
+				    "twice", (int)generation, m->instance_id);
+				return KERR_INVALID_REQUEST;
+			}
+	}
+	if ((mm = calloc(n + 1, sizeof(*mm))) == NULL) {
+		mstate_fmt(msg, msglen, "cluster members: out of memory");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	for (size_t i = 0; i < n; i++) {
+		mm[i].instance_id = kstr_c(members[i].instance_id);
+		mm[i].member_id = kstr_c(members[i].member_id != NULL ?
+		    members[i].member_id : "");
+		mm[i].local_broker_id = members[i].local_broker_id;
+		mm[i].admin_addr = kstr_c(members[i].admin_addr);
+		mm[i].http_addr = kstr_c(members[i].http_addr);
+	}
+	mstate_rec_init(&r, MREC_CLUSTER_MEMBERS, NULL, NULL);
+	r.generation = generation;
+	r.nmembers = (int32_t)n;
+	r.members = mm;
+	code = mstate_persist(st, &r, 1, "cluster members", msg, msglen);
+	free(mm);
+	return code;
+}
+
+int mpart_set_owners(struct mstate *st, struct mpart *const *parts,
+    const char *const *owners, size_t n, int32_t generation, char *msg,
+    size_t msglen)
+{
+	struct mrec *recs;
+	char what[520];
+	size_t k = 0;
+	int code;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *o = owners[i];
+
+		part_what(parts[i], what, sizeof(what));
+		if (o != NULL && strlen(o) > MREC_MAX_ID) {
+			mstate_fmt(msg, msglen, "%s: owner instance id of %zu bytes "
+			    "(at most %d)", what, strlen(o), MREC_MAX_ID);
+			return KERR_INVALID_REQUEST;
+		}
+	}
+	if ((recs = calloc(n + 1, sizeof(*recs))) == NULL) {
+		mstate_fmt(msg, msglen, "partition owners: out of memory");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *o = owners[i] != NULL && owners[i][0] != '\0' ?
+		    owners[i] : NULL;
+		const char *cur = parts[i]->owner;
+
+		if ((o == NULL && cur == NULL) ||
+		    (o != NULL && cur != NULL && strcmp(o, cur) == 0))
+			continue;
+		mstate_part_rec(&recs[k], MREC_PART_OWNER, parts[i]);
+		recs[k].str = kstr_c(o != NULL ? o : "");
+		recs[k].generation = generation;
+		k++;
+	}
+	code = k > 0 ? mstate_persist(st, recs, k, "partition owners", msg,
+	    msglen) : KERR_NONE;
+	free(recs);
+	return code;
+}

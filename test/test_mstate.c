@@ -19,7 +19,9 @@
 
 #include "compat.h"
 #include "kerr.h"
+#include "kbuf.h"
 #include "mlog.h"
+#include "mrec.h"
 #include "mstate.h"
 #include "xlate.h"
 
@@ -852,6 +854,15 @@ static void hook(void *arg, const struct mstate_event *ev)
 	case MSTATE_EV_TOPIC_ADDED:
 		snprintf(e->text + l, sizeof(e->text) - l, "topic:%s;",
 		    ev->topic->name);
+		break;
+	case MSTATE_EV_OWNER:
+		snprintf(e->text + l, sizeof(e->text) - l, "owner:%s/%s-%d:%s>%s;",
+		    ev->mirror->name, ev->topic->name, (int)ev->part->index,
+		    ev->why != NULL ? ev->why : "-",
+		    ev->part->owner != NULL ? ev->part->owner : "-");
+		break;
+	case MSTATE_EV_MEMBERS:
+		snprintf(e->text + l, sizeof(e->text) - l, "members;");
 		break;
 	default:
 		snprintf(e->text + l, sizeof(e->text) - l, "ev%d;", ev->kind);
@@ -1719,6 +1730,344 @@ START_TEST(test_secrets_sealed_and_migrated)
 }
 END_TEST
 
+
+/* ---- multi-instance mode: cluster-members and part-owner records ---------- */
+
+static uint64_t log_syncs(void)
+{
+	struct mlog_stats s;
+
+	mlog_stats(F.ml, &s);
+	return s.syncs;
+}
+
+/* Encodes r into a fresh buffer (*len); the caller frees it. */
+static uint8_t *encode(const struct mrec *r, size_t *len)
+{
+	char err[256];
+	struct kw w;
+	uint8_t *b;
+
+	kw_init(&w, 1 << 20);
+	ck_assert_msg(mrec_encode(r, &w, err, sizeof(err)) == 0, "%s", err);
+	b = kw_take(&w, len);
+	ck_assert_ptr_nonnull(b);
+	return b;
+}
+
+/* The codec of both new types: a round trip keeps every field, null
+ * addresses stay null, bad members are refused both ways. */
+START_TEST(test_mrec_members_and_owner_codec)
+{
+	static const struct mrec_member in[] = {
+		{ { "b:9001", 6 }, { "b:9001-6f1c", 11 }, 2, { "10.0.0.2:9001", 13 },
+		  { "10.0.0.2:8080", 13 } },
+		{ { "a:9001", 6 }, { "", 0 }, -1, { NULL, -1 }, { NULL, -1 } },
+	};
+	struct mrec_member out[2];
+	struct mrec r, d;
+	struct mrec_config cfg[4];
+	char err[256];
+	uint8_t *b;
+	size_t len;
+	struct kw w;
+
+	memset(&r, 0, sizeof(r));
+	r.type = MREC_CLUSTER_MEMBERS;
+	r.mirror = r.topic = r.str = KSTR_NULL;
+	r.generation = 41;
+	r.nmembers = 2;
+	r.members = in;
+	b = encode(&r, &len);
+	ck_assert_int_eq(mrec_decode(MREC_CLUSTER_MEMBERS, b, len, &d, cfg, 4, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(d.generation, 41);
+	ck_assert_int_eq(d.nmembers, 2);
+	ck_assert_int_eq(mrec_members(&d, out, err, sizeof(err)), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert(kstr_eq(out[i].instance_id, in[i].instance_id.p));
+		ck_assert_int_eq(out[i].member_id.len, in[i].member_id.len);
+		ck_assert_int_eq(out[i].local_broker_id, in[i].local_broker_id);
+		ck_assert_int_eq(out[i].admin_addr.len, in[i].admin_addr.len);
+		ck_assert_int_eq(out[i].http_addr.len, in[i].http_addr.len);
+	}
+	ck_assert(kstr_eq(out[0].admin_addr, "10.0.0.2:9001"));
+	ck_assert_str_eq(mrec_type_name(MREC_CLUSTER_MEMBERS), "cluster-members");
+	/* Every truncation is refused, naming the type. */
+	for (size_t cut = 0; cut < len; cut++) {
+		ck_assert_int_eq(mrec_decode(MREC_CLUSTER_MEMBERS, b, cut, &d, cfg,
+		    4, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "cluster-members record") != NULL, "%s",
+		    err);
+	}
+	free(b);
+
+	/* An empty instance id cannot be written. */
+	struct mrec_member bad = in[1];
+	bad.instance_id = kstr_c("");
+	r.members = &bad;
+	r.nmembers = 1;
+	kw_init(&w, 1 << 20);
+	ck_assert_int_eq(mrec_encode(&r, &w, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "member 0: instance id") != NULL, "%s", err);
+	kw_fini(&w);
+	/* Nor read: a hand-made payload with one. */
+	static const uint8_t empty_id[] = { 0, 0, 0, 0, 1, 2, 1, 1, 0xff, 0xff,
+	    0xff, 0xff, 0, 0 };
+	ck_assert_int_eq(mrec_decode(MREC_CLUSTER_MEMBERS, empty_id,
+	    sizeof(empty_id), &d, cfg, 4, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "instance id empty") != NULL, "%s", err);
+
+	/* part-owner: mirror/topic/partition, owner, generation. */
+	memset(&r, 0, sizeof(r));
+	r.type = MREC_PART_OWNER;
+	r.mirror = kstr_c("east");
+	r.topic = kstr_c("orders");
+	r.partition = 3;
+	r.str = kstr_c("b:9001");
+	r.generation = 7;
+	b = encode(&r, &len);
+	ck_assert_int_eq(mrec_decode(MREC_PART_OWNER, b, len, &d, cfg, 4, err,
+	    sizeof(err)), 0);
+	ck_assert(kstr_eq(d.mirror, "east"));
+	ck_assert(kstr_eq(d.topic, "orders"));
+	ck_assert_int_eq(d.partition, 3);
+	ck_assert(kstr_eq(d.str, "b:9001"));
+	ck_assert_int_eq(d.generation, 7);
+	ck_assert_int_eq(mrec_decode(MREC_PART_OWNER, b, len - 1, &d, cfg, 4, err,
+	    sizeof(err)), -1);
+	free(b);
+}
+END_TEST
+
+/* Members and owners: setters, getters, hooks, one sync for many owners,
+ * no record for an unchanged owner, "" = nobody, and the same model after
+ * a replay, a snapshot and a snapshot plus later records. */
+START_TEST(test_members_and_owners)
+{
+	struct evlog e = { "" };
+	const struct mmember *got;
+	struct mmember mem[3] = {
+		{ (char *)"c:9001", (char *)"c:9001-aa", 3, (char *)"127.0.0.3:9001",
+		  (char *)"" },
+		{ (char *)"a:9001", (char *)"a:9001-bb", 1, (char *)"127.0.0.1:9001",
+		  (char *)"127.0.0.1:8080" },
+		{ (char *)"b:9001", (char *)"b:9001-cc", -1, (char *)"127.0.0.2:9001",
+		  NULL },
+	};
+	struct mpart *parts[4];
+	const char *owners[4];
+	char err[1024], *text;
+	uint64_t n, syncs;
+	size_t nm;
+
+	ck_assert_int_eq(mstate_add_hook(F.st, hook, &e), 0);
+	ck_assert_int_eq(mstate_members(F.st, &got, &nm), -1);
+	ck_assert_uint_eq(nm, 0);
+	mk_mirror("east");
+	mk_topic("east", "orders", 3);
+	mk_topic("east", "pay", 1);
+	ck_assert_ptr_null(part("east", "orders", 0)->owner);
+	ck_assert_int_eq(part("east", "orders", 0)->owner_generation, -1);
+	ck_assert(mpart_owned_by(part("east", "orders", 0), NULL));
+	ck_assert(!mpart_owned_by(part("east", "orders", 0), "a:9001"));
+
+	CODE(mstate_set_members(F.st, 5, mem, 3, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(mstate_members(F.st, &got, &nm), 5);
+	ck_assert_uint_eq(nm, 3);
+	ck_assert_str_eq(got[0].instance_id, "a:9001");   /* sorted */
+	ck_assert_str_eq(got[2].instance_id, "c:9001");
+	ck_assert_str_eq(got[1].http_addr, "");            /* NULL -> "" */
+	ck_assert_int_eq(mstate_member_find(F.st, "c:9001")->local_broker_id, 3);
+	ck_assert_ptr_null(mstate_member_find(F.st, "d:9001"));
+
+	/* Four partitions in one call: one sync. */
+	for (int i = 0; i < 3; i++)
+		parts[i] = part("east", "orders", i);
+	parts[3] = part("east", "pay", 0);
+	owners[0] = "a:9001";
+	owners[1] = "b:9001";
+	owners[2] = "c:9001";
+	owners[3] = NULL;       /* nobody, as it is: no record */
+	n = log_records();
+	syncs = log_syncs();
+	CODE(mpart_set_owners(F.st, parts, owners, 4, 5, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n + 3);
+	ck_assert_uint_eq(log_syncs(), syncs + 1);
+	ck_assert_str_eq(parts[0]->owner, "a:9001");
+	ck_assert_int_eq(parts[0]->owner_generation, 5);
+	ck_assert(mpart_owned_by(parts[1], "b:9001"));
+	ck_assert(!mpart_owned_by(parts[1], "a:9001"));
+	ck_assert_ptr_null(parts[3]->owner);
+	ck_assert_msg(strstr(e.text, "members;owner:east/orders-0:->a:9001;"
+	    "owner:east/orders-1:->b:9001;owner:east/orders-2:->c:9001;") != NULL,
+	    "%s", e.text);
+	/* Unchanged owners: nothing written. */
+	n = log_records();
+	CODE(mpart_set_owners(F.st, parts, owners, 4, 6, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);
+	ck_assert_int_eq(parts[0]->owner_generation, 5);
+	reopen_same();
+
+	/* A move and a release ("" = nobody); the hook names the previous
+	 * owner. */
+	parts[0] = part("east", "orders", 0);
+	parts[1] = part("east", "orders", 1);
+	owners[0] = "c:9001";
+	owners[1] = "";
+	e.text[0] = '\0';
+	ck_assert_int_eq(mstate_add_hook(F.st, hook, &e), 0);
+	CODE(mpart_set_owners(F.st, parts, owners, 2, 6, F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(e.text, "owner:east/orders-0:a:9001>c:9001;"
+	    "owner:east/orders-1:b:9001>-;");
+	ck_assert_ptr_null(parts[1]->owner);
+	ck_assert_int_eq(parts[0]->owner_generation, 6);
+
+	/* Through a snapshot, then one more change after it. */
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	text = mstate_dump(F.st);
+	ck_assert_ptr_nonnull(strstr(text, "members generation 5\n"));
+	ck_assert_ptr_nonnull(strstr(text, "  member a:9001 id a:9001-bb broker 1 "
+	    "admin 127.0.0.1:9001 http 127.0.0.1:8080\n"));
+	ck_assert_ptr_nonnull(strstr(text, "owner c:9001 generation 6"));
+	free(text);
+	mem[2].local_broker_id = 2;
+	CODE(mstate_set_members(F.st, 6, &mem[1], 2, F.msg, sizeof(F.msg)), 0);
+	reopen_same();
+	ck_assert_int_eq(mstate_members(F.st, &got, &nm), 6);
+	ck_assert_uint_eq(nm, 2);
+	ck_assert_int_eq(mstate_member_find(F.st, "b:9001")->local_broker_id, 2);
+	ck_assert_ptr_null(mstate_member_find(F.st, "c:9001"));
+	/* The owner record stays what the writer wrote (assignment moves it). */
+	ck_assert_str_eq(part("east", "orders", 2)->owner, "c:9001");
+
+	/* Refused: nothing written. */
+	n = log_records();
+	CODE(mstate_set_members(F.st, -1, mem, 3, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("generation -1");
+	mem[0].instance_id = (char *)"a:9001";
+	CODE(mstate_set_members(F.st, 7, mem, 3, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("instance 'a:9001' is named twice");
+	mem[0].instance_id = (char *)"";
+	CODE(mstate_set_members(F.st, 7, mem, 1, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("instance id must be 1-1024 bytes");
+	ck_assert_uint_eq(log_records(), n);
+
+	/* An empty group is a valid record (every member left). */
+	CODE(mstate_set_members(F.st, 8, NULL, 0, F.msg, sizeof(F.msg)), 0);
+	reopen_same();
+	ck_assert_int_eq(mstate_members(F.st, &got, &nm), 8);
+	ck_assert_uint_eq(nm, 0);
+}
+END_TEST
+
+/* Owners inside a batch: queued, applied at commit with one sync. */
+START_TEST(test_owners_in_batch)
+{
+	struct mpart *p[2];
+	const char *o[2] = { "a:1", "b:1" };
+	uint64_t syncs;
+
+	mk_mirror("east");
+	mk_topic("east", "orders", 2);
+	p[0] = part("east", "orders", 0);
+	p[1] = part("east", "orders", 1);
+	syncs = log_syncs();
+	ck_assert_int_eq(mstate_batch_begin(F.st), 0);
+	CODE(mpart_set_owners(F.st, &p[0], &o[0], 1, 1, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_set_owners(F.st, &p[1], &o[1], 1, 1, F.msg, sizeof(F.msg)), 0);
+	ck_assert_ptr_null(p[0]->owner);   /* not applied before commit */
+	CODE(mstate_batch_commit(F.st, F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_syncs(), syncs + 1);
+	ck_assert_str_eq(p[0]->owner, "a:1");
+	ck_assert_str_eq(p[1]->owner, "b:1");
+	reopen_same();
+}
+END_TEST
+
+/* What a forwarded record concerns (the writer's request handler). */
+START_TEST(test_record_scope)
+{
+	struct mpart *out;
+	struct mrec r;
+	char err[512];
+	uint8_t *b;
+	size_t len;
+
+	mk_mirror("east");
+	mk_topic("east", "orders", 2);
+
+	memset(&r, 0, sizeof(r));
+	r.type = MREC_PART_ANCHOR;
+	r.mirror = kstr_c("east");
+	r.topic = kstr_c("orders");
+	r.str = KSTR_NULL;
+	r.partition = 1;
+	r.off = 10;
+	r.off2 = 12;
+	b = encode(&r, &len);
+	ck_assert_int_eq(mstate_record_scope(F.st, r.type, b, len, &out, err,
+	    sizeof(err)), MSTATE_SCOPE_PART);
+	ck_assert_ptr_eq(out, part("east", "orders", 1));
+	free(b);
+
+	for (uint16_t t = MREC_PART_STATE; t <= MREC_PART_SENDING; t++) {
+		if (mrec_type_name(t) == NULL || t == MREC_TOPIC_RESTORE ||
+		    t == MREC_PART_RESTORE || t == MREC_MIRROR_CONFIGS ||
+		    t == MREC_TOPIC_IDENT)
+			continue;
+		r.type = t;
+		b = encode(&r, &len);
+		ck_assert_msg(mstate_record_scope(F.st, t, b, len, &out, err,
+		    sizeof(err)) == MSTATE_SCOPE_PART, "%s: %s", mrec_type_name(t),
+		    err);
+		ck_assert_ptr_eq(out, part("east", "orders", 1));
+		free(b);
+	}
+
+	/* A partition that does not exist: refused, naming it. */
+	r.type = MREC_PART_SENDING;
+	r.partition = 9;
+	b = encode(&r, &len);
+	ck_assert_int_eq(mstate_record_scope(F.st, r.type, b, len, &out, err,
+	    sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "east/orders-9, the topic has 2") != NULL, "%s",
+	    err);
+	free(b);
+
+	/* Only the writer writes owners. */
+	r.type = MREC_PART_OWNER;
+	r.partition = 0;
+	r.str = kstr_c("a:1");
+	b = encode(&r, &len);
+	ck_assert_int_eq(mstate_record_scope(F.st, r.type, b, len, &out, err,
+	    sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "part-owner record is written only by the "
+	    "metadata writer") != NULL, "%s", err);
+	free(b);
+
+	/* Not partition-scoped: a topic added (discovery). */
+	memset(&r, 0, sizeof(r));
+	r.type = MREC_TOPIC_ADD;
+	r.mirror = kstr_c("east");
+	r.topic = kstr_c("more");
+	r.str = KSTR_NULL;
+	r.count = 2;
+	b = encode(&r, &len);
+	ck_assert_int_eq(mstate_record_scope(F.st, r.type, b, len, &out, err,
+	    sizeof(err)), MSTATE_SCOPE_NONE);
+	ck_assert_ptr_null(out);
+	/* A payload that does not decode. */
+	ck_assert_int_eq(mstate_record_scope(F.st, r.type, b, len - 1, &out, err,
+	    sizeof(err)), -1);
+	free(b);
+}
+END_TEST
+
 static Suite *mstate_suite(void)
 {
 	Suite *s = suite_create("mstate");
@@ -1749,6 +2098,10 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_disk_errors_leave_state_unchanged);
 	tcase_add_test(tc, test_replay_refuses_bad_records);
 	tcase_add_test(tc, test_secrets_sealed_and_migrated);
+	tcase_add_test(tc, test_mrec_members_and_owner_codec);
+	tcase_add_test(tc, test_members_and_owners);
+	tcase_add_test(tc, test_owners_in_batch);
+	tcase_add_test(tc, test_record_scope);
 	suite_add_tcase(s, tc);
 	return s;
 }
