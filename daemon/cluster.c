@@ -332,8 +332,11 @@ static void reassign_now(struct cluster *c, const char *why)
 					cap = nc;
 				}
 				memset(&ap[np], 0, sizeof(ap[np]));
-				ap[np].dst_leader = dst_leader(c, tp, p);
-				ap[np].owner = mp->owner;
+				ap[np].mirror = m->name;
+				ap[np].topic = tp->name;
+				ap[np].partition = p;
+				ap[np].leader = dst_leader(c, tp, p);
+				ap[np].current = mp->owner;
 				parts[np] = mp;
 				np++;
 			}
@@ -344,7 +347,10 @@ static void reassign_now(struct cluster *c, const char *why)
 	chg_owner = calloc(np + 1, sizeof(*chg_owner));
 	if (owners == NULL || chg == NULL || chg_owner == NULL)
 		fatal("cluster: out of memory");
-	assign_run(am, nm, ap, np, owners);
+	if (assign_run(am, nm, ap, np, owners, msg, sizeof(msg)) != 0) {
+		log_warnx("cluster: assignment (%s) failed: %s", why, msg);
+		np = 0;
+	}
 	for (size_t i = 0; i < np; i++) {
 		const char *cur = parts[i]->owner != NULL ? parts[i]->owner : "";
 		const char *nw = owners[i] != NULL ? owners[i] : "";
