@@ -300,6 +300,7 @@ static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
 	c->timeout_ms = timeout_ms;
 	c->client_id = client_id;
 	c->sec = sec;
+	c->redirects = 0;
 	c->next_corr = 1;
 	for (tok = strtok_r(list, ",", &save); tok != NULL;
 	    tok = strtok_r(NULL, ",", &save)) {
