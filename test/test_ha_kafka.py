@@ -393,6 +393,9 @@ def main():
             and MLOG_T_CLAIM not in x[3]]
     h.check(not late, "batches of a deposed writer after the claim of %s: %r"
             % (new.name, late))
+    h.check("no longer writes the metadata log" in old.log(),
+            "the former writer %s does not say it stopped writing:\n%s"
+            % (old.name, old.log()[-3000:]))
     print("ok: %s (%.0fs)" % (final.name, time.monotonic() - t0))
 
 
