@@ -864,6 +864,19 @@ static int describe_one(struct admin *adm, struct karena *a,
 					op->lag_ms = MAX(clock_wall_ms() -
 					    live.last_batch_timestamp_ms, 0);
 			}
+			if (adm->cv != NULL && adm->cv->partition_numbers != NULL) {
+				int64_t rs, rd, rl, rlm;
+
+				/* Another instance copies it: its published
+				 * numbers (the status topic). */
+				if (adm->cv->partition_numbers(adm->cv_arg, mp, &rs,
+				    &rd, &rl, &rlm)) {
+					op->source_offset = rs;
+					op->destination_offset = rd;
+					op->lag = rl;
+					op->lag_ms = rlm;
+				}
+			}
 			op->state = kstr_c(mpart_state_name(mp->state));
 			/* FAILED: why; STOPPING/STOPPED: why mirrord stopped
 			 * it itself (its source topic was deleted), if so. */

@@ -13,6 +13,7 @@
 
 struct event_base;
 struct mstate;
+struct mpart;
 struct config;
 struct pipeline;
 struct metrics_std;
@@ -37,6 +38,7 @@ void admin_free(struct admin *adm);
  *  - brokers: the members as brokers (node id = index in the members
  *    record), at most max; returns how many and sets *controller_id to the
  *    writer's node id (-1 unknown).  0 = answer as a single instance.
+ *  - partition_numbers: see below (may be NULL).
  */
 struct admin_broker {
 	int32_t node_id;
@@ -47,6 +49,10 @@ struct admin_cluster_view {
 	int (*may_mutate)(void *arg, char *msg, size_t msglen);
 	size_t (*brokers)(void *arg, struct admin_broker *out, size_t max,
 	    int32_t *controller_id);
+	/* Live numbers of a partition another instance copies (its status
+	 * record): 1 with them, 0 to use this instance's own. */
+	int (*partition_numbers)(void *arg, const struct mpart *p,
+	    int64_t *src, int64_t *dst, int64_t *lag, int64_t *lag_ms);
 };
 void admin_set_cluster(struct admin *adm, const struct admin_cluster_view *v,
     void *arg);

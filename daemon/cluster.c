@@ -47,6 +47,7 @@
 #include "assign.h"
 #include "cluster.h"
 #include "compat.h"
+#include "cstatus.h"
 #include "daemonconf.h"
 #include "kcluster.h"
 #include "kerr.h"
@@ -96,7 +97,9 @@ struct cluster {
 	struct mmember *joined_members; /* leader: the generation's members */
 	size_t njoined;
 
-	struct event *ev_poll, *ev_reassign, *ev_promote;
+	struct event *ev_poll, *ev_reassign, *ev_promote, *ev_status;
+	struct cstatus *status;     /* the status topic */
+	char status_topic[512];
 	int reassign_pending;
 	int64_t last_poll_ok_ms;    /* monotonic ms, -1 never */
 	char poll_err[512];
@@ -778,6 +781,87 @@ static size_t view_brokers(void *arg, struct admin_broker *out, size_t max,
 	return k;
 }
 
+/* ---- the status topic (lag of every partition everywhere) ------------- */
+
+static void status_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct cluster *c = arg;
+	struct cstatus_part *v = NULL;
+	size_t n = 0, cap = 0;
+
+	(void)fd;
+	(void)what;
+	for (size_t i = 0; i < mstate_mirror_count(c->st); i++) {
+		struct mirror *m = mstate_mirror_at(c->st, i);
+
+		for (size_t t = 0; t < m->ntopics; t++) {
+			struct mtopic *tp = m->topics[t];
+
+			for (int32_t p = 0; p < tp->npart; p++) {
+				const struct mpart *mp = tp->parts[p];
+				struct pipeline_live live;
+				int64_t src = -1, dst = -1;
+
+				if (mp->owner == NULL ||
+				    strcmp(mp->owner, c->instance_id) != 0)
+					continue;
+				if (n == cap) {
+					size_t nc = cap == 0 ? 64 : cap * 2;
+					struct cstatus_part *x = realloc(v,
+					    nc * sizeof(*x));
+
+					if (x == NULL)
+						fatal("cluster: out of memory");
+					v = x;
+					cap = nc;
+				}
+				pipeline_partition_offsets(c->pl, mp, &src, &dst);
+				v[n].mirror = m->name;
+				v[n].topic = tp->name;
+				v[n].partition = p;
+				v[n].src = src;
+				v[n].dst = dst;
+				v[n].lag = src >= 0 && dst >= 0 ? MAX(src - dst, 0) : -1;
+				v[n].lag_ms = -1;
+				/* As DescribeMirrors computes them here. */
+				if (pipeline_partition_live(c->pl, mp, &live) == 0 &&
+				    live.lag >= 0) {
+					v[n].lag = live.lag;
+					if (live.lag == 0)
+						v[n].lag_ms = 0;
+					else if (live.last_batch_timestamp_ms >= 0)
+						v[n].lag_ms = MAX(clock_wall_ms() -
+						    live.last_batch_timestamp_ms, 0);
+				}
+				n++;
+			}
+		}
+	}
+	cstatus_publish(c->status, v, n);
+	free(v);
+}
+
+static int view_numbers(void *arg, const struct mpart *p, int64_t *src,
+    int64_t *dst, int64_t *lag, int64_t *lag_ms)
+{
+	struct cluster *c = arg;
+	struct cstatus_part out;
+	int64_t age;
+
+	if (c->status == NULL || p->owner == NULL || p->owner[0] == '\0' ||
+	    strcmp(p->owner, c->instance_id) == 0)
+		return 0;
+	if (!cstatus_lookup(c->status, p->owner, p->topic->mirror->name,
+	    p->topic->name, p->index, &out, &age))
+		return 0;
+	*src = out.src;
+	*dst = out.dst;
+	*lag = out.lag;
+	/* The record is age ms old: a lagging partition lags that much more. */
+	*lag_ms = out.lag_ms > 0 ? out.lag_ms + MAX(age, 0) : out.lag_ms;
+	return 1;
+}
+
 /* ---- start-up ------------------------------------------------------- */
 
 /* 1 if host (numeric or a name) is one of this machine's addresses. */
@@ -896,6 +980,13 @@ void cluster_start(struct cluster *c)
 	struct timeval tv = { 0, POLL_MS * 1000 };
 
 	event_add(c->ev_poll, &tv);
+	{
+		struct timeval st = {
+			(time_t)(c->cfg->cluster_status_interval_ms / 1000),
+			(suseconds_t)(c->cfg->cluster_status_interval_ms % 1000) * 1000 };
+
+		event_add(c->ev_status, &st);
+	}
 	if (c->local_broker >= 0 || c->cfg->cluster_local_broker_id >= 0) {
 		c->started = 1;
 		join(c);
@@ -982,11 +1073,19 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	c->ev_poll = event_new(base, -1, EV_PERSIST, poll_cb, c);
 	c->ev_reassign = evtimer_new(base, reassign_cb, c);
 	c->ev_promote = evtimer_new(base, promote_cb, c);
+	c->ev_status = event_new(base, -1, EV_PERSIST, status_cb, c);
 	if (c->ev_poll == NULL || c->ev_reassign == NULL ||
 	    c->ev_promote == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
+	snprintf(c->status_topic, sizeof(c->status_topic), "%s%s",
+	    cfg->storage_kafka_topic, CSTATUS_SUFFIX);
+	c->status = cstatus_new(&c->kcfg.conn, c->kcfg.bootstrap,
+	    c->status_topic, c->instance_id, (int)cfg->storage_kafka_timeout_ms,
+	    (int)cfg->cluster_status_interval_ms, err, errlen);
+	if (c->status == NULL || c->ev_status == NULL)
+		goto fail;
 	if (mstate_add_hook(st, on_mstate, c) != 0) {
 		snprintf(err, errlen, "too many state hooks");
 		goto fail;
@@ -998,6 +1097,7 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	pipeline_set_leader_hook(pl, on_leaders, c);
 	c->view.may_mutate = view_may_mutate;
 	c->view.brokers = view_brokers;
+	c->view.partition_numbers = view_numbers;
 	admin_set_cluster(adm, &c->view, c);
 	if (ms != NULL)
 		metrics_family_on_collect(MSTD(ms, CLUSTER_GENERATION),
@@ -1023,6 +1123,8 @@ void cluster_leave(struct cluster *c, void (*done)(void *arg), void *arg)
 	c->leave_arg = arg;
 	if (c->ev_poll != NULL)
 		event_del(c->ev_poll);
+	if (c->ev_status != NULL)
+		event_del(c->ev_status);
 	if (mlog_kafka_is_writer(c->ml))
 		mlog_kafka_demote(c->ml, "leaving the group (shutdown)");
 	kgroup_leave(c->g, leave_done, c);
@@ -1044,6 +1146,8 @@ void cluster_free(struct cluster *c)
 		return;
 	if (c->adm != NULL)
 		admin_set_cluster(c->adm, NULL, NULL);
+	cstatus_free(c->status);    /* its thread uses c->kcfg.conn */
+	c->status = NULL;
 	if (c->g != NULL)
 		kgroup_free(c->g);
 	if (c->kc != NULL)
@@ -1055,6 +1159,8 @@ void cluster_free(struct cluster *c)
 		event_free(c->ev_reassign);
 	if (c->ev_promote != NULL)
 		event_free(c->ev_promote);
+	if (c->ev_status != NULL)
+		event_free(c->ev_status);
 	free_joined(c);
 	free(c);
 }

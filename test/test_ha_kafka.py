@@ -386,6 +386,25 @@ def main():
     h.wait_for(same, 60, "the same metadata on every instance: %r"
                % {d.name: metadata_view(d) for d in ds})
 
+    # every instance shows every partition's live numbers (the status
+    # topic): at the end, lag 0 and the destination end at the source's
+    c2 = kraw.Cluster(SRC)
+    try:
+        ends = {p: c2.offsets(TOPIC, p)[1] for p in range(PARTS)}
+    finally:
+        c2.close()
+
+    def numbers(d):
+        return {r["partition"]: (r.get("sourceOffset"),
+                                 r.get("destinationOffset"), r.get("lag"))
+                for r in d.describe_json("m1")}
+    want = {p: (ends[p], ends[p], 0) for p in range(PARTS)}
+    for d in ds:
+        h.wait_for(lambda d=d: numbers(d) == want, 30,
+                   "DescribeMirrors on %s to show every partition caught up "
+                   "(%r, want %r)" % (d.name, numbers(d), want))
+    print("every instance shows every partition at lag 0", flush=True)
+
     # the paused former writer appended nothing after the new claim
     late = [x for x in log_batches(DST, META)
             if x[0] > new_claim[0] and (x[1], x[2]) != (new_claim[1], new_claim[2])
