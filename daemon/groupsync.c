@@ -267,8 +267,9 @@ static void gs_error(struct gsmirror *gm, const char *what, const char *fmt,
 /* A partition whose committed offsets are synced now. */
 static int part_eligible(const struct ppart *p)
 {
-	if (p->dead || p->mp == NULL || p->src_done < 0 || p->dst_next < 0)
-		return 0;
+	if (p->dead || p->mp == NULL || !p->owned || p->src_done < 0 ||
+	    p->dst_next < 0)
+		return 0;   /* (another instance's: its owner syncs it) */
 	switch (p->mp->state) {
 	case MPART_MIRRORING:
 	case MPART_STOPPING:

@@ -428,6 +428,34 @@ static void md_part(void *arg, const struct pw_md_part *p)
 	}
 }
 
+/*
+ * 1 if a partition of the new answer has another leader than in the old
+ * one (or is new).  Answers list the topics in the order asked, so the
+ * same index is tried first: O(topics) for the usual answer.
+ */
+static int leaders_moved(const struct ptopicmd *old, size_t nold,
+    const struct ptopicmd *now, size_t nnow)
+{
+	for (size_t i = 0; i < nnow; i++) {
+		const struct ptopicmd *o = NULL;
+
+		if (i < nold && strcmp(old[i].name, now[i].name) == 0)
+			o = &old[i];
+		for (size_t j = 0; o == NULL && j < nold; j++)
+			if (strcmp(old[j].name, now[i].name) == 0)
+				o = &old[j];
+		if (o == NULL) {
+			if (now[i].npart > 0)
+				return 1;
+			continue;
+		}
+		for (int32_t k = 0; k < now[i].npart; k++)
+			if (k >= o->npart || o->leader[k] != now[i].leader[k])
+				return 1;
+	}
+	return 0;
+}
+
 static void md_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
@@ -490,6 +518,9 @@ static void md_response(struct kconn *c, int err, const char *errstr,
 	x.brokers = NULL;
 	x.nbrokers = 0;
 	cl->md_epochs = version >= 7;
+	if (!cl->is_source && leaders_moved(cl->topics, cl->ntopics, x.topics,
+	    x.ntopics))
+		cl->pl->leaders_changed = 1;   /* the hook runs from the loop */
 	topics_clear(cl->topics, cl->ntopics);
 	cl->topics = x.topics;
 	cl->ntopics = x.ntopics;

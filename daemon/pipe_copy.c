@@ -35,6 +35,7 @@ struct pctx {
 		struct ppart *p;
 		uint32_t gen;
 		int64_t offset;
+		uint32_t ogen;  /* p->own_gen when sent (pipeline.c part_lose) */
 		int done;
 		int got;       /* Fetch: the answer carried records */
 		size_t slot;   /* Fetch: index in the mirror's parts when sent */
@@ -59,6 +60,7 @@ static void ctx_add(struct pctx *x, struct ppart *p, int64_t offset)
 {
 	x->e[x->n].p = p;
 	x->e[x->n].gen = p->gen;
+	x->e[x->n].ogen = p->own_gen;
 	x->e[x->n].offset = offset;
 	x->n++;
 	p->refs++;
@@ -1119,6 +1121,10 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		return;
 	x->e[i].done = 1;
 	p = x->e[i].p;
+	/* Sent before this instance lost p (and perhaps got it back since):
+	 * not an answer about what p sends now. */
+	if (x->e[i].ogen != p->own_gen)
+		return;
 	s = p->sending;
 	if (s == NULL || p->dead)
 		return;
@@ -1237,6 +1243,8 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 			struct ppart *p = x->e[i].p;
 
 			/* Shutting down: the next start re-reads the destination. */
+			if (x->e[i].ogen != p->own_gen)
+				continue;
 			pbatch_free(p->sending);
 			p->sending = NULL;
 		}
@@ -1253,7 +1261,8 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 		kconn_close(c, KCONN_E_PROTOCOL, "malformed Produce response");
 	}
 	for (size_t i = 0; i < x->n; i++)
-		if (!x->e[i].done && x->e[i].p->sending != NULL)
+		if (!x->e[i].done && x->e[i].ogen == x->e[i].p->own_gen &&
+		    x->e[i].p->sending != NULL)
 			produce_uncertain(x->e[i].p, err != KCONN_E_OK ? errstr :
 			    "the Produce response lacks the partition");
 	pl_kick(x->pl);

@@ -246,6 +246,8 @@ static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 
 	if (mp->state == MPART_STOPPING || mp->state == MPART_STOPPED)
 		return;
+	if (!mpart_owned_by(mp, pm->pl->instance))
+		return;   /* its owner fails it (multi-instance mode) */
 	if (mp->state == MPART_FAILED && mp->retry_attempt == -1 &&
 	    mp->error != NULL && strcmp(mp->error, why) == 0)
 		return;
@@ -308,6 +310,7 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 			struct mpart *mp = mt->parts[k];
 
 			if (mp->state != MPART_STOPPING && mp->state != MPART_STOPPED &&
+			    mpart_owned_by(mp, pm->pl->instance) &&
 			    mpart_set_state(st, mp, MPART_STOPPING, why, msg,
 			    sizeof(msg)) != 0)
 				log_warnx("%s: %s", mt->name, msg);

@@ -222,6 +222,12 @@ struct ppart {
 
 	struct pipeline_live live;
 	struct pipeline_live reported; /* counters as last given to metrics */
+	/* Multi-instance mode (pipeline.c "ownership"): owned is 1 while this
+	 * instance copies p (always in single mode); own_gen bumps when it
+	 * stops owning p, and an answer to a request sent under an older
+	 * own_gen (a Produce of the deposed owner) is ignored. */
+	int owned;
+	uint32_t own_gen;
 };
 
 struct pmirror {
@@ -271,6 +277,13 @@ struct pipeline {
 	struct groupsync *gs;        /* consumer-group offset sync */
 	struct ppart **graveyard;    /* dead partitions with refs left */
 	size_t ngrave;
+	/* Multi-instance mode: this instance's id (NULL: single mode, every
+	 * partition is copied here); the destination-leader hook and whether a
+	 * Metadata answer moved a leader since it last ran. */
+	char *instance;
+	void (*leader_hook)(void *arg);
+	void *leader_arg;
+	int leaders_changed;
 };
 
 /* pipeline.c */
@@ -294,6 +307,8 @@ static inline int pl_is_denial(int16_t code)
 	                                                 * AUTHORIZATION_FAILED */
 }
 void pl_part_resync(struct ppart *p, const char *why);
+/* 1 if this instance copies p (single mode: always; else mpart->owner). */
+int pl_part_owned(const struct ppart *p);
 void pl_part_unref(struct ppart *p);
 void pl_drop_queue(struct ppart *p);
 void pbatch_free(struct pbatch *b);

@@ -130,8 +130,14 @@ int64_t pl_lso_stuck_ms(const struct ppart *p, int64_t now)
 
 int pl_part_wants_run(const struct ppart *p)
 {
-	return p->mp != NULL && !p->dead && !p->pm->pl->draining &&
+	return p->mp != NULL && !p->dead && !p->pm->pl->draining && p->owned &&
 	    (p->mp->state == MPART_PREPARING || p->mp->state == MPART_MIRRORING);
+}
+
+int pl_part_owned(const struct ppart *p)
+{
+	return p->mp != NULL && !p->dead &&
+	    mpart_owned_by(p->mp, p->pm->pl->instance);
 }
 
 /* Full-jitter exponential backoff for FAILED retries. */
@@ -525,6 +531,53 @@ fail:
 	return NULL;
 }
 
+/*
+ * What a partition knows when this process starts copying it (created, or
+ * gained from another instance): nothing about the destination end (SYNC
+ * and the proof learn it), the identity to be taken again from the model
+ * (the last recorded one is reused: part_identity() in pipe_copy.c), the
+ * process start or the handover counting as an uncertain Produce.
+ */
+static void part_reset(struct ppart *p)
+{
+	const struct mpart *mp = p->mp;
+
+	p->src_fetch = p->src_copied = -1;
+	p->dst_next = p->dst_tail = -1;
+	p->src_done = -1;
+	p->sync_lo = p->sync_hi = -1;
+	p->prove_end = p->proven_end = -1;
+	p->pid = -1;
+	p->pepoch = -1;
+	p->seq_base = -1;
+	p->pid_fresh = 0;
+	p->pid_wait_since = 0;
+	p->unsure_sent_ms = clock_mono_ms();
+	p->last_src = mp->last_offset;
+	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
+	p->fetch_epoch = p->check_epoch = -1;
+	p->fetch_epoch_end = p->check_src_end = p->check_dst_end = -1;
+	p->check_resume = -1;
+	p->live.source_high_watermark = -1;
+	p->live.source_log_start = -1;
+	p->dst_log_start = -1;
+	p->deleted_from = -1;
+	p->live.destination_end = -1;
+	p->live.lag = -1;
+	p->live.last_batch_timestamp_ms = -1;
+	p->live.last_stable_offset = -1;
+	p->lso_since = 0;
+	p->lso_warned = 0;
+	p->step = PS_IDLE;
+	p->attempts = 0;
+	p->retry_at = 0;
+	if (mp->state == MPART_FAILED && mp->retry_attempt > 0) {
+		/* A retry that was due before a restart: keep its schedule. */
+		p->attempts = mp->retry_attempt;
+		p->retry_at = clock_mono_ms() + retry_delay(p->pm, mp->retry_attempt);
+	}
+}
+
 static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
     struct mpart *mp)
 {
@@ -545,35 +598,9 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->mp = mp;
 	p->index = mp->index;
 	TAILQ_INIT(&p->q);
-	p->src_fetch = p->src_copied = -1;
-	p->dst_next = p->dst_tail = -1;
-	p->src_done = -1;
-	p->sync_lo = p->sync_hi = -1;
-	p->prove_end = p->proven_end = -1;
-	p->pid = -1;
-	p->pepoch = -1;
-	p->seq_base = -1;
-	p->unsure_sent_ms = clock_mono_ms();
-	p->last_src = mp->last_offset;
-	p->last_epoch = mp->nepochs > 0 ? mp->epochs[mp->nepochs - 1].epoch : -1;
-	p->fetch_epoch = p->check_epoch = -1;
-	p->fetch_epoch_end = p->check_src_end = p->check_dst_end = -1;
-	p->check_resume = -1;
-	p->live.source_high_watermark = -1;
-	p->live.source_log_start = -1;
-	p->dst_log_start = -1;
-	p->deleted_from = -1;
-	p->live.destination_end = -1;
-	p->live.lag = -1;
-	p->live.last_batch_timestamp_ms = -1;
-	p->live.last_stable_offset = -1;
-	p->step = PS_IDLE;
+	part_reset(p);
 	p->not_before = pm->pl->started_ms + SETTLE_MS;
-	if (mp->state == MPART_FAILED && mp->retry_attempt > 0) {
-		/* A retry that was due before a restart: keep its schedule. */
-		p->attempts = mp->retry_attempt;
-		p->retry_at = clock_mono_ms() + retry_delay(pm, mp->retry_attempt);
-	}
+	p->owned = pl_part_owned(p);
 	pm->parts[pm->nparts++] = p;
 	return p;
 }
@@ -660,6 +687,83 @@ void pl_source_metadata(struct pmirror *pm)
 	}
 }
 
+/* ---- ownership (multi-instance mode) ---------------------------------------- */
+
+/*
+ * This instance no longer copies p (its part-owner record names another
+ * instance or nobody, or the instance id changed).  Everything about p in
+ * flight is forgotten here and now, and NOTHING is written: no state
+ * change, no anchor, no producer identity (the new owner finds the model
+ * as this instance last recorded it).  Answers to requests already sent
+ * are ignored: Fetch, ListOffsets and the proof by p->gen (bumped by
+ * pl_drop_queue()), a Produce by p->own_gen.  A Produce still in a broker's
+ * hands is the deposed owner's late Produce of HA-DESIGN.md: the new owner
+ * reuses the same identity and sequences, so the broker takes exactly one
+ * copy of the batch at its offset.
+ */
+static void part_lose(struct ppart *p)
+{
+	char name[300];
+
+	pl_drop_queue(p);
+	if (p->sending != NULL) {
+		log_info("%s: the answer to the Produce for source offsets %" PRId64
+		    "..%" PRId64 " (destination offset %" PRId64 ") will be ignored",
+		    part_name(p, name, sizeof(name)), p->sending->src_base,
+		    p->sending->src_next - 1, p->sending->dst_base);
+		pbatch_free(p->sending);
+		p->sending = NULL;
+	}
+	pbatch_free(p->unsure);
+	p->unsure = NULL;
+	p->own_gen++;
+	p->owned = 0;
+	p->step = PS_IDLE;
+	/* The new owner moves the end: no group offset sync (groupsync.c)
+	 * from this instance's stale numbers. */
+	p->src_done = p->dst_next = p->dst_tail = -1;
+	p->pid = -1;
+	p->seq_base = -1;
+	p->retry_at = 0;
+	p->live.destination_end = p->live.lag = -1;
+	p->live.source_high_watermark = -1;
+	p->live.last_stable_offset = -1;
+	log_info("%s: not copied by this instance any more (owner %s)",
+	    part_name(p, name, sizeof(name)), p->mp != NULL &&
+	    p->mp->owner != NULL ? p->mp->owner : "(nobody)");
+	pl_kick(p->pm->pl);
+}
+
+/* This instance now copies p: as after a restart (SYNC after the settle
+ * delay, the proof of the destination end, the recorded identity). */
+static void part_gain(struct ppart *p)
+{
+	char name[300];
+
+	part_reset(p);
+	p->owned = 1;
+	p->not_before = clock_mono_ms() + SETTLE_MS;
+	log_info("%s: copied by this instance (%s) from now on: re-reading the "
+	    "destination end", part_name(p, name, sizeof(name)),
+	    p->pm->pl->instance != NULL ? p->pm->pl->instance : "single mode");
+	pl_kick(p->pm->pl);
+}
+
+/* Starts or stops p as its owner says; 1 if this instance copies it. */
+static int part_own(struct ppart *p)
+{
+	int owned;
+
+	if (p->dead || p->mp == NULL)
+		return 0;
+	owned = pl_part_owned(p);
+	if (p->owned && !owned)
+		part_lose(p);
+	else if (!p->owned && owned)
+		part_gain(p);
+	return owned;
+}
+
 /* ---- the per-partition machine ------------------------------------------- */
 
 static void part_step(struct ppart *p, int64_t now)
@@ -669,6 +773,10 @@ static void part_step(struct ppart *p, int64_t now)
 	int st;
 
 	if (p->dead || p->mp == NULL)
+		return;
+	/* Another instance's partition: no request, no record (the owner
+	 * acknowledges PAUSING and STOPPING and retries FAILED). */
+	if (!part_own(p))
 		return;
 	st = p->mp->state;
 	switch (st) {
@@ -761,6 +869,11 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (pl->model_dirty)
 		model_sync(pl);
+	if (pl->leaders_changed) {
+		pl->leaders_changed = 0;
+		if (pl->leader_hook != NULL)
+			pl->leader_hook(pl->leader_arg);
+	}
 	/* Deleted mirrors. */
 	for (size_t i = 0; i < pl->nmirrors;) {
 		if (pl->mirrors[i]->dead) {
@@ -810,12 +923,12 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 			for (size_t j = 0; j < pm->nparts; j++) {
 				struct ppart *p = pm->parts[j];
 
-				if (p->mp != NULL && !p->dead &&
-				    (p->mp->state == MPART_PREPARING ||
-				    p->mp->state == MPART_MIRRORING)) {
+				if (!part_own(p))
+					continue;   /* its owner says */
+				if (p->mp->state == MPART_PREPARING ||
+				    p->mp->state == MPART_MIRRORING) {
 					pl_part_fail(p, "%s", pm->unusable);
-				} else if (p->mp != NULL && !p->dead &&
-				    p->mp->state == MPART_FAILED &&
+				} else if (p->mp->state == MPART_FAILED &&
 				    pm->unusable[0] != '\0' &&
 				    (p->mp->error == NULL ||
 				    strcmp(p->mp->error, pm->unusable) != 0)) {
@@ -936,6 +1049,8 @@ static void collect_clusters(struct metric_family *f, void *arg)
 
 	(void)f;
 	cluster_gauges(pl->ms, pl->dst, "");
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, CLUSTER_OWNED_PARTITIONS),
+	    0, NULL), (double)pipeline_owned_partitions(pl));
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
 			cluster_gauges(pl->ms, pl->mirrors[i]->src,
@@ -1044,6 +1159,8 @@ void pl_request_stats(void *arg, int16_t api_key, int err, int64_t latency_us,
 
 /* ---- mstate hook ----------------------------------------------------------- */
 
+static struct ppart *part_of(struct pipeline *pl, const struct mpart *mp);
+
 static void on_mstate(void *arg, const struct mstate_event *ev)
 {
 	struct pipeline *pl = arg;
@@ -1081,6 +1198,15 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 				    strstr(ev->why, "resolution skip-over") != NULL;
 			}
 		break;
+	case MSTATE_EV_OWNER: {
+		/* Lost: stop at once, before any answer of a request sent as
+		 * the owner is read.  Gained: part_step() starts it. */
+		struct ppart *p = part_of(pl, ev->part);
+
+		if (p != NULL && p->owned && !pl_part_owned(p))
+			part_lose(p);
+		break;
+	}
 	case MSTATE_EV_PATTERNS:
 		pm = pm_find(pl, ev->mirror);
 		if (pm != NULL && pm->src != NULL)
@@ -1165,6 +1291,63 @@ void pipeline_start(struct pipeline *pl)
 	pl_kick(pl);
 }
 
+void pipeline_set_instance(struct pipeline *pl, const char *instance_id)
+{
+	char *id = NULL;
+
+	if (instance_id != NULL && (id = strdup(instance_id)) == NULL) {
+		log_errorx("pipeline: out of memory for the instance id");
+		return;
+	}
+	free(pl->instance);
+	pl->instance = id;
+	log_info("pipeline: %s%s", id != NULL ? "copying the partitions owned "
+	    "by instance " : "single mode, copying every partition",
+	    id != NULL ? id : "");
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++) {
+			struct ppart *p = pl->mirrors[i]->parts[j];
+
+			if (p->owned && !pl_part_owned(p))
+				part_lose(p);
+		}
+	pl_kick(pl);
+}
+
+const char *pipeline_instance(const struct pipeline *pl)
+{
+	return pl->instance;
+}
+
+int32_t pipeline_destination_leader(struct pipeline *pl, const char *topic,
+    int32_t partition)
+{
+	const struct ptopicmd *t = pl->dst != NULL ?
+	    pcluster_topic(pl->dst, topic) : NULL;
+
+	if (t == NULL || t->error != 0 || partition < 0 ||
+	    partition >= t->npart)
+		return -1;
+	return t->leader[partition];
+}
+
+void pipeline_set_leader_hook(struct pipeline *pl, void (*fn)(void *arg),
+    void *arg)
+{
+	pl->leader_hook = fn;
+	pl->leader_arg = arg;
+}
+
+size_t pipeline_owned_partitions(const struct pipeline *pl)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
+			n += pl_part_owned(pl->mirrors[i]->parts[j]);
+	return n;
+}
+
 void pipeline_set_config(struct pipeline *pl, const struct config *cfg)
 {
 	pl->cfg = cfg;
@@ -1203,6 +1386,7 @@ void pipeline_free(struct pipeline *pl)
 		part_free(pl->graveyard[i]);
 	free(pl->graveyard);
 	groupsync_free(pl->gs);
+	free(pl->instance);
 	if (pl->dns)
 		evdns_base_free(pl->dns, 0);
 	if (pl->ms != NULL) {

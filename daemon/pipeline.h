@@ -164,4 +164,40 @@ struct pipeline_totals {
 };
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 
+/*
+ * Multi-instance mode (HA-DESIGN.md "Data-plane fencing").  Ownership of a
+ * mirrored partition is its part-owner record (mpart->owner, lib/mstate):
+ * with an instance id set, the pipeline copies only the partitions whose
+ * owner is that id, and only the owner writes anything about a partition
+ * (state acknowledgements PAUSING -> PAUSED and STOPPING -> STOPPED,
+ * FAILED and its retries, anchors, producer identities, trims).  A
+ * part-owner change applied to the model (also one read from the log's
+ * tail) takes effect at once through the mstate hook:
+ *   lost    the queue, the batch in flight and every request's bookkeeping
+ *           are dropped WITHOUT writing any record; answers to requests
+ *           already sent are ignored (a late Produce answer included);
+ *   gained  the partition starts as after a restart: SYNC after the settle
+ *           delay, the proof of the destination end (pipe_prove.c knows
+ *           every recorded identity), and the last recorded producer
+ *           identity reused as it is (no new epoch): a late Produce of the
+ *           deposed owner carries the same producer id, epoch and sequence
+ *           as the new owner's copy of that batch, so the broker keeps one.
+ * NULL (the default) is single mode: every partition is copied, as before.
+ */
+void pipeline_set_instance(struct pipeline *pl, const char *instance_id);
+/* The instance id set, NULL in single mode. */
+const char *pipeline_instance(const struct pipeline *pl);
+/* How many partitions this instance copies now (single mode: all of them;
+ * also mirrord_cluster_owned_partitions). */
+size_t pipeline_owned_partitions(const struct pipeline *pl);
+/* The destination leader broker id of a mirrored topic's partition as the
+ * last destination Metadata answer gave it, -1 unknown. */
+int32_t pipeline_destination_leader(struct pipeline *pl, const char *topic,
+    int32_t partition);
+/* fn(arg) runs from the loop (never inside a response) after a destination
+ * Metadata answer changed the leader of some mirrored partition (the first
+ * answer counts as a change); the writer re-runs the assignment then. */
+void pipeline_set_leader_hook(struct pipeline *pl, void (*fn)(void *arg),
+    void *arg);
+
 #endif

@@ -150,6 +150,10 @@
 	    "answered") \
 	X(CLUSTER_CONNECTIONS, "mirrord_cluster_connections", GAUGE, CONN, \
 	    NONE, NO, "Open connections to a cluster's brokers") \
+	X(CLUSTER_OWNED_PARTITIONS, "mirrord_cluster_owned_partitions", \
+	    GAUGE, NONE, NONE, NO, "Mirrored partitions this instance copies " \
+	    "(multi-instance mode: the part-owner records naming it; one " \
+	    "instance alone: every partition)") \
 	X(ADMIN_REQUESTS, "mirrord_admin_requests_total", COUNTER, \
 	    ADMIN_API_ERROR, NONE, NO, "Admin listener requests answered, by " \
 	    "API and Kafka error name (NONE for success)") \
