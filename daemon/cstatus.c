@@ -245,7 +245,7 @@ static uint8_t *encode_batch(const char *key, const uint8_t *v, size_t vlen,
 		return NULL;
 	}
 	be32_store(w.buf + 8, (uint32_t)(w.len - 12));
-	crc = batch_compute_crc(w.buf + 21, w.len - 21);
+	crc = batch_compute_crc(w.buf, w.len);
 	be32_store(w.buf + 17, crc);
 	out = malloc(w.len);
 	if (out != NULL) {
