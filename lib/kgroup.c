@@ -396,7 +396,10 @@ static void session_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (session_check(g) < 0)
 		return;
-	if (g->active)
+	/* Past the deadline with a JoinGroup/SyncGroup in flight: their end
+	 * (proved() or a failure's session_check()) decides; no re-arm, or
+	 * the timer would fire at once again and again. */
+	if (g->active && clock_mono_ms() - g->last_ok_ms < g->session_ms)
 		session_arm(g);
 }
 
@@ -417,8 +420,20 @@ static void retry_later(struct kgroup *g, int action, const char *why)
 /* The coordinator is unknown or unreachable: find it again. */
 static void coord_lost(struct kgroup *g, const char *why)
 {
-	log_info("group %s: coordinator %s: %s; finding it again", g->group_id,
-	    g->coord_host != NULL ? g->coord_host : "unknown", why);
+	char where[300];
+
+	if (g->coord_host != NULL && g->coord_node >= 0)
+		snprintf(where, sizeof(where), "coordinator broker %" PRId32
+		    " (%s:%d)", g->coord_node, g->coord_host, g->coord_port);
+	else
+		snprintf(where, sizeof(where), "coordinator not found yet");
+	/* every 10th failure in a row at info: an outage is said, not spammed */
+	if (g->fails % 10 == 0)
+		log_info("group %s: %s: %s; finding it again (failure %d in a "
+		    "row)", g->group_id, where, why, g->fails + 1);
+	else
+		log_debug("group %s: %s: %s; finding it again", g->group_id,
+		    where, why);
 	conn_drop(g);
 	g->coord_node = -1;
 	retry_later(g, ACT_FIND, why);
@@ -430,6 +445,29 @@ static void send_join(struct kgroup *g);
 static void send_heartbeat(struct kgroup *g);
 static void send_leave(struct kgroup *g);
 static void leave_finish(struct kgroup *g, const char *how);
+
+/*
+ * A connection to the coordinator is ready.  A member still holding its
+ * membership (the coordinator moved or the connection broke) only resumes
+ * its heartbeats: the answer says whether the generation still stands
+ * (else ILLEGAL_GENERATION or UNKNOWN_MEMBER_ID: revoked, join again), and
+ * a rejoin would make the leader's coordinator start a rebalance.
+ */
+static void coord_ready(struct kgroup *g)
+{
+	/* (a JoinGroup answered but no SyncGroup: the assignment of that
+	 * generation is still to be had) */
+	if (!g->active || g->rejoin_pending || g->generation != g->live_gen) {
+		send_join(g);
+		return;
+	}
+	log_info("group %s: coordinator %s:%d reached; resuming the heartbeats "
+	    "of generation %" PRId32, g->group_id, g->coord_host, g->coord_port,
+	    g->live_gen);
+	step_new(g);
+	set_state(g, KG_STABLE, "coordinator found again");
+	send_heartbeat(g);
+}
 
 static void step_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -483,7 +521,7 @@ static void conn_event(struct kconn *c, int event, int err, const char *errstr,
 		if (g->role == ROLE_FIND && g->state == KG_FIND)
 			send_find(g);
 		else if (g->role == ROLE_COORD && g->state == KG_CONNECT)
-			send_join(g);
+			coord_ready(g);
 		else if (g->role == ROLE_COORD && g->state == KG_LEAVE)
 			send_leave(g);
 		return;
@@ -608,7 +646,7 @@ static void find_done(struct kconn *c, int err, const char *errstr,
 	if (resp.node_id == g->conn_node && g->conn != NULL &&
 	    kconn_is_ready(g->conn)) {
 		g->role = ROLE_COORD;
-		send_join(g);
+		coord_ready(g);
 		goto out;
 	}
 	conn_drop(g);
@@ -782,11 +820,11 @@ static int group_error(struct kgroup *g, const char *api, int16_t code)
 		return 1;
 	case KERR_UNKNOWN_MEMBER_ID:
 	case KERR_ILLEGAL_GENERATION:
-		if (code == KERR_UNKNOWN_MEMBER_ID)
-			set_str(&g->member_id, ""); /* the broker forgot us */
 		snprintf(g->reason, sizeof(g->reason), "rejoin after %.300s", why);
 		if (lose_membership(g, why) < 0)
 			return 1;
+		if (code == KERR_UNKNOWN_MEMBER_ID)
+			set_str(&g->member_id, ""); /* the broker forgot us */
 		log_info("group %s: %s; joining again", g->group_id, why);
 		g->fails = 0;
 		send_join(g);
@@ -798,10 +836,10 @@ static int group_error(struct kgroup *g, const char *api, int16_t code)
 		    "another process joined with the same group.instance.id; "
 		    "joining again in %d ms", g->group_id,
 		    g->instance_id ? g->instance_id : "-", api, ms);
-		set_str(&g->member_id, "");
 		snprintf(g->reason, sizeof(g->reason), "rejoin after %.300s", why);
 		if (lose_membership(g, why) < 0)
 			return 1;
+		set_str(&g->member_id, "");
 		step_new(g);
 		set_state(g, KG_BACKOFF, why);
 		step_arm(g, ACT_JOIN, ms);
@@ -1124,11 +1162,12 @@ static void send_heartbeat(struct kgroup *g)
 	}
 	if (session_check(g) < 0)
 		return;
-	if (!g->active) {
+	if (!g->active || g->rejoin_pending) {
 		/* revoked for silence: the broker decides whether we are
 		 * still in (the join says UNKNOWN_MEMBER_ID if not) */
-		snprintf(g->reason, sizeof(g->reason), "rejoin after the session "
-		    "timeout passed without an answer");
+		if (!g->active)
+			snprintf(g->reason, sizeof(g->reason), "rejoin after the "
+			    "session timeout passed without an answer");
 		send_join(g);
 		return;
 	}
@@ -1391,12 +1430,12 @@ void kgroup_rejoin(struct kgroup *g, const char *why)
 		step_new(g);
 		step_arm(g, ACT_JOIN, 0);
 		break;
-	case KG_JOIN:
-	case KG_SYNC:
+	default:
+		/* after the step in progress (a JoinGroup in flight has the old
+		 * metadata; a member finding its coordinator would only resume
+		 * its heartbeats) */
 		g->rejoin_pending = 1;
 		break;
-	default:
-		break; /* the next JoinGroup carries the metadata anyway */
 	}
 }
 

@@ -41,7 +41,8 @@ from kafka.protocol.types import (Array, Boolean, Bytes, Int8, Int16, Int32, Int
 # The ApiKeys the codec knows that kafka-python also has.
 KEYS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 10: "FindCoordinator",
         17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 22: "InitProducerId",
-        23: "OffsetForLeaderEpoch", 32: "DescribeConfigs", 36: "SaslAuthenticate"}
+        23: "OffsetForLeaderEpoch", 32: "DescribeConfigs", 36: "SaslAuthenticate",
+        11: "JoinGroup", 12: "Heartbeat", 13: "LeaveGroup", 14: "SyncGroup"}
 INTS = {Int8: 8, Int16: 16, Int32: 32, Int64: 64}
 
 # Where kafka-python 2.0.2's schema disagrees with Apache Kafka's message
