@@ -39,6 +39,14 @@
  * writes (the kernel may have dropped the dirty pages): restart to re-read
  * what is really on disk.
  *
+ * Followers (mlog_kafka only): an instance that is not the writer has
+ * applies_on_sync set; its mlog_sync() forwards the pending records to
+ * the writer and returns once they are in the log AND applied here
+ * through the open's apply callback (live), with the writer's verdict:
+ * the caller must not apply them again, and a refusal carries the
+ * writer's Kafka error code in sync_error.  Records other instances write
+ * reach the apply callback with mlog_rec.live = 1 (mlog_kafka_poll()).
+ *
  * Single-threaded: one owner (the loop thread) calls every function.
  */
 #ifndef MIRRORD_MLOG_H

@@ -65,12 +65,77 @@
  * log normally starts at its newest snapshot.  Either way start-up reads
  * the newest snapshot and the log after it, not the history.
  *
- * Known limits (first piece of issue 10):
+ * Followers (issue 10).  With mlog_kafka_opts.follower the open claims
+ * nothing: it replays the newest snapshot and the log after it, and the
+ * instance stays a reader that tails the log (mlog_kafka_poll(), one
+ * Fetch from the offset after the last record read), applying every new
+ * record live (struct mlog_rec.live = 1, so mstate's hooks fire for
+ * changes another instance wrote).  The tail applies the fence like the
+ * replay (records of any producer but the newest claim's are skipped) and
+ * skips snapshot records (its model is already current).  A follower's
+ * writes go through the writer: its mlog_sync() produces ONE record to the
+ * request topic "<topic>-requests" (1 partition, delete policy,
+ * retention.ms 3600000, acks=all, an idempotent producer id of its own,
+ * created or checked like the metadata topic) holding its identity
+ * (mlog_kafka_set_identity()), a request id unique across its restarts and
+ * the pending frames as they are (layout in mlog_kafka.h); then it tails
+ * the log, applying everything in log order, until the writer's REPLY
+ * (MLOG_T_REPLY) for that request id, and returns its verdict: 0, or -1
+ * with the writer's Kafka error code in mlog.sync_error and its message.
+ * Because the records arrive through the tail, struct mlog's
+ * applies_on_sync is set on a follower and mstate does not apply them a
+ * second time.  No REPLY within storage.kafka.timeout_ms: -1 "outcome
+ * unknown" (REQUEST_TIMED_OUT), the log stays usable, and if the writer
+ * accepts the request later the tail applies it then, once.
+ *
+ * The writer's mlog_kafka_poll() first reads its own log from where it
+ * is (a newer writer's claim there demotes it even when it writes
+ * nothing), then the request topic from the offset after the last request
+ * it finds answered (every REPLY names its request's offset; a snapshot's
+ * MLOG_T_SNAPSHOT record, version 2, carries that offset so trimming loses
+ * nothing), and hands each request to the request handler.  On accept the
+ * handler calls mstate_apply_forwarded() (validate on a copy, append,
+ * sync, apply): the first sync made while a request is handled carries
+ * its REPLY in the same batch, so the records and their answer land
+ * together or not at all, and a new writer never answers twice.  A
+ * refusal, or a request that does not decode (named: version, header,
+ * which frame is torn or of a framing type), gets only its REPLY.
+ *
+ * Roles.  mlog_kafka_promote() turns a follower into the writer exactly
+ * as the open of a writer does: InitProducerId, claim, then read to the
+ * end applying live (the claim must still be the newest).  A writer whose
+ * append the leader refuses as fenced, or that reads a newer claim, or
+ * that mlog_kafka_demote() is called on, becomes a follower: its model is
+ * a prefix of the log, so it tails on from where it is; the mutation that
+ * met the fence fails with "metadata log fenced: ...".  The role hook
+ * (mlog_kafka_set_role_hook()) hears of every change; without one a
+ * fenced writer's log is broken, as before followers existed.
+ *
+ * A follower that falls behind the log start (DeleteRecords after a
+ * snapshot removed records it had not read yet) cannot catch up by
+ * tailing: its model would have to be rebuilt from the snapshot under the
+ * daemon's feet.  That is not done: the log goes broken with "this
+ * follower fell behind the log start ... restart it", and a restart
+ * replays the newest snapshot.  To make it rare, a writer with a request
+ * handler (cluster mode) deletes only the records before its PREVIOUS
+ * snapshot, so a follower falls behind only if it read nothing during a
+ * whole snapshot interval (storage.snapshot_every_records); a writer
+ * alone deletes the records before its newest snapshot, as before.
+ *
+ * Known limits:
  *  - Blocking: every mlog_sync() is a Produce round trip on the calling
  *    (loop) thread on a dedicated connection, bounded by
- *    storage.kafka.timeout_ms, as the file backend blocks on fsync.  An
- *    answer lost past the timeout leaves the outcome unknown: the log is
- *    then broken (restart re-reads what is really there).
+ *    storage.kafka.timeout_ms, as the file backend blocks on fsync; a
+ *    follower's sync also waits for the REPLY (same bound), and
+ *    mlog_kafka_poll() is one Fetch round trip.  A writer's answer lost
+ *    past the timeout leaves the outcome unknown: the log is then broken
+ *    (restart re-reads what is really there).
+ *  - A follower's sync applies, in log order, whatever other instances
+ *    wrote before its REPLY: mstate hooks fire inside that mlog_sync(),
+ *    and a mirror may even be deleted there; callers must not keep model
+ *    pointers across a persist on a follower without the DELETING hook.
+ *  - mstate_apply_forwarded() validates on a scratch copy of the mirrors
+ *    the request names, rebuilt from a dump of the model for each request.
  *  - Trimming: after each snapshot the writer deletes the records before
  *    it (DeleteRecords); retention stays infinite, so the broker itself
  *    never deletes anything.  A trim that fails is retried at the next
@@ -84,8 +149,6 @@
  *    once the epochs of the producer id run out (32767 claims): the
  *    coordinator then hands out a new producer id, whose claim does not
  *    raise the old id's epoch at the leader.
- *  - The data plane is not fenced: a deposed instance copies on until
- *    one of its own metadata writes is refused (then it stops copying).
  */
 #include "config.h"
 
@@ -528,6 +591,7 @@ static int replay_range(struct mk *k, int64_t from, int64_t end, char *err,
 	k->st.bytes = rp->bytes_since_snap;
 	if (rp->snap >= 0)
 		k->st.snapshot_wall_ms = rp->snap_ts;
+	k->prev_snap = rp->snap;
 	if (rp->skipped > 0)
 		log_warnx("metadata log: topic %s: %" PRIu64 " late record%s of "
 		    "deposed writers skipped", k->topic, rp->skipped,
@@ -1042,7 +1106,15 @@ static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
 	k->st.compactions++;
 	log_info("metadata log: topic %s: snapshot of %" PRIu64 " records at "
 	    "offset %" PRId64, k->topic, s.base.records, s.begin);
-	trim_before(k, s.begin);
+	/* With followers (a request handler is installed: cluster mode)
+	 * the records before the PREVIOUS snapshot go, so a follower has a
+	 * whole snapshot interval to read what this one replaces; alone, the
+	 * records before this one go. */
+	if (k->req_fn == NULL)
+		trim_before(k, s.begin);
+	else if (k->prev_snap >= 0)
+		trim_before(k, k->prev_snap);
+	k->prev_snap = s.begin;
 	rc = 0;
 	goto out;
 fail:
@@ -1050,6 +1122,7 @@ fail:
 	    s.err[0] ? s.err : "the state could not be written out");
 out:
 	kw_fini(&s.buf);
+	fire_role(k);           /* a snapshot may meet the fence too */
 	return rc;
 }
 
@@ -1285,35 +1358,48 @@ reply:
 	return 0;
 }
 
-/* The writer: every request not yet answered, in order. */
+/* The writer: every request not yet answered, in order.  Idle, one
+ * Fetch from the first unanswered offset. */
 static int handle_requests(struct mk *k, char *err, size_t errlen)
 {
 	struct mk *q = k->req;
 	struct req_ctx rc = { .k = k };
-	int64_t start, end, o;
+	int64_t o = k->req_next, start;
+	int restarted = 0;
 
 	if (q->conn == NULL && mk_ensure_topic(q, err, errlen) != 0)
 		return -1;
-	if (mk_list_offset(q, -2, &start, err, errlen) != 0 ||
-	    mk_list_offset(q, -1, &end, err, errlen) != 0) {
-		mk_drop_conn(q);
-		return -1;
+	if (o < 0) {
+		/* No request answered yet in this log: from the start. */
+		if (mk_list_offset(q, -2, &o, err, errlen) != 0) {
+			mk_drop_conn(q);
+			return -1;
+		}
 	}
-	o = k->req_next < start ? start : k->req_next;
-	if (k->req_next >= 0 && k->req_next < start)
-		log_warnx("metadata log: requests %" PRId64 "..%" PRId64 " of "
-		    "topic %s expired unanswered (retention)", k->req_next,
-		    start - 1, q->topic);
-	while (o < end && k->writer && !rc.stop) {
+	while (k->writer && !rc.stop) {
 		int64_t next, hw;
-		int r = mk_fetch(q, o, end, 0, request_cb, &rc, &next, &hw, err,
-		    errlen);
+		int r = mk_fetch(q, o, INT64_MAX, 0, request_cb, &rc, &next, &hw,
+		    err, errlen);
 
 		if (rc.stop)
 			break;
+		if (r == -2 && !restarted) {
+			/* Below the start: expired unanswered (retention). */
+			restarted = 1;
+			if (mk_list_offset(q, -2, &start, err, errlen) != 0)
+				return -1;
+			if (start > o)
+				log_warnx("metadata log: requests %" PRId64 "..%"
+				    PRId64 " of topic %s expired unanswered "
+				    "(retention)", o, start - 1, q->topic);
+			o = start;
+			if (start > k->req_next)
+				k->req_next = start;
+			continue;
+		}
 		if (r != 0)
 			return -1;
-		if (next == o)
+		if (next == o || next >= hw)
 			break;
 		o = next;
 	}

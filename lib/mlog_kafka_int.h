@@ -52,6 +52,7 @@ struct mk {
 	int is_req;                 /* this mk is the request topic's */
 	struct mk_tail *tail;       /* replay state, kept for the tail */
 	int64_t next;               /* offset after the last record read */
+	int64_t prev_snap;          /* the newest snapshot's offset, -1 none */
 	int64_t req_next;           /* request-topic offset not yet replied
 	                             * to (-1: no REPLY seen) */
 	struct mk *req;             /* the request topic */

@@ -556,9 +556,9 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 	}
 	pd = &resp.responses[0].partitions[0];
 	if (pd->error_code == KERR_OFFSET_OUT_OF_RANGE) {
-		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64 ": %s "
-		    "(log start %" PRId64 ")", kblock_addr(k->conn), k->topic,
-		    o, kerr_name(pd->error_code), pd->log_start_offset);
+		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64 ": %s",
+		    kblock_addr(k->conn), k->topic, o,
+		    kerr_name(pd->error_code));
 		rc = -2;
 		goto out;
 	}

@@ -10,7 +10,13 @@
  *     base + its index (a record with another delta is malformed);
  *   - the values that are one intact frame, encoded again as a batch
  *     (mlog_kafka_encode_batch), pass the broker's produce checks
- *     (batch_validate_produce) and decode to the same values.
+ *     (batch_validate_produce) and decode to the same values;
+ *   - the input itself and every record value, read as a follower's
+ *     request (mlog_kafka_decode_request, what the writer runs on the
+ *     request topic) or a REPLY payload (mlog_kafka_decode_reply): an
+ *     accepted request's fields and frames lie inside it, its frames are
+ *     intact state records, and encoding the fields again gives the same
+ *     bytes; the same round trip for a reply.
  *
  * Built like fuzz_mlog: a replay program over test/fuzz/corpus/mlogk under
  * `make check`, and with --enable-fuzzers a libFuzzer binary.
@@ -55,6 +61,62 @@ static int count_frame(void *arg, uint16_t type, const uint8_t *p,
 	return 0;
 }
 
+static int has_nul(const char *p, size_t n)
+{
+	return n > 0 && memchr(p, '\0', n) != NULL;
+}
+
+static void request_promises(const uint8_t *v, size_t len)
+{
+	struct mlog_kafka_req q;
+	struct mlog_kafka_reply rep;
+	char err[256], *m, *i;
+	uint8_t *enc;
+	size_t elen;
+
+	if (mlog_kafka_decode_request(v, len, MLOG_MAX_RECORD_DEFAULT, &q, err,
+	    sizeof(err)) == 0) {
+		CHECK(q.nframes >= 1);
+		CHECK(q.frames >= v && q.frames + q.frames_len == v + len);
+		CHECK((const uint8_t *)q.member_id >= v &&
+		    (const uint8_t *)q.member_id + q.member_len <= q.frames);
+		CHECK((const uint8_t *)q.instance_id >= v &&
+		    (const uint8_t *)q.instance_id + q.instance_len <= q.frames);
+		if (!has_nul(q.member_id, q.member_len) &&
+		    !has_nul(q.instance_id, q.instance_len)) {
+			m = strndup(q.member_id, q.member_len);
+			i = strndup(q.instance_id, q.instance_len);
+			CHECK(m != NULL && i != NULL);
+			enc = mlog_kafka_encode_request(q.id, q.generation, m, i,
+			    q.frames, q.frames_len, &elen, err, sizeof(err));
+			CHECK(enc != NULL && elen == len &&
+			    memcmp(enc, v, len) == 0);
+			free(enc);
+			free(m);
+			free(i);
+		}
+	} else {
+		CHECK(err[0] != '\0');
+	}
+	if (mlog_kafka_decode_reply(v, len, &rep, err, sizeof(err)) == 0) {
+		CHECK((const uint8_t *)rep.msg + rep.msg_len == v + len);
+		if (!has_nul(rep.instance_id, rep.instance_len) &&
+		    !has_nul(rep.msg, rep.msg_len) &&
+		    rep.msg_len <= MLOG_KAFKA_REPLY_MSG_MAX) {
+			m = strndup(rep.msg, rep.msg_len);
+			i = strndup(rep.instance_id, rep.instance_len);
+			CHECK(m != NULL && i != NULL);
+			enc = mlog_kafka_encode_reply(i, rep.id, rep.req_offset,
+			    rep.error, m, &elen);
+			CHECK(enc != NULL && elen == len &&
+			    memcmp(enc, v, len) == 0);
+			free(enc);
+			free(m);
+			free(i);
+		}
+	}
+}
+
 static int on_rec(void *arg, const struct mlog_kafka_rec *r)
 {
 	struct walk *w = arg;
@@ -64,6 +126,7 @@ static int on_rec(void *arg, const struct mlog_kafka_rec *r)
 	CHECK(r->value + r->value_len <= w->b->records + w->b->records_len);
 	CHECK(r->offset == w->b->base_offset + w->n);
 	w->n++;
+	request_promises(r->value, r->value_len);
 	mlog_scan(r->value, r->value_len, MLOG_MAX_RECORD_DEFAULT, count_frame,
 	    NULL, &res);
 	if (res.end == MLOG_SCAN_CLEAN && res.nrec == 1 &&
@@ -97,6 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct batch b;
 	char err[256];
 
+	request_promises(data, size);
 	batch_iter_init(&it, data, size);
 	while (batch_iter_next(&it, &b, err, sizeof(err)) == BATCH_OK) {
 		struct walk w = { .b = &b };

@@ -1,0 +1,310 @@
+/*
+ * mlogk_peer: one instance of the replicated metadata log (lib/mlog_kafka)
+ * with the real mstate model on it, as a writer or a follower, driven line
+ * by line on stdin by test/test_mlog_follow_kafka.py.
+ *
+ *   mlogk_peer BOOTSTRAP TOPIC INSTANCE writer|follower [TIMEOUT_MS]
+ *       [COMPACT_RECORDS]
+ *
+ * Commands (one answer line each, "rc CODE MESSAGE" for the mutations):
+ *   create M | add M T N | state M T P STATE WHY | anchor M T P SRC DST |
+ *   epoch M T P EPOCH START | digest | dump | poll | promote | demote |
+ *   role | autopoll on|off | compact | quit
+ * Between commands it polls the log every 50 ms (autopoll on, default):
+ * a follower tails, the writer answers requests.  Asynchronous lines:
+ *   event role writer|follower WHY      (the role hook)
+ *   event hook KIND MIRROR[/TOPIC-P FROM->TO]   (mstate hooks, live only)
+ *
+ * The request handler (on the writer) applies a test ownership rule: a
+ * record of a topic whose name holds "refuse" is refused (POLICY_VIOLATION,
+ * naming the partition and its "owner"); everything else goes through
+ * mstate_apply_forwarded().
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "kerr.h"
+#include "log.h"
+#include "mlog.h"
+#include "mlog_kafka.h"
+#include "mrec.h"
+#include "mstate.h"
+
+static struct mstate *st;
+static struct mlog *ml;
+static const char *instance;
+static struct mrec_config *cfgbuf;
+
+static void out(const char *fmt, ...) PRINTF_LIKE(1, 2);
+
+static void out(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+/* Newlines out of messages: one answer is one line. */
+static const char *oneline(char *s)
+{
+	for (char *p = s; *p != '\0'; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	return s;
+}
+
+static void role_hook(void *arg, int is_writer, const char *why)
+{
+	char w[1024];
+
+	(void)arg;
+	snprintf(w, sizeof(w), "%s", why);
+	out("event role %s %s", is_writer ? "writer" : "follower", oneline(w));
+}
+
+static void state_hook(void *arg, const struct mstate_event *ev)
+{
+	(void)arg;
+	switch (ev->kind) {
+	case MSTATE_EV_STATE:
+		out("event hook state %s/%s-%d %s->%s", ev->mirror->name,
+		    ev->topic->name, (int)ev->part->index,
+		    mpart_state_name(ev->from), mpart_state_name(ev->to));
+		break;
+	case MSTATE_EV_TOPIC_ADDED:
+		out("event hook topic %s/%s", ev->mirror->name, ev->topic->name);
+		break;
+	default:
+		out("event hook %d %s", (int)ev->kind,
+		    ev->mirror != NULL ? ev->mirror->name : "-");
+		break;
+	}
+}
+
+static int handler(void *arg, const char *inst, const char *member,
+    int32_t generation, const struct mlog_rec *recs, size_t n, char *why,
+    size_t whylen)
+{
+	char err[512];
+
+	(void)arg;
+	(void)member;
+	(void)generation;
+	for (size_t i = 0; i < n; i++) {
+		struct mrec r;
+
+		if (mrec_decode(recs[i].type, recs[i].p, recs[i].len, &r, cfgbuf,
+		    MREC_MAX_CONFIGS, err, sizeof(err)) != 0)
+			continue;       /* mstate_apply_forwarded() says why */
+		if (r.topic.len > 0 && memmem(r.topic.p, (size_t)r.topic.len,
+		    "refuse", 6) != NULL) {
+			snprintf(why, whylen, "partition %.*s-%d of mirror %.*s is "
+			    "owned by instance other-owner, not %s (test rule)",
+			    (int)r.topic.len, r.topic.p, (int)r.partition,
+			    (int)r.mirror.len, r.mirror.p, inst);
+			return KERR_POLICY_VIOLATION;
+		}
+	}
+	return mstate_apply_forwarded(st, recs, n, why, whylen);
+}
+
+static struct mpart *part(const char *m, const char *t, const char *p,
+    char *msg, size_t len)
+{
+	struct mirror *mi = mstate_mirror_find(st, m);
+	struct mtopic *tp = mi != NULL ? mirror_topic_find(mi, t) : NULL;
+	int i = atoi(p);
+
+	if (tp == NULL || i < 0 || i >= tp->npart) {
+		snprintf(msg, len, "no partition %s/%s-%s here", m, t, p);
+		return NULL;
+	}
+	return tp->parts[i];
+}
+
+static void digest(int full)
+{
+	char *d = mstate_dump(st);
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	char hex[65];
+
+	if (d == NULL) {
+		out("digest error");
+		return;
+	}
+	EVP_Digest(d, strlen(d), md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	if (full) {
+		fputs(d, stdout);
+		out("end");
+	} else {
+		out("digest %s %zu", hex, mstate_mirror_count(st));
+	}
+	free(d);
+}
+
+static int command(char *line)
+{
+	char *argv[8], msg[4096] = "", *save = NULL;
+	int argc = 0, code = -1;
+	struct mpart *p;
+
+	for (char *t = strtok_r(line, " \t\n", &save); t != NULL && argc < 8;
+	    t = strtok_r(NULL, " \t\n", &save))
+		argv[argc++] = t;
+	if (argc == 0)
+		return 0;
+	if (strcmp(argv[0], "quit") == 0)
+		return 1;
+	if (strcmp(argv[0], "create") == 0 && argc == 2) {
+		char cn[] = "bootstrap.servers", cv[] = "127.0.0.1:9";
+		struct mcfg c = { cn, cv };
+		code = mstate_create_mirror(st, argv[1], &c, 1, msg, sizeof(msg));
+	} else if (strcmp(argv[0], "add") == 0 && argc == 4) {
+		code = mstate_add_topic(st, argv[1], argv[2], atoi(argv[3]), msg,
+		    sizeof(msg));
+	} else if (strcmp(argv[0], "state") == 0 && argc >= 5) {
+		code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
+		if ((p = part(argv[1], argv[2], argv[3], msg, sizeof(msg))) != NULL)
+			code = mpart_set_state(st, p, mpart_state_parse(argv[4]),
+			    argc > 5 ? argv[5] : "test", msg, sizeof(msg));
+	} else if (strcmp(argv[0], "anchor") == 0 && argc == 6) {
+		code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
+		if ((p = part(argv[1], argv[2], argv[3], msg, sizeof(msg))) != NULL)
+			code = mpart_add_anchor(st, p, atoll(argv[4]),
+			    atoll(argv[5]), msg, sizeof(msg));
+	} else if (strcmp(argv[0], "epoch") == 0 && argc == 6) {
+		code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
+		if ((p = part(argv[1], argv[2], argv[3], msg, sizeof(msg))) != NULL)
+			code = mpart_add_epoch(st, p, atoi(argv[4]), atoll(argv[5]),
+			    msg, sizeof(msg));
+	} else if (strcmp(argv[0], "digest") == 0) {
+		digest(0);
+		return 0;
+	} else if (strcmp(argv[0], "dump") == 0) {
+		digest(1);
+		return 0;
+	} else if (strcmp(argv[0], "poll") == 0) {
+		int n = mlog_kafka_poll(ml, 0, msg, sizeof(msg));
+		out("polled %d %s", n, oneline(msg));
+		return 0;
+	} else if (strcmp(argv[0], "promote") == 0) {
+		code = mlog_kafka_promote(ml, msg, sizeof(msg));
+		if (code == 0)
+			code = mstate_ensure_cluster_id(st, msg, sizeof(msg));
+	} else if (strcmp(argv[0], "demote") == 0) {
+		mlog_kafka_demote(ml, "asked by the test");
+		code = 0;
+	} else if (strcmp(argv[0], "role") == 0) {
+		out("role %s", mlog_kafka_is_writer(ml) ? "writer" : "follower");
+		return 0;
+	} else if (strcmp(argv[0], "compact") == 0) {
+		code = mstate_compact(st, msg, sizeof(msg));
+	} else {
+		out("rc -1 unknown command %s (%d words)", argv[0], argc);
+		return 0;
+	}
+	out("rc %d %s", code, oneline(msg));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct mlog_opts o;
+	struct mlog_kafka_opts ko;
+	char err[2048], line[4096], lasterr[2048] = "";
+	size_t have = 0;
+	int autopoll = 1;
+
+	if (argc < 5) {
+		fprintf(stderr, "usage: mlogk_peer BOOTSTRAP TOPIC INSTANCE "
+		    "writer|follower [TIMEOUT_MS] [COMPACT_RECORDS]\n");
+		return 2;
+	}
+	log_init("mlogk_peer", LOG_LVL_INFO, 0);
+	instance = argv[3];
+	cfgbuf = calloc(MREC_MAX_CONFIGS, sizeof(*cfgbuf));
+	mlog_opts_init(&o);
+	if (argc > 6)
+		o.compact_records = strtoull(argv[6], NULL, 10);
+	mlog_kafka_opts_init(&ko);
+	ko.bootstrap = argv[1];
+	ko.topic = argv[2];
+	ko.replication_factor = 1;
+	ko.min_insync_replicas = 1;
+	ko.timeout_ms = argc > 5 ? atoi(argv[5]) : 10000;
+	ko.follower = strcmp(argv[4], "follower") == 0;
+	if ((ml = mlog_kafka_new(&o, &ko, err, sizeof(err))) == NULL ||
+	    (st = mstate_new()) == NULL) {
+		fprintf(stderr, "mlogk_peer: %s\n", err);
+		return 1;
+	}
+	mlog_kafka_set_identity(ml, instance, "member-1", 1);
+	mlog_kafka_set_request_handler(ml, handler, NULL);
+	mlog_kafka_set_role_hook(ml, role_hook, NULL);
+	mstate_add_hook(st, state_hook, NULL);
+	if (mstate_open(st, ml, err, sizeof(err)) != 0) {
+		out("open failed %s", oneline(err));
+		return 1;
+	}
+	out("open %s", mlog_kafka_is_writer(ml) ? "writer" : "follower");
+	for (;;) {
+		struct pollfd pf = { 0, POLLIN, 0 };
+		int r = poll(&pf, 1, 50);
+
+		if (r < 0 && errno != EINTR)
+			break;
+		if (r > 0) {
+			ssize_t n = read(0, line + have, sizeof(line) - 1 - have);
+			char *nl;
+
+			if (n <= 0)
+				break;
+			have += (size_t)n;
+			line[have] = '\0';
+			while ((nl = strchr(line, '\n')) != NULL) {
+				*nl = '\0';
+				if (strcmp(line, "autopoll off") == 0) {
+					autopoll = 0;
+					out("rc 0 autopoll off");
+				} else if (strcmp(line, "autopoll on") == 0) {
+					autopoll = 1;
+					out("rc 0 autopoll on");
+				} else if (command(line) != 0) {
+					goto done;
+				}
+				have -= (size_t)(nl + 1 - line);
+				memmove(line, nl + 1, have + 1);
+			}
+			if (have == sizeof(line) - 1)
+				have = 0;
+			continue;
+		}
+		if (autopoll && mlog_kafka_poll(ml, 0, err, sizeof(err)) < 0 &&
+		    strcmp(err, lasterr) != 0) {
+			out("event poll-error %s", oneline(err));
+			memcpy(lasterr, err, sizeof(lasterr));
+		}
+	}
+done:
+	mlog_free(ml);
+	mstate_free(st);
+	free(cfgbuf);
+	return 0;
+}
