@@ -203,6 +203,19 @@ def log_batches(bootstrap, topic):
         c.close()
 
 
+def owners(ds):
+    """{partition: instance} from the newest part-owner line of any
+    instance's log (every instance logs the records it applies live)."""
+    lines = []
+    for d in ds:
+        lines += re.findall(r"^(\S+) .*m1/%s-(\d+): owner \S+ -> (\S+) "
+                            r"\(generation" % re.escape(TOPIC), d.log(), re.M)
+    out = {}
+    for _, p, who in sorted(lines):
+        out[int(p)] = who
+    return out
+
+
 def metadata(d):
     """Metadata v1 from d's admin port: ({node id: host:port}, controller)."""
     with mt.connect(d.bootstrap) as sock:
@@ -385,6 +398,19 @@ def main():
         return all(v == views[0] for v in views) and len(views[0]) == PARTS
     h.wait_for(same, 60, "the same metadata on every instance: %r"
                % {d.name: metadata_view(d) for d in ds})
+
+    # every partition owned by the instance beside its destination leader
+    beside = {1: "a", 2: "b", 3: "c"}
+
+    def placed():
+        want = {p: beside.get(dst.partition(TOPIC, p)["leader"])
+                for p in range(PARTS)}
+        return owners(ds) == want
+    h.wait_for(placed, 60, "every partition owned by the instance beside "
+               "its destination leader: owners %r, leaders %r"
+               % (owners(ds), {p: dst.partition(TOPIC, p)["leader"]
+                               for p in range(PARTS)}))
+    print("owners: %r" % owners(ds), flush=True)
 
     # every instance shows every partition's live numbers (the status
     # topic): at the end, lag 0 and the destination end at the source's
