@@ -216,6 +216,19 @@ def owners(ds):
     return out
 
 
+def readyz(d):
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
+                                    % d.metrics_port, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return None, str(e)
+
+
 def metadata(d):
     """Metadata v1 from d's admin port: ({node id: host:port}, controller)."""
     with mt.connect(d.bootstrap) as sock:
@@ -430,6 +443,13 @@ def main():
                    "DescribeMirrors on %s to show every partition caught up "
                    "(%r, want %r)" % (d.name, numbers(d), want))
     print("every instance shows every partition at lag 0", flush=True)
+
+    # /readyz: the writer (log writable) and the followers (members,
+    # tailing) all ready
+    for d in ds:
+        h.wait_for(lambda d=d: readyz(d)[0] == 200, 30,
+                   "/readyz of %s (%s) to be 200: %r" % (d.name, role(d),
+                                                          readyz(d)))
 
     # the paused former writer appended nothing after the new claim
     late = [x for x in log_batches(DST, META)
