@@ -58,8 +58,10 @@ static struct kgroup_member *sorted(const struct kgroup_member *m, size_t n)
 
 	if (s == NULL)
 		abort();
-	memcpy(s, m, n * sizeof(*m));
-	qsort(s, n, sizeof(*s), cmp_member);
+	if (n > 0) { /* m is NULL for a follower */
+		memcpy(s, m, n * sizeof(*m));
+		qsort(s, n, sizeof(*s), cmp_member);
+	}
 	return s;
 }
 
