@@ -54,6 +54,8 @@ struct admin {
 	struct resolve *resolves; /* background source cluster id lookups */
 	struct authz *az;        /* rules in force, rebuilt on reload */
 	int loopback_only;       /* server.listen reaches this machine only */
+	const struct admin_cluster_view *cv; /* several instances, or NULL */
+	void *cv_arg;
 };
 
 /* An AddTopicsToMirror waiting for its source lookup. */
@@ -337,8 +339,17 @@ static int16_t authorize(struct admin *adm, struct adminsrv_req *rq,
 
 	if (mirror == NULL)
 		mirror = "";
-	if (authz_allowed(adm->az, who, op, mirror, why, sizeof(why)))
+	if (authz_allowed(adm->az, who, op, mirror, why, sizeof(why))) {
+		/* Several instances: only the metadata writer changes mirrors;
+		 * the others name it, as a broker answers NOT_CONTROLLER. */
+		if (op == AUTHZ_ALTER && adm->cv != NULL &&
+		    !adm->cv->may_mutate(adm->cv_arg, msg, msglen)) {
+			log_info("%s from %s: %s", kp_api_name(key),
+			    adminsrv_req_peer(rq), msg);
+			return KERR_NOT_CONTROLLER;
+		}
 		return 0;
+	}
 	/* The name comes from the wire: show at most a valid name's length,
 	 * and nothing that could forge a log line. */
 	for (i = 0; i < sizeof(shown) - 1 && mirror[i] != '\0'; i++)
@@ -427,6 +438,42 @@ static void h_api_versions(struct admin *adm, struct adminsrv_req *rq)
 
 /* ---- Metadata ----------------------------------------------------------- */
 
+#define ADMIN_MAX_MEMBERS 256
+
+/* Several instances: every member a broker, the writer the controller.
+ * Leaves brokers_n 0 when the group is not known yet; -1 if rejected. */
+static int metadata_members(struct admin *adm, struct adminsrv_req *rq,
+    struct kp_metadata_response *resp)
+{
+	struct karena *a = adminsrv_req_arena(rq);
+	struct admin_broker *v;
+	int32_t controller = -1;
+	size_t n;
+
+	v = calloc(ADMIN_MAX_MEMBERS, sizeof(*v));
+	if (v == NULL)
+		fatal("admin: out of memory");
+	n = adm->cv->brokers(adm->cv_arg, v, ADMIN_MAX_MEMBERS, &controller);
+	if (n > 0) {
+		resp->brokers = arena_array(a, n, sizeof(*resp->brokers));
+		if (resp->brokers == NULL) {
+			free(v);
+			reject_arena(rq, "the Metadata response");
+			return -1;
+		}
+		for (size_t i = 0; i < n; i++) {
+			kp_metadata_response_broker_init(&resp->brokers[i]);
+			resp->brokers[i].node_id = v[i].node_id;
+			resp->brokers[i].host = arena_kstr(a, v[i].host);
+			resp->brokers[i].port = v[i].port;
+		}
+		resp->brokers_n = (int32_t)n;
+		resp->controller_id = controller;
+	}
+	free(v);
+	return 0;
+}
+
 static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 {
 	struct karena *a = adminsrv_req_arena(rq);
@@ -438,19 +485,23 @@ static void h_metadata(struct admin *adm, struct adminsrv_req *rq)
 	if (decode_body(rq, &req) < 0)
 		return;
 	kp_metadata_response_init(&resp);
-	resp.brokers = arena_array(a, 1, sizeof(*resp.brokers));
-	if (resp.brokers == NULL) {
-		reject_arena(rq, "the Metadata response");
+	if (adm->cv != NULL && metadata_members(adm, rq, &resp) < 0)
 		return;
+	if (resp.brokers_n <= 0) {
+		resp.brokers = arena_array(a, 1, sizeof(*resp.brokers));
+		if (resp.brokers == NULL) {
+			reject_arena(rq, "the Metadata response");
+			return;
+		}
+		kp_metadata_response_broker_init(&resp.brokers[0]);
+		resp.brokers[0].node_id = (int32_t)cfg->server_node_id;
+		resp.brokers[0].host = kstr_c(cfg->server_advertised.host);
+		resp.brokers[0].port = cfg->server_advertised.port != 0 ?
+		    cfg->server_advertised.port : admin_port(adm);
+		resp.brokers_n = 1;
+		resp.controller_id = (int32_t)cfg->server_node_id;
 	}
-	kp_metadata_response_broker_init(&resp.brokers[0]);
-	resp.brokers[0].node_id = (int32_t)cfg->server_node_id;
-	resp.brokers[0].host = kstr_c(cfg->server_advertised.host);
-	resp.brokers[0].port = cfg->server_advertised.port != 0 ?
-	    cfg->server_advertised.port : admin_port(adm);
-	resp.brokers_n = 1;
 	resp.cluster_id = kstr_c(mstate_cluster_id(adm->st));
-	resp.controller_id = (int32_t)cfg->server_node_id;
 	/*
 	 * mirrord hosts no topics.  A request for all topics (null, or an
 	 * empty array at v0) gets none; named topics get
@@ -812,6 +863,19 @@ static int describe_one(struct admin *adm, struct karena *a,
 				else if (live.last_batch_timestamp_ms >= 0)
 					op->lag_ms = MAX(clock_wall_ms() -
 					    live.last_batch_timestamp_ms, 0);
+			}
+			if (adm->cv != NULL && adm->cv->partition_numbers != NULL) {
+				int64_t rs, rd, rl, rlm;
+
+				/* Another instance copies it: its published
+				 * numbers (the status topic). */
+				if (adm->cv->partition_numbers(adm->cv_arg, mp, &rs,
+				    &rd, &rl, &rlm)) {
+					op->source_offset = rs;
+					op->destination_offset = rd;
+					op->lag = rl;
+					op->lag_ms = rlm;
+				}
 			}
 			op->state = kstr_c(mpart_state_name(mp->state));
 			/* FAILED: why; STOPPING/STOPPED: why mirrord stopped
@@ -1874,6 +1938,13 @@ void admin_set_config(struct admin *adm, const struct config *cfg)
 		if (adminauth_reload(adm->auth, cfg, err, sizeof(err)) < 0)
 			log_warnx("reload: %s", err);
 	}
+}
+
+void admin_set_cluster(struct admin *adm, const struct admin_cluster_view *v,
+    void *arg)
+{
+	adm->cv = v;
+	adm->cv_arg = arg;
 }
 
 void admin_stop_accepting(struct admin *adm)

@@ -9,9 +9,11 @@
 #define MIRRORD_ADMIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 struct mstate;
+struct mpart;
 struct config;
 struct pipeline;
 struct metrics_std;
@@ -26,5 +28,33 @@ void admin_set_config(struct admin *adm, const struct config *cfg);
 void admin_stop_accepting(struct admin *adm);
 int admin_port(const struct admin *adm);
 void admin_free(struct admin *adm);
+
+/*
+ * Several instances (cluster.enabled): the daemon's view of the group.
+ * Without it (single mode) this instance is the one broker and controller.
+ *  - may_mutate: 1 when this instance writes the metadata log; else 0 with
+ *    the NOT_CONTROLLER message (naming the writer instance and its admin
+ *    address) in msg.
+ *  - brokers: the members as brokers (node id = index in the members
+ *    record), at most max; returns how many and sets *controller_id to the
+ *    writer's node id (-1 unknown).  0 = answer as a single instance.
+ *  - partition_numbers: see below (may be NULL).
+ */
+struct admin_broker {
+	int32_t node_id;
+	char host[256];
+	int port;
+};
+struct admin_cluster_view {
+	int (*may_mutate)(void *arg, char *msg, size_t msglen);
+	size_t (*brokers)(void *arg, struct admin_broker *out, size_t max,
+	    int32_t *controller_id);
+	/* Live numbers of a partition another instance copies (its status
+	 * record): 1 with them, 0 to use this instance's own. */
+	int (*partition_numbers)(void *arg, const struct mpart *p,
+	    int64_t *src, int64_t *dst, int64_t *lag, int64_t *lag_ms);
+};
+void admin_set_cluster(struct admin *adm, const struct admin_cluster_view *v,
+    void *arg);
 
 #endif

@@ -216,6 +216,8 @@ struct cli_conn {
 	int timeout_ms;
 	char addr[300];
 	const char *client_id;
+	const struct clisec *sec;
+	int redirects;           /* NOT_CONTROLLER answers followed so far */
 };
 
 static int connect_one(const char *hostport, int timeout_ms, char *err,
@@ -297,6 +299,8 @@ static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
 	c->ssl = NULL;
 	c->timeout_ms = timeout_ms;
 	c->client_id = client_id;
+	c->sec = sec;
+	c->redirects = 0;
 	c->next_corr = 1;
 	for (tok = strtok_r(list, ",", &save); tok != NULL;
 	    tok = strtok_r(NULL, ",", &save)) {
@@ -404,9 +408,123 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 	}
 }
 
+static void sasl_login(struct cli_conn *c, const struct clisec *sec);
+static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
+    const struct kw *body, struct kr *r);
+
+/*
+ * Several mirrord instances: only the metadata writer changes mirrors; the
+ * others answer a mutation NOT_CONTROLLER and name the writer as the
+ * controller in Metadata.  Following it is bounded: a group electing a
+ * new writer gets a second to settle between attempts.
+ */
+#define MAX_REDIRECTS 6
+
+static int is_mutation(int16_t key)
+{
+	switch (key) {
+	case KP_API_CREATE_MIRROR:
+	case KP_API_DELETE_MIRROR:
+	case KP_API_ADD_TOPICS_TO_MIRROR:
+	case KP_API_REMOVE_TOPICS_FROM_MIRROR:
+	case KP_API_PAUSE_MIRROR_TOPICS:
+	case KP_API_RESUME_MIRROR_TOPICS:
+	case KP_API_RECOVER_MIRROR_TOPICS:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* The controller's host:port from Metadata v1 on c; -1 when it names none. */
+static int find_controller(struct cli_conn *c, char *out, size_t outlen)
+{
+	struct kp_metadata_request req;
+	struct kp_metadata_response resp;
+	struct karena *a = karena_new(1u << 20);
+	struct kw w;
+	struct kr r;
+	uint8_t *frame;
+	int rc = -1;
+
+	if (a == NULL)
+		die_conn("out of memory");
+	kp_metadata_request_init(&req);
+	req.topics_n = 0;
+	kw_init(&w, 1u << 16);
+	if (kp_metadata_request_encode(&w, 1, &req) < 0 || w.err)
+		die_conn("cannot encode the Metadata request");
+	frame = conn_call(c, KP_API_METADATA, 1, &w, &r);
+	kw_fini(&w);
+	kp_metadata_response_init(&resp);
+	if (kp_metadata_response_decode(&r, a, 1, &resp) < 0 || r.err)
+		die_conn("%s: malformed Metadata response: %s", c->addr,
+		    r.why != NULL ? r.why : "decode error");
+	for (int32_t i = 0; i < resp.brokers_n; i++) {
+		const struct kp_metadata_response_broker *b = &resp.brokers[i];
+
+		if (b->node_id != resp.controller_id || b->host.len <= 0)
+			continue;
+		snprintf(out, outlen, "%s%.*s%s:%d",
+		    memchr(b->host.p, ':', (size_t)b->host.len) != NULL ? "[" : "",
+		    (int)b->host.len, b->host.p,
+		    memchr(b->host.p, ':', (size_t)b->host.len) != NULL ? "]" : "",
+		    b->port);
+		rc = 0;
+		break;
+	}
+	free(frame);
+	karena_free(a);
+	return rc;
+}
+
+/* Closes c and connects (TLS, SASL) to hostport instead. */
+static void conn_redirect(struct cli_conn *c, const char *hostport)
+{
+	int redirects = c->redirects;
+
+	clisec_tls_close(c->ssl);
+	close(c->fd);
+	conn_open(c, hostport, c->timeout_ms, c->client_id, c->sec);
+	c->redirects = redirects;
+	if (c->sec->sasl)
+		sasl_login(c, c->sec);
+}
+
+/* A mutation answered NOT_CONTROLLER: 1 after moving c to the controller
+ * (the request is then sent again), 0 to report the answer as it is. */
+static int follow_controller(struct cli_conn *c, int16_t key,
+    const struct kr *r)
+{
+	struct kr peek = *r;
+	char target[300];
+	int16_t code;
+
+	if (!is_mutation(key))
+		return 0;
+	(void)kr_i32(&peek);
+	code = kr_i16(&peek);
+	if (peek.err || code != KERR_NOT_CONTROLLER ||
+	    c->redirects >= MAX_REDIRECTS)
+		return 0;
+	c->redirects++;
+	if (find_controller(c, target, sizeof(target)) < 0 ||
+	    strcmp(target, c->addr) == 0) {
+		/* No writer known, or this one names itself: the group is
+		 * electing one.  Wait and ask the same instance again. */
+		sleep(1);
+		return 1;
+	}
+	if (c->redirects > 1)
+		sleep(1);
+	conn_redirect(c, target);
+	return 1;
+}
+
 /*
  * Sends one request whose body is in w (flexible, header v2) and returns
  * the response frame; *r is positioned after the response header v1.
+ * A mutation answered NOT_CONTROLLER is sent again to the controller.
  */
 static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
     const struct kw *body, struct kr *r)
@@ -447,6 +565,10 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 		    c->addr);
 	if (kp_response_header_version(key, ver) >= 1)
 		kr_skip_tagged(r);
+	if (follow_controller(c, key, r)) {
+		free(resp);
+		return conn_call(c, key, ver, body, r);
+	}
 	return resp;
 }
 

@@ -57,6 +57,9 @@ static struct mlog *kafka_new(const struct config *cfg, int require_empty,
 	ko.min_insync_replicas = (int)cfg->storage_kafka_min_insync_replicas;
 	ko.timeout_ms = (int)cfg->storage_kafka_timeout_ms;
 	ko.require_empty = require_empty;
+	/* Several instances: open as a follower; the group's leader is
+	 * promoted to writer (daemon/cluster.c). */
+	ko.follower = !require_empty && cfg->cluster_enabled;
 	ml = mlog_kafka_new(&mo, &ko, err, errlen);
 	secrets_values_free(values, cfg->destination_client.n);
 	return ml;

@@ -26,6 +26,7 @@
 
 #include "admin.h"
 #include "adminsrv.h"
+#include "cluster.h"
 #include "daemonconf.h"
 #include "httpd.h"
 #include "log.h"
@@ -52,6 +53,7 @@ struct daemon {
 	struct httpd *http;
 	struct admin *adm;
 	struct pipeline *pl;
+	struct cluster *cl;      /* cluster.enabled, else NULL */
 	struct event *ev_term, *ev_int, *ev_hup, *ev_watchdog, *ev_housekeep;
 	struct event *ev_deadline;
 	struct mlog_stats mlog_seen; /* as of the last sync, for the metrics */
@@ -191,6 +193,14 @@ static void reload(struct daemon *d)
 
 /* ---- shutdown ------------------------------------------------------ */
 
+static void left_group(void *arg)
+{
+	struct daemon *d = arg;
+
+	log_info("shutdown: left the group");
+	event_base_loopexit(d->base, NULL);
+}
+
 static void finish(struct daemon *d)
 {
 	char err[512];
@@ -201,6 +211,12 @@ static void finish(struct daemon *d)
 	if (mstate_compact(d->st, err, sizeof(err)) < 0)
 		log_warnx("shutdown: metadata snapshot failed: %s (the log itself "
 		    "is intact; the next start replays it)", err);
+	if (d->cl != NULL) {
+		/* LeaveGroup: the others rebalance now, not after the
+		 * session timeout. */
+		cluster_leave(d->cl, left_group, d);
+		return;
+	}
 	event_base_loopexit(d->base, NULL);
 }
 
@@ -371,6 +387,17 @@ static bool ready_mlog(void *arg, char *why, size_t whylen)
 	return !s.broken;
 }
 
+static bool ready_cluster(void *arg, char *why, size_t whylen)
+{
+	struct daemon *d = arg;
+
+	if (d->cl == NULL) {
+		snprintf(why, whylen, "not started");
+		return false;
+	}
+	return cluster_ready(d->cl, why, whylen);
+}
+
 static bool ready_identity(void *arg, char *why, size_t whylen)
 {
 	struct daemon *d = arg;
@@ -444,6 +471,9 @@ static int start_http(struct daemon *d)
 	httpd_add_ready_check(d->http, "listeners bound", httpd_ready_flag,
 	    &d->listening);
 	httpd_add_ready_check(d->http, "metadata log writable", ready_mlog, d);
+	if (d->cfg->cluster_enabled)
+		httpd_add_ready_check(d->http, "cluster member (writer: log "
+		    "writable; follower: tailing the log)", ready_cluster, d);
 	httpd_add_ready_check(d->http, "destination reachable",
 	    ready_destination, d);
 	httpd_add_ready_check(d->http, "topic and cluster identity",
@@ -635,7 +665,21 @@ int main(int argc, char **argv)
 		d.ev_watchdog = event_new(d.base, -1, EV_PERSIST, watchdog_cb, &d);
 		event_add(d.ev_watchdog, &tv);
 	}
+	if (d.cfg->cluster_enabled) {
+		/* The metadata log is open as a follower; the group makes one
+		 * instance its writer.  Ownership first, then the data plane,
+		 * so no partition is copied before the log names its owner. */
+		d.cl = cluster_new(d.base, d.cfg, d.st, d.ml, d.pl, d.adm, &d.ms,
+		    admin_port(d.adm), d.http != NULL ? httpd_port(d.http) : 0,
+		    err, sizeof(err));
+		if (d.cl == NULL) {
+			log_errorx("cluster: %s", err);
+			return 1;
+		}
+	}
 	pipeline_start(d.pl);
+	if (d.cl != NULL)
+		cluster_start(d.cl);
 
 	log_info("ready: admin listener on %s:%d, node id %lld, cluster id %s",
 	    d.cfg->server_listen.host, admin_port(d.adm),
@@ -646,6 +690,7 @@ int main(int argc, char **argv)
 	event_base_dispatch(d.base);
 
 	log_info("mirrord stopped");
+	cluster_free(d.cl);
 	admin_free(d.adm);
 	pipeline_free(d.pl);
 	httpd_free(d.http);

@@ -140,6 +140,30 @@ const struct ckey config_keys[] = {
 	  "Longest one metadata write (or one step of start-up) waits for the destination cluster, resends included. "
 	  "The write blocks the daemon meanwhile, as fsync does with the file backend; a write whose outcome is still unknown after it stops all further metadata writes until a restart." },
 
+	{ "cluster.enabled", CT_BOOL, F(cluster_enabled), "false", 0, 0, NULL, 0, NULL,
+	  "Whether this instance runs as one member of a group of mirrord instances sharing the metadata log (requires storage.backend kafka). "
+	  "The instances join the consumer group cluster.group_id on the destination cluster; its leader writes the metadata log and assigns the mirrored partitions, every other member follows the log and copies the partitions assigned to it. "
+	  "See RUNNING SEVERAL INSTANCES in mirrord(8)." },
+	{ "cluster.group_id", CT_STRING, F(cluster_group_id), "mirrord", 0, 0, NULL, 0, NULL,
+	  "Group id of the instances on the destination cluster (protocol type mirrord). "
+	  "Instances sharing storage.kafka.topic must share it." },
+	{ "cluster.instance_id", CT_STRING, F(cluster_instance_id), "", 0, 0, NULL, KF_EMPTY, NULL,
+	  "Name of this instance in the group, stable across restarts (Kafka's static membership, group.instance.id): a second process started with the same name fences the first. "
+	  "Empty means <host name>:<admin port>." },
+	{ "cluster.local_broker_id", CT_INT, F(cluster_local_broker_id), "-1", -1, INT32_MAX, NULL, 0, NULL,
+	  "Node id of the destination broker running beside this instance: the partitions whose destination leader it is are assigned to this instance, so produce traffic stays on the host. "
+	  "The value -1 detects it: the one destination broker whose advertised host is an address of this machine; with none or several matching, no broker is local (logged), and the instance gets a share of the other partitions." },
+	{ "cluster.advertised_admin", CT_HOSTPORT, F(cluster_advertised_admin), "", 0, 0, NULL, KF_EMPTY, NULL,
+	  "Admin address the other instances name for this one (NOT_CONTROLLER answers, Metadata brokers), which kafka-mirrors connects to. "
+	  "Empty means server.advertised." },
+	{ "cluster.session_timeout_ms", CT_DURATION, F(cluster_session_timeout_ms), "10000", 1000, 300000, NULL, 0, NULL,
+	  "Group session timeout: an instance that sends no heartbeat for this long leaves the group, and its partitions (or the metadata writer's role) move to the others. "
+	  "The broker bounds it with group.min.session.timeout.ms and group.max.session.timeout.ms." },
+	{ "cluster.heartbeat_interval_ms", CT_DURATION, F(cluster_heartbeat_interval_ms), "3000", 100, 100000, NULL, 0, NULL,
+	  "Interval of the group heartbeats; must be below cluster.session_timeout_ms (a third of it is usual)." },
+	{ "cluster.status_interval_ms", CT_DURATION, F(cluster_status_interval_ms), "5000", 100, 600000, NULL, 0, NULL,
+	  "Interval at which each instance publishes the live numbers (offsets, lag) of the partitions it copies to the compacted topic <storage.kafka.topic>-status, which every instance reads so DescribeMirrors shows the lag of every partition." },
+
 	{ "destination.bootstrap_servers", CT_HOSTLIST, F(destination_bootstrap_servers), NULL, 0, 0, NULL, KF_REQUIRED,
 	  "\"127.0.0.1:9092\"",
 	  "Bootstrap servers of the destination cluster, the cluster mirrord writes to and runs beside. "
@@ -1791,6 +1815,21 @@ static void check_combination(struct lctx *c)
 		    cfg->pipeline_max_inflight_bytes_total);
 
 	check_security(c);
+
+	k = config_key_find("cluster.enabled");
+	i = (size_t)(k - config_keys);
+	if (cfg->cluster_enabled && cfg->storage_backend != CONFIG_STORAGE_KAFKA)
+		lerr(c, c->seen_line[i], c->seen_col[i], k->path,
+		    "true requires storage.backend kafka (the instances share "
+		    "the metadata log in a topic of the destination cluster), "
+		    "but storage.backend is file");
+	k = config_key_find("cluster.heartbeat_interval_ms");
+	i = (size_t)(k - config_keys);
+	if (cfg->cluster_heartbeat_interval_ms >= cfg->cluster_session_timeout_ms)
+		lerr(c, c->seen_line[i], c->seen_col[i], k->path,
+		    "%" PRId64 " is not below cluster.session_timeout_ms (%" PRId64 ")",
+		    cfg->cluster_heartbeat_interval_ms,
+		    cfg->cluster_session_timeout_ms);
 
 	k = config_key_find("metrics.listen");
 	i = (size_t)(k - config_keys);

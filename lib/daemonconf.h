@@ -144,6 +144,15 @@ struct config {
 	int64_t storage_kafka_min_insync_replicas; /* storage.kafka.min_insync_replicas */
 	int64_t storage_kafka_timeout_ms;        /* storage.kafka.timeout_ms */
 
+	int cluster_enabled;                     /* cluster.enabled */
+	char *cluster_group_id;                  /* cluster.group_id */
+	char *cluster_instance_id;               /* cluster.instance_id, NULL = derived */
+	int64_t cluster_local_broker_id;         /* cluster.local_broker_id, -1 = detect */
+	struct config_hostport cluster_advertised_admin; /* host NULL = server.advertised */
+	int64_t cluster_session_timeout_ms;      /* cluster.session_timeout_ms */
+	int64_t cluster_heartbeat_interval_ms;   /* cluster.heartbeat_interval_ms */
+	int64_t cluster_status_interval_ms;      /* cluster.status_interval_ms */
+
 	char *destination_bootstrap_servers;     /* destination.bootstrap_servers, "h:p,h:p" */
 	struct config_map destination_client;    /* destination.client */
 

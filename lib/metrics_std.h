@@ -47,6 +47,7 @@
 	X(ADMIN_API_OPERATION, "api", "operation") \
 	X(REASON, "reason") \
 	X(RESULT, "result") \
+	X(ROLE, "role") \
 	X(VERSION, "version")
 
 /* Histogram bucket sets (upper bounds in seconds): id, bounds. */
@@ -194,6 +195,24 @@
 	X(METADATA_LOG_SNAPSHOT_AGE, \
 	    "mirrord_metadata_log_snapshot_age_seconds", GAUGE, NONE, NONE, NO, \
 	    "Seconds since the last metadata log snapshot was written") \
+	X(CLUSTER_ROLE, "mirrord_cluster_role", GAUGE, ROLE, NONE, NO, \
+	    "1 for this instance's role in a group of instances (writer, " \
+	    "follower, joining), 0 for the others; standalone without " \
+	    "cluster.enabled") \
+	X(CLUSTER_GENERATION, "mirrord_cluster_generation", GAUGE, NONE, NONE, \
+	    NO, "Generation of the instance group this instance is a member " \
+	    "of, -1 while it is not a member") \
+	X(CLUSTER_MEMBERS, "mirrord_cluster_members", GAUGE, NONE, NONE, NO, \
+	    "Instances in the group as last recorded in the metadata log") \
+	X(METADATA_WRITER_EPOCH, "mirrord_metadata_writer_epoch", GAUGE, NONE, \
+	    NONE, NO, "Producer epoch of this instance as the metadata " \
+	    "writer, -1 when it is not the writer") \
+	X(CLUSTER_REBALANCES, "mirrord_cluster_rebalances_total", COUNTER, \
+	    NONE, NONE, NO, "Generations of the instance group this instance " \
+	    "joined") \
+	X(CLUSTER_FORWARDED, "mirrord_cluster_forwarded_requests_total", \
+	    COUNTER, RESULT, NONE, NO, "Metadata writes of other instances " \
+	    "handled by this instance as the writer, result accepted or refused") \
 	X(CONFIG_RELOADS, "mirrord_config_reloads_total", COUNTER, RESULT, \
 	    NONE, NO, "Configuration reloads (SIGHUP), result success or " \
 	    "failure") \

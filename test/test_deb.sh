@@ -57,7 +57,8 @@ cat "$work/lintian.log"
 fail=0
 dpkg-deb -c "$deb" >"$work/contents"
 for f in ./usr/sbin/mirrord ./usr/bin/kafka-mirrors ./usr/bin/kafka-mirrors.sh \
-    ./lib/systemd/system/mirrord.service ./etc/mirrord/mirrord.yaml \
+    ./lib/systemd/system/mirrord.service ./lib/systemd/system/mirrord@.service \
+    ./etc/mirrord/mirrord.yaml \
     ./usr/share/man/man8/mirrord.8.gz ./usr/share/man/man5/mirrord.yaml.5.gz \
     ./usr/share/man/man1/kafka-mirrors.1.gz ./usr/share/man/man1/kafka-mirrors.sh.1.gz \
     ./usr/share/bash-completion/completions/kafka-mirrors \

@@ -499,6 +499,9 @@ START_TEST(test_promtool_clean)
 	    "success"));
 	metrics_histogram_observe(METRICS_SERIES(MSTD(&ms,
 	    METADATA_LOG_FSYNC_DURATION)), 0.003);
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, CLUSTER_ROLE), "writer"), 1);
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, CLUSTER_FORWARDED),
+	    "accepted"));
 	out = render(m);
 	/* Every family of the table is in the output. */
 	for (size_t i = 0; i < MSTD_COUNT; i++) {

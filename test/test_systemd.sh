@@ -92,6 +92,35 @@ if [ $rc -ne 0 ] || [ -n "$out" ]; then
 	printf '%s\n' "$out" >&2
 fi
 
+# The template (mirrord@NAME.service): one config and one state directory
+# per instance, everything else as the plain unit; verified as an instance.
+tmpl=$builddir/systemd/mirrord@.service
+if [ ! -f "$tmpl" ]; then
+	bad "$tmpl was not built (make builds it from the plain unit)"
+else
+	grep -Eq '^ExecStart=/([^ ]+/)?sbin/mirrord -c /[^ ]+/mirrord/%i\.yaml$' "$tmpl" ||
+		bad "template ExecStart= is not \"<sbindir>/mirrord -c <sysconfdir>/mirrord/%i.yaml\": $(grep '^ExecStart=' "$tmpl")"
+	for want in 'StateDirectory=mirrord/%i' 'WorkingDirectory=/var/lib/mirrord/%i' \
+		'Type=notify' 'DynamicUser=yes'; do
+		grep -qxF "$want" "$tmpl" || bad "template: missing line: $want"
+	done
+	for f in unit tmpl; do
+		eval "src=\$$f"
+		grep -v '^#' "$src" | grep -v -e '^Description=' -e '^ExecStart=' \
+		    -e '^StateDirectory=' -e '^WorkingDirectory=' >"$tmp/$f.body"
+	done
+	cmp -s "$tmp/unit.body" "$tmp/tmpl.body" ||
+		bad "the template differs from mirrord.service beyond the instance lines"
+	sed "s|^ExecStart=[^ ]*|ExecStart=$daemon|" "$tmpl" >"$tmp/mirrord@.service"
+	cp "$tmp/mirrord@.service" "$tmp/mirrord@b1.service"
+	out=$(cd "$tmp" && systemd-analyze verify --man=no "$tmp/mirrord@b1.service" 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] || [ -n "$out" ]; then
+		bad "systemd-analyze verify of mirrord@b1.service (exit $rc) is not clean:"
+		printf '%s\n' "$out" >&2
+	fi
+fi
+
 # The hardening should keep systemd's exposure at 1.1 (what is left is the
 # network access a mirroring daemon needs): fail above 1.5.  --offline
 # exists from systemd 250.

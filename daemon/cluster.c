@@ -1,0 +1,1166 @@
+/*
+ * cluster.c: several mirrord instances as one (see cluster.h).
+ *
+ * Roles.  The group leader is the metadata writer: on joined() as leader
+ * it promotes the metadata log (InitProducerId + claim: every earlier
+ * writer is fenced by the broker), records the members (cluster-members)
+ * and assigns the partitions (part-owner records, only those that change,
+ * in one sync).  A member that is not the leader, or whose membership is
+ * revoked, demotes the log: it never appends again in that role, and goes
+ * on tailing from where its model is.
+ *
+ * Assignment (lib/assign's rule): a partition whose destination leader is
+ * a member's local broker goes to that member; otherwise it keeps a
+ * current owner that is still a member; otherwise the least-loaded member.
+ * The writer runs it again when a rebalance completes, when partitions
+ * appear or leave STOPPED (mstate hook), and when destination leaders move
+ * (pipeline leader hook), from a deferred event (hooks must not write).
+ *
+ * The request handler (writer): a follower's forwarded write is accepted
+ * only from a member of the recorded generation (or a newer one the
+ * writer has not recorded yet: a rebalance in flight) whose member id
+ * matches, and every partition-scoped record in it only from the
+ * partition's owner; then mstate_apply_forwarded() validates, appends and
+ * applies all of it or nothing.
+ *
+ * Followers tail the log every POLL_MS (mlog_kafka_poll, a Fetch bounded
+ * by storage.kafka.timeout_ms on the loop, as every metadata write is);
+ * the records they apply fire the mstate hooks, so a part-owner record
+ * naming this instance starts the partition here (pipeline).
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "admin.h"
+#include "assign.h"
+#include "cluster.h"
+#include "compat.h"
+#include "cstatus.h"
+#include "daemonconf.h"
+#include "kcluster.h"
+#include "kerr.h"
+#include "kgroup.h"
+#include "log.h"
+#include "metrics.h"
+#include "metrics_std.h"
+#include "mlog.h"
+#include "mlog_kafka.h"
+#include "mstate.h"
+#include "pipeline.h"
+#include "secrets.h"
+
+#define META_VERSION 1
+#define POLL_MS 200
+#define PROMOTE_RETRY_MS 1000
+#define READY_TAIL_MS 30000      /* a follower whose last good poll is older is not ready */
+
+enum role { ROLE_JOINING, ROLE_FOLLOWER, ROLE_WRITER };
+static const char *const role_names[] = { "joining", "follower", "writer" };
+
+struct cluster {
+	struct event_base *base;
+	const struct config *cfg;
+	struct mstate *st;
+	struct mlog *ml;
+	struct pipeline *pl;
+	struct admin *adm;
+	struct metrics_std *ms;
+
+	char instance_id[1025];
+	char admin_addr[300];
+	char http_addr[300];
+	int32_t local_broker;       /* -1 none */
+
+	struct kcluster_config kcfg;
+	struct kcluster *kc;
+	struct kgroup *g;
+	int started;
+
+	enum role role;
+	int32_t generation;         /* live generation, -1 none */
+	char member_id[1025];
+	char leader_member_id[1025];
+	int is_leader;              /* of the live generation */
+	int members_pending;        /* members to record after promotion */
+	struct mmember *joined_members; /* leader: the generation's members */
+	size_t njoined;
+
+	struct event *ev_poll, *ev_reassign, *ev_promote, *ev_status;
+	struct cstatus *status;     /* the status topic */
+	char status_topic[512];
+	int reassign_pending;
+	int64_t last_poll_ok_ms;    /* monotonic ms, -1 never */
+	char poll_err[512];
+
+	void (*leave_done)(void *arg);
+	void *leave_arg;
+	struct admin_cluster_view view;
+};
+
+/* ---- member metadata ------------------------------------------------ */
+
+static int put_str(uint8_t **p, size_t *len, size_t *cap, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n > INT16_MAX)
+		return -1;
+	if (*len + 2 + n > *cap) {
+		size_t nc = (*len + 2 + n) * 2;
+		uint8_t *np = realloc(*p, nc);
+
+		if (np == NULL)
+			return -1;
+		*p = np;
+		*cap = nc;
+	}
+	be16_store(*p + *len, (uint16_t)n);
+	memcpy(*p + *len + 2, s, n);
+	*len += 2 + n;
+	return 0;
+}
+
+uint8_t *cluster_meta_encode(const struct cluster_member_meta *m,
+    size_t *outlen)
+{
+	size_t cap = 64, len = 0;
+	uint8_t *p = malloc(cap);
+
+	if (p == NULL)
+		return NULL;
+	be16_store(p, META_VERSION);
+	len = 2;
+	if (put_str(&p, &len, &cap, m->instance_id) < 0)
+		goto fail;
+	if (len + 4 > cap) {
+		uint8_t *np = realloc(p, len + 4);
+
+		if (np == NULL)
+			goto fail;
+		p = np;
+		cap = len + 4;
+	}
+	be32_store(p + len, (uint32_t)m->local_broker_id);
+	len += 4;
+	if (put_str(&p, &len, &cap, m->admin_addr) < 0 ||
+	    put_str(&p, &len, &cap, m->http_addr) < 0)
+		goto fail;
+	*outlen = len;
+	return p;
+fail:
+	free(p);
+	return NULL;
+}
+
+static int get_str(const uint8_t *p, size_t len, size_t *at, char *out,
+    size_t outlen, const char *what, char *err, size_t errlen)
+{
+	int16_t n;
+
+	if (*at + 2 > len) {
+		snprintf(err, errlen, "member metadata ends before the %s", what);
+		return -1;
+	}
+	n = (int16_t)be16_load(p + *at);
+	*at += 2;
+	if (n < 0 || (size_t)n >= outlen || *at + (size_t)n > len) {
+		snprintf(err, errlen, "member metadata: %s of %d bytes does not "
+		    "fit", what, n);
+		return -1;
+	}
+	memcpy(out, p + *at, (size_t)n);
+	out[n] = '\0';
+	if (memchr(out, '\0', (size_t)n) != NULL) {
+		snprintf(err, errlen, "member metadata: %s holds a NUL byte", what);
+		return -1;
+	}
+	*at += (size_t)n;
+	return 0;
+}
+
+int cluster_meta_decode(const uint8_t *p, size_t len,
+    struct cluster_member_meta *m, char *err, size_t errlen)
+{
+	size_t at = 2;
+	uint16_t v;
+
+	memset(m, 0, sizeof(*m));
+	if (len < 2) {
+		snprintf(err, errlen, "member metadata of %zu bytes", len);
+		return -1;
+	}
+	v = be16_load(p);
+	if (v != META_VERSION) {
+		snprintf(err, errlen, "member metadata version %u (this mirrord "
+		    "reads %d)", v, META_VERSION);
+		return -1;
+	}
+	if (get_str(p, len, &at, m->instance_id, sizeof(m->instance_id),
+	    "instance id", err, errlen) < 0)
+		return -1;
+	if (at + 4 > len) {
+		snprintf(err, errlen, "member metadata ends before the local "
+		    "broker id");
+		return -1;
+	}
+	m->local_broker_id = (int32_t)be32_load(p + at);
+	at += 4;
+	if (get_str(p, len, &at, m->admin_addr, sizeof(m->admin_addr),
+	    "admin address", err, errlen) < 0 ||
+	    get_str(p, len, &at, m->http_addr, sizeof(m->http_addr),
+	    "http address", err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+void cluster_instance_id_of(const struct config *cfg, int admin_port,
+    char *out, size_t outlen)
+{
+	char host[256];
+
+	if (cfg->cluster_instance_id != NULL &&
+	    cfg->cluster_instance_id[0] != '\0') {
+		snprintf(out, outlen, "%s", cfg->cluster_instance_id);
+		return;
+	}
+	if (gethostname(host, sizeof(host)) < 0 || host[0] == '\0')
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, outlen, "%s:%d", host, admin_port);
+}
+
+/* ---- metrics ---------------------------------------------------------- */
+
+static void set_role(struct cluster *c, enum role r)
+{
+	if (c->role != r)
+		log_info("cluster: instance %s is now %s (generation %" PRId32 ")",
+		    c->instance_id, role_names[r], c->generation);
+	c->role = r;
+	if (c->ms == NULL)
+		return;
+	for (int i = 0; i < (int)ARRAY_SIZE(role_names); i++)
+		metrics_gauge_set(metrics_series(MSTD(c->ms, CLUSTER_ROLE), 1,
+		    (const char *[]){ role_names[i] }), i == (int)r ? 1 : 0);
+}
+
+static void collect_cluster(struct metric_family *f, void *arg)
+{
+	struct cluster *c = arg;
+	const struct mmember *mv;
+	size_t n = 0;
+	int64_t pid = -1;
+	int16_t epoch = -1;
+
+	(void)f;
+	metrics_gauge_set(METRICS_SERIES(MSTD(c->ms, CLUSTER_GENERATION)),
+	    (double)c->generation);
+	(void)mstate_members(c->st, &mv, &n);
+	metrics_gauge_set(METRICS_SERIES(MSTD(c->ms, CLUSTER_MEMBERS)),
+	    (double)n);
+	if (mlog_kafka_is_writer(c->ml))
+		mlog_kafka_writer(c->ml, &pid, &epoch);
+	metrics_gauge_set(METRICS_SERIES(MSTD(c->ms, METADATA_WRITER_EPOCH)),
+	    mlog_kafka_is_writer(c->ml) ? (double)epoch : -1.0);
+}
+
+/* ---- assignment ------------------------------------------------------- */
+
+/* The destination leader of p's partition as the pipeline last saw it. */
+static int32_t dst_leader(struct cluster *c, const struct mtopic *t,
+    int32_t p)
+{
+	return pipeline_destination_leader(c->pl, t->name, p);
+}
+
+static void reassign_now(struct cluster *c, const char *why)
+{
+	const struct mmember *mv;
+	size_t nm = 0, np = 0, cap = 0, nchg = 0;
+	struct assign_member *am = NULL;
+	struct assign_part *ap = NULL;
+	struct mpart **parts = NULL;
+	const char **owners = NULL;
+	struct mpart **chg = NULL;
+	const char **chg_owner = NULL;
+	int32_t gen;
+	char msg[1024];
+
+	if (c->role != ROLE_WRITER)
+		return;
+	gen = mstate_members(c->st, &mv, &nm);
+	if (gen < 0 || nm == 0)
+		return;
+	am = calloc(nm, sizeof(*am));
+	if (am == NULL)
+		fatal("cluster: out of memory");
+	for (size_t i = 0; i < nm; i++) {
+		am[i].instance_id = mv[i].instance_id;
+		am[i].local_broker_id = mv[i].local_broker_id;
+	}
+	for (size_t i = 0; i < mstate_mirror_count(c->st); i++) {
+		struct mirror *m = mstate_mirror_at(c->st, i);
+
+		for (size_t t = 0; t < m->ntopics; t++) {
+			struct mtopic *tp = m->topics[t];
+
+			for (int32_t p = 0; p < tp->npart; p++) {
+				struct mpart *mp = tp->parts[p];
+
+				if (mp->state == MPART_STOPPED)
+					continue;
+				if (np == cap) {
+					size_t nc = cap == 0 ? 64 : cap * 2;
+					void *x = realloc(ap, nc * sizeof(*ap));
+					void *y = realloc(parts, nc * sizeof(*parts));
+
+					if (x != NULL)
+						ap = x;
+					if (y != NULL)
+						parts = y;
+					if (x == NULL || y == NULL)
+						fatal("cluster: out of memory");
+					cap = nc;
+				}
+				memset(&ap[np], 0, sizeof(ap[np]));
+				ap[np].mirror = m->name;
+				ap[np].topic = tp->name;
+				ap[np].partition = p;
+				ap[np].leader = dst_leader(c, tp, p);
+				ap[np].current = mp->owner;
+				parts[np] = mp;
+				np++;
+			}
+		}
+	}
+	owners = calloc(np + 1, sizeof(*owners));
+	chg = calloc(np + 1, sizeof(*chg));
+	chg_owner = calloc(np + 1, sizeof(*chg_owner));
+	if (owners == NULL || chg == NULL || chg_owner == NULL)
+		fatal("cluster: out of memory");
+	if (assign_run(am, nm, ap, np, owners, msg, sizeof(msg)) != 0) {
+		log_warnx("cluster: assignment (%s) failed: %s", why, msg);
+		np = 0;
+	}
+	for (size_t i = 0; i < np; i++) {
+		const char *cur = parts[i]->owner != NULL ? parts[i]->owner : "";
+		const char *nw = owners[i] != NULL ? owners[i] : "";
+
+		if (strcmp(cur, nw) == 0)
+			continue;
+		chg[nchg] = parts[i];
+		chg_owner[nchg] = nw;
+		nchg++;
+	}
+	if (nchg > 0) {
+		int code = mpart_set_owners(c->st, chg, chg_owner, nchg, gen, msg,
+		    sizeof(msg));
+
+		if (code != 0)
+			log_warnx("cluster: assigning %zu partition%s (%s) failed: "
+			    "%s: %s", nchg, nchg == 1 ? "" : "s", why,
+			    kerr_name((int16_t)code), msg);
+		else
+			log_info("cluster: %zu partition%s of %zu assigned anew "
+			    "(%s, generation %" PRId32 ", %zu member%s)", nchg,
+			    nchg == 1 ? "" : "s", np, why, gen, nm,
+			    nm == 1 ? "" : "s");
+	}
+	free(am);
+	free(ap);
+	free(parts);
+	free(owners);
+	free(chg);
+	free(chg_owner);
+}
+
+static void reassign_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct cluster *c = arg;
+
+	(void)fd;
+	(void)what;
+	c->reassign_pending = 0;
+	reassign_now(c, "partitions or destination leaders changed");
+}
+
+static void schedule_reassign(struct cluster *c)
+{
+	struct timeval tv = { 0, 100000 };
+
+	if (c->role != ROLE_WRITER || c->reassign_pending)
+		return;
+	c->reassign_pending = 1;
+	evtimer_add(c->ev_reassign, &tv);
+}
+
+static void on_mstate(void *arg, const struct mstate_event *ev)
+{
+	struct cluster *c = arg;
+
+	switch (ev->kind) {
+	case MSTATE_EV_TOPIC_ADDED:
+	case MSTATE_EV_MIRROR_CREATED:
+		schedule_reassign(c);
+		break;
+	case MSTATE_EV_STATE:
+		if (ev->from == MPART_STOPPED || ev->to == MPART_STOPPED)
+			schedule_reassign(c);
+		break;
+	default:
+		break;
+	}
+}
+
+static void on_leaders(void *arg)
+{
+	schedule_reassign(arg);
+}
+
+/* ---- roles -------------------------------------------------------------- */
+
+/* Records the members of the generation this writer leads, then assigns. */
+static void record_members(struct cluster *c)
+{
+	char msg[1024];
+	int code;
+
+	if (!c->members_pending || c->role != ROLE_WRITER)
+		return;
+	c->members_pending = 0;
+	code = mstate_set_members(c->st, c->generation, c->joined_members,
+	    c->njoined, msg, sizeof(msg));
+	if (code != 0) {
+		log_warnx("cluster: recording the %zu members of generation %"
+		    PRId32 " failed: %s: %s", c->njoined, c->generation,
+		    kerr_name((int16_t)code), msg);
+		return;
+	}
+	reassign_now(c, "rebalance");
+}
+
+static void try_promote(struct cluster *c)
+{
+	char err[1024];
+	struct timeval tv = { PROMOTE_RETRY_MS / 1000,
+		(PROMOTE_RETRY_MS % 1000) * 1000 };
+
+	if (!c->is_leader || c->generation < 0)
+		return;
+	if (!mlog_kafka_is_writer(c->ml)) {
+		if (mlog_kafka_promote(c->ml, err, sizeof(err)) != 0) {
+			log_warnx("cluster: leader of generation %" PRId32 " cannot "
+			    "become the metadata writer: %s; trying again",
+			    c->generation, err);
+			evtimer_add(c->ev_promote, &tv);
+			return;
+		}
+	}
+	set_role(c, ROLE_WRITER);
+	if (mstate_ensure_cluster_id(c->st, err, sizeof(err)) != 0)
+		log_warnx("cluster: %s", err);
+	record_members(c);
+}
+
+static void promote_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	try_promote(arg);
+}
+
+static void on_role(void *arg, int is_writer, const char *why)
+{
+	struct cluster *c = arg;
+
+	if (is_writer) {
+		set_role(c, ROLE_WRITER);
+		return;
+	}
+	log_warnx("cluster: instance %s no longer writes the metadata log: %s",
+	    c->instance_id, why != NULL ? why : "demoted");
+	set_role(c, c->generation >= 0 ? ROLE_FOLLOWER : ROLE_JOINING);
+	/* Fenced while this instance thought it led: the group's view is
+	 * stale, so rejoin and let the coordinator say who leads. */
+	if (c->is_leader && c->g != NULL)
+		kgroup_rejoin(c->g, "fenced as the metadata writer");
+}
+
+static void free_joined(struct cluster *c)
+{
+	for (size_t i = 0; i < c->njoined; i++) {
+		free(c->joined_members[i].instance_id);
+		free(c->joined_members[i].member_id);
+		free(c->joined_members[i].admin_addr);
+		free(c->joined_members[i].http_addr);
+	}
+	free(c->joined_members);
+	c->joined_members = NULL;
+	c->njoined = 0;
+}
+
+static int g_assign(void *arg, int32_t generation,
+    const struct kgroup_member *m, size_t n, uint8_t **out, size_t *outlen)
+{
+	(void)arg;
+	(void)generation;
+	(void)m;
+	/* The assignment is in the metadata log (part-owner records), not in
+	 * SyncGroup: every member gets an empty one. */
+	for (size_t i = 0; i < n; i++) {
+		out[i] = NULL;
+		outlen[i] = 0;
+	}
+	return 0;
+}
+
+static void g_joined(void *arg, int32_t generation, const char *member_id,
+    const char *leader_member_id, int is_leader,
+    const struct kgroup_member *members, size_t nmembers,
+    const uint8_t *assignment, size_t len)
+{
+	struct cluster *c = arg;
+
+	(void)assignment;
+	(void)len;
+	c->generation = generation;
+	snprintf(c->member_id, sizeof(c->member_id), "%s", member_id);
+	snprintf(c->leader_member_id, sizeof(c->leader_member_id), "%s",
+	    leader_member_id);
+	c->is_leader = is_leader;
+	metrics_counter_inc(METRICS_SERIES(MSTD(c->ms, CLUSTER_REBALANCES)));
+	mlog_kafka_set_identity(c->ml, c->instance_id, member_id, generation);
+	log_info("cluster: joined group %s generation %" PRId32 " as %s "
+	    "(member %s%s)", c->cfg->cluster_group_id, generation,
+	    is_leader ? "leader" : "follower", member_id,
+	    is_leader ? "" : ", the leader writes the metadata log");
+	if (!is_leader) {
+		if (mlog_kafka_is_writer(c->ml))
+			mlog_kafka_demote(c->ml, "another member leads the group");
+		set_role(c, ROLE_FOLLOWER);
+		return;
+	}
+	free_joined(c);
+	c->joined_members = calloc(nmembers + 1, sizeof(*c->joined_members));
+	if (c->joined_members == NULL)
+		fatal("cluster: out of memory");
+	for (size_t i = 0; i < nmembers; i++) {
+		struct cluster_member_meta mm;
+		struct mmember *o = &c->joined_members[c->njoined];
+		char err[256];
+
+		if (cluster_meta_decode(members[i].meta, members[i].meta_len, &mm,
+		    err, sizeof(err)) < 0) {
+			log_warnx("cluster: member %s (instance %s) left out: %s",
+			    members[i].member_id, members[i].instance_id, err);
+			continue;
+		}
+		o->instance_id = strdup(mm.instance_id);
+		o->member_id = strdup(members[i].member_id);
+		o->local_broker_id = mm.local_broker_id;
+		o->admin_addr = strdup(mm.admin_addr);
+		o->http_addr = strdup(mm.http_addr);
+		if (o->instance_id == NULL || o->member_id == NULL ||
+		    o->admin_addr == NULL || o->http_addr == NULL)
+			fatal("cluster: out of memory");
+		c->njoined++;
+	}
+	c->members_pending = 1;
+	try_promote(c);
+}
+
+static void g_revoked(void *arg, const char *why)
+{
+	struct cluster *c = arg;
+
+	log_warnx("cluster: membership of group %s lost: %s",
+	    c->cfg->cluster_group_id, why);
+	c->generation = -1;
+	c->is_leader = 0;
+	c->members_pending = 0;
+	if (mlog_kafka_is_writer(c->ml))
+		mlog_kafka_demote(c->ml, why);
+	set_role(c, ROLE_JOINING);
+}
+
+/* ---- the writer's request handler ------------------------------------ */
+
+static int on_request(void *arg, const char *instance_id,
+    const char *member_id, int32_t generation, const struct mlog_rec *recs,
+    size_t n, char *why, size_t whylen)
+{
+	struct cluster *c = arg;
+	const struct mmember *mv, *me;
+	size_t nm = 0;
+	int32_t gen;
+	int code;
+
+	gen = mstate_members(c->st, &mv, &nm);
+	me = mstate_member_find(c->st, instance_id);
+	if (me == NULL) {
+		snprintf(why, whylen, "instance %s is not a member of the group "
+		    "as recorded (generation %" PRId32 ")", instance_id, gen);
+		code = KERR_UNKNOWN_MEMBER_ID;
+		goto refused;
+	}
+	if (generation < gen || (generation == gen &&
+	    strcmp(me->member_id, member_id) != 0)) {
+		snprintf(why, whylen, "request of instance %s from generation %"
+		    PRId32 " (member %s); the current generation is %" PRId32
+		    " (member %s)", instance_id, generation, member_id, gen,
+		    me->member_id);
+		code = KERR_ILLEGAL_GENERATION;
+		goto refused;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct mpart *p = NULL;
+		char err[512];
+		int scope = mstate_record_scope(c->st, recs[i].type, recs[i].p,
+		    recs[i].len, &p, err, sizeof(err));
+
+		if (scope < 0) {
+			snprintf(why, whylen, "record %zu of instance %s: %s", i,
+			    instance_id, err);
+			code = KERR_INVALID_REQUEST;
+			goto refused;
+		}
+		if (scope == MSTATE_SCOPE_PART &&
+		    !mpart_owned_by(p, instance_id)) {
+			snprintf(why, whylen, "partition %s-%" PRId32 " of mirror %s "
+			    "is owned by instance %s (generation %" PRId32 "), not "
+			    "by %s, which sent the request",
+			    p->topic->name, p->index, p->topic->mirror->name,
+			    p->owner != NULL && p->owner[0] != '\0' ? p->owner :
+			    "(none)", p->owner_generation, instance_id);
+			code = KERR_NOT_LEADER_OR_FOLLOWER;
+			goto refused;
+		}
+	}
+	code = mstate_apply_forwarded(c->st, recs, n, why, whylen);
+	if (code != 0)
+		goto refused;
+	metrics_counter_inc(metrics_series(MSTD(c->ms, CLUSTER_FORWARDED), 1,
+	    (const char *[]){ "accepted" }));
+	return 0;
+refused:
+	log_warnx("cluster: request of instance %s refused: %s: %s",
+	    instance_id, kerr_name((int16_t)code), why);
+	metrics_counter_inc(metrics_series(MSTD(c->ms, CLUSTER_FORWARDED), 1,
+	    (const char *[]){ "refused" }));
+	return code;
+}
+
+/* ---- tailing ------------------------------------------------------------ */
+
+static void poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct cluster *c = arg;
+	char err[512];
+
+	(void)fd;
+	(void)what;
+	if (mlog_kafka_poll(c->ml, 0, err, sizeof(err)) < 0) {
+		if (strcmp(err, c->poll_err) != 0)
+			log_warnx("cluster: reading the metadata log: %s", err);
+		snprintf(c->poll_err, sizeof(c->poll_err), "%s", err);
+		return;
+	}
+	c->poll_err[0] = '\0';
+	c->last_poll_ok_ms = clock_mono_ms();
+	if (c->role == ROLE_WRITER)
+		record_members(c);
+}
+
+bool cluster_ready(void *arg, char *why, size_t whylen)
+{
+	struct cluster *c = arg;
+	struct mlog_stats s;
+
+	if (c->role == ROLE_WRITER) {
+		mlog_stats(c->ml, &s);
+		if (s.broken || !mlog_kafka_is_writer(c->ml)) {
+			snprintf(why, whylen, "the metadata writer's log refuses "
+			    "writes");
+			return false;
+		}
+		return true;
+	}
+	if (c->generation < 0) {
+		snprintf(why, whylen, "not a member of group %s (%s)",
+		    c->cfg->cluster_group_id,
+		    c->g != NULL ? kgroup_state_name(c->g) : "not started");
+		return false;
+	}
+	if (c->last_poll_ok_ms < 0 ||
+	    clock_mono_ms() - c->last_poll_ok_ms > READY_TAIL_MS) {
+		snprintf(why, whylen, "not tailing the metadata log%s%s",
+		    c->poll_err[0] != '\0' ? ": " : "", c->poll_err);
+		return false;
+	}
+	return true;
+}
+
+/* ---- admin view ------------------------------------------------------- */
+
+static const struct mmember *writer_member(struct cluster *c)
+{
+	const struct mmember *mv;
+	size_t n = 0;
+
+	(void)mstate_members(c->st, &mv, &n);
+	for (size_t i = 0; i < n; i++)
+		if (c->leader_member_id[0] != '\0' &&
+		    strcmp(mv[i].member_id, c->leader_member_id) == 0)
+			return &mv[i];
+	return NULL;
+}
+
+static int view_may_mutate(void *arg, char *msg, size_t msglen)
+{
+	struct cluster *c = arg;
+	const struct mmember *w;
+
+	if (c->role == ROLE_WRITER)
+		return 1;
+	w = writer_member(c);
+	if (w != NULL)
+		snprintf(msg, msglen, "instance %s does not write the metadata "
+		    "log; the writer is instance %s at %s", c->instance_id,
+		    w->instance_id, w->admin_addr);
+	else
+		snprintf(msg, msglen, "instance %s does not write the metadata "
+		    "log and no writer is known yet (group %s is electing one); "
+		    "try again", c->instance_id, c->cfg->cluster_group_id);
+	return 0;
+}
+
+static size_t view_brokers(void *arg, struct admin_broker *out, size_t max,
+    int32_t *controller_id)
+{
+	struct cluster *c = arg;
+	const struct mmember *mv, *w;
+	size_t n = 0, k = 0;
+
+	(void)mstate_members(c->st, &mv, &n);
+	w = writer_member(c);
+	*controller_id = -1;
+	for (size_t i = 0; i < n && k < max; i++) {
+		const char *a = mv[i].admin_addr;
+		const char *colon = strrchr(a, ':');
+		size_t hl;
+
+		if (colon == NULL)
+			continue;
+		hl = (size_t)(colon - a);
+		if (hl > 1 && a[0] == '[' && a[hl - 1] == ']') {
+			a++;
+			hl -= 2;
+		}
+		if (hl == 0 || hl >= sizeof(out[k].host))
+			continue;
+		out[k].node_id = (int32_t)i;
+		memcpy(out[k].host, a, hl);
+		out[k].host[hl] = '\0';
+		out[k].port = atoi(colon + 1);
+		if (w == &mv[i])
+			*controller_id = (int32_t)i;
+		k++;
+	}
+	return k;
+}
+
+/* ---- the status topic (lag of every partition everywhere) ------------- */
+
+static void status_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct cluster *c = arg;
+	struct cstatus_part *v = NULL;
+	size_t n = 0, cap = 0;
+
+	(void)fd;
+	(void)what;
+	for (size_t i = 0; i < mstate_mirror_count(c->st); i++) {
+		struct mirror *m = mstate_mirror_at(c->st, i);
+
+		for (size_t t = 0; t < m->ntopics; t++) {
+			struct mtopic *tp = m->topics[t];
+
+			for (int32_t p = 0; p < tp->npart; p++) {
+				const struct mpart *mp = tp->parts[p];
+				struct pipeline_live live;
+				int64_t src = -1, dst = -1;
+
+				if (mp->owner == NULL ||
+				    strcmp(mp->owner, c->instance_id) != 0)
+					continue;
+				if (n == cap) {
+					size_t nc = cap == 0 ? 64 : cap * 2;
+					struct cstatus_part *x = realloc(v,
+					    nc * sizeof(*x));
+
+					if (x == NULL)
+						fatal("cluster: out of memory");
+					v = x;
+					cap = nc;
+				}
+				pipeline_partition_offsets(c->pl, mp, &src, &dst);
+				v[n].mirror = m->name;
+				v[n].topic = tp->name;
+				v[n].partition = p;
+				v[n].src = src;
+				v[n].dst = dst;
+				v[n].lag = src >= 0 && dst >= 0 ? MAX(src - dst, 0) : -1;
+				v[n].lag_ms = -1;
+				/* As DescribeMirrors computes them here. */
+				if (pipeline_partition_live(c->pl, mp, &live) == 0 &&
+				    live.lag >= 0) {
+					v[n].lag = live.lag;
+					if (live.lag == 0)
+						v[n].lag_ms = 0;
+					else if (live.last_batch_timestamp_ms >= 0)
+						v[n].lag_ms = MAX(clock_wall_ms() -
+						    live.last_batch_timestamp_ms, 0);
+				}
+				n++;
+			}
+		}
+	}
+	cstatus_publish(c->status, v, n);
+	free(v);
+}
+
+static int view_numbers(void *arg, const struct mpart *p, int64_t *src,
+    int64_t *dst, int64_t *lag, int64_t *lag_ms)
+{
+	struct cluster *c = arg;
+	struct cstatus_part out;
+	int64_t age;
+
+	if (c->status == NULL || p->owner == NULL || p->owner[0] == '\0' ||
+	    strcmp(p->owner, c->instance_id) == 0)
+		return 0;
+	if (!cstatus_lookup(c->status, p->owner, p->topic->mirror->name,
+	    p->topic->name, p->index, &out, &age))
+		return 0;
+	*src = out.src;
+	*dst = out.dst;
+	*lag = out.lag;
+	/* The record is age ms old: a lagging partition lags that much more. */
+	*lag_ms = out.lag_ms > 0 ? out.lag_ms + MAX(age, 0) : out.lag_ms;
+	return 1;
+}
+
+/* ---- start-up ------------------------------------------------------- */
+
+/* 1 if host (numeric or a name) is one of this machine's addresses. */
+static int host_is_local(const char *host, struct ifaddrs *ifa)
+{
+	struct addrinfo hints, *res = NULL, *r;
+	int found = 0;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0)
+		return 0;
+	for (r = res; r != NULL && !found; r = r->ai_next)
+		for (struct ifaddrs *i = ifa; i != NULL && !found; i = i->ifa_next) {
+			if (i->ifa_addr == NULL ||
+			    i->ifa_addr->sa_family != r->ai_family)
+				continue;
+			if (r->ai_family == AF_INET)
+				found = memcmp(&((struct sockaddr_in *)(void *)
+				    r->ai_addr)->sin_addr,
+				    &((struct sockaddr_in *)(void *)
+				    i->ifa_addr)->sin_addr, 4) == 0;
+			else if (r->ai_family == AF_INET6)
+				found = memcmp(&((struct sockaddr_in6 *)(void *)
+				    r->ai_addr)->sin6_addr,
+				    &((struct sockaddr_in6 *)(void *)
+				    i->ifa_addr)->sin6_addr, 16) == 0;
+		}
+	freeaddrinfo(res);
+	return found;
+}
+
+static void detect_local_broker(struct cluster *c)
+{
+	struct ifaddrs *ifa = NULL;
+	int32_t found = -1;
+	size_t matches = 0;
+	char list[512] = "";
+
+	if (getifaddrs(&ifa) != 0) {
+		log_warnx("cluster: cannot list this host's addresses; no "
+		    "destination broker is local (set cluster.local_broker_id)");
+		return;
+	}
+	for (size_t i = 0; i < kcluster_broker_count(c->kc); i++) {
+		int32_t node;
+		const char *host, *rack;
+		int port;
+
+		if (kcluster_broker_at(c->kc, i, &node, &host, &port, &rack) != 0)
+			continue;
+		if (!host_is_local(host, ifa))
+			continue;
+		matches++;
+		found = node;
+		snprintf(list + strlen(list), sizeof(list) - strlen(list),
+		    "%s%" PRId32 " (%s:%d)", matches > 1 ? ", " : "", node, host,
+		    port);
+	}
+	freeifaddrs(ifa);
+	if (matches == 1) {
+		c->local_broker = found;
+		log_info("cluster: the local destination broker is %s", list);
+	} else if (matches == 0) {
+		log_info("cluster: no destination broker advertises an address "
+		    "of this host; no broker is local (set "
+		    "cluster.local_broker_id to name one)");
+	} else {
+		log_warnx("cluster: %zu destination brokers advertise addresses "
+		    "of this host: %s; none is taken as local (set "
+		    "cluster.local_broker_id to name one)", matches, list);
+	}
+}
+
+static void join(struct cluster *c)
+{
+	struct cluster_member_meta mm;
+	uint8_t *meta;
+	size_t len;
+
+	memset(&mm, 0, sizeof(mm));
+	snprintf(mm.instance_id, sizeof(mm.instance_id), "%s", c->instance_id);
+	mm.local_broker_id = c->local_broker;
+	snprintf(mm.admin_addr, sizeof(mm.admin_addr), "%s", c->admin_addr);
+	snprintf(mm.http_addr, sizeof(mm.http_addr), "%s", c->http_addr);
+	meta = cluster_meta_encode(&mm, &len);
+	if (meta == NULL)
+		fatal("cluster: out of memory");
+	log_info("cluster: instance %s (local broker %" PRId32 ", admin %s) "
+	    "joining group %s", c->instance_id, c->local_broker, c->admin_addr,
+	    c->cfg->cluster_group_id);
+	kgroup_start(c->g, meta, len);
+	free(meta);
+}
+
+static void refresh_cb(struct kcluster *cl, int err, const char *errstr,
+    void *arg)
+{
+	struct cluster *c = arg;
+
+	(void)cl;
+	if (c->started)
+		return;
+	c->started = 1;
+	if (err != 0)
+		log_warnx("cluster: destination metadata: %s; no broker taken as "
+		    "local", errstr);
+	else
+		detect_local_broker(c);
+	join(c);
+}
+
+void cluster_start(struct cluster *c)
+{
+	struct timeval tv = { 0, POLL_MS * 1000 };
+
+	event_add(c->ev_poll, &tv);
+	{
+		struct timeval st = {
+			(time_t)(c->cfg->cluster_status_interval_ms / 1000),
+			(suseconds_t)(c->cfg->cluster_status_interval_ms % 1000) * 1000 };
+
+		event_add(c->ev_status, &st);
+	}
+	if (c->local_broker >= 0 || c->cfg->cluster_local_broker_id >= 0) {
+		c->started = 1;
+		join(c);
+		return;
+	}
+	kcluster_refresh(c->kc, refresh_cb, c);
+}
+
+struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
+    struct mstate *st, struct mlog *ml, struct pipeline *pl,
+    struct admin *adm, struct metrics_std *ms, int admin_port,
+    int http_port, char *err, size_t errlen)
+{
+	struct cluster *c = calloc(1, sizeof(*c));
+	struct kgroup_config gc;
+	struct kgroup_cbs cbs = { g_assign, g_joined, g_revoked };
+	char **values = NULL;
+	const char *ahost;
+	int aport;
+
+	if (c == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->base = base;
+	c->cfg = cfg;
+	c->st = st;
+	c->ml = ml;
+	c->pl = pl;
+	c->adm = adm;
+	c->ms = ms;
+	c->generation = -1;
+	c->last_poll_ok_ms = -1;
+	c->local_broker = (int32_t)cfg->cluster_local_broker_id;
+	cluster_instance_id_of(cfg, admin_port, c->instance_id,
+	    sizeof(c->instance_id));
+	if (cfg->cluster_advertised_admin.host != NULL) {
+		ahost = cfg->cluster_advertised_admin.host;
+		aport = cfg->cluster_advertised_admin.port;
+	} else {
+		ahost = cfg->server_advertised.host;
+		aport = cfg->server_advertised.port != 0 ?
+		    cfg->server_advertised.port : admin_port;
+	}
+	snprintf(c->admin_addr, sizeof(c->admin_addr), "%s%s%s:%d",
+	    strchr(ahost, ':') != NULL ? "[" : "", ahost,
+	    strchr(ahost, ':') != NULL ? "]" : "", aport);
+	if (cfg->metrics_listen.host != NULL && http_port > 0)
+		snprintf(c->http_addr, sizeof(c->http_addr), "%s:%d",
+		    cfg->metrics_listen.host, http_port);
+
+	kcluster_config_init(&c->kcfg, "destination");
+	free(c->kcfg.bootstrap);
+	c->kcfg.bootstrap = strdup(cfg->destination_bootstrap_servers);
+	if (c->kcfg.bootstrap == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	if (secrets_resolve_map("destination.client", &cfg->destination_client,
+	    &values, err, errlen) < 0)
+		goto fail;
+	for (size_t i = 0; i < cfg->destination_client.n; i++) {
+		if (kcluster_config_set(&c->kcfg, cfg->destination_client.names[i],
+		    values[i], err, errlen) < 0) {
+			secrets_values_free(values, cfg->destination_client.n);
+			goto fail;
+		}
+	}
+	secrets_values_free(values, cfg->destination_client.n);
+	if (kcluster_config_prepare(&c->kcfg, err, errlen) < 0)
+		goto fail;
+	c->kc = kcluster_new(base, NULL, &c->kcfg, err, errlen);
+	if (c->kc == NULL)
+		goto fail;
+	memset(&gc, 0, sizeof(gc));
+	gc.group_id = cfg->cluster_group_id;
+	gc.instance_id = c->instance_id;
+	gc.session_timeout_ms = (int)cfg->cluster_session_timeout_ms;
+	gc.rebalance_timeout_ms = (int)cfg->cluster_session_timeout_ms;
+	gc.heartbeat_interval_ms = (int)cfg->cluster_heartbeat_interval_ms;
+	c->g = kgroup_new(base, c->kc, &gc, &cbs, c, err, errlen);
+	if (c->g == NULL)
+		goto fail;
+	c->ev_poll = event_new(base, -1, EV_PERSIST, poll_cb, c);
+	c->ev_reassign = evtimer_new(base, reassign_cb, c);
+	c->ev_promote = evtimer_new(base, promote_cb, c);
+	c->ev_status = event_new(base, -1, EV_PERSIST, status_cb, c);
+	if (c->ev_poll == NULL || c->ev_reassign == NULL ||
+	    c->ev_promote == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	snprintf(c->status_topic, sizeof(c->status_topic), "%s%s",
+	    cfg->storage_kafka_topic, CSTATUS_SUFFIX);
+	c->status = cstatus_new(&c->kcfg.conn, c->kcfg.bootstrap,
+	    c->status_topic, c->instance_id, (int)cfg->storage_kafka_timeout_ms,
+	    (int)cfg->cluster_status_interval_ms, err, errlen);
+	if (c->status == NULL || c->ev_status == NULL)
+		goto fail;
+	if (mstate_add_hook(st, on_mstate, c) != 0) {
+		snprintf(err, errlen, "too many state hooks");
+		goto fail;
+	}
+	mlog_kafka_set_identity(ml, c->instance_id, "", -1);
+	mlog_kafka_set_role_hook(ml, on_role, c);
+	mlog_kafka_set_request_handler(ml, on_request, c);
+	pipeline_set_instance(pl, c->instance_id);
+	pipeline_set_leader_hook(pl, on_leaders, c);
+	c->view.may_mutate = view_may_mutate;
+	c->view.brokers = view_brokers;
+	c->view.partition_numbers = view_numbers;
+	admin_set_cluster(adm, &c->view, c);
+	if (ms != NULL)
+		metrics_family_on_collect(MSTD(ms, CLUSTER_GENERATION),
+		    collect_cluster, c);
+	set_role(c, mlog_kafka_is_writer(ml) ? ROLE_WRITER : ROLE_JOINING);
+	return c;
+fail:
+	cluster_free(c);
+	return NULL;
+}
+
+static void leave_done(void *arg)
+{
+	struct cluster *c = arg;
+
+	if (c->leave_done != NULL)
+		c->leave_done(c->leave_arg);
+}
+
+void cluster_leave(struct cluster *c, void (*done)(void *arg), void *arg)
+{
+	c->leave_done = done;
+	c->leave_arg = arg;
+	if (c->ev_poll != NULL)
+		event_del(c->ev_poll);
+	if (c->ev_status != NULL)
+		event_del(c->ev_status);
+	if (mlog_kafka_is_writer(c->ml))
+		mlog_kafka_demote(c->ml, "leaving the group (shutdown)");
+	kgroup_leave(c->g, leave_done, c);
+}
+
+const char *cluster_instance_id(const struct cluster *c)
+{
+	return c->instance_id;
+}
+
+int cluster_is_writer(const struct cluster *c)
+{
+	return c->role == ROLE_WRITER;
+}
+
+void cluster_free(struct cluster *c)
+{
+	if (c == NULL)
+		return;
+	if (c->adm != NULL)
+		admin_set_cluster(c->adm, NULL, NULL);
+	cstatus_free(c->status);    /* its thread uses c->kcfg.conn */
+	c->status = NULL;
+	if (c->g != NULL)
+		kgroup_free(c->g);
+	if (c->kc != NULL)
+		kcluster_free(c->kc);
+	kcluster_config_fini(&c->kcfg);
+	if (c->ev_poll != NULL)
+		event_free(c->ev_poll);
+	if (c->ev_reassign != NULL)
+		event_free(c->ev_reassign);
+	if (c->ev_promote != NULL)
+		event_free(c->ev_promote);
+	if (c->ev_status != NULL)
+		event_free(c->ev_status);
+	free_joined(c);
+	free(c);
+}

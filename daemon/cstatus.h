@@ -1,0 +1,58 @@
+/*
+ * cstatus.h: the status topic of several instances (cluster.enabled).
+ *
+ * Every instance publishes the live numbers of the partitions it copies
+ * (source high watermark, destination end, lag) every
+ * cluster.status_interval_ms as one record of the compacted one-partition
+ * topic "<storage.kafka.topic>-status" (key = its instance id), and reads
+ * everyone's, so DescribeMirrors on any instance shows the lag of every
+ * partition.  The Kafka side runs on a worker thread of its own (blocking
+ * kblock connections, each step bounded by the timeout): the event loop
+ * only hands a record over and looks numbers up, under a mutex.
+ *
+ * Record value (big-endian): u16 version 1, i64 wall ms of the snapshot,
+ * u32 count, then per partition: i16 length + mirror, i16 length + topic,
+ * i32 partition, i64 source offset, i64 destination offset, i64 lag,
+ * i64 lag ms (-1 unknown).
+ */
+#ifndef MIRRORD_CSTATUS_H
+#define MIRRORD_CSTATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kconn_config;
+struct cstatus;
+
+#define CSTATUS_SUFFIX "-status"
+
+struct cstatus_part {
+	const char *mirror, *topic;
+	int32_t partition;
+	int64_t src, dst, lag, lag_ms;
+};
+
+/* kcfg (prepared) and the strings are borrowed and must outlive it.
+ * Starts the worker thread; NULL with err. */
+struct cstatus *cstatus_new(const struct kconn_config *kcfg,
+    const char *bootstrap, const char *topic, const char *instance_id,
+    int timeout_ms, int interval_ms, char *err, size_t errlen);
+/* Hands this instance's numbers to the worker (replacing any not yet
+ * sent); it produces them and reads everyone's. */
+void cstatus_publish(struct cstatus *s, const struct cstatus_part *parts,
+    size_t n);
+/* The numbers instance last published for that partition: 1 with *out
+ * (mirror and topic left NULL) and the age of that record in ms, else 0. */
+int cstatus_lookup(struct cstatus *s, const char *instance,
+    const char *mirror, const char *topic, int32_t partition,
+    struct cstatus_part *out, int64_t *age_ms);
+/* Why the worker last failed ("" when its last round worked). */
+void cstatus_last_error(struct cstatus *s, char *buf, size_t len);
+/* Stops the thread (within one Kafka call) and frees. */
+void cstatus_free(struct cstatus *s);
+
+/* Value codec, exposed for tests. */
+uint8_t *cstatus_encode(const struct cstatus_part *parts, size_t n,
+    int64_t wall_ms, size_t *outlen);
+
+#endif
