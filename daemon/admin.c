@@ -821,6 +821,11 @@ static int describe_one(struct admin *adm, struct karena *a,
 			    mp->state == MPART_STOPPED) ? mp->topic->note : NULL);
 			op->last_mirrored_epoch = mp->last_epoch;
 			op->last_mirrored_offset = mp->last_offset;
+			if (mp->state == MPART_STOPPED && mp->has_failover) {
+				op->failover_source_offset = mp->failover.src_hwm;
+				op->failover_lag = mp->failover.lag;
+				op->failover_lag_ms = mp->failover.lag_ms;
+			}
 			if (pipeline_partition_warning(adm->pl, mp, warn, sizeof(warn))) {
 				op->warning_message = arena_kstr(a, warn);
 				if (op->warning_message.p == NULL)

@@ -662,6 +662,42 @@ void pl_source_metadata(struct pmirror *pm)
 
 /* ---- the per-partition machine ------------------------------------------- */
 
+/*
+ * STOPPING -> STOPPED with the failover report: what the source held that
+ * was not copied, as of the last Fetch answer (the high watermark, the
+ * source offsets from the end of what was copied to it, and the age of
+ * the newest record copied as the lag in time); -1 where this process
+ * never fetched the partition.
+ */
+static int part_stopped(struct ppart *p, char *msg, size_t msglen)
+{
+	struct mfailover fo = { -1, -1, -1 };
+	int64_t hw = p->live.source_high_watermark;
+	int64_t done = p->src_done >= 0 ? p->src_done :
+	    p->last_src >= 0 ? p->last_src + 1 : -1;
+	char name[300];
+
+	if (hw >= 0) {
+		fo.src_hwm = hw;
+		if (done >= 0)
+			fo.lag = MAX(hw - done, 0);
+	}
+	if (fo.lag == 0)
+		fo.lag_ms = 0;
+	else if (fo.lag > 0 && p->live.last_batch_timestamp_ms >= 0)
+		fo.lag_ms = MAX(clock_wall_ms() - p->live.last_batch_timestamp_ms,
+		    0);
+	if (fo.lag != 0)
+		log_warnx("%s: stopped with %" PRId64 " source offsets not copied "
+		    "(source high watermark %" PRId64 ", copied up to offset %"
+		    PRId64 ", lag %" PRId64 " ms; -1 = unknown)",
+		    part_name(p, name, sizeof(name)), fo.lag, fo.src_hwm,
+		    p->last_src, fo.lag_ms);
+	return mpart_stopped_report(p->pm->pl->st, p->mp, p->last_src,
+	    p->last_epoch, &fo, "fetching stopped, nothing in flight", msg,
+	    msglen);
+}
+
 static void part_step(struct ppart *p, int64_t now)
 {
 	struct pipeline *pl = p->pm->pl;
@@ -712,8 +748,7 @@ static void part_step(struct ppart *p, int64_t now)
 			if (mpart_set_state(pl->st, p->mp, MPART_PAUSED,
 			    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0)
 				log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
-		} else if (mpart_stopped(pl->st, p->mp, p->last_src, p->last_epoch,
-		    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0) {
+		} else if (part_stopped(p, msg, sizeof(msg)) != 0) {
 			log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
 		} else {
 			/* Failover: the groups' offsets once more, final. */

@@ -19,6 +19,7 @@
  *   o offset         int64
  *   O second offset  int64
  *   e epoch          int32
+ *   t third int64    int64  (PART_FAILOVER: the lag in time, ms)
  *   C configs        compact array of (compact string name, nullable value)
  *
  * Every payload starts with a version byte (0).  Payloads come from our own
@@ -51,7 +52,8 @@
 	X(PART_TRIM,     14, "part-trim",      "MTPoO") \
 	X(TOPIC_IDENT,   15, "topic-ident",    "MTkS") \
 	X(PART_PRODUCER, 17, "part-producer",  "MTPoeO") \
-	X(PART_SENDING,  18, "part-sending",   "MTPo")
+	X(PART_SENDING,  18, "part-sending",   "MTPo") \
+	X(PART_FAILOVER, 21, "part-failover",  "MTPoOt")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -82,7 +84,7 @@ struct mrec {
 	int8_t kind, state, flags;
 	uint16_t from_mask;
 	int32_t count, retry, epoch;
-	int64_t off, off2;
+	int64_t off, off2, off3;
 	int32_t nconfigs;
 	struct mrec_config *configs;  /* encode: caller's; decode: see below */
 };

@@ -709,6 +709,13 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 					r.off = p->sending_dst;
 					rc |= put_rec(sink, &r, max);
 				}
+				if (p->has_failover && p->state == MPART_STOPPED) {
+					mstate_part_rec(&r, MREC_PART_FAILOVER, p);
+					r.off = p->failover.src_hwm;
+					r.off2 = p->failover.lag;
+					r.off3 = p->failover.lag_ms;
+					rc |= put_rec(sink, &r, max);
+				}
 			}
 		}
 	}
@@ -774,6 +781,12 @@ char *mstate_dump(const struct mstate *st)
 				if (p->sending_dst >= 0)
 					fprintf(f, "      anchors of a batch sent to %"
 					    PRId64 "\n", p->sending_dst);
+				if (p->has_failover && p->state == MPART_STOPPED)
+					fprintf(f, "      stopped behind the source: "
+					    "high watermark %" PRId64 ", %" PRId64
+					    " offsets, %" PRId64 " ms\n",
+					    p->failover.src_hwm, p->failover.lag,
+					    p->failover.lag_ms);
 			}
 		}
 	}

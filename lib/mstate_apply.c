@@ -53,6 +53,8 @@ static int set_state(struct apply *a, struct mpart *p, enum mpart_state to,
 	p->state = to;
 	if (from == to)
 		return 0;
+	if (from == MPART_STOPPED)
+		p->has_failover = 0;  /* the report was of that stop */
 	if (to == MPART_MIRRORING)
 		p->retry_attempt = 0;
 	if (to != MPART_FAILED) {
@@ -819,6 +821,28 @@ static int apply_part_sending(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
+static int apply_part_failover(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+
+	if (p == NULL)
+		return -1;
+	if (p->state != MPART_STOPPED)
+		FAIL(a, "%s/%s-%d: a failover report for a partition that is %s, "
+		    "not STOPPED", p->topic->mirror->name, p->topic->name,
+		    (int)p->index, mpart_state_name(p->state));
+	if (r->off < -1 || r->off2 < -1 || r->off3 < -1)
+		FAIL(a, "%s/%s-%d: failover report with a negative value "
+		    "(%" PRId64 ", %" PRId64 ", %" PRId64 ")",
+		    p->topic->mirror->name, p->topic->name, (int)p->index,
+		    r->off, r->off2, r->off3);
+	p->has_failover = 1;
+	p->failover.src_hwm = r->off;
+	p->failover.lag = r->off2;
+	p->failover.lag_ms = r->off3;
+	return 0;
+}
+
 static int only_in_snapshot(struct apply *a, const struct mrec *r)
 {
 	if (!a->in_snapshot)
@@ -871,6 +895,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_TOPIC_IDENT: return apply_topic_ident(a, r);
 	case MREC_PART_PRODUCER: return apply_part_producer(a, r);
 	case MREC_PART_SENDING: return apply_part_sending(a, r);
+	case MREC_PART_FAILOVER: return apply_part_failover(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }

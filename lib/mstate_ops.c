@@ -598,6 +598,36 @@ int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
 	    "failed", retry_attempt, 0, 0, 0, msg, msglen);
 }
 
+int mpart_stopped_report(struct mstate *st, struct mpart *p,
+    int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
+    const char *why, char *msg, size_t msglen)
+{
+	struct mrec r[2];
+	char what[520];
+
+	part_what(p, what, sizeof(what));
+	if (fo == NULL)
+		return mpart_stopped(st, p, last_offset, last_epoch, why, msg,
+		    msglen);
+	if (p->state != MPART_STOPPING) {
+		mstate_fmt(msg, msglen, "%s: %s -> STOPPED is not an allowed "
+		    "transition", what, mpart_state_name(p->state));
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
+	}
+	mstate_part_rec(&r[0], MREC_PART_STATE, p);
+	r[0].state = MPART_STOPPED;
+	r[0].retry = p->retry_attempt;
+	r[0].str = kstr_c(why);
+	r[0].flags = MREC_F_LAST;
+	r[0].off = last_offset;
+	r[0].epoch = last_epoch;
+	mstate_part_rec(&r[1], MREC_PART_FAILOVER, p);
+	r[1].off = fo->src_hwm < 0 ? -1 : fo->src_hwm;
+	r[1].off2 = fo->lag < 0 ? -1 : fo->lag;
+	r[1].off3 = fo->lag_ms < 0 ? -1 : fo->lag_ms;
+	return mstate_persist(st, r, 2, what, msg, msglen);
+}
+
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
     int32_t last_epoch, const char *why, char *msg, size_t msglen)
 {
