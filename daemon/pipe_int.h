@@ -162,6 +162,11 @@ struct ppart {
 	 * stopped in this process, until a sync round covered it (2 while
 	 * one runs); only then are a STOPPED partition's offsets synced. */
 	int gs_final;
+	/* STOPPING: the source high watermark for the failover report, 0 not
+	 * asked, 1 asked (until final_deadline, mono ms), 2 answered or given
+	 * up. */
+	int final_ask;
+	int64_t final_deadline;
 	/* The producer identity p writes with (pipe_copy.c, see HACKING.md
 	 * "Producer identities"): pid -1 until taken (the last of
 	 * mp->producers, or a fresh id from the destination's pool);
@@ -353,6 +358,10 @@ void pcopy_fetch_round(struct pmirror *pm);
 void pcopy_produce_round(struct pipeline *pl);
 void pcopy_sync(struct ppart *p);
 void pcopy_oor(struct ppart *p);
+/* STOPPING: asks the source leader for the high watermark the failover
+ * report compares with (final_hw_response sets live's and final_ask 2).
+ * 0 when asked, -1 when it cannot be (no source connection). */
+int pcopy_final_hw(struct ppart *p);
 /* The destination end d is known (and proven): where to fetch from. */
 void pcopy_sync_done(struct ppart *p, int64_t d);
 /* The source is known to hold what was mirrored: copy from source offset s

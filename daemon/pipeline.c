@@ -664,11 +664,15 @@ void pl_source_metadata(struct pmirror *pm)
 
 /*
  * STOPPING -> STOPPED with the failover report: what the source held that
- * was not copied, as of the last Fetch answer (the high watermark, the
+ * was not copied, as of a ListOffsets of the source asked once nothing was
+ * in flight (waited for up to PL_FINAL_HW_WAIT_MS), else of the last Fetch
+ * answer (the high watermark, the
  * source offsets from the end of what was copied to it, and the age of
  * the newest record copied as the lag in time); -1 where this process
  * never fetched the partition.
  */
+#define PL_FINAL_HW_WAIT_MS 3000
+
 static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 {
 	struct mfailover fo = { -1, -1, -1 };
@@ -693,6 +697,7 @@ static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 		    PRId64 ", lag %" PRId64 " ms; -1 = unknown)",
 		    part_name(p, name, sizeof(name)), fo.lag, fo.src_hwm,
 		    p->last_src, fo.lag_ms);
+	p->final_ask = 0;
 	return mpart_stopped_report(p->pm->pl->st, p->mp, p->last_src,
 	    p->last_epoch, &fo, "fetching stopped, nothing in flight", msg,
 	    msglen);
@@ -743,6 +748,15 @@ static void part_step(struct ppart *p, int64_t now)
 			break;
 		}
 		if (p->sending != NULL || p->step_inflight || p->step == PS_SYNC)
+			break;
+		if (st == MPART_STOPPING && p->final_ask == 0) {
+			/* The source's end now, for the failover report; a
+			 * source that does not answer soon is not waited for. */
+			p->final_ask = pcopy_final_hw(p) == 0 ? 1 : 2;
+			p->final_deadline = now + PL_FINAL_HW_WAIT_MS;
+		}
+		if (st == MPART_STOPPING && p->final_ask == 1 &&
+		    now < p->final_deadline)
 			break;
 		if (st == MPART_PAUSING) {
 			if (mpart_set_state(pl->st, p->mp, MPART_PAUSED,
