@@ -31,6 +31,7 @@
 #include "metrics_std.h"
 #include "mirrorconf.h"
 #include "mstate.h"
+#include "mirrormark.h"
 #include "pipeline.h"
 #include "secrets.h"
 #include "srclookup.h"
@@ -1457,6 +1458,50 @@ static const struct srctopic *topic_index_find(const struct topic_index *ix,
 	return NULL;
 }
 
+/* mirror.allow.loops as the mirror's configs say (default false). */
+static int mirror_allows_loops(const struct mirror *m)
+{
+	int yes = 0;
+
+	for (size_t i = 0; i < m->nconfigs; i++)
+		if (strcmp(m->configs[i].name, "mirror.allow.loops") == 0)
+			yes = m->configs[i].value != NULL &&
+			    strcasecmp(m->configs[i].value, "true") == 0;
+	return yes;
+}
+
+/*
+ * A source topic that is itself the active destination of a mirror there
+ * (its mirror mark, mirrormark.h): KERR_INVALID_REQUEST with the message
+ * naming the loop, unless mirror.allow.loops; else 0.
+ */
+static int loop_check(struct admin *adm, const struct mirror *m,
+    const struct srctopic *st, char *msg, size_t msglen)
+{
+	char src[128], other[256];
+	const char *dst = pipeline_destination_cluster_id(adm->pl);
+	int active;
+
+	if (st->mark == NULL || mirrormark_parse(st->mark, &active, src,
+	    sizeof(src), other, sizeof(other)) != 0 || !active ||
+	    mirror_allows_loops(m))
+		return 0;
+	if (dst != NULL && strcmp(src, dst) == 0)
+		snprintf(msg, msglen, "mirror loop: topic %s on the source cluster "
+		    "%s is itself mirrored there by mirror %s from cluster %s, "
+		    "which is this mirrord's destination: mirroring it back would "
+		    "copy the copies; stop that mirror first (failback), or set "
+		    "mirror.allow.loops=true on mirror %s", st->name,
+		    mirror_bootstrap(m), other, src, m->name);
+	else
+		snprintf(msg, msglen, "mirror loop refused: topic %s on the source "
+		    "cluster %s is itself the destination of mirror %s there "
+		    "(from cluster %s); mirror its origin instead, stop that "
+		    "mirror, or set mirror.allow.loops=true on mirror %s",
+		    st->name, mirror_bootstrap(m), other, src, m->name);
+	return KERR_INVALID_REQUEST;
+}
+
 static void add_lookup_done(void *arg, int ok, const char *errstr,
     const char *cluster_id, const struct srctopic *topics, size_t ntopics)
 {
@@ -1546,6 +1591,10 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			results_add(&rs, t, KERR_UNKNOWN_TOPIC_OR_PARTITION, msg);
 			continue;
 		}
+		if ((code = loop_check(adm, m, st, msg, sizeof(msg))) != 0) {
+			results_add(&rs, t, code, msg);
+			continue;
+		}
 		msg[0] = '\0';
 		code = mstate_add_topic(adm->st, mirror, t, st->partitions, msg,
 		    sizeof(msg));
@@ -1588,6 +1637,11 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			if (!any || mirror_topic_find(m, t) != NULL ||
 			    results_has(&rs, t))
 				continue;
+			if ((code = loop_check(adm, m, &topics[i], msg,
+			    sizeof(msg))) != 0) {
+				results_add(&rs, t, code, msg);
+				continue;
+			}
 			msg[0] = '\0';
 			code = mstate_add_topic(adm->st, mirror, t,
 			    topics[i].partitions, msg, sizeof(msg));

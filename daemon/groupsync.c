@@ -63,6 +63,7 @@
 #include "metrics.h"
 #include "metrics_std.h"
 #include "mirrorconf.h"
+#include "mirrormark.h"
 #include "pipe_int.h"
 
 #define GS_ARENA (16u << 20)
@@ -88,6 +89,7 @@ struct gsmirror {
 	size_t ngroups, groups_cap, gi;
 	int round_errors;
 	int round_lagging;
+	int mark_done;      /* the mirror marks were sent this round */
 	/* The group being synced. */
 	char *group;
 	struct gscommit *commits;
@@ -240,6 +242,8 @@ static void count_group(struct gsmirror *gm, const char *result)
 {
 	struct metrics_std *ms = gs_ms(gm);
 
+	if (gm->group != NULL && strcmp(gm->group, MIRRORMARK_GROUP) == 0)
+		return; /* the mirror marks are not a synced group */
 	if (ms != NULL)
 		metrics_counter_inc(METRICS_SERIES(MSTD(ms, GROUP_SYNCS), gm->name,
 		    result));
@@ -257,6 +261,13 @@ static void gs_error(struct gsmirror *gm, const char *what, const char *fmt,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (gm->group != NULL && strcmp(gm->group, MIRRORMARK_GROUP) == 0) {
+		/* The marks are retried next round; a failed one holds no
+		 * group's final sync back. */
+		log_warnx("mirror %s: the mirror marks (group %s) on the "
+		    "destination: %s", gm->name, MIRRORMARK_GROUP, msg);
+		return;
+	}
 	log_warnx("mirror %s: consumer-group offset sync: %s", gm->name, msg);
 	gm->round_errors++;
 	if (gs_ms(gm) != NULL)
@@ -390,7 +401,8 @@ static void lg_done(struct kconn *c, int err, const char *errstr,
 			continue;
 		if ((name = strndup(g->p, (size_t)g->len)) == NULL)
 			break;
-		if (!mirrorconf_group_selected(pm->conf, name)) {
+		if (strcmp(name, MIRRORMARK_GROUP) == 0 ||
+		    !mirrorconf_group_selected(pm->conf, name)) {
 			free(name);
 			continue;
 		}
@@ -475,16 +487,21 @@ static int round_start(struct gsmirror *gm, struct pmirror *pm)
 	groups_clear(gm);
 	gm->round_errors = 0;
 	gm->round_lagging = 0;
+	gm->mark_done = 0;
 	for (size_t i = 0; i < pm->nparts; i++)
 		if (part_eligible(pm->parts[i]))
 			any = 1;
-	if (!any || pm->conf->groups_include.n == 0)
-		return 0; /* nothing mirrored yet, or no group wanted */
+	if (!any)
+		return 0; /* nothing mirrored yet */
 	for (size_t i = 0; i < pm->nparts; i++)
 		if (pm->parts[i]->gs_final == 1)
 			pm->parts[i]->gs_final = 2; /* covered by this round */
 	gm->running = 1;
 	gm->lg_pending = 0;
+	if (pm->conf->groups_include.n == 0) {
+		group_next(gm); /* no group wanted: only the mirror marks */
+		return 1;
+	}
 	{
 		struct kconn *ctl = pcluster_ctl(src);
 
@@ -502,7 +519,7 @@ static int round_start(struct gsmirror *gm, struct pmirror *pm)
 	if (gm->lg_pending == 0) {
 		if (!gm->unsupported_logged)
 			gs_error(gm, "ListGroups", "no connection to the source is ready");
-		round_end(gm);
+		group_next(gm); /* the mirror marks, then the end */
 	}
 	return 1;
 }
@@ -553,6 +570,7 @@ static int fc_encode(struct kw *w, int16_t version, const void *msg)
 
 static void of_send(struct gsmirror *gm, struct kconn *c);
 static void dg_send(struct gsmirror *gm, struct kconn *c);
+static void oc_send(struct gsmirror *gm, struct kconn *c);
 
 static void fc_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
@@ -601,7 +619,10 @@ static void fc_done(struct kconn *c, int err, const char *errstr,
 	}
 	karena_free(a);
 	free(r);
-	if (side[0] == 'd')
+	if (side[0] == 'd' && strcmp(gm->group, MIRRORMARK_GROUP) == 0)
+		oc_send(gm, coord); /* never has members; and the librdkafka
+		                     * mock closes on DescribeGroups */
+	else if (side[0] == 'd')
 		dg_send(gm, coord);
 	else
 		of_send(gm, coord);
@@ -1055,6 +1076,45 @@ fail:
 	group_next(gm);
 }
 
+/*
+ * The mirror marks (mirrormark.h) as the commits of the current "group":
+ * partition 0 of every topic of the mirror, active while one of its
+ * partitions is not STOPPED.  Returns how many.
+ */
+static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
+{
+	const struct mirror *m = pm->m;
+	char meta[600];
+
+	if (m == NULL || m->ntopics == 0)
+		return 0;
+	commits_clear(gm);
+	gm->commits = calloc(m->ntopics, sizeof(*gm->commits));
+	if (gm->commits == NULL)
+		return 0;
+	for (size_t t = 0; t < m->ntopics; t++) {
+		const struct mtopic *mt = m->topics[t];
+		struct gscommit *gc = &gm->commits[gm->ncommits];
+		int active = 0;
+
+		if (mt->npart <= 0)
+			continue;
+		for (int32_t i = 0; i < mt->npart; i++)
+			if (mt->parts[i]->state != MPART_STOPPED)
+				active = 1;
+		mirrormark_format(meta, sizeof(meta), active,
+		    m->source_cluster_id, m->name);
+		gc->topic = strdup(mt->name);
+		gc->metadata = strdup(meta);
+		gc->partition = 0;
+		gc->offset = 0;
+		gm->ncommits++;
+		if (gc->topic == NULL || gc->metadata == NULL)
+			return 0;
+	}
+	return gm->ncommits;
+}
+
 /* Next group of the round, or its end. */
 static void group_next(struct gsmirror *gm)
 {
@@ -1063,6 +1123,18 @@ static void group_next(struct gsmirror *gm)
 	free(gm->group);
 	gm->group = NULL;
 	commits_clear(gm);
+	if (pm != NULL && !gm->gs->pl->draining && !gm->mark_done &&
+	    (pm->src == NULL || gm->gi >= gm->ngroups)) {
+		/* Last: the marks that tell a mirrord reading the
+		 * destination as its source which topics are mirrored. */
+		gm->mark_done = 1;
+		if (marks_build(gm, pm) > 0 &&
+		    (gm->group = strdup(MIRRORMARK_GROUP)) != NULL) {
+			fc_send(gm, pcluster_ctl(gm->gs->pl->dst), 1);
+			return;
+		}
+		commits_clear(gm);
+	}
 	if (pm == NULL || pm->src == NULL || gm->gi >= gm->ngroups ||
 	    gm->gs->pl->draining) {
 		round_end(gm);

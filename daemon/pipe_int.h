@@ -28,6 +28,7 @@ struct pcluster;
 struct pmirror;
 struct ptcreate;
 struct ptconf;
+struct pmarks;
 
 /* ---- clusters -------------------------------------------------------- */
 
@@ -250,6 +251,7 @@ struct pmirror {
 	size_t ncreates;
 	struct pabsent *absent;      /* topics missing from Metadata (pipe_ident.c) */
 	struct ptconf *tconf;        /* topic config sync (pipe_tconf.c), NULL until the first tick */
+	struct pmarks *marks;        /* mirror marks of discovery candidates (pipe_marks.c) */
 	size_t nabsent;
 	int dead;
 };
@@ -358,6 +360,11 @@ void pcopy_fetch_round(struct pmirror *pm);
 void pcopy_produce_round(struct pipeline *pl);
 void pcopy_sync(struct ppart *p);
 void pcopy_oor(struct ppart *p);
+/* pipe_marks.c: 1 when discovery may add topic (cand: every candidate of
+ * this pass, asked about together when the answer is not known yet). */
+int pmarks_allows(struct pmirror *pm, const char *topic, char **const cand,
+    size_t ncand);
+void pmarks_forget(struct pmirror *pm);
 /* STOPPING: asks the source leader for the high watermark the failover
  * report compares with (final_hw_response sets live's and final_ask 2).
  * 0 when asked, -1 when it cannot be (no source connection). */

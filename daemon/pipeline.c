@@ -302,6 +302,7 @@ static void pm_free(struct pmirror *pm)
 	/* Bury the partitions before closing the source: closing fails their
 	 * in-flight requests, whose callbacks free buried partitions. */
 	ptconf_forget(pm);
+	pmarks_forget(pm);
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
 	srcfiles_cancel(pm->files);
@@ -638,9 +639,14 @@ void pl_source_metadata(struct pmirror *pm)
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: %s", m->name, msg);
 	}
-	/* Patterns: source topics that match and are not mirrored yet. */
+	/* Patterns: source topics that match and are not mirrored yet, and
+	 * are not a mirror's destination there (pipe_marks.c). */
 	if (m->nincludes == 0)
 		return;
+	char **cand = NULL;
+	size_t ncand = 0;
+
+	for (int pass = 0; pass < 2; pass++)
 	for (size_t i = 0; i < pm->src->ntopics; i++) {
 		const struct ptopicmd *md = &pm->src->topics[i];
 
@@ -649,6 +655,19 @@ void pl_source_metadata(struct pmirror *pm)
 		    !mirror_wants_topic(m, md->name) ||
 		    mstate_topic_holder(pl->st, md->name, m) != NULL)
 			continue;
+		if (pass == 0) {
+			char **nc = realloc(cand, (ncand + 1) * sizeof(*cand));
+
+			if (nc != NULL) {
+				cand = nc;
+				cand[ncand++] = md->name;
+			}
+			continue;
+		}
+		if (!pmarks_allows(pm, md->name, cand, ncand)) {
+			ncand = 0; /* asked once per pass */
+			continue;
+		}
 		if (mstate_add_topic(pl->st, m->name, md->name, md->npart, msg,
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: discovered topic %s: %s", m->name,
@@ -658,6 +677,7 @@ void pl_source_metadata(struct pmirror *pm)
 			    m->name, md->name, md->npart);
 		m = pm->m; /* still valid: the mirror was not deleted */
 	}
+	free(cand);
 }
 
 /* ---- the per-partition machine ------------------------------------------- */
@@ -1260,6 +1280,11 @@ void pipeline_free(struct pipeline *pl)
 		    NULL);
 	}
 	free(pl);
+}
+
+const char *pipeline_destination_cluster_id(struct pipeline *pl)
+{
+	return pl != NULL && pl->dst != NULL ? pl->dst->cluster_id : NULL;
 }
 
 int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen)
