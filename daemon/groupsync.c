@@ -1086,15 +1086,18 @@ static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
 	const struct mirror *m = pm->m;
 	char meta[600];
 
+	size_t n = 0;
+
 	if (m == NULL || m->ntopics == 0)
 		return 0;
 	commits_clear(gm);
-	gm->commits = calloc(m->ntopics, sizeof(*gm->commits));
+	for (size_t t = 0; t < m->ntopics; t++)
+		n += (size_t)MAX(m->topics[t]->npart, 0);
+	gm->commits = calloc(n + 1, sizeof(*gm->commits));
 	if (gm->commits == NULL)
 		return 0;
 	for (size_t t = 0; t < m->ntopics; t++) {
 		const struct mtopic *mt = m->topics[t];
-		struct gscommit *gc = &gm->commits[gm->ncommits];
 		int active = 0;
 
 		if (mt->npart <= 0)
@@ -1102,15 +1105,28 @@ static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
 		for (int32_t i = 0; i < mt->npart; i++)
 			if (mt->parts[i]->state != MPART_STOPPED)
 				active = 1;
-		mirrormark_format(meta, sizeof(meta), active,
-		    m->source_cluster_id, m->name);
-		gc->topic = strdup(mt->name);
-		gc->metadata = strdup(meta);
-		gc->partition = 0;
-		gc->offset = 0;
-		gm->ncommits++;
-		if (gc->topic == NULL || gc->metadata == NULL)
-			return 0;
+		/* Active: partition 0 says so.  Stopped: every partition,
+		 * with where it stopped (a failback reads it). */
+		for (int32_t i = 0; i < (active ? 1 : mt->npart); i++) {
+			const struct mpart *mp = mt->parts[i];
+			struct gscommit *gc = &gm->commits[gm->ncommits];
+			int len = mirrormark_format(meta, sizeof(meta), active,
+			    m->source_cluster_id, m->name);
+
+			if (!active && mp->last_offset >= 0 && len > 0 &&
+			    (size_t)len < sizeof(meta))
+				snprintf(meta + len, sizeof(meta) - (size_t)len,
+				    " last=%" PRId64 " epoch=%" PRId32 " ident=%d",
+				    mp->last_offset, mp->last_epoch,
+				    mp->nanchors == 0);
+			gc->topic = strdup(mt->name);
+			gc->metadata = strdup(meta);
+			gc->partition = i;
+			gc->offset = 0;
+			gm->ncommits++;
+			if (gc->topic == NULL || gc->metadata == NULL)
+				return 0;
+		}
 	}
 	return gm->ncommits;
 }

@@ -10,6 +10,12 @@
  *
  *   mirrord-mirror v1 state=<active|stopped> source=<cluster id|?> mirror=<name>
  *
+ * and, once every partition of the topic is STOPPED, one mark per
+ * partition that also says where it stopped (for a failback, pipe_prove.c):
+ *
+ *   ... mirror=<name> last=<last mirrored source offset> epoch=<its leader
+ *   epoch> ident=<1 if source and destination offsets were identical>
+ *
  * groupsync.c writes them with every sync round (a topic is active while
  * one of its partitions is not STOPPED) and never syncs that group itself;
  * srclookup.c reads them from a source (OffsetFetch of the group for the
@@ -56,7 +62,20 @@ static inline int mirrormark_parse(const char *s, int *active, char *source,
 		return -1;
 	snprintf(source, slen, "%.*s", (int)(sp - (so + 7)), so + 7);
 	mi = sp + 8;
-	snprintf(mirror, mlen, "%s", mi);
+	snprintf(mirror, mlen, "%.*s", (int)strcspn(mi, " "), mi);
+	return 0;
+}
+
+/* A stopped partition's mark: 0 with where it stopped, -1 when s does not
+ * say (an active mark, or one of partition 0 only). */
+static inline int mirrormark_stop(const char *s, long long *last, int *epoch,
+    int *ident)
+{
+	const char *p = strstr(s, " last=");
+
+	if (p == NULL || sscanf(p, " last=%lld epoch=%d ident=%d", last, epoch,
+	    ident) != 3)
+		return -1;
 	return 0;
 }
 

@@ -159,6 +159,12 @@ struct ppart {
 	int32_t prove_seq;
 	int prove_steps;
 	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
+	/* Failback (pipe_prove.c): fb_state 0 not looked at, 1 reading the
+	 * source's mark, 2 done; fb_last/fb_epoch: where a mirror of the
+	 * destination cluster stopped copying this partition (-1 none). */
+	int fb_state;
+	int64_t fb_last;
+	int32_t fb_epoch;
 	/* Consumer-group offset sync (groupsync.c): 1 once the partition
 	 * stopped in this process, until a sync round covered it (2 while
 	 * one runs); only then are a STOPPED partition's offsets synced. */
@@ -365,6 +371,13 @@ void pcopy_oor(struct ppart *p);
 int pmarks_allows(struct pmirror *pm, const char *topic, char **const cand,
     size_t ncand);
 void pmarks_forget(struct pmirror *pm);
+/* Reads the source's mark of p's topic and partition for a failback; the
+ * answer goes to pprove_failback().  0 when asked, -1 when it cannot be. */
+int pmarks_failback(struct ppart *p);
+/* pipe_prove.c: found 0 when the source has no usable mark (src: the
+ * cluster the marked mirror copied from). */
+void pprove_failback(struct ppart *p, int found, const char *src,
+    const char *mirror, int64_t last, int32_t epoch, int ident);
 /* STOPPING: asks the source leader for the high watermark the failover
  * report compares with (final_hw_response sets live's and final_ask 2).
  * 0 when asked, -1 when it cannot be (no source connection). */

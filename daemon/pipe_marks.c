@@ -334,3 +334,138 @@ int pmarks_allows(struct pmirror *pm, const char *topic, char **const cand,
 	}
 	return 0;
 }
+
+/* ---- failback: one partition's mark ------------------------------------ */
+
+struct pfreq {
+	struct ppart *p;
+	uint32_t gen;
+};
+
+static int fb_gone(struct pfreq *r)
+{
+	struct ppart *p = r->p;
+
+	return p->dead || r->gen != p->gen || p->step != PS_PROVE ||
+	    p->fb_state != 1;
+}
+
+static void fb_end(struct pfreq *r, int found, const char *src,
+    const char *mirror, int64_t last, int32_t epoch, int ident)
+{
+	struct ppart *p = r->p;
+
+	if (!fb_gone(r))
+		pprove_failback(p, found, src, mirror, last, epoch, ident);
+	pl_part_unref(p);
+	free(r);
+}
+
+static void fb_fetched(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pfreq *r = arg;
+	struct kp_offset_fetch_response resp;
+	struct karena *a = NULL;
+	char meta[600], src[128] = "", mirror[256] = "";
+	long long last = -1;
+	int epoch = -1, ident = 0, active = 1, found = 0;
+
+	(void)c;
+	(void)errstr;
+	if (err == KCONN_E_OK && !fb_gone(r) &&
+	    (a = karena_new(1 << 20)) != NULL &&
+	    kp_offset_fetch_response_decode(body, a, 2, &resp) == 0 &&
+	    !body->err && resp.error_code == 0 && resp.topics_n == 1 &&
+	    resp.topics[0].partitions_n == 1) {
+		const struct kp_offset_fetch_response_partition *pp =
+		    &resp.topics[0].partitions[0];
+
+		if (pp->error_code == 0 && pp->committed_offset >= 0 &&
+		    pp->metadata.len > 0 && pp->metadata.len < (int32_t)sizeof(meta)) {
+			memcpy(meta, pp->metadata.p, (size_t)pp->metadata.len);
+			meta[pp->metadata.len] = '\0';
+			found = mirrormark_parse(meta, &active, src, sizeof(src),
+			    mirror, sizeof(mirror)) == 0 && !active &&
+			    mirrormark_stop(meta, &last, &epoch, &ident) == 0;
+		}
+	}
+	karena_free(a);
+	fb_end(r, found, src, mirror, last, epoch, ident);
+}
+
+static void fb_coordinator(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pfreq *r = arg;
+	struct ppart *p = r->p;
+	struct kp_find_coordinator_response resp;
+	struct kp_offset_fetch_request req;
+	struct kp_offset_fetch_request_topic t;
+	struct karena *a = NULL;
+	struct kconn *coord = NULL;
+	int32_t part = p->index;
+	char why[300];
+
+	(void)c;
+	(void)errstr;
+	if (err != KCONN_E_OK || fb_gone(r) || p->pm->src == NULL ||
+	    (a = karena_new(1 << 20)) == NULL ||
+	    kp_find_coordinator_response_decode(body, a, 1, &resp) < 0 ||
+	    body->err || resp.error_code != 0)
+		goto none;
+	for (size_t i = 0; i < p->pm->src->nbrokers; i++)
+		if (p->pm->src->brokers[i]->id == resp.node_id)
+			coord = pbroker_conn(p->pm->src->brokers[i]);
+	if (coord == NULL) {
+		/* Connecting: the next prove round asks again. */
+		p->fb_state = 0;
+		p->not_before = clock_mono_ms() + 200;
+		p->step_inflight = 0;
+		pl_part_unref(p);
+		free(r);
+		karena_free(a);
+		return;
+	}
+	kp_offset_fetch_request_topic_init(&t);
+	t.name = kstr_c(p->topic);
+	t.partition_indexes = &part;
+	t.partition_indexes_n = 1;
+	kp_offset_fetch_request_init(&req);
+	req.group_id = kstr_c(MIRRORMARK_GROUP);
+	req.topics = &t;
+	req.topics_n = 1;
+	if (kconn_send(coord, KP_API_OFFSET_FETCH, 2, of_encode, &req, 0,
+	    PMARKS_TIMEOUT_MS, fb_fetched, r, why, sizeof(why)) != 0)
+		goto none;
+	karena_free(a);
+	return;
+none:
+	karena_free(a);
+	fb_end(r, 0, NULL, NULL, -1, -1, 0);
+}
+
+int pmarks_failback(struct ppart *p)
+{
+	struct kp_find_coordinator_request req;
+	struct kconn *ctl = p->pm->src != NULL ? pcluster_ctl(p->pm->src) : NULL;
+	struct pfreq *r;
+	char why[300];
+
+	if (ctl == NULL || kconn_pick_version(ctl, KP_API_FIND_COORDINATOR, 1,
+	    1) < 0 || (r = calloc(1, sizeof(*r))) == NULL)
+		return -1;
+	r->p = p;
+	r->gen = p->gen;
+	p->refs++;
+	kp_find_coordinator_request_init(&req);
+	req.key = kstr_c(MIRRORMARK_GROUP);
+	req.key_type = 0;
+	if (kconn_send(ctl, KP_API_FIND_COORDINATOR, 1, fc_encode, &req, 0,
+	    PMARKS_TIMEOUT_MS, fb_coordinator, r, why, sizeof(why)) != 0) {
+		pl_part_unref(p);
+		free(r);
+		return -1;
+	}
+	return 0;
+}
