@@ -320,7 +320,8 @@ void pprove_failback(struct ppart *p, int found, const char *src,
 		return;
 	}
 	if (d < last + 1) {
-		pl_part_fail_final(p, "failback divergence at offset %" PRId64 ": "
+		pl_part_fail_final(p, "failback: the old primary lost mirrored "
+		    "records: divergence at offset %" PRId64 ": "
 		    "the destination partition (the old primary) ends there, but "
 		    "mirror %s copied it up to offset %" PRId64 " (epoch %" PRId32
 		    "): the old primary lost offsets %" PRId64 "..%" PRId64 " after "
@@ -341,7 +342,8 @@ static void failback_clean(struct ppart *p, const struct batch *b)
 	char name[300];
 
 	if (batch_last_offset(b) != p->fb_last || b->leader_epoch != p->fb_epoch) {
-		pl_part_fail_final(p, "failback divergence at offset %" PRId64 " or "
+		pl_part_fail_final(p, "failback: the old primary's log was "
+		    "rewritten: divergence at offset %" PRId64 " or "
 		    "before: the destination partition (the old primary) ends at "
 		    "offset %" PRId64 " as when it was mirrored, but its batch "
 		    "%" PRId64 "..%" PRId64 " is of leader epoch %" PRId32 ", not "

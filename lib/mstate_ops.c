@@ -494,14 +494,15 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
 const char *mpart_needs_resolution(const struct mpart *p)
 {
 	static const char *const skip[] = { "foreign write:",
-	    "unproven destination:" };
+	    "unproven destination:", "failback divergence at offset" };
 
 	if (p->state != MPART_FAILED || p->error == NULL)
 		return NULL;
 	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
 		if (strncmp(p->error, skip[i], strlen(skip[i])) == 0)
 			return "skip-over";
-	if (strncmp(p->error, "destination truncated:", 22) == 0)
+	if (strncmp(p->error, "destination truncated:", 22) == 0 ||
+	    strncmp(p->error, "failback:", 9) == 0)
 		return "";
 	return NULL;
 }

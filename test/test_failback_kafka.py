@@ -117,6 +117,11 @@ def main():
     h.check("failback divergence" in d2.cli_ok("--describe", "--failed")
             .stdout, "--describe --failed shows it")
 
+    # A plain retry is refused: the divergence needs a decision.
+    r = d2.cli("--recover", "--mirror", "ba", "--topic", topic)
+    h.check(r.returncode == 1 and "needs an operator decision" in r.stderr
+            and "skip-over" in r.stderr,
+            "--recover without a resolution: %r" % r.stderr)
     # The operator's decision: keep A's tail, copy B's records after it.
     d2.cli_ok("--recover", "--mirror", "ba", "--topic", topic,
               "--resolution", "skip-over")
