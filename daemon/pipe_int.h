@@ -165,6 +165,19 @@ struct ppart {
 	int fb_state;
 	int64_t fb_last;
 	int32_t fb_epoch;
+	/* Preserving a failback divergence (pipe_preserve.c): pv_state 0
+	 * none, 1 create the aside topic, 2 wait for its leader, 3 fetch, 4
+	 * produce, 5 done; offsets pv_from..pv_end-1, the next pv_at; the
+	 * batch to produce (pv_buf, pv_len, its pv_count records, ending
+	 * before pv_next); counts. */
+	int pv_state;
+	int preserve_once;           /* RecoverMirrorTopics' preserve decision */
+	char *pv_topic;
+	int64_t pv_from, pv_end, pv_at, pv_next;
+	uint8_t *pv_buf;
+	size_t pv_len;
+	int32_t pv_count;
+	int64_t pv_records, pv_batches, pv_skipped;
 	/* Consumer-group offset sync (groupsync.c): 1 once the partition
 	 * stopped in this process, until a sync round covered it (2 while
 	 * one runs); only then are a STOPPED partition's offsets synced. */
@@ -371,6 +384,11 @@ void pcopy_oor(struct ppart *p);
 int pmarks_allows(struct pmirror *pm, const char *topic, char **const cand,
     size_t ncand);
 void pmarks_forget(struct pmirror *pm);
+/* pipe_preserve.c: starts copying destination offsets from..end-1 of p
+ * into <topic>.diverged-<epoch> (0, or -1 when the name is too long);
+ * ppreserve_step() runs it from the prove step (1 while it does). */
+int ppreserve_start(struct ppart *p, int64_t from, int64_t end, int32_t epoch);
+int ppreserve_step(struct ppart *p);
 /* Reads the source's mark of p's topic and partition for a failback; the
  * answer goes to pprove_failback().  0 when asked, -1 when it cannot be. */
 int pmarks_failback(struct ppart *p);

@@ -250,6 +250,30 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 	pcopy_sync_done(p, d);
 }
 
+/* The decision: the old primary's offsets from..d-1 stay where they are;
+ * the source's records from offset from go after them. */
+static void failback_skip(struct ppart *p, int64_t from, int64_t d,
+    const char *how)
+{
+	char msg[512], name[300];
+
+	if (mpart_add_anchor(p->pm->pl->st, p->mp, from, d, msg,
+	    sizeof(msg)) != 0) {
+		pl_part_fail(p, "failback divergence at offset %" PRId64 ": "
+		    "cannot record the anchor %" PRId64 " -> %" PRId64 ": %s",
+		    from, from, d, msg);
+		return;
+	}
+	log_warnx("%s: failback divergence at offset %" PRId64 ": the "
+	    "destination's offsets %" PRId64 "..%" PRId64 " (never mirrored) are "
+	    "kept; %s: source offset %" PRId64 " is copied to destination offset "
+	    "%" PRId64, pname(p, name, sizeof(name)), from, from, d - 1, how,
+	    from, d);
+	p->live.offset_holes++;
+	p->proven_end = d;
+	pcopy_sync_done(p, d);
+}
+
 /*
  * A failback onto the cluster this partition was mirrored from (the old
  * primary): the source's mark says its mirror stopped copying the
@@ -283,28 +307,24 @@ void pprove_failback(struct ppart *p, int found, const char *src,
 		    "FAILBACK in kafka-mirrors(1))", mirror, last, epoch);
 		return;
 	}
-	if (d > last + 1 && (p->skip_over_once || (p->pm->conf != NULL &&
-	    p->pm->conf->foreign_writes == MIRRORCONF_FOREIGN_SKIP_OVER))) {
-		char msg[512];
-
-		/* The decision: the old primary's tail stays where it is; the
-		 * source's records from last + 1 go after it. */
-		p->skip_over_once = 0;
-		if (mpart_add_anchor(p->pm->pl->st, p->mp, last + 1, d, msg,
-		    sizeof(msg)) != 0) {
-			pl_part_fail(p, "failback divergence at offset %" PRId64 ": "
-			    "cannot record the anchor %" PRId64 " -> %" PRId64 ": %s",
-			    last + 1, last + 1, d, msg);
+	if (d > last + 1 && p->preserve_once) {
+		/* Copied aside first (pipe_preserve.c), then as skip-over. */
+		p->preserve_once = 0;
+		if (ppreserve_start(p, last + 1, d, epoch) != 0) {
+			pl_part_fail_final(p, "failback divergence at offset %" PRId64
+			    ": cannot preserve it: the topic name %s.diverged-%" PRId32
+			    " is too long", last + 1, p->topic, epoch);
 			return;
 		}
-		log_warnx("%s: failback divergence at offset %" PRId64 ": the "
-		    "destination's offsets %" PRId64 "..%" PRId64 " (never mirrored) "
-		    "are kept; skip-over: source offset %" PRId64 " is copied to "
-		    "destination offset %" PRId64, pname(p, name, sizeof(name)),
-		    last + 1, last + 1, d - 1, last + 1, d);
-		p->live.offset_holes++;
-		p->proven_end = d;
-		pcopy_sync_done(p, d);
+		log_info("%s: failback divergence at offset %" PRId64 ": preserving "
+		    "offsets %" PRId64 "..%" PRId64 " into topic %s", pname(p, name,
+		    sizeof(name)), last + 1, last + 1, d - 1, p->pv_topic);
+		return;
+	}
+	if (d > last + 1 && (p->skip_over_once || (p->pm->conf != NULL &&
+	    p->pm->conf->foreign_writes == MIRRORCONF_FOREIGN_SKIP_OVER))) {
+		p->skip_over_once = 0;
+		failback_skip(p, last + 1, d, "skip-over");
 		return;
 	}
 	if (d > last + 1) {
@@ -315,8 +335,11 @@ void pprove_failback(struct ppart *p, int found, const char *src,
 		    PRId32 "), never mirrored to the source; kept FAILED until an "
 		    "operator decides: kafka-mirrors --recover --resolution "
 		    "skip-over keeps them where they are and copies the source's "
-		    "records after them (see FAILBACK in kafka-mirrors(1))",
-		    last + 1, last + 1, d - 1, d - last - 1, mirror, last, epoch);
+		    "records after them, --resolution preserve also copies them "
+		    "to topic %s.diverged-%" PRId32 " first (see FAILBACK in "
+		    "kafka-mirrors(1))",
+		    last + 1, last + 1, d - 1, d - last - 1, mirror, last, epoch,
+		    p->topic, epoch);
 		return;
 	}
 	if (d < last + 1) {
@@ -507,6 +530,17 @@ void pprove_send(struct ppart *p)
 
 	if (c == NULL)
 		return;
+	if (p->pv_state > 0) {
+		char how[400];
+
+		if (ppreserve_step(p))
+			return;
+		snprintf(how, sizeof(how), "preserved in topic %s partition %"
+		    PRId32 " (%" PRId64 " records); skip-over", p->pv_topic,
+		    p->index, p->pv_records);
+		failback_skip(p, p->pv_from, p->pv_end, how);
+		return;
+	}
 	if (p->fb_state == 0 && p->prove_steps == 0 && !wrote_something(p)) {
 		/* A destination mirrord never wrote: a failback?  The
 		 * source's mark says where its mirror stopped copying it. */

@@ -245,6 +245,8 @@ static void part_free(struct ppart *p)
 	}
 	pbatch_free(p->sending);
 	pbatch_free(p->unsure);
+	free(p->pv_topic);
+	free(p->pv_buf);
 	free(p->topic);
 	free(p);
 }
@@ -1148,6 +1150,8 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 				pm->parts[i]->not_before = 0;
 				pm->parts[i]->skip_over_once =
 				    strstr(ev->why, "resolution skip-over") != NULL;
+				pm->parts[i]->preserve_once =
+				    strstr(ev->why, "resolution preserve") != NULL;
 			}
 		break;
 	case MSTATE_EV_PATTERNS:

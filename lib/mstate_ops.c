@@ -517,9 +517,10 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 
 	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
 		return code;
-	if (resolution != NULL && strcmp(resolution, "skip-over") != 0) {
-		mstate_fmt(msg, msglen, "resolution '%.100s' is not one of: skip-over",
-		    resolution);
+	if (resolution != NULL && strcmp(resolution, "skip-over") != 0 &&
+	    strcmp(resolution, "preserve") != 0) {
+		mstate_fmt(msg, msglen, "resolution '%.100s' is not one of: "
+		    "skip-over, preserve", resolution);
 		return KERR_INVALID_REQUEST;
 	}
 	if (!mtopic_any(t, B(FAILED)))
@@ -528,6 +529,12 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 		const char *need = mpart_needs_resolution(t->parts[i]);
 
 		if (need == NULL || (resolution != NULL && strcmp(need, resolution) == 0))
+			continue;
+		/* A failback divergence: skip-over, or preserve (copied aside
+		 * first, pipe_preserve.c). */
+		if (resolution != NULL && strcmp(resolution, "preserve") == 0 &&
+		    strncmp(t->parts[i]->error, "failback divergence at offset",
+		    29) == 0)
 			continue;
 		if (need[0] == '\0')
 			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "

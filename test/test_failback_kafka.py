@@ -15,8 +15,10 @@ cannot run):
       - partition 1 (A holds 7 offsets after the stop): FAILED, never
         retried, the reason naming the divergence at offset 20 and the
         offsets 20..26; A is left untouched;
-  * --recover --resolution skip-over: A's 7 records stay where they are,
-    B's new records are copied after them; nothing dropped.
+  * --recover --resolution preserve: A's 7 records are copied to the topic
+    T.diverged-<epoch> (partition 1, keys and values equal), stay where
+    they are too (Kafka cannot cut a partition's tail), and B's new records
+    are copied after them; nothing dropped.
 """
 
 import os
@@ -108,6 +110,9 @@ def main():
     h.check("holds offsets 20..26 (7 offsets) written after mirror ab "
             "stopped copying it at offset 19 (epoch %d)" % e1 in reason,
             "the reason names the divergent offsets: %r" % reason)
+    aside = "%s.diverged-%d" % (topic, e1)
+    h.check("--resolution preserve also copies them to topic %s first"
+            % aside in reason, "the reason names the aside topic: %r" % reason)
     # Partition 0: A equals B, record for record.
     a0, b0 = fk.read(A.bootstrap, topic, 0), fk.read(B.bootstrap, topic, 0)
     eq(len(a0), 35, "A0 records after the failback")
@@ -122,9 +127,10 @@ def main():
     h.check(r.returncode == 1 and "needs an operator decision" in r.stderr
             and "skip-over" in r.stderr,
             "--recover without a resolution: %r" % r.stderr)
-    # The operator's decision: keep A's tail, copy B's records after it.
+    # The operator's decision: preserve A's tail aside, keep it in place,
+    # copy B's records after it.
     d2.cli_ok("--recover", "--mirror", "ba", "--topic", topic,
-              "--resolution", "skip-over")
+              "--resolution", "preserve")
     h.wait_for(lambda: all(p["state"] == "MIRRORING" and p["lag"] == 0
                            for p in d2.describe_json("ba")), 120,
                "partition 1 copying after the decision")
@@ -134,6 +140,12 @@ def main():
     eq([(k, v) for _o, k, v in vals(a1[27:])],
        [(k, v) for _o, k, v in vals(b1[20:])],
        "B1's new records after A1's tail")
+    kept = fk.read(A.bootstrap, aside, 1)
+    eq([(k, v, ts) for _o, k, v, ts in kept],
+       [(k, v, ts) for _o, k, v, ts in a1_before[20:]],
+       "the divergent records preserved in %s partition 1" % aside)
+    h.check("preserved in topic %s partition 1 (7 records)" % aside
+            in d2.log(), "the log names the aside topic")
     d2.stop()
     print("PASS: failback: clean partition resumed, divergence found at "
           "offset 20, kept, and copied after on decision", flush=True)
