@@ -519,7 +519,7 @@ START_TEST(test_recover)
 	ck_assert_str_eq(mtopic_state_name(t), "MIRRORING");
 	CODE(mstate_recover_topic(F.st, "m", "t", "ignore", F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
-	MSG_HAS("resolution 'ignore' is not one of: skip-over");
+	MSG_HAS("resolution 'ignore' is not one of: skip-over, preserve");
 	/* A plain failure: retried without a resolution. */
 	CODE(mpart_fail(F.st, t->parts[0], "fetch: NOT_LEADER", -1, F.msg,
 	    sizeof(F.msg)), 0);
