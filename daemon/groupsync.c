@@ -90,6 +90,7 @@ struct gsmirror {
 	int round_errors;
 	int round_lagging;
 	int mark_done;      /* the mirror marks were sent this round */
+	uint64_t mark_sig;  /* of the marks last committed, 0 none */
 	/* The group being synced. */
 	char *group;
 	struct gscommit *commits;
@@ -571,6 +572,7 @@ static int fc_encode(struct kw *w, int16_t version, const void *msg)
 static void of_send(struct gsmirror *gm, struct kconn *c);
 static void dg_send(struct gsmirror *gm, struct kconn *c);
 static void oc_send(struct gsmirror *gm, struct kconn *c);
+static uint64_t marks_sig(const struct gsmirror *gm);
 
 static void fc_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
@@ -1002,6 +1004,9 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 		count_group(gm, "active");
 	else
 		count_group(gm, "synced");
+	if (failed == 0 && active == 0 && gm->group != NULL &&
+	    strcmp(gm->group, MIRRORMARK_GROUP) == 0)
+		gm->mark_sig = marks_sig(gm);
 	if (failed == 0 && active == 0 && gm->sig != NULL) {
 		last_keep(gm, gm->sig, gm->siglen);
 		gm->sig = NULL;
@@ -1105,9 +1110,10 @@ static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
 		for (int32_t i = 0; i < mt->npart; i++)
 			if (mt->parts[i]->state != MPART_STOPPED)
 				active = 1;
-		/* Active: partition 0 says so.  Stopped: every partition,
-		 * with where it stopped (a failback reads it). */
-		for (int32_t i = 0; i < (active ? 1 : mt->npart); i++) {
+		/* Every partition (a stale stopped mark of an earlier stop
+		 * must not outlive a topic added again); stopped ones with
+		 * where they stopped (a failback reads it). */
+		for (int32_t i = 0; i < mt->npart; i++) {
 			const struct mpart *mp = mt->parts[i];
 			struct gscommit *gc = &gm->commits[gm->ncommits];
 			int len = mirrormark_format(meta, sizeof(meta), active,
@@ -1131,6 +1137,23 @@ static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
 	return gm->ncommits;
 }
 
+/* FNV-1a over the marks: unchanged marks are not committed again. */
+static uint64_t marks_sig(const struct gsmirror *gm)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < gm->ncommits; i++) {
+		const struct gscommit *gc = &gm->commits[i];
+		const char *parts[] = { gc->topic, gc->metadata };
+
+		for (size_t k = 0; k < 2; k++)
+			for (const char *s = parts[k]; s != NULL && *s; s++)
+				h = (h ^ (uint8_t)*s) * 1099511628211ull;
+		h = (h ^ (uint64_t)gc->partition) * 1099511628211ull;
+	}
+	return h != 0 ? h : 1;
+}
+
 /* Next group of the round, or its end. */
 static void group_next(struct gsmirror *gm)
 {
@@ -1144,8 +1167,9 @@ static void group_next(struct gsmirror *gm)
 		/* Last: the marks that tell a mirrord reading the
 		 * destination as its source which topics are mirrored. */
 		gm->mark_done = 1;
-		if (marks_build(gm, pm) > 0 &&
+		if (marks_build(gm, pm) > 0 && marks_sig(gm) != gm->mark_sig &&
 		    (gm->group = strdup(MIRRORMARK_GROUP)) != NULL) {
+			gm->mark_sig = 0; /* set again once committed */
 			fc_send(gm, pcluster_ctl(gm->gs->pl->dst), 1);
 			return;
 		}

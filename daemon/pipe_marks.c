@@ -355,8 +355,16 @@ static void fb_end(struct pfreq *r, int found, const char *src,
 {
 	struct ppart *p = r->p;
 
-	if (!fb_gone(r))
+	if (!fb_gone(r)) {
 		pprove_failback(p, found, src, mirror, last, epoch, ident);
+	} else if (!p->dead) {
+		/* Moved on (stopping, paused): the look held the step as the
+		 * prove's Fetch does; release it as that one does. */
+		p->step_inflight = 0;
+		if (p->fb_state == 1)
+			p->fb_state = 0;
+		pl_kick(p->pm->pl);
+	}
 	pl_part_unref(p);
 	free(r);
 }
