@@ -1083,7 +1083,7 @@ fail:
 
 /*
  * The mirror marks (mirrormark.h) as the commits of the current "group":
- * partition 0 of every topic of the mirror, active while one of its
+ * every partition of every topic of the mirror, active while one of its
  * partitions is not STOPPED.  Returns how many.
  */
 static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)

@@ -5,13 +5,14 @@
  *
  * The marks are committed offsets of one consumer group on the
  * destination, MIRRORMARK_GROUP, with no members (a "simple" commit, as an
- * admin tool makes): partition 0 of each topic of a mirror, offset 0, and
+ * admin tool makes): every partition of each topic of a mirror (the loop
+ * checks read partition 0), offset 0, and
  * the committed metadata string
  *
  *   mirrord-mirror v1 state=<active|stopped> source=<cluster id|?> mirror=<name>
  *
- * and, once every partition of the topic is STOPPED, one mark per
- * partition that also says where it stopped (for a failback, pipe_prove.c):
+ * and, once every partition of the topic is STOPPED, each mark also says
+ * where its partition stopped (for a failback, pipe_prove.c):
  *
  *   ... mirror=<name> last=<last mirrored source offset> epoch=<its leader
  *   epoch> ident=<1 if source and destination offsets were identical>
@@ -67,7 +68,7 @@ static inline int mirrormark_parse(const char *s, int *active, char *source,
 }
 
 /* A stopped partition's mark: 0 with where it stopped, -1 when s does not
- * say (an active mark, or one of partition 0 only). */
+ * say (an active mark). */
 static inline int mirrormark_stop(const char *s, long long *last, int *epoch,
     int *ident)
 {

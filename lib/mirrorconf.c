@@ -137,7 +137,7 @@ static const struct mkey mkeys[] = {
 	  "a partition FAILED that way resumes once this is set (kafka-mirrors --resume)." },
 	{ "mirror.allow.loops", MK_MIRROR, MT_ENUM, "false", 0, 0, "false|true", O(allow_loops), 0,
 	  "Whether a topic that is itself the active destination of a mirror on the source cluster may be added to this mirror. "
-	  "mirrord marks every topic it mirrors on its destination (committed metadata of partition 0 in the consumer group __mirrord_mirrors) "
+	  "mirrord marks every topic it mirrors on its destination (committed metadata in the consumer group __mirrord_mirrors) "
 	  "and reads those marks on the source at AddTopicsToMirror: false refuses such a topic, naming the mirror and its source cluster "
 	  "(a loop when that is this mirrord's destination); true mirrors it anyway." },
 	{ "mirror.topics.include", MK_MIRROR, MT_REGEXLIST, "", 0, 0, NULL, O(topics_include), 0,
