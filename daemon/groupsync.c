@@ -91,6 +91,8 @@ struct gsmirror {
 	int round_lagging;
 	int mark_done;      /* the mirror marks were sent this round */
 	uint64_t mark_sig;  /* of the marks last committed, 0 none */
+	int64_t mark_at;    /* when (mono ms): renewed hourly, so that the
+	                     * broker's offset retention never expires them */
 	/* The group being synced. */
 	char *group;
 	struct gscommit *commits;
@@ -1006,7 +1008,7 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 		count_group(gm, "synced");
 	if (failed == 0 && active == 0 && gm->group != NULL &&
 	    strcmp(gm->group, MIRRORMARK_GROUP) == 0)
-		gm->mark_sig = marks_sig(gm);
+		gm->mark_sig = marks_sig(gm), gm->mark_at = clock_mono_ms();
 	if (failed == 0 && active == 0 && gm->sig != NULL) {
 		last_keep(gm, gm->sig, gm->siglen);
 		gm->sig = NULL;
@@ -1167,7 +1169,8 @@ static void group_next(struct gsmirror *gm)
 		/* Last: the marks that tell a mirrord reading the
 		 * destination as its source which topics are mirrored. */
 		gm->mark_done = 1;
-		if (marks_build(gm, pm) > 0 && marks_sig(gm) != gm->mark_sig &&
+		if (marks_build(gm, pm) > 0 && (marks_sig(gm) != gm->mark_sig ||
+		    clock_mono_ms() - gm->mark_at > 3600000) &&
 		    (gm->group = strdup(MIRRORMARK_GROUP)) != NULL) {
 			gm->mark_sig = 0; /* set again once committed */
 			fc_send(gm, pcluster_ctl(gm->gs->pl->dst), 1);
