@@ -31,6 +31,7 @@
 #include "metrics_std.h"
 #include "mirrorconf.h"
 #include "mstate.h"
+#include "mirrormark.h"
 #include "pipeline.h"
 #include "secrets.h"
 #include "srclookup.h"
@@ -885,6 +886,11 @@ static int describe_one(struct admin *adm, struct karena *a,
 			    mp->state == MPART_STOPPED) ? mp->topic->note : NULL);
 			op->last_mirrored_epoch = mp->last_epoch;
 			op->last_mirrored_offset = mp->last_offset;
+			if (mp->state == MPART_STOPPED && mp->has_failover) {
+				op->failover_source_offset = mp->failover.src_hwm;
+				op->failover_lag = mp->failover.lag;
+				op->failover_lag_ms = mp->failover.lag_ms;
+			}
 			if (pipeline_partition_warning(adm->pl, mp, warn, sizeof(warn))) {
 				op->warning_message = arena_kstr(a, warn);
 				if (op->warning_message.p == NULL)
@@ -1516,6 +1522,50 @@ static const struct srctopic *topic_index_find(const struct topic_index *ix,
 	return NULL;
 }
 
+/* mirror.allow.loops as the mirror's configs say (default false). */
+static int mirror_allows_loops(const struct mirror *m)
+{
+	int yes = 0;
+
+	for (size_t i = 0; i < m->nconfigs; i++)
+		if (strcmp(m->configs[i].name, "mirror.allow.loops") == 0)
+			yes = m->configs[i].value != NULL &&
+			    strcasecmp(m->configs[i].value, "true") == 0;
+	return yes;
+}
+
+/*
+ * A source topic that is itself the active destination of a mirror there
+ * (its mirror mark, mirrormark.h): KERR_INVALID_REQUEST with the message
+ * naming the loop, unless mirror.allow.loops; else 0.
+ */
+static int loop_check(struct admin *adm, const struct mirror *m,
+    const struct srctopic *st, char *msg, size_t msglen)
+{
+	char src[128], other[256];
+	const char *dst = pipeline_destination_cluster_id(adm->pl);
+	int active;
+
+	if (st->mark == NULL || mirrormark_parse(st->mark, &active, src,
+	    sizeof(src), other, sizeof(other)) != 0 || !active ||
+	    mirror_allows_loops(m))
+		return 0;
+	if (dst != NULL && strcmp(src, dst) == 0)
+		snprintf(msg, msglen, "mirror loop: topic %s on the source cluster "
+		    "%s is itself mirrored there by mirror %s from cluster %s, "
+		    "which is this mirrord's destination: mirroring it back would "
+		    "copy the copies; stop that mirror first (failback), or set "
+		    "mirror.allow.loops=true on mirror %s", st->name,
+		    mirror_bootstrap(m), other, src, m->name);
+	else
+		snprintf(msg, msglen, "mirror loop refused: topic %s on the source "
+		    "cluster %s is itself the destination of mirror %s there "
+		    "(from cluster %s); mirror its origin instead, stop that "
+		    "mirror, or set mirror.allow.loops=true on mirror %s",
+		    st->name, mirror_bootstrap(m), other, src, m->name);
+	return KERR_INVALID_REQUEST;
+}
+
 static void add_lookup_done(void *arg, int ok, const char *errstr,
     const char *cluster_id, const struct srctopic *topics, size_t ntopics)
 {
@@ -1605,6 +1655,10 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			results_add(&rs, t, KERR_UNKNOWN_TOPIC_OR_PARTITION, msg);
 			continue;
 		}
+		if ((code = loop_check(adm, m, st, msg, sizeof(msg))) != 0) {
+			results_add(&rs, t, code, msg);
+			continue;
+		}
 		msg[0] = '\0';
 		code = mstate_add_topic(adm->st, mirror, t, st->partitions, msg,
 		    sizeof(msg));
@@ -1647,6 +1701,11 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			if (!any || mirror_topic_find(m, t) != NULL ||
 			    results_has(&rs, t))
 				continue;
+			if ((code = loop_check(adm, m, &topics[i], msg,
+			    sizeof(msg))) != 0) {
+				results_add(&rs, t, code, msg);
+				continue;
+			}
 			msg[0] = '\0';
 			code = mstate_add_topic(adm->st, mirror, t,
 			    topics[i].partitions, msg, sizeof(msg));

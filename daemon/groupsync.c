@@ -63,6 +63,7 @@
 #include "metrics.h"
 #include "metrics_std.h"
 #include "mirrorconf.h"
+#include "mirrormark.h"
 #include "pipe_int.h"
 
 #define GS_ARENA (16u << 20)
@@ -88,6 +89,10 @@ struct gsmirror {
 	size_t ngroups, groups_cap, gi;
 	int round_errors;
 	int round_lagging;
+	int mark_done;      /* the mirror marks were sent this round */
+	uint64_t mark_sig;  /* of the marks last committed, 0 none */
+	int64_t mark_at;    /* when (mono ms): renewed hourly, so that the
+	                     * broker's offset retention never expires them */
 	/* The group being synced. */
 	char *group;
 	struct gscommit *commits;
@@ -240,6 +245,8 @@ static void count_group(struct gsmirror *gm, const char *result)
 {
 	struct metrics_std *ms = gs_ms(gm);
 
+	if (gm->group != NULL && strcmp(gm->group, MIRRORMARK_GROUP) == 0)
+		return; /* the mirror marks are not a synced group */
 	if (ms != NULL)
 		metrics_counter_inc(METRICS_SERIES(MSTD(ms, GROUP_SYNCS), gm->name,
 		    result));
@@ -257,6 +264,13 @@ static void gs_error(struct gsmirror *gm, const char *what, const char *fmt,
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (gm->group != NULL && strcmp(gm->group, MIRRORMARK_GROUP) == 0) {
+		/* The marks are retried next round; a failed one holds no
+		 * group's final sync back. */
+		log_warnx("mirror %s: the mirror marks (group %s) on the "
+		    "destination: %s", gm->name, MIRRORMARK_GROUP, msg);
+		return;
+	}
 	log_warnx("mirror %s: consumer-group offset sync: %s", gm->name, msg);
 	gm->round_errors++;
 	if (gs_ms(gm) != NULL)
@@ -425,7 +439,8 @@ static void lg_done(struct kconn *c, int err, const char *errstr,
 			continue;
 		if ((name = strndup(g->p, (size_t)g->len)) == NULL)
 			break;
-		if (!mirrorconf_group_selected(pm->conf, name)) {
+		if (strcmp(name, MIRRORMARK_GROUP) == 0 ||
+		    !mirrorconf_group_selected(pm->conf, name)) {
 			free(name);
 			continue;
 		}
@@ -500,16 +515,21 @@ static int round_start(struct gsmirror *gm, struct pmirror *pm)
 	groups_clear(gm);
 	gm->round_errors = 0;
 	gm->round_lagging = 0;
+	gm->mark_done = 0;
 	for (size_t i = 0; i < pm->nparts; i++)
 		if (part_eligible(pm->parts[i]))
 			any = 1;
-	if (!any || pm->conf->groups_include.n == 0)
-		return 0; /* nothing mirrored yet, or no group wanted */
+	if (!any)
+		return 0; /* nothing mirrored yet */
 	for (size_t i = 0; i < pm->nparts; i++)
 		if (pm->parts[i]->gs_final == 1)
 			pm->parts[i]->gs_final = 2; /* covered by this round */
 	gm->running = 1;
 	gm->lg_pending = 0;
+	if (pm->conf->groups_include.n == 0) {
+		group_next(gm); /* no group wanted: only the mirror marks */
+		return 1;
+	}
 	{
 		struct kconn *ctl = pcluster_ctl(src);
 
@@ -527,7 +547,7 @@ static int round_start(struct gsmirror *gm, struct pmirror *pm)
 	if (gm->lg_pending == 0) {
 		if (!gm->unsupported_logged)
 			gs_error(gm, "ListGroups", "no connection to the source is ready");
-		round_end(gm);
+		group_next(gm); /* the mirror marks, then the end */
 	}
 	return 1;
 }
@@ -573,6 +593,8 @@ struct gsfc {
 
 static void of_send(struct gsmirror *gm, struct kconn *c);
 static void dg_send(struct gsmirror *gm, struct kconn *c);
+static void oc_send(struct gsmirror *gm, struct kconn *c);
+static uint64_t marks_sig(const struct gsmirror *gm);
 
 static void fc_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
@@ -621,7 +643,10 @@ static void fc_done(struct kconn *c, int err, const char *errstr,
 	}
 	karena_free(a);
 	free(r);
-	if (side[0] == 'd')
+	if (side[0] == 'd' && strcmp(gm->group, MIRRORMARK_GROUP) == 0)
+		oc_send(gm, coord); /* never has members; and the librdkafka
+		                     * mock closes on DescribeGroups */
+	else if (side[0] == 'd')
 		dg_send(gm, coord);
 	else
 		of_send(gm, coord);
@@ -947,6 +972,9 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 		count_group(gm, "active");
 	else
 		count_group(gm, "synced");
+	if (failed == 0 && active == 0 && gm->group != NULL &&
+	    strcmp(gm->group, MIRRORMARK_GROUP) == 0)
+		gm->mark_sig = marks_sig(gm), gm->mark_at = clock_mono_ms();
 	if (failed == 0 && active == 0 && gm->sig != NULL) {
 		last_keep(gm, gm->sig, gm->siglen);
 		gm->sig = NULL;
@@ -1012,6 +1040,79 @@ fail:
 	group_next(gm);
 }
 
+/*
+ * The mirror marks (mirrormark.h) as the commits of the current "group":
+ * every partition of every topic of the mirror, active while one of its
+ * partitions is not STOPPED.  Returns how many.
+ */
+static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
+{
+	const struct mirror *m = pm->m;
+	char meta[600];
+
+	size_t n = 0;
+
+	if (m == NULL || m->ntopics == 0)
+		return 0;
+	commits_clear(gm);
+	for (size_t t = 0; t < m->ntopics; t++)
+		n += (size_t)MAX(m->topics[t]->npart, 0);
+	gm->commits = calloc(n + 1, sizeof(*gm->commits));
+	if (gm->commits == NULL)
+		return 0;
+	for (size_t t = 0; t < m->ntopics; t++) {
+		const struct mtopic *mt = m->topics[t];
+		int active = 0;
+
+		if (mt->npart <= 0)
+			continue;
+		for (int32_t i = 0; i < mt->npart; i++)
+			if (mt->parts[i]->state != MPART_STOPPED)
+				active = 1;
+		/* Every partition (a stale stopped mark of an earlier stop
+		 * must not outlive a topic added again); stopped ones with
+		 * where they stopped (a failback reads it). */
+		for (int32_t i = 0; i < mt->npart; i++) {
+			const struct mpart *mp = mt->parts[i];
+			struct gscommit *gc = &gm->commits[gm->ncommits];
+			int len = mirrormark_format(meta, sizeof(meta), active,
+			    m->source_cluster_id, m->name);
+
+			if (!active && mp->last_offset >= 0 && len > 0 &&
+			    (size_t)len < sizeof(meta))
+				snprintf(meta + len, sizeof(meta) - (size_t)len,
+				    " last=%" PRId64 " epoch=%" PRId32 " ident=%d",
+				    mp->last_offset, mp->last_epoch,
+				    mp->nanchors == 0);
+			gc->topic = strdup(mt->name);
+			gc->metadata = strdup(meta);
+			gc->partition = i;
+			gc->offset = 0;
+			gm->ncommits++;
+			if (gc->topic == NULL || gc->metadata == NULL)
+				return 0;
+		}
+	}
+	return gm->ncommits;
+}
+
+/* FNV-1a over the marks: unchanged marks are not committed again. */
+static uint64_t marks_sig(const struct gsmirror *gm)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < gm->ncommits; i++) {
+		const struct gscommit *gc = &gm->commits[i];
+		const char *parts[] = { gc->topic, gc->metadata };
+
+		for (size_t k = 0; k < 2; k++)
+			for (const char *s = parts[k]; s != NULL && *s; s++)
+				h = (h ^ (uint8_t)*s) * 1099511628211ull;
+		h = (h ^ (uint64_t)gc->partition) * 1099511628211ull;
+	}
+	return h != 0 ? h : 1;
+}
+
 /* Next group of the round, or its end. */
 static void group_next(struct gsmirror *gm)
 {
@@ -1020,6 +1121,20 @@ static void group_next(struct gsmirror *gm)
 	free(gm->group);
 	gm->group = NULL;
 	commits_clear(gm);
+	if (pm != NULL && !gm->gs->pl->draining && !gm->mark_done &&
+	    (pm->src == NULL || gm->gi >= gm->ngroups)) {
+		/* Last: the marks that tell a mirrord reading the
+		 * destination as its source which topics are mirrored. */
+		gm->mark_done = 1;
+		if (marks_build(gm, pm) > 0 && (marks_sig(gm) != gm->mark_sig ||
+		    clock_mono_ms() - gm->mark_at > 3600000) &&
+		    (gm->group = strdup(MIRRORMARK_GROUP)) != NULL) {
+			gm->mark_sig = 0; /* set again once committed */
+			fc_send(gm, pcluster_ctl(gm->gs->pl->dst), 1);
+			return;
+		}
+		commits_clear(gm);
+	}
 	if (pm == NULL || pm->src == NULL || gm->gi >= gm->ngroups ||
 	    gm->gs->pl->draining) {
 		round_end(gm);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -91,6 +92,8 @@ struct opts {
 	struct strlist excludes;
 	int json;
 	int summary;             /* --describe --summary */
+	int failed;              /* --describe --failed */
+	int wait_s;              /* --remove --wait SECONDS, 0 none */
 	const char *resolution;  /* --recover --resolution */
 	int timeout_ms;
 	char client_id[128];
@@ -112,15 +115,16 @@ static void usage(FILE *f)
 "  --add       add topics to a mirror: --mirror NAME --topic REGEX\n"
 "              (alias --start)\n"
 "  --remove    stop mirroring topics and make them writable (failover):\n"
-"              --mirror NAME --topic REGEX  (alias --stop)\n"
+"              --mirror NAME --topic REGEX  (alias --stop) [--wait SECONDS]\n"
 "  --pause     pause mirroring of topics: --mirror NAME --topic REGEX\n"
 "  --resume    resume paused topics: --mirror NAME --topic REGEX\n"
 "  --recover   retry FAILED partitions now: --mirror NAME --topic REGEX\n"
-"              [--resolution skip-over] (the decision a foreign write needs)\n"
+"              [--resolution skip-over|preserve] (the decision a foreign\n"
+"              write or a failback divergence needs)\n"
 "  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
 "  --list      list mirrors\n"
 "  --describe  per-partition state, offsets, lag and reason [--mirror NAME]\n"
-"              [--summary | --json]\n"
+"              [--failed] [--summary | --json]\n"
 "\n"
 "Options:\n"
 "  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
@@ -139,10 +143,16 @@ static void usage(FILE *f)
 "                          else as a pattern matched against whole names\n"
 "  --exclude REGEX         with --add: patterns to exclude from discovery\n"
 "  --json                  with --describe: print a JSON array\n"
-"  --summary               with --describe: one line per topic (partitions per\n"
+"  --summary               with --describe: one line per topic (its state,\n"
+"                          MIXED when partitions differ; partitions per\n"
 "                          state, total lag, worst reason)\n"
+"  --failed                with --describe: only FAILED partitions\n"
+"  --wait SECONDS          with --remove: wait up to SECONDS for the topics'\n"
+"                          partitions to be STOPPED, then print the failover\n"
+"                          report (where each stopped, what was not copied)\n"
 "  --resolution ACTION     with --recover: the operator's decision for a\n"
 "                          partition FAILED by a foreign write (skip-over)\n"
+"                          or a failback divergence (skip-over, preserve)\n"
 "  --help                  this text\n"
 "  --version               print the version\n"
 "\n"
@@ -858,27 +868,36 @@ static void table_print(struct table *t)
 }
 
 /* Lag in time, short: 0s, 4.2s, 37s, 5m07s, 3h12m, 2d05h; "-" unknown. */
-static void table_duration(struct table *t, int64_t ms)
+/* "2m05s", "-" for a negative (unknown) duration. */
+static void fmt_duration(char *buf, size_t len, int64_t ms)
 {
 	int64_t s = ms / 1000;
 
 	if (ms < 0)
-		table_cell(t, "-");
+		snprintf(buf, len, "-");
 	else if (ms == 0)
-		table_cell(t, "0s");
+		snprintf(buf, len, "0s");
 	else if (ms < 10000)
-		table_cell(t, "%.1fs", (double)ms / 1000.0);
+		snprintf(buf, len, "%.1fs", (double)ms / 1000.0);
 	else if (s < 60)
-		table_cell(t, "%llds", (long long)s);
+		snprintf(buf, len, "%llds", (long long)s);
 	else if (s < 3600)
-		table_cell(t, "%lldm%02llds", (long long)(s / 60),
+		snprintf(buf, len, "%lldm%02llds", (long long)(s / 60),
 		    (long long)(s % 60));
 	else if (s < 86400)
-		table_cell(t, "%lldh%02lldm", (long long)(s / 3600),
+		snprintf(buf, len, "%lldh%02lldm", (long long)(s / 3600),
 		    (long long)(s / 60 % 60));
 	else
-		table_cell(t, "%lldd%02lldh", (long long)(s / 86400),
+		snprintf(buf, len, "%lldd%02lldh", (long long)(s / 86400),
 		    (long long)(s / 3600 % 24));
+}
+
+static void table_duration(struct table *t, int64_t ms)
+{
+	char buf[32];
+
+	fmt_duration(buf, sizeof(buf), ms);
+	table_cell(t, "%s", buf);
 }
 
 /* ---- actions ------------------------------------------------------ */
@@ -1100,6 +1119,135 @@ static void resolve_patterns(struct cli_conn *c, const char *mirror,
 }
 
 /* --remove, --pause, --resume, --recover: same request and response shapes. */
+static int describe_call(struct cli_conn *c, const char *mirror,
+    struct karena *a, struct kp_describe_mirrors_response *resp,
+    uint8_t **frame);
+
+static int kstr_cmp(struct kstr a, struct kstr b);
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* 1 if topic name is one --remove stopped (answered 0). */
+static int was_removed(const struct kp_add_topics_to_mirror_response *rm,
+    struct kstr name)
+{
+	for (int32_t i = 0; i < rm->topics_n; i++)
+		if (rm->topics[i].error_code == 0 &&
+		    kstr_cmp(rm->topics[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * --remove --wait: polls DescribeMirrors until every partition of the
+ * topics just removed is STOPPED (mirrord stops fetching, waits for what
+ * is in flight and records where each partition stopped), then prints the
+ * failover report: where each stopped and what it had not copied.  Gives
+ * up after o->wait_s seconds naming the partitions still on their way.
+ */
+static int wait_stopped(struct cli_conn *c, const struct opts *o,
+    const struct kp_add_topics_to_mirror_response *rm)
+{
+	int64_t deadline = now_ms() + (int64_t)o->wait_s * 1000;
+	const struct timespec pause = { 0, 200 * 1000000L };
+
+	for (;;) {
+		struct kp_describe_mirrors_response d;
+		struct karena *a = karena_new(MAX_RESPONSE);
+		uint8_t *frame = NULL;
+		size_t waiting = 0, total = 0;
+		int expired;
+
+		if (a == NULL)
+			die_conn("out of memory");
+		if (describe_call(c, o->mirror, a, &d, &frame) != 0) {
+			free(frame);
+			karena_free(a);
+			return EXIT_KAFKA;
+		}
+		expired = now_ms() >= deadline;
+		for (int32_t m = 0; m < d.mirrors_n; m++)
+			for (int32_t t = 0; t < d.mirrors[m].topics_n; t++) {
+				const struct kp_describe_mirrors_response_topic *tp =
+				    &d.mirrors[m].topics[t];
+
+				if (!was_removed(rm, tp->name))
+					continue;
+				for (int32_t p = 0; p < tp->partitions_n; p++) {
+					total++;
+					if (kstr_eq(tp->partitions[p].state, "STOPPED"))
+						continue;
+					if (expired)
+						fprintf(stderr, "%s: %.*s-%d is still %.*s "
+						    "after %d s\n", progname,
+						    (int)tp->name.len, tp->name.p,
+						    tp->partitions[p].partition_index,
+						    (int)tp->partitions[p].state.len,
+						    tp->partitions[p].state.p, o->wait_s);
+					waiting++;
+				}
+			}
+		if (waiting == 0) {
+			struct table tb;
+			int64_t sum = 0;
+			int unknown = 0;
+
+			table_init(&tb, 1u << 1 | 1u << 2 | 1u << 3 | 1u << 4 |
+			    1u << 5 | 1u << 6, "TOPIC", "PARTITION",
+			    "LAST-MIRRORED-OFFSET", "EPOCH", "SOURCE-HIGH-WATERMARK",
+			    "NOT-COPIED", "LAG-TIME", (const char *)NULL);
+			for (int32_t m = 0; m < d.mirrors_n; m++)
+				for (int32_t t = 0; t < d.mirrors[m].topics_n; t++) {
+					const struct kp_describe_mirrors_response_topic *tp =
+					    &d.mirrors[m].topics[t];
+
+					if (!was_removed(rm, tp->name))
+						continue;
+					for (int32_t p = 0; p < tp->partitions_n; p++) {
+						const struct kp_describe_mirrors_response_partition
+						    *pp = &tp->partitions[p];
+
+						table_kstr(&tb, tp->name);
+						table_cell(&tb, "%d", pp->partition_index);
+						table_num(&tb, pp->last_mirrored_offset);
+						table_num(&tb, pp->last_mirrored_epoch);
+						table_num(&tb, pp->failover_source_offset);
+						table_num(&tb, pp->failover_lag);
+						table_duration(&tb, pp->failover_lag_ms);
+						if (pp->failover_lag >= 0)
+							sum += pp->failover_lag;
+						else
+							unknown++;
+					}
+				}
+			printf("Failover report of mirror %s: %zu partition(s) "
+			    "STOPPED, %lld source offset(s) not copied%s\n",
+			    o->mirror, total, (long long)sum, unknown ?
+			    " (more where NOT-COPIED is -: unknown)" : "");
+			if (total > 0)
+				table_print(&tb);
+			free(frame);
+			karena_free(a);
+			return 0;
+		}
+		free(frame);
+		karena_free(a);
+		if (expired) {
+			fprintf(stderr, "%s: --wait %d: %zu partition(s) not STOPPED "
+			    "yet; see --describe --mirror %s\n", progname, o->wait_s,
+			    waiting, o->mirror);
+			return EXIT_KAFKA;
+		}
+		nanosleep(&pause, NULL);
+	}
+}
+
 static int do_topics_op(struct cli_conn *c, const struct opts *o)
 {
 	struct kp_add_topics_to_mirror_response resp;
@@ -1191,6 +1339,10 @@ static int do_topics_op(struct cli_conn *c, const struct opts *o)
 	frame = conn_call(c, key, 0, &w, &r);
 	decode_topic_results(c, &r, a, api, &resp);
 	rc = report_topics(verb, o->mirror, &resp);
+	if (o->action == ACT_REMOVE && o->wait_s > 0 && rc == 0) {
+		fflush(stdout);
+		rc = wait_stopped(c, o, &resp);
+	}
 	free(frame);
 	free(dframe);
 	free(names);
@@ -1316,11 +1468,47 @@ static int describe_call(struct cli_conn *c, const char *mirror,
 	return rc;
 }
 
-/* Flattened rows, sorted by mirror, topic, partition. */
+/* Flattened rows, sorted by mirror, topic, partition; tstate: the topic's
+ * state, its partitions' common state or MIXED (over all its partitions,
+ * also those --failed leaves out). */
 struct drow {
 	struct kstr mirror, topic;
+	const char *tstate;
 	const struct kp_describe_mirrors_response_partition *p;
+	char *note;              /* STOPPED: the failover report, or NULL */
 };
+
+/* The failover report of a STOPPED partition, one line; NULL when mirrord
+ * sent none (not STOPPED, or stopped by an older mirrord). */
+static char *failover_note(const struct kp_describe_mirrors_response_partition *p)
+{
+	char lag[32], *s = NULL;
+	int n;
+
+	if (!kstr_eq(p->state, "STOPPED") || (p->failover_source_offset < 0 &&
+	    p->failover_lag < 0))
+		return NULL;
+	fmt_duration(lag, sizeof(lag), p->failover_lag_ms);
+	if (p->failover_lag == 0)
+		n = asprintf(&s, "stopped caught up: source high watermark %lld, "
+		    "last mirrored offset %lld (epoch %d)",
+		    (long long)p->failover_source_offset,
+		    (long long)p->last_mirrored_offset, p->last_mirrored_epoch);
+	else if (p->failover_lag > 0)
+		n = asprintf(&s, "stopped with %lld source offsets not copied: "
+		    "source high watermark %lld, last mirrored offset %lld "
+		    "(epoch %d), lag %s", (long long)p->failover_lag,
+		    (long long)p->failover_source_offset,
+		    (long long)p->last_mirrored_offset, p->last_mirrored_epoch, lag);
+	else
+		n = asprintf(&s, "stopped: source high watermark %lld, not copied "
+		    "unknown, last mirrored offset %lld (epoch %d)",
+		    (long long)p->failover_source_offset,
+		    (long long)p->last_mirrored_offset, p->last_mirrored_epoch);
+	if (n < 0)
+		die_conn("out of memory");
+	return s;
+}
 
 static int cmp_drow(const void *x, const void *y)
 {
@@ -1335,31 +1523,56 @@ static int cmp_drow(const void *x, const void *y)
 	return c;
 }
 
+/* The contract's topic-level state: the partitions' common state, MIXED
+ * when they differ, UNKNOWN for a topic without partitions (or a state
+ * name this tool does not know). */
+static const char *topic_state(const struct kp_describe_mirrors_response_topic *t)
+{
+	static const char *const names[] = {
+		"UNKNOWN", "PREPARING", "MIRRORING", "PAUSING", "PAUSED",
+		"STOPPING", "STOPPED", "FAILED",
+	};
+
+	if (t->partitions_n <= 0)
+		return "UNKNOWN";
+	for (int32_t i = 1; i < t->partitions_n; i++)
+		if (kstr_cmp(t->partitions[i].state, t->partitions[0].state) != 0)
+			return "MIXED";
+	for (size_t k = 0; k < ARRAY_SIZE(names); k++)
+		if (kstr_eq(t->partitions[0].state, names[k]))
+			return names[k];
+	return "UNKNOWN";
+}
+
 /*
  * Why a partition is where it is, for the REASON column: the FAILED
  * reason, the warning of a copying partition that makes no progress, the
- * note of a partition mirrord stopped itself.  Empty kstr when none.
+ * note of a partition mirrord stopped itself, the failover report of a
+ * STOPPED one.  Empty kstr when none.
  */
-static struct kstr partition_reason(
-    const struct kp_describe_mirrors_response_partition *p)
+static struct kstr partition_reason(const struct drow *r)
 {
+	const struct kp_describe_mirrors_response_partition *p = r->p;
+
 	if (p->error_message.len > 0 && kstr_eq(p->state, "FAILED"))
 		return p->error_message;
 	if (p->warning_message.len > 0)
 		return p->warning_message;
 	if (p->error_message.len > 0)
 		return p->error_message;
+	if (r->note != NULL)
+		return kstr_c(r->note);
 	return (struct kstr){ NULL, 0 };
 }
 
 /* Worse first: which reason a topic summary shows. */
-static int reason_rank(const struct kp_describe_mirrors_response_partition *p)
+static int reason_rank(const struct drow *r)
 {
-	if (partition_reason(p).len <= 0)
+	if (partition_reason(r).len <= 0)
 		return 0;
-	if (kstr_eq(p->state, "FAILED"))
+	if (kstr_eq(r->p->state, "FAILED"))
 		return 3;
-	return p->warning_message.len > 0 ? 2 : 1;
+	return r->p->warning_message.len > 0 ? 2 : 1;
 }
 
 /* Every partition: the KIP tool's columns plus LAG-TIME, and REASON when
@@ -1370,7 +1583,7 @@ static void describe_partitions(const struct drow *rows, size_t n)
 	bool reasons = false;
 
 	for (size_t i = 0; i < n; i++)
-		reasons = reasons || partition_reason(rows[i].p).len > 0;
+		reasons = reasons || partition_reason(&rows[i]).len > 0;
 	/* The list of headers ends at the first NULL. */
 	table_init(&t, 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6,
 	    "MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET",
@@ -1388,7 +1601,7 @@ static void describe_partitions(const struct drow *rows, size_t n)
 		table_duration(&t, p->lag_ms);
 		table_kstr(&t, p->state);
 		if (reasons)
-			table_kstr(&t, partition_reason(p));
+			table_kstr(&t, partition_reason(&rows[i]));
 	}
 	table_print(&t);
 }
@@ -1407,13 +1620,13 @@ static void describe_summary(const struct drow *rows, size_t n)
 	bool any = false;
 
 	for (size_t i = 0; i < n; i++)
-		any = any || partition_reason(rows[i].p).len > 0;
-	table_init(&t, 1u << 2 | 1u << 4 | 1u << 5, "MIRROR", "TOPIC",
-	    "PARTITIONS", "STATES", "LAG", "LAG-TIME",
+		any = any || partition_reason(&rows[i]).len > 0;
+	table_init(&t, 1u << 3 | 1u << 5 | 1u << 6, "MIRROR", "TOPIC",
+	    "STATE", "PARTITIONS", "STATES", "LAG", "LAG-TIME",
 	    any ? "REASON" : (const char *)NULL, (const char *)NULL);
 	for (size_t i = 0, j; i < n; i = j) {
 		size_t cnt[ARRAY_SIZE(summary_states) + 1] = { 0 };
-		const struct kp_describe_mirrors_response_partition *worst = NULL;
+		const struct drow *worst = NULL;
 		int64_t lag = -1, lag_ms = -1;
 		size_t reasons = 0;
 		char states[256];
@@ -1432,10 +1645,11 @@ static void describe_summary(const struct drow *rows, size_t n)
 			if (p->lag >= 0)
 				lag = MAX(lag, 0) + p->lag;
 			lag_ms = MAX(lag_ms, p->lag_ms);
-			if (reason_rank(p) > 0) {
+			if (reason_rank(&rows[j]) > 0) {
 				reasons++;
-				if (worst == NULL || reason_rank(p) > reason_rank(worst))
-					worst = p;
+				if (worst == NULL || reason_rank(&rows[j]) >
+				    reason_rank(worst))
+					worst = &rows[j];
 			}
 		}
 		states[0] = '\0';
@@ -1450,6 +1664,7 @@ static void describe_summary(const struct drow *rows, size_t n)
 		}
 		table_kstr(&t, rows[i].mirror);
 		table_kstr(&t, rows[i].topic);
+		table_cell(&t, "%s", rows[i].tstate);
 		table_cell(&t, "%zu", j - i);
 		table_cell(&t, "%s", states);
 		table_num(&t, lag);
@@ -1461,7 +1676,7 @@ static void describe_summary(const struct drow *rows, size_t n)
 		} else {
 			struct kstr r = partition_reason(worst);
 
-			table_cell(&t, "partition %d: %.*s%s", worst->partition_index,
+			table_cell(&t, "partition %d: %.*s%s", worst->p->partition_index,
 			    (int)r.len, r.p, reasons > 1 ? " (and more: see "
 			    "--describe without --summary)" : "");
 		}
@@ -1485,7 +1700,12 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 		const struct kp_describe_mirrors_response_mirror *mi = &resp.mirrors[m];
 
 		for (int32_t t = 0; t < mi->topics_n; t++) {
+			const char *ts = topic_state(&mi->topics[t]);
+
 			for (int32_t p = 0; p < mi->topics[t].partitions_n; p++) {
+				if (o->failed && !kstr_eq(mi->topics[t].partitions[p].state,
+				    "FAILED"))
+					continue;
 				if (n == cap) {
 					cap = cap ? cap * 2 : 64;
 					rows = realloc(rows, cap * sizeof(*rows));
@@ -1494,7 +1714,9 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 				}
 				rows[n].mirror = mi->mirror_name;
 				rows[n].topic = mi->topics[t].name;
+				rows[n].tstate = ts;
 				rows[n].p = &mi->topics[t].partitions[p];
+				rows[n].note = failover_note(rows[n].p);
 				n++;
 			}
 		}
@@ -1521,17 +1743,23 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 			json_str(stdout, p->error_message);
 			printf(",\"warningMessage\":");
 			json_str(stdout, p->warning_message);
-			printf("}");
+			printf(",\"topicState\":\"%s\",\"failoverSourceOffset\":%lld,"
+			    "\"failoverLag\":%lld,\"failoverLagMs\":%lld}",
+			    rows[i].tstate, (long long)p->failover_source_offset,
+			    (long long)p->failover_lag, (long long)p->failover_lag_ms);
 		}
 		printf("]\n");
 	} else if (n == 0) {
 		if (rc == 0)
-			printf("No mirror partitions found\n");
+			printf(o->failed ? "No FAILED partitions\n" :
+			    "No mirror partitions found\n");
 	} else if (o->summary) {
 		describe_summary(rows, n);
 	} else {
 		describe_partitions(rows, n);
 	}
+	for (size_t i = 0; i < n; i++)
+		free(rows[i].note);
 	free(rows);
 	free(frame);
 	karena_free(a);
@@ -1543,7 +1771,7 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 enum {
 	OPT_BOOTSTRAP = 256, OPT_COMMAND_CONFIG, OPT_MIRROR_CONFIG, OPT_MIRROR,
 	OPT_TOPIC, OPT_EXCLUDE, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_RESOLUTION,
-	OPT_SUMMARY,
+	OPT_SUMMARY, OPT_FAILED, OPT_WAIT,
 };
 
 static void set_action(struct opts *o, enum action a)
@@ -1608,6 +1836,8 @@ int main(int argc, char **argv)
 		{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "summary", no_argument, NULL, OPT_SUMMARY },
+		{ "failed", no_argument, NULL, OPT_FAILED },
+		{ "wait", required_argument, NULL, OPT_WAIT },
 		{ "create", no_argument, NULL, 'C' },
 		{ "add", no_argument, NULL, 'A' },
 		{ "start", no_argument, NULL, 'A' },
@@ -1644,6 +1874,17 @@ int main(int argc, char **argv)
 		case OPT_EXCLUDE: strlist_add_csv(&o.excludes, optarg); break;
 		case OPT_JSON: o.json = 1; break;
 		case OPT_SUMMARY: o.summary = 1; break;
+		case OPT_FAILED: o.failed = 1; break;
+		case OPT_WAIT: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end != '\0' || end == optarg || v < 1 || v > 86400)
+				die_usage("--wait: '%s' is not a number of seconds "
+				    "1..86400", optarg);
+			o.wait_s = (int)v;
+			break;
+		}
 		case 'C': set_action(&o, ACT_CREATE); break;
 		case 'A': set_action(&o, ACT_ADD); break;
 		case 'R': set_action(&o, ACT_REMOVE); break;
@@ -1695,6 +1936,10 @@ int main(int argc, char **argv)
 		die_usage("--json is only for --describe");
 	if (o.summary && o.action != ACT_DESCRIBE)
 		die_usage("--summary is only for --describe");
+	if (o.failed && o.action != ACT_DESCRIBE)
+		die_usage("--failed is only for --describe");
+	if (o.wait_s > 0 && o.action != ACT_REMOVE)
+		die_usage("--wait is only for --remove (--stop)");
 	if (o.summary && o.json)
 		die_usage("--summary is for the text output; --json always lists "
 		    "every partition");

@@ -585,7 +585,7 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
 		size_t n = 0;
 
 		for (size_t i = 0; i < pl->nmirrors; i++)
-			n += pl->mirrors[i]->nparts;
+			n += pl->mirrors[i]->nparts * 2;
 		t.names = calloc(n + 1, sizeof(*t.names));
 		if (t.names == NULL)
 			return;
@@ -595,6 +595,11 @@ static void send_metadata(struct pcluster *cl, struct kconn *c)
 
 				if (t.n == 0 || strcmp(t.names[t.n - 1], name) != 0)
 					t.names[t.n++] = name;
+				/* A failback divergence being copied aside
+				 * (pipe_preserve.c) writes there too. */
+				if (pl->mirrors[i]->parts[j]->pv_state > 0 &&
+				    pl->mirrors[i]->parts[j]->pv_topic != NULL)
+					t.names[t.n++] = pl->mirrors[i]->parts[j]->pv_topic;
 			}
 		/* No topics yet: an empty list still names the brokers and the
 		 * cluster (readiness, the producer identity). */

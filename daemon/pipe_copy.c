@@ -391,7 +391,8 @@ static int check_destination_topic(struct ppart *p)
 	return 0;
 }
 
-static void send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
+/* 0 when the request is out (step_inflight set), -1 when not. */
+static int send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
     kconn_resp_cb cb)
 {
 	struct pipeline *pl = p->pm->pl;
@@ -403,17 +404,17 @@ static void send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
 	int v;
 
 	if (c == NULL)
-		return;
+		return -1;
 	v = kconn_pick_version(c, KP_API_LIST_OFFSETS, PW_LIST_OFFSETS_MIN,
 	    PW_LIST_OFFSETS_MAX);
 	if (v < 0) {
 		pl_part_fail(p, "%s broker %s supports no ListOffsets version in %d..%d",
 		    cl->label, kconn_name(c), PW_LIST_OFFSETS_MIN, PW_LIST_OFFSETS_MAX);
-		return;
+		return -1;
 	}
 	x = ctx_new(pl, cl, b, 1);
 	if (x == NULL)
-		return;
+		return -1;
 	x->version = (int16_t)v;
 	ctx_add(x, p, ts);
 	memset(&o, 0, sizeof(o));
@@ -424,9 +425,10 @@ static void send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
 	    x, err, sizeof(err)) != 0) {
 		log_debug("%s: ListOffsets: %s", pname(p, name, sizeof(name)), err);
 		ctx_free(x);
-		return;
+		return -1;
 	}
 	p->step_inflight = 1;
+	return 0;
 }
 
 void pcopy_sync(struct ppart *p)
@@ -491,6 +493,42 @@ out:
 void pcopy_oor(struct ppart *p)
 {
 	send_list_offsets(p, p->pm->src, PW_TS_EARLIEST, oor_response);
+}
+
+/* The failover report's source high watermark (pipeline.c part_stopped). */
+static void final_hw_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pctx *x = arg;
+	struct ppart *p = x->e[0].p;
+	struct lo_res r = { .x = x };
+
+	(void)errstr;
+	if (x->cl->dying || p->dead || p->final_ask != 1)
+		goto out;
+	p->final_ask = 2;
+	if (err != KCONN_E_OK)
+		goto out;
+	if (pw_list_offsets_decode(body, x->version, lo_part, &r) < 0 || !r.found) {
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
+		goto out;
+	}
+	if (r.error == 0 && r.offset >= 0) {
+		p->live.source_high_watermark = r.offset;
+		pl_update_lag(p);
+	}
+out:
+	pl_kick(x->pl);
+	ctx_free(x);
+}
+
+int pcopy_final_hw(struct ppart *p)
+{
+	if (p->pm->src == NULL || send_list_offsets(p, p->pm->src, PW_TS_LATEST,
+	    final_hw_response) != 0)
+		return -1;
+	p->step_inflight = 0;   /* not a step: it does not hold the stop */
+	return 0;
 }
 
 /* ---- Fetch ------------------------------------------------------------------ */

@@ -31,6 +31,7 @@ struct ptcreate;
 struct ptconf;
 struct pacl;
 struct paclorph;
+struct pmarks;
 
 /* ---- clusters -------------------------------------------------------- */
 
@@ -161,10 +162,34 @@ struct ppart {
 	int32_t prove_seq;
 	int prove_steps;
 	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
+	/* Failback (pipe_prove.c): fb_state 0 not looked at, 1 reading the
+	 * source's mark, 2 done; fb_last/fb_epoch: where a mirror of the
+	 * destination cluster stopped copying this partition (-1 none). */
+	int fb_state;
+	int64_t fb_last;
+	int32_t fb_epoch;
+	/* Preserving a failback divergence (pipe_preserve.c): pv_state 0
+	 * none, 1 create the aside topic, 2 wait for its leader, 3 fetch, 4
+	 * produce, 5 done; offsets pv_from..pv_end-1, the next pv_at; the
+	 * batch to produce (pv_buf, pv_len, its pv_count records, ending
+	 * before pv_next); counts. */
+	int pv_state;
+	int preserve_once;           /* RecoverMirrorTopics' preserve decision */
+	char *pv_topic;
+	int64_t pv_from, pv_end, pv_at, pv_next;
+	uint8_t *pv_buf;
+	size_t pv_len;
+	int32_t pv_count;
+	int64_t pv_records, pv_batches, pv_skipped;
 	/* Consumer-group offset sync (groupsync.c): 1 once the partition
 	 * stopped in this process, until a sync round covered it (2 while
 	 * one runs); only then are a STOPPED partition's offsets synced. */
 	int gs_final;
+	/* STOPPING: the source high watermark for the failover report, 0 not
+	 * asked, 1 asked (until final_deadline, mono ms), 2 answered or given
+	 * up. */
+	int final_ask;
+	int64_t final_deadline;
 	/* The producer identity p writes with (pipe_copy.c, see HACKING.md
 	 * "Producer identities"): pid -1 until taken (the last of
 	 * mp->producers, or a fresh id from the destination's pool);
@@ -254,6 +279,7 @@ struct pmirror {
 	size_t ncreates;
 	struct pabsent *absent;      /* topics missing from Metadata (pipe_ident.c) */
 	struct ptconf *tconf;        /* topic config sync (pipe_tconf.c), NULL until the first tick */
+	struct pmarks *marks;        /* mirror marks of discovery candidates (pipe_marks.c) */
 	size_t nabsent;
 	struct pacl *acl;            /* ACL sync, read-only guard (pipe_acl.c) */
 	int dead;
@@ -373,6 +399,27 @@ void pcopy_fetch_round(struct pmirror *pm);
 void pcopy_produce_round(struct pipeline *pl);
 void pcopy_sync(struct ppart *p);
 void pcopy_oor(struct ppart *p);
+/* pipe_marks.c: 1 when discovery may add topic (cand: every candidate of
+ * this pass, asked about together when the answer is not known yet). */
+int pmarks_allows(struct pmirror *pm, const char *topic, char **const cand,
+    size_t ncand);
+void pmarks_forget(struct pmirror *pm);
+/* pipe_preserve.c: starts copying destination offsets from..end-1 of p
+ * into <topic>.diverged-<epoch> (0, or -1 when the name is too long);
+ * ppreserve_step() runs it from the prove step (1 while it does). */
+int ppreserve_start(struct ppart *p, int64_t from, int64_t end, int32_t epoch);
+int ppreserve_step(struct ppart *p);
+/* Reads the source's mark of p's topic and partition for a failback; the
+ * answer goes to pprove_failback().  0 when asked, -1 when it cannot be. */
+int pmarks_failback(struct ppart *p);
+/* pipe_prove.c: found 0 when the source has no usable mark (src: the
+ * cluster the marked mirror copied from). */
+void pprove_failback(struct ppart *p, int found, const char *src,
+    const char *mirror, int64_t last, int32_t epoch, int ident);
+/* STOPPING: asks the source leader for the high watermark the failover
+ * report compares with (final_hw_response sets live's and final_ask 2).
+ * 0 when asked, -1 when it cannot be (no source connection). */
+int pcopy_final_hw(struct ppart *p);
 /* The destination end d is known (and proven): where to fetch from. */
 void pcopy_sync_done(struct ppart *p, int64_t d);
 /* The source is known to hold what was mirrored: copy from source offset s

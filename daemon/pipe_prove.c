@@ -250,6 +250,140 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 	pcopy_sync_done(p, d);
 }
 
+/* The decision: the old primary's offsets from..d-1 stay where they are;
+ * the source's records from offset from go after them. */
+static void failback_skip(struct ppart *p, int64_t from, int64_t d,
+    const char *how)
+{
+	char msg[512], name[300];
+
+	if (mpart_add_anchor(p->pm->pl->st, p->mp, from, d, msg,
+	    sizeof(msg)) != 0) {
+		pl_part_fail(p, "failback divergence at offset %" PRId64 ": "
+		    "cannot record the anchor %" PRId64 " -> %" PRId64 ": %s",
+		    from, from, d, msg);
+		return;
+	}
+	log_warnx("%s: failback divergence at offset %" PRId64 ": the "
+	    "destination's offsets %" PRId64 "..%" PRId64 " (never mirrored) are "
+	    "kept; %s: source offset %" PRId64 " is copied to destination offset "
+	    "%" PRId64, pname(p, name, sizeof(name)), from, from, d - 1, how,
+	    from, d);
+	p->live.offset_holes++;
+	p->proven_end = d;
+	pcopy_sync_done(p, d);
+}
+
+/*
+ * A failback onto the cluster this partition was mirrored from (the old
+ * primary): the source's mark says its mirror stopped copying the
+ * destination's partition at offset fb_last (epoch fb_epoch), offsets
+ * identical.  The destination ends at prove_end.
+ */
+void pprove_failback(struct ppart *p, int found, const char *src,
+    const char *mirror, int64_t last, int32_t epoch, int ident)
+{
+	const char *dst = p->pm->pl->dst->cluster_id;
+	int64_t d = p->prove_end;
+	char name[300];
+
+	p->step_inflight = 0;
+	p->fb_state = 2;
+	pl_kick(p->pm->pl);
+	if (!found || dst == NULL || src == NULL || strcmp(src, dst) != 0)
+		return; /* not a failback: the usual walk decides */
+	log_info("%s: failback: the source's topic was mirrored from this "
+	    "destination by mirror %s, which stopped copying partition %" PRId32
+	    " at offset %" PRId64 " (epoch %" PRId32 "); the destination ends at "
+	    "%" PRId64, pname(p, name, sizeof(name)), mirror, p->index, last,
+	    epoch, d);
+	if (!ident) {
+		pl_part_fail_final(p, "failback: the destination partition (the "
+		    "old primary) was mirrored to the source by mirror %s up to "
+		    "offset %" PRId64 " (epoch %" PRId32 "), but not offset for "
+		    "offset (transaction markers or holes were left out), so the "
+		    "common prefix cannot be told by offset; mirroring it back "
+		    "needs the destination topic emptied or recreated (see "
+		    "FAILBACK in kafka-mirrors(1))", mirror, last, epoch);
+		return;
+	}
+	if (d > last + 1 && p->preserve_once) {
+		/* Copied aside first (pipe_preserve.c), then as skip-over. */
+		p->preserve_once = 0;
+		if (ppreserve_start(p, last + 1, d, epoch) != 0) {
+			pl_part_fail_final(p, "failback divergence at offset %" PRId64
+			    ": cannot preserve it: the topic name %s.diverged-%" PRId32
+			    " is too long", last + 1, p->topic, epoch);
+			return;
+		}
+		log_info("%s: failback divergence at offset %" PRId64 ": preserving "
+		    "offsets %" PRId64 "..%" PRId64 " into topic %s", pname(p, name,
+		    sizeof(name)), last + 1, last + 1, d - 1, p->pv_topic);
+		return;
+	}
+	if (d > last + 1 && (p->skip_over_once || (p->pm->conf != NULL &&
+	    p->pm->conf->foreign_writes == MIRRORCONF_FOREIGN_SKIP_OVER))) {
+		p->skip_over_once = 0;
+		failback_skip(p, last + 1, d, "skip-over");
+		return;
+	}
+	if (d > last + 1) {
+		pl_part_fail_final(p, "failback divergence at offset %" PRId64 ": "
+		    "the destination partition (the old primary) holds offsets "
+		    "%" PRId64 "..%" PRId64 " (%" PRId64 " offsets) written after "
+		    "mirror %s stopped copying it at offset %" PRId64 " (epoch %"
+		    PRId32 "), never mirrored to the source; kept FAILED until an "
+		    "operator decides: kafka-mirrors --recover --resolution "
+		    "skip-over keeps them where they are and copies the source's "
+		    "records after them, --resolution preserve also copies them "
+		    "to topic %s.diverged-%" PRId32 " first (see FAILBACK in "
+		    "kafka-mirrors(1))",
+		    last + 1, last + 1, d - 1, d - last - 1, mirror, last, epoch,
+		    p->topic, epoch);
+		return;
+	}
+	if (d < last + 1) {
+		pl_part_fail_final(p, "failback: the old primary lost mirrored "
+		    "records: divergence at offset %" PRId64 ": "
+		    "the destination partition (the old primary) ends there, but "
+		    "mirror %s copied it up to offset %" PRId64 " (epoch %" PRId32
+		    "): the old primary lost offsets %" PRId64 "..%" PRId64 " after "
+		    "the failover (truncated, or an unclean leader election); the "
+		    "source still holds them (see FAILBACK in kafka-mirrors(1))", d,
+		    mirror, last, epoch, d, last);
+		return;
+	}
+	/* Ends where the mirror stopped: check that offset is the record it
+	 * copied (same leader epoch; the first batch the walk reads). */
+	p->fb_last = last;
+	p->fb_epoch = epoch;
+}
+
+/* The batch holding fb_last on the destination (the walk's first). */
+static void failback_clean(struct ppart *p, const struct batch *b)
+{
+	char name[300];
+
+	if (batch_last_offset(b) != p->fb_last || b->leader_epoch != p->fb_epoch) {
+		pl_part_fail_final(p, "failback: the old primary's log was "
+		    "rewritten: divergence at offset %" PRId64 " or "
+		    "before: the destination partition (the old primary) ends at "
+		    "offset %" PRId64 " as when it was mirrored, but its batch "
+		    "%" PRId64 "..%" PRId64 " is of leader epoch %" PRId32 ", not "
+		    "the epoch %" PRId32 " that was mirrored: its log was rewritten "
+		    "after the failover (unclean leader election?); see FAILBACK in "
+		    "kafka-mirrors(1)", p->fb_last, p->fb_last + 1, b->base_offset,
+		    batch_last_offset(b), b->leader_epoch, p->fb_epoch);
+		return;
+	}
+	log_info("%s: failback: the destination ends at offset %" PRId64 ", the "
+	    "record mirrored last (epoch %" PRId32 "): no divergence; copying the "
+	    "source from there", pname(p, name, sizeof(name)), p->fb_last + 1,
+	    p->fb_epoch);
+	p->fb_last = -1;
+	concluded(p, p->prove_end, -1);
+}
+
 static void prove_part(void *arg, const struct pw_fetch_part *fp)
 {
 	struct prove_ctx *x = arg;
@@ -310,6 +444,10 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 	}
 	if (ours(p, &b)) {
 		concluded(p, batch_next_offset(&b), -1);
+		return;
+	}
+	if (p->fb_last >= 0 && p->prove_steps == 0) {
+		failback_clean(p, &b);
 		return;
 	}
 	if (p->prove_hi < 0 && !pid_known(p, b.producer_id)) {
@@ -392,6 +530,27 @@ void pprove_send(struct ppart *p)
 
 	if (c == NULL)
 		return;
+	if (p->pv_state > 0) {
+		char how[400];
+
+		if (ppreserve_step(p))
+			return;
+		snprintf(how, sizeof(how), "preserved in topic %s partition %"
+		    PRId32 " (%" PRId64 " records); skip-over", p->pv_topic,
+		    p->index, p->pv_records);
+		failback_skip(p, p->pv_from, p->pv_end, how);
+		return;
+	}
+	if (p->fb_state == 0 && p->prove_steps == 0 && !wrote_something(p)) {
+		/* A destination mirrord never wrote: a failback?  The
+		 * source's mark says where its mirror stopped copying it. */
+		p->fb_state = 1;
+		if (pmarks_failback(p) == 0) {
+			p->step_inflight = 1;
+			return;
+		}
+		p->fb_state = 2;
+	}
 	v = kconn_pick_version(c, KP_API_FETCH, PW_FETCH_MIN, PW_FETCH_MAX);
 	if (v < 0) {
 		pl_part_fail(p, "destination broker %s supports no Fetch version in "
@@ -457,6 +616,9 @@ int pprove_start(struct ppart *p, int64_t d)
 	p->prove_pid = -1;
 	p->prove_seq = -1;
 	p->prove_hi = -1;
+	p->fb_state = 0;
+	p->fb_last = -1;
+	p->fb_epoch = -1;
 	p->step = PS_PROVE;
 	pl_kick(p->pm->pl);
 	return -1;

@@ -251,6 +251,8 @@ static void part_free(struct ppart *p)
 	}
 	pbatch_free(p->sending);
 	pbatch_free(p->unsure);
+	free(p->pv_topic);
+	free(p->pv_buf);
 	free(p->topic);
 	free(p);
 }
@@ -309,6 +311,7 @@ static void pm_free(struct pmirror *pm)
 	 * in-flight requests, whose callbacks free buried partitions. */
 	ptconf_forget(pm);
 	pacl_forget(pm);
+	pmarks_forget(pm);
 	for (size_t i = 0; i < pm->nparts; i++)
 		part_bury(pm->pl, pm->parts[i]);
 	srcfiles_cancel(pm->files);
@@ -666,9 +669,14 @@ void pl_source_metadata(struct pmirror *pm)
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: %s", m->name, msg);
 	}
-	/* Patterns: source topics that match and are not mirrored yet. */
+	/* Patterns: source topics that match and are not mirrored yet, and
+	 * are not a mirror's destination there (pipe_marks.c). */
 	if (m->nincludes == 0)
 		return;
+	char **cand = NULL;
+	size_t ncand = 0;
+
+	for (int pass = 0; pass < 2; pass++)
 	for (size_t i = 0; i < pm->src->ntopics; i++) {
 		const struct ptopicmd *md = &pm->src->topics[i];
 
@@ -677,6 +685,19 @@ void pl_source_metadata(struct pmirror *pm)
 		    !mirror_wants_topic(m, md->name) ||
 		    mstate_topic_holder(pl->st, md->name, m) != NULL)
 			continue;
+		if (pass == 0) {
+			char **nc = realloc(cand, (ncand + 1) * sizeof(*cand));
+
+			if (nc != NULL) {
+				cand = nc;
+				cand[ncand++] = md->name;
+			}
+			continue;
+		}
+		if (!pmarks_allows(pm, md->name, cand, ncand)) {
+			ncand = 0; /* asked once per pass */
+			continue;
+		}
 		if (mstate_add_topic(pl->st, m->name, md->name, md->npart, msg,
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: discovered topic %s: %s", m->name,
@@ -686,6 +707,7 @@ void pl_source_metadata(struct pmirror *pm)
 			    m->name, md->name, md->npart);
 		m = pm->m; /* still valid: the mirror was not deleted */
 	}
+	free(cand);
 }
 
 /* ---- ownership (multi-instance mode) ---------------------------------------- */
@@ -767,6 +789,47 @@ static int part_own(struct ppart *p)
 
 /* ---- the per-partition machine ------------------------------------------- */
 
+/*
+ * STOPPING -> STOPPED with the failover report: what the source held that
+ * was not copied, as of a ListOffsets of the source asked once nothing was
+ * in flight (waited for up to PL_FINAL_HW_WAIT_MS), else of the last Fetch
+ * answer (the high watermark, the
+ * source offsets from the end of what was copied to it, and the age of
+ * the newest record copied as the lag in time); -1 where this process
+ * never fetched the partition.
+ */
+#define PL_FINAL_HW_WAIT_MS 3000
+
+static int part_stopped(struct ppart *p, char *msg, size_t msglen)
+{
+	struct mfailover fo = { -1, -1, -1 };
+	int64_t hw = p->live.source_high_watermark;
+	int64_t done = p->src_done >= 0 ? p->src_done :
+	    p->last_src >= 0 ? p->last_src + 1 : -1;
+	char name[300];
+
+	if (hw >= 0) {
+		fo.src_hwm = hw;
+		if (done >= 0)
+			fo.lag = MAX(hw - done, 0);
+	}
+	if (fo.lag == 0)
+		fo.lag_ms = 0;
+	else if (fo.lag > 0 && p->live.last_batch_timestamp_ms >= 0)
+		fo.lag_ms = MAX(clock_wall_ms() - p->live.last_batch_timestamp_ms,
+		    0);
+	if (fo.lag != 0)
+		log_warnx("%s: stopped with %" PRId64 " source offsets not copied "
+		    "(source high watermark %" PRId64 ", copied up to offset %"
+		    PRId64 ", lag %" PRId64 " ms; -1 = unknown)",
+		    part_name(p, name, sizeof(name)), fo.lag, fo.src_hwm,
+		    p->last_src, fo.lag_ms);
+	p->final_ask = 0;
+	return mpart_stopped_report(p->pm->pl->st, p->mp, p->last_src,
+	    p->last_epoch, &fo, "fetching stopped, nothing in flight", msg,
+	    msglen);
+}
+
 static void part_step(struct ppart *p, int64_t now)
 {
 	struct pipeline *pl = p->pm->pl;
@@ -817,12 +880,20 @@ static void part_step(struct ppart *p, int64_t now)
 		}
 		if (p->sending != NULL || p->step_inflight || p->step == PS_SYNC)
 			break;
+		if (st == MPART_STOPPING && p->final_ask == 0) {
+			/* The source's end now, for the failover report; a
+			 * source that does not answer soon is not waited for. */
+			p->final_ask = pcopy_final_hw(p) == 0 ? 1 : 2;
+			p->final_deadline = now + PL_FINAL_HW_WAIT_MS;
+		}
+		if (st == MPART_STOPPING && p->final_ask == 1 &&
+		    now < p->final_deadline)
+			break;
 		if (st == MPART_PAUSING) {
 			if (mpart_set_state(pl->st, p->mp, MPART_PAUSED,
 			    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0)
 				log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
-		} else if (mpart_stopped(pl->st, p->mp, p->last_src, p->last_epoch,
-		    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0) {
+		} else if (part_stopped(p, msg, sizeof(msg)) != 0) {
 			log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
 		} else {
 			/* Failover: the groups' offsets once more, final. */
@@ -1199,6 +1270,8 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 				pm->parts[i]->not_before = 0;
 				pm->parts[i]->skip_over_once =
 				    strstr(ev->why, "resolution skip-over") != NULL;
+				pm->parts[i]->preserve_once =
+				    strstr(ev->why, "resolution preserve") != NULL;
 			}
 		break;
 	case MSTATE_EV_OWNER: {
@@ -1399,6 +1472,11 @@ void pipeline_free(struct pipeline *pl)
 		    NULL);
 	}
 	free(pl);
+}
+
+const char *pipeline_destination_cluster_id(struct pipeline *pl)
+{
+	return pl != NULL && pl->dst != NULL ? pl->dst->cluster_id : NULL;
 }
 
 int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen)

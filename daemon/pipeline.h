@@ -102,6 +102,9 @@ void pipeline_shutdown(struct pipeline *pl, void (*done)(void *arg),
     void *arg);
 void pipeline_free(struct pipeline *pl);
 
+/* The destination's cluster id from its last Metadata answer, NULL while
+ * unknown (admin.c: telling a mirror loop). */
+const char *pipeline_destination_cluster_id(struct pipeline *pl);
 /* For /readyz: 1 when the destination cluster answered recently, else 0
  * with the reason in why. */
 int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen);

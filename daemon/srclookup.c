@@ -11,9 +11,14 @@
 
 #include <event2/event.h>
 
+#include "kbuf.h"
 #include "kcluster.h"
+#include "kconn.h"
+#include "kp_gen.h"
+#include "kproto.h"
 #include "log.h"
 #include "mirrorconf.h"
+#include "mirrormark.h"
 #include "mstate.h"
 #include "secrets.h"
 #include "srcfiles.h"
@@ -32,7 +37,14 @@ struct srclookup {
 	srclookup_cb cb;
 	void *arg;
 	int done;
+	/* The answer while the marks are read: topics sorted by name, names
+	 * and marks owned. */
+	struct srctopic *topics;
+	size_t ntopics;
+	char *cluster_id;
 };
+
+#define SRCLOOKUP_MARK_TIMEOUT_MS 5000
 
 const struct srctopic *srclookup_find(const struct srctopic *topics, size_t n,
     const char *name)
@@ -43,42 +55,206 @@ const struct srctopic *srclookup_find(const struct srctopic *topics, size_t n,
 	return NULL;
 }
 
+static void answer(struct srclookup *l)
+{
+	l->done = 1;
+	l->cb(l->arg, 1, NULL, l->cluster_id, l->topics, l->ntopics);
+}
+
+static int topic_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct srctopic *)a)->name,
+	    ((const struct srctopic *)b)->name);
+}
+
+static int fc_encode(struct kw *w, int16_t version, const void *msg)
+{
+	return kp_find_coordinator_request_encode(w, version, msg);
+}
+
+static int of_encode(struct kw *w, int16_t version, const void *msg)
+{
+	return kp_offset_fetch_request_encode(w, version, msg);
+}
+
+static void marks_fetched(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct srclookup *l = arg;
+	struct kp_offset_fetch_response resp;
+	struct karena *a;
+
+	(void)c;
+	if (l->done)
+		return;
+	if (err != KCONN_E_OK) {
+		log_debug("%s: no mirror marks: OffsetFetch: %s", l->cfg.bootstrap,
+		    errstr);
+		answer(l);
+		return;
+	}
+	if ((a = karena_new(64u << 20)) != NULL &&
+	    kp_offset_fetch_response_decode(body, a, 2, &resp) == 0 &&
+	    !body->err && resp.error_code == 0) {
+		for (int32_t t = 0; t < resp.topics_n; t++) {
+			const struct kp_offset_fetch_response_topic *rt =
+			    &resp.topics[t];
+			struct srctopic key, *st;
+			char name[256];
+
+			if (rt->name.len <= 0 || rt->name.len >= (int32_t)sizeof(name))
+				continue;
+			memcpy(name, rt->name.p, (size_t)rt->name.len);
+			name[rt->name.len] = '\0';
+			key.name = name;
+			st = bsearch(&key, l->topics, l->ntopics, sizeof(*l->topics),
+			    topic_cmp);
+			for (int32_t i = 0; st != NULL && i < rt->partitions_n; i++) {
+				const struct kp_offset_fetch_response_partition *pp =
+				    &rt->partitions[i];
+
+				if (pp->partition_index != 0 || pp->error_code != 0 ||
+				    pp->committed_offset < 0 || pp->metadata.len <= 0 ||
+				    strncmp(pp->metadata.p, MIRRORMARK_PREFIX,
+				    MIN((size_t)pp->metadata.len,
+				    strlen(MIRRORMARK_PREFIX))) != 0)
+					continue;
+				free((char *)st->mark);
+				st->mark = strndup(pp->metadata.p,
+				    (size_t)pp->metadata.len);
+			}
+		}
+	} else {
+		log_debug("%s: no mirror marks: OffsetFetch answer malformed or "
+		    "refused", l->cfg.bootstrap);
+	}
+	karena_free(a);
+	answer(l);
+}
+
+static void marks_coordinator(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct srclookup *l = arg;
+	struct kp_find_coordinator_response resp;
+	struct kp_offset_fetch_request req;
+	struct kp_offset_fetch_request_topic *ts = NULL;
+	struct karena *a = NULL;
+	struct kconn *coord;
+	char e[300];
+	static int32_t zero = 0;
+
+	(void)c;
+	if (l->done)
+		return;
+	if (err != KCONN_E_OK || (a = karena_new(1 << 20)) == NULL ||
+	    kp_find_coordinator_response_decode(body, a, 1, &resp) < 0 ||
+	    body->err || resp.error_code != 0) {
+		log_debug("%s: no mirror marks: FindCoordinator: %s",
+		    l->cfg.bootstrap, err != KCONN_E_OK ? errstr : "refused");
+		goto out;
+	}
+	coord = kcluster_broker_conn(l->cl, resp.node_id, e, sizeof(e));
+	if (coord == NULL || (ts = calloc(l->ntopics + 1, sizeof(*ts))) == NULL) {
+		log_debug("%s: no mirror marks: coordinator %d: %s",
+		    l->cfg.bootstrap, (int)resp.node_id, coord == NULL ? e :
+		    "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < l->ntopics; i++) {
+		kp_offset_fetch_request_topic_init(&ts[i]);
+		ts[i].name = kstr_c(l->topics[i].name);
+		ts[i].partition_indexes = &zero;
+		ts[i].partition_indexes_n = 1;
+	}
+	kp_offset_fetch_request_init(&req);
+	req.group_id = kstr_c(MIRRORMARK_GROUP);
+	req.topics = ts;
+	req.topics_n = (int32_t)l->ntopics;
+	if (kconn_send(coord, KP_API_OFFSET_FETCH, 2, of_encode, &req, 0,
+	    SRCLOOKUP_MARK_TIMEOUT_MS, marks_fetched, l, e, sizeof(e)) != 0) {
+		log_debug("%s: no mirror marks: OffsetFetch: %s", l->cfg.bootstrap, e);
+		goto out;
+	}
+	free(ts);
+	karena_free(a);
+	return;
+out:
+	free(ts);
+	karena_free(a);
+	answer(l);
+}
+
+/* Reads the marks of the topics, then answers. */
+static void marks_start(struct srclookup *l)
+{
+	struct kp_find_coordinator_request req;
+	struct kconn *c = NULL;
+	const char *host, *rack;
+	int32_t node;
+	int port;
+	char e[300] = "no broker";
+
+	if (l->ntopics > 0 && kcluster_broker_count(l->cl) > 0 &&
+	    kcluster_broker_at(l->cl, 0, &node, &host, &port, &rack) == 0)
+		c = kcluster_broker_conn(l->cl, node, e, sizeof(e));
+	if (c == NULL) {
+		if (l->ntopics > 0)
+			log_debug("%s: no mirror marks: %s", l->cfg.bootstrap, e);
+		answer(l);
+		return;
+	}
+	kp_find_coordinator_request_init(&req);
+	req.key = kstr_c(MIRRORMARK_GROUP);
+	req.key_type = 0;
+	if (kconn_send(c, KP_API_FIND_COORDINATOR, 1, fc_encode, &req, 0,
+	    SRCLOOKUP_MARK_TIMEOUT_MS, marks_coordinator, l, e, sizeof(e)) != 0) {
+		log_debug("%s: no mirror marks: FindCoordinator: %s",
+		    l->cfg.bootstrap, e);
+		answer(l);
+	}
+}
+
 static void topics_cb(struct kcluster *cl, int err, const char *errstr,
     const struct kcluster_topic_info *ti, size_t n, void *arg)
 {
 	struct srclookup *l = arg;
 	struct srctopic *topics = NULL;
+	size_t k = 0;
 
-	if (l->done)
+	if (l->done || l->topics != NULL)
 		return;
-	l->done = 1;
 	if (err != 0) {
+		l->done = 1;
 		l->cb(l->arg, 0, errstr != NULL ? errstr : "lookup failed", NULL,
 		    NULL, 0);
 		return;
 	}
 	topics = calloc(n + 1, sizeof(*topics));
 	if (topics == NULL) {
+		l->done = 1;
 		l->cb(l->arg, 0, "out of memory", NULL, NULL, 0);
 		return;
 	}
+	/* A topic the source reports with an error has no usable
+	 * partitions; it counts as missing. */
 	for (size_t i = 0; i < n; i++) {
-		topics[i].name = ti[i].name;
-		/* A topic the source reports with an error has no usable
-		 * partitions; it counts as missing. */
-		topics[i].partitions = ti[i].error == 0 ? ti[i].partitions : 0;
-		topics[i].internal = ti[i].internal;
+		if (ti[i].error != 0 || ti[i].partitions <= 0)
+			continue;
+		topics[k].name = strdup(ti[i].name);
+		topics[k].partitions = ti[i].partitions;
+		topics[k].internal = ti[i].internal;
+		if (topics[k].name == NULL)
+			break;
+		k++;
 	}
-	{
-		size_t k = 0;
-
-		for (size_t i = 0; i < n; i++)
-			if (topics[i].partitions > 0)
-				topics[k++] = topics[i];
-		n = k;
-	}
-	l->cb(l->arg, 1, NULL, kcluster_cluster_id(cl), topics, n);
-	free(topics);
+	l->topics = topics;
+	l->ntopics = k;
+	if (kcluster_cluster_id(cl) != NULL)
+		l->cluster_id = strdup(kcluster_cluster_id(cl));
+	if (k > 1)
+		qsort(topics, k, sizeof(*topics), topic_cmp);
+	marks_start(l);
 }
 
 /* The cluster from the final client properties, and the look itself. */
@@ -292,12 +468,26 @@ fail:
 	return NULL;
 }
 
+static void topics_free(struct srclookup *l)
+{
+	for (size_t i = 0; i < l->ntopics; i++) {
+		free((char *)l->topics[i].name);
+		free((char *)l->topics[i].mark);
+	}
+	free(l->topics);
+	free(l->cluster_id);
+	l->topics = NULL;
+	l->ntopics = 0;
+	l->cluster_id = NULL;
+}
+
 static void deferred_free(evutil_socket_t fd, short what, void *arg)
 {
 	struct srclookup *l = arg;
 
 	(void)fd;
 	(void)what;
+	topics_free(l);
 	kcluster_config_fini(&l->cfg);
 	mirrorconf_free(l->mc);
 	list_free(l->allowed);
@@ -323,6 +513,7 @@ void srclookup_free(struct srclookup *l)
 	l->cl = NULL;
 	if (event_base_once(l->base, -1, EV_TIMEOUT, deferred_free, l,
 	    &(struct timeval){ 0, 0 }) < 0) {
+		topics_free(l);
 		kcluster_config_fini(&l->cfg);
 		mirrorconf_free(l->mc);
 		list_free(l->allowed);

@@ -6,8 +6,11 @@
  * how many partitions) and to resolve a new mirror's source cluster id.  A
  * lookup opens its own connections with the mirror's client settings, asks
  * Metadata for *all* topics (never by name, so nothing is auto-created on
- * the source, even on old brokers and the librdkafka mock), answers once
- * through the callback, and is then freed by the caller.
+ * the source, even on old brokers and the librdkafka mock), then the
+ * mirror marks of those topics (FindCoordinator and OffsetFetch of the
+ * group MIRRORMARK_GROUP, mirrormark.h; at most SRCLOOKUP_MARK_TIMEOUT_MS,
+ * and a failure there only leaves the marks out), answers once through
+ * the callback, and is then freed by the caller.
  */
 #ifndef MIRRORD_SRCLOOKUP_H
 #define MIRRORD_SRCLOOKUP_H
@@ -23,6 +26,11 @@ struct srctopic {
 	const char *name;
 	int32_t partitions;
 	int internal;
+	/* The mirror mark of the topic on the source (mirrormark.h): the
+	 * committed metadata of partition 0 in the group MIRRORMARK_GROUP
+	 * when it is one, else NULL (also when the source refused or did not
+	 * answer that look: marks are best effort). */
+	const char *mark;
 };
 
 /*

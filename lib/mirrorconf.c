@@ -136,6 +136,11 @@ static const struct mkey mkeys[] = {
 	  "fail: it stays FAILED, naming the offsets, and is never retried automatically. "
 	  "skip-over: it records the foreign offsets as a translation anchor and copies every source record after them; "
 	  "a partition FAILED that way resumes once this is set (kafka-mirrors --resume)." },
+	{ "mirror.allow.loops", MK_MIRROR, MT_ENUM, "false", 0, 0, "false|true", O(allow_loops), 0,
+	  "Whether a topic that is itself the active destination of a mirror on the source cluster may be added to this mirror. "
+	  "mirrord marks every topic it mirrors on its destination (committed metadata in the consumer group __mirrord_mirrors) "
+	  "and reads those marks on the source at AddTopicsToMirror: false refuses such a topic, naming the mirror and its source cluster "
+	  "(a loop when that is this mirrord's destination); true mirrors it anyway." },
 	{ "mirror.topics.include", MK_MIRROR, MT_REGEXLIST, "", 0, 0, NULL, O(topics_include), 0,
 	  "Comma-separated regular expressions (Java syntax on PCRE2, matching the whole name) of source topics to mirror automatically. "
 	  "Empty mirrors only the topics added by name." },

@@ -69,6 +69,7 @@ struct mirrorconf {
 	int64_t failed_retry_max_backoff_ms;
 	int64_t failed_retry_max_attempts;  /* 0 = never retry automatically */
 	int64_t foreign_writes;             /* MIRRORCONF_FOREIGN_* */
+	int64_t allow_loops;                /* mirror.allow.loops: 0 false, 1 true */
 	struct mirrorconf_regexes topics_include;
 	struct mirrorconf_regexes topics_exclude;
 	struct mirrorconf_regexes groups_include;   /* consumer-group offset sync */

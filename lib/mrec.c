@@ -113,6 +113,7 @@ int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 		case 'r': kw_i32(w, r->retry); break;
 		case 'o': kw_i64(w, r->off); break;
 		case 'O': kw_i64(w, r->off2); break;
+		case 't': kw_i64(w, r->off3); break;
 		case 'e': kw_i32(w, r->epoch); break;
 		case 'g': kw_i32(w, r->generation); break;
 		case 'L':
@@ -267,6 +268,7 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 		case 'r': r->retry = kr_i32(&rd); break;
 		case 'o': r->off = kr_i64(&rd); break;
 		case 'O': r->off2 = kr_i64(&rd); break;
+		case 't': r->off3 = kr_i64(&rd); break;
 		case 'e': r->epoch = kr_i32(&rd); break;
 		case 'g': r->generation = kr_i32(&rd); break;
 		case 'L': {

@@ -19,6 +19,7 @@
  *   o offset         int64
  *   O second offset  int64
  *   e epoch          int32
+ *   t third int64    int64  (PART_FAILOVER: the lag in time, ms)
  *   C configs        compact array of (compact string name, nullable value)
  *   g generation     int32  (the group generation that decided it)
  *   L members        compact array of (instance id, member id: compact
@@ -58,6 +59,7 @@
 	X(PART_SENDING,  18, "part-sending",   "MTPo") \
 	X(CLUSTER_MEMBERS, 19, "cluster-members", "gL") \
 	X(PART_OWNER,    20, "part-owner",     "MTPSg") \
+	X(PART_FAILOVER, 21, "part-failover",  "MTPoOt") \
 	X(ACL_BINDING,   22, "acl-binding",    "MkfS")
 
 enum mrec_type {
@@ -102,7 +104,7 @@ struct mrec {
 	int8_t kind, state, flags;
 	uint16_t from_mask;
 	int32_t count, retry, epoch;
-	int64_t off, off2;
+	int64_t off, off2, off3;
 	int32_t nconfigs;
 	struct mrec_config *configs;  /* encode: caller's; decode: see below */
 	int32_t generation;

@@ -796,6 +796,13 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 					r.generation = p->owner_generation;
 					rc |= put_rec(sink, &r, max);
 				}
+				if (p->has_failover && p->state == MPART_STOPPED) {
+					mstate_part_rec(&r, MREC_PART_FAILOVER, p);
+					r.off = p->failover.src_hwm;
+					r.off2 = p->failover.lag;
+					r.off3 = p->failover.lag_ms;
+					rc |= put_rec(sink, &r, max);
+				}
 			}
 		}
 	}
@@ -880,6 +887,12 @@ char *mstate_dump(const struct mstate *st)
 				if (p->owner != NULL)
 					fprintf(f, "      owner %s generation %d\n",
 					    p->owner, (int)p->owner_generation);
+				if (p->has_failover && p->state == MPART_STOPPED)
+					fprintf(f, "      stopped behind the source: "
+					    "high watermark %" PRId64 ", %" PRId64
+					    " offsets, %" PRId64 " ms\n",
+					    p->failover.src_hwm, p->failover.lag,
+					    p->failover.lag_ms);
 			}
 		}
 	}

@@ -104,6 +104,19 @@ struct manchor {
 	int64_t dst;
 };
 
+/* What a partition had not copied when it stopped (part-failover
+ * records, written with STOPPING -> STOPPED): the source high watermark
+ * as of the last Fetch answer, the source offsets between the end of what
+ * was copied and it (records, plus any control records and aborted data
+ * among them), and the lag in time (the age of the newest record copied,
+ * an upper bound of the age of the oldest record not copied; 0 when
+ * nothing was left).  -1 when unknown. */
+struct mfailover {
+	int64_t src_hwm;
+	int64_t lag;
+	int64_t lag_ms;
+};
+
 struct mtopic;
 struct mirror;
 struct tpattern;
@@ -136,6 +149,10 @@ struct mpart {
 	 * sets it (its one instance copies everything). */
 	char *owner;
 	int32_t owner_generation;
+	/* STOPPED: what it had not copied when it stopped (has_failover
+	 * set), cleared when it leaves STOPPED. */
+	int has_failover;
+	struct mfailover failover;
 };
 
 struct mtopic {
@@ -443,6 +460,11 @@ int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
 /* STOPPING -> STOPPED, recording the last mirrored offset and epoch. */
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
     int32_t last_epoch, const char *why, char *msg, size_t msglen);
+/* The same, with the failover report (what was not copied) persisted in
+ * the same write; fo NULL is mpart_stopped(). */
+int mpart_stopped_report(struct mstate *st, struct mpart *p,
+    int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
+    const char *why, char *msg, size_t msglen);
 /* Appends (epoch, start offset) to the epoch history: epoch above the last
  * one, start not below the last start.  Repeating the last entry is a
  * no-op. */

@@ -53,6 +53,8 @@ static int set_state(struct apply *a, struct mpart *p, enum mpart_state to,
 	p->state = to;
 	if (from == to)
 		return 0;
+	if (from == MPART_STOPPED)
+		p->has_failover = 0;  /* the report was of that stop */
 	if (to == MPART_MIRRORING)
 		p->retry_attempt = 0;
 	if (to != MPART_FAILED) {
@@ -928,6 +930,28 @@ static int apply_part_owner(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
+static int apply_part_failover(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+
+	if (p == NULL)
+		return -1;
+	if (p->state != MPART_STOPPED)
+		FAIL(a, "%s/%s-%d: a failover report for a partition that is %s, "
+		    "not STOPPED", p->topic->mirror->name, p->topic->name,
+		    (int)p->index, mpart_state_name(p->state));
+	if (r->off < -1 || r->off2 < -1 || r->off3 < -1)
+		FAIL(a, "%s/%s-%d: failover report with a negative value "
+		    "(%" PRId64 ", %" PRId64 ", %" PRId64 ")",
+		    p->topic->mirror->name, p->topic->name, (int)p->index,
+		    r->off, r->off2, r->off3);
+	p->has_failover = 1;
+	p->failover.src_hwm = r->off;
+	p->failover.lag = r->off2;
+	p->failover.lag_ms = r->off3;
+	return 0;
+}
+
 static int only_in_snapshot(struct apply *a, const struct mrec *r)
 {
 	if (!a->in_snapshot)
@@ -985,6 +1009,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_ACL_BINDING:
 		return mstate_acl_apply(a->st, r->mirror, r->kind, r->str,
 		    (r->flags & MREC_F_ADD) != 0, a->err, a->errlen);
+	case MREC_PART_FAILOVER: return apply_part_failover(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }
@@ -1026,6 +1051,7 @@ int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
 	case MREC_PART_TRIM:
 	case MREC_PART_PRODUCER:
 	case MREC_PART_SENDING:
+	case MREC_PART_FAILOVER:
 		if ((*out = need_part(&a, &r)) == NULL)
 			return -1;
 		return MSTATE_SCOPE_PART;

@@ -495,14 +495,15 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
 const char *mpart_needs_resolution(const struct mpart *p)
 {
 	static const char *const skip[] = { "foreign write:",
-	    "unproven destination:" };
+	    "unproven destination:", "failback divergence at offset" };
 
 	if (p->state != MPART_FAILED || p->error == NULL)
 		return NULL;
 	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
 		if (strncmp(p->error, skip[i], strlen(skip[i])) == 0)
 			return "skip-over";
-	if (strncmp(p->error, "destination truncated:", 22) == 0)
+	if (strncmp(p->error, "destination truncated:", 22) == 0 ||
+	    strncmp(p->error, "failback:", 9) == 0)
 		return "";
 	return NULL;
 }
@@ -517,9 +518,10 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 
 	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
 		return code;
-	if (resolution != NULL && strcmp(resolution, "skip-over") != 0) {
-		mstate_fmt(msg, msglen, "resolution '%.100s' is not one of: skip-over",
-		    resolution);
+	if (resolution != NULL && strcmp(resolution, "skip-over") != 0 &&
+	    strcmp(resolution, "preserve") != 0) {
+		mstate_fmt(msg, msglen, "resolution '%.100s' is not one of: "
+		    "skip-over, preserve", resolution);
 		return KERR_INVALID_REQUEST;
 	}
 	if (!mtopic_any(t, B(FAILED)))
@@ -528,6 +530,12 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 		const char *need = mpart_needs_resolution(t->parts[i]);
 
 		if (need == NULL || (resolution != NULL && strcmp(need, resolution) == 0))
+			continue;
+		/* A failback divergence: skip-over, or preserve (copied aside
+		 * first, pipe_preserve.c). */
+		if (resolution != NULL && strcmp(resolution, "preserve") == 0 &&
+		    strncmp(t->parts[i]->error, "failback divergence at offset",
+		    29) == 0)
 			continue;
 		if (need[0] == '\0')
 			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
@@ -597,6 +605,36 @@ int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
 {
 	return part_move(st, p, MPART_FAILED, error != NULL ? error :
 	    "failed", retry_attempt, 0, 0, 0, msg, msglen);
+}
+
+int mpart_stopped_report(struct mstate *st, struct mpart *p,
+    int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
+    const char *why, char *msg, size_t msglen)
+{
+	struct mrec r[2];
+	char what[520];
+
+	part_what(p, what, sizeof(what));
+	if (fo == NULL)
+		return mpart_stopped(st, p, last_offset, last_epoch, why, msg,
+		    msglen);
+	if (p->state != MPART_STOPPING) {
+		mstate_fmt(msg, msglen, "%s: %s -> STOPPED is not an allowed "
+		    "transition", what, mpart_state_name(p->state));
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
+	}
+	mstate_part_rec(&r[0], MREC_PART_STATE, p);
+	r[0].state = MPART_STOPPED;
+	r[0].retry = p->retry_attempt;
+	r[0].str = kstr_c(why);
+	r[0].flags = MREC_F_LAST;
+	r[0].off = last_offset;
+	r[0].epoch = last_epoch;
+	mstate_part_rec(&r[1], MREC_PART_FAILOVER, p);
+	r[1].off = fo->src_hwm < 0 ? -1 : fo->src_hwm;
+	r[1].off2 = fo->lag < 0 ? -1 : fo->lag;
+	r[1].off3 = fo->lag_ms < 0 ? -1 : fo->lag_ms;
+	return mstate_persist(st, r, 2, what, msg, msglen);
 }
 
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,

@@ -42,11 +42,13 @@ mc = None
 
 JSON_KEYS = {"mirror", "topic", "partition", "sourceOffset",
              "destinationOffset", "lag", "state", "lastMirroredEpoch",
-             "lastMirroredOffset", "errorMessage", "warningMessage"}
+             "lastMirroredOffset", "errorMessage", "warningMessage",
+             "topicState", "failoverSourceOffset", "failoverLag",
+             "failoverLagMs"}
 DESCRIBE_HEAD = ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET",
                  "DESTINATION-OFFSET", "LAG", "LAG-TIME", "STATE", "REASON"]
-SUMMARY_HEAD = ["MIRROR", "TOPIC", "PARTITIONS", "STATES", "LAG", "LAG-TIME",
-                "REASON"]
+SUMMARY_HEAD = ["MIRROR", "TOPIC", "STATE", "PARTITIONS", "STATES", "LAG",
+                "LAG-TIME", "REASON"]
 LIST_HEAD = ["MIRROR", "TOPICS", "SOURCE-CLUSTER-ID",
              "SOURCE-BOOTSTRAP-SERVER"]
 
@@ -275,13 +277,16 @@ def main():
        [("dr-eu-west-long-mirror-name", long_topic), ("m1", "fw"),
         ("m1", "orders")], "one summary row per topic, sorted")
     by = {r[1]: r for r in rows}
-    eq(by["orders"][2:6], ["3", "MIRRORING=3", "0", "0s"], "orders summary")
-    eq(by["orders"][6], "-", "orders summary REASON")
-    eq(by[long_topic][2:5], ["2", "MIRRORING=2", "0"], long_topic + " summary")
-    eq(by["fw"][2:5], ["1", "FAILED=1", str(fw["lag"])], "fw summary")
-    eq(by["fw"][6], "partition 0: " + fw["errorMessage"], "fw summary REASON")
-    h.check((seconds(by["fw"][5]) or 0) > 0, "fw summary LAG-TIME %r"
-            % by["fw"][5])
+    eq(by["orders"][2:7], ["MIRRORING", "3", "MIRRORING=3", "0", "0s"],
+       "orders summary")
+    eq(by["orders"][7], "-", "orders summary REASON")
+    eq(by[long_topic][2:6], ["MIRRORING", "2", "MIRRORING=2", "0"],
+       long_topic + " summary")
+    eq(by["fw"][2:6], ["FAILED", "1", "FAILED=1", str(fw["lag"])],
+       "fw summary")
+    eq(by["fw"][7], "partition 0: " + fw["errorMessage"], "fw summary REASON")
+    h.check((seconds(by["fw"][6]) or 0) > 0, "fw summary LAG-TIME %r"
+            % by["fw"][6])
 
     # ---- bash completion from the running mirrord -----------------------
     b = "kafka-mirrors --bootstrap-server %s " % d.bootstrap

@@ -521,7 +521,7 @@ START_TEST(test_recover)
 	ck_assert_str_eq(mtopic_state_name(t), "MIRRORING");
 	CODE(mstate_recover_topic(F.st, "m", "t", "ignore", F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
-	MSG_HAS("resolution 'ignore' is not one of: skip-over");
+	MSG_HAS("resolution 'ignore' is not one of: skip-over, preserve");
 	/* A plain failure: retried without a resolution. */
 	CODE(mpart_fail(F.st, t->parts[0], "fetch: NOT_LEADER", -1, F.msg,
 	    sizeof(F.msg)), 0);
@@ -1008,7 +1008,25 @@ static void build_rich(void)
 	CODE(mstate_pause_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)), 0);
 	CODE(mpart_set_state(F.st, part("east", "a1", 0), MPART_PAUSED, "",
 	    F.msg, sizeof(F.msg)), 0);
-	stop_topic("east", "a2");
+	/* a2 stopped: partition 0 with a failover report (part-failover),
+	 * partition 1 without. */
+	{
+		const struct mfailover fo = { 500, 12, 3400 };
+
+		CODE(mstate_remove_topic(F.st, "east", "a2", F.msg,
+		    sizeof(F.msg)), 0);
+		CODE(mpart_stopped_report(F.st, part("east", "a2", 0), 100, 7,
+		    &fo, "stopped", F.msg, sizeof(F.msg)), 0);
+		CODE(mpart_stopped_report(F.st, part("east", "a2", 1), 101, 7,
+		    NULL, "stopped", F.msg, sizeof(F.msg)), 0);
+		ck_assert_int_eq(part("east", "a2", 0)->has_failover, 1);
+		ck_assert_int_eq(part("east", "a2", 0)->failover.lag, 12);
+		ck_assert_int_eq(part("east", "a2", 1)->has_failover, 0);
+		/* Only at STOPPING -> STOPPED. */
+		CODE(mpart_stopped_report(F.st, part("east", "a2", 0), 100, 7,
+		    &fo, "again", F.msg, sizeof(F.msg)),
+		    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	}
 	CODE(mpart_fail(F.st, part("west", "w", 0), "no leader", -1, F.msg,
 	    sizeof(F.msg)), 0);
 }
@@ -1030,6 +1048,8 @@ START_TEST(test_replay_equality)
 		"partition 1 STOPPED retry 0 last 101@7",
 		"partition 0 FAILED retry -1 last -1@-1 error no leader",
 		"source_cluster_id (unresolved)",
+		"stopped behind the source: high watermark 500, 12 offsets, "
+		"3400 ms",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
 		ck_assert_msg(strstr(before, fields[i]) != NULL, "dump lacks "

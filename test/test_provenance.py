@@ -216,7 +216,7 @@ def main():
     h.check(r.returncode == 1 and "INVALID_REQUEST" in r.stderr and
             "skip-over" in r.stderr, "recover without a resolution: %r" % (r.stderr,))
     r = d.cli("--recover", "--mirror", "m1", "--topic", "fw", "--resolution", "ignore")
-    h.check(r.returncode == 1 and "'ignore' is not one of: skip-over" in r.stderr,
+    h.check(r.returncode == 1 and "'ignore' is not one of: skip-over, preserve" in r.stderr,
             "recover with a bad resolution: %r" % (r.stderr,))
     h.check(row(d, "m1", "fw")["state"] == "FAILED", "a refused recover changed fw-0")
     r = d.cli_ok("--recover", "--mirror", "m1", "--topic", "fw",

@@ -77,7 +77,7 @@ _kafka_mirrors()
 		return
 		;;
 	--resolution)
-		COMPREPLY=($(compgen -W "skip-over" -- "$cur"))
+		COMPREPLY=($(compgen -W "skip-over preserve" -- "$cur"))
 		return
 		;;
 	--bootstrap-server)
@@ -87,7 +87,7 @@ _kafka_mirrors()
 
 	local opts
 	opts="--bootstrap-server --command-config --mirror-config --mirror
-	    --topic --topics --exclude --json --summary --resolution
+	    --topic --topics --exclude --json --summary --failed --wait --resolution
 	    --create --add --start --remove --stop --pause --resume --recover
 	    --delete --list --describe --help --version"
 	COMPREPLY=($(compgen -W "$opts" -- "$cur"))

@@ -494,6 +494,12 @@ int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
 	return -1;
 }
 
+const char *pipeline_destination_cluster_id(struct pipeline *pl)
+{
+	(void)pl;
+	return NULL;
+}
+
 int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
     char *buf, size_t len)
 {

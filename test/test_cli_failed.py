@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""kafka-mirrors --describe --failed and the topic-level state (issue 11),
+through the real CLI against the real mirrord, librdkafka mock clusters as
+source and destination:
+
+  * a topic whose partitions are in different states is MIXED (--summary's
+    STATE column, --json's topicState), one whose partitions agree shows
+    their common state;
+  * --describe --failed lists only the FAILED partitions, in every output
+    form (table, --summary, --json), with the topic's state still taken
+    over all its partitions;
+  * with nothing FAILED, --failed says so and exits 0;
+  * --failed with another action is a usage error naming it.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import kraw  # noqa: E402
+import mirrordtest as mt  # noqa: E402
+from mockcluster import MockCluster  # noqa: E402
+
+try:
+    from confluent_kafka import Producer
+except ImportError:
+    h.skip("python3-confluent-kafka is not installed")
+
+
+def eq(got, want, what):
+    if got != want:
+        h.fail("%s: got %r, want %r" % (what, got, want))
+
+
+def produce(bootstrap, topic, partition, n, tag):
+    errors = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                  "acks": "all", "message.timeout.ms": 30000})
+    for i in range(n):
+        p.produce(topic, value=b"%s-%d" % (tag.encode(), i),
+                  partition=partition,
+                  on_delivery=lambda err, _m: err and errors.append(str(err)))
+    left = p.flush(30)
+    if left or errors:
+        h.fail("producing %s to %s: %d unflushed, %s"
+               % (tag, topic, left, errors[:3]))
+
+
+def end(bootstrap, topic, partition):
+    c = kraw.Cluster(bootstrap)
+    try:
+        return c.offsets(topic, partition)[1]
+    finally:
+        c.close()
+
+
+def words(out):
+    return [l.split(None) for l in out.rstrip("\n").split("\n")]
+
+
+mc = None
+
+
+def main():
+    global mc
+    mc = MockCluster(clusters=2, brokers=1,
+                     log_path=os.path.join(h.test_dir(), "mock.log"))
+    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
+    for c in (0, 1):
+        mc.cmd("topic %d mixed 3" % c)
+        mc.cmd("topic %d calm 2" % c)
+    d = mt.Mirrord(destination=DST)
+    d.create("m1", {"bootstrap.servers": SRC,
+                    "mirror.fetch.wait.max.ms": "100",
+                    "mirror.failed.retry.max.attempts": "0"})
+    for p in range(3):
+        produce(SRC, "mixed", p, 5 + p, "m%d" % p)
+    for p in range(2):
+        produce(SRC, "calm", p, 4, "c%d" % p)
+    d.cli_ok("--add", "--mirror", "m1", "--topic", "mixed,calm")
+    h.wait_for(lambda: all(p["state"] == "MIRRORING" and p["lag"] == 0
+                           for p in d.describe_json("m1")) and
+               len(d.describe_json("m1")) == 5, 60, "both topics caught up")
+
+    # Nothing FAILED yet: --failed says so, exit 0; topics agree.
+    r = d.cli_ok("--describe", "--failed")
+    eq(r.stdout, "No FAILED partitions\n", "--failed with nothing FAILED")
+    eq(json.loads(d.cli_ok("--describe", "--failed", "--json").stdout), [],
+       "--failed --json with nothing FAILED")
+    for p in d.describe_json("m1"):
+        eq(p["topicState"], "MIRRORING", "topicState of %s-%d while all "
+           "copy" % (p["topic"], p["partition"]))
+
+    # A foreign write into mixed-1 on the destination: mixed-1 FAILED, the
+    # other partitions of mixed go on, so mixed is MIXED.
+    h.wait_for(lambda: end(DST, "mixed", 1) == 6, 60, "mixed-1 copied")
+    produce(DST, "mixed", 1, 2, "intruder")
+    produce(SRC, "mixed", 1, 3, "more")
+
+    def settled():
+        rows = d.describe_json("m1")
+        by = {(r["topic"], r["partition"]): r for r in rows}
+        if by[("mixed", 1)]["state"] != "FAILED":
+            return None
+        return by
+    by = h.wait_for(settled, 60, "mixed-1 FAILED by the foreign write")
+    fw = by[("mixed", 1)]
+    msg = fw["errorMessage"] or ""
+    h.check("foreign write" in msg or "another producer" in msg,
+            "mixed-1's reason names the foreign write: %r" % fw)
+    for k, p in by.items():
+        want = "MIXED" if k[0] == "mixed" else "MIRRORING"
+        eq(p["topicState"], want, "topicState of %s-%d" % k)
+
+    # --failed --json: only mixed-1, topicState still over the whole topic.
+    rows = json.loads(d.cli_ok("--describe", "--failed", "--json").stdout)
+    eq([(r["topic"], r["partition"], r["state"], r["topicState"])
+        for r in rows], [("mixed", 1, "FAILED", "MIXED")],
+       "--describe --failed --json rows")
+    eq(rows[0]["errorMessage"], fw["errorMessage"], "--failed --json reason")
+
+    # --failed table: the header and one row, with its REASON.
+    out = d.cli_ok("--describe", "--failed").stdout
+    print(out, flush=True)
+    lines = out.rstrip("\n").split("\n")
+    eq(len(lines), 2, "--describe --failed: header and one row")
+    eq(lines[0].split(), ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET",
+                          "DESTINATION-OFFSET", "LAG", "LAG-TIME", "STATE",
+                          "REASON"], "--failed table header")
+    cells = lines[1].split(None, 8)
+    eq(cells[:3] + [cells[7]], ["m1", "mixed", "1", "FAILED"],
+       "--failed table row")
+    eq(cells[8], fw["errorMessage"], "--failed table REASON")
+    # The same with --mirror naming the mirror.
+    eq(d.cli_ok("--describe", "--mirror", "m1", "--failed").stdout, out,
+       "--failed with --mirror")
+
+    # --summary: STATE is the topic's state.
+    out = d.cli_ok("--describe", "--summary").stdout
+    print(out, flush=True)
+    w = words(out)
+    eq(w[0][:7], ["MIRROR", "TOPIC", "STATE", "PARTITIONS", "STATES", "LAG",
+                  "LAG-TIME"], "summary header")
+    sm = {r[1]: r for r in w[1:]}
+    eq(sm["calm"][2:5], ["MIRRORING", "2", "MIRRORING=2"], "calm summary")
+    eq(sm["mixed"][2:5], ["MIXED", "3", "FAILED=1,MIRRORING=2"],
+       "mixed summary")
+    # --failed --summary: only the topic with a FAILED partition, counting
+    # its FAILED partitions, its state still MIXED.
+    w = words(d.cli_ok("--describe", "--summary", "--failed").stdout)
+    eq([r[:5] for r in w[1:]], [["m1", "mixed", "MIXED", "1", "FAILED=1"]],
+       "--failed --summary")
+
+    # Usage.
+    for args in (["--list", "--failed"],
+                 ["--pause", "--mirror", "m1", "--topic", "calm",
+                  "--failed"]):
+        r = d.cli(*args)
+        eq(r.returncode, 2, "usage error exit status for %s" % args)
+        h.check("--failed" in r.stderr, "the usage error names --failed: %r"
+                % r.stderr)
+    d.stop()
+    print("PASS: --describe --failed and MIXED topic state", flush=True)
+
+
+if __name__ == "__main__":
+    h.run_main(main, lambda: mc is not None and mc.kill())
