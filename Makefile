@@ -45,7 +45,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-unit demo bench torture install uninstall clean \
+.PHONY: all check check-kafka check-unit demo bench bench-mock bench-kafka bench-scale torture install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
@@ -56,7 +56,7 @@ check: test-deps $(BUILD)/Makefile
 	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka demo bench torture: test-deps $(BUILD)/Makefile
+check-kafka demo bench bench-mock bench-kafka bench-scale torture: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 
