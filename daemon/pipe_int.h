@@ -267,7 +267,11 @@ struct pipeline {
 	int draining;
 	void (*drain_cb)(void *arg);
 	void *drain_arg;
-	size_t hint_mirror, hint_part; /* part_of(): where the last answer was */
+	/* mpart -> ppart, open addressing on the mpart pointer (pl_part_of);
+	 * rebuilt when pmap_ok is 0 (a partition was buried or it filled). */
+	struct ppart **pmap;
+	size_t pmap_cap, pmap_n;
+	int pmap_ok;
 	struct groupsync *gs;        /* consumer-group offset sync */
 	struct ppart **graveyard;    /* dead partitions with refs left */
 	size_t ngrave;
@@ -275,6 +279,8 @@ struct pipeline {
 
 /* pipeline.c */
 void pl_kick(struct pipeline *pl);
+/* The live partition record of mp, or NULL: O(1). */
+struct ppart *pl_part_of(struct pipeline *pl, const struct mpart *mp);
 void pl_part_fail(struct ppart *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The same, never retried automatically (an operator must decide). */

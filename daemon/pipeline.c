@@ -270,6 +270,7 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 
 	p->dead = 1;
 	p->mp = NULL;
+	pl->pmap_ok = 0; /* p may be freed: no map entry may point at it */
 	pl->qbytes -= p->qbytes;
 	p->qbytes = 0;
 	if (p->refs == 0) {
@@ -283,6 +284,82 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	}
 	pl->graveyard = g;
 	pl->graveyard[pl->ngrave++] = p;
+}
+
+/* ---- mpart -> ppart ---------------------------------------------------------- */
+
+static size_t pmap_slot(const struct pipeline *pl, const struct mpart *mp)
+{
+	uint64_t h = (uint64_t)(uintptr_t)mp * UINT64_C(0x9e3779b97f4a7c15);
+
+	return (size_t)(h >> 17) & (pl->pmap_cap - 1);
+}
+
+static void pmap_put(struct pipeline *pl, struct ppart *p)
+{
+	size_t i = pmap_slot(pl, p->mp);
+
+	while (pl->pmap[i] != NULL)
+		i = (i + 1) & (pl->pmap_cap - 1);
+	pl->pmap[i] = p;
+	pl->pmap_n++;
+}
+
+/* Every live partition of every mirror; at most half full. */
+static int pmap_build(struct pipeline *pl)
+{
+	size_t n = 0, cap = 64;
+
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		n += pl->mirrors[i]->nparts;
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	if (cap != pl->pmap_cap) {
+		struct ppart **m = calloc(cap, sizeof(*m));
+
+		if (m == NULL)
+			return -1;
+		free(pl->pmap);
+		pl->pmap = m;
+		pl->pmap_cap = cap;
+	} else {
+		memset(pl->pmap, 0, cap * sizeof(*pl->pmap));
+	}
+	pl->pmap_n = 0;
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
+			if (pl->mirrors[i]->parts[j]->mp != NULL)
+				pmap_put(pl, pl->mirrors[i]->parts[j]);
+	pl->pmap_ok = 1;
+	return 0;
+}
+
+/* A new partition: into the map while it stays at most half full. */
+static void pmap_add(struct pipeline *pl, struct ppart *p)
+{
+	if (!pl->pmap_ok)
+		return;
+	if (2 * (pl->pmap_n + 1) + 2 > pl->pmap_cap)
+		pl->pmap_ok = 0; /* grows at the next look-up */
+	else
+		pmap_put(pl, p);
+}
+
+struct ppart *pl_part_of(struct pipeline *pl, const struct mpart *mp)
+{
+	if (mp == NULL || (!pl->pmap_ok && pmap_build(pl) != 0)) {
+		/* Out of memory: the slow way. */
+		for (size_t i = 0; mp != NULL && i < pl->nmirrors; i++)
+			for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
+				if (pl->mirrors[i]->parts[j]->mp == mp)
+					return pl->mirrors[i]->parts[j];
+		return NULL;
+	}
+	for (size_t i = pmap_slot(pl, mp); pl->pmap[i] != NULL;
+	    i = (i + 1) & (pl->pmap_cap - 1))
+		if (pl->pmap[i]->mp == mp)
+			return pl->pmap[i];
+	return NULL;
 }
 
 /* ---- the model: mirrors and partitions ------------------------------------ */
@@ -575,6 +652,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 		p->retry_at = clock_mono_ms() + retry_delay(pm, mp->retry_attempt);
 	}
 	pm->parts[pm->nparts++] = p;
+	pmap_add(pm->pl, p);
 	return p;
 }
 
@@ -596,11 +674,9 @@ static void model_sync(struct pipeline *pl)
 
 			for (int32_t k = 0; k < mt->npart; k++) {
 				struct mpart *mp = mt->parts[k];
-				int have = 0;
 
-				for (size_t j = 0; j < pm->nparts && !have; j++)
-					have = pm->parts[j]->mp == mp;
-				if (!have && part_new(pm, mt, mp) == NULL)
+				if (pl_part_of(pl, mp) == NULL &&
+				    part_new(pm, mt, mp) == NULL)
 					log_errorx("mirror %s: out of memory", m->name);
 			}
 		}
@@ -1048,6 +1124,7 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 {
 	struct pipeline *pl = arg;
 	struct pmirror *pm;
+	struct ppart *p;
 
 	switch (ev->kind) {
 	case MSTATE_EV_MIRROR_DELETING:
@@ -1072,14 +1149,13 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 		    ev->why == NULL || strstr(ev->why, "recovered by the operator") == NULL ||
 		    (pm = pm_find(pl, ev->mirror)) == NULL)
 			break;
-		for (size_t i = 0; i < pm->nparts; i++)
-			if (pm->parts[i]->mp == ev->part) {
-				pm->parts[i]->attempts = 0;
-				pm->parts[i]->retry_at = 0;
-				pm->parts[i]->not_before = 0;
-				pm->parts[i]->skip_over_once =
-				    strstr(ev->why, "resolution skip-over") != NULL;
-			}
+		if ((p = pl_part_of(pl, ev->part)) != NULL && p->pm == pm) {
+			p->attempts = 0;
+			p->retry_at = 0;
+			p->not_before = 0;
+			p->skip_over_once =
+			    strstr(ev->why, "resolution skip-over") != NULL;
+		}
 		break;
 	case MSTATE_EV_PATTERNS:
 		pm = pm_find(pl, ev->mirror);
@@ -1202,6 +1278,7 @@ void pipeline_free(struct pipeline *pl)
 	for (size_t i = 0; i < pl->ngrave; i++)
 		part_free(pl->graveyard[i]);
 	free(pl->graveyard);
+	free(pl->pmap);
 	groupsync_free(pl->gs);
 	if (pl->dns)
 		evdns_base_free(pl->dns, 0);
@@ -1262,31 +1339,10 @@ int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
 	return 0;
 }
 
-/*
- * The pipeline's record of mp.  DescribeMirrors asks for every partition in
- * model order, which is the order partitions were created in, so the entry
- * after the previous answer is tried first: a whole describe costs O(P),
- * not O(P^2).
- */
+/* The pipeline's record of mp (DescribeMirrors asks for every partition). */
 static struct ppart *part_of(struct pipeline *pl, const struct mpart *mp)
 {
-	size_t mi = pl->hint_mirror;
-
-	/* The same partition again (offsets, then live numbers), or the next. */
-	for (size_t pi = pl->hint_part; mi < pl->nmirrors &&
-	    pi < pl->mirrors[mi]->nparts && pi <= pl->hint_part + 1; pi++)
-		if (pl->mirrors[mi]->parts[pi]->mp == mp) {
-			pl->hint_part = pi;
-			return pl->mirrors[mi]->parts[pi];
-		}
-	for (size_t i = 0; i < pl->nmirrors; i++)
-		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
-			if (pl->mirrors[i]->parts[j]->mp == mp) {
-				pl->hint_mirror = i;
-				pl->hint_part = j;
-				return pl->mirrors[i]->parts[j];
-			}
-	return NULL;
+	return pl_part_of(pl, mp);
 }
 
 void pipeline_partition_offsets(struct pipeline *pl, const struct mpart *p,

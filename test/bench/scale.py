@@ -194,7 +194,7 @@ def main():
                          timeout=120)
         for c in (0, 1):
             for t, np_ in topics:
-                mc.cmd("topic %d %s %d" % (c, t, np_), timeout=120)
+                mc.cmd("topic %d %s %d random" % (c, t, np_), timeout=120)
         produce(mc.bootstrap(0), topics, "mock source, %d partitions" % n)
         results.append(run("mock", mc.bootstrap(0), mc.bootstrap(1), n, topics,
                            "scale-", True))
