@@ -31,6 +31,7 @@ struct pctx {
 	struct pcluster *cl;
 	int16_t version;
 	size_t n;
+	size_t hint;   /* ctx_find: after the last entry found */
 	struct {
 		struct ppart *p;
 		uint32_t gen;
@@ -71,13 +72,19 @@ static void ctx_free(struct pctx *x)
 	free(x);
 }
 
-/* The entry of x for topic/partition that is not answered yet, or -1. */
+/*
+ * The entry of x for topic/partition that is not answered yet, or -1.
+ * Brokers answer in the order asked, so the search starts after the last
+ * entry found: O(1) a partition instead of O(n) (O(n^2) a response).
+ */
 static ssize_t ctx_find(struct pctx *x, struct kstr topic, int32_t partition)
 {
-	for (size_t i = 0; i < x->n; i++)
+	for (size_t k = 0, i = x->hint; k < x->n; k++, i = i + 1 < x->n ? i + 1 : 0)
 		if (!x->e[i].done && x->e[i].p->index == partition &&
-		    kstr_eq(topic, x->e[i].p->topic))
+		    kstr_eq(topic, x->e[i].p->topic)) {
+			x->hint = i + 1 < x->n ? i + 1 : 0;
 			return (ssize_t)i;
+		}
 	return -1;
 }
 

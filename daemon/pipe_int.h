@@ -255,6 +255,8 @@ struct pipeline {
 	struct mstate *st;
 	const struct config *cfg;
 	struct event *kick_ev, *tick_ev;
+	/* kick_cb walks every partition: at scale, sweeps are paced (pl_kick) */
+	int64_t last_sweep_ms, sweep_gap_ms;
 	struct pcluster *dst;
 	struct pmirror **mirrors;
 	size_t nmirrors;

@@ -44,10 +44,33 @@ int64_t pl_backoff_ms(const struct pipeline *pl)
 	return pl->cfg->pipeline_retry_backoff_ms > 0 ? pl->cfg->pipeline_retry_backoff_ms : 1;
 }
 
+/*
+ * Every answer kicks the loop, and a kick walks every partition (part_step,
+ * the Fetch and Produce rounds): with P partitions and answers arriving
+ * for them one by one that is O(P^2).  So once the partitions are many,
+ * sweeps are at least sweep_gap_ms apart (1 ms per SWEEP_PARTS_PER_MS
+ * partitions, 0 below that: small pipelines run as before); the kicks in
+ * between are folded into one timed sweep.
+ */
+#define SWEEP_PARTS_PER_MS 1000
+
 void pl_kick(struct pipeline *pl)
 {
-	if (pl->kick_ev != NULL)
+	int64_t wait;
+
+	if (pl->kick_ev == NULL)
+		return;
+	wait = pl->sweep_gap_ms > 0 ?
+	    pl->last_sweep_ms + pl->sweep_gap_ms - clock_mono_ms() : 0;
+	if (wait <= 0) {
 		event_active(pl->kick_ev, 0, 0);
+	} else if (!event_pending(pl->kick_ev, EV_TIMEOUT, NULL)) {
+		struct timeval tv = { (time_t)(wait / 1000),
+		    (suseconds_t)(wait % 1000) * 1000 };
+
+		if (event_add(pl->kick_ev, &tv) != 0)
+			event_active(pl->kick_ev, 0, 0);
+	}
 }
 
 void pbatch_free(struct pbatch *b)
@@ -835,6 +858,7 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	pl->last_sweep_ms = now;
 	if (pl->model_dirty)
 		model_sync(pl);
 	/* Deleted mirrors. */
@@ -845,6 +869,13 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 		} else {
 			i++;
 		}
+	}
+	{
+		size_t parts = 0;
+
+		for (size_t i = 0; i < pl->nmirrors; i++)
+			parts += pl->mirrors[i]->nparts;
+		pl->sweep_gap_ms = (int64_t)(parts / SWEEP_PARTS_PER_MS);
 	}
 	pcluster_tick(pl->dst);
 	for (size_t i = 0; i < pl->nmirrors; i++) {
