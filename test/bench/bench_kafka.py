@@ -403,7 +403,7 @@ def main():
             # CPU times come in clock ticks (10 ms): below 5 ticks the
             # ratio says nothing.
             cpu = ("%6.1fx less CPU per GB" % (r["cpu_s_per_gb"] / m["cpu_s_per_gb"])
-                   if m["cpu_s"] >= 5.0 / CLK_TCK else
+                   if m["cpu_s"] >= 4.5 / CLK_TCK else
                    "CPU too small to divide (%.2fs; raise BENCH_MB)" % m["cpu_s"])
             print("%-6s mirrord vs %-13s %s, %5.2fx the MB/s, %5.2fx the "
                   "peak RSS" % (variant, r["tool"] + ":", cpu,
