@@ -31,8 +31,8 @@ struct ptconf;
 
 /* ---- clusters -------------------------------------------------------- */
 
-#define PID_POOL_MAX 32           /* fresh producer ids kept or asked for */
-#define PID_INFLIGHT_MAX 8        /* InitProducerId requests out at once */
+#define PID_POOL_MAX 256          /* fresh producer ids kept or asked for */
+#define PID_INFLIGHT_MAX 64       /* InitProducerId requests out at once */
 
 struct pbroker {
 	struct pcluster *cl;
