@@ -958,11 +958,22 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * The periodic sweep serves the timers (not_before, retries, metadata age).
+ * At scale a sweep costs O(partitions), so it runs at most every
+ * SWEEP_TICK_GAPS sweep gaps (500 ms at 10,000 partitions) and not at all
+ * while answers sweep often enough: an idle mirror of 10,000 partitions
+ * otherwise spends its CPU walking them ten times a second.
+ */
+#define SWEEP_TICK_GAPS 50
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct pipeline *pl = arg;
 
-	kick_cb(fd, what, arg);
+	if (pl->sweep_gap_ms == 0 || clock_mono_ms() - pl->last_sweep_ms >=
+	    MAX(TICK_MS, SWEEP_TICK_GAPS * pl->sweep_gap_ms))
+		kick_cb(fd, what, arg);
 	groupsync_tick(pl->gs);
 }
 

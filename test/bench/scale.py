@@ -93,7 +93,7 @@ class Perf:
         self.p = None
         if PERF:
             out = os.path.join(h.test_dir(), "perf.data.%s" % name)
-            self.p = subprocess.Popen(["perf", "record", "-g", "-F", "499",
+            self.p = subprocess.Popen(["perf", "record", "--call-graph", "dwarf", "-F", "199",
                                        "-p", str(pid), "-o", out],
                                       stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
@@ -114,8 +114,7 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
             f.write(cfg.replace("storage:\n", "storage:\n  fsync: false\n", 1))
     d.start()
     pid = d.proc.pid
-    d.create("scale", {"bootstrap.servers": src_boot,
-                       "mirror.fetch.wait.max.ms": "500"})
+    d.create("scale", {"bootstrap.servers": src_boot})
     want = n
     cpu0 = cpu_s(pid)
     perf = Perf(pid, "%s-catchup" % label)
