@@ -10,7 +10,12 @@
 #                        and the real-Kafka tier when Java and the broker can be had)
 #   make check-kafka     only the real Apache Kafka tier
 #   make demo            mirror between two local clusters, end to end
-#   make bench           mirrord versus a consume-and-reproduce baseline
+#   make bench           mirrord, a consume-and-reproduce baseline and MirrorMaker 2
+#                        on real Kafka 4.4.0 (BENCH_MB, BENCH_SMALL_MB, BENCH_VARIANTS),
+#                        after the micro-benchmarks (mlog, crc, xlate)
+#   make bench-mock      mirrord versus the baseline on mock clusters (quick)
+#   make bench-scale     10,000 partitions in one mirrord (SCALE_PARTITIONS,
+#                        SCALE_KAFKA_PARTITIONS for real Kafka, SCALE_FSYNC, SCALE_PERF)
 #   make torture         minutes of load and faults on real Kafka, then a checker
 #                        (TORTURE_SECONDS, TORTURE_SEED, TORTURE_FAULTS)
 #   make install         install (DESTDIR and PREFIX honoured)
