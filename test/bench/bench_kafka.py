@@ -45,8 +45,9 @@ Environment: BENCH_MB (MiB of payload per large-batch variant, default
 BENCH_TOOLS (default "mirrord reproducer mirrormaker2"), BENCH_PARTITIONS
 (per topic, default 4; 2 topics), BENCH_HEAP_MB (broker heap, default
 512), BENCH_MM2_LIBS (a directory of the connect-mirror jars; default
-$MIRRORD_KAFKA_CACHE/mm2-4.3.1-libs, fetched there by Maven when missing).  The defaults run in about 5 minutes on 2 cores, brokers' start
-included; BENCH_MB=256 BENCH_SMALL_MB=32 is the size quoted in the README.
+$MIRRORD_KAFKA_CACHE/mm2-4.3.1-libs, fetched there by Maven when missing).  The defaults run in about 4 minutes
+on 2 cores (15 when other work loads them), brokers' start included; the
+README quotes them and a BENCH_MB=256 run of mirrord and the re-producer.
 """
 
 import json
