@@ -11,7 +11,12 @@
 #   make check-kafka     only the real Apache Kafka tier
 #   make demo            mirror between two local clusters, end to end
 #   make demo-ha         three mirrord instances on a 3-broker real Kafka, one killed
-#   make bench           mirrord versus a consume-and-reproduce baseline
+#   make bench           mirrord, a consume-and-reproduce baseline and MirrorMaker 2
+#                        on real Kafka 4.4.0 (BENCH_MB, BENCH_SMALL_MB, BENCH_VARIANTS),
+#                        after the micro-benchmarks (mlog, crc, xlate)
+#   make bench-mock      mirrord versus the baseline on mock clusters (quick)
+#   make bench-scale     10,000 partitions in one mirrord (SCALE_PARTITIONS,
+#                        SCALE_KAFKA_PARTITIONS for real Kafka, SCALE_FSYNC, SCALE_PERF)
 #   make torture         minutes of load and faults on real Kafka, then a checker
 #                        (TORTURE_SECONDS, TORTURE_SEED, TORTURE_FAULTS)
 #   make install         install (DESTDIR and PREFIX honoured)
@@ -46,7 +51,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-unit demo demo-ha bench torture install uninstall clean \
+.PHONY: all check check-kafka check-unit demo demo-ha bench bench-mock bench-kafka bench-scale torture install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
@@ -57,7 +62,7 @@ check: test-deps $(BUILD)/Makefile
 	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka demo demo-ha bench torture: test-deps $(BUILD)/Makefile
+check-kafka demo demo-ha bench bench-mock bench-kafka bench-scale torture: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 

@@ -31,6 +31,7 @@ struct pctx {
 	struct pcluster *cl;
 	int16_t version;
 	size_t n;
+	size_t hint;   /* ctx_find: after the last entry found */
 	struct {
 		struct ppart *p;
 		uint32_t gen;
@@ -73,13 +74,19 @@ static void ctx_free(struct pctx *x)
 	free(x);
 }
 
-/* The entry of x for topic/partition that is not answered yet, or -1. */
+/*
+ * The entry of x for topic/partition that is not answered yet, or -1.
+ * Brokers answer in the order asked, so the search starts after the last
+ * entry found: O(1) a partition instead of O(n) (O(n^2) a response).
+ */
 static ssize_t ctx_find(struct pctx *x, struct kstr topic, int32_t partition)
 {
-	for (size_t i = 0; i < x->n; i++)
+	for (size_t k = 0, i = x->hint; k < x->n; k++, i = i + 1 < x->n ? i + 1 : 0)
 		if (!x->e[i].done && x->e[i].p->index == partition &&
-		    kstr_eq(topic, x->e[i].p->topic))
+		    kstr_eq(topic, x->e[i].p->topic)) {
+			x->hint = i + 1 < x->n ? i + 1 : 0;
 			return (ssize_t)i;
+		}
 	return -1;
 }
 
@@ -883,15 +890,27 @@ out:
  * Groups the entries of f by topic (the request lists each topic once),
  * keeping the rotated order: topics in the order they first appear, the
  * partitions of each in the order they came; sel (indexes in the
- * mirror's parts) moves along.  O(entries x topics) with no allocation.
+ * mirror's parts) moves along.  O(entries): each entry finds its topic's
+ * group through a hash of the name (one strcmp per entry, not one per
+ * entry and topic), then a stable counting sort by group.  Without memory
+ * the entries stay as they are only if already grouped; otherwise the old
+ * quadratic pull-up does it.
  */
-static void fetch_group_topics(struct fetch_req *f, size_t *sel)
+static uint32_t topic_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s != '\0'; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+static void fetch_group_slow(struct fetch_req *f, size_t *sel)
 {
 	for (size_t g = 0; g < f->n;) {
 		const char *topic = f->tps[g].topic;
 		size_t end = g + 1;
 
-		/* pull the later entries of this topic up to the group's end */
 		for (size_t i = g + 1; i < f->n; i++) {
 			struct pw_tp t;
 			size_t s;
@@ -908,6 +927,68 @@ static void fetch_group_topics(struct fetch_req *f, size_t *sel)
 		}
 		g = end;
 	}
+}
+
+static void fetch_group_topics(struct fetch_req *f, size_t *sel)
+{
+	size_t cap = 16, ngroups = 0, n = f->n;
+	size_t *slot = NULL, *grp = NULL, *count = NULL, *sel2 = NULL;
+	const char **gname = NULL;
+	struct pw_tp *tps2 = NULL;
+
+	if (n < 2)
+		return;
+	while (cap < 2 * n)
+		cap *= 2;
+	slot = malloc(cap * sizeof(*slot));
+	grp = malloc(n * sizeof(*grp));
+	gname = malloc(n * sizeof(*gname));
+	count = calloc(n + 1, sizeof(*count));
+	sel2 = malloc(n * sizeof(*sel2));
+	tps2 = malloc(n * sizeof(*tps2));
+	if (slot == NULL || grp == NULL || gname == NULL || count == NULL ||
+	    sel2 == NULL || tps2 == NULL) {
+		fetch_group_slow(f, sel);
+		goto out;
+	}
+	for (size_t k = 0; k < cap; k++)
+		slot[k] = SIZE_MAX;
+	for (size_t i = 0; i < n; i++) {
+		const char *t = f->tps[i].topic;
+		size_t k = topic_hash(t) & (cap - 1);
+
+		/* The same topic as the entry before: the common case. */
+		if (i > 0 && (t == f->tps[i - 1].topic || strcmp(t, f->tps[i - 1].topic) == 0)) {
+			grp[i] = grp[i - 1];
+			continue;
+		}
+		while (slot[k] != SIZE_MAX && strcmp(gname[slot[k]], t) != 0)
+			k = (k + 1) & (cap - 1);
+		if (slot[k] == SIZE_MAX) {
+			slot[k] = ngroups;
+			gname[ngroups++] = t;
+		}
+		grp[i] = slot[k];
+	}
+	for (size_t i = 0; i < n; i++)
+		count[grp[i] + 1]++;
+	for (size_t g = 0; g < ngroups; g++)
+		count[g + 1] += count[g];
+	for (size_t i = 0; i < n; i++) {
+		size_t at = count[grp[i]]++;
+
+		tps2[at] = f->tps[i];
+		sel2[at] = sel[i];
+	}
+	memcpy(f->tps, tps2, n * sizeof(*tps2));
+	memcpy(sel, sel2, n * sizeof(*sel2));
+out:
+	free(slot);
+	free(grp);
+	free(gname);
+	free(count);
+	free(sel2);
+	free(tps2);
 }
 
 void pcopy_fetch_round(struct pmirror *pm)

@@ -35,8 +35,8 @@ struct pmarks;
 
 /* ---- clusters -------------------------------------------------------- */
 
-#define PID_POOL_MAX 32           /* fresh producer ids kept or asked for */
-#define PID_INFLIGHT_MAX 8        /* InitProducerId requests out at once */
+#define PID_POOL_MAX 256          /* fresh producer ids kept or asked for */
+#define PID_INFLIGHT_MAX 64       /* InitProducerId requests out at once */
 
 struct pbroker {
 	struct pcluster *cl;
@@ -291,6 +291,8 @@ struct pipeline {
 	struct mstate *st;
 	const struct config *cfg;
 	struct event *kick_ev, *tick_ev;
+	/* kick_cb walks every partition: at scale, sweeps are paced (pl_kick) */
+	int64_t last_sweep_ms, sweep_gap_ms;
 	struct pcluster *dst;
 	struct pmirror **mirrors;
 	size_t nmirrors;
@@ -303,7 +305,11 @@ struct pipeline {
 	int draining;
 	void (*drain_cb)(void *arg);
 	void *drain_arg;
-	size_t hint_mirror, hint_part; /* part_of(): where the last answer was */
+	/* mpart -> ppart, open addressing on the mpart pointer (pl_part_of);
+	 * rebuilt when pmap_ok is 0 (a partition was buried or it filled). */
+	struct ppart **pmap;
+	size_t pmap_cap, pmap_n;
+	int pmap_ok;
 	struct groupsync *gs;        /* consumer-group offset sync */
 	struct paclorph *acl_orph;   /* deleted mirrors' ACL bindings (pipe_acl.c) */
 	struct ppart **graveyard;    /* dead partitions with refs left */
@@ -319,6 +325,8 @@ struct pipeline {
 
 /* pipeline.c */
 void pl_kick(struct pipeline *pl);
+/* The live partition record of mp, or NULL: O(1). */
+struct ppart *pl_part_of(struct pipeline *pl, const struct mpart *mp);
 void pl_part_fail(struct ppart *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The same, never retried automatically (an operator must decide). */

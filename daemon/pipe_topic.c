@@ -297,8 +297,11 @@ int ptopic_grow(struct ppart *p, int32_t have, char *msg, size_t msglen)
 			t = pcluster_topic(pm->pl->dst, p->topic);
 			if (t != NULL && t->error == 0 && p->index < t->npart)
 				return 1;
-			if (tc->grow || t == NULL || t->error != 0)
-				return 0; /* wait for the Metadata that shows it */
+			if (tc->grow || t == NULL || t->error != 0) {
+				/* Wait for the Metadata that shows it (ask). */
+				pcluster_want_metadata(pm->pl->dst);
+				return 0;
+			}
 			tc_remove(pm, tc); /* created earlier, now it must grow */
 			break;
 		case TC_FAILED:
@@ -475,6 +478,7 @@ int ptopic_ensure(struct ppart *p, char *msg, size_t msglen)
 {
 	struct pmirror *pm = p->pm;
 	struct ptcreate *tc = tc_find(pm, p->topic), **arr;
+	const struct ptopicmd *t;
 	struct kconn *sc;
 	char err[256];
 	int v;
@@ -482,9 +486,18 @@ int ptopic_ensure(struct ppart *p, char *msg, size_t msglen)
 	if (tc != NULL) {
 		switch (tc->state) {
 		case TC_DONE:
-			/* Wait for the metadata that shows it. */
-			return pcluster_topic(pm->pl->dst, p->topic) != NULL &&
-			    pcluster_topic(pm->pl->dst, p->topic)->error == 0;
+			/*
+			 * Wait for the metadata that shows it.  A broker may
+			 * answer the first Metadata after CreateTopics without
+			 * the topic or with LEADER_NOT_AVAILABLE: ask again
+			 * (paced by the retry backoff) rather than wait for
+			 * the periodic refresh.
+			 */
+			t = pcluster_topic(pm->pl->dst, p->topic);
+			if (t != NULL && t->error == 0)
+				return 1;
+			pcluster_want_metadata(pm->pl->dst);
+			return 0;
 		case TC_FAILED:
 			snprintf(msg, msglen, "%s", tc->msg);
 			tc_remove(pm, tc); /* the next retry tries again */

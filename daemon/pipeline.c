@@ -44,10 +44,33 @@ int64_t pl_backoff_ms(const struct pipeline *pl)
 	return pl->cfg->pipeline_retry_backoff_ms > 0 ? pl->cfg->pipeline_retry_backoff_ms : 1;
 }
 
+/*
+ * Every answer kicks the loop, and a kick walks every partition (part_step,
+ * the Fetch and Produce rounds): with P partitions and answers arriving
+ * for them one by one that is O(P^2).  So once the partitions are many,
+ * sweeps are at least sweep_gap_ms apart (1 ms per SWEEP_PARTS_PER_MS
+ * partitions, 0 below that: small pipelines run as before); the kicks in
+ * between are folded into one timed sweep.
+ */
+#define SWEEP_PARTS_PER_MS 1000
+
 void pl_kick(struct pipeline *pl)
 {
-	if (pl->kick_ev != NULL)
+	int64_t wait;
+
+	if (pl->kick_ev == NULL)
+		return;
+	wait = pl->sweep_gap_ms > 0 ?
+	    pl->last_sweep_ms + pl->sweep_gap_ms - clock_mono_ms() : 0;
+	if (wait <= 0) {
 		event_active(pl->kick_ev, 0, 0);
+	} else if (!event_pending(pl->kick_ev, EV_TIMEOUT, NULL)) {
+		struct timeval tv = { (time_t)(wait / 1000),
+		    (suseconds_t)(wait % 1000) * 1000 };
+
+		if (event_add(pl->kick_ev, &tv) != 0)
+			event_active(pl->kick_ev, 0, 0);
+	}
 }
 
 void pbatch_free(struct pbatch *b)
@@ -278,6 +301,7 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 
 	p->dead = 1;
 	p->mp = NULL;
+	pl->pmap_ok = 0; /* p may be freed: no map entry may point at it */
 	pl->qbytes -= p->qbytes;
 	p->qbytes = 0;
 	if (p->refs == 0) {
@@ -291,6 +315,82 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	}
 	pl->graveyard = g;
 	pl->graveyard[pl->ngrave++] = p;
+}
+
+/* ---- mpart -> ppart ---------------------------------------------------------- */
+
+static size_t pmap_slot(const struct pipeline *pl, const struct mpart *mp)
+{
+	uint64_t h = (uint64_t)(uintptr_t)mp * UINT64_C(0x9e3779b97f4a7c15);
+
+	return (size_t)(h >> 17) & (pl->pmap_cap - 1);
+}
+
+static void pmap_put(struct pipeline *pl, struct ppart *p)
+{
+	size_t i = pmap_slot(pl, p->mp);
+
+	while (pl->pmap[i] != NULL)
+		i = (i + 1) & (pl->pmap_cap - 1);
+	pl->pmap[i] = p;
+	pl->pmap_n++;
+}
+
+/* Every live partition of every mirror; at most half full. */
+static int pmap_build(struct pipeline *pl)
+{
+	size_t n = 0, cap = 64;
+
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		n += pl->mirrors[i]->nparts;
+	while (cap < 2 * n + 2)
+		cap *= 2;
+	if (cap != pl->pmap_cap) {
+		struct ppart **m = calloc(cap, sizeof(*m));
+
+		if (m == NULL)
+			return -1;
+		free(pl->pmap);
+		pl->pmap = m;
+		pl->pmap_cap = cap;
+	} else {
+		memset(pl->pmap, 0, cap * sizeof(*pl->pmap));
+	}
+	pl->pmap_n = 0;
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
+			if (pl->mirrors[i]->parts[j]->mp != NULL)
+				pmap_put(pl, pl->mirrors[i]->parts[j]);
+	pl->pmap_ok = 1;
+	return 0;
+}
+
+/* A new partition: into the map while it stays at most half full. */
+static void pmap_add(struct pipeline *pl, struct ppart *p)
+{
+	if (!pl->pmap_ok)
+		return;
+	if (2 * (pl->pmap_n + 1) + 2 > pl->pmap_cap)
+		pl->pmap_ok = 0; /* grows at the next look-up */
+	else
+		pmap_put(pl, p);
+}
+
+struct ppart *pl_part_of(struct pipeline *pl, const struct mpart *mp)
+{
+	if (mp == NULL || (!pl->pmap_ok && pmap_build(pl) != 0)) {
+		/* Out of memory: the slow way. */
+		for (size_t i = 0; mp != NULL && i < pl->nmirrors; i++)
+			for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
+				if (pl->mirrors[i]->parts[j]->mp == mp)
+					return pl->mirrors[i]->parts[j];
+		return NULL;
+	}
+	for (size_t i = pmap_slot(pl, mp); pl->pmap[i] != NULL;
+	    i = (i + 1) & (pl->pmap_cap - 1))
+		if (pl->pmap[i]->mp == mp)
+			return pl->pmap[i];
+	return NULL;
 }
 
 /* ---- the model: mirrors and partitions ------------------------------------ */
@@ -606,6 +706,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->not_before = pm->pl->started_ms + SETTLE_MS;
 	p->owned = pl_part_owned(p);
 	pm->parts[pm->nparts++] = p;
+	pmap_add(pm->pl, p);
 	return p;
 }
 
@@ -627,11 +728,9 @@ static void model_sync(struct pipeline *pl)
 
 			for (int32_t k = 0; k < mt->npart; k++) {
 				struct mpart *mp = mt->parts[k];
-				int have = 0;
 
-				for (size_t j = 0; j < pm->nparts && !have; j++)
-					have = pm->parts[j]->mp == mp;
-				if (!have && part_new(pm, mt, mp) == NULL)
+				if (pl_part_of(pl, mp) == NULL &&
+				    part_new(pm, mt, mp) == NULL)
 					log_errorx("mirror %s: out of memory", m->name);
 			}
 		}
@@ -939,6 +1038,7 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	pl->last_sweep_ms = now;
 	if (pl->model_dirty)
 		model_sync(pl);
 	if (pl->leaders_changed) {
@@ -954,6 +1054,13 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 		} else {
 			i++;
 		}
+	}
+	{
+		size_t parts = 0;
+
+		for (size_t i = 0; i < pl->nmirrors; i++)
+			parts += pl->mirrors[i]->nparts;
+		pl->sweep_gap_ms = (int64_t)(parts / SWEEP_PARTS_PER_MS);
 	}
 	pcluster_tick(pl->dst);
 	for (size_t i = 0; i < pl->nmirrors; i++) {
@@ -1038,11 +1145,22 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * The periodic sweep serves the timers (not_before, retries, metadata age).
+ * At scale a sweep costs O(partitions), so it runs at most every
+ * SWEEP_TICK_GAPS sweep gaps (500 ms at 10,000 partitions) and not at all
+ * while answers sweep often enough: an idle mirror of 10,000 partitions
+ * otherwise spends its CPU walking them ten times a second.
+ */
+#define SWEEP_TICK_GAPS 50
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct pipeline *pl = arg;
 
-	kick_cb(fd, what, arg);
+	if (pl->sweep_gap_ms == 0 || clock_mono_ms() - pl->last_sweep_ms >=
+	    MAX(TICK_MS, SWEEP_TICK_GAPS * pl->sweep_gap_ms))
+		kick_cb(fd, what, arg);
 	groupsync_tick(pl->gs);
 }
 
@@ -1239,6 +1357,7 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 {
 	struct pipeline *pl = arg;
 	struct pmirror *pm;
+	struct ppart *p;
 
 	switch (ev->kind) {
 	case MSTATE_EV_MIRROR_DELETING:
@@ -1263,22 +1382,20 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 		    ev->why == NULL || strstr(ev->why, "recovered by the operator") == NULL ||
 		    (pm = pm_find(pl, ev->mirror)) == NULL)
 			break;
-		for (size_t i = 0; i < pm->nparts; i++)
-			if (pm->parts[i]->mp == ev->part) {
-				pm->parts[i]->attempts = 0;
-				pm->parts[i]->retry_at = 0;
-				pm->parts[i]->not_before = 0;
-				pm->parts[i]->skip_over_once =
-				    strstr(ev->why, "resolution skip-over") != NULL;
-				pm->parts[i]->preserve_once =
-				    strstr(ev->why, "resolution preserve") != NULL;
-			}
+		if ((p = pl_part_of(pl, ev->part)) != NULL && p->pm == pm) {
+			p->attempts = 0;
+			p->retry_at = 0;
+			p->not_before = 0;
+			p->skip_over_once =
+			    strstr(ev->why, "resolution skip-over") != NULL;
+			p->preserve_once =
+			    strstr(ev->why, "resolution preserve") != NULL;
+		}
 		break;
 	case MSTATE_EV_OWNER: {
 		/* Lost: stop at once, before any answer of a request sent as
 		 * the owner is read.  Gained: part_step() starts it. */
-		struct ppart *p = part_of(pl, ev->part);
-
+		p = pl_part_of(pl, ev->part);
 		if (p != NULL && p->owned && !pl_part_owned(p))
 			part_lose(p);
 		break;
@@ -1462,6 +1579,7 @@ void pipeline_free(struct pipeline *pl)
 	for (size_t i = 0; i < pl->ngrave; i++)
 		part_free(pl->graveyard[i]);
 	free(pl->graveyard);
+	free(pl->pmap);
 	groupsync_free(pl->gs);
 	free(pl->instance);
 	if (pl->dns)
@@ -1528,31 +1646,10 @@ int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
 	return 0;
 }
 
-/*
- * The pipeline's record of mp.  DescribeMirrors asks for every partition in
- * model order, which is the order partitions were created in, so the entry
- * after the previous answer is tried first: a whole describe costs O(P),
- * not O(P^2).
- */
+/* The pipeline's record of mp (DescribeMirrors asks for every partition). */
 static struct ppart *part_of(struct pipeline *pl, const struct mpart *mp)
 {
-	size_t mi = pl->hint_mirror;
-
-	/* The same partition again (offsets, then live numbers), or the next. */
-	for (size_t pi = pl->hint_part; mi < pl->nmirrors &&
-	    pi < pl->mirrors[mi]->nparts && pi <= pl->hint_part + 1; pi++)
-		if (pl->mirrors[mi]->parts[pi]->mp == mp) {
-			pl->hint_part = pi;
-			return pl->mirrors[mi]->parts[pi];
-		}
-	for (size_t i = 0; i < pl->nmirrors; i++)
-		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
-			if (pl->mirrors[i]->parts[j]->mp == mp) {
-				pl->hint_mirror = i;
-				pl->hint_part = j;
-				return pl->mirrors[i]->parts[j];
-			}
-	return NULL;
+	return pl_part_of(pl, mp);
 }
 
 void pipeline_partition_offsets(struct pipeline *pl, const struct mpart *p,

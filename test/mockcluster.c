@@ -8,6 +8,9 @@
  * on stdin, answering each with "ok" or "error <reason>" on stdout:
  *
  *   topic C NAME PARTITIONS        create; partition p is led by broker (p % N) + 1
+ *   topic C NAME PARTITIONS random create; the mock's own (random) leaders: no
+ *                                  per-partition pinning, which costs ~75 ms
+ *                                  a partition (the scale bench's 10,000)
  *   leader C TOPIC P BROKER        move a leader (-1: leaderless)
  *   topicerr C TOPIC ERR           the topic's error in Metadata answers (0: none)
  *   down C BROKER / up C BROKER    close and refuse connections / listen again
@@ -157,10 +160,15 @@ static int run_command(struct mock *m, char *line)
 		return 1;
 	}
 	if (strcmp(argv[0], "topic") == 0) {
-		if (want_args(argc, 4, 4, "topic C NAME PARTITIONS") < 0 ||
+		if (want_args(argc, 4, 5, "topic C NAME PARTITIONS [random]") < 0 ||
 		    parse_cluster(m, argv[1], &mc) < 0 ||
 		    parse_int(argv[3], 1, 10000, "partition count", &a) < 0)
 			return 0;
+		if (argc == 5 && strcmp(argv[4], "random") != 0) {
+			reply_error("topic: the fifth word must be \"random\", not \"%s\"",
+			    argv[4]);
+			return 0;
+		}
 		rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(mc, argv[2], (int)a,
 		    m->nbrokers < 3 ? m->nbrokers : 3);
 		if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -168,7 +176,7 @@ static int run_command(struct mock *m, char *line)
 			return 0;
 		}
 		/* The mock picks leaders at random; pin them so tests repeat. */
-		for (long p = 0; p < a; p++) {
+		for (long p = 0; p < a && (argc < 5 || strcmp(argv[4], "random") != 0); p++) {
 			e = rd_kafka_mock_partition_set_leader(mc, argv[2], (int32_t)p,
 			    (int32_t)(p % m->nbrokers) + 1);
 			if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -8,7 +8,11 @@
  * carry identical records.
  *
  *   corpusgen -b BOOTSTRAP -t TOPIC[,TOPIC...] -p PARTITIONS -m MIB
- *             [-z none|gzip|snappy|lz4|zstd] [-S SEED]
+ *             [-z none|gzip|snappy|lz4|zstd] [-S SEED] [-B BATCH_BYTES]
+ *
+ * -B writes small batches the way a latency-bound producer does: linger.ms
+ * 0 and batch.size BATCH_BYTES (the bench's small-batch corpus uses 1024),
+ * where the default is linger.ms 50 and 256 KiB batches.
  *
  * On success prints one JSON line: {"messages":N,"payload_bytes":N,...}
  * where payload_bytes counts keys plus values (the uncompressed record
@@ -98,7 +102,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 static void usage(void)
 {
 	fprintf(stderr, "usage: corpusgen -b BOOTSTRAP -t TOPIC[,TOPIC...] -p PARTITIONS -m MIB"
-			" [-z CODEC] [-S SEED]\n");
+			" [-z CODEC] [-S SEED] [-B BATCH_BYTES]\n");
 	exit(2);
 }
 
@@ -118,6 +122,7 @@ int main(int argc, char **argv)
 	const char *bootstrap = NULL, *codec = "none";
 	char *topics_arg = NULL, *topics[MAX_TOPICS];
 	int ntopics = 0, partitions = 0, opt;
+	const char *batch_bytes = NULL;
 	double mib = 0;
 	struct gen g = { .rng = 0x9e3779b97f4a7c15ULL };
 	rd_kafka_conf_t *conf;
@@ -125,7 +130,7 @@ int main(int argc, char **argv)
 	char err[512], buf[1024], key[32];
 	int64_t target, payload = 0, seq = 0;
 
-	while ((opt = getopt(argc, argv, "b:t:p:m:z:S:")) != -1) {
+	while ((opt = getopt(argc, argv, "b:t:p:m:z:S:B:")) != -1) {
 		switch (opt) {
 		case 'b': bootstrap = optarg; break;
 		case 't': topics_arg = optarg; break;
@@ -133,6 +138,7 @@ int main(int argc, char **argv)
 		case 'm': mib = atof(optarg); break;
 		case 'z': codec = optarg; break;
 		case 'S': g.rng = strtoull(optarg, NULL, 0) | 1; break;
+		case 'B': batch_bytes = optarg; break;
 		default: usage();
 		}
 	}
@@ -151,8 +157,8 @@ int main(int argc, char **argv)
 	conf = rd_kafka_conf_new();
 	if (conf_set(conf, "bootstrap.servers", bootstrap) ||
 	    conf_set(conf, "compression.type", codec) ||
-	    conf_set(conf, "linger.ms", "50") ||
-	    conf_set(conf, "batch.size", "262144") ||
+	    conf_set(conf, "linger.ms", batch_bytes ? "0" : "50") ||
+	    conf_set(conf, "batch.size", batch_bytes ? batch_bytes : "262144") ||
 	    conf_set(conf, "queue.buffering.max.kbytes", "65536") ||
 	    conf_set(conf, "acks", "all"))
 		return 2;
