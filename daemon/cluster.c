@@ -249,6 +249,8 @@ static void set_role(struct cluster *c, enum role r)
 		log_info("cluster: instance %s is now %s (generation %" PRId32 ")",
 		    c->instance_id, role_names[r], c->generation);
 	c->role = r;
+	if (c->pl != NULL)
+		pipeline_set_controller(c->pl, r == ROLE_WRITER);
 	if (c->ms == NULL)
 		return;
 	for (int i = 0; i < (int)ARRAY_SIZE(role_names); i++)

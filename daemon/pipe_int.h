@@ -318,6 +318,7 @@ struct pipeline {
 	 * partition is copied here); the destination-leader hook and whether a
 	 * Metadata answer moved a leader since it last ran. */
 	char *instance;
+	int controller;  /* pipeline_set_controller() */
 	void (*leader_hook)(void *arg);
 	void *leader_arg;
 	int leaders_changed;
@@ -346,6 +347,9 @@ static inline int pl_is_denial(int16_t code)
 	                                                 * AUTHORIZATION_FAILED */
 }
 void pl_part_resync(struct ppart *p, const char *why);
+/* 1 if this instance does the mirrors' cluster-wide work (single mode:
+ * always; else while it is the metadata writer). */
+int pl_controller(const struct pipeline *pl);
 /* 1 if this instance copies p (single mode: always; else mpart->owner). */
 int pl_part_owned(const struct ppart *p);
 void pl_part_unref(struct ppart *p);

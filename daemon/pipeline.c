@@ -747,7 +747,8 @@ void pl_source_metadata(struct pmirror *pm)
 
 	if (m == NULL || pm->dead)
 		return;
-	if (m->source_cluster_id == NULL && pm->src->cluster_id != NULL &&
+	if (pl_controller(pl) && m->source_cluster_id == NULL &&
+	    pm->src->cluster_id != NULL &&
 	    mstate_set_source_cluster_id(pl->st, m->name, pm->src->cluster_id, msg,
 	    sizeof(msg)) != 0)
 		log_warnx("mirror %s: %s", m->name, msg);
@@ -763,14 +764,14 @@ void pl_source_metadata(struct pmirror *pm)
 			continue;
 		if (pident_source_topic(pm, m->topics[t], md))
 			continue;
-		if (md->error == 0 && md->npart > mt->npart &&
+		if (md->error == 0 && md->npart > mt->npart && pl_controller(pl) &&
 		    mstate_grow_topic(pl->st, m->name, mt->name, md->npart, msg,
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: %s", m->name, msg);
 	}
 	/* Patterns: source topics that match and are not mirrored yet, and
 	 * are not a mirror's destination there (pipe_marks.c). */
-	if (m->nincludes == 0)
+	if (m->nincludes == 0 || !pl_controller(pl))
 		return;
 	char **cand = NULL;
 	size_t ncand = 0;
@@ -1127,10 +1128,13 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 		pcluster_tick(pm->src);
 		for (size_t j = 0; j < pm->nparts; j++)
 			part_step(pm->parts[j], now);
-		ptconf_tick(pm, now);
-		pacl_tick(pm, now);
+		if (pl_controller(pl)) {
+			ptconf_tick(pm, now);
+			pacl_tick(pm, now);
+		}
 	}
-	pacl_orphans_tick(pl, now);
+	if (pl_controller(pl))
+		pacl_orphans_tick(pl, now);
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (pl->mirrors[i]->src != NULL && !pl->draining)
 			pcopy_fetch_round(pl->mirrors[i]);
@@ -1505,6 +1509,21 @@ void pipeline_set_instance(struct pipeline *pl, const char *instance_id)
 				part_lose(p);
 		}
 	pl_kick(pl);
+}
+
+void pipeline_set_controller(struct pipeline *pl, int is_writer)
+{
+	if (pl->controller != (is_writer != 0))
+		log_info("pipeline: %s the mirrors' cluster-wide work (discovery, "
+		    "growth, topic configs, ACLs)", is_writer ? "doing" :
+		    "leaving the metadata writer");
+	pl->controller = is_writer != 0;
+	pl_kick(pl);
+}
+
+int pl_controller(const struct pipeline *pl)
+{
+	return pl->instance == NULL || pl->controller;
 }
 
 const char *pipeline_instance(const struct pipeline *pl)

@@ -190,6 +190,15 @@ void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 void pipeline_set_instance(struct pipeline *pl, const char *instance_id);
 /* The instance id set, NULL in single mode. */
 const char *pipeline_instance(const struct pipeline *pl);
+/*
+ * Multi-instance mode: whether this instance is the metadata writer.  Only
+ * the writer does a mirror's cluster-wide work: topic discovery through
+ * patterns, partition growth in the model, the source cluster id, topic
+ * config and ACL sync and the orphaned-ACL pass (every instance would
+ * otherwise race to record the same change).  Per-partition work follows
+ * ownership.  Single mode ignores it (its one instance does everything).
+ */
+void pipeline_set_controller(struct pipeline *pl, int is_writer);
 /* How many partitions this instance copies now (single mode: all of them;
  * also mirrord_cluster_owned_partitions). */
 size_t pipeline_owned_partitions(const struct pipeline *pl);

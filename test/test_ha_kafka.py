@@ -288,13 +288,14 @@ def main():
             "the follower did not answer NOT_CONTROLLER naming the writer "
             "%s at %s:\n%s" % (w.name, w.bootstrap, f.log()[-2000:]))
     f.cli_ok("--add", "--mirror", "m1", "--topic", TOPIC)
+    # Every instance learns the members from the log: wait until it has.
     for d in ds:
-        brokers, controller = metadata(d)
-        h.check(sorted(brokers.values()) == sorted(x.bootstrap for x in ds)
-                and brokers.get(controller) == w.bootstrap,
-                "Metadata of %s: brokers %r, controller %r; want the three "
-                "members, the writer %s as controller"
-                % (d.name, brokers, controller, w.bootstrap))
+        def lists_all(d=d):
+            brokers, controller = metadata(d)
+            return (sorted(brokers.values()) == sorted(x.bootstrap for x in ds)
+                    and brokers.get(controller) == w.bootstrap)
+        h.wait_for(lists_all, 30, "Metadata of %s to list the three members, "
+                   "the writer %s as controller" % (d.name, w.bootstrap))
     for d in ds:
         h.wait_for(lambda d=d: "m1" in d.cli_ok("--list").stdout, 30,
                    "m1 listed by %s" % d.name)
