@@ -8,7 +8,7 @@
   * each alert has a unit test in which it fires and one in which it is
     quiet, and the tests would catch a rule that never fires (each alert's
     expression replaced by one that is never true makes them fail);
-  * every metric the rules read is one mirrord exports (lib/metrics_std.h),
+  * every metric the rules read is one mirrord exports (lib/ops/metrics_std.h),
     or Prometheus' own `up`.
 """
 
@@ -66,9 +66,9 @@ def main():
     alerts_sec = man.split("\n.Sh ALERTS\n", 1)
     h.check(len(alerts_sec) == 2, "mirrord.8 has no ALERTS section")
     alerts_sec = alerts_sec[1].split("\n.Sh ", 1)[0]
-    with open(h.src_path("lib", "metrics_std.h")) as f:
+    with open(h.src_path("lib", "ops", "metrics_std.h")) as f:
         exported = set(re.findall(r'"((?:mirrord|process)_[a-z0-9_]+)"', f.read()))
-    h.check(len(exported) > 20, "metric names read from lib/metrics_std.h")
+    h.check(len(exported) > 20, "metric names read from lib/ops/metrics_std.h")
 
     got = [r for g in rules["groups"] for r in g["rules"]]
     eq(sorted(r["alert"] for r in got), sorted(ALERTS), "the alerts")

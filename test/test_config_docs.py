@@ -1,7 +1,7 @@
 """The documents generated from the config key tables are in step.
 
 - etc/mirrord.yaml is exactly what `config_docgen example` writes from the
-  table in lib/daemonconf.c, and it loads (`config_docgen check`);
+  table in lib/config/daemonconf.c, and it loads (`config_docgen check`);
 - the key list of man/mirrord.yaml.5 (between the GENERATED KEYS markers)
   is exactly what `config_docgen mdoc` writes, and every key there has its
   type, default and reload behaviour;
@@ -136,7 +136,7 @@ def main():
         if got != mirror_mdoc:
             problems.append(
                 "the mirror config reference in man/%s differs from the table in"
-                " lib/mirrorconf.c; replace it with the output of\n"
+                " lib/config/mirrorconf.c; replace it with the output of\n"
                 "  test/config_docgen mirror-mdoc\n" % name +
                 diff(got, mirror_mdoc, "man/%s (committed)" % name,
                      "config_docgen mirror-mdoc"))

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The manual pages: every page in man/ is clean under `mandoc -Tlint -W
 # warning` and installed by man/man.am; mirrord(8) names every metric
-# family of lib/metrics_std.h; and once the programs have a real --help,
+# family of lib/ops/metrics_std.h; and once the programs have a real --help,
 # every long option they print is documented in their page.
 set -u
 
@@ -35,8 +35,8 @@ done
 
 # mirrord(8) documents every exported metric family.
 names=$(sed -n 's/.*"\(mirrord_[a-z0-9_]*\)".*/\1/p; s/.*"\(process_[a-z0-9_]*\)".*/\1/p' \
-	"$srcdir/lib/metrics_std.h")
-[ -n "$names" ] || bad "no metric names found in lib/metrics_std.h"
+	"$srcdir/lib/ops/metrics_std.h")
+[ -n "$names" ] || bad "no metric names found in lib/ops/metrics_std.h"
 for n in $names; do
 	grep -q "^\.It Sy $n\( \|\$\)" "$srcdir/man/mirrord.8" ||
 		bad "metric $n is not documented in the METRICS section of mirrord.8"

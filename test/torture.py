@@ -422,7 +422,7 @@ def acls(cl, api, entries, principal="User:alice"):
 
 def translate(anchors, s):
     """The destination offset of source offset s by a translation map
-    (lib/xlate.h's rules, an implicit anchor (0, 0) first), None for a
+    (lib/metadata/xlate.h's rules, an implicit anchor (0, 0) first), None for a
     hole."""
     a = [(0, 0)] + anchors
     i = bisect.bisect_right([x[0] for x in a], s) - 1

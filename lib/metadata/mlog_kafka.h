@@ -157,7 +157,7 @@ uint8_t *mlog_kafka_encode_value_batch(const char *key, const uint8_t *value,
     int64_t timestamp_ms, size_t *outlen, char *err, size_t errlen);
 
 /*
- * Encoding (lib/mlog_kafka_rec.c), exposed for the tests and the fuzz
+ * Encoding (lib/metadata/mlog_kafka_rec.c), exposed for the tests and the fuzz
  * harness: one uncompressed v2 record batch
  * holding the frames in frames[0..len) (mlog frames back to back) as record
  * values, keyed snapshot (1) or not (0), with the producer fields given.

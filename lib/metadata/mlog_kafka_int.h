@@ -1,7 +1,7 @@
 /*
  * mlog_kafka_int.h: what the two halves of the replicated metadata log
- * share: lib/mlog_kafka.c (becoming the writer, replay, the mlog ops) and
- * lib/mlog_kafka_io.c (the cluster side: connections, the topic, reading
+ * share: lib/metadata/mlog_kafka.c (becoming the writer, replay, the mlog ops) and
+ * lib/metadata/mlog_kafka_io.c (the cluster side: connections, the topic, reading
  * and producing).  Not for other modules.
  */
 #ifndef MIRRORD_MLOG_KAFKA_INT_H

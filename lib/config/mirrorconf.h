@@ -21,7 +21,7 @@
  * (mirrorconf_check_client_prop).
  *
  * A client property's value may be a config provider reference
- * (lib/cfgprov.h: ${file:...}, ${env:...}...): its type is checked once it
+ * (lib/config/cfgprov.h: ${file:...}, ${env:...}...): its type is checked once it
  * is resolved, when the client is configured; other keys refuse them.
  * Validation and parsing here always see resolved values, never the
  * sealed form the metadata log stores secrets in (daemon/secrets.h).

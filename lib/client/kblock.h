@@ -1,6 +1,6 @@
 /*
  * kblock.h: a blocking Kafka client connection for code that must wait for
- * its answer anyway: the replicated metadata log (lib/mlog_kafka.c), whose
+ * its answer anyway: the replicated metadata log (lib/metadata/mlog_kafka.c), whose
  * interface is synchronous like fsync, and the tools built on it.
  *
  * One TCP connection (TLS and SASL from a prepared struct kconn_config, the

@@ -373,7 +373,7 @@ void config_write_example(FILE *out)
 	    "# on SIGHUP; the others need a restart.  `mirrord --check-config FILE`\n"
 	    "# checks a file and prints the effective configuration.\n"
 	    "#\n"
-	    "# This file is generated from the key table in lib/daemonconf.c\n"
+	    "# This file is generated from the key table in lib/config/daemonconf.c\n"
 	    "# (test/config_docgen example); test/test_config_docs.py keeps it in step.\n", out);
 	for (size_t i = 0; i < config_nkeys; i++) {
 		const struct ckey *k = &config_keys[i];
@@ -468,7 +468,7 @@ void config_write_mdoc(FILE *out)
 {
 	char t[256], tn[96], line[512];
 
-	fputs(".\\\" Generated from the key table in lib/daemonconf.c by\n"
+	fputs(".\\\" Generated from the key table in lib/config/daemonconf.c by\n"
 	    ".\\\" test/config_docgen mdoc; test/test_config_docs.py checks it.\n"
 	    ".Bl -tag -width Ds\n", out);
 	for (size_t i = 0; i < config_nkeys; i++) {

@@ -16,7 +16,7 @@
  * Ownership: mstate owns every mirror, topic and partition.  Callers get
  * read-only pointers; a pointer stays valid until the mirror is deleted
  * (hooks see MSTATE_EV_MIRROR_DELETING first).  Nothing outside mstate.c
- * writes a field: every change is a record (lib/mrec.h) that an operation
+ * writes a field: every change is a record (lib/metadata/mrec.h) that an operation
  * validates, appends, syncs and only then applies, through the same apply
  * code that replays the log at start-up.  So a failed disk write changes
  * nothing, and the model after a restart equals the model before it.

@@ -1001,7 +1001,7 @@ void mirrorconf_write_mdoc(FILE *out)
 	char t[128], line[1024];
 	size_t used;
 
-	fputs(".\\\" Generated from the key table in lib/mirrorconf.c by\n"
+	fputs(".\\\" Generated from the key table in lib/config/mirrorconf.c by\n"
 	    ".\\\" test/config_docgen mirror-mdoc.\n", out);
 	for (int kind = MK_SOURCE; kind <= MK_MIRROR; kind++) {
 		fprintf(out, ".Ss %s\n.Bl -tag -width Ds\n", kind_title((enum mkind)kind));
