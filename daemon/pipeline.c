@@ -59,6 +59,16 @@ void pbatch_free(struct pbatch *b)
 	free(b);
 }
 
+void pl_free_batches(struct pbatchq *q)
+{
+	struct pbatch *b;
+
+	while ((b = TAILQ_FIRST(q)) != NULL) {
+		TAILQ_REMOVE(q, b, link);
+		pbatch_free(b);
+	}
+}
+
 void pl_drop_queue(struct ppart *p)
 {
 	struct pbatch *b;
@@ -243,8 +253,9 @@ static void part_free(struct ppart *p)
 		TAILQ_REMOVE(&p->q, b, link);
 		pbatch_free(b);
 	}
-	pbatch_free(p->sending);
-	pbatch_free(p->unsure);
+	pl_free_batches(&p->inflight);
+	pl_free_batches(&p->failed);
+	pl_free_batches(&p->unsure);
 	free(p->topic);
 	free(p);
 }
@@ -545,6 +556,9 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->mp = mp;
 	p->index = mp->index;
 	TAILQ_INIT(&p->q);
+	TAILQ_INIT(&p->inflight);
+	TAILQ_INIT(&p->failed);
+	TAILQ_INIT(&p->unsure);
 	p->src_fetch = p->src_copied = -1;
 	p->dst_next = p->dst_tail = -1;
 	p->src_done = -1;
@@ -684,7 +698,7 @@ static void part_step(struct ppart *p, int64_t now)
 			p->step = PS_SYNC;
 			p->sync_lo = p->sync_hi = -1;
 		}
-		if (p->step == PS_SYNC && !p->step_inflight && p->sending == NULL &&
+		if (p->step == PS_SYNC && !p->step_inflight && p->ninflight == 0 &&
 		    now >= p->not_before)
 			pcopy_sync(p);
 		else if (p->step == PS_OOR && !p->step_inflight && now >= p->not_before)
@@ -700,13 +714,13 @@ static void part_step(struct ppart *p, int64_t now)
 			pl_drop_queue(p);
 		if (p->step != PS_SYNC)
 			p->step = PS_IDLE;
-		if (p->step == PS_SYNC && !p->step_inflight && p->sending == NULL &&
+		if (p->step == PS_SYNC && !p->step_inflight && p->ninflight == 0 &&
 		    now >= p->not_before) {
 			/* An uncertain Produce: learn what happened first. */
 			pcopy_sync(p);
 			break;
 		}
-		if (p->sending != NULL || p->step_inflight || p->step == PS_SYNC)
+		if (p->ninflight > 0 || p->step_inflight || p->step == PS_SYNC)
 			break;
 		if (st == MPART_PAUSING) {
 			if (mpart_set_state(pl->st, p->mp, MPART_PAUSED,
@@ -725,7 +739,7 @@ static void part_step(struct ppart *p, int64_t now)
 		if (p->step != PS_IDLE)
 			pl_drop_queue(p);
 		p->step = PS_IDLE;
-		if (p->retry_at > 0 && now >= p->retry_at && p->sending == NULL &&
+		if (p->retry_at > 0 && now >= p->retry_at && p->ninflight == 0 &&
 		    !p->step_inflight && !pl->draining) {
 			p->retry_at = 0;
 			if (mpart_set_state(pl->st, p->mp, MPART_PREPARING,
@@ -735,7 +749,7 @@ static void part_step(struct ppart *p, int64_t now)
 		break;
 	default:
 		/* PAUSED, STOPPED, UNKNOWN: nothing to copy. */
-		if (p->step != PS_IDLE && p->sending == NULL && !p->step_inflight) {
+		if (p->step != PS_IDLE && p->ninflight == 0 && !p->step_inflight) {
 			pl_drop_queue(p);
 			p->step = PS_IDLE;
 		}
@@ -747,7 +761,7 @@ static int anything_inflight(const struct pipeline *pl)
 {
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
-			if (pl->mirrors[i]->parts[j]->sending != NULL)
+			if (pl->mirrors[i]->parts[j]->ninflight > 0)
 				return 1;
 	return 0;
 }
