@@ -198,11 +198,11 @@ static void resend_unsure(struct ppart *p, int64_t d)
 		last = u;
 	}
 	pl_free_batches(&p->unsure);
-	log_info("%s: the batches at source offsets %" PRId64 "..%" PRId64 " did not "
-	    "land at destination offset %" PRId64 ": sending them again as they were "
-	    "sent (their translation anchors are recorded)", pname(p, name,
-	    sizeof(name)), first->src_base, last->src_next - 1, d);
 	while ((u = TAILQ_FIRST(&keep)) != NULL) {
+		log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64 " did "
+		    "not land at destination offset %" PRId64 ": sending it again as "
+		    "it was sent (its translation anchors are recorded)", pname(p, name,
+		    sizeof(name)), u->src_base, u->src_next - 1, u->dst_base);
 		TAILQ_REMOVE(&keep, u, link);
 		TAILQ_INSERT_TAIL(&p->q, u, link);
 		p->qbytes += u->len;
@@ -1398,6 +1398,7 @@ static int inflight_take(struct ppart *p, struct pbatch *s)
 
 	TAILQ_REMOVE(&p->inflight, s, link);
 	p->ninflight--;
+	p->pm->pl->totals.inflight_batches--;
 	return first ? 0 : -1;
 }
 
@@ -1783,6 +1784,9 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			TAILQ_REMOVE(&p->q, q, link);
 			TAILQ_INSERT_TAIL(&p->inflight, q, link);
 			p->ninflight++;
+			pl->totals.inflight_batches++;
+			if (p->ninflight > pl->totals.partition_inflight_peak)
+				pl->totals.partition_inflight_peak = p->ninflight;
 			p->inflight_conn = *cp;
 			p->last_send_ms = now;
 			bytes += q->len;
@@ -1826,6 +1830,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 
 			TAILQ_REMOVE(&p->inflight, q, link);
 			p->ninflight--;
+			pl->totals.inflight_batches--;
 			TAILQ_INSERT_HEAD(&p->q, q, link);
 			x->e[i].b = NULL;
 		}

@@ -283,6 +283,7 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	p->mp = NULL;
 	pl->qbytes -= p->qbytes;
 	p->qbytes = 0;
+	pl->totals.inflight_batches -= p->ninflight;
 	if (p->refs == 0) {
 		part_free(p);
 		return;
@@ -950,6 +951,10 @@ static void collect_clusters(struct metric_family *f, void *arg)
 
 	(void)f;
 	cluster_gauges(pl->ms, pl->dst, "");
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_INFLIGHT_BATCHES), 0, NULL),
+	    (double)pl->totals.inflight_batches);
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_INFLIGHT_PEAK), 0, NULL),
+	    (double)pl->totals.partition_inflight_peak);
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
 			cluster_gauges(pl->ms, pl->mirrors[i]->src,

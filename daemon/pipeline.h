@@ -161,6 +161,8 @@ struct pipeline_totals {
 	int64_t records, bytes, batches, produces, fetches;
 	int64_t queued_bytes;       /* buffered now */
 	int64_t queued_bytes_peak;
+	int64_t inflight_batches;   /* sent to the destination, not answered */
+	int64_t partition_inflight_peak; /* most of one partition at once */
 };
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 
