@@ -11,6 +11,7 @@
 #   make check-kafka     only the real Apache Kafka tier
 #   make demo            mirror between two local clusters, end to end
 #   make bench           mirrord versus a consume-and-reproduce baseline
+#   make bench-depth     pipelined produce on real Kafka: depth 1 versus 5
 #   make torture         minutes of load and faults on real Kafka, then a checker
 #                        (TORTURE_SECONDS, TORTURE_SEED, TORTURE_FAULTS)
 #   make install         install (DESTDIR and PREFIX honoured)
@@ -45,7 +46,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-unit demo bench torture install uninstall clean \
+.PHONY: all check check-kafka check-unit demo bench bench-depth torture install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
@@ -56,7 +57,7 @@ check: test-deps $(BUILD)/Makefile
 	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka demo bench torture: test-deps $(BUILD)/Makefile
+check-kafka demo bench bench-depth torture: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 
