@@ -4,6 +4,10 @@ clusters of test/kafka/realkafka.py; SKIPs with the reason when it cannot
 run): up to pipeline.max_inflight_batches_per_partition (default 5) batches
 of one partition in flight, with the same exactly-once outcome.
 
+  * first, without mirrord: Kafka 4.4 refuses two batches of one partition
+    in one Produce (INVALID_RECORD), which is why each request carries one
+    batch per partition and the pipeline is made of successive requests;
+
   * a small-batch source (thousands of 1 KB batches, one record each) is
     mirrored byte- and offset-identical: every destination batch has the
     source batch's offsets, record count and record bytes; the peak of
@@ -34,6 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
+import krawwrite  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
@@ -173,8 +178,29 @@ def main():
     for t in (SMALL, FAULTS):
         src.create_topic(t, NPART)
 
+    # 0. Without mirrord, the broker behaviour this relies on: Kafka takes
+    #    one batch per partition in a Produce, so the batches of a partition
+    #    must travel in separate requests.
+    dst.create_topic("probe", 1)
+    c = kraw.Cluster(dst.bootstrap)
+    try:
+        two = krawwrite.batch([(0, b"a", b"1")]) + krawwrite.batch([(0, b"b", b"2")])
+        try:
+            krawwrite.produce(c, "probe", 0, two)
+            h.fail("Kafka accepted two batches of one partition in one Produce")
+        except ValueError as e:
+            h.check("error 87" in str(e), "two batches of one partition in one "
+                    "Produce: %s, want INVALID_RECORD (87)" % e)
+        h.check(c.offsets("probe", 0)[1] == 0, "the refused Produce wrote records")
+    finally:
+        c.close()
+    log("Kafka refuses two batches of one partition in one Produce (INVALID_RECORD)")
+
     # 1. A backlog of small batches, mirrored with pipelining (the default).
     write(src.bootstrap, SMALL, 4000, "small")
+    # The faulty topic's partitions take their producer ids now: with the
+    # destination broker held, InitProducerId could not be answered.
+    write(src.bootstrap, FAULTS, 100, "warm")
     d = mt.Mirrord(destination=dst.bootstrap, log_level="info",
                    extra_yaml="pipeline:\n  request_timeout_ms: %d\n" % TIMEOUT_MS)
     d.create(MIRROR, {"bootstrap.servers": src.bootstrap,
