@@ -1,8 +1,10 @@
 /*
  * pipe_copy.c: the copy itself.  Fetch rounds (one Fetch per source broker,
  * many partitions), batch intake (CRC, control and aborted data, holes),
- * Produce rounds (one batch per partition per request, at most one Produce
- * per partition), and the two ListOffsets steps: SYNC (destination end ->
+ * Produce rounds (one batch per partition per request, up to
+ * pipeline.max_inflight_batches_per_partition requests with a batch of the
+ * partition in flight: see "Pipelined produce" below), and the two
+ * ListOffsets steps: SYNC (destination end ->
  * source position) and OOR (source log start after OFFSET_OUT_OF_RANGE).
  */
 #include "config.h"
