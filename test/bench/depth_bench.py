@@ -7,8 +7,9 @@ cluster; then mirrord copies it into a destination cluster of its own once
 per value of pipeline.max_inflight_batches_per_partition in BENCH_DEPTHS
 (default "1 5": stop-and-wait, then the default pipelining), one run after
 the other on the same machine, in this one invocation.  For each: MB/s of
-record payload from `kafka-mirrors --add` to the last destination end equal
-to the source's, CPU seconds per GB (user + system time of mirrord, from
+record payload up to the last destination end equal to the source's,
+timed from the first record on the destination (start-up is not the
+copy), CPU seconds per GB (user + system time of mirrord, from
 /proc/PID/stat), peak RSS (VmHWM), and the ratios to the first depth.
 
 Environment: BENCH_SMALL_MB (MiB of payload, default 8), BENCH_PARTITIONS
@@ -90,14 +91,21 @@ def run(depth, src, dst, want, payload):
     d.create("bench", {"bootstrap.servers": src.bootstrap,
                        "mirror.fetch.wait.max.ms": "100"})
     pid = d.proc.pid
+    d.cli_ok("--add", "--mirror", "bench", "--topic", TOPIC)
+    # The clock starts at the first record on the destination: start-up
+    # (Metadata, InitProducerId on a fresh cluster) is not the copy.
+    h.wait_for(lambda: sum(ends(dst.bootstrap)) > 0, 300,
+               "mirrord (depth %d) to write its first batch (log %s)"
+               % (depth, d.proc.log_path), interval=0.01)
     cpu0 = proc_cpu_s(pid)
     t0 = time.monotonic()
-    d.cli_ok("--add", "--mirror", "bench", "--topic", TOPIC)
+    first = sum(ends(dst.bootstrap))
     h.wait_for(lambda: ends(dst.bootstrap) == want, 1200,
                "mirrord (depth %d) to copy the corpus (log %s)"
                % (depth, d.proc.log_path), interval=0.02)
     wall = time.monotonic() - t0
     cpu = proc_cpu_s(pid) - cpu0
+    payload = payload * (sum(want) - first) / sum(want)
     hwm = proc_hwm_kb(pid)
     peak = None
     for line in d.metrics().splitlines():
