@@ -1680,11 +1680,28 @@ static int part_depth(const struct ppart *p, int v)
 	return (int)MIN(n, PRODUCE_DEPTH_MAX);
 }
 
+/* 1 if a batch of p in flight had translation anchors recorded. */
+static int inflight_anchored(const struct ppart *p)
+{
+	const struct pbatch *b;
+
+	TAILQ_FOREACH(b, &p->inflight, link)
+		if (b->anchored)
+			return 1;
+	return 0;
+}
+
 /*
  * 1 when p's head batch must wait for p's batches in flight: it would
  * record something that says the destination holds everything below it
  * (a new source leader epoch or a new producer identity starting at it:
- * pipe_prove.c's known_written() reads both as written), or it would go
+ * pipe_prove.c's known_written() reads both as written); or it would
+ * record translation anchors while another batch whose anchors were
+ * recorded is in flight (after an uncertain answer the batches from the
+ * destination end on are fetched again, and their anchors are recognised
+ * against the recorded map only when nothing after the first of them was
+ * recorded: persist_anchors(); so at most one batch with recorded anchors
+ * is beyond the acknowledged end, as without pipelining); or it would go
  * on another connection (answers are only in order on one).
  */
 static int part_barrier(const struct ppart *p, const struct pbatch *q,
@@ -1693,7 +1710,8 @@ static int part_barrier(const struct ppart *p, const struct pbatch *q,
 	if (p->ninflight == 0)
 		return 0;
 	return p->inflight_conn != c || (q->epoch >= 0 && q->epoch > p->last_epoch) ||
-	    p->pid < 0 || p->seq_base < 0 || q->dst_base < p->seq_base;
+	    p->pid < 0 || p->seq_base < 0 || q->dst_base < p->seq_base ||
+	    (q->nanchors > 0 && inflight_anchored(p));
 }
 
 /* The Produce version for c (0, or -1 when none is usable). */

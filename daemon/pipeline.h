@@ -53,8 +53,9 @@
  * identity; a refusal or another offset fails the partition.  A batch that
  * would record a new source leader epoch or a new identity (write-ahead
  * records that say everything below them is written) waits until nothing
- * is in flight; a part-sending record names the lowest unacknowledged
- * offset.  Only BaseOffset (0, as Kafka 4 requires of
+ * is in flight, and one with translation anchors to record waits while
+ * another batch with recorded anchors is in flight; a part-sending record
+ * names the lowest unacknowledged offset.  Only BaseOffset (0, as Kafka 4 requires of
  * clients), producer id/epoch/base sequence and the transactional bit are
  * rewritten; the CRC is recomputed, the records are copied byte for byte.
  * The producer id is mirrord's own (InitProducerId), kept across restarts
