@@ -17,6 +17,7 @@
 #   make bench-mock      mirrord versus the baseline on mock clusters (quick)
 #   make bench-scale     10,000 partitions in one mirrord (SCALE_PARTITIONS,
 #                        SCALE_KAFKA_PARTITIONS for real Kafka, SCALE_FSYNC, SCALE_PERF)
+#   make bench-depth     pipelined produce on real Kafka: depth 1 versus 5
 #   make torture         minutes of load and faults on real Kafka, then a checker
 #                        (TORTURE_SECONDS, TORTURE_SEED, TORTURE_FAULTS)
 #   make install         install (DESTDIR and PREFIX honoured)
@@ -51,7 +52,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-unit demo demo-ha bench bench-mock bench-kafka bench-scale torture install uninstall clean \
+.PHONY: all check check-kafka check-unit demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
@@ -62,7 +63,7 @@ check: test-deps $(BUILD)/Makefile
 	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka demo demo-ha bench bench-mock bench-kafka bench-scale torture: test-deps $(BUILD)/Makefile
+check-kafka demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 

@@ -1,8 +1,10 @@
 /*
  * pipe_copy.c: the copy itself.  Fetch rounds (one Fetch per source broker,
  * many partitions), batch intake (CRC, control and aborted data, holes),
- * Produce rounds (one batch per partition per request, at most one Produce
- * per partition), and the two ListOffsets steps: SYNC (destination end ->
+ * Produce rounds (one batch per partition per request, up to
+ * pipeline.max_inflight_batches_per_partition requests with a batch of the
+ * partition in flight: see "Pipelined produce" below), and the two
+ * ListOffsets steps: SYNC (destination end ->
  * source position) and OOR (source log start after OFFSET_OUT_OF_RANGE).
  */
 #include "config.h"
@@ -41,6 +43,7 @@ struct pctx {
 		int got;       /* Fetch: the answer carried records */
 		size_t slot;   /* Fetch: index in the mirror's parts when sent */
 		struct kuuid tid;    /* Produce v13+: the topic id it was sent for */
+		struct pbatch *b;    /* Produce: the batch, until answered */
 	} e[];
 };
 
@@ -169,35 +172,68 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
 }
 
 /*
- * The batch of an uncertain Produce whose anchors were recorded is kept
- * (produce_uncertain()).  If the destination end d says it did not land,
- * it goes out again as it was sent, so it lands with exactly the anchors
- * recorded for it even if the source batch changed since (compacted
- * again); else it is dropped.  Called with the positions set from d.
+ * The batches of an uncertain Produce whose anchors were recorded are kept
+ * (settle()).  If the destination end d says the first of them did not
+ * land, it goes out again as it was sent, with the ones after it that
+ * follow on without a gap, so they land with exactly the anchors recorded
+ * for them even if the source batches changed since (compacted again);
+ * the rest are dropped.  Called with the positions set from d.
  */
 static void resend_unsure(struct ppart *p, int64_t d)
 {
 	struct pipeline *pl = p->pm->pl;
-	struct pbatch *u = p->unsure;
+	struct pbatch *u, *first = NULL, *last = NULL;
+	struct pbatchq keep;
 	char name[300];
 
-	p->unsure = NULL;
-	if (u == NULL)
-		return;
-	if (d != u->dst_base || !TAILQ_EMPTY(&p->q) || p->src_fetch < u->src_base ||
-	    p->src_fetch >= u->src_next) {
-		pbatch_free(u);
+	TAILQ_INIT(&keep);
+	TAILQ_FOREACH(u, &p->unsure, link)
+		if (u->dst_base == d) {
+			first = u;
+			break;
+		}
+	if (first == NULL || !TAILQ_EMPTY(&p->q) || p->src_fetch < first->src_base ||
+	    p->src_fetch >= first->src_next) {
+		pl_free_batches(&p->unsure);
 		return;
 	}
-	log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64 " did not "
-	    "land at destination offset %" PRId64 ": sending it again as it was "
-	    "sent (its translation anchors are recorded)", pname(p, name,
-	    sizeof(name)), u->src_base, u->src_next - 1, d);
-	TAILQ_INSERT_HEAD(&p->q, u, link);
-	p->qbytes += u->len;
-	pl->qbytes += u->len;
-	p->src_fetch = p->src_copied = u->src_next;
-	p->dst_tail = d + u->count;
+	while ((u = TAILQ_FIRST(&p->unsure)) != first) {
+		TAILQ_REMOVE(&p->unsure, u, link);
+		pbatch_free(u);
+	}
+	while ((u = TAILQ_FIRST(&p->unsure)) != NULL && (last == NULL ||
+	    (u->dst_base == last->dst_base + last->count &&
+	    u->src_base >= last->src_next))) {
+		TAILQ_REMOVE(&p->unsure, u, link);
+		TAILQ_INSERT_TAIL(&keep, u, link);
+		last = u;
+	}
+	pl_free_batches(&p->unsure);
+	while ((u = TAILQ_FIRST(&keep)) != NULL) {
+		log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64 " did "
+		    "not land at destination offset %" PRId64 ": sending it again as "
+		    "it was sent (its translation anchors are recorded)", pname(p, name,
+		    sizeof(name)), u->src_base, u->src_next - 1, u->dst_base);
+		TAILQ_REMOVE(&keep, u, link);
+		TAILQ_INSERT_TAIL(&p->q, u, link);
+		p->qbytes += u->len;
+		pl->qbytes += u->len;
+	}
+	p->src_fetch = p->src_copied = last->src_next;
+	p->dst_tail = last->dst_base + last->count;
+}
+
+/* 1 if d is an end the destination may have after the uncertain Produce
+ * requests settle() named: the start of the first failed batch or the end
+ * of a batch answered since. */
+static int sync_end_expected(const struct ppart *p, int64_t d)
+{
+	if (d == p->sync_lo || d == p->sync_hi)
+		return 1;
+	for (int i = 0; i < p->nsync_at; i++)
+		if (p->sync_at[i] == d)
+			return 1;
+	return 0;
 }
 
 /* Decides where to fetch from once the destination end D is known. */
@@ -208,11 +244,18 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 	char err[256];
 
 	p->live.destination_end = d;
-	if (p->sync_lo >= 0 && d != p->sync_lo && d != p->sync_hi) {
-		pl_part_fail(p, "destination end offset %" PRId64 " after an uncertain "
-		    "Produce is neither %" PRId64 " (not written) nor %" PRId64
-		    " (written): another producer writes to the destination partition",
-		    d, p->sync_lo, p->sync_hi);
+	if (p->sync_lo >= 0 && !sync_end_expected(p, d)) {
+		if (p->nsync_at > 2)
+			pl_part_fail(p, "destination end offset %" PRId64 " after "
+			    "uncertain Produce requests is not the end of any batch "
+			    "sent from %" PRId64 " (not written) to %" PRId64 " (all "
+			    "written): another producer writes to the destination "
+			    "partition", d, p->sync_lo, p->sync_hi);
+		else
+			pl_part_fail(p, "destination end offset %" PRId64 " after an "
+			    "uncertain Produce is neither %" PRId64 " (not written) nor %"
+			    PRId64 " (written): another producer writes to the "
+			    "destination partition", d, p->sync_lo, p->sync_hi);
 		return;
 	}
 	if (pl_part_wants_run(p) && pprove_start(p, d) != 0)
@@ -274,8 +317,7 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 		p->fetch_epoch = -1; /* the batch before s is not known */
 	p->sync_lo = p->sync_hi = -1;
 	if (!pl_part_wants_run(p)) {
-		pbatch_free(p->unsure);
-		p->unsure = NULL;
+		pl_free_batches(&p->unsure);
 		p->step = PS_IDLE;
 		pl_kick(pl);
 		return;
@@ -561,7 +603,7 @@ static int fetch_encode(struct kw *w, int16_t version, const void *msg)
  */
 static void skipped_done(struct ppart *p)
 {
-	if (p->step == PS_RUN && p->sending == NULL && TAILQ_EMPTY(&p->q) &&
+	if (p->step == PS_RUN && p->ninflight == 0 && TAILQ_EMPTY(&p->q) &&
 	    p->src_done >= 0 && p->src_fetch > p->src_done) {
 		p->src_done = p->src_fetch;
 		pl_update_lag(p);
@@ -1101,55 +1143,121 @@ static int produce_encode(struct kw *w, int16_t version, const void *msg)
 	return pw_produce_encode(w, version, -1, r->timeout_ms, r->tps, r->n);
 }
 
-/* The Produce of p's batch was not applied or its fate is unknown. */
-static void produce_uncertain(struct ppart *p, const char *why)
-{
-	struct pbatch *s = p->sending;
+/*
+ * Pipelined produce.  A partition has up to
+ * pipeline.max_inflight_batches_per_partition batches sent and not yet
+ * answered (p->inflight, oldest first), each in its own Produce request
+ * (Kafka takes one batch per partition per request), all on one
+ * connection, which the broker reads and answers in order.  Each batch
+ * carries the sequence its destination offset gives it (prepare_head()),
+ * so the broker appends them in order or refuses the rest: once batch k
+ * is not appended, k+1.. get OUT_OF_ORDER_SEQUENCE_NUMBER (or the same
+ * error as k), never a place of their own.
+ *
+ * The rule when an answer is not a success: stop sending for the
+ * partition (p->halt), let every other batch in flight be answered, then
+ * settle() acts once:
+ *   - HALT_REQUEUE: every failed batch is known not to be appended (a
+ *     leader error, an unknown topic id, or a sequence error after such a
+ *     batch): they go back to the head of the queue in order and are sent
+ *     again after a backoff, with the same sequences;
+ *   - HALT_UNSURE: some answer leaves the outcome open (a timeout, a lost
+ *     connection, an answer missing from the response, NOT_ENOUGH_REPLICAS
+ *     _AFTER_APPEND, DUPLICATE_SEQUENCE_NUMBER): SYNC re-reads the
+ *     destination end, which must be one of the batch boundaries from the
+ *     first failed batch on (halt_lo, then the end of each batch answered
+ *     since, up to halt_hi), and the proof recognises whatever landed;
+ *   - HALT_IDENTITY: the first failure was a sequence error of its own
+ *     (the broker's state for the identity is not mirrord's): a new
+ *     identity, the fence delay, SYNC and proof (identity_change());
+ *   - HALT_FAILED: the destination refused a batch or stored it at
+ *     another offset; the partition went FAILED at that answer.
+ * A success after a failure must still land at its own offset: one that
+ * does not is a foreign write (FAILED), as without pipelining.
+ */
+enum { HALT_NONE, HALT_REQUEUE, HALT_UNSURE, HALT_IDENTITY, HALT_FAILED };
 
-	p->sync_lo = s->dst_base;
-	p->sync_hi = s->dst_base + s->count;
-	p->unsure_sent_ms = p->last_send_ms;
-	if (s->anchored) {
-		pbatch_free(p->unsure);
-		p->unsure = s;
-	} else {
-		pbatch_free(s);
-	}
-	p->sending = NULL;
-	pl_part_resync(p, why);
+/* Most batches in flight per partition: the broker's idempotence window. */
+#define PRODUCE_DEPTH_MAX PL_INFLIGHT_MAX
+/* The first Produce version whose brokers check batch sequences (Kafka
+ * 2.4+); the librdkafka mock (v7 at most) checks none, so a batch after a
+ * lost one would land in its place: one batch at a time there. */
+#define PW_PRODUCE_PIPELINED 8
+
+static void held_free(struct ppart *p, struct pbatch *s)
+{
+	p->qbytes -= s->len;
+	p->pm->pl->qbytes -= s->len;
+	pbatch_free(s);
+}
+
+/* Answered batches end at e: one more destination end a SYNC after the
+ * halt may find. */
+static void halt_boundary(struct ppart *p, int64_t e)
+{
+	if (p->nsync_at < PL_INFLIGHT_MAX + 1)
+		p->sync_at[p->nsync_at++] = e;
+	if (e > p->halt_hi)
+		p->halt_hi = e;
 }
 
 /*
- * The broker answered p's Produce with a sequence error
- * (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID: its state for the
- * identity is not what mirrord's is; INVALID_PRODUCER_EPOCH: someone holds
- * a higher epoch of it).  The batch was not appended.  p alone takes a new
- * identity: the same producer id with the epoch bumped (as Kafka's
- * idempotent producer does, KIP-360: a higher epoch of the id is accepted
- * with sequence 0, and once a batch of it is on the partition the broker
- * fences every older epoch, so a late copy of an old request can no longer
- * land), or a fresh id when the epoch is exhausted or was fenced.  Then,
- * after the fence delay (a request sent under the old identity and still
- * queued in a broker has had its time), the destination end is read and
- * proven again (pipe_prove.c recognises batches of every identity the
- * partition recorded), so a late copy that did land is taken as written.
+ * s (out of p->inflight) was answered with something other than a success
+ * at its offset, or not at all: kind is what this answer alone calls for.
+ * s joins p->failed (still counted in the queued bytes) until settle().
  */
-static void identity_lost(struct ppart *p, int16_t error)
+static void halt_note(struct ppart *p, struct pbatch *s, int kind,
+    int16_t error, const char *why)
 {
-	struct pipeline *pl = p->pm->pl;
-	int64_t fence = p->unsure_sent_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
-	char why[300], name[300];
-	int64_t sent;
+	if (p->halt == HALT_NONE) {
+		p->halt = kind;
+		p->halt_gen = p->gen;
+		p->halt_error = error;
+		p->halt_unsure = 0;
+		snprintf(p->halt_why, sizeof(p->halt_why), "%s", why);
+		p->halt_lo = p->halt_hi = s->dst_base;
+		p->nsync_at = 0;
+		halt_boundary(p, s->dst_base);
+	} else if (kind == HALT_FAILED ||
+	    (kind == HALT_UNSURE && p->halt == HALT_REQUEUE)) {
+		p->halt = kind;
+		snprintf(p->halt_why, sizeof(p->halt_why), "%s", why);
+	}
+	if (kind == HALT_UNSURE)
+		p->halt_unsure = 1;
+	halt_boundary(p, s->dst_base + s->count);
+	TAILQ_INSERT_TAIL(&p->failed, s, link);
+}
+
+/*
+ * The broker's sequence state for p's identity no longer matches
+ * mirrord's (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID), or
+ * someone holds a higher epoch of it (INVALID_PRODUCER_EPOCH).  p alone
+ * takes a new identity: the same producer id with the epoch bumped (as
+ * Kafka's idempotent producer does, KIP-360: a higher epoch of the id is
+ * accepted with sequence 0, and once a batch of it is on the partition the
+ * broker fences every older epoch, so a late copy of an old request can no
+ * longer land), or a fresh id when the epoch is exhausted or was fenced.
+ * settle() then waits the fence delay (a request sent under the old
+ * identity and still queued in a broker has had its time) and re-reads and
+ * proves the destination end (pipe_prove.c recognises batches of every
+ * identity the partition recorded), so a late copy that did land is taken
+ * as written.
+ */
+static void identity_change(struct ppart *p, int16_t error, char *why,
+    size_t whylen)
+{
+	char name[300];
 
 	if (error == KERR_INVALID_PRODUCER_EPOCH || p->pepoch >= INT16_MAX ||
 	    p->pid < 0) {
-		snprintf(why, sizeof(why), "Produce answered %s for producer id "
+		snprintf(why, whylen, "Produce answered %s for producer id "
 		    "%" PRId64 " epoch %d: a fresh producer id for this partition",
 		    kerr_name(error), p->pid, p->pepoch);
 		p->pid = -1;
 		p->pid_fresh = 1;
 	} else {
-		snprintf(why, sizeof(why), "Produce answered %s for producer id "
+		snprintf(why, whylen, "Produce answered %s for producer id "
 		    "%" PRId64 " epoch %d: epoch %d from the destination end on, "
 		    "the older epoch fenced", kerr_name(error), p->pid, p->pepoch,
 		    p->pepoch + 1);
@@ -1157,16 +1265,79 @@ static void identity_lost(struct ppart *p, int16_t error)
 	}
 	p->seq_base = -1;
 	log_warnx("%s: %s", pname(p, name, sizeof(name)), why);
-	/* This answer is certain (not appended); what may still be queued
-	 * under the old identity was sent before unsure_sent_ms. */
-	sent = p->unsure_sent_ms;
-	produce_uncertain(p, why);
-	p->unsure_sent_ms = sent;
-	if (p->not_before < fence) {
-		log_info("%s: a Produce of the old identity may still be in a "
-		    "broker: re-reading the destination end in %" PRId64 " ms",
-		    pname(p, name, sizeof(name)), fence - clock_mono_ms());
-		p->not_before = fence;
+}
+
+/*
+ * Nothing of p is in flight any more after a halt: act on it once (see
+ * above).  The failed batches are dropped, re-queued, or kept in
+ * p->unsure when their anchors were recorded (resend_unsure()).
+ */
+static void settle(struct ppart *p)
+{
+	struct pipeline *pl = p->pm->pl;
+	struct pbatch *s;
+	int kind = p->halt;
+	char why[300], name[300];
+	int64_t fence;
+
+	if (kind == HALT_NONE || p->ninflight > 0 || p->dead)
+		return;
+	p->halt = HALT_NONE;
+	switch (kind) {
+	case HALT_REQUEUE:
+		if (p->gen == p->halt_gen && p->step == PS_RUN) {
+			/* Not appended: the same batches again, in order,
+			 * with the same sequences, once the leader is known. */
+			while ((s = TAILQ_LAST(&p->failed, pbatchq)) != NULL) {
+				TAILQ_REMOVE(&p->failed, s, link);
+				TAILQ_INSERT_HEAD(&p->q, s, link);
+			}
+			p->not_before = clock_mono_ms() + pl_backoff_ms(pl);
+		}
+		pcluster_want_metadata(pl->dst);
+		break;
+	case HALT_UNSURE:
+	case HALT_IDENTITY:
+		/* The destination end will say what landed: one of the
+		 * boundaries from the first failed batch on. */
+		p->sync_lo = p->halt_lo;
+		p->sync_hi = p->halt_hi;
+		pl_free_batches(&p->unsure);
+		while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
+			TAILQ_REMOVE(&p->failed, s, link);
+			if (s->anchored) {
+				p->qbytes -= s->len;
+				pl->qbytes -= s->len;
+				TAILQ_INSERT_TAIL(&p->unsure, s, link);
+			} else {
+				held_free(p, s);
+			}
+		}
+		if (kind == HALT_UNSURE || p->halt_unsure)
+			p->unsure_sent_ms = p->last_send_ms;
+		if (kind == HALT_UNSURE) {
+			pl_part_resync(p, p->halt_why);
+			break;
+		}
+		/* A sequence error is a certain answer (not appended); what may
+		 * still be queued under the old identity was sent before
+		 * unsure_sent_ms. */
+		identity_change(p, p->halt_error, why, sizeof(why));
+		fence = p->unsure_sent_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
+		pl_part_resync(p, why);
+		if (p->not_before < fence) {
+			log_info("%s: a Produce of the old identity may still be in a "
+			    "broker: re-reading the destination end in %" PRId64 " ms",
+			    pname(p, name, sizeof(name)), fence - clock_mono_ms());
+			p->not_before = fence;
+		}
+		break;
+	default:
+		break;
+	}
+	while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
+		TAILQ_REMOVE(&p->failed, s, link);
+		held_free(p, s);
 	}
 }
 
@@ -1229,63 +1400,55 @@ static void produce_ok(struct ppart *p, struct pbatch *s)
 	pl_update_lag(p);
 }
 
-static void produce_part(void *arg, const struct pw_produce_part *pp)
+/* The answer to p's batch s (out of p->inflight), error 0. */
+static void produce_success(struct pctx *x, struct ppart *p, struct pbatch *s,
+    const struct pw_produce_part *pp)
 {
-	struct pctx *x = arg;
-	ssize_t i = ctx_find_produced(x, pp);
-	struct ppart *p;
-	struct pbatch *s;
+	char why[300];
 
-	if (i < 0)
-		return;
-	x->e[i].done = 1;
-	p = x->e[i].p;
-	/* Sent before this instance lost p (and perhaps got it back since):
-	 * not an answer about what p sends now. */
-	if (x->e[i].ogen != p->own_gen)
-		return;
-	s = p->sending;
-	if (s == NULL || p->dead)
-		return;
-	if (pp->error == 0) {
-		if (pp->base_offset != s->dst_base) {
-			p->sending = NULL;
-			pl_part_fail(p, "the destination stored the batch for source offsets "
-			    "%" PRId64 "..%" PRId64 " at offset %" PRId64 ", expected %" PRId64
-			    ": another producer writes to the destination partition",
-			    s->src_base, s->src_next - 1, pp->base_offset, s->dst_base);
-			pbatch_free(s);
-			return;
-		}
-		p->sending = NULL;
-		if (pp->log_start_offset >= 0)
-			p->dst_log_start = pp->log_start_offset;
-		produce_ok(p, s);
-		pbatch_free(s);
-		skipped_done(p);
-		if (!p->dead)
-			maybe_trim(p);
+	if (pp->base_offset != s->dst_base) {
+		snprintf(why, sizeof(why), "the destination stored the batch for "
+		    "source offsets %" PRId64 "..%" PRId64 " at offset %" PRId64
+		    ", expected %" PRId64 ": another producer writes to the "
+		    "destination partition", s->src_base, s->src_next - 1,
+		    pp->base_offset, s->dst_base);
+		if (p->halt != HALT_FAILED)
+			pl_part_fail(p, "%s", why);
+		halt_note(p, s, HALT_FAILED, 0, why);
 		return;
 	}
+	if (pp->log_start_offset >= 0)
+		p->dst_log_start = pp->log_start_offset;
+	produce_ok(p, s);
+	if (p->halt != HALT_NONE)
+		halt_boundary(p, s->dst_base + s->count);
+	held_free(p, s);
+	skipped_done(p);
+	if (!p->dead)
+		maybe_trim(p);
+	(void)x;
+}
+
+/* The answer to p's batch s (out of p->inflight), an error. */
+static void produce_error(struct pctx *x, struct ppart *p, struct pbatch *s,
+    const struct pw_produce_part *pp)
+{
+	char why[600], name[300], who[300];
+
 	pl_kafka_error(x->cl, 0, pp->error);
 	p->live.retries++;
+	snprintf(why, sizeof(why), "Produce answered %s", kerr_name(pp->error));
 	if (pp->error == KERR_NOT_LEADER_OR_FOLLOWER || pp->error == KERR_LEADER_NOT_AVAILABLE ||
 	    pp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
 	    pp->error == KERR_NOT_ENOUGH_REPLICAS ||
 	    pp->error == KERR_FENCED_LEADER_EPOCH ||
 	    pp->error == KERR_UNKNOWN_LEADER_EPOCH) {
-		/* Not appended: send the same batch again once the leader is known. */
-		TAILQ_INSERT_HEAD(&p->q, s, link);
-		p->qbytes += s->len;
-		p->pm->pl->qbytes += s->len;
-		p->sending = NULL;
-		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		/* Not appended: sent again once the leader is known. */
+		halt_note(p, s, HALT_REQUEUE, pp->error, why);
 		pcluster_want_metadata(x->cl);
 		return;
 	}
 	if (pp->error == KERR_UNKNOWN_TOPIC_ID) {
-		char name[300];
-
 		/*
 		 * The Produce named the recorded destination topic id and the
 		 * broker does not know it: the topic was deleted (and perhaps
@@ -1302,54 +1465,113 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 		    pname(p, name, sizeof(name)), s->src_base, s->src_next - 1,
 		    p->topic, p->mp != NULL && p->mp->topic->dst_topic_id != NULL ?
 		    p->mp->topic->dst_topic_id : "?");
-		TAILQ_INSERT_HEAD(&p->q, s, link);
-		p->qbytes += s->len;
-		p->pm->pl->qbytes += s->len;
-		p->sending = NULL;
-		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		halt_note(p, s, HALT_REQUEUE, pp->error, why);
 		pcluster_want_metadata(x->cl);
 		return;
 	}
 	if (pp->error == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
 	    pp->error == KERR_UNKNOWN_PRODUCER_ID ||
 	    pp->error == KERR_INVALID_PRODUCER_EPOCH) {
-		/* The broker's sequence state for this partition's identity
-		 * no longer matches mirrord's: this partition alone changes
-		 * identity (see identity_lost()). */
-		identity_lost(p, pp->error);
+		/* Not appended.  After an earlier batch of this partition
+		 * failed, the gap it left is the cause: nothing more to do
+		 * than for that one.  Else the broker's state for the
+		 * identity is not mirrord's: this partition alone changes
+		 * identity (identity_change()). */
+		halt_note(p, s, p->halt != HALT_NONE ? HALT_REQUEUE :
+		    HALT_IDENTITY, pp->error, why);
 		return;
 	}
 	if (pp->error == KERR_REQUEST_TIMED_OUT ||
 	    pp->error == KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND ||
 	    pp->error == KERR_NETWORK_EXCEPTION ||
 	    pp->error == KERR_DUPLICATE_SEQUENCE_NUMBER) {
-		char why[160];
-
-		snprintf(why, sizeof(why), "Produce answered %s", kerr_name(pp->error));
-		produce_uncertain(p, why);
+		halt_note(p, s, HALT_UNSURE, pp->error, why);
 		return;
 	}
-	p->sending = NULL;
 	if (pl_is_denial(pp->error)) {
-		char who[300];
-
 		/* Not applied: copying resumes at the same place once allowed. */
-		pl_part_fail_denied(p, "Produce to topic %s partition %" PRId32
+		snprintf(why, sizeof(why), "Produce to topic %s partition %" PRId32
 		    " answered %s for %s (it needs WRITE on the topic%s); the batch "
 		    "for source offsets %" PRId64 "..%" PRId64 " was not written",
 		    p->topic, p->index, kerr_name(pp->error),
 		    pcluster_principal(x->cl, who, sizeof(who)),
 		    pp->error == KERR_TOPIC_AUTHORIZATION_FAILED ? "" :
 		    " and IdempotentWrite on the cluster", s->src_base, s->src_next - 1);
-		pbatch_free(s);
+		if (p->halt != HALT_FAILED)
+			pl_part_fail_denied(p, "%s", why);
+		halt_note(p, s, HALT_FAILED, pp->error, why);
 		return;
 	}
-	pl_part_fail(p, "the destination refused the batch for source offsets %" PRId64
-	    "..%" PRId64 ": %s%s%.*s", s->src_base, s->src_next - 1, kerr_name(pp->error),
+	snprintf(why, sizeof(why), "the destination refused the batch for source "
+	    "offsets %" PRId64 "..%" PRId64 ": %s%s%.*s", s->src_base,
+	    s->src_next - 1, kerr_name(pp->error),
 	    pp->error_message.len > 0 ? ": " : "",
 	    pp->error_message.len > 0 ? (int)MIN(pp->error_message.len, 200) : 0,
 	    pp->error_message.len > 0 ? pp->error_message.p : "");
-	pbatch_free(s);
+	if (p->halt != HALT_FAILED)
+		pl_part_fail(p, "%s", why);
+	halt_note(p, s, HALT_FAILED, pp->error, why);
+}
+
+/* Takes s out of p's in-flight batches.  Answers come in the order the
+ * requests went on the one connection, so s is the oldest; 0 if so. */
+static int inflight_take(struct ppart *p, struct pbatch *s)
+{
+	int first = s == TAILQ_FIRST(&p->inflight);
+
+	TAILQ_REMOVE(&p->inflight, s, link);
+	p->ninflight--;
+	p->pm->pl->totals.inflight_batches--;
+	return first ? 0 : -1;
+}
+
+void pl_produce_forget(struct ppart *p)
+{
+	struct pbatch *s;
+
+	while ((s = TAILQ_FIRST(&p->inflight)) != NULL) {
+		(void)inflight_take(p, s);
+		held_free(p, s);
+	}
+	while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
+		TAILQ_REMOVE(&p->failed, s, link);
+		held_free(p, s);
+	}
+	pl_free_batches(&p->unsure);
+	p->inflight_conn = NULL;
+	p->halt = HALT_NONE;
+	p->halt_unsure = 0;
+	p->nsync_at = 0;
+}
+
+static void produce_part(void *arg, const struct pw_produce_part *pp)
+{
+	struct pctx *x = arg;
+	ssize_t i = ctx_find_produced(x, pp);
+	struct ppart *p;
+	struct pbatch *s;
+
+	if (i < 0)
+		return;
+	x->e[i].done = 1;
+	p = x->e[i].p;
+	s = x->e[i].b;
+	x->e[i].b = NULL;
+	/* Sent before this instance lost p (and perhaps got it back since):
+	 * not an answer about what p sends now; s went with p's in-flight
+	 * list (pl_produce_forget()). */
+	if (x->e[i].ogen != p->own_gen || s == NULL || p->dead)
+		return;
+	if (inflight_take(p, s) != 0)
+		/* Cannot happen on one connection; if it does, the
+		 * destination end says what landed. */
+		halt_note(p, s, HALT_UNSURE, 0, "a Produce answer came before "
+		    "the answer to an earlier one");
+	else if (pp->error == 0)
+		produce_success(x, p, s, pp);
+	else
+		produce_error(x, p, s, pp);
+	settle(p);
 }
 
 static void produce_response(struct kconn *c, int err, const char *errstr,
@@ -1360,12 +1582,13 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 	if (x->cl->dying) {
 		for (size_t i = 0; i < x->n; i++) {
 			struct ppart *p = x->e[i].p;
+			struct pbatch *s = x->e[i].b;
 
 			/* Shutting down: the next start re-reads the destination. */
-			if (x->e[i].ogen != p->own_gen)
+			if (x->e[i].ogen != p->own_gen || s == NULL || p->dead)
 				continue;
-			pbatch_free(p->sending);
-			p->sending = NULL;
+			(void)inflight_take(p, s);
+			held_free(p, s);
 		}
 		ctx_free(x);
 		return;
@@ -1379,11 +1602,21 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
 		kconn_close(c, KCONN_E_PROTOCOL, "malformed Produce response");
 	}
-	for (size_t i = 0; i < x->n; i++)
-		if (!x->e[i].done && x->e[i].ogen == x->e[i].p->own_gen &&
-		    x->e[i].p->sending != NULL)
-			produce_uncertain(x->e[i].p, err != KCONN_E_OK ? errstr :
-			    "the Produce response lacks the partition");
+	for (size_t i = 0; i < x->n; i++) {
+		struct ppart *p = x->e[i].p;
+		struct pbatch *s = x->e[i].b;
+
+		x->e[i].b = NULL;
+		/* Sent before this instance lost p: nothing about what p
+		 * sends now (the batch was freed with p's in-flight list). */
+		if (x->e[i].done || x->e[i].ogen != p->own_gen || s == NULL ||
+		    p->dead)
+			continue;
+		(void)inflight_take(p, s);
+		halt_note(p, s, HALT_UNSURE, 0, err != KCONN_E_OK ? errstr :
+		    "the Produce response lacks the partition");
+		settle(p);
+	}
 	pl_kick(x->pl);
 	ctx_free(x);
 }
@@ -1433,6 +1666,7 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 	struct mpart *mp = p->mp;
 	struct xlate *m = NULL;
 	char msg[512], name[300];
+	int64_t from;
 	size_t i;
 	int rc = -1;
 
@@ -1471,7 +1705,11 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 		    " for destination offset %" PRId64 " is sent again: %zu of its "
 		    "translation anchors are recorded already", pname(p, name,
 		    sizeof(name)), b->src_base, b->src_next - 1, b->dst_base, i);
-	if (i < b->nanchors && mpart_note_sending(p->pm->pl->st, mp, b->dst_base,
+	/* With batches in flight before b (pipelined), what is known written
+	 * ends where the first of them starts (p->dst_next), not at b. */
+	from = p->dst_next >= 0 && p->dst_next < b->dst_base ? p->dst_next :
+	    b->dst_base;
+	if (i < b->nanchors && mpart_note_sending(p->pm->pl->st, mp, from,
 	    msg, sizeof(msg)) != 0) {
 		pl_part_fail(p, "cannot record the batch sent to destination offset %"
 		    PRId64 ": %s", b->dst_base, msg);
@@ -1577,6 +1815,204 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 	return persist_anchors(p, q);
 }
 
+/* How many batches of p may be in flight on a connection that speaks
+ * Produce version v. */
+static int part_depth(const struct ppart *p, int v)
+{
+	int64_t n = p->pm->pl->cfg->pipeline_max_inflight_batches_per_partition;
+
+	if (v < PW_PRODUCE_PIPELINED || p->pid < 0 || n <= 1)
+		return 1;
+	return (int)MIN(n, PRODUCE_DEPTH_MAX);
+}
+
+/* 1 if a batch of p in flight had translation anchors recorded. */
+static int inflight_anchored(const struct ppart *p)
+{
+	const struct pbatch *b;
+
+	TAILQ_FOREACH(b, &p->inflight, link)
+		if (b->anchored)
+			return 1;
+	return 0;
+}
+
+/*
+ * 1 when p's head batch must wait for p's batches in flight: it would
+ * record something that says the destination holds everything below it
+ * (a new source leader epoch or a new producer identity starting at it:
+ * pipe_prove.c's known_written() reads both as written); or it would
+ * record translation anchors while another batch whose anchors were
+ * recorded is in flight (after an uncertain answer the batches from the
+ * destination end on are fetched again, and their anchors are recognised
+ * against the recorded map only when nothing after the first of them was
+ * recorded: persist_anchors(); so at most one batch with recorded anchors
+ * is beyond the acknowledged end, as without pipelining); or it would go
+ * on another connection (answers are only in order on one).
+ */
+static int part_barrier(const struct ppart *p, const struct pbatch *q,
+    const struct kconn *c)
+{
+	if (p->ninflight == 0)
+		return 0;
+	return p->inflight_conn != c || (q->epoch >= 0 && q->epoch > p->last_epoch) ||
+	    p->pid < 0 || p->seq_base < 0 || q->dst_base < p->seq_base ||
+	    (q->nanchors > 0 && inflight_anchored(p));
+}
+
+/* The Produce version for c (0, or -1 when none is usable). */
+static int produce_version(struct pcluster *dst, struct kconn *c)
+{
+	/*
+	 * By topic id when the broker can (the request cannot land in a
+	 * topic recreated under the name since mirrord checked it).  Older
+	 * brokers get the name: a topic recreated while a Produce is in
+	 * flight, or before the next Metadata answer shows the new id, takes
+	 * the batch at offset 0..; the answer's offset then fails the
+	 * partition (pipe_ident.c names the recreation at the next answer)
+	 * but the records are there.
+	 */
+	int v = kconn_pick_version(c, KP_API_PRODUCE, PW_PRODUCE_BY_ID,
+	    PW_PRODUCE_BY_ID);
+
+	if (v < 0)
+		v = kconn_pick_version(c, KP_API_PRODUCE, 6, PW_PRODUCE_MAX);
+	if (v < 0)
+		v = kconn_pick_version(c, KP_API_PRODUCE, PW_PRODUCE_MIN, 4);
+	if (v < 0)
+		log_warnx("%s: %s supports no usable Produce version", dst->label,
+		    kconn_name(c));
+	return v;
+}
+
+/*
+ * One Produce to broker b with the next batch of every partition it leads
+ * that may send one more: the number of batches sent, 0 when none was
+ * ready (or the request could not go), -1 when b cannot be written to now.
+ * *c and *v are the connection and version, found with the first ready
+ * partition.
+ */
+static int produce_request(struct pipeline *pl, struct pbroker *b,
+    struct kconn **cp, int *vp, size_t total)
+{
+	struct pcluster *dst = pl->dst;
+	struct produce_req r = { 0 };
+	struct pctx *x = NULL;
+	int64_t now = clock_mono_ms();
+	size_t bytes = 0;
+	char err[256];
+	int rc = 0;
+
+	for (size_t mi = 0; mi < pl->nmirrors; mi++) {
+		struct pmirror *pm = pl->mirrors[mi];
+
+		for (size_t i = 0; i < pm->nparts; i++) {
+			struct ppart *p = pm->parts[i];
+			struct kuuid tid = { { 0 } };
+			struct pbatch *q;
+
+			if (p->step != PS_RUN || p->halt != HALT_NONE ||
+			    TAILQ_EMPTY(&p->q) || !pl_part_wants_run(p) ||
+			    now < p->not_before || ppart_leader(p, 1) != b)
+				continue;
+			if (*cp == NULL) {
+				if ((*cp = pbroker_conn(b)) == NULL ||
+				    (*vp = produce_version(dst, *cp)) < 0) {
+					rc = -1;
+					goto out;
+				}
+			}
+			if (p->ninflight > 0 && p->ninflight >= part_depth(p, *vp))
+				continue;
+			if (r.tps == NULL) {
+				r.tps = calloc(total, sizeof(*r.tps));
+				x = ctx_new(pl, dst, b, total);
+				if (r.tps == NULL || x == NULL) {
+					rc = -1;
+					goto out;
+				}
+			}
+			q = TAILQ_FIRST(&p->q);
+			if (r.n > 0 && bytes + q->len > dst->kcfg.max_request_bytes / 2)
+				continue; /* the next request */
+			if (part_barrier(p, q, *cp))
+				continue; /* once the batches in flight are answered */
+			if (*vp >= PW_PRODUCE_BY_ID && pident_dest_id(p, &tid) != 0) {
+				/* No recorded id yet: the next answer. */
+				pcluster_want_metadata(dst);
+				continue;
+			}
+			if (part_identity(p, dst) != 0)
+				continue; /* waiting for a producer id, or failed */
+			if (prepare_head(p, dst) < 0)
+				continue;
+			/* Still counted in the queued bytes until answered. */
+			TAILQ_REMOVE(&p->q, q, link);
+			TAILQ_INSERT_TAIL(&p->inflight, q, link);
+			p->ninflight++;
+			pl->totals.inflight_batches++;
+			if (p->ninflight > pl->totals.partition_inflight_peak)
+				pl->totals.partition_inflight_peak = p->ninflight;
+			p->inflight_conn = *cp;
+			p->last_send_ms = now;
+			bytes += q->len;
+			r.tps[r.n].topic = p->topic;
+			r.tps[r.n].partition = p->index;
+			r.tps[r.n].records = q->buf;
+			r.tps[r.n].records_len = q->len;
+			r.tps[r.n].topic_id = tid;
+			r.n++;
+			ctx_add(x, p, q->dst_base);
+			x->e[x->n - 1].tid = tid;
+			x->e[x->n - 1].b = q;
+		}
+	}
+	if (r.n == 0)
+		goto out;
+	/* Group by topic for the encoder (stable insertion sort of both). */
+	for (size_t i = 1; i < r.n; i++) {
+		struct pw_tp t = r.tps[i];
+		__typeof__(x->e[0]) e = x->e[i];
+		size_t j = i;
+
+		while (j > 0 && strcmp(r.tps[j - 1].topic, t.topic) > 0) {
+			r.tps[j] = r.tps[j - 1];
+			x->e[j] = x->e[j - 1];
+			j--;
+		}
+		r.tps[j] = t;
+		x->e[j] = e;
+	}
+	x->version = (int16_t)*vp;
+	r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
+	if (kconn_send(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode, &r, 0,
+	    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
+	    produce_response, x, err, sizeof(err)) != 0) {
+		/* Not sent: the batches go back (each is its partition's
+		 * newest in flight). */
+		for (size_t i = 0; i < x->n; i++) {
+			struct ppart *p = x->e[i].p;
+			struct pbatch *q = x->e[i].b;
+
+			TAILQ_REMOVE(&p->inflight, q, link);
+			p->ninflight--;
+			pl->totals.inflight_batches--;
+			TAILQ_INSERT_HEAD(&p->q, q, link);
+			x->e[i].b = NULL;
+		}
+		log_debug("%s: Produce: %s", dst->label, err);
+		rc = -1;
+		goto out;
+	}
+	rc = (int)r.n;
+	x = NULL;
+out:
+	free(r.tps);
+	if (x != NULL)
+		ctx_free(x);
+	return rc;
+}
+
 void pcopy_produce_round(struct pipeline *pl)
 {
 	struct pcluster *dst = pl->dst;
@@ -1588,128 +2024,13 @@ void pcopy_produce_round(struct pipeline *pl)
 	if (total == 0)
 		return;
 	for (size_t bi = 0; bi < dst->nbrokers; bi++) {
-		struct pbroker *b = dst->brokers[bi];
-		struct produce_req r = { 0 };
-		struct pctx *x = NULL;
 		struct kconn *c = NULL;
-		int64_t now = clock_mono_ms();
-		size_t bytes = 0;
-		char err[256];
 		int v = -1;
 
-		for (size_t mi = 0; mi < pl->nmirrors; mi++) {
-			struct pmirror *pm = pl->mirrors[mi];
-
-			for (size_t i = 0; i < pm->nparts; i++) {
-				struct ppart *p = pm->parts[i];
-				struct kuuid tid = { { 0 } };
-				struct pbatch *q;
-
-				if (p->step != PS_RUN || p->sending != NULL ||
-				    TAILQ_EMPTY(&p->q) || !pl_part_wants_run(p) ||
-				    now < p->not_before ||
-				    ppart_leader(p, 1) != b)
-					continue;
-				if (c == NULL) {
-					c = pbroker_conn(b);
-					if (c == NULL)
-						goto next_broker;
-					/*
-					 * By topic id when the broker can (the
-					 * request cannot land in a topic recreated
-					 * under the name since mirrord checked it).
-					 * Older brokers get the name: a topic
-					 * recreated while a Produce is in flight, or
-					 * before the next Metadata answer shows the
-					 * new id, takes the batch at offset 0..; the
-					 * answer's offset then fails the partition
-					 * (pipe_ident.c names the recreation at the
-					 * next answer) but the records are there.
-					 */
-					v = kconn_pick_version(c, KP_API_PRODUCE,
-					    PW_PRODUCE_BY_ID, PW_PRODUCE_BY_ID);
-					if (v < 0)
-						v = kconn_pick_version(c, KP_API_PRODUCE, 6, PW_PRODUCE_MAX);
-					if (v < 0)
-						v = kconn_pick_version(c, KP_API_PRODUCE, PW_PRODUCE_MIN, 4);
-					if (v < 0) {
-						log_warnx("%s: %s supports no usable Produce version",
-						    dst->label, kconn_name(c));
-						goto next_broker;
-					}
-					r.tps = calloc(total, sizeof(*r.tps));
-					x = ctx_new(pl, dst, b, total);
-					if (r.tps == NULL || x == NULL)
-						goto next_broker;
-				}
-				q = TAILQ_FIRST(&p->q);
-				if (r.n > 0 && bytes + q->len > dst->kcfg.max_request_bytes / 2)
-					continue; /* next round */
-				if (v >= PW_PRODUCE_BY_ID &&
-				    pident_dest_id(p, &tid) != 0) {
-					/* No recorded id yet: the next answer. */
-					pcluster_want_metadata(dst);
-					continue;
-				}
-				if (part_identity(p, dst) != 0)
-					continue; /* waiting for a producer id, or failed */
-				if (prepare_head(p, dst) < 0)
-					continue;
-				TAILQ_REMOVE(&p->q, q, link);
-				p->qbytes -= q->len;
-				pl->qbytes -= q->len;
-				p->sending = q;
-				p->last_send_ms = now;
-				bytes += q->len;
-				r.tps[r.n].topic = p->topic;
-				r.tps[r.n].partition = p->index;
-				r.tps[r.n].records = q->buf;
-				r.tps[r.n].records_len = q->len;
-				r.tps[r.n].topic_id = tid;
-				r.n++;
-				ctx_add(x, p, q->dst_base);
-				x->e[x->n - 1].tid = tid;
-			}
-		}
-		if (r.n == 0)
-			goto next_broker;
-		/* Group by topic for the encoder (stable insertion sort of both). */
-		for (size_t i = 1; i < r.n; i++) {
-			struct pw_tp t = r.tps[i];
-			__typeof__(x->e[0]) e = x->e[i];
-			size_t j = i;
-
-			while (j > 0 && strcmp(r.tps[j - 1].topic, t.topic) > 0) {
-				r.tps[j] = r.tps[j - 1];
-				x->e[j] = x->e[j - 1];
-				j--;
-			}
-			r.tps[j] = t;
-			x->e[j] = e;
-		}
-		x->version = (int16_t)v;
-		r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
-		if (kconn_send(c, KP_API_PRODUCE, (int16_t)v, produce_encode, &r, 0,
-		    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
-		    produce_response, x, err, sizeof(err)) != 0) {
-			/* Not sent: put the batches back. */
-			for (size_t i = 0; i < x->n; i++) {
-				struct ppart *p = x->e[i].p;
-
-				TAILQ_INSERT_HEAD(&p->q, p->sending, link);
-				p->qbytes += p->sending->len;
-				pl->qbytes += p->sending->len;
-				p->sending = NULL;
-			}
-			log_debug("%s: Produce: %s", dst->label, err);
-			ctx_free(x);
-			x = NULL;
-		} else {
-			x = NULL;
-		}
-next_broker:
-		free(r.tps);
-		if (x != NULL)
-			ctx_free(x);
+		/* Each request takes one more batch of every partition that
+		 * may have one more in flight. */
+		for (int k = 0; k < PRODUCE_DEPTH_MAX; k++)
+			if (produce_request(pl, dst->brokers[bi], &c, &v, total) <= 0)
+				break;
 	}
 }

@@ -108,6 +108,10 @@ struct pcluster {
 
 /* ---- partitions ------------------------------------------------------ */
 
+/* Most batches of one partition in flight (the broker's idempotence
+ * window; pipeline.max_inflight_batches_per_partition). */
+#define PL_INFLIGHT_MAX 5
+
 /* One batch fetched and waiting for its Produce. */
 struct pbatch {
 	TAILQ_ENTRY(pbatch) link;
@@ -155,6 +159,8 @@ struct ppart {
 	int64_t dst_next;            /* destination end as far as we know */
 	int64_t src_done;            /* source offset matching dst_next, -1 */
 	int64_t sync_lo, sync_hi;    /* a SYNC after an uncertain Produce expects one of these */
+	int64_t sync_at[PL_INFLIGHT_MAX + 1]; /* or one of these (pipelined) */
+	int nsync_at;
 	/* PS_PROVE (pipe_prove.c): the end being proven, the next offset to
 	 * read back, the lowest foreign offset seen, the last foreign batch. */
 	int64_t prove_end, prove_at, prove_lo, proven_end;
@@ -209,10 +215,30 @@ struct ppart {
 	int64_t last_send_ms;
 	int64_t unsure_sent_ms;
 	int fetch_inflight;
-	struct pbatch *sending;      /* the Produce in flight */
-	struct pbatch *unsure;       /* an uncertain Produce's anchored batch (pipe_copy.c) */
+	/*
+	 * Pipelined produce (pipe_copy.c): the batches sent and not answered,
+	 * oldest first, all on one connection (inflight_conn), at most
+	 * pipeline.max_inflight_batches_per_partition of them.  halt: an
+	 * answer was not a success (or never came); nothing more is sent
+	 * until the rest are answered, then settle() acts once on halt_kind
+	 * (the first failure's, escalated by later uncertain ones): the
+	 * failed batches (failed, in order) go back to the queue, or the
+	 * destination end is re-read (SYNC, expecting halt_lo..halt_hi), or
+	 * the identity changes, or the partition already FAILED.
+	 */
+	struct pbatchq inflight;
+	int ninflight;
+	struct kconn *inflight_conn;
+	int halt;                    /* enum in pipe_copy.c, 0 none */
+	int halt_unsure;             /* some answer since left the outcome open */
+	uint32_t halt_gen;           /* gen when the halt began */
+	int16_t halt_error;          /* the first failure's error code */
+	int64_t halt_lo, halt_hi;    /* destination offsets the failed batches cover */
+	char halt_why[200];
+	struct pbatchq failed;       /* answered, not appended (or not known), in order */
+	struct pbatchq unsure;       /* an uncertain Produce's anchored batches (pipe_copy.c) */
 	struct pbatchq q;
-	size_t qbytes;
+	size_t qbytes;               /* bytes of q, inflight and failed */
 	int64_t last_src;            /* last source offset copied, -1 */
 	int32_t last_epoch;          /* newest epoch in the epoch history */
 	/* Source leader epochs (pipe_epoch.c): fetch_epoch is the epoch of the
@@ -355,6 +381,12 @@ int pl_part_owned(const struct ppart *p);
 void pl_part_unref(struct ppart *p);
 void pl_drop_queue(struct ppart *p);
 void pbatch_free(struct pbatch *b);
+/* Frees every batch of q (no byte accounting). */
+void pl_free_batches(struct pbatchq *q);
+/* Multi-instance mode, p lost (pipeline.c part_lose()): frees the batches
+ * in flight, failed and unsure with their accounting and clears the halt;
+ * answers to requests sent before are then ignored by own_gen. */
+void pl_produce_forget(struct ppart *p);
 int pl_part_wants_run(const struct ppart *p);
 int64_t pl_backoff_ms(const struct pipeline *pl);
 

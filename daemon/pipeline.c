@@ -82,6 +82,16 @@ void pbatch_free(struct pbatch *b)
 	free(b);
 }
 
+void pl_free_batches(struct pbatchq *q)
+{
+	struct pbatch *b;
+
+	while ((b = TAILQ_FIRST(q)) != NULL) {
+		TAILQ_REMOVE(q, b, link);
+		pbatch_free(b);
+	}
+}
+
 void pl_drop_queue(struct ppart *p)
 {
 	struct pbatch *b;
@@ -272,8 +282,9 @@ static void part_free(struct ppart *p)
 		TAILQ_REMOVE(&p->q, b, link);
 		pbatch_free(b);
 	}
-	pbatch_free(p->sending);
-	pbatch_free(p->unsure);
+	pl_free_batches(&p->inflight);
+	pl_free_batches(&p->failed);
+	pl_free_batches(&p->unsure);
 	free(p->pv_topic);
 	free(p->pv_buf);
 	free(p->topic);
@@ -304,6 +315,7 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	pl->pmap_ok = 0; /* p may be freed: no map entry may point at it */
 	pl->qbytes -= p->qbytes;
 	p->qbytes = 0;
+	pl->totals.inflight_batches -= p->ninflight;
 	if (p->refs == 0) {
 		part_free(p);
 		return;
@@ -702,6 +714,9 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	p->mp = mp;
 	p->index = mp->index;
 	TAILQ_INIT(&p->q);
+	TAILQ_INIT(&p->inflight);
+	TAILQ_INIT(&p->failed);
+	TAILQ_INIT(&p->unsure);
 	part_reset(p);
 	p->not_before = pm->pl->started_ms + SETTLE_MS;
 	p->owned = pl_part_owned(p);
@@ -829,16 +844,11 @@ static void part_lose(struct ppart *p)
 	char name[300];
 
 	pl_drop_queue(p);
-	if (p->sending != NULL) {
-		log_info("%s: the answer to the Produce for source offsets %" PRId64
-		    "..%" PRId64 " (destination offset %" PRId64 ") will be ignored",
-		    part_name(p, name, sizeof(name)), p->sending->src_base,
-		    p->sending->src_next - 1, p->sending->dst_base);
-		pbatch_free(p->sending);
-		p->sending = NULL;
-	}
-	pbatch_free(p->unsure);
-	p->unsure = NULL;
+	if (p->ninflight > 0)
+		log_info("%s: the answers to %d Produce request%s in flight will be "
+		    "ignored", part_name(p, name, sizeof(name)), p->ninflight,
+		    p->ninflight == 1 ? "" : "s");
+	pl_produce_forget(p);
 	p->own_gen++;
 	p->owned = 0;
 	p->step = PS_IDLE;
@@ -956,7 +966,7 @@ static void part_step(struct ppart *p, int64_t now)
 			p->step = PS_SYNC;
 			p->sync_lo = p->sync_hi = -1;
 		}
-		if (p->step == PS_SYNC && !p->step_inflight && p->sending == NULL &&
+		if (p->step == PS_SYNC && !p->step_inflight && p->ninflight == 0 &&
 		    now >= p->not_before)
 			pcopy_sync(p);
 		else if (p->step == PS_OOR && !p->step_inflight && now >= p->not_before)
@@ -972,13 +982,13 @@ static void part_step(struct ppart *p, int64_t now)
 			pl_drop_queue(p);
 		if (p->step != PS_SYNC)
 			p->step = PS_IDLE;
-		if (p->step == PS_SYNC && !p->step_inflight && p->sending == NULL &&
+		if (p->step == PS_SYNC && !p->step_inflight && p->ninflight == 0 &&
 		    now >= p->not_before) {
 			/* An uncertain Produce: learn what happened first. */
 			pcopy_sync(p);
 			break;
 		}
-		if (p->sending != NULL || p->step_inflight || p->step == PS_SYNC)
+		if (p->ninflight > 0 || p->step_inflight || p->step == PS_SYNC)
 			break;
 		if (st == MPART_STOPPING && p->final_ask == 0) {
 			/* The source's end now, for the failover report; a
@@ -1005,7 +1015,7 @@ static void part_step(struct ppart *p, int64_t now)
 		if (p->step != PS_IDLE)
 			pl_drop_queue(p);
 		p->step = PS_IDLE;
-		if (p->retry_at > 0 && now >= p->retry_at && p->sending == NULL &&
+		if (p->retry_at > 0 && now >= p->retry_at && p->ninflight == 0 &&
 		    !p->step_inflight && !pl->draining) {
 			p->retry_at = 0;
 			if (mpart_set_state(pl->st, p->mp, MPART_PREPARING,
@@ -1015,7 +1025,7 @@ static void part_step(struct ppart *p, int64_t now)
 		break;
 	default:
 		/* PAUSED, STOPPED, UNKNOWN: nothing to copy. */
-		if (p->step != PS_IDLE && p->sending == NULL && !p->step_inflight) {
+		if (p->step != PS_IDLE && p->ninflight == 0 && !p->step_inflight) {
 			pl_drop_queue(p);
 			p->step = PS_IDLE;
 		}
@@ -1027,7 +1037,7 @@ static int anything_inflight(const struct pipeline *pl)
 {
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++)
-			if (pl->mirrors[i]->parts[j]->sending != NULL)
+			if (pl->mirrors[i]->parts[j]->ninflight > 0)
 				return 1;
 	return 0;
 }
@@ -1247,6 +1257,10 @@ static void collect_clusters(struct metric_family *f, void *arg)
 	cluster_gauges(pl->ms, pl->dst, "");
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, CLUSTER_OWNED_PARTITIONS),
 	    0, NULL), (double)pipeline_owned_partitions(pl));
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_INFLIGHT_BATCHES), 0, NULL),
+	    (double)pl->totals.inflight_batches);
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_INFLIGHT_PEAK), 0, NULL),
+	    (double)pl->totals.partition_inflight_peak);
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
 			cluster_gauges(pl->ms, pl->mirrors[i]->src,

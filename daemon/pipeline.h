@@ -32,9 +32,30 @@
  * stands still below the high watermark for pipeline.stuck_lso_warn_ms
  * (a transaction left open) is logged, described and exported.
  *
- * Produce.  At most one Produce in flight per partition, carrying exactly
- * one batch; a destination broker gets one request per round with every
- * ready partition it leads.  Only BaseOffset (0, as Kafka 4 requires of
+ * Produce.  Pipelined: up to pipeline.max_inflight_batches_per_partition
+ * (default 5, the broker's idempotence window) batches of a partition in
+ * flight, on one connection, which the broker reads and answers in order.
+ * A request carries at most one batch per partition (Kafka refuses more
+ * than one batch of a partition in a Produce, and the librdkafka mock
+ * corrupts its offsets), so a destination broker gets up to 5 requests
+ * per round, each with the next batch of every ready partition it leads.
+ * Only brokers that check sequences get more than one batch of a partition
+ * at a time: Produce v8+ (Kafka 2.4 and later) and a producer id; the mock
+ * (Produce v7, no sequence checks) and the key set to 1 give stop-and-wait.
+ * Each answer's base offset must be the batch's own destination offset.
+ * Any answer other than success, or none (timeout, lost connection), halts
+ * the partition's sending; the other batches in flight are answered, then
+ * it settles once (pipe_copy.c): batches known not appended (leader
+ * errors, and the OUT_OF_ORDER_SEQUENCE_NUMBER that follows a gap) are
+ * sent again in order with the same sequences; an open outcome re-reads
+ * the destination end (SYNC, which must be a boundary of the batches sent,
+ * and the proof); a sequence error of the first failed batch changes the
+ * identity; a refusal or another offset fails the partition.  A batch that
+ * would record a new source leader epoch or a new identity (write-ahead
+ * records that say everything below them is written) waits until nothing
+ * is in flight, and one with translation anchors to record waits while
+ * another batch with recorded anchors is in flight; a part-sending record
+ * names the lowest unacknowledged offset.  Only BaseOffset (0, as Kafka 4 requires of
  * clients), producer id/epoch/base sequence and the transactional bit are
  * rewritten; the CRC is recomputed, the records are copied byte for byte.
  * The producer id is mirrord's own (InitProducerId), kept across restarts
@@ -67,7 +88,8 @@
  * PAUSED and STOPPING -> STOPPED (once nothing is in flight), and FAILED ->
  * PREPARING (mirror.failed.retry.*: exponential backoff, full jitter).
  *
- * Memory.  Queued batch bytes are capped per partition and in total
+ * Memory.  Batch bytes held (queued, in flight to the destination, and
+ * answered but not settled) are capped per partition and in total
  * (pipeline.max_inflight_bytes_*): a full partition is left out of the next
  * Fetch, so a slow destination slows fetching.
  */
@@ -164,6 +186,8 @@ struct pipeline_totals {
 	int64_t records, bytes, batches, produces, fetches;
 	int64_t queued_bytes;       /* buffered now */
 	int64_t queued_bytes_peak;
+	int64_t inflight_batches;   /* sent to the destination, not answered */
+	int64_t partition_inflight_peak; /* most of one partition at once */
 };
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 

@@ -166,6 +166,7 @@ struct config {
 	int log_level;                           /* log.level */
 	int log_target;                          /* log.target (enum config_log_target) */
 
+	int64_t pipeline_max_inflight_batches_per_partition;
 	int64_t pipeline_max_inflight_bytes_per_partition;
 	int64_t pipeline_max_inflight_bytes_total;
 	int64_t pipeline_request_timeout_ms;

@@ -1032,7 +1032,7 @@ void mirrorconf_write_example(FILE *out)
 	char t[128];
 
 	fputs("# Mirror configs for kafka-mirrors --create --mirror-config FILE.\n"
-	    "# Generated from the key table in lib/mirrorconf.c.\n", out);
+	    "# Generated from the key table in lib/config/mirrorconf.c.\n", out);
 	for (int kind = MK_SOURCE; kind <= MK_MIRROR; kind++) {
 		fprintf(out, "\n# ---- %s\n", kind_title((enum mkind)kind));
 		for (size_t i = 0; i < NMKEYS; i++) {

@@ -171,6 +171,14 @@
 	    GAUGE, NONE, NONE, NO, "Mirrored partitions this instance copies " \
 	    "(multi-instance mode: the part-owner records naming it; one " \
 	    "instance alone: every partition)") \
+	X(PRODUCE_INFLIGHT_BATCHES, "mirrord_produce_inflight_batches", \
+	    GAUGE, NONE, NONE, NO, "Record batches sent to the destination " \
+	    "and not yet answered, all partitions") \
+	X(PRODUCE_INFLIGHT_PEAK, \
+	    "mirrord_produce_partition_inflight_batches_peak", GAUGE, NONE, \
+	    NONE, NO, "Most record batches of one partition in flight to the " \
+	    "destination at once since the start (pipelined produce; 1 when " \
+	    "each batch waits for the answer to the one before)") \
 	X(ADMIN_REQUESTS, "mirrord_admin_requests_total", COUNTER, \
 	    ADMIN_API_ERROR, NONE, NO, "Admin listener requests answered, by " \
 	    "API and Kafka error name (NONE for success)") \
