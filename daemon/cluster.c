@@ -1097,6 +1097,7 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	mlog_kafka_set_request_handler(ml, on_request, c);
 	pipeline_set_instance(pl, c->instance_id);
 	pipeline_set_leader_hook(pl, on_leaders, c);
+	pipeline_set_destination_refresh_ms(pl, cfg->cluster_session_timeout_ms / 2);
 	c->view.may_mutate = view_may_mutate;
 	c->view.brokers = view_brokers;
 	c->view.partition_numbers = view_numbers;

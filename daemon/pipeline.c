@@ -1525,6 +1525,12 @@ void pipeline_set_instance(struct pipeline *pl, const char *instance_id)
 	pl_kick(pl);
 }
 
+void pipeline_set_destination_refresh_ms(struct pipeline *pl, int64_t ms)
+{
+	if (pl->dst != NULL && ms >= 1000)
+		pl->dst->md_interval_ms = ms;
+}
+
 void pipeline_set_controller(struct pipeline *pl, int is_writer)
 {
 	if (pl->controller != (is_writer != 0))

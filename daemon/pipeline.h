@@ -212,6 +212,11 @@ void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
  * NULL (the default) is single mode: every partition is copied, as before.
  */
 void pipeline_set_instance(struct pipeline *pl, const char *instance_id);
+/* How often the destination's Metadata is asked again without a reason
+ * (default 30 s); multi-instance mode asks every half session timeout, so
+ * the writer sees a destination leader move (and moves the partition
+ * beside its new leader) within the session timeout. */
+void pipeline_set_destination_refresh_ms(struct pipeline *pl, int64_t ms);
 /* The instance id set, NULL in single mode. */
 const char *pipeline_instance(const struct pipeline *pl);
 /*
