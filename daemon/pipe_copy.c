@@ -1669,12 +1669,20 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 	int64_t from;
 	size_t i;
 	int rc = -1;
+	/* A follower's metadata write applies what other instances wrote
+	 * first (mlog_kafka): p may be lost on the way (part_lose() frees its
+	 * queue, b included).  Then nothing of b or p is touched again. */
+	uint32_t og = p->own_gen;
 
 	if (b->epoch >= 0 && b->epoch > p->last_epoch) {
+		int32_t epoch = b->epoch;
+
 		if (mpart_add_epoch(p->pm->pl->st, mp, b->epoch, b->dst_base, msg,
-		    sizeof(msg)) != 0)
+		    sizeof(msg)) != 0 && p->own_gen == og)
 			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
-		p->last_epoch = b->epoch;
+		if (p->own_gen != og)
+			return -1;
+		p->last_epoch = epoch;
 	}
 
 	for (i = 0; i < b->nanchors && mp->nanchors > 0; i++) {
@@ -1711,17 +1719,26 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 	    b->dst_base;
 	if (i < b->nanchors && mpart_note_sending(p->pm->pl->st, mp, from,
 	    msg, sizeof(msg)) != 0) {
+		if (p->own_gen != og)
+			goto out;
 		pl_part_fail(p, "cannot record the batch sent to destination offset %"
 		    PRId64 ": %s", b->dst_base, msg);
 		goto out;
 	}
-	for (; i < b->nanchors; i++)
-		if (mpart_add_anchor(p->pm->pl->st, mp, b->anchors[i].src,
-		    b->anchors[i].dst, msg, sizeof(msg)) != 0) {
+	if (p->own_gen != og)
+		goto out;
+	for (; i < b->nanchors; i++) {
+		int r = mpart_add_anchor(p->pm->pl->st, mp, b->anchors[i].src,
+		    b->anchors[i].dst, msg, sizeof(msg));
+
+		if (p->own_gen != og)
+			goto out;
+		if (r != 0) {
 			pl_part_fail(p, "cannot record the translation anchor %" PRId64
 			    " -> %" PRId64 ": %s", b->anchors[i].src, b->anchors[i].dst, msg);
 			goto out;
 		}
+	}
 	if (b->nanchors > 0)
 		b->anchored = 1;
 	if (b->nanchors > 0)
@@ -1773,9 +1790,15 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		/* A new identity: sequence 0 at this batch, recorded before the
 		 * batch can be on the destination (provenance reads it). */
 		char msg[512];
+		uint32_t og = p->own_gen;
+		int r = mpart_set_producer(p->pm->pl->st, p->mp, p->pid, p->pepoch,
+		    q->dst_base, msg, sizeof(msg));
 
-		if (mpart_set_producer(p->pm->pl->st, p->mp, p->pid, p->pepoch,
-		    q->dst_base, msg, sizeof(msg)) != 0) {
+		/* Lost while the follower's write applied others' records:
+		 * q went with p's queue (part_lose()). */
+		if (p->own_gen != og)
+			return -1;
+		if (r != 0) {
 			pl_part_fail(p, "cannot record producer id %" PRId64 " epoch %d "
 			    "from destination offset %" PRId64 ": %s", p->pid, p->pepoch,
 			    q->dst_base, msg);
