@@ -191,8 +191,15 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 			    "skip-over)", d);
 			return;
 		}
-		/* Skip over all of it: source offset 0 goes to d. */
-		if (mpart_add_anchor(pl->st, p->mp, 0, d, msg, sizeof(msg)) != 0) {
+		/* Skip over all of it: source offset 0 goes to d.  (A
+		 * follower's write may apply a part-owner record that takes p
+		 * away: then it is not started.) */
+		uint32_t og = p->own_gen;
+		int r = mpart_add_anchor(pl->st, p->mp, 0, d, msg, sizeof(msg));
+
+		if (p->own_gen != og)
+			return;
+		if (r != 0) {
 			pl_part_fail(p, "unproven destination ending at %" PRId64 ": "
 			    "cannot record the anchor 0 -> %" PRId64 ": %s", d, d, msg);
 			return;
@@ -236,7 +243,12 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 		    "map does not give", kind, what, from);
 		return;
 	}
-	if (mpart_add_anchor(pl->st, p->mp, s, d, msg, sizeof(msg)) != 0) {
+	uint32_t og = p->own_gen;
+	int r = mpart_add_anchor(pl->st, p->mp, s, d, msg, sizeof(msg));
+
+	if (p->own_gen != og)
+		return; /* lost while a follower's write applied others' records */
+	if (r != 0) {
 		pl_part_fail(p, "%s: %s; cannot record the anchor %" PRId64
 		    " -> %" PRId64 " to skip over it: %s", kind, what, s, d, msg);
 		return;
