@@ -439,6 +439,54 @@ static void coord_lost(struct kgroup *g, const char *why)
 	retry_later(g, ACT_FIND, why);
 }
 
+/*
+ * Sends msg (api_key's kp_*_request) on g->conn, answered by done with a
+ * fresh token of kind.  -1 with err set when it could not be queued (the
+ * token is gone; the caller decides what the step does then).
+ */
+static int kg_send(struct kgroup *g, int kind, int16_t api_key, int v,
+    const void *msg, int timeout_ms, kconn_resp_cb done, char *err,
+    size_t errlen)
+{
+	struct kgreq *r = req_new(g, kind, (int16_t)v);
+
+	if (kconn_send_msg(g->conn, api_key, (int16_t)v, msg, 0, timeout_ms,
+	    done, r, err, errlen) == 0)
+		return 0;
+	r->g = NULL;
+	req_done(r);
+	return -1;
+}
+
+/*
+ * The start every answer shares: decodes api_key's response at version into
+ * resp with a new arena of arena_size bytes (*a, which the caller frees,
+ * NULL included).  -1 with why set ("<Api>: <transport error>", or a
+ * malformed answer, logged) when there is no usable answer: the caller
+ * fails its step (coord_lost(), or finishes the leave).
+ */
+static int kg_answer(struct kgroup *g, int16_t api_key, int16_t version,
+    int err, const char *errstr, struct kr *body, size_t arena_size,
+    void *resp, struct karena **a, char *why, size_t whylen)
+{
+	const struct kp_api *api = kp_api_find(api_key);
+
+	if (err != KCONN_E_OK) {
+		snprintf(why, whylen, "%s: %s", api->name, errstr);
+		return -1;
+	}
+	if ((*a = karena_new(arena_size)) == NULL)
+		fatalx("out of memory");
+	if (api->response_decode(body, *a, version, resp) < 0 || body->err) {
+		snprintf(why, whylen, "%s v%d from %s: malformed answer (%s)",
+		    api->name, version, kconn_name(g->conn),
+		    body->why ? body->why : "?");
+		log_warnx("group %s: %s", g->group_id, why);
+		return -1;
+	}
+	return 0;
+}
+
 static void do_find(struct kgroup *g);
 static void send_find(struct kgroup *g);
 static void send_join(struct kgroup *g);
@@ -589,11 +637,6 @@ static void do_find(struct kgroup *g)
 	/* send_find() once the connection is ready (conn_event) */
 }
 
-static int fc_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_find_coordinator_request_encode(w, version, msg);
-}
-
 static void find_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
@@ -607,19 +650,8 @@ static void find_done(struct kconn *c, int err, const char *errstr,
 	(void)c;
 	if (g == NULL)
 		return;
-	if (err != KCONN_E_OK) {
-		snprintf(why, sizeof(why), "FindCoordinator: %s", errstr);
-		coord_lost(g, why);
-		goto out;
-	}
-	if ((a = karena_new(KG_ARENA)) == NULL)
-		fatalx("out of memory");
-	if (kp_find_coordinator_response_decode(body, a, version, &resp) < 0 ||
-	    body->err) {
-		snprintf(why, sizeof(why), "FindCoordinator v%d from %s: malformed "
-		    "answer (%s)", version, kconn_name(g->conn),
-		    body->why ? body->why : "?");
-		log_warnx("group %s: %s", g->group_id, why);
+	if (kg_answer(g, KP_API_FIND_COORDINATOR, version, err, errstr, body,
+	    KG_ARENA, &resp, &a, why, sizeof(why)) < 0) {
 		coord_lost(g, why);
 		goto out;
 	}
@@ -667,7 +699,6 @@ out:
 static void send_find(struct kgroup *g)
 {
 	struct kp_find_coordinator_request req;
-	struct kgreq *r;
 	char err[512];
 	int v;
 
@@ -682,21 +713,12 @@ static void send_find(struct kgroup *g)
 	kp_find_coordinator_request_init(&req);
 	req.key = kstr_c(g->group_id);
 	req.key_type = 0;
-	r = req_new(g, REQ_FIND, (int16_t)v);
-	if (kconn_send(g->conn, KP_API_FIND_COORDINATOR, (int16_t)v, fc_encode,
-	    &req, 0, g->req_ms, find_done, r, err, sizeof(err)) != 0) {
-		r->g = NULL;
-		req_done(r);
+	if (kg_send(g, REQ_FIND, KP_API_FIND_COORDINATOR, v, &req, g->req_ms,
+	    find_done, err, sizeof(err)) != 0)
 		coord_lost(g, err);
-	}
 }
 
 /* ---- JoinGroup ------------------------------------------------------- */
-
-static int jg_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_join_group_request_encode(w, version, msg);
-}
 
 static void join_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg);
@@ -705,7 +727,6 @@ static void send_join(struct kgroup *g)
 {
 	struct kp_join_group_request req;
 	struct kp_join_group_request_protocol proto;
-	struct kgreq *r;
 	char err[512];
 	int v;
 
@@ -737,23 +758,14 @@ static void send_join(struct kgroup *g)
 	req.protocols = &proto;
 	req.protocols_n = 1;
 	req.reason = g->reason[0] ? kstr_c(g->reason) : KSTR_NULL;
-	r = req_new(g, REQ_JOIN, (int16_t)v);
 	log_debug("group %s: JoinGroup v%d member %s instance %s (%s)",
 	    g->group_id, v, g->member_id[0] ? g->member_id : "-",
 	    g->instance_id ? g->instance_id : "-",
 	    g->reason[0] ? g->reason : "first join");
-	if (kconn_send(g->conn, KP_API_JOIN_GROUP, (int16_t)v, jg_encode, &req,
-	    0, g->rebalance_ms + KG_JOIN_EXTRA_MS, join_done, r, err,
-	    sizeof(err)) != 0) {
-		r->g = NULL;
-		req_done(r);
+	if (kg_send(g, REQ_JOIN, KP_API_JOIN_GROUP, v, &req,
+	    g->rebalance_ms + KG_JOIN_EXTRA_MS, join_done, err,
+	    sizeof(err)) != 0)
 		coord_lost(g, err);
-	}
-}
-
-static int sg_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_sync_group_request_encode(w, version, msg);
 }
 
 static void sync_done(struct kconn *c, int err, const char *errstr,
@@ -764,7 +776,6 @@ static void send_sync(struct kgroup *g,
     struct kp_sync_group_request_assignment *as, int32_t n)
 {
 	struct kp_sync_group_request req;
-	struct kgreq *r;
 	char err[512];
 	int v;
 
@@ -788,14 +799,10 @@ static void send_sync(struct kgroup *g,
 	req.protocol_name = kstr_c(KGROUP_PROTOCOL_NAME);
 	req.assignments = as;
 	req.assignments_n = n;
-	r = req_new(g, REQ_SYNC, (int16_t)v);
-	if (kconn_send(g->conn, KP_API_SYNC_GROUP, (int16_t)v, sg_encode, &req,
-	    0, g->rebalance_ms + KG_JOIN_EXTRA_MS, sync_done, r, err,
-	    sizeof(err)) != 0) {
-		r->g = NULL;
-		req_done(r);
+	if (kg_send(g, REQ_SYNC, KP_API_SYNC_GROUP, v, &req,
+	    g->rebalance_ms + KG_JOIN_EXTRA_MS, sync_done, err,
+	    sizeof(err)) != 0)
 		coord_lost(g, err);
-	}
 }
 
 /*
@@ -873,19 +880,8 @@ static void join_done(struct kconn *c, int err, const char *errstr,
 	(void)c;
 	if (g == NULL)
 		return;
-	if (err != KCONN_E_OK) {
-		snprintf(why, sizeof(why), "JoinGroup: %s", errstr);
-		coord_lost(g, why);
-		goto out;
-	}
-	if ((a = karena_new(KG_ARENA)) == NULL)
-		fatalx("out of memory");
-	if (kp_join_group_response_decode(body, a, version, &resp) < 0 ||
-	    body->err) {
-		snprintf(why, sizeof(why), "JoinGroup v%d from %s: malformed "
-		    "answer (%s)", version, kconn_name(g->conn),
-		    body->why ? body->why : "?");
-		log_warnx("group %s: %s", g->group_id, why);
+	if (kg_answer(g, KP_API_JOIN_GROUP, version, err, errstr, body,
+	    KG_ARENA, &resp, &a, why, sizeof(why)) < 0) {
 		coord_lost(g, why);
 		goto out;
 	}
@@ -1027,19 +1023,8 @@ static void sync_done(struct kconn *c, int err, const char *errstr,
 	(void)c;
 	if (g == NULL)
 		return;
-	if (err != KCONN_E_OK) {
-		snprintf(why, sizeof(why), "SyncGroup: %s", errstr);
-		coord_lost(g, why);
-		goto out;
-	}
-	if ((a = karena_new(KG_ARENA)) == NULL)
-		fatalx("out of memory");
-	if (kp_sync_group_response_decode(body, a, version, &resp) < 0 ||
-	    body->err) {
-		snprintf(why, sizeof(why), "SyncGroup v%d from %s: malformed "
-		    "answer (%s)", version, kconn_name(g->conn),
-		    body->why ? body->why : "?");
-		log_warnx("group %s: %s", g->group_id, why);
+	if (kg_answer(g, KP_API_SYNC_GROUP, version, err, errstr, body,
+	    KG_ARENA, &resp, &a, why, sizeof(why)) < 0) {
 		coord_lost(g, why);
 		goto out;
 	}
@@ -1090,11 +1075,6 @@ out:
 
 /* ---- Heartbeat ------------------------------------------------------- */
 
-static int hb_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_heartbeat_request_encode(w, version, msg);
-}
-
 static void hb_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
@@ -1110,19 +1090,8 @@ static void hb_done(struct kconn *c, int err, const char *errstr,
 	if (g == NULL)
 		return;
 	g->hb_inflight = 0;
-	if (err != KCONN_E_OK) {
-		snprintf(why, sizeof(why), "Heartbeat: %s", errstr);
-		coord_lost(g, why);
-		goto out;
-	}
-	if ((a = karena_new(1 << 16)) == NULL)
-		fatalx("out of memory");
-	if (kp_heartbeat_response_decode(body, a, version, &resp) < 0 ||
-	    body->err) {
-		snprintf(why, sizeof(why), "Heartbeat v%d from %s: malformed "
-		    "answer (%s)", version, kconn_name(g->conn),
-		    body->why ? body->why : "?");
-		log_warnx("group %s: %s", g->group_id, why);
+	if (kg_answer(g, KP_API_HEARTBEAT, version, err, errstr, body,
+	    1 << 16, &resp, &a, why, sizeof(why)) < 0) {
 		coord_lost(g, why);
 		goto out;
 	}
@@ -1150,7 +1119,6 @@ out:
 static void send_heartbeat(struct kgroup *g)
 {
 	struct kp_heartbeat_request req;
-	struct kgreq *r;
 	char err[512];
 	int v;
 
@@ -1182,24 +1150,16 @@ static void send_heartbeat(struct kgroup *g)
 	req.generation_id = g->generation;
 	req.member_id = kstr_c(g->member_id);
 	req.group_instance_id = kstr_c(g->instance_id);
-	r = req_new(g, REQ_HEARTBEAT, (int16_t)v);
 	g->hb_sent_ms = clock_mono_ms();
 	g->hb_inflight = 1;
-	if (kconn_send(g->conn, KP_API_HEARTBEAT, (int16_t)v, hb_encode, &req, 0,
-	    g->req_ms, hb_done, r, err, sizeof(err)) != 0) {
-		r->g = NULL;
-		req_done(r);
+	if (kg_send(g, REQ_HEARTBEAT, KP_API_HEARTBEAT, v, &req, g->req_ms,
+	    hb_done, err, sizeof(err)) != 0) {
 		g->hb_inflight = 0;
 		coord_lost(g, err);
 	}
 }
 
 /* ---- LeaveGroup ------------------------------------------------------ */
-
-static int lg_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_leave_group_request_encode(w, version, msg);
-}
 
 static void leave_finish(struct kgroup *g, const char *how)
 {
@@ -1227,18 +1187,9 @@ static void leave_done(struct kconn *c, int err, const char *errstr,
 	(void)c;
 	if (g == NULL)
 		return;
-	if (err != KCONN_E_OK) {
-		snprintf(how, sizeof(how), "LeaveGroup: %s", errstr);
+	if (kg_answer(g, KP_API_LEAVE_GROUP, version, err, errstr, body,
+	    1 << 16, &resp, &a, how, sizeof(how)) < 0)
 		goto out;
-	}
-	if ((a = karena_new(1 << 16)) == NULL)
-		fatalx("out of memory");
-	if (kp_leave_group_response_decode(body, a, version, &resp) < 0 ||
-	    body->err) {
-		snprintf(how, sizeof(how), "LeaveGroup v%d: malformed answer",
-		    version);
-		goto out;
-	}
 	snprintf(how, sizeof(how), "LeaveGroup: %s", kerr_name(resp.error_code));
 	for (int32_t i = 0; resp.error_code == 0 && i < resp.members_n; i++)
 		if (resp.members[i].error_code != 0)
@@ -1256,7 +1207,6 @@ static void send_leave(struct kgroup *g)
 {
 	struct kp_leave_group_request req;
 	struct kp_leave_group_request_member_identity mi;
-	struct kgreq *r;
 	char err[512];
 	int v;
 
@@ -1273,13 +1223,9 @@ static void send_leave(struct kgroup *g)
 	mi.reason = kstr_c("the member stops");
 	req.members = &mi;
 	req.members_n = 1;
-	r = req_new(g, REQ_LEAVE, (int16_t)v);
-	if (kconn_send(g->conn, KP_API_LEAVE_GROUP, (int16_t)v, lg_encode, &req, 0,
-	    g->req_ms, leave_done, r, err, sizeof(err)) != 0) {
-		r->g = NULL;
-		req_done(r);
+	if (kg_send(g, REQ_LEAVE, KP_API_LEAVE_GROUP, v, &req, g->req_ms,
+	    leave_done, err, sizeof(err)) != 0)
 		leave_finish(g, err);
-	}
 }
 
 void kgroup_leave(struct kgroup *g, void (*done)(void *arg), void *arg)
