@@ -531,21 +531,6 @@ static struct kstr brk_msg(int16_t code, struct kstr m)
 	return m;
 }
 
-static int describe_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_describe_acls_request_encode(w, version, msg);
-}
-
-static int create_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_create_acls_request_encode(w, version, msg);
-}
-
-static int delete_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_delete_acls_request_encode(w, version, msg);
-}
-
 struct acreq {
 	struct acround *r;
 	int is_dst;
@@ -555,6 +540,61 @@ struct acreq {
 static int timeout_ms(const struct pipeline *pl)
 {
 	return (int)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
+}
+
+/*
+ * Sends api_key's request msg to c at the newest version in v1-v3 that c
+ * offers (*version), answered by done(arg).  0 when sent; else
+ * KERR_UNSUPPORTED_VERSION when c offers none ("the destination has no
+ * CreateAcls v1-v3") or -1 (kconn's reason), with err set.
+ */
+static int acl_send(struct pipeline *pl, struct kconn *c, int is_dst,
+    int16_t api_key, const void *msg, kconn_resp_cb done, void *arg,
+    int16_t *version, char *err, size_t errlen)
+{
+	int v = kconn_pick_version(c, api_key, 1, 3);
+
+	if (v < 0) {
+		snprintf(err, errlen, "the %s has no %s v1-v3",
+		    is_dst ? "destination" : "source", kp_api_name(api_key));
+		return KERR_UNSUPPORTED_VERSION;
+	}
+	*version = (int16_t)v;
+	return kconn_send_msg(c, api_key, (int16_t)v, msg, 0, timeout_ms(pl),
+	    done, arg, err, errlen) != 0 ? -1 : 0;
+}
+
+/* acl_send() of one request of round r, answered by done with a fresh
+ * context counted in r->pending. */
+static int round_send(struct acround *r, struct kconn *c, int is_dst,
+    int16_t api_key, const void *msg, kconn_resp_cb done, char *err,
+    size_t errlen)
+{
+	struct acreq *q = calloc(1, sizeof(*q));
+	int rc;
+
+	if (q == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	q->r = r;
+	q->is_dst = is_dst;
+	r->pending++;
+	rc = acl_send(r->pa->pm->pl, c, is_dst, api_key, msg, done, q,
+	    &q->version, err, errlen);
+	if (rc != 0) {
+		r->pending--;
+		free(q);
+	}
+	return rc;
+}
+
+/* The ops that were to go out failed (err -2, not sent this round, stays). */
+static void ops_failed(struct aop *ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ops[i].err != -2)
+			ops[i].err = -1;
 }
 
 static void round_plan(struct acround *r);
@@ -656,18 +696,9 @@ static int send_describe(struct acround *r, struct pcluster *cl, int is_dst)
 	struct pmirror *pm = r->pa->pm;
 	struct kconn *c = pcluster_ctl(cl);
 	struct kp_describe_acls_request req;
-	struct acreq *q;
 	char err[256];
-	int v;
 
-	v = c != NULL ? kconn_pick_version(c, KP_API_DESCRIBE_ACLS, 1, 3) : -1;
-	if (v < 0) {
-		if (c != NULL)
-			log_debug("mirror %s: the %s has no DescribeAcls v1-v3",
-			    pm->name, is_dst ? "destination" : "source");
-		return -1;
-	}
-	if ((q = calloc(1, sizeof(*q))) == NULL)
+	if (c == NULL)
 		return -1;
 	kp_describe_acls_request_init(&req);
 	req.resource_type_filter = RT_ANY;
@@ -677,15 +708,9 @@ static int send_describe(struct acround *r, struct pcluster *cl, int is_dst)
 	req.host_filter = kstr_c(NULL);
 	req.operation = OP_ANY;
 	req.permission_type = PM_ANY;
-	q->r = r;
-	q->is_dst = is_dst;
-	q->version = (int16_t)v;
-	r->pending++;
-	if (kconn_send(c, KP_API_DESCRIBE_ACLS, (int16_t)v, describe_encode, &req,
-	    0, timeout_ms(pm->pl), describe_response, q, err, sizeof(err)) != 0) {
-		r->pending--;
+	if (round_send(r, c, is_dst, KP_API_DESCRIBE_ACLS, &req,
+	    describe_response, err, sizeof(err)) != 0) {
 		log_debug("mirror %s: DescribeAcls: %s", pm->name, err);
-		free(q);
 		return -1;
 	}
 	return 0;
@@ -799,24 +824,19 @@ out:
 		round_finish(r);
 }
 
-/* DeleteAcls of exactly the bindings of ops (filters naming every field). */
-static int send_delete(struct pipeline *pl, struct kconn *c, struct aop *ops,
-    size_t n, kconn_resp_cb cb, void *arg, int16_t *version, char *err,
-    size_t errlen)
+/*
+ * The DeleteAcls request of exactly the bindings of ops (filters naming
+ * every field) in *req; returns the filters, freed by the caller after the
+ * send, or NULL when out of memory.
+ */
+static struct kp_delete_acls_request_delete_acls_filter *delete_req(
+    const struct aop *ops, size_t n, struct kp_delete_acls_request *req)
 {
-	struct kp_delete_acls_request req;
 	struct kp_delete_acls_request_delete_acls_filter *f;
-	int v = kconn_pick_version(c, KP_API_DELETE_ACLS, 1, 3), rc;
 
-	if (v < 0) {
-		snprintf(err, errlen, "the destination has no DeleteAcls v1-v3");
-		return -1;
-	}
-	if ((f = calloc(n, sizeof(*f))) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	kp_delete_acls_request_init(&req);
+	if ((f = calloc(n, sizeof(*f))) == NULL)
+		return NULL;
+	kp_delete_acls_request_init(req);
 	for (size_t i = 0; i < n; i++) {
 		kp_delete_acls_request_delete_acls_filter_init(&f[i]);
 		f[i].resource_type_filter = ops[i].b.rtype;
@@ -827,13 +847,41 @@ static int send_delete(struct pipeline *pl, struct kconn *c, struct aop *ops,
 		f[i].operation = ops[i].b.op;
 		f[i].permission_type = ops[i].b.perm;
 	}
-	req.filters = f;
-	req.filters_n = (int32_t)n;
-	*version = (int16_t)v;
-	rc = kconn_send(c, KP_API_DELETE_ACLS, (int16_t)v, delete_encode, &req, 0,
-	    timeout_ms(pl), cb, arg, err, errlen);
-	free(f);
-	return rc;
+	req->filters = f;
+	req->filters_n = (int32_t)n;
+	return f;
+}
+
+/*
+ * The CreateAcls request of the recorded ones of ops (err -2: the record
+ * failed, so not created this round) in *req; returns the creations, freed
+ * by the caller after the send, or NULL when out of memory.
+ */
+static struct kp_create_acls_request_acl_creation *create_req(
+    const struct aop *ops, size_t n, struct kp_create_acls_request *req)
+{
+	struct kp_create_acls_request_acl_creation *cr;
+	size_t k = 0;
+
+	if ((cr = calloc(n, sizeof(*cr))) == NULL)
+		return NULL;
+	kp_create_acls_request_init(req);
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i].err == -2)
+			continue;
+		kp_create_acls_request_acl_creation_init(&cr[k]);
+		cr[k].resource_type = ops[i].b.rtype;
+		cr[k].resource_name = kstr_c(ops[i].b.name);
+		cr[k].resource_pattern_type = ops[i].b.ptype;
+		cr[k].principal = kstr_c(ops[i].b.principal);
+		cr[k].host = kstr_c(ops[i].b.host);
+		cr[k].operation = ops[i].b.op;
+		cr[k].permission_type = ops[i].b.perm;
+		k++;
+	}
+	req->creations = cr;
+	req->creations_n = (int32_t)k;
+	return cr;
 }
 
 /* ---- the plan --------------------------------------------------------------- */
@@ -1052,75 +1100,32 @@ static void round_plan(struct acround *r)
 	if (r->ncr > 0) {
 		struct kp_create_acls_request req;
 		struct kp_create_acls_request_acl_creation *cr;
-		struct acreq *q = calloc(1, sizeof(*q));
-		int v = kconn_pick_version(c, KP_API_CREATE_ACLS, 1, 3);
-		size_t n = 0;
-		char err[256];
+		char err[256] = "out of memory";
+		int rc = -1;
 
-		cr = calloc(r->ncr, sizeof(*cr));
-		if (q == NULL || cr == NULL || v < 0) {
-			if (v < 0)
-				problem(r, 0, 35, "the destination has no CreateAcls v1-v3");
-			free(q);
-			free(cr);
-			for (size_t i = 0; i < r->ncr; i++)
-				r->cr[i].err = r->cr[i].err == -2 ? -2 : -1;
-		} else {
-			/* Only recorded ones are created (err -2: the record
-			 * failed, so not this round). */
-			kp_create_acls_request_init(&req);
-			for (size_t i = 0; i < r->ncr; i++, n++) {
-				if (r->cr[i].err == -2) {
-					n--;
-					continue;
-				}
-				kp_create_acls_request_acl_creation_init(&cr[n]);
-				cr[n].resource_type = r->cr[i].b.rtype;
-				cr[n].resource_name = kstr_c(r->cr[i].b.name);
-				cr[n].resource_pattern_type = r->cr[i].b.ptype;
-				cr[n].principal = kstr_c(r->cr[i].b.principal);
-				cr[n].host = kstr_c(r->cr[i].b.host);
-				cr[n].operation = r->cr[i].b.op;
-				cr[n].permission_type = r->cr[i].b.perm;
-			}
-			req.creations = cr;
-			req.creations_n = (int32_t)n;
-			q->r = r;
-			q->is_dst = 1;
-			q->version = (int16_t)v;
-			r->pending++;
-			if (n == 0) {
-				r->pending--;
-				free(q);
-			} else if (kconn_send(c, KP_API_CREATE_ACLS, (int16_t)v,
-			    create_encode, &req, 0, timeout_ms(pl), create_response, q,
-			    err, sizeof(err)) != 0) {
-				r->pending--;
-				free(q);
-				for (size_t i = 0; i < r->ncr; i++)
-					if (r->cr[i].err != -2)
-						r->cr[i].err = -1;
-			}
-			free(cr);
-		}
+		/* none recorded (creations_n 0): nothing to send */
+		if ((cr = create_req(r->cr, r->ncr, &req)) != NULL)
+			rc = req.creations_n == 0 ? 0 : round_send(r, c, 1,
+			    KP_API_CREATE_ACLS, &req, create_response, err,
+			    sizeof(err));
+		if (rc > 0)
+			problem(r, 0, (int16_t)rc, "%s", err);
+		if (rc != 0)
+			ops_failed(r->cr, r->ncr);
+		free(cr);
 	}
 	if (r->ndl > 0) {
-		struct acreq *q = calloc(1, sizeof(*q));
-		char err[256];
+		struct kp_delete_acls_request req;
+		struct kp_delete_acls_request_delete_acls_filter *f;
+		char err[256] = "out of memory";
 
-		if (q != NULL) {
-			q->r = r;
-			q->is_dst = 1;
-			r->pending++;
-			if (send_delete(pl, c, r->dl, r->ndl, delete_response, q,
-			    &q->version, err, sizeof(err)) != 0) {
-				r->pending--;
-				free(q);
-				problem(r, 0, 0, "DeleteAcls: %s", err);
-				for (size_t i = 0; i < r->ndl; i++)
-					r->dl[i].err = -1;
-			}
+		if ((f = delete_req(r->dl, r->ndl, &req)) == NULL ||
+		    round_send(r, c, 1, KP_API_DELETE_ACLS, &req,
+		    delete_response, err, sizeof(err)) != 0) {
+			problem(r, 0, 0, "DeleteAcls: %s", err);
+			ops_failed(r->dl, r->ndl);
 		}
+		free(f);
 	}
 	if (r->pending > 0)
 		return;
@@ -1374,10 +1379,13 @@ out:
 void pacl_orphans_tick(struct pipeline *pl, int64_t now)
 {
 	struct paclorph *o = pl->acl_orph;
+	struct kp_delete_acls_request req;
+	struct kp_delete_acls_request_delete_acls_filter *f;
 	struct aop *fg = NULL;
 	char **fmir = NULL, err[256];
 	size_t nfg = 0;
 	struct kconn *c;
+	int rc;
 
 	if (pl->draining || pl->dst == NULL)
 		return;
@@ -1435,9 +1443,12 @@ void pacl_orphans_tick(struct pipeline *pl, int64_t now)
 	}
 	o->refs++;
 	o->inflight = 1;
-	if (send_delete(pl, c, o->dl, o->ndl, orph_response, o,
-	    &o->version, err,
-	    sizeof(err)) != 0) {
+	if ((f = delete_req(o->dl, o->ndl, &req)) == NULL)
+		snprintf(err, sizeof(err), "out of memory");
+	rc = f == NULL ? -1 : acl_send(pl, c, 1, KP_API_DELETE_ACLS, &req,
+	    orph_response, o, &o->version, err, sizeof(err));
+	free(f);
+	if (rc != 0) {
 		log_warnx("DeleteAcls of deleted mirrors' read-only bindings: %s", err);
 		o->inflight = 0;
 		o->refs--;
