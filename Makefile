@@ -52,7 +52,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-unit demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture install uninstall clean \
+.PHONY: all check check-kafka demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
