@@ -34,6 +34,26 @@ def client_yaml(props, indent="  "):
         '%s  %s: "%s"\n' % (indent, k, v) for k, v in props.items())
 
 
+def storage_kafka_yaml(kafka, indent="  "):
+    """The storage lines of the replicated metadata log (storage.backend:
+    kafka), or "".  kafka: "secret_key_file" (every instance on one topic
+    shares the key) and the storage.kafka keys, e.g.
+    {"secret_key_file": key, "topic": "meta", "timeout_ms": 10000};
+    strings are written quoted, numbers as they are."""
+    if not kafka:
+        return ""
+
+    def val(v):
+        return '"%s"' % v if isinstance(v, str) else "%s" % v
+    keys = dict(kafka)
+    out = indent + "backend: kafka\n"
+    if "secret_key_file" in keys:
+        out += "%ssecret_key_file: %s\n" % (indent,
+                                           val(keys.pop("secret_key_file")))
+    return out + indent + "kafka:\n" + "".join(
+        "%s  %s: %s\n" % (indent, k, val(v)) for k, v in keys.items())
+
+
 def sasl_plain(user, password=None):
     """Client properties for SASL/PLAIN as `user` on a realkafka cluster
     started with security="sasl" (password: realkafka.USERS)."""
@@ -46,9 +66,11 @@ def sasl_plain(user, password=None):
 class Mirrord:
     def __init__(self, destination, name="mirrord", extra_yaml="",
                  start=True, data_dir=None, log_level="debug",
-                 destination_client=None):
+                 destination_client=None, storage_kafka=None):
         """destination_client: client properties for destination.client
-        (e.g. sasl_plain("bob")); values are written as YAML strings."""
+        (e.g. sasl_plain("bob")); values are written as YAML strings.
+        storage_kafka: the metadata log on a Kafka topic instead of files
+        (storage_kafka_yaml())."""
         self.name = name
         self.dir = os.path.join(h.test_dir(), name)
         os.makedirs(self.dir, exist_ok=True)
@@ -66,6 +88,7 @@ class Mirrord:
                 "  listen: \"127.0.0.1:%d\"\n"
                 "storage:\n"
                 "  data_dir: \"%s\"\n"
+                "%s"
                 "destination:\n"
                 "  bootstrap_servers: \"%s\"\n"
                 "%s"
@@ -73,7 +96,8 @@ class Mirrord:
                 "  listen: \"127.0.0.1:%d\"\n"
                 "log:\n"
                 "  level: %s\n"
-                "%s" % (self.port, self.data_dir, destination,
+                "%s" % (self.port, self.data_dir,
+                        storage_kafka_yaml(storage_kafka), destination,
                         client_yaml(destination_client), self.metrics_port,
                         log_level, extra_yaml))
         self.proc = None

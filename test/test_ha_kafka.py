@@ -52,25 +52,19 @@ SESSION_MS = 6000
 
 
 def instance(dst, name, broker):
-    d = mt.Mirrord(destination=dst, name=name, start=False, log_level="info")
-    with open(d.config_path) as f:
-        cfg = f.read()
-    cfg = cfg.replace("storage:\n", "storage:\n"
-                      "  backend: kafka\n"
-                      "  secret_key_file: \"%s\"\n"
-                      "  kafka:\n"
-                      "    topic: \"%s\"\n"
-                      "    timeout_ms: 10000\n" % (KEY, META), 1)
-    cfg += ("cluster:\n"
-            "  enabled: true\n"
-            "  group_id: \"ha-%s\"\n"
-            "  instance_id: \"%s\"\n"
-            "  local_broker_id: %d\n"
-            "  session_timeout_ms: %d\n"
-            "  heartbeat_interval_ms: 1000\n"
-            "  status_interval_ms: 1000\n" % (RUN, name, broker, SESSION_MS))
-    with open(d.config_path, "w") as f:
-        f.write(cfg)
+    d = mt.Mirrord(
+        destination=dst, name=name, start=False, log_level="info",
+        storage_kafka={"secret_key_file": KEY, "topic": META,
+                       "timeout_ms": 10000},
+        extra_yaml=("cluster:\n"
+                    "  enabled: true\n"
+                    "  group_id: \"ha-%s\"\n"
+                    "  instance_id: \"%s\"\n"
+                    "  local_broker_id: %d\n"
+                    "  session_timeout_ms: %d\n"
+                    "  heartbeat_interval_ms: 1000\n"
+                    "  status_interval_ms: 1000\n"
+                    % (RUN, name, broker, SESSION_MS)))
     return d
 
 

@@ -79,20 +79,11 @@ def hwm(bootstrap, topic, partitions=2):
         c.close()
 
 
-def kafka_daemon(dst, name, topic, extra_storage=""):
+def kafka_daemon(dst, name, topic):
     """A mirrord whose metadata log is the topic; all share one key."""
-    d = mt.Mirrord(destination=dst, name=name, start=False)
-    with open(d.config_path) as f:
-        cfg = f.read()
-    cfg = cfg.replace("storage:\n", "storage:\n"
-                      "  backend: kafka\n"
-                      "  secret_key_file: \"%s\"\n"
-                      "  kafka:\n"
-                      "    topic: \"%s\"\n"
-                      "    timeout_ms: 10000\n%s" % (KEY, topic, extra_storage), 1)
-    with open(d.config_path, "w") as f:
-        f.write(cfg)
-    return d
+    return mt.Mirrord(destination=dst, name=name, start=False,
+                      storage_kafka={"secret_key_file": KEY, "topic": topic,
+                                     "timeout_ms": 10000})
 
 
 POLL_SYSCALLS = {"7", "271"}   # x86_64 poll, ppoll (kblock's wait)

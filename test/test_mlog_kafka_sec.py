@@ -17,28 +17,15 @@ T = h.test_dir()
 
 
 def daemon(dst, name, topic, password):
-    d = mt.Mirrord(destination=dst.bootstrap, name=name, start=False)
     cc = dst.client_config(user="bob", mechanism="SCRAM-SHA-512")
-    with open(d.config_path) as f:
-        cfg = f.read()
-    cfg = cfg.replace("storage:\n", "storage:\n"
-                      "  backend: kafka\n"
-                      "  secret_key_file: \"%s\"\n"
-                      "  kafka:\n"
-                      "    topic: \"%s\"\n"
-                      "    timeout_ms: 10000\n"
-                      % (os.path.join(T, "secret.key"), topic), 1)
-    cfg = cfg.replace("destination:\n", "destination:\n"
-                      "  client:\n"
-                      "    security.protocol: SASL_SSL\n"
-                      "    sasl.mechanism: SCRAM-SHA-512\n"
-                      "    sasl.username: bob\n"
-                      "    sasl.password: \"%s\"\n"
-                      "    ssl.ca.location: \"%s\"\n"
-                      % (password, cc["ssl.ca.location"]), 1)
-    with open(d.config_path, "w") as f:
-        f.write(cfg)
-    return d
+    return mt.Mirrord(
+        destination=dst.bootstrap, name=name, start=False,
+        storage_kafka={"secret_key_file": os.path.join(T, "secret.key"),
+                       "topic": topic, "timeout_ms": 10000},
+        destination_client={"security.protocol": "SASL_SSL",
+                            "sasl.mechanism": "SCRAM-SHA-512",
+                            "sasl.username": "bob", "sasl.password": password,
+                            "ssl.ca.location": cc["ssl.ca.location"]})
 
 
 def main():
