@@ -341,6 +341,36 @@ static struct gsreq *req_new(struct gsmirror *gm, int16_t version, int is_dst)
 	return r;
 }
 
+/*
+ * The start every answer shares: decodes the response to r (api_key) into
+ * resp, in a new arena *a of arena_size bytes that the caller frees (NULL
+ * too).  -1 after gs_error() for a transport error or a malformed answer
+ * ("group g: OffsetFetch on the source: malformed answer").
+ */
+static int gs_answer(struct gsmirror *gm, const struct gsreq *r,
+    int16_t api_key, int err, const char *errstr, struct kr *body,
+    size_t arena_size, void *resp, struct karena **a)
+{
+	const struct kp_api *api = kp_api_find(api_key);
+	const char *side = r->is_dst ? "destination" : "source";
+	char what[300] = "";
+
+	if (api_key != KP_API_LIST_GROUPS)
+		snprintf(what, sizeof(what), "group %s: ", gm->group);
+	if (err != KCONN_E_OK) {
+		gs_error(gm, api->name, "%s%s on the %s: %s", what, api->name,
+		    side, errstr);
+		return -1;
+	}
+	if ((*a = karena_new(arena_size)) == NULL ||
+	    api->response_decode(body, *a, r->version, resp) < 0 || body->err) {
+		gs_error(gm, api->name, "%s%s on the %s: malformed answer", what,
+		    api->name, side);
+		return -1;
+	}
+	return 0;
+}
+
 /* 1 when the answer must be dropped (shutting down; the round is over). */
 static int req_gone(struct gsreq *r)
 {
@@ -409,16 +439,9 @@ static void lg_done(struct kconn *c, int err, const char *errstr,
 	}
 	gm->lg_pending--;
 	pm = gm_pmirror(gm);
-	if (err != KCONN_E_OK) {
-		gs_error(gm, "ListGroups", "ListGroups on the source: %s", errstr);
+	if (gs_answer(gm, r, KP_API_LIST_GROUPS, err, errstr, body, GS_ARENA,
+	    &resp, &a) != 0)
 		goto out;
-	}
-	if ((a = karena_new(GS_ARENA)) == NULL ||
-	    kp_list_groups_response_decode(body, a, r->version, &resp) < 0 ||
-	    body->err) {
-		gs_error(gm, "ListGroups", "ListGroups on the source: malformed answer");
-		goto out;
-	}
 	if (resp.error_code != 0) {
 		gs_error(gm, "ListGroups", "ListGroups on the source: %s",
 		    kerr_name(resp.error_code));
@@ -615,18 +638,9 @@ static void fc_done(struct kconn *c, int err, const char *errstr,
 	pm = gm_pmirror(gm);
 	if (pm == NULL)
 		goto next;
-	if (err != KCONN_E_OK) {
-		gs_error(gm, "FindCoordinator", "group %s: FindCoordinator on the %s: %s",
-		    gm->group, side, errstr);
+	if (gs_answer(gm, r, KP_API_FIND_COORDINATOR, err, errstr, body,
+	    1 << 20, &resp, &a) != 0)
 		goto next;
-	}
-	if ((a = karena_new(1 << 20)) == NULL ||
-	    kp_find_coordinator_response_decode(body, a, r->version, &resp) < 0 ||
-	    body->err) {
-		gs_error(gm, "FindCoordinator", "group %s: FindCoordinator on the %s: "
-		    "malformed answer", gm->group, side);
-		goto next;
-	}
 	if (resp.error_code != 0) {
 		gs_error(gm, "FindCoordinator", "group %s: FindCoordinator on the %s: %s",
 		    gm->group, side, kerr_name(resp.error_code));
@@ -699,18 +713,9 @@ static void of_done(struct kconn *c, int err, const char *errstr,
 	pm = gm_pmirror(gm);
 	if (pm == NULL)
 		goto next;
-	if (err != KCONN_E_OK) {
-		gs_error(gm, "OffsetFetch", "group %s: OffsetFetch on the source: %s",
-		    gm->group, errstr);
+	if (gs_answer(gm, r, KP_API_OFFSET_FETCH, err, errstr, body, GS_ARENA,
+	    &resp, &a) != 0)
 		goto next;
-	}
-	if ((a = karena_new(GS_ARENA)) == NULL ||
-	    kp_offset_fetch_response_decode(body, a, r->version, &resp) < 0 ||
-	    body->err) {
-		gs_error(gm, "OffsetFetch", "group %s: OffsetFetch on the source: "
-		    "malformed answer", gm->group);
-		goto next;
-	}
 	if (resp.error_code != 0) {
 		gs_error(gm, "OffsetFetch", "group %s: OffsetFetch on the source: %s",
 		    gm->group, kerr_name(resp.error_code));
@@ -862,14 +867,10 @@ static void dg_done(struct kconn *c, int err, const char *errstr,
 	}
 	if (gm_pmirror(gm) == NULL)
 		goto next;
-	if (err != KCONN_E_OK) {
-		gs_error(gm, "DescribeGroups", "group %s: DescribeGroups on the "
-		    "destination: %s", gm->group, errstr);
+	if (gs_answer(gm, r, KP_API_DESCRIBE_GROUPS, err, errstr, body,
+	    GS_ARENA, &resp, &a) != 0)
 		goto next;
-	}
-	if ((a = karena_new(GS_ARENA)) == NULL ||
-	    kp_describe_groups_response_decode(body, a, r->version, &resp) < 0 ||
-	    body->err || resp.groups_n != 1) {
+	if (resp.groups_n != 1) {
 		gs_error(gm, "DescribeGroups", "group %s: DescribeGroups on the "
 		    "destination: malformed answer", gm->group);
 		goto next;
@@ -930,18 +931,9 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 		free(r);
 		return;
 	}
-	if (err != KCONN_E_OK) {
-		gs_error(gm, "OffsetCommit", "group %s: OffsetCommit on the "
-		    "destination: %s", gm->group, errstr);
+	if (gs_answer(gm, r, KP_API_OFFSET_COMMIT, err, errstr, body, GS_ARENA,
+	    &resp, &a) != 0)
 		goto next;
-	}
-	if ((a = karena_new(GS_ARENA)) == NULL ||
-	    kp_offset_commit_response_decode(body, a, r->version, &resp) < 0 ||
-	    body->err) {
-		gs_error(gm, "OffsetCommit", "group %s: OffsetCommit on the "
-		    "destination: malformed answer", gm->group);
-		goto next;
-	}
 	for (int32_t t = 0; t < resp.topics_n; t++)
 		for (int32_t i = 0; i < resp.topics[t].partitions_n; i++) {
 			int16_t e = resp.topics[t].partitions[i].error_code;

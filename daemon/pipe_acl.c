@@ -589,12 +589,42 @@ static int round_send(struct acround *r, struct kconn *c, int is_dst,
 	return rc;
 }
 
-/* The ops that were to go out failed (err -2, not sent this round, stays). */
-static void ops_failed(struct aop *ops, size_t n)
+/* The ops that were to go out failed, for why when known (err -2, not
+ * sent this round, stays). */
+static void ops_failed(struct aop *ops, size_t n, const char *why)
 {
-	for (size_t i = 0; i < n; i++)
-		if (ops[i].err != -2)
-			ops[i].err = -1;
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i].err == -2)
+			continue;
+		ops[i].err = -1;
+		if (why != NULL)
+			snprintf(ops[i].msg, sizeof(ops[i].msg), "%s", why);
+	}
+}
+
+/*
+ * Decodes the answer to an ACL request (api_key at version) into resp, in
+ * a new arena *a of arena_size bytes that the caller frees (NULL too).
+ * -1 when there is none to use: out of memory, or a malformed answer,
+ * logged as mirror's from side's broker, which closes c.
+ */
+static int acl_decode(struct kconn *c, int16_t api_key, int16_t version,
+    struct kr *body, size_t arena_size, void *resp, struct karena **a,
+    const char *mirror, const char *side)
+{
+	const struct kp_api *api = kp_api_find(api_key);
+	char why[64];
+
+	if ((*a = karena_new(arena_size)) == NULL)
+		return -1;
+	api->response_init(resp);
+	if (api->response_decode(body, *a, version, resp) == 0 && !body->err)
+		return 0;
+	log_warnx("mirror %s: %s response of the %s does not parse at byte %zu: "
+	    "%s", mirror, api->name, side, body->err_off, body->why);
+	snprintf(why, sizeof(why), "malformed %s response", api->name);
+	kconn_close(c, KCONN_E_PROTOCOL, why);
+	return -1;
 }
 
 static void round_plan(struct acround *r);
@@ -620,17 +650,9 @@ static void describe_response(struct kconn *c, int err, const char *errstr,
 		    side, errstr);
 		goto out;
 	}
-	if ((a = karena_new(AC_ARENA_BYTES)) == NULL)
+	if (acl_decode(c, KP_API_DESCRIBE_ACLS, q->version, body,
+	    AC_ARENA_BYTES, &resp, &a, pa->pm->name, side) != 0)
 		goto out;
-	kp_describe_acls_response_init(&resp);
-	if (kp_describe_acls_response_decode(body, a, q->version, &resp) != 0 ||
-	    body->err) {
-		log_warnx("mirror %s: DescribeAcls response of the %s does not "
-		    "parse at byte %zu: %s", pa->pm->name, side, body->err_off,
-		    body->why);
-		kconn_close(c, KCONN_E_PROTOCOL, "malformed DescribeAcls response");
-		goto out;
-	}
 	if (resp.error_code != 0) {
 		struct kstr em = brk_msg(resp.error_code, resp.error_message);
 
@@ -728,25 +750,12 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 	if (r->pa->pm == NULL)
 		goto out;
 	if (err != KCONN_E_OK) {
-		for (size_t i = 0; i < r->ncr; i++) {
-			if (r->cr[i].err == -2)
-				continue;
-			r->cr[i].err = -1;
-			snprintf(r->cr[i].msg, sizeof(r->cr[i].msg), "%s", errstr);
-		}
+		ops_failed(r->cr, r->ncr, errstr);
 		goto out;
 	}
-	if ((a = karena_new(1u << 20)) == NULL)
-		goto out;
-	kp_create_acls_response_init(&resp);
-	if (kp_create_acls_response_decode(body, a, q->version, &resp) != 0 ||
-	    body->err) {
-		log_warnx("mirror %s: CreateAcls response does not parse at byte "
-		    "%zu: %s", r->pa->pm->name, body->err_off, body->why);
-		kconn_close(c, KCONN_E_PROTOCOL, "malformed CreateAcls response");
-		for (size_t i = 0; i < r->ncr; i++)
-			if (r->cr[i].err != -2)
-				r->cr[i].err = -1;
+	if (acl_decode(c, KP_API_CREATE_ACLS, q->version, body, 1u << 20,
+	    &resp, &a, r->pa->pm->name, "destination") != 0) {
+		ops_failed(r->cr, r->ncr, NULL);
 		goto out;
 	}
 	/* Results by position among the creations sent (not err -2). */
@@ -786,22 +795,12 @@ static void delete_response(struct kconn *c, int err, const char *errstr,
 	if (r->pa->pm == NULL)
 		goto out;
 	if (err != KCONN_E_OK) {
-		for (size_t i = 0; i < r->ndl; i++) {
-			r->dl[i].err = -1;
-			snprintf(r->dl[i].msg, sizeof(r->dl[i].msg), "%s", errstr);
-		}
+		ops_failed(r->dl, r->ndl, errstr);
 		goto out;
 	}
-	if ((a = karena_new(4u << 20)) == NULL)
-		goto out;
-	kp_delete_acls_response_init(&resp);
-	if (kp_delete_acls_response_decode(body, a, q->version, &resp) != 0 ||
-	    body->err) {
-		log_warnx("mirror %s: DeleteAcls response does not parse at byte "
-		    "%zu: %s", r->pa->pm->name, body->err_off, body->why);
-		kconn_close(c, KCONN_E_PROTOCOL, "malformed DeleteAcls response");
-		for (size_t i = 0; i < r->ndl; i++)
-			r->dl[i].err = -1;
+	if (acl_decode(c, KP_API_DELETE_ACLS, q->version, body, 4u << 20,
+	    &resp, &a, r->pa->pm->name, "destination") != 0) {
+		ops_failed(r->dl, r->ndl, NULL);
 		goto out;
 	}
 	for (size_t i = 0; i < r->ndl; i++) {
@@ -1111,7 +1110,7 @@ static void round_plan(struct acround *r)
 		if (rc > 0)
 			problem(r, 0, (int16_t)rc, "%s", err);
 		if (rc != 0)
-			ops_failed(r->cr, r->ncr);
+			ops_failed(r->cr, r->ncr, NULL);
 		free(cr);
 	}
 	if (r->ndl > 0) {
@@ -1123,7 +1122,7 @@ static void round_plan(struct acround *r)
 		    round_send(r, c, 1, KP_API_DELETE_ACLS, &req,
 		    delete_response, err, sizeof(err)) != 0) {
 			problem(r, 0, 0, "DeleteAcls: %s", err);
-			ops_failed(r->dl, r->ndl);
+			ops_failed(r->dl, r->ndl, NULL);
 		}
 		free(f);
 	}
@@ -1341,14 +1340,9 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 		o->next_at = clock_mono_ms() + AC_ORPHAN_RETRY_MS;
 		goto out;
 	}
-	if ((a = karena_new(4u << 20)) == NULL)
+	if (acl_decode(c, KP_API_DELETE_ACLS, o->version, body, 4u << 20,
+	    &resp, &a, "(deleted)", "destination") != 0)
 		goto out;
-	kp_delete_acls_response_init(&resp);
-	if (kp_delete_acls_response_decode(body, a, o->version, &resp) != 0 ||
-	    body->err) {
-		kconn_close(c, KCONN_E_PROTOCOL, "malformed DeleteAcls response");
-		goto out;
-	}
 	for (size_t i = 0; i < o->ndl && (int32_t)i < resp.filter_results_n; i++) {
 		int16_t e = resp.filter_results[i].error_code;
 

@@ -125,16 +125,6 @@ static void look_done(struct pmirror *pm, int ok, char **looped, size_t n,
 	pl_source_metadata(pm); /* discovery again, with the answer */
 }
 
-static int of_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_offset_fetch_request_encode(w, version, msg);
-}
-
-static int fc_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_find_coordinator_request_encode(w, version, msg);
-}
-
 static void of_done(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
@@ -253,7 +243,7 @@ static void fc_done(struct kconn *c, int err, const char *errstr,
 	req.group_id = kstr_c(MIRRORMARK_GROUP);
 	req.topics = ts;
 	req.topics_n = (int32_t)pm->marks->npending;
-	if (kconn_send(coord, KP_API_OFFSET_FETCH, 2, of_encode, &req, 0,
+	if (kconn_send_msg(coord, KP_API_OFFSET_FETCH, 2, &req, 0,
 	    PMARKS_TIMEOUT_MS, of_done, r, why, sizeof(why)) != 0)
 		goto fail;
 	free(ts);
@@ -296,7 +286,7 @@ static void look_start(struct pmirror *pm, char **cand, size_t n)
 	kp_find_coordinator_request_init(&req);
 	req.key = kstr_c(MIRRORMARK_GROUP);
 	req.key_type = 0;
-	if (kconn_send(ctl, KP_API_FIND_COORDINATOR, 1, fc_encode, &req, 0,
+	if (kconn_send_msg(ctl, KP_API_FIND_COORDINATOR, 1, &req, 0,
 	    PMARKS_TIMEOUT_MS, fc_done, r, why, sizeof(why)) != 0) {
 		req_free(r);
 		mk->inflight = 0;
@@ -443,7 +433,7 @@ static void fb_coordinator(struct kconn *c, int err, const char *errstr,
 	req.group_id = kstr_c(MIRRORMARK_GROUP);
 	req.topics = &t;
 	req.topics_n = 1;
-	if (kconn_send(coord, KP_API_OFFSET_FETCH, 2, of_encode, &req, 0,
+	if (kconn_send_msg(coord, KP_API_OFFSET_FETCH, 2, &req, 0,
 	    PMARKS_TIMEOUT_MS, fb_fetched, r, why, sizeof(why)) != 0)
 		goto none;
 	karena_free(a);
@@ -469,7 +459,7 @@ int pmarks_failback(struct ppart *p)
 	kp_find_coordinator_request_init(&req);
 	req.key = kstr_c(MIRRORMARK_GROUP);
 	req.key_type = 0;
-	if (kconn_send(ctl, KP_API_FIND_COORDINATOR, 1, fc_encode, &req, 0,
+	if (kconn_send_msg(ctl, KP_API_FIND_COORDINATOR, 1, &req, 0,
 	    PMARKS_TIMEOUT_MS, fb_coordinator, r, why, sizeof(why)) != 0) {
 		pl_part_unref(p);
 		free(r);

@@ -239,16 +239,6 @@ int ptconf_warning(struct pmirror *pm, const char *topic, char *buf,
 
 /* ---- DescribeConfigs on both sides ---------------------------------------- */
 
-static int describe_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_describe_configs_request_encode(w, version, msg);
-}
-
-static int alter_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_incremental_alter_configs_request_encode(w, version, msg);
-}
-
 struct tcreq {
 	struct tcround *r;
 	int is_dst;
@@ -608,7 +598,7 @@ static int send_alter(struct tcround *r, struct kconn *c, int v, size_t k)
 	q->version = (int16_t)v;
 	q->k = k;
 	r->pending++;
-	if (kconn_send(c, KP_API_INCREMENTAL_ALTER_CONFIGS, (int16_t)v, alter_encode,
+	if (kconn_send_msg(c, KP_API_INCREMENTAL_ALTER_CONFIGS, (int16_t)v,
 	    &req, 0, (int)MIN(pm->pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
 	    alter_response, q, err, sizeof(err)) != 0) {
 		r->pending--;
@@ -729,7 +719,7 @@ static int send_describe(struct tcround *r, struct pcluster *cl, int is_dst)
 	q->is_dst = is_dst;
 	q->version = (int16_t)v;
 	r->pending++;
-	if (kconn_send(c, KP_API_DESCRIBE_CONFIGS, (int16_t)v, describe_encode, &req,
+	if (kconn_send_msg(c, KP_API_DESCRIBE_CONFIGS, (int16_t)v, &req,
 	    0, (int)MIN(pm->pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
 	    describe_response, q, err, sizeof(err)) != 0) {
 		r->pending--;

@@ -67,16 +67,6 @@ static int topic_cmp(const void *a, const void *b)
 	    ((const struct srctopic *)b)->name);
 }
 
-static int fc_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_find_coordinator_request_encode(w, version, msg);
-}
-
-static int of_encode(struct kw *w, int16_t version, const void *msg)
-{
-	return kp_offset_fetch_request_encode(w, version, msg);
-}
-
 static void marks_fetched(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
@@ -171,7 +161,7 @@ static void marks_coordinator(struct kconn *c, int err, const char *errstr,
 	req.group_id = kstr_c(MIRRORMARK_GROUP);
 	req.topics = ts;
 	req.topics_n = (int32_t)l->ntopics;
-	if (kconn_send(coord, KP_API_OFFSET_FETCH, 2, of_encode, &req, 0,
+	if (kconn_send_msg(coord, KP_API_OFFSET_FETCH, 2, &req, 0,
 	    SRCLOOKUP_MARK_TIMEOUT_MS, marks_fetched, l, e, sizeof(e)) != 0) {
 		log_debug("%s: no mirror marks: OffsetFetch: %s", l->cfg.bootstrap, e);
 		goto out;
@@ -207,7 +197,7 @@ static void marks_start(struct srclookup *l)
 	kp_find_coordinator_request_init(&req);
 	req.key = kstr_c(MIRRORMARK_GROUP);
 	req.key_type = 0;
-	if (kconn_send(c, KP_API_FIND_COORDINATOR, 1, fc_encode, &req, 0,
+	if (kconn_send_msg(c, KP_API_FIND_COORDINATOR, 1, &req, 0,
 	    SRCLOOKUP_MARK_TIMEOUT_MS, marks_coordinator, l, e, sizeof(e)) != 0) {
 		log_debug("%s: no mirror marks: FindCoordinator: %s",
 		    l->cfg.bootstrap, e);

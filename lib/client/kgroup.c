@@ -417,6 +417,13 @@ static void retry_later(struct kgroup *g, int action, const char *why)
 		return;
 }
 
+/* Membership lost for why: revoked, then joining again after a backoff. */
+static void rejoin_later(struct kgroup *g, const char *why)
+{
+	if (lose_membership(g, why) == 0)
+		retry_later(g, ACT_JOIN, why);
+}
+
 /* The coordinator is unknown or unreachable: find it again. */
 static void coord_lost(struct kgroup *g, const char *why)
 {
@@ -907,9 +914,7 @@ static void join_done(struct kconn *c, int err, const char *errstr,
 			    "another protocol type than \"%s\" (a consumer "
 			    "group of the same name?)", g->group_id,
 			    KGROUP_PROTOCOL_TYPE);
-		if (lose_membership(g, why) < 0)
-			goto out;
-		retry_later(g, ACT_JOIN, why);
+		rejoin_later(g, why);
 		goto out;
 	}
 	if (resp.protocol_name.p != NULL &&
@@ -918,9 +923,7 @@ static void join_done(struct kconn *c, int err, const char *errstr,
 		    "\"%s\"", (int)resp.protocol_name.len, resp.protocol_name.p,
 		    KGROUP_PROTOCOL_NAME);
 		log_errorx("group %s: %s", g->group_id, why);
-		if (lose_membership(g, why) < 0)
-			goto out;
-		retry_later(g, ACT_JOIN, why);
+		rejoin_later(g, why);
 		goto out;
 	}
 	proved(g);
@@ -1034,9 +1037,7 @@ static void sync_done(struct kconn *c, int err, const char *errstr,
 		snprintf(why, sizeof(why), "SyncGroup: %s", kerr_name(resp.error_code));
 		log_errorx("group %s: %s (generation %" PRId32 "); joining again "
 		    "after a backoff", g->group_id, why, g->generation);
-		if (lose_membership(g, why) < 0)
-			goto out;
-		retry_later(g, ACT_JOIN, why);
+		rejoin_later(g, why);
 		goto out;
 	}
 	proved(g);
@@ -1103,9 +1104,7 @@ static void hb_done(struct kconn *c, int err, const char *errstr,
 		snprintf(why, sizeof(why), "Heartbeat: %s", kerr_name(resp.error_code));
 		log_errorx("group %s: %s (generation %" PRId32 "); joining again",
 		    g->group_id, why, g->generation);
-		if (lose_membership(g, why) < 0)
-			goto out;
-		retry_later(g, ACT_JOIN, why);
+		rejoin_later(g, why);
 		goto out;
 	}
 	proved(g);
