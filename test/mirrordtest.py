@@ -6,6 +6,8 @@
     d.create("m1", {"bootstrap.servers": src})
     d.describe_json()                                # list of partition dicts
     d.kill9(); d.start()                             # same data dir
+    mt.Mirrord(destination=dst, storage_kafka={"secret_key_file": key,
+               "topic": "meta", "timeout_ms": 10000})   # metadata log on Kafka
     alice = mt.Client(d, "User:alice", {"security.protocol": "SASL_SSL", ...})
     alice.refused(alice.cli("--delete", "--mirror", "x"), "alter", "x",
                   "DeleteMirror")                    # 144, the message
