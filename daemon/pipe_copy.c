@@ -1936,6 +1936,9 @@ static size_t request_purge(struct pctx *x, struct produce_req *r)
 			continue;
 		}
 		dropped += r->tps[i].records_len;
+		log_info("%s/%s-%" PRId32 ": lost while a Produce request was being "
+		    "built (a metadata write applied another instance's record): "
+		    "its batch is not sent", p->pm->name, p->topic, p->index);
 		pl_part_unref(p);
 	}
 	if (x != NULL)

@@ -35,7 +35,8 @@
  *              writer refused: before it "returns", the records another
  *              instance wrote in the meantime are applied live (hooks
  *              fire): every partition of the topic to ID (- nobody), or
- *              the mirror's deletion; then it fails with
+ *              the mirror's deletion (every partition STOPPING, STOPPED,
+ *              then the mirror-delete record); then it fails with
  *              NOT_LEADER_OR_FOLLOWER and nothing of the caller's records
  *              is kept.  Those injected records are applied to the model
  *              only (the file log never holds them).  The caller holds its
@@ -135,8 +136,24 @@ static void trap_fire(struct twin *t)
 	memset(&r, 0, sizeof(r));
 	r.mirror = kstr_c(t->mirror);
 	if (t->trap_delete) {
+		/* As the writer's log holds a deletion: every partition
+		 * STOPPING, then STOPPED, then the mirror's record. */
 		log_info("trap: a metadata write applies the deletion of mirror %s "
 		    "first", t->mirror);
+		for (int k = 0; k < 2; k++)
+			for (int32_t i = 0; tp != NULL && i < tp->npart; i++) {
+				r.type = MREC_PART_STATE;
+				r.topic = kstr_c(t->topic);
+				r.partition = i;
+				r.state = k == 0 ? MPART_STOPPING : MPART_STOPPED;
+				r.retry = -1;
+				r.off = -1;
+				r.epoch = -1;
+				r.str = kstr_c("trap: DeleteMirror on another instance");
+				inject(t, &r);
+			}
+		memset(&r, 0, sizeof(r));
+		r.mirror = kstr_c(t->mirror);
 		r.type = MREC_MIRROR_DELETE;
 		inject(t, &r);
 		return;
