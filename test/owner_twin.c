@@ -44,7 +44,9 @@
  *              pointer audit of pipe_int.h pl_part_kept(), under ASan.
  *   quit       graceful stop of both data planes
  *
- * stats also prints "trapped N" (traps fired so far).
+ * stats also prints "trapped N" (traps fired so far).  The environment
+ * variable OWNER_TWIN_TRAP="TYPE N own ID|-" (or "TYPE N delete") arms a
+ * trap before the data planes start (their first writes: topic ids).
  */
 #include "config.h"
 
@@ -391,6 +393,9 @@ int main(int argc, char **argv)
 	t.wrap.sync = trap_sync;
 	t.wrap.discard = trap_discard;
 	t.ml->ops = &t.wrap;
+	if (getenv("OWNER_TWIN_TRAP") != NULL &&
+	    trap_arm(&t, getenv("OWNER_TWIN_TRAP"), err, sizeof(err)) != 0)
+		fatalx("OWNER_TWIN_TRAP: %s", err);
 	secrets_attach(t.st, t.cfg);
 	if (mstate_open(t.st, t.ml, err, sizeof(err)) != 0 ||
 	    secrets_start(t.st, err, sizeof(err)) != 0)

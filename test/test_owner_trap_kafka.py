@@ -27,7 +27,10 @@ it where the data plane writes, under load; built with sanitizers
      batch (every record unique: nothing lost or duplicated);
   4. paused while nobody owns the topic, then A: its PAUSED
      acknowledgement applies the mirror's deletion first: the process
-     survives, the partitions are gone and nothing more is copied.
+     survives, the partitions are gone and nothing more is copied;
+  5. a fresh twin whose very first write (a topic id, recorded by every
+     instance) applies the mirror's deletion first: source discovery and
+     the identity checks must not touch the freed topics afterwards.
 """
 
 import os
@@ -73,6 +76,44 @@ def main():
         load.quit = True
         load.go.set()
         twin.close()
+    topic_ids(src, dst, topic)
+    print("PASS: writes that applied part-owner records and a mirror "
+          "deletion first: nothing lost, duplicated or used after free",
+          flush=True)
+
+
+def topic_ids(src, dst, topic):
+    """5. A fresh twin whose first metadata write, the topic ids every
+    instance records (pipe_ident.c, mirror-level work), applies the
+    mirror's deletion first: source discovery and the identity checks
+    go on over the mirror's topics after that write."""
+    d = mt.Mirrord(destination=dst.bootstrap, start=False, name="trap-ident",
+                   log_level="info")
+    os.environ["OWNER_TWIN_TRAP"] = "topic-ident 1 delete"
+    try:
+        twin = oh.Twin(d.config_path, "west", src.bootstrap, topic, NPART)
+    finally:
+        del os.environ["OWNER_TWIN_TRAP"]
+    try:
+        h.wait_for(lambda: trapped(twin) == 1, 60, "the first topic-ident "
+                   "record (log %s)" % twin.log_path)
+        # Alive after the source and destination Metadata answers that
+        # follow, with no partition left and none owned.
+        time.sleep(3)
+        parts, inst, _ = twin.stats()
+        h.check(parts == {}, "partitions after the deletion: %s" % parts)
+        h.check(all(i["owned"] == 0 and i["produces"] == 0
+                    for i in inst.values()), "copied: %s" % inst)
+        with open(twin.log_path, errors="replace") as f:
+            log = f.read()
+        h.check("does not apply" not in log, "an injected record did not "
+                "apply:\n%s" % twin.tail())
+    finally:
+        twin.close()
+    h.check(twin.p.returncode == 0, "owner_twin exited with %s:\n%s"
+            % (twin.p.returncode, twin.tail()))
+    print("5: the topic-ident write applied the mirror's deletion; the "
+          "twin stopped cleanly", flush=True)
 
 
 def owned(twin):
@@ -178,8 +219,7 @@ def run(twin, load, src, dst, topic):
     # partition's batch when the trap fired).
     print("%d batch(es) dropped from a Produce request being built" % purged,
           flush=True)
-    print("PASS: writes that applied part-owner records and a mirror "
-          "deletion first: nothing lost, duplicated or used after free",
+    print("4: A's PAUSED acknowledgement applied the mirror's deletion",
           flush=True)
 
 
