@@ -403,19 +403,15 @@ static void round_fail(struct cstatus *s, const char *fmt, ...)
 	schedule(s, s->interval_ms);
 }
 
-/* A callback's reference: 0 to go on, 1 when s is being freed (or the
- * connection was closed by its owner): nothing more is done. */
-static int unref(struct cstatus *s, int err)
+/* A callback's reference: 0 to go on (err is handled by the caller; a
+ * connection the kcluster closed is an ordinary failure of the round), 1
+ * when s is being freed: nothing more is done. */
+static int unref(struct cstatus *s)
 {
 	s->refs--;
 	if (s->dead) {
 		if (s->refs == 0)
 			destroy(s);
-		return 1;
-	}
-	if (err == KCONN_E_CLOSED) {
-		/* The cluster is being freed under us. */
-		s->busy = 0;
 		return 1;
 	}
 	return 0;
@@ -434,7 +430,7 @@ static void refreshed_cb(struct kcluster *cl, int err, const char *errstr,
 	struct cstatus *s = arg;
 
 	(void)cl;
-	if (unref(s, err))
+	if (unref(s))
 		return;
 	if (err != KCONN_E_OK) {
 		round_fail(s, "metadata: %s", errstr != NULL ? errstr :
@@ -453,7 +449,7 @@ static void created_cb(struct kconn *c, int err, const char *errstr,
 	int16_t e = KERR_UNKNOWN_SERVER_ERROR;
 
 	(void)c;
-	if (unref(s, err))
+	if (unref(s))
 		return;
 	if (err != KCONN_E_OK) {
 		round_fail(s, "CreateTopics: %s", errstr);
@@ -578,7 +574,7 @@ static void produced_cb(struct kconn *c, int err, const char *errstr,
 	int16_t e = 0;
 
 	(void)c;
-	if (unref(s, err))
+	if (unref(s))
 		return;
 	if (err != KCONN_E_OK) {
 		snprintf(why, sizeof(why), "Produce to %s-0: %s", s->topic, errstr);
@@ -757,7 +753,7 @@ static void fetched_cb(struct kconn *c, int err, const char *errstr,
 
 	(void)c;
 	free(fr);
-	if (unref(s, err))
+	if (unref(s))
 		return;
 	if (err != KCONN_E_OK) {
 		round_fail(s, "Fetch %s-0 at %" PRId64 ": %s", s->topic,
