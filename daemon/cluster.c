@@ -1083,8 +1083,8 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	}
 	snprintf(c->status_topic, sizeof(c->status_topic), "%s%s",
 	    cfg->storage_kafka_topic, CSTATUS_SUFFIX);
-	c->status = cstatus_new(&c->kcfg.conn, c->kcfg.bootstrap,
-	    c->status_topic, c->instance_id, (int)cfg->storage_kafka_timeout_ms,
+	c->status = cstatus_new(base, c->kc, c->status_topic, c->instance_id,
+	    (int)cfg->storage_kafka_timeout_ms,
 	    (int)cfg->cluster_status_interval_ms, err, errlen);
 	if (c->status == NULL || c->ev_status == NULL)
 		goto fail;
@@ -1149,7 +1149,7 @@ void cluster_free(struct cluster *c)
 		return;
 	if (c->adm != NULL)
 		admin_set_cluster(c->adm, NULL, NULL);
-	cstatus_free(c->status);    /* its thread uses c->kcfg.conn */
+	cstatus_free(c->status);    /* before c->kc, which it uses */
 	c->status = NULL;
 	if (c->g != NULL)
 		kgroup_free(c->g);

@@ -1,28 +1,44 @@
 /*
  * cstatus.c: the status topic of several instances (see cstatus.h).
  *
- * The worker thread, once per interval or when the loop hands over a new
- * snapshot: connect (any bootstrap server, Metadata, the partition
- * leader), create the topic if it is missing (1 partition, compacted,
- * replication factor up to 3), produce the pending snapshot (acks=1: a
- * lost status is replaced by the next), then Fetch what is new from the
- * offset after the last record read and keep the newest value per
- * instance, decoded into an array sorted by (mirror, topic, partition).
- * Any failure drops the connection and is retried next round.
+ * Everything runs on the daemon's event loop, on the destination's
+ * kcluster (the one the group client uses): a round, once per interval
+ * or as soon as the loop hands over a new snapshot, is a chain of
+ * non-blocking steps, each bounded (a metadata refresh by the cluster's
+ * metadata timeout, every request by storage.kafka.timeout_ms):
+ *
+ *   leader   the leader of partition 0 from the cluster's metadata;
+ *            unknown: one refresh; still unknown and the topic missing:
+ *            CreateTopics (1 partition, compacted, replication factor up
+ *            to 3) and the next round soon after;
+ *   produce  the pending snapshot (acks=1: a lost status is replaced by
+ *            the next), kept for the next round if it fails;
+ *   fetch    what is new from the offset after the last record read (at
+ *            most FETCH_ROUNDS requests a round), keeping the newest value
+ *            per instance, decoded into an array sorted by (mirror, topic,
+ *            partition).
+ *
+ * A failing step ends the round with its reason (logged once while it
+ * stays the same, kept for cstatus_last_error()); leader errors ask the
+ * cluster for fresh metadata.  Callbacks hold a reference: cstatus_free()
+ * while one is outstanding frees at the last one (kcluster_free() fails
+ * them all).
  */
 #include "config.h"
 
 #include <inttypes.h>
-#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "batch.h"
 #include "compat.h"
 #include "cstatus.h"
-#include "kblock.h"
 #include "kbuf.h"
+#include "kcluster.h"
 #include "kconn.h"
 #include "kerr.h"
 #include "kp_gen.h"
@@ -31,7 +47,14 @@
 
 #define CSTATUS_VERSION 1
 #define FETCH_MAX (8 << 20)
-#define MAX_BOOT 32
+#define FETCH_ROUNDS 64
+#define CREATED_RETRY_MS 500   /* after CreateTopics: the next round */
+
+/* The versions used (Kafka 2.4+ has them all; a ready connection picks
+ * the highest both sides support up to these). */
+#define V_CREATE_TOPICS 7
+#define V_PRODUCE 9
+#define V_FETCH 12
 
 struct entry {
 	char *mirror, *topic;
@@ -47,29 +70,28 @@ struct inst {
 };
 
 struct cstatus {
-	const struct kconn_config *kcfg;
-	char *boot_host[MAX_BOOT];
-	int boot_port[MAX_BOOT];
-	size_t nboot;
+	struct event_base *base;
+	struct kcluster *kc;       /* borrowed */
 	const char *topic, *instance_id;
 	int timeout_ms, interval_ms;
-
-	pthread_t th;
-	int started;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int stop;
+	struct event *tick;        /* the next round */
+	int busy;                  /* a round is running */
+	int refreshed;             /* this round refreshed the metadata */
+	int fetches;               /* Fetch requests this round */
+	int16_t ver;               /* of the CreateTopics or Produce in flight */
+	int refs;                  /* callbacks outstanding */
+	int dead;                  /* cstatus_free() ran */
 	uint8_t *pending;          /* value to produce, malloc'd */
 	size_t pending_len;
+	uint8_t *sending;          /* the value of the Produce in flight */
+	size_t sending_len;
 	struct inst *insts;
 	size_t ninsts;
 	char last_err[512];
-
-	/* worker only */
-	struct kblock *conn;
 	int64_t next_offset;
-	int created_checked;
 };
+
+static void destroy(struct cstatus *s);
 
 /* ---- value codec ------------------------------------------------------ */
 
@@ -269,7 +291,6 @@ static void store(struct cstatus *s, const uint8_t *key, size_t klen,
 
 	if (v == NULL || decode_value(v, vlen, &wall, &ev, &n) < 0)
 		return;
-	pthread_mutex_lock(&s->mu);
 	for (size_t i = 0; i < s->ninsts; i++)
 		if (strlen(s->insts[i].id) == klen &&
 		    memcmp(s->insts[i].id, key, klen) == 0)
@@ -283,7 +304,6 @@ static void store(struct cstatus *s, const uint8_t *key, size_t klen,
 			s->insts = ni;
 		if (ni == NULL || id == NULL) {
 			free(id);
-			pthread_mutex_unlock(&s->mu);
 			return;
 		}
 		memcpy(id, key, klen);
@@ -299,7 +319,6 @@ static void store(struct cstatus *s, const uint8_t *key, size_t klen,
 		in->wall_ms = wall;
 		ev = NULL;
 	}
-	pthread_mutex_unlock(&s->mu);
 	if (ev != NULL) {
 		for (size_t i = 0; i < n; i++) {
 			free(ev[i].mirror);
@@ -340,30 +359,152 @@ static void records(struct cstatus *s, const struct batch *b)
 	}
 }
 
-static void fail(struct cstatus *s, const char *why)
+/* ---- the rounds ------------------------------------------------------- */
+
+static void step_leader(struct cstatus *s);
+static void step_produce(struct cstatus *s);
+static void step_fetch(struct cstatus *s);
+
+static void schedule(struct cstatus *s, int ms)
 {
-	pthread_mutex_lock(&s->mu);
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	if (!s->dead)
+		evtimer_add(s->tick, &tv);
+}
+
+static void round_end(struct cstatus *s, int next_ms)
+{
+	s->busy = 0;
+	schedule(s, s->pending != NULL ? 0 : next_ms);
+}
+
+static void round_ok(struct cstatus *s)
+{
+	s->last_err[0] = '\0';
+	round_end(s, s->interval_ms);
+}
+
+static void round_fail(struct cstatus *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void round_fail(struct cstatus *s, const char *fmt, ...)
+{
+	char why[sizeof(s->last_err)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
 	if (strcmp(s->last_err, why) != 0)
 		log_warnx("cluster status topic %s: %s", s->topic, why);
 	snprintf(s->last_err, sizeof(s->last_err), "%s", why);
-	pthread_mutex_unlock(&s->mu);
-	kblock_free(s->conn);
-	s->conn = NULL;
+	s->busy = 0;
+	schedule(s, s->interval_ms);
 }
 
-static int create_topic(struct cstatus *s, struct kblock *c, int nbrokers,
-    char *err, size_t errlen)
+/* A callback's reference: 0 to go on (err is handled by the caller; a
+ * connection the kcluster closed is an ordinary failure of the round), 1
+ * when s is being freed: nothing more is done. */
+static int unref(struct cstatus *s)
+{
+	s->refs--;
+	if (s->dead) {
+		if (s->refs == 0)
+			destroy(s);
+		return 1;
+	}
+	return 0;
+}
+
+static int16_t version(struct kconn *c, int16_t api, int16_t want)
+{
+	int v = kconn_is_ready(c) ? kconn_pick_version(c, api, 0, want) : want;
+
+	return (int16_t)(v < 0 ? want : v);
+}
+
+static void refreshed_cb(struct kcluster *cl, int err, const char *errstr,
+    void *arg)
+{
+	struct cstatus *s = arg;
+
+	(void)cl;
+	if (unref(s))
+		return;
+	if (err != KCONN_E_OK) {
+		round_fail(s, "metadata: %s", errstr != NULL ? errstr :
+		    kconn_err_name(err));
+		return;
+	}
+	step_leader(s);
+}
+
+static void created_cb(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct cstatus *s = arg;
+	struct kp_create_topics_response resp;
+	struct karena *a;
+	int16_t e = KERR_UNKNOWN_SERVER_ERROR;
+
+	(void)c;
+	if (unref(s))
+		return;
+	if (err != KCONN_E_OK) {
+		round_fail(s, "CreateTopics: %s", errstr);
+		return;
+	}
+	if ((a = karena_new(1 << 16)) == NULL) {
+		round_fail(s, "CreateTopics: out of memory");
+		return;
+	}
+	kp_create_topics_response_init(&resp);
+	if (kp_create_topics_response_decode(body, a, s->ver, &resp) < 0 ||
+	    body->err) {
+		karena_free(a);
+		round_fail(s, "CreateTopics: malformed answer");
+		return;
+	}
+	if (resp.topics_n == 1)
+		e = resp.topics[0].error_code;
+	karena_free(a);
+	if (e != 0 && e != KERR_TOPIC_ALREADY_EXISTS) {
+		round_fail(s, "cannot create topic %s: %s", s->topic, kerr_name(e));
+		return;
+	}
+	if (e == 0)
+		log_info("cluster: created the status topic %s (1 partition, "
+		    "compacted)", s->topic);
+	/* Its leader is elected in a moment: the next round looks. */
+	kcluster_refresh(s->kc, NULL, NULL);
+	s->last_err[0] = '\0';
+	round_end(s, CREATED_RETRY_MS);
+}
+
+static void create_topic(struct cstatus *s)
 {
 	struct kp_create_topics_request req;
-	struct kp_create_topics_response resp;
 	struct kp_create_topics_request_creatable_topic t;
 	struct kp_create_topics_request_creatable_topic_config cf[3];
-	struct karena *a = karena_new(1 << 20);
-	uint8_t *frame;
-	int rc = -1;
+	struct kconn *c = NULL;
+	size_t nb = kcluster_broker_count(s->kc);
+	int32_t node = kcluster_controller_id(s->kc);
+	char err[256] = "no broker known";
+	int16_t v;
 
-	if (a == NULL)
-		return -1;
+	/* The controller if known (any broker forwards it), else the first
+	 * broker that has a connection to give. */
+	if (node >= 0)
+		c = kcluster_broker_conn(s->kc, node, err, sizeof(err));
+	for (size_t i = 0; c == NULL && i < nb; i++)
+		if (kcluster_broker_at(s->kc, i, &node, NULL, NULL, NULL) == 0)
+			c = kcluster_broker_conn(s->kc, node, err, sizeof(err));
+	if (c == NULL) {
+		round_fail(s, "topic %s is missing and cannot be created: %s",
+		    s->topic, err);
+		return;
+	}
 	cf[0] = (struct kp_create_topics_request_creatable_topic_config){
 	    kstr_c("cleanup.policy"), kstr_c("compact") };
 	cf[1] = (struct kp_create_topics_request_creatable_topic_config){
@@ -374,114 +515,132 @@ static int create_topic(struct cstatus *s, struct kblock *c, int nbrokers,
 	kp_create_topics_request_creatable_topic_init(&t);
 	t.name = kstr_c(s->topic);
 	t.num_partitions = 1;
-	t.replication_factor = (int16_t)MIN(3, MAX(nbrokers, 1));
+	t.replication_factor = (int16_t)MIN(3, MAX((int)nb, 1));
 	t.configs = cf;
 	t.configs_n = (int32_t)ARRAY_SIZE(cf);
 	req.topics = &t;
 	req.topics_n = 1;
 	req.timeout_ms = s->timeout_ms;
-	frame = kblock_call(c, KP_API_CREATE_TOPICS, 7, &req, &resp, a,
-	    s->timeout_ms, err, errlen);
-	if (frame != NULL) {
-		int16_t e = resp.topics_n == 1 ? resp.topics[0].error_code :
-		    KERR_UNKNOWN_SERVER_ERROR;
-
-		if (e == 0 || e == KERR_TOPIC_ALREADY_EXISTS) {
-			if (e == 0)
-				log_info("cluster: created the status topic %s "
-				    "(1 partition, compacted, replication factor "
-				    "%d)", s->topic, t.replication_factor);
-			rc = 0;
-		} else {
-			snprintf(err, errlen, "cannot create topic %s: %s",
-			    s->topic, kerr_name(e));
-		}
+	v = s->ver = version(c, KP_API_CREATE_TOPICS, V_CREATE_TOPICS);
+	s->refs++;
+	if (kconn_send_msg(c, KP_API_CREATE_TOPICS, v, &req, 0, s->timeout_ms,
+	    created_cb, s, err, sizeof(err)) != 0) {
+		s->refs--;
+		round_fail(s, "CreateTopics of %s: %s", s->topic, err);
+		return;
 	}
-	free(frame);
-	karena_free(a);
-	return rc;
+	log_info("cluster: creating the status topic %s (replication factor "
+	    "%d)", s->topic, t.replication_factor);
 }
 
-/* Connects s->conn to the partition leader, creating the topic if needed. */
-static int connect_leader(struct cstatus *s, char *err, size_t errlen)
+static void step_leader(struct cstatus *s)
 {
-	struct kp_metadata_request req;
-	struct kp_metadata_response resp;
-	struct kp_metadata_request_topic t;
-	struct karena *a;
-	struct kblock *c = NULL;
-	uint8_t *frame;
-	char host[256] = "";
-	int port = 0, exists = 0;
-	int32_t leader = -1;
+	int32_t leader = kcluster_leader(s->kc, s->topic, 0, NULL);
 
-	for (size_t i = 0; i < s->nboot && c == NULL; i++)
-		c = kblock_connect(s->kcfg, s->boot_host[i], s->boot_port[i],
-		    s->timeout_ms, err, errlen);
-	if (c == NULL)
-		return -1;
-	a = karena_new(4 << 20);
-	if (a == NULL) {
-		kblock_free(c);
-		return -1;
+	if (leader >= 0) {
+		step_produce(s);
+		return;
 	}
-	kp_metadata_request_init(&req);
-	kp_metadata_request_topic_init(&t);
-	t.name = kstr_c(s->topic);
-	req.topics = &t;
-	req.topics_n = 1;
-	req.allow_auto_topic_creation = 0;
-	frame = kblock_call(c, KP_API_METADATA, 12, &req, &resp, a,
-	    s->timeout_ms, err, errlen);
-	if (frame != NULL) {
-		for (int32_t i = 0; i < resp.topics_n; i++) {
-			if (resp.topics[i].error_code != 0)
-				continue;
-			exists = 1;
-			for (int32_t j = 0; j < resp.topics[i].partitions_n; j++)
-				if (resp.topics[i].partitions[j].partition_index == 0)
-					leader = resp.topics[i].partitions[j].leader_id;
-		}
-		for (int32_t i = 0; leader >= 0 && i < resp.brokers_n; i++)
-			if (resp.brokers[i].node_id == leader) {
-				snprintf(host, sizeof(host), "%.*s",
-				    (int)resp.brokers[i].host.len,
-				    resp.brokers[i].host.p);
-				port = resp.brokers[i].port;
-			}
-		if (!exists && create_topic(s, c, resp.brokers_n, err,
-		    errlen) == 0)
-			snprintf(err, errlen, "topic %s created; its leader is "
-			    "not known yet", s->topic);
-		else if (exists && host[0] == '\0')
-			snprintf(err, errlen, "topic %s partition 0 has no leader",
-			    s->topic);
+	if (!s->refreshed) {
+		s->refreshed = 1;
+		s->refs++;
+		kcluster_refresh(s->kc, refreshed_cb, s);
+		return;
 	}
-	free(frame);
-	karena_free(a);
-	kblock_free(c);
-	if (host[0] == '\0')
-		return -1;
-	s->conn = kblock_connect(s->kcfg, host, port, s->timeout_ms, err,
-	    errlen);
-	return s->conn != NULL ? 0 : -1;
+	if (leader == KCLUSTER_UNKNOWN &&
+	    kcluster_topic_partitions(s->kc, s->topic) < 0) {
+		create_topic(s);
+		return;
+	}
+	round_fail(s, "topic %s partition 0 has no leader", s->topic);
 }
 
-static int produce(struct cstatus *s, const uint8_t *v, size_t vlen,
-    char *err, size_t errlen)
+/* Leader moved or topic gone: fresh metadata for the next round. */
+static void leader_error(struct cstatus *s, int16_t e)
+{
+	if (e == KERR_NOT_LEADER_OR_FOLLOWER || e == KERR_LEADER_NOT_AVAILABLE ||
+	    e == KERR_UNKNOWN_TOPIC_OR_PARTITION || e == KERR_FENCED_LEADER_EPOCH ||
+	    e == KERR_UNKNOWN_LEADER_EPOCH)
+		kcluster_refresh(s->kc, NULL, NULL);
+}
+
+static void produced_cb(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct cstatus *s = arg;
+	struct kp_produce_response resp;
+	struct karena *a = NULL;
+	char why[256] = "";
+	int16_t e = 0;
+
+	(void)c;
+	if (unref(s))
+		return;
+	if (err != KCONN_E_OK) {
+		snprintf(why, sizeof(why), "Produce to %s-0: %s", s->topic, errstr);
+	} else if ((a = karena_new(1 << 16)) == NULL) {
+		snprintf(why, sizeof(why), "out of memory");
+	} else {
+		kp_produce_response_init(&resp);
+		if (kp_produce_response_decode(body, a, s->ver, &resp) < 0 ||
+		    body->err)
+			snprintf(why, sizeof(why), "Produce to %s-0: malformed "
+			    "answer", s->topic);
+		else if (resp.responses_n != 1 ||
+		    resp.responses[0].partition_responses_n != 1)
+			snprintf(why, sizeof(why), "Produce to %s-0: answer without "
+			    "the partition", s->topic);
+		else if ((e = resp.responses[0].partition_responses[0].error_code))
+			snprintf(why, sizeof(why), "Produce to %s-0: %s", s->topic,
+			    kerr_name(e));
+	}
+	karena_free(a);
+	if (why[0] != '\0') {
+		/* Not sent: kept unless a newer one came. */
+		if (s->pending == NULL) {
+			s->pending = s->sending;
+			s->pending_len = s->sending_len;
+		} else {
+			free(s->sending);
+		}
+		s->sending = NULL;
+		leader_error(s, e);
+		round_fail(s, "%s", why);
+		return;
+	}
+	free(s->sending);
+	s->sending = NULL;
+	s->fetches = 0;
+	step_fetch(s);
+}
+
+static void step_produce(struct cstatus *s)
 {
 	struct kp_produce_request req;
-	struct kp_produce_response resp;
 	struct kp_produce_request_topic_produce_data t;
 	struct kp_produce_request_partition_produce_data p;
-	struct karena *a = karena_new(1 << 16);
+	struct kconn *c;
+	uint8_t *b;
 	size_t blen = 0;
-	uint8_t *b = encode_batch(s->instance_id, v, vlen, &blen), *frame;
-	int rc = -1;
+	char err[256];
+	int16_t v;
+	int rc;
 
-	if (a == NULL || b == NULL) {
-		snprintf(err, errlen, "out of memory");
-		goto out;
+	if (s->pending == NULL) {
+		s->fetches = 0;
+		step_fetch(s);
+		return;
+	}
+	if ((c = kcluster_leader_conn(s->kc, s->topic, 0, err,
+	    sizeof(err))) == NULL) {
+		kcluster_refresh(s->kc, NULL, NULL);
+		round_fail(s, "Produce to %s-0: %s", s->topic, err);
+		return;
+	}
+	if ((b = encode_batch(s->instance_id, s->pending, s->pending_len,
+	    &blen)) == NULL) {
+		round_fail(s, "out of memory");
+		return;
 	}
 	kp_produce_request_init(&req);
 	kp_produce_request_partition_produce_data_init(&p);
@@ -496,44 +655,143 @@ static int produce(struct cstatus *s, const uint8_t *v, size_t vlen,
 	req.timeout_ms = s->timeout_ms;
 	req.topic_data = &t;
 	req.topic_data_n = 1;
-	frame = kblock_call(s->conn, KP_API_PRODUCE, 9, &req, &resp, a,
-	    s->timeout_ms, err, errlen);
-	if (frame == NULL)
-		goto out;
-	if (resp.responses_n == 1 &&
-	    resp.responses[0].partition_responses_n == 1 &&
-	    resp.responses[0].partition_responses[0].error_code == 0)
-		rc = 0;
-	else
-		snprintf(err, errlen, "Produce to %s-0: %s", s->topic,
-		    resp.responses_n == 1 &&
-		    resp.responses[0].partition_responses_n == 1 ?
-		    kerr_name(resp.responses[0].partition_responses[0].error_code) :
-		    "answer without the partition");
-	free(frame);
-out:
+	v = s->ver = version(c, KP_API_PRODUCE, V_PRODUCE);
+	s->refs++;
+	rc = kconn_send_msg(c, KP_API_PRODUCE, v, &req, 0, s->timeout_ms,
+	    produced_cb, s, err, sizeof(err));
 	free(b);
+	if (rc != 0) {
+		s->refs--;
+		round_fail(s, "Produce to %s-0: %s", s->topic, err);
+		return;
+	}
+	s->sending = s->pending;
+	s->sending_len = s->pending_len;
+	s->pending = NULL;
+}
+
+/* Applies a Fetch answer: 1 if there may be more, 0 caught up, -1 with
+ * why. */
+static int fetch_apply(struct cstatus *s, struct kr *body, int16_t v,
+    char *why, size_t whylen, int16_t *code)
+{
+	struct karena *a = karena_new(1 << 20);
+	struct kp_fetch_response resp;
+	struct kp_fetch_response_partition_data *pd;
+	struct batch_iter it;
+	struct batch b;
+	char e2[256];
+	int rc = -1;
+
+	if (a == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	kp_fetch_response_init(&resp);
+	if (kp_fetch_response_decode(body, a, v, &resp) < 0 || body->err) {
+		snprintf(why, whylen, "Fetch %s-0: malformed answer", s->topic);
+		goto out;
+	}
+	if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
+		snprintf(why, whylen, "Fetch answer without %s-0", s->topic);
+		goto out;
+	}
+	pd = &resp.responses[0].partitions[0];
+	if (pd->error_code == KERR_OFFSET_OUT_OF_RANGE) {
+		s->next_offset = pd->log_start_offset >= 0 ?
+		    pd->log_start_offset : 0;
+		rc = 1;
+		goto out;
+	}
+	if (pd->error_code != 0) {
+		*code = pd->error_code;
+		snprintf(why, whylen, "Fetch %s-0 at %" PRId64 ": %s", s->topic,
+		    s->next_offset, kerr_name(pd->error_code));
+		goto out;
+	}
+	rc = 0;
+	batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
+	    (size_t)pd->records.len : 0);
+	for (;;) {
+		int r = batch_iter_next(&it, &b, e2, sizeof(e2));
+
+		if (r == BATCH_END || r == BATCH_INCOMPLETE)
+			break;
+		if (r == BATCH_ERROR || batch_verify_crc(&b, e2, sizeof(e2))) {
+			snprintf(why, whylen, "%s-0: %s", s->topic, e2);
+			rc = -1;
+			break;
+		}
+		if (batch_next_offset(&b) <= s->next_offset)
+			continue;
+		if (!batch_is_control(&b) &&
+		    batch_codec(&b) == BATCH_CODEC_NONE)
+			records(s, &b);
+		s->next_offset = batch_next_offset(&b);
+		rc = 1;
+	}
+	if (rc == 1 && s->next_offset >= pd->high_watermark)
+		rc = 0;
+out:
 	karena_free(a);
 	return rc;
 }
 
-/* Reads what is new; 1 if there may be more. */
-static int fetch(struct cstatus *s, char *err, size_t errlen)
+struct fetch_req {
+	struct cstatus *s;
+	int16_t version;
+};
+
+static void fetched_cb(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
 {
-	struct karena *a = karena_new(1 << 20);
+	struct fetch_req *fr = arg;
+	struct cstatus *s = fr->s;
+	int16_t v = fr->version, code = 0;
+	char why[512];
+	int r;
+
+	(void)c;
+	free(fr);
+	if (unref(s))
+		return;
+	if (err != KCONN_E_OK) {
+		round_fail(s, "Fetch %s-0 at %" PRId64 ": %s", s->topic,
+		    s->next_offset, errstr);
+		return;
+	}
+	r = fetch_apply(s, body, v, why, sizeof(why), &code);
+	if (r < 0) {
+		leader_error(s, code);
+		round_fail(s, "%s", why);
+	} else if (r > 0 && s->fetches < FETCH_ROUNDS) {
+		step_fetch(s);
+	} else {
+		round_ok(s);
+	}
+}
+
+static void step_fetch(struct cstatus *s)
+{
 	struct kp_fetch_request req;
-	struct kp_fetch_response resp;
 	struct kp_fetch_request_fetch_topic t;
 	struct kp_fetch_request_fetch_partition p;
-	struct kp_fetch_response_partition_data *pd;
-	struct batch_iter it;
-	struct batch b;
-	uint8_t *frame;
-	char e2[256];
-	int rc = -1;
+	struct fetch_req *fr;
+	struct kconn *c;
+	char err[256];
 
-	if (a == NULL)
-		return -1;
+	if ((c = kcluster_leader_conn(s->kc, s->topic, 0, err,
+	    sizeof(err))) == NULL) {
+		kcluster_refresh(s->kc, NULL, NULL);
+		round_fail(s, "Fetch %s-0: %s", s->topic, err);
+		return;
+	}
+	if ((fr = calloc(1, sizeof(*fr))) == NULL) {
+		round_fail(s, "out of memory");
+		return;
+	}
+	fr->s = s;
+	fr->version = version(c, KP_API_FETCH, V_FETCH);
 	kp_fetch_request_init(&req);
 	kp_fetch_request_fetch_partition_init(&p);
 	p.partition = 0;
@@ -557,160 +815,50 @@ static int fetch(struct cstatus *s, char *err, size_t errlen)
 	req.topics_n = 1;
 	req.forgotten_topics_data_n = 0;
 	req.rack_id = kstr_c("");
-	frame = kblock_call(s->conn, KP_API_FETCH, 12, &req, &resp, a,
-	    s->timeout_ms, err, errlen);
-	if (frame == NULL)
-		goto out;
-	if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
-		snprintf(err, errlen, "Fetch answer without %s-0", s->topic);
-		goto out;
+	s->fetches++;
+	s->refs++;
+	if (kconn_send_msg(c, KP_API_FETCH, fr->version, &req, 0, s->timeout_ms,
+	    fetched_cb, fr, err, sizeof(err)) != 0) {
+		s->refs--;
+		free(fr);
+		round_fail(s, "Fetch %s-0: %s", s->topic, err);
 	}
-	pd = &resp.responses[0].partitions[0];
-	if (pd->error_code == KERR_OFFSET_OUT_OF_RANGE) {
-		s->next_offset = pd->log_start_offset >= 0 ?
-		    pd->log_start_offset : 0;
-		rc = 1;
-		goto out;
-	}
-	if (pd->error_code != 0) {
-		snprintf(err, errlen, "Fetch %s-0 at %" PRId64 ": %s", s->topic,
-		    s->next_offset, kerr_name(pd->error_code));
-		goto out;
-	}
-	rc = 0;
-	batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
-	    (size_t)pd->records.len : 0);
-	for (;;) {
-		int r = batch_iter_next(&it, &b, e2, sizeof(e2));
-
-		if (r == BATCH_END || r == BATCH_INCOMPLETE)
-			break;
-		if (r == BATCH_ERROR || batch_verify_crc(&b, e2, sizeof(e2))) {
-			snprintf(err, errlen, "%s-0: %s", s->topic, e2);
-			rc = -1;
-			break;
-		}
-		if (batch_next_offset(&b) <= s->next_offset)
-			continue;
-		if (!batch_is_control(&b) &&
-		    batch_codec(&b) == BATCH_CODEC_NONE)
-			records(s, &b);
-		s->next_offset = batch_next_offset(&b);
-		rc = 1;
-	}
-	if (rc == 1 && s->next_offset >= pd->high_watermark)
-		rc = 0;
-out:
-	free(frame);
-	karena_free(a);
-	return rc;
 }
 
-static void *worker(void *arg)
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cstatus *s = arg;
 
-	pthread_mutex_lock(&s->mu);
-	while (!s->stop) {
-		uint8_t *v = s->pending;
-		size_t vlen = s->pending_len;
-		char err[512] = "";
-		int ok = 1;
-
-		s->pending = NULL;
-		pthread_mutex_unlock(&s->mu);
-		if (s->conn == NULL && connect_leader(s, err, sizeof(err)) != 0)
-			ok = 0;
-		if (ok && v != NULL && produce(s, v, vlen, err, sizeof(err)) != 0)
-			ok = 0;
-		for (int i = 0; ok && i < 64; i++) {
-			int r = fetch(s, err, sizeof(err));
-
-			if (r < 0)
-				ok = 0;
-			if (r <= 0)
-				break;
-		}
-		if (!ok) {
-			fail(s, err);
-			/* Not sent: keep it unless a newer one came. */
-			pthread_mutex_lock(&s->mu);
-			if (s->pending == NULL && v != NULL) {
-				s->pending = v;
-				s->pending_len = vlen;
-				v = NULL;
-			}
-			pthread_mutex_unlock(&s->mu);
-		} else {
-			pthread_mutex_lock(&s->mu);
-			s->last_err[0] = '\0';
-			pthread_mutex_unlock(&s->mu);
-		}
-		free(v);
-		pthread_mutex_lock(&s->mu);
-		if (!s->stop && s->pending == NULL) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += s->interval_ms / 1000;
-			ts.tv_nsec += (long)(s->interval_ms % 1000) * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-		}
-	}
-	pthread_mutex_unlock(&s->mu);
-	return NULL;
+	(void)fd;
+	(void)what;
+	if (s->busy || s->dead)
+		return;
+	s->busy = 1;
+	s->refreshed = 0;
+	s->fetches = 0;
+	step_leader(s);
 }
 
 /* ---- the loop's side -------------------------------------------------- */
 
-struct cstatus *cstatus_new(const struct kconn_config *kcfg,
-    const char *bootstrap, const char *topic, const char *instance_id,
-    int timeout_ms, int interval_ms, char *err, size_t errlen)
+struct cstatus *cstatus_new(struct event_base *base, struct kcluster *kc,
+    const char *topic, const char *instance_id, int timeout_ms,
+    int interval_ms, char *err, size_t errlen)
 {
 	struct cstatus *s = calloc(1, sizeof(*s));
-	char *list, *save = NULL, *tok;
 
-	if (s == NULL || (list = strdup(bootstrap)) == NULL) {
+	if (s == NULL || (s->tick = evtimer_new(base, tick_cb, s)) == NULL) {
 		free(s);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	for (tok = strtok_r(list, ",", &save); tok != NULL &&
-	    s->nboot < MAX_BOOT; tok = strtok_r(NULL, ",", &save)) {
-		char *colon = strrchr(tok, ':');
-
-		while (*tok == ' ')
-			tok++;
-		if (colon == NULL)
-			continue;
-		*colon = '\0';
-		if (tok[0] == '[' && colon > tok && colon[-1] == ']') {
-			colon[-1] = '\0';
-			tok++;
-		}
-		s->boot_host[s->nboot] = strdup(tok);
-		s->boot_port[s->nboot] = atoi(colon + 1);
-		if (s->boot_host[s->nboot] != NULL)
-			s->nboot++;
-	}
-	free(list);
-	s->kcfg = kcfg;
+	s->base = base;
+	s->kc = kc;
 	s->topic = topic;
 	s->instance_id = instance_id;
 	s->timeout_ms = timeout_ms;
 	s->interval_ms = interval_ms;
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
-	if (pthread_create(&s->th, NULL, worker, s) != 0) {
-		snprintf(err, errlen, "cannot start the status thread");
-		cstatus_free(s);
-		return NULL;
-	}
-	s->started = 1;
+	schedule(s, 0);
 	return s;
 }
 
@@ -722,12 +870,11 @@ void cstatus_publish(struct cstatus *s, const struct cstatus_part *parts,
 
 	if (v == NULL)
 		return;
-	pthread_mutex_lock(&s->mu);
 	free(s->pending);
 	s->pending = v;
 	s->pending_len = len;
-	pthread_cond_signal(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+	if (!s->busy)
+		schedule(s, 0);
 }
 
 int cstatus_lookup(struct cstatus *s, const char *instance,
@@ -736,10 +883,8 @@ int cstatus_lookup(struct cstatus *s, const char *instance,
 {
 	struct entry key = { (char *)mirror, (char *)topic, partition, 0, 0,
 		0, 0 };
-	int found = 0;
 
-	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < s->ninsts && !found; i++) {
+	for (size_t i = 0; i < s->ninsts; i++) {
 		const struct entry *e;
 
 		if (strcmp(s->insts[i].id, instance) != 0)
@@ -747,7 +892,7 @@ int cstatus_lookup(struct cstatus *s, const char *instance,
 		e = bsearch(&key, s->insts[i].v, s->insts[i].n,
 		    sizeof(*e), entry_cmp);
 		if (e == NULL)
-			break;
+			return 0;
 		memset(out, 0, sizeof(*out));
 		out->partition = partition;
 		out->src = e->src;
@@ -755,40 +900,36 @@ int cstatus_lookup(struct cstatus *s, const char *instance,
 		out->lag = e->lag;
 		out->lag_ms = e->lag_ms;
 		*age_ms = clock_wall_ms() - s->insts[i].wall_ms;
-		found = 1;
+		return 1;
 	}
-	pthread_mutex_unlock(&s->mu);
-	return found;
+	return 0;
 }
 
 void cstatus_last_error(struct cstatus *s, char *buf, size_t len)
 {
-	pthread_mutex_lock(&s->mu);
 	snprintf(buf, len, "%s", s->last_err);
-	pthread_mutex_unlock(&s->mu);
 }
 
-void cstatus_free(struct cstatus *s)
+static void destroy(struct cstatus *s)
 {
-	if (s == NULL)
-		return;
-	if (s->started) {
-		pthread_mutex_lock(&s->mu);
-		s->stop = 1;
-		pthread_cond_signal(&s->cv);
-		pthread_mutex_unlock(&s->mu);
-		pthread_join(s->th, NULL);
-	}
-	kblock_free(s->conn);
 	for (size_t i = 0; i < s->ninsts; i++) {
 		inst_clear(&s->insts[i]);
 		free(s->insts[i].id);
 	}
 	free(s->insts);
 	free(s->pending);
-	for (size_t i = 0; i < s->nboot; i++)
-		free(s->boot_host[i]);
-	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->cv);
+	free(s->sending);
 	free(s);
+}
+
+void cstatus_free(struct cstatus *s)
+{
+	if (s == NULL)
+		return;
+	if (s->tick != NULL)
+		event_free(s->tick);
+	s->tick = NULL;
+	s->dead = 1;
+	if (s->refs == 0)
+		destroy(s);
 }

@@ -6,9 +6,10 @@
  * cluster.status_interval_ms as one record of the compacted one-partition
  * topic "<storage.kafka.topic>-status" (key = its instance id), and reads
  * everyone's, so DescribeMirrors on any instance shows the lag of every
- * partition.  The Kafka side runs on a worker thread of its own (blocking
- * kblock connections, each step bounded by the timeout): the event loop
- * only hands a record over and looks numbers up, under a mutex.
+ * partition.  It runs on the event loop, on the destination's kcluster
+ * (the group client's): every step is a non-blocking request bounded by
+ * the timeout; failures are logged (once while the reason stays the same)
+ * and retried on the next round.
  *
  * Record value (big-endian): u16 version 1, i64 wall ms of the snapshot,
  * u32 count, then per partition: i16 length + mirror, i16 length + topic,
@@ -21,7 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct kconn_config;
+struct event_base;
+struct kcluster;
 struct cstatus;
 
 #define CSTATUS_SUFFIX "-status"
@@ -32,13 +34,13 @@ struct cstatus_part {
 	int64_t src, dst, lag, lag_ms;
 };
 
-/* kcfg (prepared) and the strings are borrowed and must outlive it.
- * Starts the worker thread; NULL with err. */
-struct cstatus *cstatus_new(const struct kconn_config *kcfg,
-    const char *bootstrap, const char *topic, const char *instance_id,
-    int timeout_ms, int interval_ms, char *err, size_t errlen);
-/* Hands this instance's numbers to the worker (replacing any not yet
- * sent); it produces them and reads everyone's. */
+/* kc and the strings are borrowed and must outlive it (free it before
+ * kc).  The first round starts from the loop; NULL with err. */
+struct cstatus *cstatus_new(struct event_base *base, struct kcluster *kc,
+    const char *topic, const char *instance_id, int timeout_ms,
+    int interval_ms, char *err, size_t errlen);
+/* Hands this instance's numbers over (replacing any not yet sent); a round
+ * starts now unless one runs: it produces them and reads everyone's. */
 void cstatus_publish(struct cstatus *s, const struct cstatus_part *parts,
     size_t n);
 /* The numbers instance last published for that partition: 1 with *out
@@ -46,9 +48,9 @@ void cstatus_publish(struct cstatus *s, const struct cstatus_part *parts,
 int cstatus_lookup(struct cstatus *s, const char *instance,
     const char *mirror, const char *topic, int32_t partition,
     struct cstatus_part *out, int64_t *age_ms);
-/* Why the worker last failed ("" when its last round worked). */
+/* Why the last round failed ("" when it worked). */
 void cstatus_last_error(struct cstatus *s, char *buf, size_t len);
-/* Stops the thread (within one Kafka call) and frees. */
+/* Frees (at once, or when kc fails the request still outstanding). */
 void cstatus_free(struct cstatus *s);
 
 /* Value codec, exposed for tests. */

@@ -1915,6 +1915,37 @@ static int produce_version(struct pcluster *dst, struct kconn *c)
  * *c and *v are the connection and version, found with the first ready
  * partition.
  */
+/*
+ * Drops from a Produce request being built the entries of partitions lost
+ * (or whose mirror was deleted) since they were added: part_lose() freed
+ * a lost one's batch (it was in p->inflight); a dead one's stays in
+ * p->inflight until the partition is freed.  Nothing of the batch is
+ * touched.  Returns the bytes dropped.
+ */
+static size_t request_purge(struct pctx *x, struct produce_req *r)
+{
+	size_t k = 0, dropped = 0;
+
+	for (size_t i = 0; x != NULL && i < x->n; i++) {
+		struct ppart *p = x->e[i].p;
+
+		if (pl_part_kept(p, x->e[i].ogen)) {
+			x->e[k] = x->e[i];
+			r->tps[k] = r->tps[i];
+			k++;
+			continue;
+		}
+		dropped += r->tps[i].records_len;
+		log_info("%s/%s-%" PRId32 ": lost while a Produce request was being "
+		    "built (a metadata write applied another instance's record): "
+		    "its batch is not sent", p->pm->name, p->topic, p->index);
+		pl_part_unref(p);
+	}
+	if (x != NULL)
+		x->n = r->n = k;
+	return dropped;
+}
+
 static int produce_request(struct pipeline *pl, struct pbroker *b,
     struct kconn **cp, int *vp, size_t total)
 {
@@ -1924,7 +1955,8 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	int64_t now = clock_mono_ms();
 	size_t bytes = 0;
 	char err[256];
-	int rc = 0;
+	int rc = 0, ph;
+	uint64_t losses;
 
 	for (size_t mi = 0; mi < pl->nmirrors; mi++) {
 		struct pmirror *pm = pl->mirrors[mi];
@@ -1967,7 +1999,14 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			}
 			if (part_identity(p, dst) != 0)
 				continue; /* waiting for a producer id, or failed */
-			if (prepare_head(p, dst) < 0)
+			losses = pl->losses;
+			ph = prepare_head(p, dst);
+			/* Its metadata write (a follower's) may have applied
+			 * records that took partitions already in this request
+			 * away: their batches are freed, their entries go. */
+			if (pl->losses != losses)
+				bytes -= request_purge(x, &r);
+			if (ph < 0)
 				continue;
 			/* Still counted in the queued bytes until answered. */
 			TAILQ_REMOVE(&p->q, q, link);

@@ -230,6 +230,14 @@ static int absent_note(struct pmirror *pm, int side, const char *topic,
 	return 0;
 }
 
+/* The mirror was deleted, possibly in the middle of a follower's metadata
+ * write that applied other instances' records (pipe_int.h pl_part_kept()):
+ * its model objects are freed, pm itself stays until the next kick. */
+static int pm_gone(const struct pmirror *pm)
+{
+	return pm->dead || pm->m == NULL;
+}
+
 static struct ppart *find_ppart(struct pmirror *pm, const struct mpart *mp)
 {
 	for (size_t i = 0; i < pm->nparts; i++)
@@ -242,7 +250,7 @@ static struct ppart *find_ppart(struct pmirror *pm, const struct mpart *mp)
 static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 {
 	struct ppart *p;
-	char msg[512];
+	char msg[512], name[300];
 
 	if (mp->state == MPART_STOPPING || mp->state == MPART_STOPPED)
 		return;
@@ -256,17 +264,21 @@ static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 		p->step = PS_IDLE;
 		p->retry_at = 0;
 	}
+	/* A follower's write may delete the mirror (mp with it) before it
+	 * is refused: the names are taken first. */
+	snprintf(name, sizeof(name), "%s-%d", mp->topic->name, (int)mp->index);
 	if (mpart_fail(pm->pl->st, mp, why, -1, msg, sizeof(msg)) != 0)
-		log_warnx("mirror %s: %s-%d: cannot record the failure (%s): %s",
-		    pm->name, mp->topic->name, (int)mp->index, why, msg);
+		log_warnx("mirror %s: %s: cannot record the failure (%s): %s",
+		    pm->name, name, why, msg);
 	else
-		log_warnx("mirror %s: %s-%d FAILED (no automatic retry): %s",
-		    pm->name, mp->topic->name, (int)mp->index, why);
+		log_warnx("mirror %s: %s FAILED (no automatic retry): %s",
+		    pm->name, name, why);
 }
 
+/* Stops early when a follower's write deleted the mirror (mt is gone). */
 static void fail_topic(struct pmirror *pm, struct mtopic *mt, const char *why)
 {
-	for (int32_t k = 0; k < mt->npart; k++)
+	for (int32_t k = 0; k < mt->npart && !pm_gone(pm); k++)
 		fail_final(pm, mt->parts[k], why);
 }
 
@@ -282,7 +294,7 @@ int pident_source(struct pmirror *pm)
 	snprintf(why, sizeof(why), "source cluster id changed: mirror %s was "
 	    "recorded with source cluster %s, its bootstrap servers now answer "
 	    "as cluster %s", m->name, m->source_cluster_id, have);
-	for (size_t t = 0; t < m->ntopics; t++)
+	for (size_t t = 0; !pm_gone(pm) && t < m->ntopics; t++)
 		fail_topic(pm, m->topics[t], why);
 	return -1;
 }
@@ -306,7 +318,7 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_NOTE, why, msg,
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: %s", pm->name, msg);
-		for (int32_t k = 0; k < mt->npart; k++) {
+		for (int32_t k = 0; k < mt->npart && !pm_gone(pm); k++) {
 			struct mpart *mp = mt->parts[k];
 
 			if (mp->state != MPART_STOPPING && mp->state != MPART_STOPPED &&
@@ -325,7 +337,7 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_SOURCE, id, msg,
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: %s", pm->name, msg);
-		return 0;
+		return pm_gone(pm);   /* 1: mt went with its mirror */
 	}
 	if (strcmp(mt->src_topic_id, id) == 0)
 		return 0;
@@ -373,6 +385,8 @@ static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 	    mtopic_set_ident(st, mt, MTOPIC_IDENT_DEST_CLUSTER, cid, msg,
 	    sizeof(msg)) != 0)
 		log_warnx("mirror %s: %s", pm->name, msg);
+	if (pm_gone(pm))
+		return;
 	if (mt->dst_topic_id == NULL) {
 		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_DEST, id, msg,
 		    sizeof(msg)) != 0)

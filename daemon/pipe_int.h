@@ -145,6 +145,8 @@ struct ppart {
 	int32_t index;
 	int refs;                    /* outstanding request contexts */
 	int dead;
+	int buried;                  /* part_bury() ran: pm->parts no longer
+	                              * holds it, the last unref frees it */
 	uint32_t gen;                /* bumps whenever queued work is dropped */
 	enum pstep step;
 	int step_inflight;           /* a ListOffsets of SYNC/OOR is out */
@@ -284,6 +286,25 @@ struct ppart {
 	uint32_t own_gen;
 };
 
+/*
+ * A follower's metadata write (every mstate_* / mpart_* call that persists,
+ * in cluster mode) first applies, live, what other instances wrote before
+ * its request: that may fire the hooks that take a partition from this
+ * instance (part_lose(): its queue, batches in flight and unsure batches
+ * are freed, own_gen bumps) or delete its mirror (the model's mirror,
+ * topics and mparts are freed; p->mp goes NULL, p->dead 1, own_gen bumps;
+ * the ppart and pmirror themselves stay until the next kick).  So a caller
+ * that holds p across such a write notes og = p->own_gen before it and
+ * touches nothing but p itself (no pbatch, no mpart, mtopic or mirror it
+ * read before) unless pl_part_kept(p, og) afterwards.  A write that
+ * succeeded leaves p owned: the writer refuses a request for a partition
+ * it no longer owns, and what came after the reply is not applied yet.
+ */
+static inline int pl_part_kept(const struct ppart *p, uint32_t og)
+{
+	return p->own_gen == og && !p->dead && p->mp != NULL;
+}
+
 struct pmirror {
 	struct pipeline *pl;
 	const struct mirror *m;      /* NULL once deleted */
@@ -339,6 +360,9 @@ struct pipeline {
 	struct groupsync *gs;        /* consumer-group offset sync */
 	struct paclorph *acl_orph;   /* deleted mirrors' ACL bindings (pipe_acl.c) */
 	struct ppart **graveyard;    /* dead partitions with refs left */
+	/* Bumps whenever a partition is lost or its mirror deleted (also in
+	 * the middle of a metadata write, see pl_part_kept()). */
+	uint64_t losses;
 	size_t ngrave;
 	/* Multi-instance mode: this instance's id (NULL: single mode, every
 	 * partition is copied here); the destination-leader hook and whether a
@@ -529,7 +553,8 @@ void pl_source_metadata(struct pmirror *pm);
  * mirror's source cluster id (0, or -1 when the partitions were failed and
  * nothing else must be done); pident_source_topic() the topic's source
  * topic id and presence: 1 when the topic was failed or stopped or is
- * missing (the caller skips it), 0 to go on.  pident_destination() checks
+ * missing, or a metadata write deleted the mirror (the caller skips it and
+ * checks pm->m), 0 to go on.  pident_destination() checks
  * every mirrored topic against a destination Metadata answer. */
 int pident_source(struct pmirror *pm);
 int pident_source_topic(struct pmirror *pm, struct mtopic *mt,

@@ -295,7 +295,9 @@ void pl_part_unref(struct ppart *p)
 {
 	struct pipeline *pl = p->pm->pl;
 
-	if (--p->refs > 0 || !p->dead)
+	/* Dead but not buried yet (its mirror was deleted a moment ago,
+	 * pm->parts still holds it): pm_free() buries it. */
+	if (--p->refs > 0 || !p->dead || !p->buried)
 		return;
 	for (size_t i = 0; i < pl->ngrave; i++)
 		if (pl->graveyard[i] == p) {
@@ -311,6 +313,7 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	struct ppart **g;
 
 	p->dead = 1;
+	p->buried = 1;
 	p->mp = NULL;
 	pl->pmap_ok = 0; /* p may be freed: no map entry may point at it */
 	pl->qbytes -= p->qbytes;
@@ -764,9 +767,13 @@ void pl_source_metadata(struct pmirror *pm)
 		return;
 	if (pl_controller(pl) && m->source_cluster_id == NULL &&
 	    pm->src->cluster_id != NULL &&
-	    mstate_set_source_cluster_id(pl->st, m->name, pm->src->cluster_id, msg,
-	    sizeof(msg)) != 0)
-		log_warnx("mirror %s: %s", m->name, msg);
+	    mstate_set_source_cluster_id(pl->st, pm->name, pm->src->cluster_id,
+	    msg, sizeof(msg)) != 0)
+		log_warnx("mirror %s: %s", pm->name, msg);
+	/* After each write: a follower's may have applied the mirror's
+	 * deletion (m freed; pipe_int.h pl_part_kept()). */
+	if ((m = pm->m) == NULL || pm->dead)
+		return;
 	if (pident_source(pm) != 0)
 		return; /* another cluster: no growth, no discovery */
 	/* Growth and deletion (pipe_ident.c) of the mirror's topics. */
@@ -777,12 +784,17 @@ void pl_source_metadata(struct pmirror *pm)
 
 		if (st == MPART_STOPPING || st == MPART_STOPPED)
 			continue;
-		if (pident_source_topic(pm, m->topics[t], md))
+		if (pident_source_topic(pm, m->topics[t], md)) {
+			if ((m = pm->m) == NULL || pm->dead)
+				return;
 			continue;
+		}
 		if (md->error == 0 && md->npart > mt->npart && pl_controller(pl) &&
-		    mstate_grow_topic(pl->st, m->name, mt->name, md->npart, msg,
+		    mstate_grow_topic(pl->st, pm->name, mt->name, md->npart, msg,
 		    sizeof(msg)) != 0)
-			log_warnx("mirror %s: %s", m->name, msg);
+			log_warnx("mirror %s: %s", pm->name, msg);
+		if ((m = pm->m) == NULL || pm->dead)
+			return;
 	}
 	/* Patterns: source topics that match and are not mirrored yet, and
 	 * are not a mirror's destination there (pipe_marks.c). */
@@ -813,15 +825,17 @@ void pl_source_metadata(struct pmirror *pm)
 			ncand = 0; /* asked once per pass */
 			continue;
 		}
-		if (mstate_add_topic(pl->st, m->name, md->name, md->npart, msg,
+		if (mstate_add_topic(pl->st, pm->name, md->name, md->npart, msg,
 		    sizeof(msg)) != 0)
-			log_warnx("mirror %s: discovered topic %s: %s", m->name,
+			log_warnx("mirror %s: discovered topic %s: %s", pm->name,
 			    md->name, msg);
 		else
 			log_info("mirror %s: discovered topic %s (%d partitions)",
-			    m->name, md->name, md->npart);
-		m = pm->m; /* still valid: the mirror was not deleted */
+			    pm->name, md->name, md->npart);
+		if ((m = pm->m) == NULL || pm->dead)
+			goto out;   /* deleted by what a write applied */
 	}
+out:
 	free(cand);
 }
 
@@ -850,6 +864,7 @@ static void part_lose(struct ppart *p)
 		    p->ninflight == 1 ? "" : "s");
 	pl_produce_forget(p);
 	p->own_gen++;
+	p->pm->pl->losses++;
 	p->owned = 0;
 	p->step = PS_IDLE;
 	/* The new owner moves the end: no group offset sync (groupsync.c)
@@ -1384,9 +1399,13 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 		if (pm != NULL) {
 			pm->dead = 1;
 			pm->m = NULL;
+			pl->losses++;
+			/* own_gen: a caller in the middle of a follower's
+			 * metadata write sees it (pl_part_kept()). */
 			for (size_t i = 0; i < pm->nparts; i++) {
 				pm->parts[i]->mp = NULL;
 				pm->parts[i]->dead = 1;
+				pm->parts[i]->own_gen++;
 			}
 		}
 		break;

@@ -27,7 +27,26 @@
  *              log records), then per instance "instance A owned N
  *              produces N records N leader_hooks N" (the calls of the
  *              pipeline_set_leader_hook() callback)
+ *   trap TYPE N own ID|-
+ *   trap TYPE N delete
+ *              fault injection: the Nth metadata sync from now whose
+ *              records include one of TYPE (an mrec type name, e.g.
+ *              part-producer) behaves as a follower's write that the
+ *              writer refused: before it "returns", the records another
+ *              instance wrote in the meantime are applied live (hooks
+ *              fire): every partition of the topic to ID (- nobody), or
+ *              the mirror's deletion (every partition STOPPING, STOPPED,
+ *              then the mirror-delete record); then it fails with
+ *              NOT_LEADER_OR_FOLLOWER and nothing of the caller's records
+ *              is kept.  Those injected records are applied to the model
+ *              only (the file log never holds them).  The caller holds its
+ *              partition, batches and model pointers across that sync: the
+ *              pointer audit of pipe_int.h pl_part_kept(), under ASan.
  *   quit       graceful stop of both data planes
+ *
+ * stats also prints "trapped N" (traps fired so far).  The environment
+ * variable OWNER_TWIN_TRAP="TYPE N own ID|-" (or "TYPE N delete") arms a
+ * trap before the data planes start (their first writes: topic ids).
  */
 #include "config.h"
 
@@ -44,7 +63,9 @@
 #include "daemonconf.h"
 #include "kerr.h"
 #include "log.h"
+#include "kbuf.h"
 #include "mlog.h"
+#include "mrec.h"
 #include "mstate.h"
 #include "pipeline.h"
 #include "secrets.h"
@@ -64,11 +85,153 @@ struct twin {
 	char buf[4096];
 	size_t len;
 	int stopping;
+	/* trap (see above) */
+	const struct mlog_ops *ops;   /* the file backend's */
+	struct mlog_ops wrap;
+	int trap_type;                /* -1 none armed */
+	int trap_left;                /* matching syncs until it fires */
+	int trap_delete;
+	char trap_owner[64];          /* "" nobody */
+	int trap_match;               /* a record of trap_type is pending */
+	int trapped;
 };
+
+static struct twin *the_twin;   /* the mlog wrappers get only the mlog */
 
 static struct mtopic *the_topic(struct twin *t)
 {
 	return mirror_topic_find(mstate_mirror_find(t->st, t->mirror), t->topic);
+}
+
+/* ---- trap ------------------------------------------------------------ */
+
+/* Applies one record live, as a follower's tail applies what another
+ * instance wrote. */
+static void inject(struct twin *t, const struct mrec *r)
+{
+	struct kw w;
+	char err[512];
+	uint8_t *buf;
+	size_t len;
+
+	kw_init(&w, 1u << 20);
+	if (mrec_encode(r, &w, err, sizeof(err)) != 0 ||
+	    (buf = kw_take(&w, &len)) == NULL) {
+		kw_fini(&w);
+		fatalx("trap: cannot encode a %s record: %s",
+		    mrec_type_name(r->type), err);
+	}
+	if (mstate_apply_rec(t->st, &(struct mlog_rec){ .type = r->type,
+	    .len = (uint32_t)len, .p = buf, .file = "trap", .live = 1 },
+	    err, sizeof(err)) != 0)
+		log_warnx("trap: the injected %s record does not apply: %s",
+		    mrec_type_name(r->type), err);
+	free(buf);
+}
+
+static void trap_fire(struct twin *t)
+{
+	struct mtopic *tp = the_topic(t);
+	struct mrec r;
+
+	t->trapped++;
+	memset(&r, 0, sizeof(r));
+	r.mirror = kstr_c(t->mirror);
+	if (t->trap_delete) {
+		/* As the writer's log holds a deletion: every partition
+		 * STOPPING, then STOPPED, then the mirror's record. */
+		log_info("trap: a metadata write applies the deletion of mirror %s "
+		    "first", t->mirror);
+		for (int k = 0; k < 2; k++)
+			for (int32_t i = 0; tp != NULL && i < tp->npart; i++) {
+				r.type = MREC_PART_STATE;
+				r.topic = kstr_c(t->topic);
+				r.partition = i;
+				r.state = k == 0 ? MPART_STOPPING : MPART_STOPPED;
+				r.retry = -1;
+				r.off = -1;
+				r.epoch = -1;
+				r.str = kstr_c("trap: DeleteMirror on another instance");
+				inject(t, &r);
+			}
+		memset(&r, 0, sizeof(r));
+		r.mirror = kstr_c(t->mirror);
+		r.type = MREC_MIRROR_DELETE;
+		inject(t, &r);
+		return;
+	}
+	log_info("trap: a metadata write applies part-owner records (every "
+	    "partition to %s) first", t->trap_owner[0] ? t->trap_owner :
+	    "nobody");
+	for (int32_t i = 0; tp != NULL && i < tp->npart; i++) {
+		r.type = MREC_PART_OWNER;
+		r.topic = kstr_c(t->topic);
+		r.partition = i;
+		r.str = kstr_c(t->trap_owner);
+		r.generation = ++t->gen;
+		inject(t, &r);
+	}
+}
+
+static int trap_append(struct mlog *ml, uint16_t type, const void *p,
+    size_t len, char *err, size_t errlen)
+{
+	struct twin *t = the_twin;
+
+	if (t->trap_type >= 0 && type == (uint16_t)t->trap_type)
+		t->trap_match = 1;
+	return t->ops->append(ml, type, p, len, err, errlen);
+}
+
+static void trap_discard(struct mlog *ml)
+{
+	the_twin->trap_match = 0;
+	the_twin->ops->discard(ml);
+}
+
+static int trap_sync(struct mlog *ml, char *err, size_t errlen)
+{
+	struct twin *t = the_twin;
+
+	if (t->trap_match && t->trap_type >= 0 && --t->trap_left <= 0) {
+		t->trap_type = -1;
+		t->trap_match = 0;
+		trap_fire(t);
+		t->ops->discard(ml);
+		ml->sync_error = KERR_NOT_LEADER_OR_FOLLOWER;
+		snprintf(err, errlen, "refused by the writer (trap): the "
+		    "partition is not owned by the requester any more");
+		return -1;
+	}
+	t->trap_match = 0;
+	ml->sync_error = 0;
+	return t->ops->sync(ml, err, errlen);
+}
+
+static int trap_arm(struct twin *t, const char *args, char *msg, size_t len)
+{
+	char type[64], n[16], what[16], who[64] = "";
+	int k = sscanf(args, "%63s %15s %15s %63s", type, n, what, who);
+
+	t->trap_type = -1;
+	for (int ty = 1; ty < (int)MLOG_TYPE_RESERVED && k >= 3; ty++)
+		if (mrec_type_name((uint16_t)ty) != NULL &&
+		    strcmp(mrec_type_name((uint16_t)ty), type) == 0)
+			t->trap_type = ty;
+	if (t->trap_type < 0 || atoi(n) < 1 || (strcmp(what, "delete") != 0 &&
+	    (strcmp(what, "own") != 0 || k != 4))) {
+		t->trap_type = -1;
+		snprintf(msg, len, "usage: trap TYPE N own ID|- | trap TYPE N "
+		    "delete");
+		return -1;
+	}
+	t->trap_left = atoi(n);
+	t->trap_delete = strcmp(what, "delete") == 0;
+	snprintf(t->trap_owner, sizeof(t->trap_owner), "%s",
+	    strcmp(who, "-") == 0 ? "" : who);
+	snprintf(msg, len, "armed on sync %d with a %s record", t->trap_left,
+	    type);
+	return 0;
 }
 
 static void stopped_cb(void *arg)
@@ -103,6 +266,7 @@ static void stats(struct twin *t)
 	}
 	mlog_stats(t->ml, &s);
 	printf("records %" PRIu64 "\n", s.records);
+	printf("trapped %d\n", t->trapped);
 	for (int k = 0; k < 2; k++) {
 		struct pipeline_totals tot;
 
@@ -144,6 +308,9 @@ static void command(struct twin *t, char *line)
 		code = mstate_resume_topic(t->st, t->mirror, t->topic, msg,
 		    sizeof(msg));
 		printf("resume %d %s\n", code, msg);
+	} else if (strncmp(line, "trap ", 5) == 0) {
+		code = trap_arm(t, line + 5, msg, sizeof(msg));
+		printf("trap %d %s\n", code, msg);
 	} else if (strcmp(line, "stats") == 0) {
 		stats(t);
 	} else if (strcmp(line, "quit") == 0) {
@@ -218,6 +385,17 @@ int main(int argc, char **argv)
 	if ((t.ml = mlog_file_new(&o, err, sizeof(err))) == NULL ||
 	    (t.st = mstate_new()) == NULL)
 		fatalx("metadata log: %s", err);
+	the_twin = &t;
+	t.trap_type = -1;
+	t.ops = t.ml->ops;
+	t.wrap = *t.ml->ops;
+	t.wrap.append = trap_append;
+	t.wrap.sync = trap_sync;
+	t.wrap.discard = trap_discard;
+	t.ml->ops = &t.wrap;
+	if (getenv("OWNER_TWIN_TRAP") != NULL &&
+	    trap_arm(&t, getenv("OWNER_TWIN_TRAP"), err, sizeof(err)) != 0)
+		fatalx("OWNER_TWIN_TRAP: %s", err);
 	secrets_attach(t.st, t.cfg);
 	if (mstate_open(t.st, t.ml, err, sizeof(err)) != 0 ||
 	    secrets_start(t.st, err, sizeof(err)) != 0)
