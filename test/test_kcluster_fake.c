@@ -56,9 +56,9 @@ static void md_event_cb(struct kcluster *cl, int err, const char *errstr,
 {
 	struct env *e = arg;
 
-	ck_assert_int_eq(err, KCONN_E_OK);
 	ck_assert_int_eq(e->done, 0); /* before the refresh's own callback */
-	e->md_events++;
+	if (err == KCONN_E_OK)
+		e->md_events++; /* failures come here too */
 }
 
 static void fake_request(struct kfake *k, int16_t key, int16_t version,
