@@ -3,7 +3,8 @@
  * Metadata with the generated encoder: the version picked from ApiVersions
  * (v12 flexible, v0), the exact "all topics, never create" request bytes,
  * leaders and leader epochs, internal topics, hostile and malformed
- * responses, bootstrap fail-over, unknown brokers and reconnect backoff.
+ * responses, bootstrap fail-over, unknown brokers and reconnect backoff,
+ * named topics with coalesced wanted refreshes, the control connection.
  * The librdkafka mock and real Kafka are covered by test_kcluster.py.
  */
 #include "config.h"
@@ -400,6 +401,52 @@ START_TEST(test_named_topics_want_refresh)
 }
 END_TEST
 
+static int conn_ready(void *arg)
+{
+	return kconn_is_ready(arg);
+}
+
+/*
+ * control_conn: Metadata and control requests on a bootstrap connection
+ * of their own, kept open beside the broker's (which data requests use),
+ * and Metadata goes there even with the broker's connection ready.
+ */
+START_TEST(test_control_conn)
+{
+	struct env e;
+	char err[512];
+	struct kconn *ctl, *b;
+	size_t ready, bytes;
+
+	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
+	e.cfg.control_conn = 1;
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
+	ctl = kcluster_control_conn(e.cl);
+	ck_assert_ptr_nonnull(ctl); /* the bootstrap one, still open */
+	b = kcluster_broker_conn(e.cl, 1, err, sizeof(err));
+	ck_assert_msg(b != NULL, "%s", err);
+	ck_assert_ptr_ne(b, ctl);
+	ck_assert(wait_for(e.base, conn_ready, b));
+	kcluster_conn_stats(e.cl, &ready, &bytes);
+	ck_assert_uint_eq(ready, 2);
+	ck_assert_ptr_eq(kcluster_control_conn(e.cl), ctl);
+
+	/* One loop pass runs the refresh's step: the request is queued on
+	 * the control connection, not on the broker's. */
+	e.done = 0;
+	kcluster_refresh(e.cl, refresh_cb, &e);
+	event_base_loop(e.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_int_eq(kconn_inflight_count(ctl), 1);
+	ck_assert_int_eq(kconn_inflight_count(b), 0);
+	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert_int_eq(e.err, KCONN_E_OK);
+	ck_assert_int_eq(e.md_requests, 2);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(test_metadata_v0)
 {
 	struct env e;
@@ -592,6 +639,7 @@ static Suite *kcluster_suite(void)
 	tcase_add_test(tc, test_metadata_v12_flexible);
 	tcase_add_test(tc, test_metadata_v0);
 	tcase_add_test(tc, test_named_topics_want_refresh);
+	tcase_add_test(tc, test_control_conn);
 	tcase_add_test(tc, test_metadata_v4_refuses_autocreate);
 	tcase_add_test(tc, test_hostile_partition_index);
 	tcase_add_test(tc, test_truncated_metadata);
