@@ -65,12 +65,9 @@ struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
 		goto fail;
 	}
 	for (size_t i = 0; i < n; i++) {
-		/* The client properties: connection and security ones (a
-		 * cluster-level one such as reconnect.backoff.ms too). */
-		if (strcmp(names[i], "bootstrap.servers") == 0 ||
-		    strcmp(names[i], "metadata.broker.list") == 0)
-			continue;
-		if (kcluster_config_set(&cl->kcfg, names[i], values[i], e2,
+		/* The client properties: connection and security ones (the
+		 * cluster's timings are the pipeline's settings). */
+		if (kconn_config_set(&cl->kcfg.conn, names[i], values[i], e2,
 		    sizeof(e2)) < 0) {
 			snprintf(err, errlen, "%s: %s", label, e2);
 			goto fail;
