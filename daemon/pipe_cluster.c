@@ -20,10 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <event2/event.h>
 
 #include "compat.h"
 #include "daemonconf.h"
