@@ -352,11 +352,11 @@ static const char *my_principal(const struct pipeline *pl, char *buf,
 {
 	const struct pcluster *d = pl->dst;
 
-	if (d->kcfg.sasl_username != NULL) {
-		snprintf(buf, len, "User:%s", d->kcfg.sasl_username);
+	if (d->kcfg.conn.sasl_username != NULL) {
+		snprintf(buf, len, "User:%s", d->kcfg.conn.sasl_username);
 		return buf;
 	}
-	if (!kconn_security_tls(d->kcfg.security)) {
+	if (!kconn_security_tls(d->kcfg.conn.security)) {
 		snprintf(buf, len, "User:ANONYMOUS");
 		return buf;
 	}

@@ -395,7 +395,7 @@ out:
 static int check_destination_topic(struct ppart *p)
 {
 	struct pcluster *dst = p->pm->pl->dst;
-	const struct ptopicmd *t = pcluster_topic(dst, p->topic);
+	const struct kcluster_topic *t = pcluster_topic(dst, p->topic);
 
 	if (t == NULL) {
 		pcluster_want_metadata(dst);
@@ -1988,7 +1988,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 				}
 			}
 			q = TAILQ_FIRST(&p->q);
-			if (r.n > 0 && bytes + q->len > dst->kcfg.max_request_bytes / 2)
+			if (r.n > 0 && bytes + q->len > dst->kcfg.conn.max_request_bytes / 2)
 				continue; /* the next request */
 			if (part_barrier(p, q, *cp))
 				continue; /* once the batches in flight are answered */

@@ -61,7 +61,7 @@ static const char *pname(const struct ppart *p, char *buf, size_t len)
 
 int32_t pepoch_leader_epoch(struct ppart *p)
 {
-	const struct ptopicmd *t = pcluster_topic(p->pm->src, p->topic);
+	const struct kcluster_topic *t = pcluster_topic(p->pm->src, p->topic);
 
 	if (t == NULL || t->error != 0 || p->index >= t->npart ||
 	    t->leader_epoch == NULL)

@@ -300,7 +300,7 @@ int pident_source(struct pmirror *pm)
 }
 
 int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
-    const struct ptopicmd *md)
+    const struct kcluster_topic *md)
 {
 	struct mstate *st = pm->pl->st;
 	char msg[512], why[700], id[23];
@@ -350,7 +350,7 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 {
 	struct mstate *st = pm->pl->st;
-	const struct ptopicmd *md = pcluster_topic(pm->pl->dst, mt->name);
+	const struct kcluster_topic *md = pcluster_topic(pm->pl->dst, mt->name);
 	const char *cid = pm->pl->dst->cluster_id;
 	char msg[512], why[700], id[23];
 	int answers;
@@ -404,7 +404,7 @@ int pident_restart_ok(struct ppart *p)
 {
 	struct pmirror *pm = p->pm;
 	struct mtopic *mt;
-	const struct ptopicmd *md;
+	const struct kcluster_topic *md;
 	char why[700], id[23];
 
 	if (p->mp == NULL || p->dead)

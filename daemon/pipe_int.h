@@ -15,6 +15,7 @@
 
 #include "batch.h"
 #include "kbuf.h"
+#include "kcluster.h"
 #include "kconn.h"
 #include "mstate.h"
 #include "pipeline.h"
@@ -38,51 +39,35 @@ struct pmarks;
 #define PID_POOL_MAX 256          /* fresh producer ids kept or asked for */
 #define PID_INFLIGHT_MAX 64       /* InitProducerId requests out at once */
 
+/* The data plane's own state of one broker; its connection is the
+ * kcluster's (pbroker_conn).  Never freed before the cluster: request
+ * contexts point at them. */
 struct pbroker {
 	struct pcluster *cl;
 	int32_t id;
-	char *host;
-	int port;
-	struct kconn *conn;
-	int ready;
 	int fetching;         /* a Fetch is outstanding (source side) */
 	size_t fetch_next;    /* index in the mirror's parts where the next
 	                       * Fetch starts (round robin, pipe_copy.c) */
-	int64_t retry_at;     /* no reconnect before (mono ms) */
-	int failures;         /* consecutive connection failures */
 };
 
-struct ptopicmd {
-	char *name;
-	int16_t error;
-	int32_t npart;
-	int32_t *leader;      /* by partition index, -1 none */
-	int32_t *leader_epoch; /* by partition index, -1 unknown (Metadata < v7,
-	                        * the mock); allocated with leader, not freed */
-	struct kuuid id;      /* topic id; all zero when unknown (Metadata < v10) */
-};
-
+/*
+ * A cluster of the data plane: one kcluster (bootstrap, metadata of the
+ * topics with leaders and leader epochs, per-broker connections with
+ * backoff, a control connection; kcfg.conn is the connection and security
+ * config) and what the data plane keeps about it.
+ */
 struct pcluster {
 	struct pipeline *pl;
 	char label[96];              /* "source of mirror X" / "destination" */
 	int is_source;
-	char **boot_host;
-	int *boot_port;
-	size_t nboot, boot_next;
-	struct kconn_config kcfg;
-	struct kconn *ctl;           /* Metadata and InitProducerId */
-	int ctl_ready;
-	int64_t ctl_retry_at;
-	int ctl_failures;
-	struct pbroker **brokers;
+	struct kcluster_config kcfg;
+	struct kcluster *kc;
+	struct pbroker **brokers;    /* every broker seen, by first sight */
 	size_t nbrokers;
-	struct ptopicmd *topics;
-	size_t ntopics;
-	int md_inflight, md_wanted, md_ok_once;
+	int md_ok_once;              /* a Metadata answer came */
 	uint32_t md_gen;             /* bumps with every Metadata answer */
 	int md_epochs;               /* the last answer had leader epochs (v7+) */
-	int64_t md_not_before, md_last_ok, md_interval_ms;
-	char *cluster_id;
+	char *cluster_id;            /* the last one answered (kept when an answer has none) */
 	/* Destination: producer ids (pipe_cluster.c).  Every partition
 	 * writes with an identity of its own (struct ppart's pid); fresh ids
 	 * come from this pool, which InitProducerId fills on demand. */
@@ -432,21 +417,27 @@ struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
     int is_source, const char *bootstrap, const char *const *names,
     const char *const *values, size_t n, char *err, size_t errlen);
 void pcluster_free(struct pcluster *cl);
+/* mirror.metadata.refresh.interval.ms (from the next refresh on). */
+void pcluster_set_refresh_ms(struct pcluster *cl, int64_t ms);
+int64_t pcluster_refresh_ms(const struct pcluster *cl);
+/* 1 once Metadata answered; *age_ms: since the last answer (-1 none). */
+int pcluster_ready(const struct pcluster *cl, int64_t *age_ms);
 /* The leader broker of topic/partition, or NULL (a refresh is asked). */
 struct pbroker *pcluster_leader(struct pcluster *cl, const char *topic,
     int32_t partition);
 /* The same through p's cache (is_dst picks the side): O(1) until the next
  * Metadata answer. */
 struct pbroker *ppart_leader(struct ppart *p, int is_dst);
-/* The topic's metadata, or NULL. */
-const struct ptopicmd *pcluster_topic(const struct pcluster *cl,
+/* The topic's metadata (kcluster's), or NULL. */
+const struct kcluster_topic *pcluster_topic(const struct pcluster *cl,
     const char *topic);
 /* A ready connection to b, or NULL (connecting, or backing off). */
 struct kconn *pbroker_conn(struct pbroker *b);
 void pcluster_want_metadata(struct pcluster *cl);
-/* The ready control connection, or NULL (connecting or backing off). */
+/* The ready control connection, or NULL (connecting or backing off):
+ * Metadata's own bootstrap connection (kcluster_control_conn). */
 struct kconn *pcluster_ctl(struct pcluster *cl);
-/* Periodic work: metadata, producer id, reconnects. */
+/* Periodic work: the first metadata, producer ids. */
 void pcluster_tick(struct pcluster *cl);
 /* Destination: read the producer ids older versions kept in
  * dir/producer-id (recognised by provenance, never produced with). */
@@ -558,7 +549,7 @@ void pl_source_metadata(struct pmirror *pm);
  * every mirrored topic against a destination Metadata answer. */
 int pident_source(struct pmirror *pm);
 int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
-    const struct ptopicmd *md);
+    const struct kcluster_topic *md);
 void pident_destination(struct pipeline *pl);
 /* Before a partition (re)starts (SYNC): 0 when its topic's ids in the
  * last Metadata answers differ from the recorded ones (p is then FAILED),

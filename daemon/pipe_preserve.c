@@ -107,7 +107,7 @@ static void pv_fail(struct ppart *p, const char *fmt, ...)
 static int create_encode(struct kw *w, int16_t version, const void *msg)
 {
 	const struct ppart *p = msg;
-	const struct ptopicmd *t = pcluster_topic(p->pm->pl->dst, p->topic);
+	const struct kcluster_topic *t = pcluster_topic(p->pm->pl->dst, p->topic);
 
 	kw_array(w, 1);
 	kw_str(w, kstr_c(p->pv_topic));
@@ -371,7 +371,7 @@ int ppreserve_step(struct ppart *p)
 		p->step_inflight = 1;
 		return 1;
 	case 2: {
-		const struct ptopicmd *t = pcluster_topic(dst, p->pv_topic);
+		const struct kcluster_topic *t = pcluster_topic(dst, p->pv_topic);
 
 		if (t != NULL && t->error == 0 && p->index < t->npart &&
 		    t->leader[p->index] >= 0)
@@ -410,7 +410,7 @@ int ppreserve_step(struct ppart *p)
 		return 1;
 	}
 	case 4: {
-		const struct ptopicmd *t = pcluster_topic(dst, p->pv_topic);
+		const struct kcluster_topic *t = pcluster_topic(dst, p->pv_topic);
 		struct pv_produce r;
 
 		if (t == NULL || p->index >= t->npart || t->leader[p->index] < 0) {

@@ -780,8 +780,8 @@ void ptconf_tick(struct pmirror *pm, int64_t now)
 		tc->cursor = 0;
 	for (; tc->cursor < m->ntopics && r->n < TC_MAX_TOPICS; tc->cursor++) {
 		const struct mtopic *mt = m->topics[tc->cursor];
-		const struct ptopicmd *sd = pcluster_topic(pm->src, mt->name);
-		const struct ptopicmd *dd = pcluster_topic(pm->pl->dst, mt->name);
+		const struct kcluster_topic *sd = pcluster_topic(pm->src, mt->name);
+		const struct kcluster_topic *dd = pcluster_topic(pm->pl->dst, mt->name);
 
 		if (!topic_mirroring(mt)) {
 			/* Paused, stopped, failed: not synced, nothing to show. */

@@ -286,7 +286,7 @@ int ptopic_grow(struct ppart *p, int32_t have, char *msg, size_t msglen)
 {
 	struct pmirror *pm = p->pm;
 	struct ptcreate *tc = tc_find(pm, p->topic), **arr;
-	const struct ptopicmd *t;
+	const struct kcluster_topic *t;
 	struct kconn *c;
 	char err[256];
 	int v;
@@ -478,7 +478,7 @@ int ptopic_ensure(struct ppart *p, char *msg, size_t msglen)
 {
 	struct pmirror *pm = p->pm;
 	struct ptcreate *tc = tc_find(pm, p->topic), **arr;
-	const struct ptopicmd *t;
+	const struct kcluster_topic *t;
 	struct kconn *sc;
 	char err[256];
 	int v;

@@ -1,24 +1,24 @@
 /*
  * pipe_wire.h: the data plane's view of the standard Kafka APIs it speaks
- * to source and destination brokers: Metadata v1-v12, ListOffsets v1-v3,
- * Fetch v4-v12, Produce v3-v8, OffsetForLeaderEpoch v2-v4 (and
- * InitProducerId v0-v1, whose generated structs pipe_cluster.c uses
- * directly).  The bytes are the generated kp_
+ * to source and destination brokers: ListOffsets v1-v3, Fetch v4-v12,
+ * Produce v3-v8, OffsetForLeaderEpoch v2-v4 (and InitProducerId v0-v1,
+ * whose generated structs pipe_cluster.c uses directly; Metadata is
+ * kcluster's, v0-v12, v10+ with the topic ids pipe_ident.c checks).  The
+ * bytes are the generated kp_
  * codec's (lib/kp_gen.h); this module adds what the pipeline needs on top
  * of it:
  *
  *   - the version ranges it asks kconn_pick_version() for.  All but
- *     Metadata v9-v12 (flexible; v10 brings the topic ids that
- *     pipe_ident.c checks), Fetch v12 (flexible; LastFetchedEpoch and the
+ *     Fetch v12 (flexible; LastFetchedEpoch and the
  *     DivergingEpoch answer that pipe_epoch.c uses) and OffsetForLeaderEpoch
  *     v4 are non-flexible versions that Kafka 4.x still
- *     serves and that the librdkafka 2.0.2 mock (Metadata v0-v2 only)
+ *     serves and that the librdkafka 2.0.2 mock
  *     answers correctly: its ListOffsets v4/v5 and
  *     Produce v5 answers are malformed, so the ranges stop at ListOffsets v3
  *     and the Produce picker in pipe_copy.c skips v5;
  *   - encoders that take the pipeline's flat pw_tp arrays (grouped by
  *     topic here) and fill in the fixed request fields (consumer replica
- *     id, no fetch session, no auto-creation, no transactional id);
+ *     id, no fetch session, no transactional id);
  *   - decoders that call back once per partition with a struct that points
  *     into the response body (valid during the callback).  Each decodes the
  *     whole response into an arena sized from the body and freed before it
@@ -47,8 +47,6 @@
 #define PW_FETCH_MAX 12   /* v12: LastFetchedEpoch, DivergingEpoch (KIP-595) */
 #define PW_LIST_OFFSETS_MIN 1
 #define PW_LIST_OFFSETS_MAX 3
-#define PW_METADATA_MIN 1
-#define PW_METADATA_MAX 12   /* v10+: topic ids (flexible from v9) */
 #define PW_OFFSET_FOR_LEADER_EPOCH_MIN 2   /* v2: CurrentLeaderEpoch */
 #define PW_OFFSET_FOR_LEADER_EPOCH_MAX 4
 #define PW_INIT_PID_MIN 0
@@ -74,34 +72,6 @@ struct pw_tp {
 	size_t records_len;
 	struct kuuid topic_id;    /* Produce v13+: the topic's id (equal within a group) */
 };
-
-/* ---- Metadata -------------------------------------------------------- */
-
-struct pw_md_broker {
-	int32_t node_id;
-	struct kstr host;
-	int32_t port;
-};
-struct pw_md_part {
-	struct kstr topic;
-	int16_t topic_error;
-	int32_t npart;            /* partitions of the topic in this answer */
-	int16_t error;
-	int32_t partition;        /* -1 for a topic-level entry with no partitions */
-	int32_t leader;
-	int32_t leader_epoch;     /* -1 before v7 */
-	struct kuuid topic_id;    /* all zero before v10 */
-};
-struct pw_md_cb {
-	void (*broker)(void *arg, const struct pw_md_broker *b);
-	void (*cluster_id)(void *arg, struct kstr id);
-	void (*part)(void *arg, const struct pw_md_part *p);
-	void *arg;
-};
-/* topics NULL with ntopics 0 asks for all topics. */
-int pw_metadata_encode(struct kw *w, int16_t version, const char *const *topics,
-    size_t ntopics);
-int pw_metadata_decode(struct kr *r, int16_t version, const struct pw_md_cb *cb);
 
 /* ---- ListOffsets ----------------------------------------------------- */
 

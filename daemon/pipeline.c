@@ -455,7 +455,8 @@ static void pm_make_src(struct pmirror *pm, const char *const *cn,
 		    "source cannot be used: %s", msg);
 	}
 	else
-		pm->src->md_interval_ms = pm->conf->metadata_refresh_interval_ms;
+		pcluster_set_refresh_ms(pm->src,
+		    pm->conf->metadata_refresh_interval_ms);
 }
 
 #define FILES_RETRY_MIN_MS 5000
@@ -779,7 +780,7 @@ void pl_source_metadata(struct pmirror *pm)
 	/* Growth and deletion (pipe_ident.c) of the mirror's topics. */
 	for (size_t t = 0; t < m->ntopics; t++) {
 		const struct mtopic *mt = m->topics[t];
-		const struct ptopicmd *md = pcluster_topic(pm->src, mt->name);
+		const struct kcluster_topic *md = pcluster_topic(pm->src, mt->name);
 		int st = mtopic_state(mt);
 
 		if (st == MPART_STOPPING || st == MPART_STOPPED)
@@ -804,8 +805,8 @@ void pl_source_metadata(struct pmirror *pm)
 	size_t ncand = 0;
 
 	for (int pass = 0; pass < 2; pass++)
-	for (size_t i = 0; i < pm->src->ntopics; i++) {
-		const struct ptopicmd *md = &pm->src->topics[i];
+	for (size_t i = 0; i < kcluster_topic_count(pm->src->kc); i++) {
+		const struct kcluster_topic *md = kcluster_topic_at(pm->src->kc, i);
 
 		if (md->error != 0 || md->npart <= 0 || strncmp(md->name, "__", 2) == 0 ||
 		    mirror_topic_find(m, md->name) != NULL ||
@@ -817,7 +818,7 @@ void pl_source_metadata(struct pmirror *pm)
 
 			if (nc != NULL) {
 				cand = nc;
-				cand[ncand++] = md->name;
+				cand[ncand++] = (char *)(uintptr_t)md->name;
 			}
 			continue;
 		}
@@ -1244,24 +1245,13 @@ static void cluster_gauges(struct metrics_std *ms, const struct pcluster *cl,
     const char *mirror)
 {
 	const char *side = cl->is_source ? "source" : "destination";
-	double conns = 0, inflight = 0;
+	size_t conns, inflight;
 
-	if (cl->ctl != NULL && kconn_is_ready(cl->ctl)) {
-		conns++;
-		inflight += (double)kconn_inflight_bytes(cl->ctl);
-	}
-	for (size_t i = 0; i < cl->nbrokers; i++) {
-		const struct kconn *c = cl->brokers[i]->conn;
-
-		if (c != NULL && kconn_is_ready(c)) {
-			conns++;
-			inflight += (double)kconn_inflight_bytes(c);
-		}
-	}
+	kcluster_conn_stats(cl->kc, &conns, &inflight);
 	metrics_gauge_set(METRICS_SERIES(MSTD(ms, CLUSTER_CONNECTIONS), side,
-	    mirror), conns);
+	    mirror), (double)conns);
 	metrics_gauge_set(METRICS_SERIES(MSTD(ms, CLUSTER_INFLIGHT_BYTES), side,
-	    mirror), inflight);
+	    mirror), (double)inflight);
 }
 
 static void collect_clusters(struct metric_family *f, void *arg)
@@ -1547,7 +1537,7 @@ void pipeline_set_instance(struct pipeline *pl, const char *instance_id)
 void pipeline_set_destination_refresh_ms(struct pipeline *pl, int64_t ms)
 {
 	if (pl->dst != NULL && ms >= 1000)
-		pl->dst->md_interval_ms = ms;
+		pcluster_set_refresh_ms(pl->dst, ms);
 }
 
 void pipeline_set_controller(struct pipeline *pl, int is_writer)
@@ -1573,7 +1563,7 @@ const char *pipeline_instance(const struct pipeline *pl)
 int32_t pipeline_destination_leader(struct pipeline *pl, const char *topic,
     int32_t partition)
 {
-	const struct ptopicmd *t = pl->dst != NULL ?
+	const struct kcluster_topic *t = pl->dst != NULL ?
 	    pcluster_topic(pl->dst, topic) : NULL;
 
 	if (t == NULL || t->error != 0 || partition < 0 ||
@@ -1660,13 +1650,12 @@ int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen)
 	const struct pcluster *d = pl->dst;
 	int64_t age;
 
-	if (!d->md_ok_once) {
+	if (!pcluster_ready(d, &age)) {
 		snprintf(why, whylen, "the destination (%s) has not answered Metadata yet",
 		    pl->cfg->destination_bootstrap_servers);
 		return 0;
 	}
-	age = clock_mono_ms() - d->md_last_ok;
-	if (age > 2 * d->md_interval_ms + 10000) {
+	if (age > 2 * pcluster_refresh_ms(d) + 10000) {
 		snprintf(why, whylen, "the destination's last Metadata answer is %"
 		    PRId64 " ms old", age);
 		return 0;

@@ -47,6 +47,7 @@ void kcluster_config_init(struct kcluster_config *cfg, const char *name)
 	cfg->metadata_timeout_ms = 30000;
 	cfg->reconnect_backoff_ms = 100;
 	cfg->reconnect_backoff_max_ms = 10000;
+	cfg->refresh_gap_ms = 100;
 	kconn_config_init(&cfg->conn);
 }
 
@@ -234,18 +235,10 @@ struct cbroker {
 	struct kcluster *cl;
 };
 
-struct cpart {
-	int32_t leader;
-	int32_t epoch;
-	int16_t error;
-};
-
 struct ctopic {
-	char *name;
-	int16_t error;
-	int internal;
-	int32_t npart;
-	struct cpart *parts;
+	struct kcluster_topic pub;  /* what kcluster_topic() hands out */
+	char *name;                 /* pub.name */
+	int32_t *arr;               /* pub.leader, then pub.leader_epoch */
 };
 
 struct waiter {
@@ -262,6 +255,10 @@ struct kcluster {
 	void *stats_arg;
 	kcluster_cb md_cb;
 	void *md_arg;
+	kcluster_conn_cb conn_cb;
+	void *conn_arg;
+	kcluster_topics_fn topics_fn;
+	void *topics_arg;
 
 	struct cbroker *boot;
 	int nboot;
@@ -276,6 +273,7 @@ struct kcluster {
 	int32_t controller_id;
 	struct ctopic *topics; /* sorted by name */
 	size_t ntopics;
+	int leaders_moved;     /* by the last refresh */
 
 	/* the refresh in progress */
 	int refreshing;
@@ -293,7 +291,12 @@ struct kcluster {
 	struct event *ev_step;    /* deferred refresh step */
 	struct event *ev_timer;   /* refresh deadline / backoff wake-up */
 	struct event *ev_periodic;
+	struct event *ev_want;    /* a wanted refresh after the gap */
 	struct event *ev_free;
+	int wanted;            /* kcluster_want_refresh() since the last start */
+	int want_used;         /* it was ever called: failures are retried */
+	int64_t last_end;      /* when the last refresh ended (monotonic ms) */
+	int boot_next;         /* control_conn: the next bootstrap server */
 	uint64_t rng;
 	int busy;
 	int freeing;
@@ -331,7 +334,7 @@ static void topics_free(struct ctopic *t, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(t[i].name);
-		free(t[i].parts);
+		free(t[i].arr);
 	}
 	free(t);
 }
@@ -420,6 +423,9 @@ static void conn_event(struct kconn *c, int event, int err, const char *errstr,
 		}
 	}
 	refresh_kick(cl);
+	if (cl->conn_cb != NULL && !cl->freeing)
+		cl->conn_cb(cl, b->node, event, event == KCONN_EV_READY ? NULL :
+		    errstr, cl->conn_arg);
 	cl_leave(cl);
 }
 
@@ -470,6 +476,35 @@ static int is_internal_name(struct kstr n)
 {
 	return kstr_eq(n, "__consumer_offsets") ||
 	    kstr_eq(n, "__transaction_state");
+}
+
+/*
+ * 1 if a partition of now (sorted by name, as old) has another leader than
+ * in old, or is new: one merge walk, O(topics + partitions).
+ */
+static int leaders_moved(const struct ctopic *old, size_t nold,
+    const struct ctopic *now, size_t nnow)
+{
+	size_t i = 0;
+
+	for (size_t j = 0; j < nnow; j++) {
+		const struct kcluster_topic *n = &now[j].pub, *o = NULL;
+		int c = 1;
+
+		while (i < nold && (c = strcmp(old[i].name, n->name)) < 0)
+			i++;
+		if (i < nold && c == 0)
+			o = &old[i].pub;
+		if (o == NULL) {
+			if (n->npart > 0)
+				return 1;
+			continue;
+		}
+		for (int32_t k = 0; k < n->npart; k++)
+			if (k >= o->npart || o->leader[k] != n->leader[k])
+				return 1;
+	}
+	return 0;
 }
 
 /*
@@ -541,26 +576,34 @@ static int md_apply(struct kcluster *cl, int version,
 		t->name = kstr_dup(st->name);
 		if (t->name == NULL)
 			goto oom;
-		t->error = st->error_code;
-		t->internal = version >= 1 ? st->is_internal != 0 :
+		t->pub.name = t->name;
+		t->pub.error = st->error_code;
+		t->pub.internal = version >= 1 ? st->is_internal != 0 :
 		    is_internal_name(st->name);
-		t->npart = np;
+		t->pub.npart = np;
+		if (version >= 10)
+			t->pub.id = st->topic_id;
 		nt++;
 		if (np == 0)
 			continue;
-		t->parts = malloc((size_t)np * sizeof(*t->parts));
-		if (t->parts == NULL)
+		/* leader and leader_epoch: one allocation */
+		t->arr = malloc((size_t)np * 2 * sizeof(*t->arr));
+		if (t->arr == NULL)
 			goto oom;
-		for (int32_t j = 0; j < np; j++)
-			t->parts[j] = (struct cpart){ KCLUSTER_NO_LEADER, -1, 0 };
+		for (int32_t j = 0; j < 2 * np; j++)
+			t->arr[j] = j < np ? KCLUSTER_NO_LEADER : -1;
+		t->pub.leader = t->arr;
+		t->pub.leader_epoch = t->arr + np;
 		for (int32_t j = 0; j < st->partitions_n; j++) {
 			const struct kp_metadata_response_partition *sp =
 			    &st->partitions[j];
-			struct cpart *p = &t->parts[sp->partition_index];
-			p->leader = sp->leader_id >= 0 ? sp->leader_id :
-			    KCLUSTER_NO_LEADER;
-			p->epoch = version >= 7 ? sp->leader_epoch : -1;
-			p->error = sp->error_code;
+			int32_t k = sp->partition_index;
+
+			if (sp->error_code != 0)
+				continue;
+			if (sp->leader_id >= 0)
+				t->arr[k] = sp->leader_id;
+			t->arr[np + k] = version >= 7 ? sp->leader_epoch : -1;
 		}
 	}
 	qsort(topics, nt, sizeof(*topics), cmp_topic);
@@ -604,6 +647,7 @@ static int md_apply(struct kcluster *cl, int version,
 	free(cl->brokers);
 	cl->brokers = brokers;
 	cl->nbrokers = nb;
+	cl->leaders_moved = leaders_moved(cl->topics, cl->ntopics, topics, nt);
 	topics_free(cl->topics, cl->ntopics);
 	cl->topics = topics;
 	cl->ntopics = nt;
@@ -644,6 +688,8 @@ static void boot_close_idle(struct kcluster *cl)
 	}
 }
 
+static void want_arm(struct kcluster *cl);
+
 static void refresh_finish(struct kcluster *cl, int err, const char *errstr)
 {
 	struct waiter *w = cl->waiters;
@@ -660,12 +706,17 @@ static void refresh_finish(struct kcluster *cl, int err, const char *errstr)
 	else
 		log_debug("%s cluster: metadata v%d: %zu brokers, %zu topics",
 		    cl->cfg->name, cl->md_version, cl->nbrokers, cl->ntopics);
-	if (err == KCONN_E_OK && cl->nbrokers > 0)
+	if (err == KCONN_E_OK && cl->nbrokers > 0 && !cl->cfg->control_conn)
 		boot_close_idle(cl);
 
+	cl->last_end = clock_mono_ms();
+	if (err != KCONN_E_OK && cl->want_used && !cl->freeing)
+		cl->wanted = 1; /* asked again after the gap */
+	if (cl->wanted && !cl->freeing)
+		want_arm(cl);
 	cl_enter(cl);
-	if (err == KCONN_E_OK && cl->md_cb != NULL && !cl->freeing)
-		cl->md_cb(cl, KCONN_E_OK, NULL, cl->md_arg);
+	if (cl->md_cb != NULL && !cl->freeing)
+		cl->md_cb(cl, err, errstr, cl->md_arg);
 	for (size_t i = 0; i < n; i++) {
 		if (w[i].cb != NULL) {
 			w[i].cb(cl, err, errstr, w[i].arg);
@@ -686,8 +737,9 @@ static void refresh_finish(struct kcluster *cl, int err, const char *errstr)
 		}
 		for (size_t j = 0; j < cl->ntopics; j++)
 			info[j] = (struct kcluster_topic_info){
-				cl->topics[j].name, cl->topics[j].npart,
-				cl->topics[j].internal, cl->topics[j].error };
+				cl->topics[j].name, cl->topics[j].pub.npart,
+				cl->topics[j].pub.internal,
+				cl->topics[j].pub.error };
 		w[i].tcb(cl, KCONN_E_OK, NULL, info, cl->ntopics, w[i].arg);
 	}
 	free(info);
@@ -775,12 +827,50 @@ out:
 }
 
 /* Sends Metadata (all topics, never creating one) on a ready connection. */
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The topics the owner names (kcluster_set_topics_fn), sorted, without
+ * duplicates (a broker may answer a name asked twice twice, which
+ * md_apply() refuses): 0, or -1 for all topics. */
+static int md_topics(struct kcluster *cl, struct kp_metadata_request *req)
+{
+	const char **names = NULL;
+	size_t n = 0, k = 0;
+	struct kp_metadata_request_topic *t;
+
+	if (cl->topics_fn == NULL ||
+	    cl->topics_fn(cl, &names, &n, cl->topics_arg) != 0)
+		return -1;
+	if (n > 1)
+		qsort(names, n, sizeof(*names), cmp_str);
+	t = calloc(n + 1, sizeof(*t));
+	if (t == NULL || n > INT32_MAX) {
+		free(t);
+		free(names);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && strcmp(names[i], names[i - 1]) == 0)
+			continue;
+		kp_metadata_request_topic_init(&t[k]);
+		t[k++].name = kstr_c(names[i]);
+	}
+	free(names);
+	req->topics = t;
+	req->topics_n = (int32_t)k;
+	return 0;
+}
+
 static int md_send(struct kcluster *cl, struct cbroker *b)
 {
 	struct kp_metadata_request req;
 	char err[512];
 	int v = kconn_pick_version(b->conn, API_METADATA, KCLUSTER_MD_MIN,
 	    KCLUSTER_MD_MAX);
+	int rc;
 
 	if (v < 0) {
 		snprintf(err, sizeof(err), "%s: broker supports no Metadata "
@@ -791,14 +881,22 @@ static int md_send(struct kcluster *cl, struct cbroker *b)
 	kp_metadata_request_init(&req);
 	req.topics = NULL;
 	req.topics_n = v == 0 ? 0 : -1; /* v0: empty = all; v1+: null = all */
+	/* The names the owner asks for: v0 cannot ask for none (empty means
+	 * all), which then asks for all. */
+	if (md_topics(cl, &req) == 0 && v == 0 && req.topics_n == 0) {
+		free(req.topics);
+		req.topics = NULL;
+	}
 	/* Below v4 the field does not exist (the broker's own setting rules,
 	 * and the codec refuses a non-default value there); asking for all
 	 * topics is what keeps those versions from creating any. */
 	if (v >= 4)
 		req.allow_auto_topic_creation = 0;
 	cl->md_version_inflight = v;
-	if (kconn_send(b->conn, API_METADATA, (int16_t)v, md_encode, &req, 0,
-		0, md_response, cl, err, sizeof(err)) != 0)
+	rc = kconn_send(b->conn, API_METADATA, (int16_t)v, md_encode, &req, 0,
+	    0, md_response, cl, err, sizeof(err));
+	free(req.topics);
+	if (rc != 0)
 		goto fail;
 	cl->md_inflight = 1;
 	cl->via = b;
@@ -850,10 +948,12 @@ static void refresh_step(struct kcluster *cl)
 	}
 	if (cl->md_inflight)
 		return; /* md_response() kicks us */
-	/* 1. any ready connection; 2. one being opened; 3. open one. */
+	/* 1. any ready connection; 2. one being opened; 3. open one.  The
+	 * bootstrap servers first with control_conn, else the brokers. */
 	for (int pass = 0; pass < 2 && pick == NULL; pass++) {
-		size_t n = pass == 0 ? cl->nbrokers : (size_t)cl->nboot;
-		struct cbroker *arr = pass == 0 ? cl->brokers : cl->boot;
+		int boot = (pass == 0) == (cl->cfg->control_conn != 0);
+		size_t n = boot ? (size_t)cl->nboot : cl->nbrokers;
+		struct cbroker *arr = boot ? cl->boot : cl->brokers;
 		for (size_t i = 0; i < n; i++) {
 			struct cbroker *b = &arr[i];
 			if (b->tried == cl->round || b->conn == NULL)
@@ -878,8 +978,9 @@ static void refresh_step(struct kcluster *cl)
 		return;
 	}
 	for (int pass = 0; pass < 2; pass++) {
-		size_t n = pass == 0 ? cl->nbrokers : (size_t)cl->nboot;
-		struct cbroker *arr = pass == 0 ? cl->brokers : cl->boot;
+		int boot = (pass == 0) == (cl->cfg->control_conn != 0);
+		size_t n = boot ? (size_t)cl->nboot : cl->nbrokers;
+		struct cbroker *arr = boot ? cl->boot : cl->brokers;
 		for (size_t i = 0; i < n; i++) {
 			struct cbroker *b = &arr[i];
 			if (b->tried == cl->round)
@@ -952,6 +1053,9 @@ static void refresh_start(struct kcluster *cl, kcluster_cb cb,
 	if (cb != NULL || tcb != NULL)
 		add_waiter(cl, cb, tcb, arg);
 	if (!cl->refreshing) {
+		/* This one answers every want so far. */
+		cl->wanted = 0;
+		event_del(cl->ev_want);
 		cl->refreshing = 1;
 		cl->round++;
 		cl->errs[0] = '\0';
@@ -982,6 +1086,40 @@ static void periodic_cb(evutil_socket_t fd, short what, void *arg)
 	kcluster_refresh(arg, NULL, NULL);
 }
 
+/* A wanted refresh, not running: now, or when the gap is over. */
+static void want_arm(struct kcluster *cl)
+{
+	int64_t d = cl->last_end + cl->cfg->refresh_gap_ms - clock_mono_ms();
+	struct timeval tv;
+
+	if (cl->refreshing || evtimer_pending(cl->ev_want, NULL))
+		return;
+	if (d < 0)
+		d = 0;
+	tv.tv_sec = (time_t)(d / 1000);
+	tv.tv_usec = (suseconds_t)(d % 1000) * 1000;
+	evtimer_add(cl->ev_want, &tv);
+}
+
+static void want_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kcluster *cl = arg;
+
+	if (cl->wanted && !cl->refreshing && !cl->freeing)
+		refresh_start(cl, NULL, NULL, NULL);
+}
+
+void kcluster_want_refresh(struct kcluster *cl)
+{
+	if (cl->freeing)
+		return;
+	cl->want_used = 1;
+	if (cl->wanted)
+		return; /* already armed, or after the running refresh */
+	cl->wanted = 1;
+	want_arm(cl); /* refresh_finish() arms it if one runs */
+}
+
 /* ---- lifecycle ------------------------------------------------------- */
 
 static void really_free(struct kcluster *cl)
@@ -1001,6 +1139,8 @@ static void really_free(struct kcluster *cl)
 		event_free(cl->ev_timer);
 	if (cl->ev_periodic != NULL)
 		event_free(cl->ev_periodic);
+	if (cl->ev_want != NULL)
+		event_free(cl->ev_want);
 	if (cl->ev_free != NULL)
 		event_free(cl->ev_free);
 	free(cl);
@@ -1044,9 +1184,11 @@ struct kcluster *kcluster_new(struct event_base *base, struct evdns_base *dns,
 	cl->ev_step = event_new(base, -1, 0, step_cb, cl);
 	cl->ev_timer = evtimer_new(base, timer_cb, cl);
 	cl->ev_periodic = evtimer_new(base, periodic_cb, cl);
+	cl->ev_want = evtimer_new(base, want_cb, cl);
 	cl->ev_free = event_new(base, -1, 0, free_cb, cl);
 	if (cl->boot == NULL || cl->ev_step == NULL || cl->ev_timer == NULL ||
-	    cl->ev_periodic == NULL || cl->ev_free == NULL)
+	    cl->ev_periodic == NULL || cl->ev_want == NULL ||
+	    cl->ev_free == NULL)
 		goto oom;
 	for (int i = 0; i < n; i++) {
 		cl->boot[i].node = -1 - i;
@@ -1074,6 +1216,7 @@ void kcluster_free(struct kcluster *cl)
 	cl->freeing = 1;
 	cl_enter(cl);
 	event_del(cl->ev_periodic);
+	event_del(cl->ev_want);
 	if (cl->refreshing) {
 		snprintf(msg, sizeof(msg), "%s cluster: closed while refreshing "
 		    "metadata", cl->cfg->name);
@@ -1142,7 +1285,31 @@ int32_t kcluster_topic_partitions(const struct kcluster *cl, const char *topic)
 {
 	const struct ctopic *t = find_topic(cl, topic);
 
-	return t != NULL ? t->npart : -1;
+	return t != NULL ? t->pub.npart : -1;
+}
+
+const struct kcluster_topic *kcluster_topic(const struct kcluster *cl,
+    const char *topic)
+{
+	const struct ctopic *t = find_topic(cl, topic);
+
+	return t != NULL ? &t->pub : NULL;
+}
+
+size_t kcluster_topic_count(const struct kcluster *cl)
+{
+	return cl->ntopics;
+}
+
+const struct kcluster_topic *kcluster_topic_at(const struct kcluster *cl,
+    size_t i)
+{
+	return i < cl->ntopics ? &cl->topics[i].pub : NULL;
+}
+
+int kcluster_leaders_moved(const struct kcluster *cl)
+{
+	return cl->leaders_moved;
 }
 
 int32_t kcluster_leader(const struct kcluster *cl, const char *topic,
@@ -1152,11 +1319,11 @@ int32_t kcluster_leader(const struct kcluster *cl, const char *topic,
 
 	if (leader_epoch != NULL)
 		*leader_epoch = -1;
-	if (t == NULL || partition < 0 || partition >= t->npart)
+	if (t == NULL || partition < 0 || partition >= t->pub.npart)
 		return KCLUSTER_UNKNOWN;
 	if (leader_epoch != NULL)
-		*leader_epoch = t->parts[partition].epoch;
-	return t->parts[partition].leader;
+		*leader_epoch = t->pub.leader_epoch[partition];
+	return t->pub.leader[partition];
 }
 
 size_t kcluster_broker_count(const struct kcluster *cl)
@@ -1243,4 +1410,75 @@ void kcluster_set_metadata_cb(struct kcluster *cl, kcluster_cb cb, void *arg)
 {
 	cl->md_cb = cb;
 	cl->md_arg = arg;
+}
+
+void kcluster_set_conn_cb(struct kcluster *cl, kcluster_conn_cb cb, void *arg)
+{
+	cl->conn_cb = cb;
+	cl->conn_arg = arg;
+}
+
+void kcluster_set_topics_fn(struct kcluster *cl, kcluster_topics_fn fn,
+    void *arg)
+{
+	cl->topics_fn = fn;
+	cl->topics_arg = arg;
+}
+
+static struct kconn *ready_conn(struct cbroker *arr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (arr[i].conn != NULL && kconn_is_ready(arr[i].conn))
+			return arr[i].conn;
+	return NULL;
+}
+
+struct kconn *kcluster_control_conn(struct kcluster *cl)
+{
+	struct kconn *c;
+	char err[512];
+	int64_t now = clock_mono_ms();
+
+	if (cl->freeing)
+		return NULL;
+	if (!cl->cfg->control_conn) {
+		c = ready_conn(cl->brokers, cl->nbrokers);
+		return c != NULL ? c : ready_conn(cl->boot, (size_t)cl->nboot);
+	}
+	if ((c = ready_conn(cl->boot, (size_t)cl->nboot)) != NULL)
+		return c;
+	for (int i = 0; i < cl->nboot; i++)
+		if (cl->boot[i].conn != NULL)
+			return NULL; /* connecting: its event comes */
+	/* None open: the next bootstrap server not backing off. */
+	for (int k = 0; k < cl->nboot; k++) {
+		struct cbroker *b = &cl->boot[(cl->boot_next + k) % cl->nboot];
+
+		if (b->retry_at > now)
+			continue;
+		cl->boot_next = (cl->boot_next + k + 1) % cl->nboot;
+		if (broker_conn(cl, b, err, sizeof(err)) == NULL)
+			log_info("%s cluster: %s", cl->cfg->name, err);
+		return NULL;
+	}
+	/* Every bootstrap server backs off: a broker's connection serves. */
+	return ready_conn(cl->brokers, cl->nbrokers);
+}
+
+void kcluster_conn_stats(const struct kcluster *cl, size_t *ready,
+    size_t *inflight_bytes)
+{
+	*ready = 0;
+	*inflight_bytes = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t n = pass == 0 ? (size_t)cl->nboot : cl->nbrokers;
+		const struct cbroker *arr = pass == 0 ? cl->boot : cl->brokers;
+
+		for (size_t i = 0; i < n; i++) {
+			if (arr[i].conn == NULL || !kconn_is_ready(arr[i].conn))
+				continue;
+			(*ready)++;
+			*inflight_bytes += kconn_inflight_bytes(arr[i].conn);
+		}
+	}
 }

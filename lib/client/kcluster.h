@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kbuf.h"
 #include "kconn.h"
 
 struct event_base;
@@ -37,6 +38,14 @@ struct kcluster_config {
 	int metadata_timeout_ms;      /* mirrord.metadata.timeout.ms: one refresh, all attempts */
 	int reconnect_backoff_ms;     /* reconnect.backoff.ms */
 	int reconnect_backoff_max_ms; /* reconnect.backoff.max.ms */
+	int refresh_gap_ms;           /* least time between two wanted refreshes
+	                               * (kcluster_want_refresh) */
+	/* Metadata (and kcluster_control_conn()) on a connection of its own
+	 * to a bootstrap server, kept open, so they never queue behind the
+	 * data requests of the broker connections (a Fetch held for its
+	 * max wait, a Produce waiting for acks).  0: any ready connection,
+	 * idle bootstrap connections closed once the brokers are known. */
+	int control_conn;
 	struct kconn_config conn;     /* connection and security properties */
 };
 
@@ -90,6 +99,15 @@ typedef void (*kcluster_topics_cb)(struct kcluster *cl, int err,
 void kcluster_list_topics(struct kcluster *cl, kcluster_topics_cb cb,
     void *arg);
 
+/*
+ * Asks for a refresh soon, coalesced: at once, unless one ended less than
+ * refresh_gap_ms ago (then when that gap is over).  Asked while a refresh
+ * runs, another follows it (the running one's answer may predate the
+ * reason).  A refresh it started that fails is asked again the same way.
+ * Cheap enough for every leader error and cache miss.
+ */
+void kcluster_want_refresh(struct kcluster *cl);
+
 /* ---- queries on the last metadata (no I/O) ---- */
 
 int kcluster_has_metadata(const struct kcluster *cl);
@@ -111,6 +129,33 @@ int32_t kcluster_topic_partitions(const struct kcluster *cl, const char *topic);
  * leader_epoch is not NULL it gets the epoch (-1 before Metadata v7). */
 int32_t kcluster_leader(const struct kcluster *cl, const char *topic,
     int32_t partition, int32_t *leader_epoch);
+
+/* One topic of the last metadata.  leader and leader_epoch are indexed by
+ * partition (npart entries, NULL when 0): KCLUSTER_NO_LEADER when the
+ * partition has none; a partition with an error code in the metadata has
+ * none and epoch -1 (a leader id it names is not usable there:
+ * LISTENER_NOT_FOUND).  The epoch is -1 before Metadata v7.  Valid until
+ * the next refresh completes. */
+struct kcluster_topic {
+	const char *name;
+	int16_t error;         /* topic-level error code */
+	int internal;
+	int32_t npart;
+	const int32_t *leader;
+	const int32_t *leader_epoch;
+	struct kuuid id;       /* all zero before Metadata v10 */
+};
+
+/* The topic, or NULL: O(log topics). */
+const struct kcluster_topic *kcluster_topic(const struct kcluster *cl,
+    const char *topic);
+/* Topics of the last metadata, sorted by name. */
+size_t kcluster_topic_count(const struct kcluster *cl);
+const struct kcluster_topic *kcluster_topic_at(const struct kcluster *cl,
+    size_t i);
+/* 1 if the last refresh gave some partition another leader than the one
+ * before, or a partition appeared (the first refresh counts as that). */
+int kcluster_leaders_moved(const struct kcluster *cl);
 
 size_t kcluster_broker_count(const struct kcluster *cl);
 /* The i-th broker of the last metadata (sorted by node id). */
@@ -136,6 +181,40 @@ struct kconn *kcluster_leader_conn(struct kcluster *cl, const char *topic,
     int32_t partition, char *err, size_t errlen);
 
 /*
+ * A ready connection for control requests (CreateTopics, InitProducerId,
+ * DescribeConfigs...): with control_conn, the bootstrap connection
+ * Metadata uses (opened now if there is none, walking the bootstrap list
+ * and skipping servers in backoff); else any ready connection.  NULL
+ * while none is ready: retry after the next connection event.
+ */
+struct kconn *kcluster_control_conn(struct kcluster *cl);
+
+/* Ready connections of the cluster and their unanswered request bytes. */
+void kcluster_conn_stats(const struct kcluster *cl, size_t *ready,
+    size_t *inflight_bytes);
+
+/* node is the broker's id (< 0: a bootstrap server); event KCONN_EV_READY
+ * or KCONN_EV_CLOSED (errstr then says why). */
+typedef void (*kcluster_conn_cb)(struct kcluster *cl, int32_t node,
+    int event, const char *errstr, void *arg);
+/* Called when any connection of the cluster becomes ready or closes (not
+ * from kcluster_free()): the place to retry what waited for one. */
+void kcluster_set_conn_cb(struct kcluster *cl, kcluster_conn_cb cb, void *arg);
+
+/*
+ * Asks Metadata for the topics fn names (and the brokers) instead of all
+ * topics.  fn is called for every request: it returns 0 with *names set
+ * to an array of *n names from malloc() (the names stay the caller's,
+ * valid during the call; kcluster frees the array, duplicates are
+ * harmless), or -1 to ask for all topics.  A named topic the cluster
+ * does not have is listed with its error (UNKNOWN_TOPIC_OR_PARTITION).
+ */
+typedef int (*kcluster_topics_fn)(struct kcluster *cl, const char ***names,
+    size_t *n, void *arg);
+void kcluster_set_topics_fn(struct kcluster *cl, kcluster_topics_fn fn,
+    void *arg);
+
+/*
  * A connection of the caller's own to host:port (the cluster's connection
  * config, resolver and statistics hook), for traffic that must not queue
  * behind the shared connections' requests: a group coordinator holds a
@@ -145,8 +224,9 @@ struct kconn *kcluster_leader_conn(struct kcluster *cl, const char *topic,
 struct kconn *kcluster_open_conn(struct kcluster *cl, const char *host,
     int port, kconn_event_cb cb, void *arg, char *err, size_t errlen);
 
-/* Called after every successful refresh (periodic ones included), before
- * the refresh's own callbacks: the place to re-route partitions. */
+/* Called after every refresh (periodic ones included), before the
+ * refresh's own callbacks, with err KCONN_E_OK and the new metadata in
+ * place, or the failure: the place to re-route partitions. */
 void kcluster_set_metadata_cb(struct kcluster *cl, kcluster_cb cb, void *arg);
 
 /* Statistics hook applied to every connection of the cluster. */
