@@ -27,6 +27,7 @@
 #include "kbuf.h"
 #include "kerr.h"
 #include "log.h"
+#include "pipe_fsess.h"
 #include "pipe_int.h"
 #include "pipe_wire.h"
 
@@ -150,6 +151,7 @@ void pcluster_free(struct pcluster *cl)
 		if (cl->brokers[i]->conn)
 			kconn_free(cl->brokers[i]->conn);
 		free(cl->brokers[i]->host);
+		pfsess_free(cl->brokers[i]->fsess);
 		free(cl->brokers[i]);
 	}
 	free(cl->brokers);
