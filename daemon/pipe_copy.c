@@ -671,7 +671,7 @@ static int fetch_session_plan(struct pfsess *s, struct fetch_req *f,
     struct pctx *x)
 {
 	uint32_t round = ++s->round;
-	size_t keep = 0, nf = 0;
+	size_t keep = 0, nf = 0, touched = 0;
 	struct pw_tp *fg = NULL;
 
 	if (s->epoch == 0)
@@ -683,6 +683,7 @@ static int fetch_session_plan(struct pfsess *s, struct fetch_req *f,
 
 		if (e == NULL)
 			goto oom;
+		touched += e->round != round;
 		e->round = round;
 		e->ctx = i;
 		if (added || e->offset != t->offset || e->max_bytes != t->max_bytes ||
@@ -696,10 +697,12 @@ static int fetch_session_plan(struct pfsess *s, struct fetch_req *f,
 		}
 	}
 	f->n = keep;
-	if (s->n > x->n) {
-		if ((fg = calloc(s->n - x->n, sizeof(*fg))) == NULL)
+	if (s->n > touched) {
+		size_t cap = s->n - touched;
+
+		if ((fg = calloc(cap, sizeof(*fg))) == NULL)
 			goto oom;
-		for (size_t k = 0; k < s->cap; k++) {
+		for (size_t k = 0; k < s->cap && nf < cap; k++) {
 			struct pfs_ent *e = &s->tab[k];
 
 			if (e->state != 1 || e->round == round)
