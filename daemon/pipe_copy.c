@@ -1099,15 +1099,16 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 	struct pctx *x = arg;
 	int16_t top = 0;
 	int32_t sid = 0;
-	/* Is this the answer to the session's latest request? */
-	int insess = x->sess != NULL && x->sround == x->sess->round;
-	/* In an incremental answer an absent partition has nothing new. */
-	int incremental = insess && !x->sfull;
+	int insess = 0, incremental = 0;
 
 	if (!x->cl->dying)
 		x->b->fetching = 0;
 	if (x->cl->dying)
 		goto out;
+	/* Is this the answer to the session's latest request?  In an
+	 * incremental answer an absent partition has nothing new. */
+	insess = x->sess != NULL && x->sround == x->sess->round;
+	incremental = insess && !x->sfull;
 	x->pl->totals.fetches++;
 	if (err != KCONN_E_OK) {
 		log_info("%s: Fetch failed: %s", x->cl->label, errstr);
