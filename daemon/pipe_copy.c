@@ -1093,6 +1093,25 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	    p->src_fetch, kerr_name(fp->error));
 }
 
+/*
+ * A partition an incremental answer left out has nothing new: no records,
+ * the high watermark, last stable offset and log start of the answer
+ * before.  What a sessionless Fetch's empty answer did for it is done
+ * elsewhere too (the lag and the offsets skipped after trailing markers:
+ * produce answers; a log start that moved is news), except the warning
+ * that the last stable offset stands still below the high watermark: it
+ * is noted here, for the partitions behind only (no work per idle one).
+ */
+static void fetch_unchanged(struct pctx *x, size_t i)
+{
+	struct ppart *p = x->e[i].p;
+
+	if (p->lso_since != 0 && !p->lso_warned && !p->dead &&
+	    x->e[i].gen == p->gen && p->step == PS_RUN)
+		pl_note_lso(p, p->live.last_stable_offset,
+		    p->live.source_high_watermark);
+}
+
 static void fetch_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
@@ -1127,6 +1146,10 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 	}
 	if (insess)
 		fetch_session_answer(x, c, top, sid);
+	if (incremental && top == 0)
+		for (size_t i = 0; i < x->n; i++)
+			if (!x->e[i].done)
+				fetch_unchanged(x, i);
 	if (top == KERR_FETCH_SESSION_ID_NOT_FOUND ||
 	    top == KERR_INVALID_FETCH_SESSION_EPOCH ||
 	    top == KERR_FETCH_SESSION_TOPIC_ID_ERROR) {

@@ -16,6 +16,11 @@ session is churned:
   * broker 2 is restarted (its session is gone: the Fetch in flight fails,
     the next one is full and opens a new session, then incremental again).
 
+Last a transaction is committed to an idle topic: the commit markers end
+its partitions, mirrord skips them, and the lag must still reach 0 though
+the broker leaves those partitions out of its answers from then on
+(nothing new for them).
+
 Then the writer stops and every partition of the destination holds the
 source's records at the same offsets with the same keys, values, headers
 and timestamps: nothing lost, nothing twice, whatever the broker left out
@@ -46,6 +51,8 @@ LAYOUT = {
     "fs-c-" + RUN: {0: [2], 1: [1], 2: [2], 3: [1]},
 }
 A, B, C = sorted(LAYOUT)
+# Written once, in a committed transaction: its last offset is the marker.
+T = "fs-t-" + RUN
 
 
 class Writer(threading.Thread):
@@ -146,6 +153,8 @@ def main():
     for t, assignment in LAYOUT.items():
         src.create_topic(t, assignment=assignment)
         dst.create_topic(t, partitions=len(assignment))
+    src.create_topic(T, assignment={0: [1], 1: [2]})
+    dst.create_topic(T, partitions=2)
 
     writer = Writer(src.bootstrap)
     writer.start()
@@ -154,6 +163,7 @@ def main():
                    "mirror.fetch.wait.max.ms": "100"})
     d.cli_ok("--add", "--mirror", "m", "--topic", A)
     d.cli_ok("--add", "--mirror", "m", "--topic", B)
+    d.cli_ok("--add", "--mirror", "m", "--topic", T)
     h.wait_for(lambda: set(d.states("m").values()) == {"MIRRORING"}, 120,
                "every partition MIRRORING (now %r)" % d.states("m"))
 
@@ -188,6 +198,31 @@ def main():
                "a full Fetch after broker 2's restart (full Fetches: %d)"
                % fetches(d, "full"))
     grows(d, "incremental", 20, "after broker 2's restart")
+
+    # A committed transaction on the idle topic: lag 0 after the markers.
+    tx = Producer({"bootstrap.servers": src.bootstrap,
+                   "transactional.id": "fs-tx-" + RUN})
+    tx.init_transactions(60)
+    tx.begin_transaction()
+    for part in (0, 1):
+        for i in range(5):
+            tx.produce(T, value=b"tx-%d-%d" % (part, i), partition=part)
+    tx.commit_transaction(60)
+    c = kraw.Cluster(src.bootstrap)
+    h.wait_for(lambda: [c.offsets(T, p)[1] for p in (0, 1)] == [6, 6], 60,
+               "%s to end at 6 after the commit (5 records and the marker): %r"
+               % (T, [c.offsets(T, p)[1] for p in (0, 1)]))
+    c.close()
+
+    def t_rows():
+        return sorted((r["partition"], r["state"], r["lag"])
+                      for r in d.describe_json("m") if r["topic"] == T)
+    h.wait_for(lambda: t_rows() == [(0, "MIRRORING", 0), (1, "MIRRORING", 0)],
+               60, "%s MIRRORING with lag 0 after the commit markers (now %r)"
+               % (T, t_rows()))
+    h.check(records(dst.bootstrap, {(T, 0): 5, (T, 1): 5}) ==
+            records(src.bootstrap, {(T, 0): 5, (T, 1): 5}),
+            "%s: the committed records differ" % T)
 
     writer.stop()
     want = ends(src.bootstrap)
