@@ -631,8 +631,11 @@ static struct pfsess *fetch_session(struct pbroker *b,
 {
 	struct pfsess *s = b->fsess;
 
-	if (!mc->fetch_sessions || version < 7)
+	if (!mc->fetch_sessions || version < 7) {
+		if (s != NULL && s->epoch != 0)
+			pfsess_reset(s, 1); /* turned off: start anew if on again */
 		return NULL;
+	}
 	if (s == NULL && (s = b->fsess = pfsess_new()) == NULL)
 		return NULL;
 	if (s->conn != c) {
