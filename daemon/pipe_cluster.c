@@ -26,6 +26,7 @@
 #include "kbuf.h"
 #include "kerr.h"
 #include "log.h"
+#include "pipe_fsess.h"
 #include "pipe_int.h"
 #include "pipe_wire.h"
 
@@ -92,8 +93,10 @@ void pcluster_free(struct pcluster *cl)
 		return;
 	cl->dying = 1;
 	kcluster_free(cl->kc); /* fails its requests now; memory deferred */
-	for (size_t i = 0; i < cl->nbrokers; i++)
+	for (size_t i = 0; i < cl->nbrokers; i++) {
+		pfsess_free(cl->brokers[i]->fsess);
 		free(cl->brokers[i]);
+	}
 	free(cl->brokers);
 	free(cl->cluster_id);
 	free(cl->pid_file);

@@ -19,7 +19,9 @@
 #include "kbuf.h"
 #include "kerr.h"
 #include "log.h"
+#include "metrics_std.h"
 #include "mirrorconf.h"
+#include "pipe_fsess.h"
 #include "pipe_int.h"
 #include "pipe_txn.h"
 #include "pipe_wire.h"
@@ -34,6 +36,9 @@ struct pctx {
 	int16_t version;
 	size_t n;
 	size_t hint;   /* ctx_find: after the last entry found */
+	struct pfsess *sess; /* Fetch: its session (pipe_fsess.h), or NULL */
+	uint32_t sround;     /* Fetch: the session's round when sent */
+	int sfull;           /* Fetch: a full request (the session opens) */
 	struct {
 		struct ppart *p;
 		uint32_t gen;
@@ -586,13 +591,208 @@ struct fetch_req {
 	struct pw_fetch_req req;
 	struct pw_tp *tps;
 	size_t n;
+	int in_session;             /* sess applies (else no session, 0/-1) */
+	struct pw_fetch_session sess;
 };
 
 static int fetch_encode(struct kw *w, int16_t version, const void *msg)
 {
 	const struct fetch_req *f = msg;
 
+	if (f->in_session)
+		return pw_fetch_encode_session(w, version, &f->req, &f->sess,
+		    f->tps, f->n);
 	return pw_fetch_encode(w, version, &f->req, f->tps, f->n);
+}
+
+/*
+ * Fetch sessions (KIP-227).  The broker holds each session's partitions
+ * with the fetch position last sent for them and answers an incremental
+ * Fetch with only the partitions that have something new (records, a
+ * moved high watermark or log start, an error): one absent from the
+ * answer has nothing new.  So every Fetch to a broker in a session still
+ * stands for all the partitions to fetch from it now (its context lists
+ * them all), but names only the ones added or whose position, limit or
+ * epochs changed since they were last sent, and forgets the ones no
+ * longer fetched from it (paused, stopped, halted, at the memory cap,
+ * backing off, lost to another instance, removed, led by another broker):
+ * the broker must not go on reading a partition for us at a position
+ * nobody updates.  Any failure (the request, a session error, a
+ * reconnection) makes the next Fetch a full one that opens a new session;
+ * a broker that answers session id 0 to that (the librdkafka mock, a full
+ * session cache) is fetched in full, without session, and asked again
+ * after PL_FSESS_RETRY requests.
+ */
+#define PL_FSESS_RETRY 100
+
+/* The broker's session for this request, NULL to send none. */
+static struct pfsess *fetch_session(struct pbroker *b,
+    const struct mirrorconf *mc, int version, struct kconn *c)
+{
+	struct pfsess *s = b->fsess;
+
+	if (!mc->fetch_sessions || version < 7) {
+		if (s != NULL && s->epoch != 0)
+			pfsess_reset(s, 1); /* turned off: start anew if on again */
+		return NULL;
+	}
+	if (s == NULL && (s = b->fsess = pfsess_new()) == NULL)
+		return NULL;
+	if (s->conn != c) {
+		/* A new connection: whatever was in flight on the old one
+		 * may or may not have reached the broker. */
+		if (s->epoch != 0)
+			pfsess_reset(s, 1);
+		s->conn = c;
+		s->retry_in = 0;
+	}
+	if (s->retry_in > 0) {
+		s->retry_in--;
+		return NULL;
+	}
+	return s;
+}
+
+static int tp_cmp(const void *x, const void *y)
+{
+	const struct pw_tp *a = x, *b = y;
+	int c = strcmp(a->topic, b->topic);
+
+	if (c != 0)
+		return c;
+	return a->partition < b->partition ? -1 : a->partition > b->partition;
+}
+
+/*
+ * Puts the request's partitions (f->tps, in x's order: all of them) in
+ * session s: a full request (epoch 0) makes them the session; an
+ * incremental one keeps in f->tps only those added or changed and lists
+ * the session's others in f->sess.forgotten (their names are the
+ * caller's to free).  -1 when memory is short (the session is then reset).
+ */
+static int fetch_session_plan(struct pfsess *s, struct fetch_req *f,
+    struct pctx *x)
+{
+	uint32_t round = ++s->round;
+	size_t keep = 0, nf = 0, touched = 0;
+	struct pw_tp *fg = NULL;
+
+	if (s->epoch == 0)
+		pfsess_reset(s, 1);
+	for (size_t i = 0; i < f->n; i++) {
+		const struct pw_tp *t = &f->tps[i];
+		int added;
+		struct pfs_ent *e = pfsess_get(s, t->topic, t->partition, &added);
+
+		if (e == NULL)
+			goto oom;
+		touched += e->round != round;
+		e->round = round;
+		e->ctx = i;
+		if (added || e->offset != t->offset || e->max_bytes != t->max_bytes ||
+		    e->leader_epoch != t->leader_epoch ||
+		    e->last_epoch != t->last_epoch) {
+			e->offset = t->offset;
+			e->max_bytes = t->max_bytes;
+			e->leader_epoch = t->leader_epoch;
+			e->last_epoch = t->last_epoch;
+			f->tps[keep++] = *t; /* stays grouped by topic */
+		}
+	}
+	f->n = keep;
+	if (s->n > touched) {
+		size_t cap = s->n - touched;
+
+		if ((fg = calloc(cap, sizeof(*fg))) == NULL)
+			goto oom;
+		for (size_t k = 0; k < s->cap && nf < cap; k++) {
+			struct pfs_ent *e = &s->tab[k];
+
+			if (e->state != 1 || e->round == round)
+				continue;
+			fg[nf].partition = e->partition;
+			fg[nf++].topic = pfsess_remove(s, e);
+		}
+		qsort(fg, nf, sizeof(*fg), tp_cmp);
+	}
+	f->in_session = 1;
+	f->sess.id = s->id;
+	f->sess.epoch = s->epoch;
+	f->sess.forgotten = fg;
+	f->sess.nforgotten = nf;
+	x->sess = s;
+	x->sround = round;
+	x->sfull = s->epoch == 0;
+	return 0;
+oom:
+	pfsess_reset(s, 1);
+	return -1;
+}
+
+static void fetch_forgotten_free(struct fetch_req *f)
+{
+	for (size_t i = 0; i < f->sess.nforgotten; i++)
+		free((char *)(uintptr_t)f->sess.forgotten[i].topic);
+	free((void *)(uintptr_t)f->sess.forgotten);
+	f->sess.forgotten = NULL;
+	f->sess.nforgotten = 0;
+}
+
+/* The mirror a source cluster belongs to. */
+static const char *fetch_mirror_name(const struct pcluster *cl)
+{
+	for (size_t i = 0; i < cl->pl->nmirrors; i++)
+		if (cl->pl->mirrors[i]->src == cl)
+			return cl->pl->mirrors[i]->name;
+	return "";
+}
+
+/* What the answer to a Fetch in session x->sess means for the session. */
+static void fetch_session_answer(struct pctx *x, struct kconn *c, int16_t top,
+    int32_t sid)
+{
+	struct pfsess *s = x->sess;
+	const char *mirror = x->b->cl->label;
+
+	if (top == KERR_FETCH_SESSION_ID_NOT_FOUND ||
+	    top == KERR_INVALID_FETCH_SESSION_EPOCH ||
+	    top == KERR_FETCH_SESSION_TOPIC_ID_ERROR) {
+		log_info("%s: %s: Fetch session %" PRId32 " at epoch %" PRId32
+		    ": %s; the next Fetch lists every partition", mirror,
+		    kconn_name(c), s->id, s->epoch, kerr_name(top));
+		if (x->pl->ms != NULL)
+			metrics_counter_inc(METRICS_SERIES(MSTD(x->pl->ms,
+			    FETCH_SESSION_ERRORS), fetch_mirror_name(x->cl),
+			    kerr_name(top)));
+		pfsess_reset(s, top != KERR_FETCH_SESSION_ID_NOT_FOUND);
+		return;
+	}
+	if (top != 0) {
+		pfsess_reset(s, 1);
+		return;
+	}
+	if (x->sfull) {
+		if (sid == 0) {
+			/* No session (not supported, or no room for one). */
+			pfsess_reset(s, 0);
+			s->retry_in = PL_FSESS_RETRY;
+			return;
+		}
+		if (sid != s->id)
+			log_debug("%s: %s: Fetch session %" PRId32 " opened "
+			    "(%zu partitions)", mirror, kconn_name(c), sid, s->n);
+		s->id = sid;
+		s->epoch = 1;
+		return;
+	}
+	if (sid != s->id) {
+		log_info("%s: %s: Fetch session %" PRId32 " answered as "
+		    "session %" PRId32 "; the next Fetch lists every partition",
+		    mirror, kconn_name(c), s->id, sid);
+		pfsess_reset(s, 0);
+		return;
+	}
+	s->epoch = pfsess_next_epoch(s->epoch);
 }
 
 /*
@@ -830,10 +1030,25 @@ static void maybe_trim(struct ppart *p)
 	}
 }
 
+/* fetch_part(): the context entry of fp, through the session's table
+ * when there is one (an incremental answer has its own order). */
+static ssize_t fetch_find(struct pctx *x, const struct pw_fetch_part *fp)
+{
+	if (x->sess != NULL && x->sround == x->sess->round) {
+		struct pfs_ent *e = pfsess_find(x->sess, fp->topic, fp->partition);
+
+		if (e != NULL && e->round == x->sround && e->ctx < x->n &&
+		    !x->e[e->ctx].done && x->e[e->ctx].p->index == fp->partition &&
+		    kstr_eq(fp->topic, x->e[e->ctx].p->topic))
+			return (ssize_t)e->ctx;
+	}
+	return ctx_find(x, fp->topic, fp->partition);
+}
+
 static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 {
 	struct pctx *x = arg;
-	ssize_t i = ctx_find(x, fp->topic, fp->partition);
+	ssize_t i = fetch_find(x, fp);
 	struct ppart *p;
 	char name[300];
 
@@ -881,29 +1096,69 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	    p->src_fetch, kerr_name(fp->error));
 }
 
+/*
+ * A partition an incremental answer left out has nothing new: no records,
+ * the high watermark, last stable offset and log start of the answer
+ * before.  What a sessionless Fetch's empty answer did for it is done
+ * elsewhere too (the lag and the offsets skipped after trailing markers:
+ * produce answers; a log start that moved is news), except the warning
+ * that the last stable offset stands still below the high watermark: it
+ * is noted here, for the partitions behind only (no work per idle one).
+ */
+static void fetch_unchanged(struct pctx *x, size_t i)
+{
+	struct ppart *p = x->e[i].p;
+
+	if (p->lso_since != 0 && !p->lso_warned && !p->dead &&
+	    x->e[i].gen == p->gen && p->step == PS_RUN)
+		pl_note_lso(p, p->live.last_stable_offset,
+		    p->live.source_high_watermark);
+}
+
 static void fetch_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
 	struct pctx *x = arg;
 	int16_t top = 0;
+	int32_t sid = 0;
+	int insess = 0, incremental = 0;
 
 	if (!x->cl->dying)
 		x->b->fetching = 0;
 	if (x->cl->dying)
 		goto out;
+	/* Is this the answer to the session's latest request?  In an
+	 * incremental answer an absent partition has nothing new. */
+	insess = x->sess != NULL && x->sround == x->sess->round;
+	incremental = insess && !x->sfull;
 	x->pl->totals.fetches++;
 	if (err != KCONN_E_OK) {
 		log_info("%s: Fetch failed: %s", x->cl->label, errstr);
+		if (insess)
+			pfsess_reset(x->sess, 1);
 		pcluster_want_metadata(x->cl);
 		goto out;
 	}
-	if (pw_fetch_decode(body, x->version, &top, fetch_part, x) < 0) {
+	if (pw_fetch_decode_session(body, x->version, &top, &sid, fetch_part, x) < 0) {
 		log_warnx("%s: %s: Fetch v%d response does not parse at byte %zu: %s",
 		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
+		if (insess)
+			pfsess_reset(x->sess, 1);
 		kconn_close(c, KCONN_E_PROTOCOL, "malformed Fetch response");
 		goto out;
 	}
-	if (top != 0) {
+	if (insess)
+		fetch_session_answer(x, c, top, sid);
+	if (incremental && top == 0)
+		for (size_t i = 0; i < x->n; i++)
+			if (!x->e[i].done)
+				fetch_unchanged(x, i);
+	if (top == KERR_FETCH_SESSION_ID_NOT_FOUND ||
+	    top == KERR_INVALID_FETCH_SESSION_EPOCH ||
+	    top == KERR_FETCH_SESSION_TOPIC_ID_ERROR) {
+		/* Fetched again at once, in full. */
+		incremental = 1;
+	} else if (top != 0) {
 		log_info("%s: %s: Fetch: %s", x->cl->label, kconn_name(c), kerr_name(top));
 		pcluster_want_metadata(x->cl);
 	}
@@ -921,7 +1176,7 @@ out:
 	for (size_t i = 0; i < x->n; i++)
 		if (!x->e[i].done) {
 			x->e[i].p->fetch_inflight = 0;
-			if (err == KCONN_E_OK && !x->cl->dying)
+			if (err == KCONN_E_OK && !x->cl->dying && !incremental)
 				x->e[i].p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		}
 	pl_kick(x->pl);
@@ -1045,14 +1300,17 @@ void pcopy_fetch_round(struct pmirror *pm)
 		struct fetch_req f;
 		struct pctx *x = NULL;
 		struct kconn *c;
+		struct pfsess *sess;
 		char err[256];
-		size_t *sel = NULL, start;
+		size_t *sel = NULL, start, inflight0;
 		int v;
 
 		if (b->fetching)
 			continue;
 		f.n = 0;
 		f.tps = NULL;
+		f.in_session = 0;
+		memset(&f.sess, 0, sizeof(f.sess));
 		/*
 		 * Round robin: the request starts at b->fetch_next (moved on
 		 * by each answer) and wraps, so a response cap that fills up
@@ -1110,20 +1368,41 @@ void pcopy_fetch_round(struct pmirror *pm)
 		}
 		free(sel);
 		x->version = (int16_t)v;
+		sess = fetch_session(b, mc, v, c);
+		if (sess != NULL && fetch_session_plan(sess, &f, x) != 0) {
+			log_warnx("%s: Fetch: out of memory", cl->label);
+			ctx_free(x);
+			free(f.tps);
+			continue;
+		}
 		f.req.max_wait_ms = (int32_t)MIN(mc->fetch_wait_max_ms, INT32_MAX);
 		f.req.min_bytes = (int32_t)MIN(mc->fetch_min_bytes, INT32_MAX);
 		f.req.max_bytes = (int32_t)MIN(mc->fetch_response_max_bytes, INT32_MAX);
 		f.req.isolation = 1;
+		inflight0 = kconn_inflight_bytes(c);
 		if (kconn_send(c, KP_API_FETCH, (int16_t)v, fetch_encode, &f, 0,
 		    (int)MIN(mc->fetch_wait_max_ms + pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
 		    fetch_response, x, err, sizeof(err)) != 0) {
 			log_debug("%s: Fetch: %s", cl->label, err);
+			if (sess != NULL)
+				pfsess_reset(sess, 1);
 			ctx_free(x);
 		} else {
 			b->fetching = 1;
 			for (size_t i = 0; i < x->n; i++)
 				x->e[i].p->fetch_inflight = 1;
+			if (pl->ms != NULL) {
+				size_t sent = kconn_inflight_bytes(c);
+
+				metrics_counter_inc(METRICS_SERIES(MSTD(pl->ms,
+				    FETCH_REQUESTS), pm->name, f.in_session &&
+				    f.sess.epoch != 0 ? "incremental" : "full"));
+				metrics_counter_add(METRICS_SERIES(MSTD(pl->ms,
+				    FETCH_REQUEST_BYTES), pm->name), sent > inflight0 ?
+				    (double)(sent - inflight0) : 0);
+			}
 		}
+		fetch_forgotten_free(&f);
 		free(f.tps);
 	}
 }

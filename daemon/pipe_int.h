@@ -33,6 +33,7 @@ struct ptconf;
 struct pacl;
 struct paclorph;
 struct pmarks;
+struct pfsess;
 
 /* ---- clusters -------------------------------------------------------- */
 
@@ -48,6 +49,7 @@ struct pbroker {
 	int fetching;         /* a Fetch is outstanding (source side) */
 	size_t fetch_next;    /* index in the mirror's parts where the next
 	                       * Fetch starts (round robin, pipe_copy.c) */
+	struct pfsess *fsess; /* Fetch session with it (pipe_fsess.h), or NULL */
 };
 
 /*

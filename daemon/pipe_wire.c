@@ -153,18 +153,71 @@ out:
 int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *req,
     const struct pw_tp *tps, size_t n)
 {
+	return pw_fetch_encode_session(w, version, req, NULL, tps, n);
+}
+
+/* ForgottenTopicsData (v7-12: by name), allocated in one block like the
+ * topics; NULL with the writer failed. */
+static struct kp_fetch_request_forgotten_topic *forgotten_arrays(struct kw *w,
+    const struct pw_fetch_session *sess, int32_t *ngroups)
+{
+	struct kp_fetch_request_forgotten_topic *t;
+	int32_t *parts;
+	void *pv;
+	int32_t ng = count_groups(sess->forgotten, sess->nforgotten);
+
+	t = request_arrays(w, (size_t)ng, sizeof(*t), sess->nforgotten,
+	    sizeof(*parts), &pv);
+	if (t == NULL)
+		return NULL;
+	parts = pv;
+	for (size_t i = 0, g = 0; i < sess->nforgotten; g++) {
+		size_t len = group_len(sess->forgotten, sess->nforgotten, i);
+
+		kp_fetch_request_forgotten_topic_init(&t[g]);
+		t[g].topic = kstr_c(sess->forgotten[i].topic);
+		t[g].partitions = &parts[i];
+		t[g].partitions_n = (int32_t)len;
+		for (size_t k = i; k < i + len; k++)
+			parts[k] = sess->forgotten[k].partition;
+		i += len;
+	}
+	*ngroups = ng;
+	return t;
+}
+
+int pw_fetch_encode_session(struct kw *w, int16_t version,
+    const struct pw_fetch_req *req, const struct pw_fetch_session *sess,
+    const struct pw_tp *tps, size_t n)
+{
 	struct kp_fetch_request m;
 	struct kp_fetch_request_fetch_topic *t;
 	struct kp_fetch_request_fetch_partition *p;
+	struct kp_fetch_request_forgotten_topic *ft = NULL;
 	void *pv;
-	int32_t ng = count_groups(tps, n);
+	int32_t ng = count_groups(tps, n), nfg = 0;
 	int rc;
 
+	if (sess != NULL && version < 7) {
+		kw_fail(w, "no fetch sessions before Fetch v7");
+		return -1;
+	}
 	t = request_arrays(w, (size_t)ng, sizeof(*t), n, sizeof(*p), &pv);
 	if (t == NULL)
 		return -1;
 	p = pv;
+	if (sess != NULL && sess->nforgotten > 0 &&
+	    (ft = forgotten_arrays(w, sess, &nfg)) == NULL) {
+		free(t);
+		return -1;
+	}
 	kp_fetch_request_init(&m); /* no session (0/-1), rack "" */
+	if (sess != NULL) {
+		m.session_id = sess->id;
+		m.session_epoch = sess->epoch;
+		m.forgotten_topics_data = ft;
+		m.forgotten_topics_data_n = nfg;
+	}
 	m.replica_id = -1;
 	m.max_wait_ms = req->max_wait_ms;
 	m.min_bytes = req->min_bytes;
@@ -172,7 +225,6 @@ int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *re
 	m.isolation_level = req->isolation;
 	m.topics = t;
 	m.topics_n = ng;
-	m.forgotten_topics_data_n = 0;
 	for (size_t i = 0, g = 0; i < n; g++) {
 		size_t len = group_len(tps, n, i);
 
@@ -194,6 +246,7 @@ int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *re
 	}
 	rc = kp_fetch_request_encode(w, version, &m);
 	free(t);
+	free(ft);
 	return rc < 0 || w->err ? -1 : 0;
 }
 
@@ -209,19 +262,31 @@ static int aborted_cmp(const void *x, const void *y)
 int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
     void (*cb)(void *arg, const struct pw_fetch_part *p), void *arg)
 {
+	int32_t sid;
+
+	return pw_fetch_decode_session(r, version, top_error, &sid, cb, arg);
+}
+
+int pw_fetch_decode_session(struct kr *r, int16_t version, int16_t *top_error,
+    int32_t *session_id, void (*cb)(void *arg, const struct pw_fetch_part *p),
+    void *arg)
+{
 	struct kp_fetch_response m;
 	struct karena *a = response_arena(r);
 	int rc = -1;
 
 	*top_error = 0;
+	*session_id = 0;
 	if (a == NULL) {
 		kr_fail(r, "out of memory");
 		return -1;
 	}
 	if (kp_fetch_response_decode(r, a, version, &m) < 0)
 		goto out;
-	if (version >= 7)
+	if (version >= 7) {
 		*top_error = m.error_code;
+		*session_id = m.session_id;
+	}
 	/*
 	 * No cap on a partition's aborted transactions: the arena holds them
 	 * (16 bytes each, as on the wire), so the response size bounds them.

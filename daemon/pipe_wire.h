@@ -113,9 +113,28 @@ struct pw_fetch_part {
 };
 int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *req,
     const struct pw_tp *tps, size_t n);
+/*
+ * A Fetch in a fetch session (KIP-227, v7+): session id and epoch (0/0
+ * asks for a new session, closing session id if not 0; 0/-1 no session),
+ * tps the partitions added or changed, forgotten (topic and partition
+ * only, grouped by topic like tps) the ones leaving the session.
+ */
+struct pw_fetch_session {
+	int32_t id;
+	int32_t epoch;
+	const struct pw_tp *forgotten;
+	size_t nforgotten;
+};
+int pw_fetch_encode_session(struct kw *w, int16_t version,
+    const struct pw_fetch_req *req, const struct pw_fetch_session *sess,
+    const struct pw_tp *tps, size_t n);
 /* top_error gets the v7+ top-level error (0 before). */
 int pw_fetch_decode(struct kr *r, int16_t version, int16_t *top_error,
     void (*cb)(void *arg, const struct pw_fetch_part *p), void *arg);
+/* And session_id the v7+ session id of the answer (0 before, or none). */
+int pw_fetch_decode_session(struct kr *r, int16_t version, int16_t *top_error,
+    int32_t *session_id, void (*cb)(void *arg, const struct pw_fetch_part *p),
+    void *arg);
 
 /* ---- OffsetForLeaderEpoch -------------------------------------------- */
 

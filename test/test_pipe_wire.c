@@ -10,11 +10,13 @@
 #include "config.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compat.h"
 #include "kbuf.h"
+#include "pipe_fsess.h"
 #include "pipe_wire.h"
 
 /* ---- requests ------------------------------------------------------------ */
@@ -83,6 +85,129 @@ START_TEST(test_fetch_request_v11_fields)
 	ck_assert_int_eq(r.err, 0);
 	ck_assert_uint_eq(kr_left(&r), 0);
 	kw_fini(&w);
+}
+END_TEST
+
+START_TEST(test_fetch_request_session)
+{
+	struct pw_fetch_req req = { 100, 1, 1024, 1 };
+	struct pw_tp tp = { .topic = "ab", .partition = 1, .offset = 5, .max_bytes = 9,
+	    .leader_epoch = 4, .last_epoch = -1 };
+	/* grouped by topic, as the caller sorts them */
+	struct pw_tp fg[3] = {
+		{ .topic = "a", .partition = 1 }, { .topic = "a", .partition = 4 },
+		{ .topic = "zz", .partition = 0 },
+	};
+	struct pw_fetch_session sess = { 42, 3, fg, 3 };
+	struct kw w;
+	struct kr r;
+
+	kw_init(&w, 4096);
+	ck_assert_int_eq(pw_fetch_encode_session(&w, 11, &req, &sess, &tp, 1), 0);
+	kr_init(&r, w.buf, w.len);
+	ck_assert_int_eq(kr_i32(&r), -1);
+	ck_assert_int_eq(kr_i32(&r), 100);
+	ck_assert_int_eq(kr_i32(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 1024);
+	ck_assert_int_eq(kr_i8(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 42);  /* session id */
+	ck_assert_int_eq(kr_i32(&r), 3);   /* session epoch */
+	ck_assert_int_eq(kr_array(&r), 1);
+	ck_assert(kstr_eq(kr_str(&r), "ab"));
+	ck_assert_int_eq(kr_array(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 4);   /* current leader epoch */
+	ck_assert_int_eq(kr_i64(&r), 5);
+	ck_assert_int_eq(kr_i64(&r), -1);
+	ck_assert_int_eq(kr_i32(&r), 9);
+	ck_assert_int_eq(kr_array(&r), 2); /* forgotten topics */
+	ck_assert(kstr_eq(kr_str(&r), "a"));
+	ck_assert_int_eq(kr_array(&r), 2);
+	ck_assert_int_eq(kr_i32(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 4);
+	ck_assert(kstr_eq(kr_str(&r), "zz"));
+	ck_assert_int_eq(kr_array(&r), 1);
+	ck_assert_int_eq(kr_i32(&r), 0);
+	ck_assert(kstr_eq(kr_str(&r), "")); /* rack */
+	ck_assert_int_eq(r.err, 0);
+	ck_assert_uint_eq(kr_left(&r), 0);
+	kw_fini(&w);
+
+	/* An incremental request may name no partition at all. */
+	kw_init(&w, 4096);
+	sess.nforgotten = 0;
+	ck_assert_int_eq(pw_fetch_encode_session(&w, 7, &req, &sess, NULL, 0), 0);
+	kw_fini(&w);
+	/* No sessions before v7. */
+	kw_init(&w, 4096);
+	ck_assert_int_ne(pw_fetch_encode_session(&w, 6, &req, &sess, &tp, 1), 0);
+	kw_fini(&w);
+}
+END_TEST
+
+/* The session table: adds, finds, removes (slots reused), growth. */
+START_TEST(test_fetch_session_table)
+{
+	struct pfsess *s = pfsess_new();
+	char t[32];
+	int added;
+
+	ck_assert_ptr_nonnull(s);
+	for (int i = 0; i < 3000; i++) {
+		struct pfs_ent *e;
+
+		snprintf(t, sizeof(t), "topic-%d", i % 37);
+		e = pfsess_get(s, t, i, &added);
+		ck_assert_ptr_nonnull(e);
+		ck_assert_int_eq(added, 1);
+		e->offset = i;
+	}
+	ck_assert_uint_eq(s->n, 3000);
+	for (int i = 0; i < 3000; i += 2) {
+		struct pfs_ent *e;
+
+		snprintf(t, sizeof(t), "topic-%d", i % 37);
+		e = pfsess_find(s, kstr_c(t), i);
+		ck_assert_ptr_nonnull(e);
+		ck_assert_int_eq(e->offset, i);
+		free(pfsess_remove(s, e));
+	}
+	ck_assert_uint_eq(s->n, 1500);
+	for (int i = 0; i < 3000; i++) {
+		struct pfs_ent *e;
+
+		snprintf(t, sizeof(t), "topic-%d", i % 37);
+		e = pfsess_find(s, kstr_c(t), i);
+		if (i % 2 == 0) {
+			ck_assert_ptr_null(e);
+			e = pfsess_get(s, t, i, &added);
+			ck_assert_int_eq(added, 1);
+			e->offset = -i;
+		} else {
+			ck_assert_ptr_nonnull(e);
+			ck_assert_int_eq(e->offset, i);
+			ck_assert_ptr_eq(pfsess_get(s, t, i, &added), e);
+			ck_assert_int_eq(added, 0);
+		}
+	}
+	ck_assert_uint_eq(s->n, 3000);
+	/* another topic, same partition; a name that is a prefix */
+	ck_assert_ptr_null(pfsess_find(s, kstr_c("topic-1"), 0));
+	ck_assert_ptr_null(pfsess_find(s, kstr_c("topic-"), 1));
+	ck_assert_ptr_nonnull(pfsess_find(s, kstr_c("topic-1"), 1));
+	ck_assert_int_eq(pfsess_find(s, kstr_c("topic-2"), 2)->offset, -2);
+	s->id = 7;
+	s->epoch = 9;
+	pfsess_reset(s, 1);
+	ck_assert_uint_eq(s->n, 0);
+	ck_assert_int_eq(s->id, 7);
+	ck_assert_int_eq(s->epoch, 0);
+	ck_assert_ptr_null(pfsess_find(s, kstr_c("topic-1"), 1));
+	pfsess_reset(s, 0);
+	ck_assert_int_eq(s->id, 0);
+	ck_assert_int_eq(pfsess_next_epoch(1), 2);
+	ck_assert_int_eq(pfsess_next_epoch(INT32_MAX), 1);
+	pfsess_free(s);
 }
 END_TEST
 
@@ -392,6 +517,25 @@ START_TEST(test_fetch_response_v11)
 	ck_assert_int_eq(pw_fetch_decode(&r, 11, &top, on_fetch, &s), 0);
 	ck_assert_int_eq(top, 0);
 	ck_assert_int_eq(s.n, 2);
+	{
+		/* The session id of the answer (KIP-227). */
+		struct seen s2;
+		struct kw w2;
+		struct kr r2;
+		int32_t sid = -1;
+
+		memset(&s2, 0, sizeof(s2));
+		kw_init(&w2, 4096);
+		fetch_v11_response(&w2);
+		w2.buf[6] = 0x12;  /* session id 0x12000034 */
+		w2.buf[9] = 0x34;
+		kr_init(&r2, w2.buf, w2.len);
+		ck_assert_int_eq(pw_fetch_decode_session(&r2, 11, &top, &sid,
+		    on_fetch, &s2), 0);
+		ck_assert_int_eq(sid, 0x12000034);
+		ck_assert_int_eq(s2.n, 2);
+		kw_fini(&w2);
+	}
 	ck_assert(kstr_eq(s.p[0].topic, "t"));
 	ck_assert_int_eq(s.p[0].partition, 2);
 	ck_assert_int_eq(s.p[0].high_watermark, 100);
@@ -732,6 +876,8 @@ static Suite *pipe_wire_suite(void)
 
 	tcase_add_test(tc, test_fetch_request_v4);
 	tcase_add_test(tc, test_fetch_request_v11_fields);
+	tcase_add_test(tc, test_fetch_request_session);
+	tcase_add_test(tc, test_fetch_session_table);
 	tcase_add_test(tc, test_fetch_v12_epochs);
 	tcase_add_test(tc, test_offset_for_leader_epoch);
 	tcase_add_test(tc, test_produce_request_groups_topics);

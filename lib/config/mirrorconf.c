@@ -121,6 +121,10 @@ static const struct mkey mkeys[] = {
 	  "Most bytes in one Fetch response across all partitions." },
 	{ "mirror.fetch.backoff.ms", MK_MIRROR, MT_INT, "1000", 0, 300000, NULL, O(fetch_backoff_ms), 0,
 	  "Pause before fetching again after a Fetch to the source failed." },
+	{ "mirror.fetch.sessions", MK_MIRROR, MT_BOOL, "true", 0, 0, NULL, O(fetch_sessions), 0,
+	  "Use incremental fetch sessions (KIP-227) where the source supports them (Fetch v7+): "
+	  "a Fetch then lists only the partitions whose fetch position changed, not all of them. "
+	  "A source that opens no session is fetched in full every time." },
 	{ "mirror.metadata.refresh.interval.ms", MK_MIRROR, MT_INT, "30000", 1000, 86400000, NULL, O(metadata_refresh_interval_ms), 0,
 	  "How often source metadata is read again: leaders, partition counts and topics matching mirror.topics.include. "
 	  "Also how often the configs of the mirrored topics are compared with the source's and the differences applied to the destination." },

@@ -137,6 +137,18 @@
 	X(CLUSTER_REQUEST_ERRORS, "mirrord_cluster_request_errors_total", \
 	    COUNTER, CONN_API_ERROR, NONE, NO, "Error responses and failed " \
 	    "requests to a cluster, by Kafka error name") \
+	X(FETCH_REQUESTS, "mirrord_fetch_requests_total", COUNTER, \
+	    MIRROR_RESULT, NONE, NO, "Fetch requests sent to the source, by " \
+	    "kind: result=\"full\" lists every partition fetched (no session, " \
+	    "or one being opened), result=\"incremental\" only those whose " \
+	    "fetch position changed (KIP-227 fetch session)") \
+	X(FETCH_REQUEST_BYTES, "mirrord_fetch_request_bytes_total", COUNTER, \
+	    MIRROR, NONE, NO, "Bytes of the Fetch requests sent to the " \
+	    "source (size prefix and header included)") \
+	X(FETCH_SESSION_ERRORS, "mirrord_fetch_session_errors_total", \
+	    COUNTER, MIRROR_ERROR, NONE, NO, "Fetch sessions the source " \
+	    "dropped or refused (FETCH_SESSION_ID_NOT_FOUND, " \
+	    "INVALID_FETCH_SESSION_EPOCH, ...): the next Fetch is a full one") \
 	X(DESTINATION_WRITES_DENIED, \
 	    "mirrord_destination_writes_denied_total", COUNTER, API_ERROR, \
 	    NONE, NO, "Produce and InitProducerId answers of the destination " \

@@ -27,6 +27,10 @@ there in SCALE_TIMEOUT seconds (default 600) or data is missing.
 SCALE_FSYNC=0 runs mirrord with storage.fsync false, to see what limits
 catch-up once the metadata log's fsync per state change (one per
 partition at least, on the event loop) is out of the way.
+SCALE_FETCH_SESSIONS=0 sets mirror.fetch.sessions false (Fetch requests
+listing every partition, as before KIP-227 sessions); either way the idle
+Fetch traffic is reported (requests and request bytes per second, from
+mirrord_fetch_requests_total and mirrord_fetch_request_bytes_total).
 SCALE_PERF=1 records `perf record -g` of mirrord over the catch-up and the
 idle period into the test directory (perf.data.catchup, perf.data.idle).
 """
@@ -51,6 +55,7 @@ IDLE_S = float(os.environ.get("SCALE_IDLE_S", "30"))
 TIMEOUT = float(os.environ.get("SCALE_TIMEOUT", "600"))
 PERF = os.environ.get("SCALE_PERF") == "1"
 FSYNC = os.environ.get("SCALE_FSYNC", "1") != "0"
+SESSIONS = os.environ.get("SCALE_FETCH_SESSIONS", "1") != "0"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -114,7 +119,8 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
             f.write(cfg.replace("storage:\n", "storage:\n  fsync: false\n", 1))
     d.start()
     pid = d.proc.pid
-    d.create("scale", {"bootstrap.servers": src_boot})
+    d.create("scale", {"bootstrap.servers": src_boot,
+                       "mirror.fetch.sessions": "true" if SESSIONS else "false"})
     want = n
     cpu0 = cpu_s(pid)
     perf = Perf(pid, "%s-catchup" % label)
@@ -161,18 +167,48 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
         h.fail("%s: destination partitions short of %d records: %s"
                % (label, RECORDS, short[:10]))
     perf = Perf(pid, "%s-idle" % label)
+    f0 = fetch_traffic(d)
     i0, it0 = cpu_s(pid), time.monotonic()
     time.sleep(IDLE_S)
-    idle = (cpu_s(pid) - i0) / (time.monotonic() - it0)
+    idle_s = time.monotonic() - it0
+    idle = (cpu_s(pid) - i0) / idle_s
+    f1 = fetch_traffic(d)
     perf.stop()
+    freq = {k: (f1[k] - f0[k]) / idle_s for k in f0}
+    nreq = freq["full"] + freq["incremental"]
+    print("  %s idle Fetch traffic: %.1f requests/s (%.1f full, %.1f incremental), "
+          "%.0f request bytes/s, %.0f bytes a request" % (
+              label, nreq, freq["full"], freq["incremental"], freq["bytes"],
+              freq["bytes"] / nreq if nreq else 0), flush=True)
     lats = sorted(describe_timed(d)[0] for _ in range(5))
     rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
     d.stop()
-    return {"label": label + ("" if FSYNC else " (no fsync)"), "partitions": n, "catchup_s": catchup,
+    return {"label": label + ("" if FSYNC else " (no fsync)") +
+            ("" if SESSIONS else " (no sessions)"), "partitions": n, "catchup_s": catchup,
             "catchup_cpu_s": catchup_cpu, "idle_core_pct": idle * 100,
             "rss_mb": rss / 1024.0, "hwm_mb": hwm / 1024.0,
             "describe_median_s": lats[2], "describe_max_s": lats[-1],
-            "describe_during_catchup_max_s": max(lat), "states": last}
+            "describe_during_catchup_max_s": max(lat), "states": last,
+            "fetch_sessions": SESSIONS,
+            "idle_fetch_requests_per_s": nreq,
+            "idle_fetch_request_bytes_per_s": freq["bytes"]}
+
+
+def fetch_traffic(d):
+    """Fetch requests by kind and their bytes so far (mirror "scale")."""
+    out = {"full": 0.0, "incremental": 0.0, "bytes": 0.0}
+    for line in d.metrics().splitlines():
+        if not line.startswith("mirrord_fetch_request") or \
+                'mirror="scale"' not in line:
+            continue
+        v = float(line.rsplit(" ", 1)[1])
+        if line.startswith("mirrord_fetch_request_bytes_total"):
+            out["bytes"] += v
+        elif 'result="full"' in line:
+            out["full"] += v
+        elif 'result="incremental"' in line:
+            out["incremental"] += v
+    return out
 
 
 def produce(boot, topics, what):
