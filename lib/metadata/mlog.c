@@ -343,6 +343,40 @@ int mlog_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
 	return 0;
 }
 
+int mlog_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    mlog_done_fn done, void *done_arg, char *err, size_t errlen)
+{
+	struct mlog_group *g;
+
+	if (not_open(ml, err, errlen) != 0)
+		return -1;
+	if (ml->ops->compact_async != NULL) {
+		if (ml->ops->compact_async(ml, dump, arg, done, done_arg, err,
+		    errlen) != 0)
+			return -1;
+		ml->groups_in_flight++;
+		return 0;
+	}
+	g = calloc(1, sizeof(*g));
+	if (g == NULL) {
+		snprintf(err, errlen, "out of memory for a metadata log group");
+		return -1;
+	}
+	g->done = done;
+	g->arg = done_arg;
+	mlog_wait(ml);
+	g->rc = ml->ops->compact(ml, dump, arg, g->err, sizeof(g->err));
+	if (ml->defer_tail != NULL)
+		ml->defer_tail->next = g;
+	else
+		ml->defer_head = g;
+	ml->defer_tail = g;
+	ml->groups_in_flight++;
+	if (ml->defer_ev != NULL)
+		event_active(ml->defer_ev, 0, 0);
+	return 0;
+}
+
 void mlog_wait(struct mlog *ml)
 {
 	if (ml->ops->sync_async != NULL && ml->ops->wait != NULL &&

@@ -152,6 +152,9 @@ struct mlog_stats {
 	uint64_t compactions;
 	uint64_t torn_bytes_dropped; /* at open */
 	int broken;                /* 1 after a failure that forbids writing */
+	uint64_t groups;           /* asynchronous groups completed */
+	uint64_t last_group_records; /* records in the last fsync round */
+	uint64_t max_group_records;  /* most records one fsync round held */
 };
 
 /* Completion of mlog_sync_async(): rc 0 every record of the group is
@@ -187,6 +190,10 @@ struct mlog_ops {
 	 * first.  The backend's free op finishes its groups in flight
 	 * without calling their done. */
 	void (*wait)(struct mlog *ml);
+	/* optional: mlog_compact_async(); NULL: the generic code compacts
+	 * (blocking) and defers done. */
+	int (*compact_async)(struct mlog *ml, mlog_dump_fn dump, void *arg,
+	    mlog_done_fn done, void *done_arg, char *err, size_t errlen);
 };
 
 /* The interface.  Backends embed it first in their own struct. */
@@ -274,6 +281,17 @@ int mlog_want_compact(const struct mlog *ml);
  * A crash at any point leaves a set of files that opens to the same state. */
 int mlog_compact(struct mlog *ml, mlog_dump_fn dump, void *arg, char *err,
     size_t errlen);
+/* The same without blocking the loop where the backend can (file: the
+ * state is dumped into memory here, the snapshot written, fsynced and
+ * renamed, and the new segment started, on the writer thread).  The
+ * caller's state must hold every record handed to a group so far (call it
+ * when mlog_in_flight() is 0, e.g. from the last group's done); records
+ * still pending, and groups started afterwards, go after the snapshot.
+ * done (rc 0 or -1 with err) runs on the loop in group order; a failed
+ * snapshot leaves the log as it was (unless it cannot be withdrawn: then
+ * broken).  -1: not started (done never called). */
+int mlog_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    mlog_done_fn done, void *done_arg, char *err, size_t errlen);
 void mlog_stats(const struct mlog *ml, struct mlog_stats *out);
 /* fn(arg, stats) after every successful mlog_sync(), with the stats after
  * it (the daemon feeds its metadata-log metrics from them); NULL removes. */
