@@ -459,6 +459,13 @@ int mstate_batch_begin(struct mstate *st);   /* 0, or -1 if one is open */
  * Needs the log's event base (mlog_set_event_base()).
  */
 typedef void (*mstate_done_fn)(void *arg, int code, const char *msg);
+/* 1 when the log has an event base: the _async forms write
+ * asynchronously; 0: they write synchronously (*started 0). */
+int mstate_async_ready(const struct mstate *st);
+/* Waits for every asynchronous write in flight (they are applied; their
+ * callbacks stay for the loop, or are dropped by mstate_free()).  Call it
+ * before freeing what those callbacks would touch. */
+void mstate_async_wait(struct mstate *st);
 struct mstate_async_stats {
 	uint64_t ops;          /* asynchronous writes completed */
 	uint64_t groups;       /* groups they went in */

@@ -1581,6 +1581,16 @@ void mstate_async_drain(struct mstate *st)
 	mlog_wait(st->ml);
 }
 
+int mstate_async_ready(const struct mstate *st)
+{
+	return st->ml != NULL && st->ml->base != NULL && !st->batch;
+}
+
+void mstate_async_wait(struct mstate *st)
+{
+	mstate_async_drain(st);
+}
+
 void mstate_async_free(struct mstate *st)
 {
 	if (st->ml != NULL)

@@ -660,7 +660,8 @@ static int persist_one(struct mstate *st, const struct mrec *r,
 {
 	int rc;
 
-	if (cb == NULL)
+	/* Without the log's event base: written now, nothing pending. */
+	if (cb == NULL || !mstate_async_ready(st))
 		return mstate_persist(st, r, 1, what, msg, msglen);
 	rc = mstate_persist_async(st, r, 1, what, cb, arg, msg, msglen);
 	if (rc == KERR_NONE && started != NULL)
