@@ -1642,25 +1642,6 @@ static struct xlate *recorded_map(struct ppart *p)
 	return m;
 }
 
-/*
- * Persists the anchors of b before its Produce (the translation map must
- * explain the destination before the batch can be there), after a
- * part-sending record naming where b goes (until it is acknowledged,
- * mirrord is only known to have written below that: pipe_prove.c).
- *
- * After an uncertain Produce (or a restart) that did not land, the same
- * batch is fetched again and yields the same anchors, which go back from
- * the last recorded one.  Those are recognised when the recorded map
- * already maps each of them exactly so, and not added again; one that the
- * map explains otherwise means the source batch is not the one whose
- * anchors were recorded (compacted again in between), which mirrord cannot
- * tell apart from a corrupted map: FAILED, naming both.
- *
- * Also records b's source leader epoch when it starts a new one: the epoch
- * history must name the epoch of every batch that may be at the
- * destination, or a restart's check (pipe_epoch.c) would ask about an older
- * epoch than the last one copied.
- */
 enum { MW_EPOCH, MW_SENDING, MW_ANCHOR, MW_PRODUCER };
 
 /*
@@ -1695,8 +1676,13 @@ static void mwrite_done(void *arg, int code, const char *msg)
 	pl_part_unref(p);
 }
 
-/* After an _async call that started a write: p waits for it. */
-static void mwrite_wait(struct ppart *p, uint32_t og, int kind, int64_t off,
+/*
+ * Before an _async call: p waits for the write it may start, holding a ref
+ * (with a follower's log the call itself may apply other instances'
+ * records, lose p or bury it: the callback still finds p, and sees the
+ * old own_gen).  mwrite_cancel() when the call started nothing.
+ */
+static void mwrite_begin(struct ppart *p, uint32_t og, int kind, int64_t off,
     const char *what)
 {
 	p->mwrite = 1;
@@ -1706,6 +1692,14 @@ static void mwrite_wait(struct ppart *p, uint32_t og, int kind, int64_t off,
 	p->mwrite_off = off;
 	snprintf(p->mwrite_what, sizeof(p->mwrite_what), "%s", what);
 	p->refs++;
+}
+
+/* p is not freed here even when buried meanwhile (the graveyard keeps it
+ * until the pipeline goes): the caller still looks at it. */
+static void mwrite_cancel(struct ppart *p)
+{
+	p->mwrite = 0;
+	p->refs--;
 }
 
 /*
@@ -1750,21 +1744,23 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 
 	if (b->pstep == 0 && b->epoch >= 0 && b->epoch > p->last_epoch) {
 		int32_t epoch = b->epoch;
-		int r = mpart_add_epoch_async(st, mp, b->epoch, b->dst_base,
-		    mwrite_done, p, &started, msg, sizeof(msg));
+		int r;
 
+		snprintf(what, sizeof(what), "source leader epoch %d from "
+		    "destination offset %" PRId64, epoch, b->dst_base);
+		mwrite_begin(p, og, MW_EPOCH, b->dst_base, what);
+		r = mpart_add_epoch_async(st, mp, b->epoch, b->dst_base,
+		    mwrite_done, p, &started, msg, sizeof(msg));
+		if (!started)
+			mwrite_cancel(p);
 		if (r != 0 && p->own_gen == og)
 			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
 		if (p->own_gen != og)
 			return -1;
 		p->last_epoch = epoch;
 		b->pstep = 1;
-		if (started) {
-			snprintf(what, sizeof(what), "source leader epoch %d from "
-			    "destination offset %" PRId64, epoch, b->dst_base);
-			mwrite_wait(p, og, MW_EPOCH, b->dst_base, what);
+		if (started)
 			return 1;
-		}
 	}
 	if (b->pstep == 0)
 		b->pstep = 1;
@@ -1806,8 +1802,15 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 		from = p->dst_next >= 0 && p->dst_next < b->dst_base ? p->dst_next :
 		    b->dst_base;
 		if (i < b->nanchors) {
-			int r = mpart_note_sending_async(st, mp, from, mwrite_done, p,
+			int r;
+
+			snprintf(what, sizeof(what), "the batch sent to destination "
+			    "offset %" PRId64, b->dst_base);
+			mwrite_begin(p, og, MW_SENDING, from, what);
+			r = mpart_note_sending_async(st, mp, from, mwrite_done, p,
 			    &started, msg, sizeof(msg));
+			if (!started)
+				mwrite_cancel(p);
 
 			if (p->own_gen != og)
 				goto out;
@@ -1817,9 +1820,6 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 				goto out;
 			}
 			if (started) {
-				snprintf(what, sizeof(what), "the batch sent to destination "
-				    "offset %" PRId64, b->dst_base);
-				mwrite_wait(p, og, MW_SENDING, from, what);
 				rc = 1;
 				goto out;
 			}
@@ -1828,9 +1828,16 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 	if (p->own_gen != og)
 		goto out;
 	while (b->pidx < b->nanchors) {
+		int r;
+
 		i = b->pidx++;
-		int r = mpart_add_anchor_async(st, mp, b->anchors[i].src,
+		snprintf(what, sizeof(what), "the translation anchor %" PRId64
+		    " -> %" PRId64, b->anchors[i].src, b->anchors[i].dst);
+		mwrite_begin(p, og, MW_ANCHOR, b->anchors[i].dst, what);
+		r = mpart_add_anchor_async(st, mp, b->anchors[i].src,
 		    b->anchors[i].dst, mwrite_done, p, &started, msg, sizeof(msg));
+		if (!started)
+			mwrite_cancel(p);
 
 		if (p->own_gen != og)
 			goto out;
@@ -1840,9 +1847,6 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 			goto out;
 		}
 		if (started) {
-			snprintf(what, sizeof(what), "the translation anchor %" PRId64
-			    " -> %" PRId64, b->anchors[i].src, b->anchors[i].dst);
-			mwrite_wait(p, og, MW_ANCHOR, b->anchors[i].dst, what);
 			rc = 1;
 			goto out;
 		}
@@ -1904,11 +1908,17 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		 * batch can be on the destination (provenance reads it). */
 		char msg[512], what[160];
 		uint32_t og = p->own_gen;
-		int started;
-		int r = mpart_set_producer_async(p->pm->pl->st, p->mp, p->pid,
+		int started, r;
+
+		snprintf(what, sizeof(what), "producer id %" PRId64 " epoch %d "
+		    "from destination offset %" PRId64, p->pid, p->pepoch,
+		    q->dst_base);
+		mwrite_begin(p, og, MW_PRODUCER, q->dst_base, what);
+		r = mpart_set_producer_async(p->pm->pl->st, p->mp, p->pid,
 		    p->pepoch, q->dst_base, mwrite_done, p, &started, msg,
 		    sizeof(msg));
-
+		if (!started)
+			mwrite_cancel(p);
 		/* Lost while the follower's write applied others' records:
 		 * q went with p's queue (part_lose()). */
 		if (p->own_gen != og)
@@ -1919,14 +1929,8 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 			    q->dst_base, msg);
 			return -1;
 		}
-		if (started) {
-			/* mwrite_done() sets seq_base once it is durable. */
-			snprintf(what, sizeof(what), "producer id %" PRId64 " epoch %d "
-			    "from destination offset %" PRId64, p->pid, p->pepoch,
-			    q->dst_base);
-			mwrite_wait(p, og, MW_PRODUCER, q->dst_base, what);
-			return 1;
-		}
+		if (started)
+			return 1; /* mwrite_done() sets seq_base once durable */
 		p->seq_base = q->dst_base;
 		log_info("%s/%s-%" PRId32 ": writing as producer id %" PRId64
 		    " epoch %d, sequence 0 at destination offset %" PRId64,
