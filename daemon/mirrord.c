@@ -343,6 +343,9 @@ static void on_mlog_sync(void *arg, const struct mlog_stats *st)
 	metrics_counter_add(METRICS_SERIES(MSTD(&d->ms, METADATA_LOG_BYTES)),
 	    (double)(st->bytes >= seen->bytes ? st->bytes - seen->bytes :
 	    st->bytes));
+	if (st->groups > seen->groups)
+		metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
+		    METADATA_LOG_GROUPS)), (double)(st->groups - seen->groups));
 	if (st->syncs > seen->syncs && st->last_fsync_us >= 0)
 		metrics_histogram_observe(METRICS_SERIES(MSTD(&d->ms,
 		    METADATA_LOG_FSYNC_DURATION)), (double)st->last_fsync_us / 1e6);
@@ -443,6 +446,8 @@ static int open_state(struct daemon *d)
 	}
 	mlog_stats(d->ml, &d->mlog_seen);
 	mlog_set_sync_hook(d->ml, on_mlog_sync, d);
+	/* Asynchronous metadata writes (group commit) complete on the loop. */
+	mlog_set_event_base(d->ml, d->base);
 	if (secrets_start(d->st, err, sizeof(err)) < 0) {
 		log_errorx("%s", err);
 		return -1;
@@ -692,6 +697,10 @@ int main(int argc, char **argv)
 	log_info("mirrord stopped");
 	cluster_free(d.cl);
 	admin_free(d.adm);
+	/* Metadata writes in flight land (and apply) while the pipeline is
+	 * still there; their callbacks are dropped with the model. */
+	if (d.st != NULL)
+		mstate_async_wait(d.st);
 	pipeline_free(d.pl);
 	httpd_free(d.http);
 	if (d.ev_deadline != NULL)

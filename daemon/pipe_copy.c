@@ -1921,6 +1921,66 @@ static struct xlate *recorded_map(struct ppart *p)
 	return m;
 }
 
+enum { MW_EPOCH, MW_SENDING, MW_ANCHOR, MW_PRODUCER };
+
+/*
+ * The completion of p's asynchronous metadata write (group commit: the
+ * records are durable and applied to the model when it runs, or the log is
+ * broken).  p may have been lost (own_gen), its queue dropped (gen) or p
+ * buried meanwhile: then nothing of p's batches is touched (they may be
+ * freed); only the reference goes.
+ */
+static void mwrite_done(void *arg, int code, const char *msg)
+{
+	struct ppart *p = arg;
+	struct pipeline *pl = p->pm->pl;
+	char name[300];
+
+	p->mwrite = 0;
+	if (!p->dead && p->gen == p->mwrite_gen && p->own_gen == p->mwrite_og) {
+		if (code != 0 && p->mwrite_kind == MW_EPOCH)
+			log_warnx("%s: epoch history: %s", pname(p, name,
+			    sizeof(name)), msg);
+		else if (code != 0)
+			pl_part_fail(p, "cannot record %s: %s", p->mwrite_what, msg);
+		else if (p->mwrite_kind == MW_PRODUCER) {
+			p->seq_base = p->mwrite_off;
+			log_info("%s/%s-%" PRId32 ": writing as producer id %" PRId64
+			    " epoch %d, sequence 0 at destination offset %" PRId64,
+			    p->pm->name, p->topic, p->index, p->pid, p->pepoch,
+			    p->seq_base);
+		}
+		pl_kick(pl);
+	}
+	pl_part_unref(p);
+}
+
+/*
+ * Before an _async call: p waits for the write it may start, holding a ref
+ * (with a follower's log the call itself may apply other instances'
+ * records, lose p or bury it: the callback still finds p, and sees the
+ * old own_gen).  mwrite_cancel() when the call started nothing.
+ */
+static void mwrite_begin(struct ppart *p, uint32_t og, int kind, int64_t off,
+    const char *what)
+{
+	p->mwrite = 1;
+	p->mwrite_gen = p->gen;
+	p->mwrite_og = og;
+	p->mwrite_kind = kind;
+	p->mwrite_off = off;
+	snprintf(p->mwrite_what, sizeof(p->mwrite_what), "%s", what);
+	p->refs++;
+}
+
+/* p is not freed here even when buried meanwhile (the graveyard keeps it
+ * until the pipeline goes): the caller still looks at it. */
+static void mwrite_cancel(struct ppart *p)
+{
+	p->mwrite = 0;
+	p->refs--;
+}
+
 /*
  * Persists the anchors of b before its Produce (the translation map must
  * explain the destination before the batch can be there), after a
@@ -1939,82 +1999,134 @@ static struct xlate *recorded_map(struct ppart *p)
  * history must name the epoch of every batch that may be at the
  * destination, or a restart's check (pipe_epoch.c) would ask about an older
  * epoch than the last one copied.
+ *
+ * The writes are asynchronous (group commit, ASYNC-DESIGN.md): each
+ * record is validated against the model once the one before it has been
+ * applied, so one write of p is in flight at a time; other partitions'
+ * records share its group.  Returns 0 when everything is durable (b may
+ * go), 1 while a write is in flight (b->pstep/pidx say where to go on:
+ * mwrite_done() kicks the pipeline), -1 when p failed or was lost.
  */
 static int persist_anchors(struct ppart *p, struct pbatch *b)
 {
+	struct mstate *st = p->pm->pl->st;
 	struct mpart *mp = p->mp;
 	struct xlate *m = NULL;
-	char msg[512], name[300];
+	char msg[512], name[300], what[160];
 	int64_t from;
 	size_t i;
-	int rc = -1;
+	int rc = -1, started;
 	/* A follower's metadata write applies what other instances wrote
 	 * first (mlog_kafka): p may be lost on the way (part_lose() frees its
 	 * queue, b included).  Then nothing of b or p is touched again. */
 	uint32_t og = p->own_gen;
 
-	if (b->epoch >= 0 && b->epoch > p->last_epoch) {
+	if (b->pstep == 0 && b->epoch >= 0 && b->epoch > p->last_epoch) {
 		int32_t epoch = b->epoch;
+		int r;
 
-		if (mpart_add_epoch(p->pm->pl->st, mp, b->epoch, b->dst_base, msg,
-		    sizeof(msg)) != 0 && p->own_gen == og)
+		snprintf(what, sizeof(what), "source leader epoch %d from "
+		    "destination offset %" PRId64, epoch, b->dst_base);
+		mwrite_begin(p, og, MW_EPOCH, b->dst_base, what);
+		r = mpart_add_epoch_async(st, mp, b->epoch, b->dst_base,
+		    mwrite_done, p, &started, msg, sizeof(msg));
+		if (!started)
+			mwrite_cancel(p);
+		if (r != 0 && p->own_gen == og)
 			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
 		if (p->own_gen != og)
 			return -1;
 		p->last_epoch = epoch;
+		b->pstep = 1;
+		if (started)
+			return 1;
 	}
+	if (b->pstep == 0)
+		b->pstep = 1;
 
-	for (i = 0; i < b->nanchors && mp->nanchors > 0; i++) {
-		const struct manchor *l = &mp->anchors[mp->nanchors - 1];
-		int64_t s = b->anchors[i].src, d = b->anchors[i].dst, got = -1;
-		int how;
+	if (b->pstep == 1) {
+		for (i = 0; i < b->nanchors && mp->nanchors > 0; i++) {
+			const struct manchor *l = &mp->anchors[mp->nanchors - 1];
+			int64_t s = b->anchors[i].src, d = b->anchors[i].dst, got = -1;
+			int how;
 
-		if (s >= l->src && d >= l->dst)
-			break; /* new from here on */
-		if (m == NULL && (m = recorded_map(p)) == NULL)
-			goto out;
-		how = xlate_src_to_dst(m, s, &got);
-		if (how != XLATE_EXACT || got != d) {
-			pl_part_fail(p, "the source batch at offsets %" PRId64 "..%" PRId64
-			    ", fetched again for destination offset %" PRId64 " (after an "
-			    "uncertain Produce or a restart), puts source offset %" PRId64
-			    " at destination offset %" PRId64 ", but the translation "
-			    "recorded when it was first sent %s %" PRId64 ": the source "
-			    "batch changed in between (compacted again?)", b->src_base,
-			    b->src_next - 1, b->dst_base, s, d,
-			    how == XLATE_EXACT ? "puts it at" : "has no record at it; "
-			    "the next is at", got);
-			goto out;
+			if (s >= l->src && d >= l->dst)
+				break; /* new from here on */
+			if (m == NULL && (m = recorded_map(p)) == NULL)
+				goto out;
+			how = xlate_src_to_dst(m, s, &got);
+			if (how != XLATE_EXACT || got != d) {
+				pl_part_fail(p, "the source batch at offsets %" PRId64 "..%" PRId64
+				    ", fetched again for destination offset %" PRId64 " (after an "
+				    "uncertain Produce or a restart), puts source offset %" PRId64
+				    " at destination offset %" PRId64 ", but the translation "
+				    "recorded when it was first sent %s %" PRId64 ": the source "
+				    "batch changed in between (compacted again?)", b->src_base,
+				    b->src_next - 1, b->dst_base, s, d,
+				    how == XLATE_EXACT ? "puts it at" : "has no record at it; "
+				    "the next is at", got);
+				goto out;
+			}
 		}
-	}
-	if (i > 0)
-		log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64
-		    " for destination offset %" PRId64 " is sent again: %zu of its "
-		    "translation anchors are recorded already", pname(p, name,
-		    sizeof(name)), b->src_base, b->src_next - 1, b->dst_base, i);
-	/* With batches in flight before b (pipelined), what is known written
-	 * ends where the first of them starts (p->dst_next), not at b. */
-	from = p->dst_next >= 0 && p->dst_next < b->dst_base ? p->dst_next :
-	    b->dst_base;
-	if (i < b->nanchors && mpart_note_sending(p->pm->pl->st, mp, from,
-	    msg, sizeof(msg)) != 0) {
-		if (p->own_gen != og)
-			goto out;
-		pl_part_fail(p, "cannot record the batch sent to destination offset %"
-		    PRId64 ": %s", b->dst_base, msg);
-		goto out;
+		if (i > 0)
+			log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64
+			    " for destination offset %" PRId64 " is sent again: %zu of its "
+			    "translation anchors are recorded already", pname(p, name,
+			    sizeof(name)), b->src_base, b->src_next - 1, b->dst_base, i);
+		b->pidx = i;
+		b->pstep = 2;
+		/* With batches in flight before b (pipelined), what is known
+		 * written ends where the first of them starts (p->dst_next),
+		 * not at b. */
+		from = p->dst_next >= 0 && p->dst_next < b->dst_base ? p->dst_next :
+		    b->dst_base;
+		if (i < b->nanchors) {
+			int r;
+
+			snprintf(what, sizeof(what), "the batch sent to destination "
+			    "offset %" PRId64, b->dst_base);
+			mwrite_begin(p, og, MW_SENDING, from, what);
+			r = mpart_note_sending_async(st, mp, from, mwrite_done, p,
+			    &started, msg, sizeof(msg));
+			if (!started)
+				mwrite_cancel(p);
+
+			if (p->own_gen != og)
+				goto out;
+			if (r != 0) {
+				pl_part_fail(p, "cannot record the batch sent to destination "
+				    "offset %" PRId64 ": %s", b->dst_base, msg);
+				goto out;
+			}
+			if (started) {
+				rc = 1;
+				goto out;
+			}
+		}
 	}
 	if (p->own_gen != og)
 		goto out;
-	for (; i < b->nanchors; i++) {
-		int r = mpart_add_anchor(p->pm->pl->st, mp, b->anchors[i].src,
-		    b->anchors[i].dst, msg, sizeof(msg));
+	while (b->pidx < b->nanchors) {
+		int r;
+
+		i = b->pidx++;
+		snprintf(what, sizeof(what), "the translation anchor %" PRId64
+		    " -> %" PRId64, b->anchors[i].src, b->anchors[i].dst);
+		mwrite_begin(p, og, MW_ANCHOR, b->anchors[i].dst, what);
+		r = mpart_add_anchor_async(st, mp, b->anchors[i].src,
+		    b->anchors[i].dst, mwrite_done, p, &started, msg, sizeof(msg));
+		if (!started)
+			mwrite_cancel(p);
 
 		if (p->own_gen != og)
 			goto out;
 		if (r != 0) {
 			pl_part_fail(p, "cannot record the translation anchor %" PRId64
 			    " -> %" PRId64 ": %s", b->anchors[i].src, b->anchors[i].dst, msg);
+			goto out;
+		}
+		if (started) {
+			rc = 1;
 			goto out;
 		}
 	}
@@ -2028,13 +2140,16 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 	free(b->anchors);
 	b->anchors = NULL;
 	b->nanchors = 0;
+	b->pidx = 0;
+	b->pstep = 3;
 	rc = 0;
 out:
 	xlate_free(m);
 	return rc;
 }
 
-/* Rewrites the header of the head batch of p for sending. */
+/* Rewrites the header of the head batch of p for sending and makes its
+ * records durable: 0 ready, 1 a metadata write is in flight, -1 failed. */
 static int prepare_head(struct ppart *p, struct pcluster *dst)
 {
 	struct pbatch *q = TAILQ_FIRST(&p->q);
@@ -2042,6 +2157,8 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 	struct batch_rewrite rw;
 	char err[256];
 
+	if (p->mwrite)
+		return 1;   /* its metadata write is not durable yet */
 	if (batch_parse(q->buf, q->len, &b, err, sizeof(err)) != BATCH_OK) {
 		pl_part_fail(p, "queued batch at source offset %" PRId64 " no longer "
 		    "parses: %s", q->src_base, err);
@@ -2068,11 +2185,19 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 	if (p->pid >= 0 && p->seq_base < 0) {
 		/* A new identity: sequence 0 at this batch, recorded before the
 		 * batch can be on the destination (provenance reads it). */
-		char msg[512];
+		char msg[512], what[160];
 		uint32_t og = p->own_gen;
-		int r = mpart_set_producer(p->pm->pl->st, p->mp, p->pid, p->pepoch,
-		    q->dst_base, msg, sizeof(msg));
+		int started, r;
 
+		snprintf(what, sizeof(what), "producer id %" PRId64 " epoch %d "
+		    "from destination offset %" PRId64, p->pid, p->pepoch,
+		    q->dst_base);
+		mwrite_begin(p, og, MW_PRODUCER, q->dst_base, what);
+		r = mpart_set_producer_async(p->pm->pl->st, p->mp, p->pid,
+		    p->pepoch, q->dst_base, mwrite_done, p, &started, msg,
+		    sizeof(msg));
+		if (!started)
+			mwrite_cancel(p);
 		/* Lost while the follower's write applied others' records:
 		 * q went with p's queue (part_lose()). */
 		if (p->own_gen != og)
@@ -2083,6 +2208,8 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 			    q->dst_base, msg);
 			return -1;
 		}
+		if (started)
+			return 1; /* mwrite_done() sets seq_base once durable */
 		p->seq_base = q->dst_base;
 		log_info("%s/%s-%" PRId32 ": writing as producer id %" PRId64
 		    " epoch %d, sequence 0 at destination offset %" PRId64,
@@ -2114,6 +2241,8 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		return -1;
 	}
 #endif
+	if (q->pstep == 3)
+		return 0;
 	return persist_anchors(p, q);
 }
 
@@ -2285,8 +2414,8 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			 * away: their batches are freed, their entries go. */
 			if (pl->losses != losses)
 				bytes -= request_purge(x, &r);
-			if (ph < 0)
-				continue;
+			if (ph != 0)
+				continue; /* failed, or its metadata write is in flight */
 			/* Still counted in the queued bytes until answered. */
 			TAILQ_REMOVE(&p->q, q, link);
 			TAILQ_INSERT_TAIL(&p->inflight, q, link);

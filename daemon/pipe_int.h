@@ -112,6 +112,11 @@ struct pbatch {
 	struct batch_offset_pair *anchors; /* persisted before sending; owned */
 	size_t nanchors;
 	int anchored;                /* its anchors are recorded */
+	/* persist_anchors() progress, across asynchronous metadata writes:
+	 * 0 epoch, 1 the recorded-anchor check and part-sending, 2 anchors
+	 * from pidx on, 3 all durable. */
+	int pstep;
+	size_t pidx;
 };
 TAILQ_HEAD(pbatchq, pbatch);
 
@@ -271,6 +276,17 @@ struct ppart {
 	 * own_gen (a Produce of the deposed owner) is ignored. */
 	int owned;
 	uint32_t own_gen;
+	/* An asynchronous metadata write of p's head batch is in flight
+	 * (pipe_copy.c persist_anchors()/prepare_head(); it holds a ref):
+	 * the batch is not sent before it completes, and p starts no other
+	 * write meanwhile (validation sees only completed writes).  The gens
+	 * it was started under, what it records (the callback's message) and
+	 * its kind. */
+	int mwrite;
+	uint32_t mwrite_gen, mwrite_og;
+	int mwrite_kind;
+	int64_t mwrite_off;
+	char mwrite_what[160];
 };
 
 /*

@@ -212,6 +212,10 @@
 	X(METADATA_LOG_FSYNC_DURATION, \
 	    "mirrord_metadata_log_fsync_duration_seconds", HISTOGRAM, NONE, \
 	    FSYNC, NO, "Time spent in fsync of the metadata log") \
+	X(METADATA_LOG_GROUPS, "mirrord_metadata_log_groups_total", COUNTER, \
+	    NONE, NONE, NO, "Asynchronous write groups of the metadata log " \
+	    "completed (group commit: records_total over fsyncs shows the " \
+	    "group size)") \
 	X(METADATA_LOG_SNAPSHOT_AGE, \
 	    "mirrord_metadata_log_snapshot_age_seconds", GAUGE, NONE, NONE, NO, \
 	    "Seconds since the last metadata log snapshot was written") \
