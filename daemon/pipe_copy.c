@@ -34,6 +34,7 @@ struct pctx {
 	int16_t version;
 	size_t n;
 	size_t hint;   /* ctx_find: after the last entry found */
+	size_t reserved; /* Fetch: its answer's bytes, in pl->fetch_reserved */
 	struct {
 		struct ppart *p;
 		uint32_t gen;
@@ -179,6 +180,24 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
  * for them even if the source batches changed since (compacted again);
  * the rest are dropped.  Called with the positions set from d.
  */
+/* Frees one batch of p->unsure (dropped, so counted as discarded). */
+static void unsure_free_one(struct ppart *p, struct pbatch *u)
+{
+	TAILQ_REMOVE(&p->unsure, u, link);
+	p->ubytes -= u->len;
+	p->pm->pl->ubytes -= u->len;
+	pl_discarded(p, u->len);
+	pbatch_free(u);
+}
+
+static void unsure_free(struct ppart *p)
+{
+	struct pbatch *u;
+
+	while ((u = TAILQ_FIRST(&p->unsure)) != NULL)
+		unsure_free_one(p, u);
+}
+
 static void resend_unsure(struct ppart *p, int64_t d)
 {
 	struct pipeline *pl = p->pm->pl;
@@ -194,21 +213,21 @@ static void resend_unsure(struct ppart *p, int64_t d)
 		}
 	if (first == NULL || !TAILQ_EMPTY(&p->q) || p->src_fetch < first->src_base ||
 	    p->src_fetch >= first->src_next) {
-		pl_free_batches(&p->unsure);
+		unsure_free(p);
 		return;
 	}
-	while ((u = TAILQ_FIRST(&p->unsure)) != first) {
-		TAILQ_REMOVE(&p->unsure, u, link);
-		pbatch_free(u);
-	}
+	while ((u = TAILQ_FIRST(&p->unsure)) != first)
+		unsure_free_one(p, u);
 	while ((u = TAILQ_FIRST(&p->unsure)) != NULL && (last == NULL ||
 	    (u->dst_base == last->dst_base + last->count &&
 	    u->src_base >= last->src_next))) {
 		TAILQ_REMOVE(&p->unsure, u, link);
+		p->ubytes -= u->len;
+		pl->ubytes -= u->len;
 		TAILQ_INSERT_TAIL(&keep, u, link);
 		last = u;
 	}
-	pl_free_batches(&p->unsure);
+	unsure_free(p);
 	while ((u = TAILQ_FIRST(&keep)) != NULL) {
 		log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64 " did "
 		    "not land at destination offset %" PRId64 ": sending it again as "
@@ -317,7 +336,7 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 		p->fetch_epoch = -1; /* the batch before s is not known */
 	p->sync_lo = p->sync_hi = -1;
 	if (!pl_part_wants_run(p)) {
-		pl_free_batches(&p->unsure);
+		unsure_free(p);
 		p->step = PS_IDLE;
 		pl_kick(pl);
 		return;
@@ -582,6 +601,56 @@ int pcopy_final_hw(struct ppart *p)
 
 /* ---- Fetch ------------------------------------------------------------------ */
 
+/*
+ * Memory.  Everything held for record data counts against
+ * pipeline.max_inflight_bytes_total (struct pipeline: qbytes, ubytes,
+ * fetch_reserved, the destination connections' unsent Produce bytes).  A
+ * Fetch reserves the largest answer it may get before it goes: its
+ * response limit and each partition's limit come from what is left under
+ * the cap, plus FETCH_PART_OVERHEAD a partition (and its topic name) for
+ * the answer's framing; the reservation is released once the answer has
+ * been taken in (fetch_response()).  Half of what is left, not all of it:
+ * while an answer is taken in its batches are copied into the queues
+ * before its buffer is freed, so it is briefly held twice.  A late answer
+ * to a Fetch that timed out is dropped by kconn as it arrives, never held.
+ * Kafka may still answer with more than asked when the first batch alone
+ * is larger (KIP-74: progress), so the reservation grows to the answer's
+ * size while it is taken in (fetch_reserve_answer()).
+ */
+#define FETCH_PART_OVERHEAD 64
+#define FETCH_MIN_BYTES 16384
+
+/* The most a Fetch's answer may hold now (0: nothing left). */
+static int64_t fetch_room(struct pipeline *pl)
+{
+	int64_t avail = tcap(pl) - (int64_t)pl_held_now(pl);
+
+	return avail > 0 ? avail / 2 : 0;
+}
+
+/* A partition's share of a Fetch's reservation: its limit plus framing. */
+static int64_t fetch_part_overhead(const struct ppart *p)
+{
+	return FETCH_PART_OVERHEAD + (int64_t)strlen(p->topic);
+}
+
+static void fetch_reserve_answer(struct pctx *x, const struct kr *body)
+{
+	size_t len = kr_left(body);
+
+	if (len > x->reserved) {
+		x->pl->fetch_reserved += len - x->reserved;
+		x->reserved = len;
+		(void)pl_held_note(x->pl);
+	}
+}
+
+static void fetch_release(struct pctx *x)
+{
+	x->pl->fetch_reserved -= x->reserved;
+	x->reserved = 0;
+}
+
 struct fetch_req {
 	struct pw_fetch_req req;
 	struct pw_tp *tps;
@@ -689,6 +758,7 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 	pl->qbytes += q->len;
 	if ((int64_t)pl->qbytes > pl->totals.queued_bytes_peak)
 		pl->totals.queued_bytes_peak = (int64_t)pl->qbytes;
+	(void)pl_held_note(pl);
 	p->src_copied = q->src_next;
 	p->dst_tail += q->count;
 	return 0;
@@ -897,6 +967,7 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 		pcluster_want_metadata(x->cl);
 		goto out;
 	}
+	fetch_reserve_answer(x, body);
 	if (pw_fetch_decode(body, x->version, &top, fetch_part, x) < 0) {
 		log_warnx("%s: %s: Fetch v%d response does not parse at byte %zu: %s",
 		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
@@ -924,6 +995,7 @@ out:
 			if (err == KCONN_E_OK && !x->cl->dying)
 				x->e[i].p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		}
+	fetch_release(x);
 	pl_kick(x->pl);
 	ctx_free(x);
 }
@@ -1048,8 +1120,10 @@ void pcopy_fetch_round(struct pmirror *pm)
 		char err[256];
 		size_t *sel = NULL, start;
 		int v;
+		/* What this Fetch's answer may hold, and its framing so far. */
+		int64_t froom, fover = 0, fmin = MIN(mc->fetch_max_bytes, FETCH_MIN_BYTES);
 
-		if (b->fetching)
+		if (b->fetching || (froom = fetch_room(pl)) < fmin)
 			continue;
 		f.n = 0;
 		f.tps = NULL;
@@ -1067,7 +1141,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 
 			if (p->step != PS_RUN || p->fetch_inflight || !pl_part_wants_run(p) ||
 			    now < p->not_before || room <= 0 ||
-			    (int64_t)pl->qbytes >= tcap(pl) ||
+			    froom - fover - fetch_part_overhead(p) < fmin ||
 			    (p->src_gone && p->src_gone_gen == cl->md_gen) ||
 			    ppart_leader(p, 0) != b)
 				continue;
@@ -1084,7 +1158,9 @@ void pcopy_fetch_round(struct pmirror *pm)
 			f.tps[f.n].offset = p->src_fetch;
 			f.tps[f.n].leader_epoch = pepoch_leader_epoch(p);
 			f.tps[f.n].last_epoch = pepoch_last_fetched(p);
-			f.tps[f.n].max_bytes = (int32_t)MIN(room, MIN(mc->fetch_max_bytes, INT32_MAX));
+			fover += fetch_part_overhead(p);
+			f.tps[f.n].max_bytes = (int32_t)MIN(MIN(room, froom - fover),
+			    MIN(mc->fetch_max_bytes, INT32_MAX));
 			f.n++;
 		}
 		if (f.n == 0 || x == NULL || sel == NULL ||
@@ -1112,14 +1188,19 @@ void pcopy_fetch_round(struct pmirror *pm)
 		x->version = (int16_t)v;
 		f.req.max_wait_ms = (int32_t)MIN(mc->fetch_wait_max_ms, INT32_MAX);
 		f.req.min_bytes = (int32_t)MIN(mc->fetch_min_bytes, INT32_MAX);
-		f.req.max_bytes = (int32_t)MIN(mc->fetch_response_max_bytes, INT32_MAX);
+		f.req.max_bytes = (int32_t)MIN(MIN(mc->fetch_response_max_bytes,
+		    froom - fover), INT32_MAX);
 		f.req.isolation = 1;
-		if (kconn_send(c, KP_API_FETCH, (int16_t)v, fetch_encode, &f, 0,
+		if (kconn_send(c, KP_API_FETCH, (int16_t)v, fetch_encode, &f,
+		    KCONN_F_KEEP_ON_TIMEOUT,
 		    (int)MIN(mc->fetch_wait_max_ms + pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
 		    fetch_response, x, err, sizeof(err)) != 0) {
 			log_debug("%s: Fetch: %s", cl->label, err);
 			ctx_free(x);
 		} else {
+			x->reserved = (size_t)(f.req.max_bytes + fover);
+			pl->fetch_reserved += x->reserved;
+			(void)pl_held_note(pl);
 			b->fetching = 1;
 			for (size_t i = 0; i < x->n; i++)
 				x->e[i].p->fetch_inflight = 1;
@@ -1302,14 +1383,19 @@ static void settle(struct ppart *p)
 		 * boundaries from the first failed batch on. */
 		p->sync_lo = p->halt_lo;
 		p->sync_hi = p->halt_hi;
-		pl_free_batches(&p->unsure);
+		unsure_free(p);
 		while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
 			TAILQ_REMOVE(&p->failed, s, link);
 			if (s->anchored) {
+				/* Still held: counted in ubytes until resent or
+				 * dropped (resend_unsure()). */
 				p->qbytes -= s->len;
 				pl->qbytes -= s->len;
+				p->ubytes += s->len;
+				pl->ubytes += s->len;
 				TAILQ_INSERT_TAIL(&p->unsure, s, link);
 			} else {
+				pl_discarded(p, s->len);
 				held_free(p, s);
 			}
 		}
@@ -1337,6 +1423,7 @@ static void settle(struct ppart *p)
 	}
 	while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
 		TAILQ_REMOVE(&p->failed, s, link);
+		pl_discarded(p, s->len);
 		held_free(p, s);
 	}
 }
@@ -1531,13 +1618,15 @@ void pl_produce_forget(struct ppart *p)
 
 	while ((s = TAILQ_FIRST(&p->inflight)) != NULL) {
 		(void)inflight_take(p, s);
+		pl_discarded(p, s->len);
 		held_free(p, s);
 	}
 	while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
 		TAILQ_REMOVE(&p->failed, s, link);
+		pl_discarded(p, s->len);
 		held_free(p, s);
 	}
-	pl_free_batches(&p->unsure);
+	unsure_free(p);
 	p->inflight_conn = NULL;
 	p->halt = HALT_NONE;
 	p->halt_unsure = 0;
@@ -2008,7 +2097,10 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	x->version = (int16_t)*vp;
 	r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
-	if (kconn_send(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode, &r, 0,
+	/* A timeout settles this request's batches alone (uncertain: SYNC
+	 * and proof); the others on the connection are still answered. */
+	if (kconn_send(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode, &r,
+	    KCONN_F_KEEP_ON_TIMEOUT,
 	    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
 	    produce_response, x, err, sizeof(err)) != 0) {
 		/* Not sent: the batches go back (each is its partition's
@@ -2029,6 +2121,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	rc = (int)r.n;
 	x = NULL;
+	(void)pl_held_note(pl); /* the request's copy, until written */
 out:
 	free(r.tps);
 	if (x != NULL)

@@ -167,6 +167,7 @@ struct pipeline_live {
 	int64_t lso_stuck_ms;            /* see pipeline_partition_warning, else 0 */
 	int64_t divergences;             /* source logs found parted from the mirror */
 	int64_t source_deleted;          /* source offsets deleted before they were copied */
+	int64_t discarded_bytes;         /* batch bytes fetched, dropped before acknowledged */
 };
 int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
     struct pipeline_live *out);
@@ -188,6 +189,9 @@ struct pipeline_totals {
 	int64_t queued_bytes_peak;
 	int64_t inflight_batches;   /* sent to the destination, not answered */
 	int64_t partition_inflight_peak; /* most of one partition at once */
+	int64_t discarded_bytes;    /* fetched batch bytes dropped unacknowledged */
+	int64_t held_bytes;         /* record data held now, all kinds */
+	int64_t held_bytes_peak;    /* most of it at once since the start */
 };
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 
