@@ -35,6 +35,7 @@ struct pctx {
 	size_t n;
 	size_t hint;   /* ctx_find: after the last entry found */
 	size_t reserved; /* Fetch: its answer's bytes, in pl->fetch_reserved */
+	size_t copies;   /* Fetch: and the copies of its batches not queued yet */
 	struct {
 		struct ppart *p;
 		uint32_t gen;
@@ -608,11 +609,16 @@ int pcopy_final_hw(struct ppart *p)
  * Fetch reserves the largest answer it may get before it goes: its
  * response limit and each partition's limit come from what is left under
  * the cap, plus FETCH_PART_OVERHEAD a partition (and its topic name) for
- * the answer's framing; the reservation is released once the answer has
- * been taken in (fetch_response()).  Half of what is left, not all of it:
- * while an answer is taken in its batches are copied into the queues
- * before its buffer is freed, so it is briefly held twice.  A late answer
- * to a Fetch that timed out is dropped by kconn as it arrives, never held.
+ * the answer's framing.  Half of what is left, not all of it: while an
+ * answer is taken in its batches are copied into the queues before its
+ * buffer is freed, so the reservation is twice the answer (x->reserved
+ * for the answer, x->copies for the copies, which move into the queued
+ * bytes as they are made, fetch_part()); the rest is released once the
+ * answer has been taken in (fetch_response()).  A Produce request is a
+ * copy of its batches too until the socket takes it: one is built only
+ * while it fits under the cap, or when nothing else is being written
+ * (produce_request()).  A late answer to a Fetch that timed out is dropped
+ * by kconn as it arrives, never held.
  * Kafka may still answer with more than asked when the first batch alone
  * is larger (KIP-74: progress), so the reservation grows to the answer's
  * size while it is taken in (fetch_reserve_answer()).
@@ -647,8 +653,17 @@ static void fetch_reserve_answer(struct pctx *x, const struct kr *body)
 
 static void fetch_release(struct pctx *x)
 {
-	x->pl->fetch_reserved -= x->reserved;
-	x->reserved = 0;
+	x->pl->fetch_reserved -= x->reserved + x->copies;
+	x->reserved = x->copies = 0;
+}
+
+/* moved bytes of x's answer were copied into the queues (and counted
+ * there): their share of the reservation goes. */
+static void fetch_copied(struct pctx *x, size_t moved)
+{
+	moved = MIN(moved, x->copies);
+	x->copies -= moved;
+	x->pl->fetch_reserved -= moved;
 }
 
 struct fetch_req {
@@ -906,6 +921,7 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	ssize_t i = ctx_find(x, fp->topic, fp->partition);
 	struct ppart *p;
 	char name[300];
+	size_t held;
 
 	if (i < 0)
 		return;
@@ -924,7 +940,10 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 			p->live.source_log_start = fp->log_start_offset;
 		pl_note_lso(p, fp->last_stable_offset, fp->high_watermark);
 		pl_update_lag(p);
+		held = p->qbytes;
 		intake(p, fp);
+		if (!p->dead && p->qbytes > held)
+			fetch_copied(x, p->qbytes - held);
 		skipped_done(p);
 		if (!p->dead)
 			maybe_trim(p);
@@ -1199,7 +1218,8 @@ void pcopy_fetch_round(struct pmirror *pm)
 			ctx_free(x);
 		} else {
 			x->reserved = (size_t)(f.req.max_bytes + fover);
-			pl->fetch_reserved += x->reserved;
+			x->copies = (size_t)f.req.max_bytes;
+			pl->fetch_reserved += x->reserved + x->copies;
 			(void)pl_held_note(pl);
 			b->fetching = 1;
 			for (size_t i = 0; i < x->n; i++)
@@ -2011,7 +2031,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	struct produce_req r = { 0 };
 	struct pctx *x = NULL;
 	int64_t now = clock_mono_ms();
-	size_t bytes = 0;
+	size_t bytes = 0, held = pl_held_now(pl), unsent = pl_unsent_bytes(pl);
 	char err[256];
 	int rc = 0;
 
@@ -2047,6 +2067,11 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			q = TAILQ_FIRST(&p->q);
 			if (r.n > 0 && bytes + q->len > dst->kcfg.max_request_bytes / 2)
 				continue; /* the next request */
+			/* The request copies its batches until written: under the
+			 * cap, or alone (else nothing could move). */
+			if ((int64_t)(held + bytes + q->len) > tcap(pl) &&
+			    (r.n > 0 || unsent > 0))
+				continue;
 			if (part_barrier(p, q, *cp))
 				continue; /* once the batches in flight are answered */
 			if (*vp >= PW_PRODUCE_BY_ID && pident_dest_id(p, &tid) != 0) {
