@@ -626,12 +626,27 @@ int pcopy_final_hw(struct ppart *p)
 #define FETCH_PART_OVERHEAD 64
 #define FETCH_MIN_BYTES 16384
 
-/* The most a Fetch's answer may hold now (0: nothing left). */
-static int64_t fetch_room(struct pipeline *pl)
+/* A Fetch's share of the cap: every source broker of every mirror may
+ * have one in flight at once, so the first ones asked (and answered) in a
+ * round cannot take all there is and starve the others. */
+static int64_t fetch_share(const struct pipeline *pl)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
+			n += (int64_t)pl->mirrors[i]->src->nbrokers;
+	return tcap(pl) / 2 / MAX(n, 1);
+}
+
+/* The most a Fetch may get for its answer now (0: nothing left): half of
+ * what is left under the cap (the answer and its copies), at most its
+ * share. */
+static int64_t fetch_room(struct pipeline *pl, int64_t share)
 {
 	int64_t avail = tcap(pl) - (int64_t)pl_held_now(pl);
 
-	return avail > 0 ? avail / 2 : 0;
+	return avail > 0 ? MIN(avail / 2, share) : 0;
 }
 
 /* A partition's share of a Fetch's reservation: its limit plus framing. */
@@ -1140,9 +1155,10 @@ void pcopy_fetch_round(struct pmirror *pm)
 		size_t *sel = NULL, start;
 		int v;
 		/* What this Fetch's answer may hold, and its framing so far. */
-		int64_t froom, fover = 0, fmin = MIN(mc->fetch_max_bytes, FETCH_MIN_BYTES);
+		int64_t share = fetch_share(pl), froom, fover = 0;
+		int64_t fmin = MIN(MIN(mc->fetch_max_bytes, FETCH_MIN_BYTES), share);
 
-		if (b->fetching || (froom = fetch_room(pl)) < fmin)
+		if (b->fetching || (froom = fetch_room(pl, share)) < fmin)
 			continue;
 		f.n = 0;
 		f.tps = NULL;
