@@ -44,7 +44,9 @@
  * (Produce v7, no sequence checks) and the key set to 1 give stop-and-wait.
  * Each answer's base offset must be the batch's own destination offset.
  * Any answer other than success, or none (timeout, lost connection), halts
- * the partition's sending; the other batches in flight are answered, then
+ * the partition's sending; the other batches in flight are answered (a
+ * timeout is the request's alone: the connection and its other requests go
+ * on, KCONN_F_KEEP_ON_TIMEOUT), then
  * it settles once (pipe_copy.c): batches known not appended (leader
  * errors, and the OUT_OF_ORDER_SEQUENCE_NUMBER that follows a gap) are
  * sent again in order with the same sequences; an open outcome re-reads
@@ -91,7 +93,11 @@
  * Memory.  Batch bytes held (queued, in flight to the destination, and
  * answered but not settled) are capped per partition and in total
  * (pipeline.max_inflight_bytes_*): a full partition is left out of the next
- * Fetch, so a slow destination slows fetching.
+ * Fetch, so a slow destination slows fetching.  The total also counts the
+ * batches kept after an uncertain Produce, the answers of the Fetches in
+ * flight (reserved before they go, sized from what is left) and Produce
+ * requests not yet written (pipe_copy.c "Memory";
+ * mirrord_memory_held_bytes{kind}).
  */
 #ifndef MIRRORD_PIPELINE_H
 #define MIRRORD_PIPELINE_H
