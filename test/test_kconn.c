@@ -754,6 +754,28 @@ START_TEST(test_request_timeout_keep_then_dead)
 }
 END_TEST
 
+/* The owner frees the connection from the timeout's callback. */
+START_TEST(test_request_timeout_keep_free_in_callback)
+{
+	struct env e;
+	struct call k[2];
+	char err[256];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_SILENT);
+	env_connect(&e);
+	k[0].free_conn = 1;
+	ck_assert_int_eq(kconn_send_raw(e.c, 3, 1, "a", 1,
+	    KCONN_F_KEEP_ON_TIMEOUT, 200, done_cb, &k[0], err, sizeof(err)), 0);
+	send_raw(&e, 3, 1, "b", 10000, &k[1]);
+	ck_assert(run_until(e.base, &g_done, 2));
+	e.c = NULL;
+	ck_assert_int_eq(k[0].err, KCONN_E_TIMEOUT);
+	ck_assert_int_eq(k[1].err, KCONN_E_CLOSED);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(test_handshake_timeout)
 {
 	struct env e;
@@ -1115,6 +1137,7 @@ static Suite *kconn_suite(void)
 	tcase_add_test(tc, test_request_timeout);
 	tcase_add_test(tc, test_request_timeout_keeps_connection);
 	tcase_add_test(tc, test_request_timeout_keep_then_dead);
+	tcase_add_test(tc, test_request_timeout_keep_free_in_callback);
 	tcase_add_test(tc, test_handshake_timeout);
 	tcase_add_test(tc, test_oversized_frame);
 	tcase_add_test(tc, test_connection_refused);

@@ -408,6 +408,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct kconn *c = arg;
 	int64_t now = clock_mono_ms(), next = 0;
 	struct kreq *rq;
+	kconn_resp_cb cb;
 	char msg[KCONN_MAX_ERRSTR], why[KCONN_MAX_ERRSTR];
 
 	c->timer_at = 0;
@@ -441,9 +442,12 @@ again:
 		if (c->stats != NULL)
 			c->stats(c->stats_arg, rq->api_key, KCONN_E_TIMEOUT,
 			    now_us() - rq->sent_us, rq->bytes, 0);
-		if (rq->cb != NULL)
-			rq->cb(c, KCONN_E_TIMEOUT, msg, NULL, rq->arg);
+		/* The callback may close c, which frees rq: nothing of rq
+		 * is touched after it. */
+		cb = rq->cb;
 		rq->cb = NULL;
+		if (cb != NULL)
+			cb(c, KCONN_E_TIMEOUT, msg, NULL, rq->arg);
 		if (c->state == CS_CLOSED || c->freeing)
 			goto out;
 		next = 0;
