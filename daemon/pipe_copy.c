@@ -39,6 +39,8 @@ struct pctx {
 	struct pfsess *sess; /* Fetch: its session (pipe_fsess.h), or NULL */
 	uint32_t sround;     /* Fetch: the session's round when sent */
 	int sfull;           /* Fetch: a full request (the session opens) */
+	size_t reserved; /* Fetch: its answer's bytes, in pl->fetch_reserved */
+	size_t copies;   /* Fetch: and the copies of its batches not queued yet */
 	struct {
 		struct ppart *p;
 		uint32_t gen;
@@ -184,6 +186,24 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
  * for them even if the source batches changed since (compacted again);
  * the rest are dropped.  Called with the positions set from d.
  */
+/* Frees one batch of p->unsure (dropped, so counted as discarded). */
+static void unsure_free_one(struct ppart *p, struct pbatch *u)
+{
+	TAILQ_REMOVE(&p->unsure, u, link);
+	p->ubytes -= u->len;
+	p->pm->pl->ubytes -= u->len;
+	pl_discarded(p, u->len);
+	pbatch_free(u);
+}
+
+static void unsure_free(struct ppart *p)
+{
+	struct pbatch *u;
+
+	while ((u = TAILQ_FIRST(&p->unsure)) != NULL)
+		unsure_free_one(p, u);
+}
+
 static void resend_unsure(struct ppart *p, int64_t d)
 {
 	struct pipeline *pl = p->pm->pl;
@@ -199,21 +219,21 @@ static void resend_unsure(struct ppart *p, int64_t d)
 		}
 	if (first == NULL || !TAILQ_EMPTY(&p->q) || p->src_fetch < first->src_base ||
 	    p->src_fetch >= first->src_next) {
-		pl_free_batches(&p->unsure);
+		unsure_free(p);
 		return;
 	}
-	while ((u = TAILQ_FIRST(&p->unsure)) != first) {
-		TAILQ_REMOVE(&p->unsure, u, link);
-		pbatch_free(u);
-	}
+	while ((u = TAILQ_FIRST(&p->unsure)) != first)
+		unsure_free_one(p, u);
 	while ((u = TAILQ_FIRST(&p->unsure)) != NULL && (last == NULL ||
 	    (u->dst_base == last->dst_base + last->count &&
 	    u->src_base >= last->src_next))) {
 		TAILQ_REMOVE(&p->unsure, u, link);
+		p->ubytes -= u->len;
+		pl->ubytes -= u->len;
 		TAILQ_INSERT_TAIL(&keep, u, link);
 		last = u;
 	}
-	pl_free_batches(&p->unsure);
+	unsure_free(p);
 	while ((u = TAILQ_FIRST(&keep)) != NULL) {
 		log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64 " did "
 		    "not land at destination offset %" PRId64 ": sending it again as "
@@ -322,7 +342,7 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 		p->fetch_epoch = -1; /* the batch before s is not known */
 	p->sync_lo = p->sync_hi = -1;
 	if (!pl_part_wants_run(p)) {
-		pl_free_batches(&p->unsure);
+		unsure_free(p);
 		p->step = PS_IDLE;
 		pl_kick(pl);
 		return;
@@ -586,6 +606,85 @@ int pcopy_final_hw(struct ppart *p)
 }
 
 /* ---- Fetch ------------------------------------------------------------------ */
+
+/*
+ * Memory.  Everything held for record data counts against
+ * pipeline.max_inflight_bytes_total (struct pipeline: qbytes, ubytes,
+ * fetch_reserved, the destination connections' unsent Produce bytes).  A
+ * Fetch reserves the largest answer it may get before it goes: its
+ * response limit and each partition's limit come from what is left under
+ * the cap, plus FETCH_PART_OVERHEAD a partition (and its topic name) for
+ * the answer's framing.  Half of what is left, not all of it: while an
+ * answer is taken in its batches are copied into the queues before its
+ * buffer is freed, so the reservation is twice the answer (x->reserved
+ * for the answer, x->copies for the copies, which move into the queued
+ * bytes as they are made, fetch_part()); the rest is released once the
+ * answer has been taken in (fetch_response()).  A Produce request is a
+ * copy of its batches too until the socket takes it: one is built only
+ * while it fits under the cap, or when nothing else is being written
+ * (produce_request()).  A late answer to a Fetch that timed out is dropped
+ * by kconn as it arrives, never held.
+ * Kafka may still answer with more than asked when the first batch alone
+ * is larger (KIP-74: progress), so the reservation grows to the answer's
+ * size while it is taken in (fetch_reserve_answer()).
+ */
+#define FETCH_PART_OVERHEAD 64
+#define FETCH_MIN_BYTES 16384
+
+/* A Fetch's share of the cap: every source broker of every mirror may
+ * have one in flight at once, so the first ones asked (and answered) in a
+ * round cannot take all there is and starve the others. */
+static int64_t fetch_share(const struct pipeline *pl)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
+			n += (int64_t)pl->mirrors[i]->src->nbrokers;
+	return tcap(pl) / 2 / MAX(n, 1);
+}
+
+/* The most a Fetch may get for its answer now (0: nothing left): half of
+ * what is left under the cap (the answer and its copies), at most its
+ * share. */
+static int64_t fetch_room(struct pipeline *pl, int64_t share)
+{
+	int64_t avail = tcap(pl) - (int64_t)pl_held_now(pl);
+
+	return avail > 0 ? MIN(avail / 2, share) : 0;
+}
+
+/* A partition's share of a Fetch's reservation: its limit plus framing. */
+static int64_t fetch_part_overhead(const struct ppart *p)
+{
+	return FETCH_PART_OVERHEAD + (int64_t)strlen(p->topic);
+}
+
+static void fetch_reserve_answer(struct pctx *x, const struct kr *body)
+{
+	size_t len = kr_left(body);
+
+	if (len > x->reserved) {
+		x->pl->fetch_reserved += len - x->reserved;
+		x->reserved = len;
+		(void)pl_held_note(x->pl);
+	}
+}
+
+static void fetch_release(struct pctx *x)
+{
+	x->pl->fetch_reserved -= x->reserved + x->copies;
+	x->reserved = x->copies = 0;
+}
+
+/* moved bytes of x's answer were copied into the queues (and counted
+ * there): their share of the reservation goes. */
+static void fetch_copied(struct pctx *x, size_t moved)
+{
+	moved = MIN(moved, x->copies);
+	x->copies -= moved;
+	x->pl->fetch_reserved -= moved;
+}
 
 struct fetch_req {
 	struct pw_fetch_req req;
@@ -889,6 +988,7 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 	pl->qbytes += q->len;
 	if ((int64_t)pl->qbytes > pl->totals.queued_bytes_peak)
 		pl->totals.queued_bytes_peak = (int64_t)pl->qbytes;
+	(void)pl_held_note(pl);
 	p->src_copied = q->src_next;
 	p->dst_tail += q->count;
 	return 0;
@@ -1051,6 +1151,7 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	ssize_t i = fetch_find(x, fp);
 	struct ppart *p;
 	char name[300];
+	size_t held;
 
 	if (i < 0)
 		return;
@@ -1069,7 +1170,10 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 			p->live.source_log_start = fp->log_start_offset;
 		pl_note_lso(p, fp->last_stable_offset, fp->high_watermark);
 		pl_update_lag(p);
+		held = p->qbytes;
 		intake(p, fp);
+		if (!p->dead && p->qbytes > held)
+			fetch_copied(x, p->qbytes - held);
 		skipped_done(p);
 		if (!p->dead)
 			maybe_trim(p);
@@ -1139,6 +1243,7 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 		pcluster_want_metadata(x->cl);
 		goto out;
 	}
+	fetch_reserve_answer(x, body);
 	if (pw_fetch_decode_session(body, x->version, &top, &sid, fetch_part, x) < 0) {
 		log_warnx("%s: %s: Fetch v%d response does not parse at byte %zu: %s",
 		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
@@ -1179,6 +1284,7 @@ out:
 			if (err == KCONN_E_OK && !x->cl->dying && !incremental)
 				x->e[i].p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		}
+	fetch_release(x);
 	pl_kick(x->pl);
 	ctx_free(x);
 }
@@ -1304,8 +1410,11 @@ void pcopy_fetch_round(struct pmirror *pm)
 		char err[256];
 		size_t *sel = NULL, start, inflight0;
 		int v;
+		/* What this Fetch's answer may hold, and its framing so far. */
+		int64_t share = fetch_share(pl), froom, fover = 0;
+		int64_t fmin = MIN(MIN(mc->fetch_max_bytes, FETCH_MIN_BYTES), share);
 
-		if (b->fetching)
+		if (b->fetching || (froom = fetch_room(pl, share)) < fmin)
 			continue;
 		f.n = 0;
 		f.tps = NULL;
@@ -1325,7 +1434,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 
 			if (p->step != PS_RUN || p->fetch_inflight || !pl_part_wants_run(p) ||
 			    now < p->not_before || room <= 0 ||
-			    (int64_t)pl->qbytes >= tcap(pl) ||
+			    froom - fover - fetch_part_overhead(p) < fmin ||
 			    (p->src_gone && p->src_gone_gen == cl->md_gen) ||
 			    ppart_leader(p, 0) != b)
 				continue;
@@ -1342,7 +1451,9 @@ void pcopy_fetch_round(struct pmirror *pm)
 			f.tps[f.n].offset = p->src_fetch;
 			f.tps[f.n].leader_epoch = pepoch_leader_epoch(p);
 			f.tps[f.n].last_epoch = pepoch_last_fetched(p);
-			f.tps[f.n].max_bytes = (int32_t)MIN(room, MIN(mc->fetch_max_bytes, INT32_MAX));
+			fover += fetch_part_overhead(p);
+			f.tps[f.n].max_bytes = (int32_t)MIN(MIN(room, froom - fover),
+			    MIN(mc->fetch_max_bytes, INT32_MAX));
 			f.n++;
 		}
 		if (f.n == 0 || x == NULL || sel == NULL ||
@@ -1377,10 +1488,12 @@ void pcopy_fetch_round(struct pmirror *pm)
 		}
 		f.req.max_wait_ms = (int32_t)MIN(mc->fetch_wait_max_ms, INT32_MAX);
 		f.req.min_bytes = (int32_t)MIN(mc->fetch_min_bytes, INT32_MAX);
-		f.req.max_bytes = (int32_t)MIN(mc->fetch_response_max_bytes, INT32_MAX);
+		f.req.max_bytes = (int32_t)MIN(MIN(mc->fetch_response_max_bytes,
+		    froom - fover), INT32_MAX);
 		f.req.isolation = 1;
 		inflight0 = kconn_inflight_bytes(c);
-		if (kconn_send(c, KP_API_FETCH, (int16_t)v, fetch_encode, &f, 0,
+		if (kconn_send(c, KP_API_FETCH, (int16_t)v, fetch_encode, &f,
+		    KCONN_F_KEEP_ON_TIMEOUT,
 		    (int)MIN(mc->fetch_wait_max_ms + pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
 		    fetch_response, x, err, sizeof(err)) != 0) {
 			log_debug("%s: Fetch: %s", cl->label, err);
@@ -1388,6 +1501,10 @@ void pcopy_fetch_round(struct pmirror *pm)
 				pfsess_reset(sess, 1);
 			ctx_free(x);
 		} else {
+			x->reserved = (size_t)(f.req.max_bytes + fover);
+			x->copies = (size_t)f.req.max_bytes;
+			pl->fetch_reserved += x->reserved + x->copies;
+			(void)pl_held_note(pl);
 			b->fetching = 1;
 			for (size_t i = 0; i < x->n; i++)
 				x->e[i].p->fetch_inflight = 1;
@@ -1581,14 +1698,19 @@ static void settle(struct ppart *p)
 		 * boundaries from the first failed batch on. */
 		p->sync_lo = p->halt_lo;
 		p->sync_hi = p->halt_hi;
-		pl_free_batches(&p->unsure);
+		unsure_free(p);
 		while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
 			TAILQ_REMOVE(&p->failed, s, link);
 			if (s->anchored) {
+				/* Still held: counted in ubytes until resent or
+				 * dropped (resend_unsure()). */
 				p->qbytes -= s->len;
 				pl->qbytes -= s->len;
+				p->ubytes += s->len;
+				pl->ubytes += s->len;
 				TAILQ_INSERT_TAIL(&p->unsure, s, link);
 			} else {
+				pl_discarded(p, s->len);
 				held_free(p, s);
 			}
 		}
@@ -1616,6 +1738,7 @@ static void settle(struct ppart *p)
 	}
 	while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
 		TAILQ_REMOVE(&p->failed, s, link);
+		pl_discarded(p, s->len);
 		held_free(p, s);
 	}
 }
@@ -1810,13 +1933,15 @@ void pl_produce_forget(struct ppart *p)
 
 	while ((s = TAILQ_FIRST(&p->inflight)) != NULL) {
 		(void)inflight_take(p, s);
+		pl_discarded(p, s->len);
 		held_free(p, s);
 	}
 	while ((s = TAILQ_FIRST(&p->failed)) != NULL) {
 		TAILQ_REMOVE(&p->failed, s, link);
+		pl_discarded(p, s->len);
 		held_free(p, s);
 	}
-	pl_free_batches(&p->unsure);
+	unsure_free(p);
 	p->inflight_conn = NULL;
 	p->halt = HALT_NONE;
 	p->halt_unsure = 0;
@@ -2361,7 +2486,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	struct produce_req r = { 0 };
 	struct pctx *x = NULL;
 	int64_t now = clock_mono_ms();
-	size_t bytes = 0;
+	size_t bytes = 0, held = pl_held_now(pl), unsent = pl_unsent_bytes(pl);
 	char err[256];
 	int rc = 0, ph;
 	uint64_t losses;
@@ -2398,6 +2523,11 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			q = TAILQ_FIRST(&p->q);
 			if (r.n > 0 && bytes + q->len > dst->kcfg.conn.max_request_bytes / 2)
 				continue; /* the next request */
+			/* The request copies its batches until written: under the
+			 * cap, or alone (else nothing could move). */
+			if ((int64_t)(held + bytes + q->len) > tcap(pl) &&
+			    (r.n > 0 || unsent > 0))
+				continue;
 			if (part_barrier(p, q, *cp))
 				continue; /* once the batches in flight are answered */
 			if (*vp >= PW_PRODUCE_BY_ID && pident_dest_id(p, &tid) != 0) {
@@ -2455,7 +2585,10 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	x->version = (int16_t)*vp;
 	r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
-	if (kconn_send(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode, &r, 0,
+	/* A timeout settles this request's batches alone (uncertain: SYNC
+	 * and proof); the others on the connection are still answered. */
+	if (kconn_send(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode, &r,
+	    KCONN_F_KEEP_ON_TIMEOUT,
 	    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
 	    produce_response, x, err, sizeof(err)) != 0) {
 		/* Not sent: the batches go back (each is its partition's
@@ -2476,6 +2609,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	rc = (int)r.n;
 	x = NULL;
+	(void)pl_held_note(pl); /* the request's copy, until written */
 out:
 	free(r.tps);
 	if (x != NULL)

@@ -233,6 +233,7 @@ struct ppart {
 	struct pbatchq unsure;       /* an uncertain Produce's anchored batches (pipe_copy.c) */
 	struct pbatchq q;
 	size_t qbytes;               /* bytes of q, inflight and failed */
+	size_t ubytes;               /* bytes of unsure */
 	int64_t last_src;            /* last source offset copied, -1 */
 	int32_t last_epoch;          /* newest epoch in the epoch history */
 	/* Source leader epochs (pipe_epoch.c): fetch_epoch is the epoch of the
@@ -347,7 +348,19 @@ struct pipeline {
 	struct pmirror **mirrors;
 	size_t nmirrors;
 	int model_dirty;
+	/*
+	 * Memory held for record data (pipe_copy.c "Memory"), all of it under
+	 * pipeline.max_inflight_bytes_total: qbytes (batches queued, in flight
+	 * to the destination, answered and not settled), ubytes (an uncertain
+	 * Produce's anchored batches kept for resending), fetch_reserved (the
+	 * largest answers of the Fetches in flight), and the Produce request
+	 * bytes the destination connections have not written yet
+	 * (kconn_unsent_bytes); held_peak is the most of all four at once.
+	 */
 	size_t qbytes;
+	size_t ubytes;
+	size_t fetch_reserved;
+	int64_t held_peak;
 	struct metrics_std *ms;      /* may be NULL (tests) */
 	int started;
 	int64_t started_ms;
@@ -407,6 +420,15 @@ int pl_controller(const struct pipeline *pl);
 int pl_part_owned(const struct ppart *p);
 void pl_part_unref(struct ppart *p);
 void pl_drop_queue(struct ppart *p);
+/* Everything held for record data now (see struct pipeline), and the
+ * Produce request bytes not yet written to the destination alone;
+ * pl_held_note() also moves held_peak. */
+size_t pl_held_now(const struct pipeline *pl);
+size_t pl_held_note(struct pipeline *pl);
+size_t pl_unsent_bytes(const struct pipeline *pl);
+/* len bytes of p's fetched batches dropped before the destination
+ * acknowledged them (fetched again later). */
+void pl_discarded(struct ppart *p, size_t len);
 void pbatch_free(struct pbatch *b);
 /* Frees every batch of q (no byte accounting). */
 void pl_free_batches(struct pbatchq *q);

@@ -92,6 +92,38 @@ void pl_free_batches(struct pbatchq *q)
 	}
 }
 
+size_t pl_unsent_bytes(const struct pipeline *pl)
+{
+	size_t n = 0;
+
+	if (pl->dst == NULL)
+		return 0;
+	for (size_t i = 0; i < pl->dst->nbrokers; i++)
+		if (pl->dst->brokers[i]->conn != NULL)
+			n += kconn_unsent_bytes(pl->dst->brokers[i]->conn);
+	return n;
+}
+
+size_t pl_held_now(const struct pipeline *pl)
+{
+	return pl->qbytes + pl->ubytes + pl->fetch_reserved + pl_unsent_bytes(pl);
+}
+
+size_t pl_held_note(struct pipeline *pl)
+{
+	size_t n = pl_held_now(pl);
+
+	if ((int64_t)n > pl->held_peak)
+		pl->held_peak = (int64_t)n;
+	return n;
+}
+
+void pl_discarded(struct ppart *p, size_t len)
+{
+	p->live.discarded_bytes += (int64_t)len;
+	p->pm->pl->totals.discarded_bytes += (int64_t)len;
+}
+
 void pl_drop_queue(struct ppart *p)
 {
 	struct pbatch *b;
@@ -101,6 +133,7 @@ void pl_drop_queue(struct ppart *p)
 		TAILQ_REMOVE(&p->q, b, link);
 		p->qbytes -= b->len;
 		pl->qbytes -= b->len;
+		pl_discarded(p, b->len);
 		pbatch_free(b);
 	}
 	p->gen++;
@@ -318,6 +351,8 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	pl->pmap_ok = 0; /* p may be freed: no map entry may point at it */
 	pl->qbytes -= p->qbytes;
 	p->qbytes = 0;
+	pl->ubytes -= p->ubytes;
+	p->ubytes = 0;
 	pl->totals.inflight_batches -= p->ninflight;
 	if (p->refs == 0) {
 		part_free(p);
@@ -1254,6 +1289,47 @@ static void cluster_gauges(struct metrics_std *ms, const struct pcluster *cl,
 	    mirror), (double)inflight);
 }
 
+/* Scrape time: mirrord_memory_held_bytes{kind} (pl->qbytes split into
+ * queued and sending by a walk of the batches in flight). */
+static void memory_gauges(struct pipeline *pl)
+{
+	size_t sending = 0, unsent = pl_unsent_bytes(pl);
+	const struct pbatch *b;
+	const char *kind;
+	double v;
+
+	for (size_t i = 0; i < pl->nmirrors; i++)
+		for (size_t j = 0; j < pl->mirrors[i]->nparts; j++) {
+			const struct ppart *p = pl->mirrors[i]->parts[j];
+
+			if (p->dead)
+				continue;
+			TAILQ_FOREACH(b, &p->inflight, link)
+				sending += b->len;
+			TAILQ_FOREACH(b, &p->failed, link)
+				sending += b->len;
+		}
+	sending = MIN(sending, pl->qbytes);
+	kind = "queued";
+	v = (double)(pl->qbytes - sending);
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind), v);
+	kind = "sending";
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
+	    (double)sending);
+	kind = "unsure";
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
+	    (double)pl->ubytes);
+	kind = "fetch_responses";
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
+	    (double)pl->fetch_reserved);
+	kind = "produce_requests";
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
+	    (double)unsent);
+	(void)pl_held_note(pl);
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD_PEAK), 0, NULL),
+	    (double)pl->held_peak);
+}
+
 static void collect_clusters(struct metric_family *f, void *arg)
 {
 	struct pipeline *pl = arg;
@@ -1266,6 +1342,7 @@ static void collect_clusters(struct metric_family *f, void *arg)
 	    (double)pl->totals.inflight_batches);
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_INFLIGHT_PEAK), 0, NULL),
 	    (double)pl->totals.partition_inflight_peak);
+	memory_gauges(pl);
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
 			cluster_gauges(pl->ms, pl->mirrors[i]->src,
@@ -1316,6 +1393,8 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			    p->live.divergences, &p->reported.divergences);
 			counter_to(ms, MSTD_PARTITION_SOURCE_DELETED, p,
 			    p->live.source_deleted, &p->reported.source_deleted);
+			counter_to(ms, MSTD_PARTITION_DISCARDED_BYTES, p,
+			    p->live.discarded_bytes, &p->reported.discarded_bytes);
 		}
 	}
 }
@@ -1761,4 +1840,6 @@ void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out)
 {
 	*out = pl->totals;
 	out->queued_bytes = (int64_t)pl->qbytes;
+	out->held_bytes = (int64_t)pl_held_now(pl);
+	out->held_bytes_peak = pl->held_peak;
 }

@@ -44,7 +44,9 @@
  * (Produce v7, no sequence checks) and the key set to 1 give stop-and-wait.
  * Each answer's base offset must be the batch's own destination offset.
  * Any answer other than success, or none (timeout, lost connection), halts
- * the partition's sending; the other batches in flight are answered, then
+ * the partition's sending; the other batches in flight are answered (a
+ * timeout is the request's alone: the connection and its other requests go
+ * on, KCONN_F_KEEP_ON_TIMEOUT), then
  * it settles once (pipe_copy.c): batches known not appended (leader
  * errors, and the OUT_OF_ORDER_SEQUENCE_NUMBER that follows a gap) are
  * sent again in order with the same sequences; an open outcome re-reads
@@ -91,7 +93,11 @@
  * Memory.  Batch bytes held (queued, in flight to the destination, and
  * answered but not settled) are capped per partition and in total
  * (pipeline.max_inflight_bytes_*): a full partition is left out of the next
- * Fetch, so a slow destination slows fetching.
+ * Fetch, so a slow destination slows fetching.  The total also counts the
+ * batches kept after an uncertain Produce, the answers of the Fetches in
+ * flight (reserved before they go, sized from what is left) and Produce
+ * requests not yet written (pipe_copy.c "Memory";
+ * mirrord_memory_held_bytes{kind}).
  */
 #ifndef MIRRORD_PIPELINE_H
 #define MIRRORD_PIPELINE_H
@@ -167,6 +173,7 @@ struct pipeline_live {
 	int64_t lso_stuck_ms;            /* see pipeline_partition_warning, else 0 */
 	int64_t divergences;             /* source logs found parted from the mirror */
 	int64_t source_deleted;          /* source offsets deleted before they were copied */
+	int64_t discarded_bytes;         /* batch bytes fetched, dropped before acknowledged */
 };
 int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
     struct pipeline_live *out);
@@ -188,6 +195,9 @@ struct pipeline_totals {
 	int64_t queued_bytes_peak;
 	int64_t inflight_batches;   /* sent to the destination, not answered */
 	int64_t partition_inflight_peak; /* most of one partition at once */
+	int64_t discarded_bytes;    /* fetched batch bytes dropped unacknowledged */
+	int64_t held_bytes;         /* record data held now, all kinds */
+	int64_t held_bytes_peak;    /* most of it at once since the start */
 };
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 

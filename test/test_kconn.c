@@ -45,6 +45,8 @@ enum fake_mode {
 	FAKE_OVERSIZE,   /* answers the 1st user request with a huge frame size */
 	FAKE_SASL,       /* SaslHandshake + SaslAuthenticate (PLAIN, SCRAM-SHA-256) */
 	FAKE_TLS,        /* a TLS listener: answers with a TLS alert record */
+	FAKE_LATE,       /* holds the 1st user answer (300 KB) until the 2nd
+	                  * request, then answers both in order */
 };
 
 /* The fake broker (test/kfake) and what this suite's modes keep. */
@@ -54,6 +56,7 @@ struct fake {
 	int user_reqs;         /* non-handshake requests seen */
 	uint8_t held[64];      /* FAKE_SWAP: the held first answer */
 	size_t held_len;
+	int32_t late_corr;     /* FAKE_LATE: the first request's */
 	int sasl_ok;           /* FAKE_SASL: authentication succeeded */
 	int scram_step;        /* -1: PLAIN; 0, 1: SCRAM rounds */
 	char scram_cfirst_bare[256];
@@ -276,6 +279,23 @@ static void fake_request(struct kfake *k, int16_t key, int16_t version,
 			    "RESPxxxxxxxx", 12);
 			kfake_send_raw(k, b, n / 2);
 			kfake_close_peer(k);
+		}
+		break;
+	case FAKE_LATE:
+		if (f->user_reqs == 1) {
+			f->late_corr = corr;
+		} else {
+			size_t big = 300000, n;
+			uint8_t *body = calloc(1, big), *b = malloc(big + 16);
+
+			ck_assert(body != NULL && b != NULL);
+			if (f->user_reqs == 2) {
+				n = kfake_frame(b, big + 16, f->late_corr, 0, body, big);
+				kfake_send_raw(k, b, n);
+			}
+			free(body);
+			free(b);
+			fake_user_reply(f, corr, flexible, r->p, kr_left(r));
 		}
 		break;
 	case FAKE_SILENT:
@@ -670,6 +690,92 @@ START_TEST(test_request_timeout)
 }
 END_TEST
 
+/* KCONN_F_KEEP_ON_TIMEOUT: the request that timed out fails alone; its
+ * late answer (larger than anything held for it) is discarded and the next
+ * request on the connection gets its own answer. */
+START_TEST(test_request_timeout_keeps_connection)
+{
+	struct env e;
+	struct call k[2];
+	char err[256];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_LATE);
+	env_connect(&e);
+	ck_assert_int_eq(kconn_send_raw(e.c, 3, 1, "late", 4,
+	    KCONN_F_KEEP_ON_TIMEOUT, 200, done_cb, &k[0], err, sizeof(err)), 0);
+	ck_assert(run_until(e.base, &g_done, 1));
+	ck_assert_int_eq(k[0].err, KCONN_E_TIMEOUT);
+	ck_assert_msg(strstr(k[0].errstr, "timed out after 200 ms") != NULL,
+	    "errstr: %s", k[0].errstr);
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert_int_eq(kconn_late_count(e.c), 1);
+	ck_assert_int_eq(kconn_inflight_count(e.c), 1);
+	send_raw(&e, 3, 1, "next", 10000, &k[1]);
+	ck_assert(run_until(e.base, &g_done, 2));
+	ck_assert_int_eq(k[1].err, KCONN_E_OK);
+	ck_assert_uint_eq(k[1].bodylen, 8);
+	ck_assert(memcmp(k[1].body, "RESPnext", 8) == 0);
+	ck_assert_int_eq(k[0].fired, 1);
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert_int_eq(kconn_late_count(e.c), 0);
+	ck_assert_int_eq(kconn_inflight_count(e.c), 0);
+	ck_assert_int_eq(kconn_inflight_bytes(e.c), 0);
+	ck_assert_int_eq(kconn_late_answers(e.c), 1);
+	ck_assert(kconn_is_ready(e.c));
+	env_stop(&e);
+}
+END_TEST
+
+/* A request that timed out under KCONN_F_KEEP_ON_TIMEOUT and is still not
+ * answered one more timeout later: the connection is dead after all. */
+START_TEST(test_request_timeout_keep_then_dead)
+{
+	struct env e;
+	struct call k[2];
+	char err[256];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_SILENT);
+	env_connect(&e);
+	ck_assert_int_eq(kconn_send_raw(e.c, 3, 1, "a", 1,
+	    KCONN_F_KEEP_ON_TIMEOUT, 200, done_cb, &k[0], err, sizeof(err)), 0);
+	send_raw(&e, 3, 1, "b", 10000, &k[1]);
+	ck_assert(run_until(e.base, &g_done, 1));
+	ck_assert_int_eq(k[0].err, KCONN_E_TIMEOUT);
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert(run_until(e.base, &e.ev.closed, 1));
+	ck_assert_int_eq(k[0].fired, 1);
+	ck_assert_int_eq(k[1].fired, 1);
+	ck_assert_int_eq(k[1].err, KCONN_E_TRANSPORT);
+	ck_assert_msg(strstr(e.ev.errstr, "still no answer") != NULL,
+	    "errstr: %s", e.ev.errstr);
+	env_stop(&e);
+}
+END_TEST
+
+/* The owner frees the connection from the timeout's callback. */
+START_TEST(test_request_timeout_keep_free_in_callback)
+{
+	struct env e;
+	struct call k[2];
+	char err[256];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_SILENT);
+	env_connect(&e);
+	k[0].free_conn = 1;
+	ck_assert_int_eq(kconn_send_raw(e.c, 3, 1, "a", 1,
+	    KCONN_F_KEEP_ON_TIMEOUT, 200, done_cb, &k[0], err, sizeof(err)), 0);
+	send_raw(&e, 3, 1, "b", 10000, &k[1]);
+	ck_assert(run_until(e.base, &g_done, 2));
+	e.c = NULL;
+	ck_assert_int_eq(k[0].err, KCONN_E_TIMEOUT);
+	ck_assert_int_eq(k[1].err, KCONN_E_CLOSED);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(test_handshake_timeout)
 {
 	struct env e;
@@ -1029,6 +1135,9 @@ static Suite *kconn_suite(void)
 	tcase_add_test(tc, test_out_of_order_is_protocol_error);
 	tcase_add_test(tc, test_close_mid_response);
 	tcase_add_test(tc, test_request_timeout);
+	tcase_add_test(tc, test_request_timeout_keeps_connection);
+	tcase_add_test(tc, test_request_timeout_keep_then_dead);
+	tcase_add_test(tc, test_request_timeout_keep_free_in_callback);
 	tcase_add_test(tc, test_handshake_timeout);
 	tcase_add_test(tc, test_oversized_frame);
 	tcase_add_test(tc, test_connection_refused);

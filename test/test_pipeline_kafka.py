@@ -17,8 +17,10 @@ of one partition in flight, with the same exactly-once outcome.
     held by SIGSTOP while a burst arrives, mirrord_produce_inflight_batches
     seen at 2 or more before each fault):
       - the destination broker SIGSTOPped past pipeline.request_timeout_ms,
-        then SIGCONT: the requests time out, the connection is dropped, and
-        the broker appends what it still reads afterwards;
+        then SIGCONT: the requests time out one by one (each settles its
+        own batches), the connection stays open, and once the broker
+        resumes it appends what it reads and its late answers are
+        discarded;
       - mirrord killed (-9) with batches in flight, the broker resumed
         while mirrord is down, mirrord started again;
       - the destination broker killed (-9) with batches in flight and

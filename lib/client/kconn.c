@@ -146,6 +146,8 @@ struct kreq {
 	int64_t deadline_ms;
 	int64_t sent_us;
 	size_t bytes;
+	int keep;     /* KCONN_F_KEEP_ON_TIMEOUT */
+	int late;     /* timed out and answered as such; its answer is discarded */
 	kconn_resp_cb cb;
 	void *arg;
 };
@@ -181,6 +183,9 @@ struct kconn {
 
 	int64_t connect_deadline;
 	int64_t timer_at; /* 0 = not armed */
+	size_t skip;      /* bytes of a late answer still to discard */
+	int nlate;        /* requests in inflight that timed out (kreq.late) */
+	int64_t late_answers; /* late answers discarded since the start */
 
 	struct kconn_api_range apis[KCONN_MAX_API_KEY];
 	int have_apis;
@@ -267,6 +272,11 @@ static void deferred_free_cb(evutil_socket_t fd, short what, void *arg)
 static void req_finish(struct kconn *c, struct kreq *rq, int err,
     const char *errstr, struct kr *body, size_t resp_bytes)
 {
+	/* A late request's owner had its answer (the timeout) already. */
+	if (rq->late) {
+		free(rq);
+		return;
+	}
 	if (c->stats != NULL)
 		c->stats(c->stats_arg, rq->api_key, err,
 		    rq->sent_us ? now_us() - rq->sent_us : 0, rq->bytes,
@@ -314,6 +324,8 @@ static void conn_fail(struct kconn *c, int err, const char *errstr,
 	TAILQ_CONCAT(&q, &c->waitq, link);
 	c->nreq = 0;
 	c->req_bytes = 0;
+	c->nlate = 0;
+	c->skip = 0;
 
 	conn_enter(c);
 	if (first != NULL)
@@ -396,6 +408,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct kconn *c = arg;
 	int64_t now = clock_mono_ms(), next = 0;
 	struct kreq *rq;
+	kconn_resp_cb cb;
 	char msg[KCONN_MAX_ERRSTR], why[KCONN_MAX_ERRSTR];
 
 	c->timer_at = 0;
@@ -409,11 +422,55 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (c->state != CS_READY)
 		next = c->connect_deadline;
+again:
 	rq = expired_in(&c->inflight, now, &next);
+	if (rq != NULL && rq->keep && !rq->late) {
+		/*
+		 * Only this request: its owner gets the timeout now; the
+		 * broker answers in order, so its answer still comes before
+		 * the later ones' and is discarded unread (conn_skip_late()).
+		 * No answer for another timeout: the connection is dead.
+		 */
+		rq->late = 1;
+		c->nlate++;
+		rq->deadline_ms = now + rq->timeout_ms;
+		snprintf(msg, sizeof(msg), "%s: request %s v%d (correlation id "
+		    "%d) timed out after %d ms (its answer, if it comes, is "
+		    "discarded; the connection's other requests go on)", c->name,
+		    api_name(rq->api_key), rq->version, rq->corr, rq->timeout_ms);
+		log_warnx("%s", msg);
+		if (c->stats != NULL)
+			c->stats(c->stats_arg, rq->api_key, KCONN_E_TIMEOUT,
+			    now_us() - rq->sent_us, rq->bytes, 0);
+		/* The callback may close c, which frees rq: nothing of rq
+		 * is touched after it. */
+		cb = rq->cb;
+		rq->cb = NULL;
+		if (cb != NULL)
+			cb(c, KCONN_E_TIMEOUT, msg, NULL, rq->arg);
+		if (c->state == CS_CLOSED || c->freeing)
+			goto out;
+		next = 0;
+		if (c->state != CS_READY)
+			next = c->connect_deadline;
+		goto again;
+	}
 	if (rq != NULL)
 		TAILQ_REMOVE(&c->inflight, rq, link);
 	else if ((rq = expired_in(&c->waitq, now, &next)) != NULL)
 		TAILQ_REMOVE(&c->waitq, rq, link);
+	if (rq != NULL && rq->late) {
+		c->nreq--;
+		c->req_bytes -= rq->bytes;
+		c->nlate--;
+		snprintf(why, sizeof(why), "%s: connection closed: request %s v%d "
+		    "(correlation id %d) timed out and still no answer %d ms later",
+		    c->name, api_name(rq->api_key), rq->version, rq->corr,
+		    rq->timeout_ms);
+		log_warnx("%s", why);
+		conn_fail(c, KCONN_E_TRANSPORT, why, rq, KCONN_E_TIMEOUT, why, 1);
+		goto out;
+	}
 	if (rq != NULL) {
 		c->nreq--;
 		c->req_bytes -= rq->bytes;
@@ -517,6 +574,7 @@ static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
 		    c->cfg->request_timeout_ms;
 		rq->deadline_ms = clock_mono_ms() + rq->timeout_ms;
 		rq->bytes = len;
+		rq->keep = (flags & KCONN_F_KEEP_ON_TIMEOUT) != 0;
 		rq->cb = cb;
 		rq->arg = arg;
 	} else {
@@ -1000,6 +1058,36 @@ static void conn_frame(struct kconn *c, const uint8_t *p, size_t len)
 	req_finish(c, rq, KCONN_E_OK, NULL, &r, len + 4);
 }
 
+/*
+ * The next frame answers the oldest request in flight.  When that one timed
+ * out (kreq.late), its answer is dropped as it arrives, never held whole:
+ * 1 when the frame (size bytes after the length) is such an answer and
+ * c->skip now counts what is left of it.
+ */
+static int conn_skip_late(struct kconn *c, struct evbuffer *in, size_t avail,
+    uint32_t size)
+{
+	struct kreq *rq = TAILQ_FIRST(&c->inflight);
+	uint8_t hdr[8];
+
+	if (rq == NULL || !rq->late || avail < 8)
+		return 0;
+	evbuffer_copyout(in, hdr, 8);
+	if ((int32_t)be32_load(hdr + 4) != rq->corr)
+		return 0; /* conn_frame() says what is wrong */
+	log_info("kconn %s: the answer to %s v%d (correlation id %d, %u bytes) "
+	    "came after its timeout: discarded", c->name, api_name(rq->api_key),
+	    rq->version, rq->corr, size);
+	TAILQ_REMOVE(&c->inflight, rq, link);
+	c->nreq--;
+	c->req_bytes -= rq->bytes;
+	c->nlate--;
+	c->late_answers++;
+	free(rq);
+	c->skip = (size_t)size + 4;
+	return 1;
+}
+
 static void read_cb(struct bufferevent *bev, void *arg)
 {
 	struct kconn *c = arg;
@@ -1012,6 +1100,16 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		uint32_t size;
 		const uint8_t *frame;
 
+		if (c->skip > 0) {
+			/* The rest of a late answer: dropped as it comes. */
+			size_t n = MIN(avail, c->skip);
+
+			evbuffer_drain(in, n);
+			c->skip -= n;
+			if (c->skip > 0)
+				break;
+			continue;
+		}
 		if (avail < 4)
 			break;
 		evbuffer_copyout(in, hdr, 4);
@@ -1039,6 +1137,8 @@ static void read_cb(struct bufferevent *bev, void *arg)
 			    "bytes cannot hold a correlation id", size);
 			break;
 		}
+		if (conn_skip_late(c, in, avail, size))
+			continue;
 		if (avail - 4 < size)
 			break;
 		frame = evbuffer_pullup(in, (ev_ssize_t)size + 4);
@@ -1314,6 +1414,25 @@ int kconn_inflight_count(const struct kconn *c)
 size_t kconn_inflight_bytes(const struct kconn *c)
 {
 	return c->req_bytes;
+}
+
+int kconn_late_count(const struct kconn *c)
+{
+	return c->nlate;
+}
+
+int64_t kconn_late_answers(const struct kconn *c)
+{
+	return c->late_answers;
+}
+
+size_t kconn_unsent_bytes(const struct kconn *c)
+{
+	size_t n = evbuffer_get_length(c->pending);
+
+	if (c->bev != NULL && c->state != CS_CLOSED)
+		n += evbuffer_get_length(bufferevent_get_output(c->bev));
+	return n;
 }
 
 int kconn_can_send(const struct kconn *c, size_t len)

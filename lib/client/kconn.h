@@ -15,7 +15,12 @@
  *    broker and the cause;
  *  - a peer that breaks the protocol (correlation mismatch, frame larger than
  *    max_response_bytes, truncated header) fails every request and closes
- *    the connection; Kafka answers in order, so a request timeout does too;
+ *    the connection; Kafka answers in order, so a request timeout does too,
+ *    unless the request was sent with KCONN_F_KEEP_ON_TIMEOUT: then only
+ *    that request fails (KCONN_E_TIMEOUT), the connection and its other
+ *    requests go on, and the late answer, which still comes before theirs,
+ *    is dropped as it arrives (never held whole); no answer for another
+ *    timeout closes the connection as above;
  *  - the owner's event callback sees KCONN_EV_READY at most once and
  *    KCONN_EV_CLOSED exactly once (unless the owner frees the connection
  *    first);
@@ -190,6 +195,9 @@ void kconn_close(struct kconn *c, int err, const char *why);
 void kconn_set_event_arg(struct kconn *c, void *arg);
 
 #define KCONN_F_NO_RESPONSE 0x1 /* acks=0 Produce: nothing comes back */
+/* A timeout fails only this request (see the guarantees above); the data
+ * plane's Fetch and Produce, whose owners settle a timeout per request. */
+#define KCONN_F_KEEP_ON_TIMEOUT 0x2
 
 /*
  * Queues a request.  enc(w, version, msg) writes the body (or use
@@ -232,6 +240,14 @@ const char *kconn_name(const struct kconn *c);
 /* Requests waiting for a response (or for the handshake) and their bytes. */
 int kconn_inflight_count(const struct kconn *c);
 size_t kconn_inflight_bytes(const struct kconn *c);
+/* Requests that timed out under KCONN_F_KEEP_ON_TIMEOUT whose late answer
+ * has not come yet (still counted in kconn_inflight_count/bytes), and how
+ * many such late answers were discarded since the connection opened. */
+int kconn_late_count(const struct kconn *c);
+int64_t kconn_late_answers(const struct kconn *c);
+/* Request bytes accepted and not yet written to the socket (the copies of
+ * what is being sent that this connection holds in memory). */
+size_t kconn_unsent_bytes(const struct kconn *c);
 /* 1 if a request of len bytes would be accepted now (back-pressure). */
 int kconn_can_send(const struct kconn *c, size_t len);
 /* ApiVersions version the broker finally answered (for tests/logs). */

@@ -213,10 +213,12 @@ const struct ckey config_keys[] = {
 	  "Most bytes of one partition fetched from the source and not yet acknowledged by the destination. "
 	  "When reached, that partition stops fetching until the destination catches up." },
 	{ "pipeline.max_inflight_bytes_total", CT_SIZE, F(pipeline_max_inflight_bytes_total), "256MiB", 1 * MiB, 64 * GiB, NULL, KF_RELOAD, NULL,
-	  "Most bytes fetched and not yet acknowledged across all partitions, which bounds the memory used for record data. "
+	  "Most bytes held for record data across all partitions, which bounds the memory used for it: batches fetched and not yet acknowledged (queued, in flight, kept after an uncertain Produce), the largest answer of every Fetch in flight with the copies of its batches (reserved before the Fetch is sent, which asks for at most half of what is left), and encoded Produce requests not yet written to the destination. "
+	  "Only a single batch larger than what is left may pass it (a broker returns the first batch of a Fetch whole), so that copying moves on; mirrord_memory_held_bytes shows each kind. "
 	  "It must be at least pipeline.max_inflight_bytes_per_partition." },
 	{ "pipeline.request_timeout_ms", CT_DURATION, F(pipeline_request_timeout_ms), "30000", 100, 3600000, NULL, KF_RELOAD, NULL,
-	  "How long a Fetch to the source or a Produce to the destination may take before it is abandoned and retried." },
+	  "How long a Fetch to the source or a Produce to the destination may take before it is abandoned and retried. "
+	  "Only the partitions of the request that timed out are affected: the connection stays open, the late answer is discarded when it comes, and the other requests on it are still answered; a connection that sends no answer for one more such period is closed." },
 	{ "pipeline.retry_backoff_ms", CT_DURATION, F(pipeline_retry_backoff_ms), "100", 0, 60000, NULL, KF_RELOAD, NULL,
 	  "Pause before retrying a request that failed with a retriable error." },
 	{ "pipeline.stuck_lso_warn_ms", CT_DURATION, F(pipeline_stuck_lso_warn_ms), "300000", 0, 604800000, NULL, KF_RELOAD, NULL,

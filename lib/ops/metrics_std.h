@@ -46,6 +46,7 @@
 	X(API_ERROR, "api", "error") \
 	X(ADMIN_API_OPERATION, "api", "operation") \
 	X(REASON, "reason") \
+	X(KIND, "kind") \
 	X(RESULT, "result") \
 	X(ROLE, "role") \
 	X(VERSION, "version")
@@ -100,6 +101,12 @@
 	    "mirrord_partition_source_divergences_total", COUNTER, PART, NONE, \
 	    PP, "Times the source log was found parted from what was mirrored " \
 	    "(leader epochs: an unclean leader election lost mirrored records)") \
+	X(PARTITION_DISCARDED_BYTES, \
+	    "mirrord_partition_discarded_bytes_total", COUNTER, PART, NONE, \
+	    PP, "Record batch bytes fetched from the source and dropped " \
+	    "before the destination acknowledged them, to be fetched again " \
+	    "(the partition's own uncertain or failed Produce, a re-read of " \
+	    "the destination end, a failure, a pause)") \
 	X(PARTITION_SOURCE_DELETED, \
 	    "mirrord_partition_source_deleted_offsets_total", COUNTER, PART, \
 	    NONE, PP, "Source offsets deleted (DeleteRecords or retention) " \
@@ -191,6 +198,18 @@
 	    NONE, NO, "Most record batches of one partition in flight to the " \
 	    "destination at once since the start (pipelined produce; 1 when " \
 	    "each batch waits for the answer to the one before)") \
+	X(MEMORY_HELD, "mirrord_memory_held_bytes", GAUGE, KIND, NONE, NO, \
+	    "Bytes held for record data, all counted against " \
+	    "pipeline.max_inflight_bytes_total, by kind: queued (fetched, " \
+	    "waiting for their Produce), sending (in Produce requests not " \
+	    "answered, or answered and not settled), unsure (kept after an " \
+	    "uncertain Produce to be sent again as they were), " \
+	    "fetch_responses (the largest answers of the Fetches in flight, " \
+	    "reserved before they are sent), produce_requests (encoded " \
+	    "Produce requests not yet written to the destination's sockets)") \
+	X(MEMORY_HELD_PEAK, "mirrord_memory_held_bytes_peak", GAUGE, NONE, \
+	    NONE, NO, "Most bytes held for record data at once since the " \
+	    "start (every kind of mirrord_memory_held_bytes)") \
 	X(ADMIN_REQUESTS, "mirrord_admin_requests_total", COUNTER, \
 	    ADMIN_API_ERROR, NONE, NO, "Admin listener requests answered, by " \
 	    "API and Kafka error name (NONE for success)") \
