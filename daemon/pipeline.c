@@ -94,14 +94,8 @@ void pl_free_batches(struct pbatchq *q)
 
 size_t pl_unsent_bytes(const struct pipeline *pl)
 {
-	size_t n = 0;
-
-	if (pl->dst == NULL)
-		return 0;
-	for (size_t i = 0; i < pl->dst->nbrokers; i++)
-		if (pl->dst->brokers[i]->conn != NULL)
-			n += kconn_unsent_bytes(pl->dst->brokers[i]->conn);
-	return n;
+	return pl->dst == NULL || pl->dst->kc == NULL ? 0 :
+	    kcluster_unsent_bytes(pl->dst->kc);
 }
 
 size_t pl_held_now(const struct pipeline *pl)

@@ -1482,3 +1482,18 @@ void kcluster_conn_stats(const struct kcluster *cl, size_t *ready,
 		}
 	}
 }
+
+size_t kcluster_unsent_bytes(const struct kcluster *cl)
+{
+	size_t n = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		size_t cnt = pass == 0 ? (size_t)cl->nboot : cl->nbrokers;
+		const struct cbroker *arr = pass == 0 ? cl->boot : cl->brokers;
+
+		for (size_t i = 0; i < cnt; i++)
+			if (arr[i].conn != NULL)
+				n += kconn_unsent_bytes(arr[i].conn);
+	}
+	return n;
+}

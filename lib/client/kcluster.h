@@ -193,6 +193,10 @@ struct kconn *kcluster_control_conn(struct kcluster *cl);
 void kcluster_conn_stats(const struct kcluster *cl, size_t *ready,
     size_t *inflight_bytes);
 
+/* Request bytes encoded but not yet written, over every connection of
+ * the cluster (kconn_unsent_bytes()). */
+size_t kcluster_unsent_bytes(const struct kcluster *cl);
+
 /* node is the broker's id (< 0: a bootstrap server); event KCONN_EV_READY
  * or KCONN_EV_CLOSED (errstr then says why). */
 typedef void (*kcluster_conn_cb)(struct kcluster *cl, int32_t node,
