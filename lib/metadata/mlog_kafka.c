@@ -94,8 +94,8 @@
  * it finds answered (every REPLY names its request's offset; a snapshot's
  * MLOG_T_SNAPSHOT record, version 2, carries that offset so trimming loses
  * nothing), and hands each request to the request handler.  On accept the
- * handler calls mstate_apply_forwarded() (validate on a copy, append,
- * sync, apply): the first sync made while a request is handled carries
+ * handler calls mstate_apply_forwarded() (validate on a scratch copy of
+ * only the objects the records name, append, sync, apply): the first sync made while a request is handled carries
  * its REPLY in the same batch, so the records and their answer land
  * together or not at all, and a new writer never answers twice.  A
  * refusal, or a request that does not decode (named: version, header,
@@ -134,8 +134,6 @@
  *    wrote before its REPLY: mstate hooks fire inside that mlog_sync(),
  *    and a mirror may even be deleted there; callers must not keep model
  *    pointers across a persist on a follower without the DELETING hook.
- *  - mstate_apply_forwarded() validates on a scratch copy of the mirrors
- *    the request names, rebuilt from a dump of the model for each request.
  *  - Trimming: after each snapshot the writer deletes the records before
  *    it (DeleteRecords); retention stays infinite, so the broker itself
  *    never deletes anything.  A trim that fails is retried at the next

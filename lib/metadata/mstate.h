@@ -261,7 +261,9 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink);
  * of the mirrors they name (all or nothing), then appends and syncs them
  * (the backend puts its REPLY into that sync) and applies them live.
  * Returns a Kafka error code (0 accepted), msg naming the record and why.
- * Cost: the scratch copy is rebuilt per call from a dump of the model.
+ * Cost: the scratch holds only the mirrors, topics and partitions the
+ * records name (mstate_dump_scoped()), so it follows the request, not the
+ * model (`make bench-forward`).
  */
 int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
     size_t n, char *msg, size_t msglen);
