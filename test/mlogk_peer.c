@@ -176,6 +176,8 @@ static int command(char *line)
 		char cn[] = "bootstrap.servers", cv[] = "127.0.0.1:9";
 		struct mcfg c = { cn, cv };
 		code = mstate_create_mirror(st, argv[1], &c, 1, msg, sizeof(msg));
+	} else if (strcmp(argv[0], "delete") == 0 && argc == 2) {
+		code = mstate_delete_mirror(st, argv[1], msg, sizeof(msg));
 	} else if (strcmp(argv[0], "add") == 0 && argc == 4) {
 		code = mstate_add_topic(st, argv[1], argv[2], atoi(argv[3]), msg,
 		    sizeof(msg));
@@ -258,6 +260,8 @@ int main(int argc, char **argv)
 	mlog_kafka_set_identity(ml, instance, "member-1", 1);
 	mlog_kafka_set_request_handler(ml, handler, NULL);
 	mlog_kafka_set_role_hook(ml, role_hook, NULL);
+	mlog_kafka_set_rebuild(ml, mstate_rebuild_fresh_cb,
+	    mstate_rebuild_adopt_cb, mstate_rebuild_drop_cb, st);
 	mstate_add_hook(st, state_hook, NULL);
 	if (mstate_open(st, ml, err, sizeof(err)) != 0) {
 		out("open failed %s", oneline(err));

@@ -18,7 +18,10 @@ each peer's whole model (mstate_dump):
     next append is refused by the broker (fenced) and it demotes itself to
     a follower that catches up with the new writer and writes through it;
   * a follower that fell behind the log start (the writer's snapshot
-    deleted what it had not read) says so and asks for a restart;
+    deleted what it had not read) rebuilds its model from the newest
+    snapshot in place, no restart: its hooks see the mirror deleted, the
+    mirrors and topic created and the state changed meanwhile, and its
+    model equals the writer's; it then tails and writes on as before;
   * a restart of every peer reads the same model (snapshot + log).
 """
 
@@ -310,9 +313,20 @@ def main():
     # ---- snapshots: a follower that fell behind the log start -----------
     # With followers the writer deletes only what its previous snapshot
     # replaced: a follower that reads during each snapshot interval (a)
-    # keeps up; one that read nothing across two snapshots (c) cannot.
+    # keeps up; one that read nothing across two snapshots (c) has lost
+    # records and rebuilds its model from the newest snapshot in place,
+    # without a restart, its hooks seeing what changed meanwhile.
     c = start("c2", "follower")
+    b.ok("create gone")
+    b.ok("create m20")
+    b.ok("add m20 t20 2")
+    h.wait_for(lambda: "gone" in c.dump() and "t20" in c.dump(), 20,
+               "c tailed gone and m20/t20")
     c.cmd("autopoll off")
+    before = len(c.events)
+    b.ok("delete gone")
+    b.ok("add m20 t21 1")
+    b.ok("state m20 t20 0 STOPPING")
     b.ok("create m7")
     b.ok("compact")
     h.check(log_start(B, topic) == 0, "the first snapshot with followers "
@@ -323,12 +337,37 @@ def main():
     b.ok("compact")
     h.wait_for(lambda: "m8" in a.dump(), 20, "a tailed past the snapshots")
     h.check(log_start(B, topic) > 0, "the second snapshot deleted nothing")
+    pid = c.p.pid
     a2 = c.cmd("poll")
-    h.check("fell behind the log start" in a2 and "restart" in a2,
-            "a follower behind the trimmed log start: %r" % a2)
+    h.check(a2.startswith("polled ") and int(a2.split()[1]) > 0 and
+            "OUT_OF_RANGE" not in a2 and "restart" not in a2,
+            "a follower behind the trimmed log start did not rebuild: %r"
+            % a2)
+    h.check("fell behind the log start" in c.log() and
+            "rebuilt" in c.log(), "c's log does not say it rebuilt: %s"
+            % c.log()[-2000:])
+    seen = c.events[before:]
+    for want in ("event hook 1 gone", "event hook 0 m7", "event hook 0 m8",
+                 "event hook topic m20/t21",
+                 "event hook state m20/t20-0 PREPARING->STOPPING"):
+        h.check(want in seen, "the rebuild did not show %r to the hooks "
+                "(events %r)" % (want, seen))
+    h.check(not any(e in ("event hook 0 m1", "event hook 0 m2",
+                         "event hook 0 m20") for e in seen),
+            "the rebuild re-created mirrors that were there: %r" % seen)
+    dc = same([a, b, c], "after the rebuild")
+    h.check("gone" not in c.dump() and c.p.pid == pid and c.p.poll() is None,
+            "c is not the same process with mirror gone deleted")
+    # It goes on tailing, and writing through the writer, as before.
+    c.cmd("autopoll on")
+    b.ok("create m11")
+    c.ok("create m12")
+    h.check(same([a, b, c], "after the rebuild, tailing") != dc,
+            "nothing changed after the rebuild")
+    h.check("m11" in c.dump() and "m12" in b.dump(), "m11/m12 missing")
     c.stop()
     c = start("c3", "follower")
-    same([a, b, c], "after the snapshot")
+    same([a, b, c], "after the snapshot, restarted")
     for p in peers:
         p.stop()
 

@@ -113,14 +113,16 @@
  *
  * A follower that falls behind the log start (DeleteRecords after a
  * snapshot removed records it had not read yet) cannot catch up by
- * tailing: its model would have to be rebuilt from the snapshot under the
- * daemon's feet.  That is not done: the log goes broken with "this
- * follower fell behind the log start ... restart it", and a restart
- * replays the newest snapshot.  To make it rare, a writer with a request
- * handler (cluster mode) deletes only the records before its PREVIOUS
- * snapshot, so a follower falls behind only if it read nothing during a
- * whole snapshot interval (storage.snapshot_every_records); a writer
- * alone deletes the records before its newest snapshot, as before.
+ * tailing.  With a rebuild hook (mlog_kafka_set_rebuild(); the daemon and
+ * the test peer install mstate's) it replays the newest snapshot and the
+ * log after it into a fresh model, which mstate_rebuild_adopt() then makes
+ * the live model in place (objects keep their addresses, the hooks see
+ * each difference), and tails on from the log end: no restart.  Without
+ * one the log goes broken ("restart it").  To make it rare, a writer
+ * with a request handler (cluster mode) deletes only the records before
+ * its PREVIOUS snapshot, so a follower falls behind only if it read
+ * nothing during a whole snapshot interval (storage.snapshot_every_records);
+ * a writer alone deletes the records before its newest snapshot, as before.
  *
  * Known limits:
  *  - Blocking: every mlog_sync() is a Produce round trip on the calling
@@ -737,6 +739,73 @@ void mk_fenced(struct mk *k, const char *why)
 		mk_set_broken(k, why);
 }
 
+/*
+ * Fell behind the log start: replays the newest snapshot and the log
+ * after it into a fresh model (the rebuild hook's), which the hook then
+ * makes the live model, in place, its hooks seeing the differences; the
+ * tail goes on after it, live.  Blocking like the replay at open (a
+ * whole snapshot is read), bounded by storage.kafka.timeout_ms per read.
+ */
+static int rebuild(struct mk *k, char *err, size_t errlen)
+{
+	struct mk_tail *old = k->tail, *rp;
+	int64_t start, end, snap, from = k->next;
+	void *fresh;
+
+	if (mk_list_offset(k, -2, &start, err, errlen) != 0 ||
+	    mk_list_offset(k, -1, &end, err, errlen) != 0 ||
+	    find_snapshot(k, start, end, &snap, err, errlen) != 0)
+		return -1;
+	if (snap < 0 && start > 0) {
+		seterr(err, errlen, "no complete snapshot between the log start "
+		    "%" PRId64 " and the log end %" PRId64, start, end);
+		return -1;
+	}
+	if ((rp = calloc(1, sizeof(*rp))) == NULL ||
+	    (fresh = k->rb_fresh(k->rb_arg)) == NULL) {
+		free(rp);
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	log_warnx("metadata log: topic %s: this follower fell behind the log "
+	    "start (it was at offset %" PRId64 ", the log starts at %" PRId64
+	    "): rebuilding its model from the snapshot at offset %" PRId64,
+	    k->topic, from, start, snap >= 0 ? snap : start);
+	*rp = (struct mk_tail){ .k = k, .apply = old->apply, .arg = fresh,
+	    .snap = snap, .owner_pid = -1 };
+	k->tail = rp;
+	if (replay_range(k, snap >= 0 ? snap : start, end, err, errlen) != 0) {
+		k->tail = old;
+		k->next = from;
+		k->rb_drop(fresh);
+		free(rp);
+		return -1;
+	}
+	/* From here on the tail applies to the live model again. */
+	rp->arg = old->arg;
+	rp->live = 1;
+	free(old);
+	k->rebuilds++;
+	if (k->rb_adopt(k->rb_arg, fresh, err, errlen) != 0)
+		return -1;      /* the live model is whole, the tail goes on */
+	log_info("metadata log: topic %s: model rebuilt from offset %" PRId64
+	    " to %" PRId64 " without a restart", k->topic, snap >= 0 ? snap :
+	    start, end);
+	return 0;
+}
+
+void mlog_kafka_set_rebuild(struct mlog *ml, void *(*fresh)(void *arg),
+    int (*adopt)(void *arg, void *fresh, char *err, size_t errlen),
+    void (*drop)(void *fresh), void *arg)
+{
+	struct mk *k = (struct mk *)ml;
+
+	k->rb_fresh = fresh;
+	k->rb_adopt = adopt;
+	k->rb_drop = drop;
+	k->rb_arg = arg;
+}
+
 /* One Fetch of the log from k->next, applying live.  0, -1 with err. */
 static int tail_once(struct mk *k, int max_wait_ms, char *err,
     size_t errlen)
@@ -751,16 +820,23 @@ static int tail_once(struct mk *k, int max_wait_ms, char *err,
 	rc = mk_fetch(k, k->next, INT64_MAX, max_wait_ms, replay_cb, k->tail,
 	    &next, &hw, err, errlen);
 	if (rc == -2) {
-		char why[700];
+		char why[1200], e2[768];
 
 		/* The writer deleted records this instance had not read yet
-		 * (DeleteRecords after a snapshot).  The model would have to
-		 * be rebuilt from the newest snapshot under the daemon's
-		 * feet: not done; restarting does exactly that. */
+		 * (DeleteRecords after a snapshot): rebuild the model from
+		 * the newest snapshot, in place (mlog_kafka_set_rebuild()). */
+		if (k->rb_fresh != NULL && rebuild(k, e2, sizeof(e2)) == 0) {
+			if (errlen > 0)
+				err[0] = '\0';
+			return 0;
+		}
+		if (k->rb_fresh == NULL)
+			seterr(e2, sizeof(e2), "no rebuild hook: restart it to "
+			    "re-read the newest snapshot");
 		seterr(why, sizeof(why), "topic %s: this follower fell behind "
 		    "the log start (it was at offset %" PRId64 ", the records "
-		    "before the newest snapshot were deleted): restart it to "
-		    "re-read the newest snapshot; %s", k->topic, k->next, err);
+		    "before the newest snapshot were deleted: %s) and cannot "
+		    "rebuild its model: %s", k->topic, k->next, err, e2);
 		mk_set_broken(k, why);
 		seterr(err, errlen, "%s", why);
 		return -1;
@@ -1412,7 +1488,7 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
     size_t errlen)
 {
 	struct mk *k = (struct mk *)ml;
-	uint64_t before;
+	uint64_t before, rebuilds;
 	int n = 0, rc = 0;
 
 	if (!ml->opened || k->tail == NULL) {
@@ -1423,12 +1499,14 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
 		seterr(err, errlen, "%s", k->broken_why);
 		return -1;
 	}
+	rebuilds = k->rebuilds;
 	before = k->tail->applied;
 	/* The writer reads the log too: a newer writer's claim demotes it
 	 * even when it has nothing to write. */
 	if (tail_once(k, k->writer ? 0 : max_wait_ms, err, errlen) != 0)
 		rc = -1;
-	n = (int)(k->tail->applied - before);
+	/* A rebuild replaced the tail: everything it replayed counts. */
+	n = (int)(k->tail->applied - (k->rebuilds == rebuilds ? before : 0));
 	k->st.records += (uint64_t)n;
 	if (rc == 0 && k->writer && k->req_fn != NULL) {
 		int h = handle_requests(k, err, errlen);

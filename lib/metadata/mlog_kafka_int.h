@@ -75,6 +75,12 @@ struct mk {
 	void *role_arg;
 	int role_pending;           /* a role change not yet told to role_fn */
 	char role_why[768];
+	/* mlog_kafka_set_rebuild(): a follower behind the log start. */
+	void *(*rb_fresh)(void *arg);
+	int (*rb_adopt)(void *arg, void *fresh, char *err, size_t errlen);
+	void (*rb_drop)(void *fresh);
+	void *rb_arg;
+	uint64_t rebuilds;          /* models rebuilt so far */
 };
 
 /* What mk_read_range() hands its callback for each record. */
