@@ -11,12 +11,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "compat.h"
 #include "batch.h"
@@ -1132,6 +1135,374 @@ START_TEST(test_kafka_batch_round_trip)
 }
 END_TEST
 
+/* ---- asynchronous groups (group commit on the writer thread) ---------- */
+
+/* An fsync hook the test can hold (the writer thread blocks in it until
+ * released) and fail at a given call. */
+struct gate {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int hold;          /* 1: the next fsync blocks until hold is 0 */
+	int inside;        /* a blocked fsync is waiting */
+	int calls;         /* fsyncs of segment data so far */
+	int fail_call;     /* > 0: this call fails with EIO */
+};
+
+static int gate_fsync(void *arg, int fd)
+{
+	struct gate *g = arg;
+	int fail;
+
+	pthread_mutex_lock(&g->mu);
+	g->calls++;
+	fail = g->fail_call > 0 && g->calls == g->fail_call;
+	if (g->hold) {
+		g->inside = 1;
+		pthread_cond_broadcast(&g->cv);
+		while (g->hold)
+			pthread_cond_wait(&g->cv, &g->mu);
+		g->inside = 0;
+	}
+	pthread_mutex_unlock(&g->mu);
+	if (fail) {
+		errno = EIO;
+		return -1;
+	}
+	return fsync(fd);
+}
+
+static void gate_wait_inside(struct gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	while (!g->inside)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_release(struct gate *g)
+{
+	pthread_mutex_lock(&g->mu);
+	g->hold = 0;
+	pthread_cond_broadcast(&g->cv);
+	pthread_mutex_unlock(&g->mu);
+}
+
+struct done_log {
+	int n;
+	int id[64];
+	int rc[64];
+	char err[64][512];
+	struct mlog_stats seen_at[64];
+	struct mlog *ml;
+};
+
+struct done_arg {
+	struct done_log *dl;
+	int id;
+};
+
+static void on_done(void *arg, int rc, int16_t sync_error, const char *err)
+{
+	struct done_arg *da = arg;
+	struct done_log *dl = da->dl;
+
+	ck_assert_int_eq(sync_error, 0);
+	ck_assert_int_lt(dl->n, 64);
+	dl->id[dl->n] = da->id;
+	dl->rc[dl->n] = rc;
+	snprintf(dl->err[dl->n], sizeof(dl->err[0]), "%s",
+	    err != NULL ? err : "");
+	mlog_stats(dl->ml, &dl->seen_at[dl->n]);
+	dl->n++;
+}
+
+/* Appends records from..to and starts them as one group. */
+static void async_range(struct mlog *ml, size_t from, size_t to,
+    struct done_arg *da)
+{
+	uint8_t buf[300];
+	char err[1024];
+
+	for (size_t i = from; i < to; i++) {
+		size_t len = rec_payload(i, buf);
+		ck_assert_msg(mlog_append(ml, (uint16_t)(1 + i % 7), buf, len,
+		    err, sizeof(err)) == 0, "append: %s", err);
+	}
+	ck_assert_msg(mlog_sync_async(ml, on_done, da, err, sizeof(err)) == 0,
+	    "sync_async: %s", err);
+}
+
+/* Runs the loop until n completions were seen (a deadline fails). */
+static void loop_until(struct event_base *base, struct done_log *dl, int n)
+{
+	for (int i = 0; i < 20000 && dl->n < n; i++)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK),
+		    usleep(i < 100 ? 0 : 1000);
+	ck_assert_msg(dl->n >= n, "only %d of %d groups completed", dl->n, n);
+}
+
+/*
+ * Groups complete on the loop in order; groups started while the writer
+ * thread is inside an fsync share the next fsync (group commit); a done
+ * callback never runs inside mlog_sync_async(); everything reopens.
+ */
+START_TEST(test_async_group_commit)
+{
+	char *dir = tmpdir_new();
+	struct seen *s = calloc(1, sizeof(*s));
+	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER,
+	    .cv = PTHREAD_COND_INITIALIZER };
+	struct mlog_io io = { NULL, gate_fsync, &g };
+	struct mlog *ml = open_log(dir, s, &io);
+	struct event_base *base = event_base_new();
+	struct done_log dl = { .ml = ml };
+	struct done_arg da[5];
+	struct hook_seen hs = { 0 };
+	struct mlog_stats st;
+
+	g.hold = 1;   /* after the open's own fsyncs */
+	mlog_set_event_base(ml, base);
+	mlog_set_sync_hook(ml, sync_hook, &hs);
+	for (int i = 0; i < 5; i++)
+		da[i] = (struct done_arg){ &dl, i };
+	async_range(ml, 0, 10, &da[0]);
+	ck_assert_int_eq(dl.n, 0);
+	gate_wait_inside(&g);   /* group 0 is in its fsync */
+	async_range(ml, 10, 20, &da[1]);
+	async_range(ml, 20, 25, &da[2]);
+	async_range(ml, 25, 40, &da[3]);
+	ck_assert_uint_eq(mlog_in_flight(ml), 4);
+	ck_assert_int_eq(dl.n, 0);
+	gate_release(&g);
+	loop_until(base, &dl, 4);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(dl.id[i], i);
+		ck_assert_int_eq(dl.rc[i], 0);
+	}
+	/* Groups 1..3 went in one fsync round after group 0's. */
+	mlog_stats(ml, &st);
+	ck_assert_uint_eq(st.syncs, 2);
+	ck_assert_uint_eq(st.groups, 4);
+	ck_assert_uint_eq(st.records, 40);
+	ck_assert_uint_eq(st.last_group_records, 30);
+	ck_assert_uint_eq(st.max_group_records, 30);
+	ck_assert_int_ge(st.last_fsync_us, 0);
+	ck_assert_uint_eq(mlog_in_flight(ml), 0);
+	/* Group 0's stats are visible in its callback. */
+	ck_assert_uint_eq(dl.seen_at[0].records, 10);
+	ck_assert_int_eq(hs.calls, 4);
+	/* An empty group completes in order like any other. */
+	async_range(ml, 40, 40, &da[4]);
+	loop_until(base, &dl, 5);
+	ck_assert_int_eq(dl.rc[4], 0);
+	mlog_free(ml);
+	ml = open_log(dir, s, NULL);
+	check_stream(s, 40);
+	mlog_free(ml);
+	event_base_free(base);
+	rm_rf(dir);
+	free(dir);
+	free(s);
+}
+END_TEST
+
+/*
+ * A failed fsync fails its group and every group after it, naming the
+ * file and the error; the log is then broken; reopening keeps exactly the
+ * groups acknowledged before.
+ */
+START_TEST(test_async_fsync_failure)
+{
+	char *dir = tmpdir_new();
+	struct seen *s = calloc(1, sizeof(*s));
+	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER,
+	    .cv = PTHREAD_COND_INITIALIZER };
+	struct mlog_io io = { NULL, gate_fsync, &g };
+	struct mlog *ml = open_log(dir, s, &io);
+	struct event_base *base = event_base_new();
+	struct done_log dl = { .ml = ml };
+	struct done_arg da[4];
+	char err[1024], want[512];
+	struct mlog_stats st;
+
+	mlog_set_event_base(ml, base);
+	for (int i = 0; i < 4; i++)
+		da[i] = (struct done_arg){ &dl, i };
+	async_range(ml, 0, 5, &da[0]);
+	loop_until(base, &dl, 1);
+	ck_assert_int_eq(dl.rc[0], 0);
+	/* The next round fails; group 2 waits behind it. */
+	pthread_mutex_lock(&g.mu);
+	g.hold = 1;
+	g.fail_call = g.calls + 1;
+	pthread_mutex_unlock(&g.mu);
+	async_range(ml, 5, 8, &da[1]);
+	gate_wait_inside(&g);
+	async_range(ml, 8, 12, &da[2]);
+	gate_release(&g);
+	loop_until(base, &dl, 3);
+	snprintf(want, sizeof(want), "%s/%s: fsync failed: %s", dir, SEG1,
+	    strerror(EIO));
+	ck_assert_int_eq(dl.id[1], 1);
+	ck_assert_int_eq(dl.rc[1], -1);
+	ck_assert_msg(strstr(dl.err[1], want) != NULL, "%s", dl.err[1]);
+	ck_assert_int_eq(dl.id[2], 2);
+	ck_assert_int_eq(dl.rc[2], -1);
+	ck_assert_msg(strstr(dl.err[2], "read-only after an earlier failure")
+	    != NULL && strstr(dl.err[2], want) != NULL, "%s", dl.err[2]);
+	mlog_stats(ml, &st);
+	ck_assert_int_eq(st.broken, 1);
+	ck_assert_uint_eq(st.records, 5);
+	/* Broken: no new group, no append. */
+	ck_assert_int_eq(mlog_sync_async(ml, on_done, &da[3], err,
+	    sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "fsync failed"));
+	ck_assert_int_eq(mlog_append(ml, 3, "abc", 3, err, sizeof(err)), -1);
+	mlog_free(ml);
+	ml = open_log(dir, s, NULL);
+	check_stream(s, 5);
+	mlog_stats(ml, &st);
+	ck_assert_uint_eq(st.torn_bytes_dropped, 0);
+	mlog_free(ml);
+	event_base_free(base);
+	rm_rf(dir);
+	free(dir);
+	free(s);
+}
+END_TEST
+
+/* The blocking mlog_sync() after asynchronous groups: it waits for them
+ * and runs their callbacks (in order) before writing its own records;
+ * without an event base completions wait for mlog_wait(). */
+START_TEST(test_async_then_blocking_sync)
+{
+	char *dir = tmpdir_new();
+	struct seen *s = calloc(1, sizeof(*s));
+	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER,
+	    .cv = PTHREAD_COND_INITIALIZER };
+	struct mlog_io io = { NULL, gate_fsync, &g };
+	struct mlog *ml = open_log(dir, s, &io);
+	struct done_log dl = { .ml = ml };
+	struct done_arg da[3];
+	struct mlog_stats st;
+
+	for (int i = 0; i < 3; i++)
+		da[i] = (struct done_arg){ &dl, i };
+	/* No event base at all. */
+	g.hold = 1;
+	async_range(ml, 0, 4, &da[0]);
+	gate_wait_inside(&g);
+	async_range(ml, 4, 9, &da[1]);
+	gate_release(&g);
+	ck_assert_int_eq(dl.n, 0);
+	append_range(ml, 9, 15);   /* blocking: waits, then writes */
+	ck_assert_int_eq(dl.n, 2);
+	ck_assert_int_eq(dl.id[0], 0);
+	ck_assert_int_eq(dl.id[1], 1);
+	ck_assert_uint_eq(dl.seen_at[1].records, 9);
+	mlog_stats(ml, &st);
+	ck_assert_uint_eq(st.records, 15);
+	async_range(ml, 15, 16, &da[2]);
+	mlog_wait(ml);
+	ck_assert_int_eq(dl.n, 3);
+	ck_assert_int_eq(dl.rc[2], 0);
+	mlog_free(ml);
+	ml = open_log(dir, s, NULL);
+	check_stream(s, 16);
+	mlog_free(ml);
+	rm_rf(dir);
+	free(dir);
+	free(s);
+}
+END_TEST
+
+/* A snapshot written on the writer thread, with groups started after it
+ * in flight: they land in the new segment; everything reopens; a failed
+ * snapshot leaves the log going on in the old segment. */
+START_TEST(test_async_compaction)
+{
+	char *dir = tmpdir_new();
+	struct seen *s = calloc(1, sizeof(*s)), *all = calloc(1, sizeof(*all));
+	struct gate g = { .mu = PTHREAD_MUTEX_INITIALIZER,
+	    .cv = PTHREAD_COND_INITIALIZER };
+	struct mlog_io io = { NULL, gate_fsync, &g };
+	struct event_base *base = event_base_new();
+	struct mlog *ml;
+	struct done_log dl;
+	struct done_arg da[6];
+	char err[1024];
+	struct mlog_stats st;
+
+	ml = open_log(dir, s, NULL);
+	append_range(ml, 0, 30);
+	mlog_free(ml);
+	ml = open_log(dir, all, &io);
+	memset(&dl, 0, sizeof(dl));
+	dl.ml = ml;
+	for (int i = 0; i < 6; i++)
+		da[i] = (struct done_arg){ &dl, i };
+	mlog_set_event_base(ml, base);
+	/* Held in the snapshot's fsync while two groups queue behind. */
+	g.hold = 1;
+	ck_assert_msg(mlog_compact_async(ml, dump_stream, all, on_done, &da[0],
+	    err, sizeof(err)) == 0, "compact_async: %s", err);
+	/* A second one while it is out is refused. */
+	ck_assert_int_eq(mlog_compact_async(ml, dump_stream, all, on_done,
+	    &da[5], err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "in flight"));
+	gate_wait_inside(&g);
+	async_range(ml, 30, 35, &da[1]);
+	async_range(ml, 35, 40, &da[2]);
+	gate_release(&g);
+	loop_until(base, &dl, 3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(dl.id[i], i);
+		ck_assert_msg(dl.rc[i] == 0, "%s", dl.err[i]);
+	}
+	ck_assert(!file_exists(dir, SEG1));
+	ck_assert(file_exists(dir, SNAP2));
+	ck_assert(file_exists(dir, SEG2));
+	mlog_stats(ml, &st);
+	ck_assert_uint_eq(st.compactions, 1);
+	ck_assert_uint_eq(st.records_since_snapshot, 10);
+	mlog_free(ml);
+	ml = open_log(dir, s, NULL);
+	check_stream(s, 40);
+	for (size_t i = 0; i < 40; i++)
+		ck_assert_int_eq(s->snap[i], i < 30);
+	mlog_free(ml);
+
+	/* The snapshot's fsync fails: the group behind it still lands (in
+	 * segment 2), and the log is whole at the next open. */
+	ml = open_log(dir, all, &io);
+	memset(&dl, 0, sizeof(dl));
+	dl.ml = ml;
+	mlog_set_event_base(ml, base);
+	pthread_mutex_lock(&g.mu);
+	g.fail_call = g.calls + 1;
+	pthread_mutex_unlock(&g.mu);
+	ck_assert_int_eq(mlog_compact_async(ml, dump_stream, all, on_done,
+	    &da[0], err, sizeof(err)), 0);
+	async_range(ml, 40, 45, &da[1]);
+	loop_until(base, &dl, 2);
+	ck_assert_int_eq(dl.rc[0], -1);
+	ck_assert_msg(strstr(dl.err[0], "snapshot-00000000000000000003.snap"
+	    ".tmp: fsync failed") != NULL, "%s", dl.err[0]);
+	ck_assert_int_eq(dl.rc[1], 0);
+	mlog_stats(ml, &st);
+	ck_assert_int_eq(st.broken, 0);
+	mlog_free(ml);
+	ml = open_log(dir, s, NULL);
+	check_stream(s, 45);
+	mlog_free(ml);
+	event_base_free(base);
+	rm_rf(dir);
+	free(dir);
+	free(s);
+	free(all);
+}
+END_TEST
+
 static Suite *mlog_suite(void)
 {
 	Suite *s = suite_create("mlog");
@@ -1151,6 +1522,10 @@ static Suite *mlog_suite(void)
 	tcase_add_test(tc, test_compaction_failures);
 	tcase_add_test(tc, test_segment_sequence_errors);
 	tcase_add_test(tc, test_kafka_batch_round_trip);
+	tcase_add_test(tc, test_async_group_commit);
+	tcase_add_test(tc, test_async_fsync_failure);
+	tcase_add_test(tc, test_async_then_blocking_sync);
+	tcase_add_test(tc, test_async_compaction);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("tmpfs");
 	tcase_set_timeout(tc, 60);

@@ -11,11 +11,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "compat.h"
 #include "kerr.h"
@@ -30,6 +33,10 @@
 struct faults {
 	int write_errno;
 	int fsync_errno;
+	/* An fsync the test holds (the writer thread waits in it). */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int hold, inside;
 };
 
 static ssize_t fault_pwrite(void *arg, int fd, const void *buf, size_t n,
@@ -47,9 +54,20 @@ static ssize_t fault_pwrite(void *arg, int fd, const void *buf, size_t n,
 static int fault_fsync(void *arg, int fd)
 {
 	struct faults *f = arg;
+	int e;
 
-	if (f->fsync_errno != 0) {
-		errno = f->fsync_errno;
+	pthread_mutex_lock(&f->mu);
+	if (f->hold) {
+		f->inside = 1;
+		pthread_cond_broadcast(&f->cv);
+		while (f->hold)
+			pthread_cond_wait(&f->cv, &f->mu);
+		f->inside = 0;
+	}
+	e = f->fsync_errno;
+	pthread_mutex_unlock(&f->mu);
+	if (e != 0) {
+		errno = e;
 		return -1;
 	}
 	return 0;   /* the tests do not need durability across a power cut */
@@ -116,6 +134,8 @@ static void setup(void)
 	const char *base = getenv("TMPDIR");
 
 	memset(&F, 0, sizeof(F));
+	pthread_mutex_init(&F.faults.mu, NULL);
+	pthread_cond_init(&F.faults.cv, NULL);
 	snprintf(F.dir, sizeof(F.dir), "%s/test_mstate.XXXXXX",
 	    base != NULL && base[0] != '\0' ? base : "/tmp");
 	ck_assert_ptr_nonnull(mkdtemp(F.dir));
@@ -125,9 +145,15 @@ static void setup(void)
 	fx_open();
 }
 
+static struct event_base *B;
+
 static void teardown(void)
 {
 	fx_close();
+	if (B != NULL) {
+		event_base_free(B);
+		B = NULL;
+	}
 	rm_rf(F.dir);
 }
 
@@ -1228,6 +1254,260 @@ END_TEST
 
 /* With a small record trigger the log compacts by itself as operations
  * go, and every reopen still rebuilds the same model. */
+/* ---- asynchronous writes (group commit) -------------------------------- */
+
+
+struct acall {
+	int n;
+	int id[256];
+	int code[256];
+	char msg[256][1024];
+	size_t anchors_seen[256];   /* of the written partition, in cb */
+	struct mpart *part[256];
+};
+static struct acall AC;
+
+struct aarg {
+	int id;
+	struct mpart *p;
+};
+
+static void acb(void *arg, int code, const char *msg)
+{
+	struct aarg *a = arg;
+
+	ck_assert_int_lt(AC.n, 256);
+	AC.id[AC.n] = a->id;
+	AC.code[AC.n] = code;
+	snprintf(AC.msg[AC.n], sizeof(AC.msg[0]), "%s", msg != NULL ? msg : "");
+	AC.anchors_seen[AC.n] = a->p->nanchors;
+	AC.n++;
+}
+
+static void async_base(void)
+{
+	if (B == NULL)
+		B = event_base_new();
+	mlog_set_event_base(F.ml, B);
+	memset(&AC, 0, sizeof(AC));
+}
+
+static void run_until(int n)
+{
+	for (int i = 0; i < 20000 && AC.n < n; i++) {
+		event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		if (AC.n < n)
+			usleep(i < 100 ? 0 : 1000);
+	}
+	ck_assert_msg(AC.n >= n, "%d of %d callbacks", AC.n, n);
+}
+
+static void gate_hold(int on)
+{
+	pthread_mutex_lock(&F.faults.mu);
+	F.faults.hold = on;
+	pthread_cond_broadcast(&F.faults.cv);
+	pthread_mutex_unlock(&F.faults.mu);
+}
+
+static void gate_wait_inside(void)
+{
+	pthread_mutex_lock(&F.faults.mu);
+	while (!F.faults.inside)
+		pthread_cond_wait(&F.faults.cv, &F.faults.mu);
+	pthread_mutex_unlock(&F.faults.mu);
+}
+
+static void anchor_async(struct aarg *a, int64_t src, int64_t dst)
+{
+	int started = 0;
+
+	CODE(mpart_add_anchor_async(F.st, a->p, src, dst, acb, a, &started,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+}
+
+/*
+ * Asynchronous anchors of several partitions: the first goes alone, the
+ * ones written while its fsync runs share the next group; the model shows
+ * none before its group completed; callbacks come in write order, from the
+ * loop, never inside the call; the reopened model is the same.
+ */
+START_TEST(test_async_apply_order)
+{
+	struct aarg a[4];
+	struct mstate_async_stats as;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 4);
+	async_base();
+	for (int i = 0; i < 4; i++)
+		a[i] = (struct aarg){ i, part("m", "t", i) };
+	gate_hold(1);
+	anchor_async(&a[0], 10, 0);
+	gate_wait_inside();
+	anchor_async(&a[1], 20, 0);
+	anchor_async(&a[2], 30, 0);
+	anchor_async(&a[3], 40, 0);
+	/* Nothing applied, nothing called back yet. */
+	for (int i = 0; i < 4; i++)
+		ck_assert_uint_eq(a[i].p->nanchors, 0);
+	ck_assert_int_eq(AC.n, 0);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.in_flight, 4);
+	gate_hold(0);
+	run_until(4);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(AC.id[i], i);
+		ck_assert_msg(AC.code[i] == 0, "%s", AC.msg[i]);
+		/* Applied before its callback ran. */
+		ck_assert_uint_eq(AC.anchors_seen[i], 1);
+		ck_assert_int_eq(a[i].p->anchors[0].src, 10 * (i + 1));
+	}
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.ops, 4);
+	ck_assert_uint_eq(as.groups, 2);
+	ck_assert_uint_eq(as.max_group_ops, 3);
+	ck_assert_uint_eq(as.in_flight, 0);
+	/* Each partition's next anchor validates against the applied one. */
+	anchor_async(&a[0], 50, 20);
+	run_until(5);
+	ck_assert_int_eq(AC.code[4], 0);
+	ck_assert_uint_eq(a[0].p->nanchors, 2);
+	/* A no-op starts nothing. */
+	int started = 1;
+	CODE(mpart_add_anchor_async(F.st, a[0].p, 50, 20, acb, &a[0], &started,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 0);
+	/* A refused one neither (going backwards). */
+	CODE(mpart_add_anchor_async(F.st, a[1].p, 5, 0, acb, &a[1], &started,
+	    F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	ck_assert_int_eq(started, 0);
+	reopen_same();
+}
+END_TEST
+
+/*
+ * A failed fsync fails its group (KAFKA_STORAGE_ERROR, the partition and
+ * the file's error named) and the group written after it; the model keeps
+ * neither; later writes are refused until restart.
+ */
+START_TEST(test_async_fsync_fails_group_and_later)
+{
+	struct aarg a[3];
+	char *before;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 3);
+	async_base();
+	for (int i = 0; i < 3; i++)
+		a[i] = (struct aarg){ i, part("m", "t", i) };
+	before = mstate_dump(F.st);
+	F.faults.fsync_errno = EIO;
+	gate_hold(1);
+	anchor_async(&a[0], 10, 0);
+	gate_wait_inside();
+	anchor_async(&a[1], 20, 0);
+	anchor_async(&a[2], 30, 0);
+	gate_hold(0);
+	run_until(3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(AC.id[i], i);
+		ck_assert_int_eq(AC.code[i], KERR_KAFKA_STORAGE_ERROR);
+		ck_assert_msg(strstr(AC.msg[i], "the change was not made") !=
+		    NULL && strstr(AC.msg[i], "fsync failed") != NULL &&
+		    strstr(AC.msg[i], strerror(EIO)) != NULL &&
+		    strstr(AC.msg[i], F.dir) != NULL, "%s", AC.msg[i]);
+		ck_assert_uint_eq(a[i].p->nanchors, 0);
+	}
+	ck_assert_ptr_nonnull(strstr(AC.msg[0], "m/t-0"));
+	ck_assert_ptr_nonnull(strstr(AC.msg[1], "m/t-1"));
+	F.faults.fsync_errno = 0;
+	char *now = mstate_dump(F.st);
+	ck_assert_str_eq(now, before);
+	free(now);
+	/* Broken: refused at once, saying why. */
+	int started = 0;
+	CODE(mpart_add_anchor_async(F.st, a[0].p, 10, 0, acb, &a[0], &started,
+	    F.msg, sizeof(F.msg)), KERR_KAFKA_STORAGE_ERROR);
+	MSG_HAS("read-only after an earlier failure");
+	CODE(mpart_set_state(F.st, a[0].p, MPART_MIRRORING, "test", F.msg,
+	    sizeof(F.msg)), KERR_KAFKA_STORAGE_ERROR);
+	MSG_HAS("fsync failed");
+	reopen_same();
+	free(before);
+}
+END_TEST
+
+/*
+ * A synchronous write after asynchronous ones waits for them: they are
+ * applied (in log order) before it returns, their callbacks stay for the
+ * loop; the log reopens to the same model.
+ */
+START_TEST(test_sync_after_async)
+{
+	struct aarg a[3];
+
+	mk_mirror("m");
+	mk_topic("m", "t", 3);
+	async_base();
+	for (int i = 0; i < 3; i++)
+		a[i] = (struct aarg){ i, part("m", "t", i) };
+	anchor_async(&a[0], 10, 0);
+	anchor_async(&a[1], 20, 0);
+	anchor_async(&a[2], 30, 0);
+	/* The synchronous write depends on what the first one wrote. */
+	CODE(mpart_add_anchor(F.st, a[0].p, 40, 10, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(AC.n, 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_ge(a[i].p->nanchors, 1);
+	ck_assert_uint_eq(a[0].p->nanchors, 2);
+	run_until(3);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(AC.id[i], i);
+		ck_assert_int_eq(AC.code[i], 0);
+	}
+	reopen_same();
+	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 2);
+}
+END_TEST
+
+/*
+ * Snapshots taken between groups (every 5 records) while partitions keep
+ * writing: every callback succeeds, snapshots were written, and the
+ * reopened model equals the live one.
+ */
+START_TEST(test_async_compaction_with_groups)
+{
+	struct aarg a[8];
+	struct mlog_stats s;
+	int want = 0;
+
+	F.compact_records = 5;
+	fx_close();
+	fx_open();
+	mk_mirror("m");
+	mk_topic("m", "t", 8);
+	async_base();
+	for (int i = 0; i < 8; i++)
+		a[i] = (struct aarg){ i, part("m", "t", i) };
+	for (int round = 0; round < 12; round++) {
+		for (int i = 0; i < 8; i++) {
+			/* a shifted mapping each round: a new anchor */
+			anchor_async(&a[i], 100 * round + 10, 50 * round);
+			want++;
+		}
+		run_until(want);
+	}
+	for (int i = 0; i < want; i++)
+		ck_assert_msg(AC.code[i] == 0, "%d: %s", i, AC.msg[i]);
+	mlog_stats(F.ml, &s);
+	ck_assert_uint_ge(s.compactions, 2);
+	ck_assert_int_eq(s.broken, 0);
+	reopen_same();
+}
+END_TEST
+
 START_TEST(test_automatic_compaction)
 {
 	struct mlog_stats s;
@@ -2153,6 +2433,10 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_topic_ident);
 	tcase_add_test(tc, test_part_producer);
 	tcase_add_test(tc, test_automatic_compaction);
+	tcase_add_test(tc, test_async_apply_order);
+	tcase_add_test(tc, test_async_fsync_fails_group_and_later);
+	tcase_add_test(tc, test_sync_after_async);
+	tcase_add_test(tc, test_async_compaction_with_groups);
 	tcase_add_test(tc, test_anchors_uncapped_and_trimmed);
 	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_transition_log_lines);

@@ -7,7 +7,10 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include "compat.h"
 #include "crc32c.h"
@@ -211,20 +214,181 @@ int mlog_append(struct mlog *ml, uint16_t type, const void *p, size_t len,
 	return ml->ops->append(ml, type, p, len, err, errlen);
 }
 
-int mlog_sync(struct mlog *ml, char *err, size_t errlen)
+static void run_sync_hook(struct mlog *ml)
 {
 	struct mlog_stats st;
 
-	ml->sync_error = 0;
-	if (not_open(ml, err, errlen) != 0)
-		return -1;
-	if (ml->ops->sync(ml, err, errlen) != 0)
-		return -1;
 	if (ml->sync_hook != NULL) {
 		mlog_stats(ml, &st);
 		ml->sync_hook(ml->sync_hook_arg, &st);
 	}
+}
+
+int mlog_sync(struct mlog *ml, char *err, size_t errlen)
+{
+	ml->sync_error = 0;
+	if (not_open(ml, err, errlen) != 0)
+		return -1;
+	mlog_wait(ml);
+	ml->sync_error = 0;
+	if (ml->ops->sync(ml, err, errlen) != 0)
+		return -1;
+	run_sync_hook(ml);
 	return 0;
+}
+
+/*
+ * The generic fallback of mlog_sync_async() for a backend without
+ * sync_async: the group is synced at once and its completion waits in a
+ * FIFO for the loop (or for the next mlog_wait()).
+ */
+struct mlog_group {
+	struct mlog_group *next;
+	mlog_done_fn done;
+	void *arg;
+	int rc;
+	int16_t sync_error;
+	char err[256];
+};
+
+void mlog_group_done(struct mlog *ml, mlog_done_fn done, void *arg, int rc,
+    int16_t sync_error, const char *err)
+{
+	if (ml->groups_in_flight > 0)
+		ml->groups_in_flight--;
+	if (rc == 0)
+		run_sync_hook(ml);
+	if (done != NULL)
+		done(arg, rc, sync_error, rc == 0 ? NULL : err);
+}
+
+/* Runs the deferred completions queued so far, oldest first, one popped
+ * at a time (a done callback that calls mlog_sync() runs the rest in order
+ * from there).  Groups a callback starts run on a later pass. */
+static void run_deferred(struct mlog *ml)
+{
+	struct mlog_group *end = ml->defer_tail;
+
+	while (ml->defer_head != NULL) {
+		struct mlog_group *g = ml->defer_head;
+		int last = g == end;
+		ml->defer_head = g->next;
+		if (ml->defer_head == NULL)
+			ml->defer_tail = NULL;
+		mlog_group_done(ml, g->done, g->arg, g->rc, g->sync_error,
+		    g->err);
+		free(g);
+		if (last)
+			break;
+	}
+}
+
+static void on_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	struct mlog *ml = arg;
+
+	(void)fd;
+	(void)what;
+	run_deferred(ml);
+	if (ml->defer_head != NULL && ml->defer_ev != NULL)
+		event_active(ml->defer_ev, 0, 0);
+}
+
+void mlog_set_event_base(struct mlog *ml, struct event_base *base)
+{
+	if (ml->defer_ev != NULL) {
+		event_free(ml->defer_ev);
+		ml->defer_ev = NULL;
+	}
+	ml->base = base;
+	if (base != NULL)
+		ml->defer_ev = event_new(base, -1, 0, on_deferred, ml);
+	if (ml->defer_head != NULL && ml->defer_ev != NULL)
+		event_active(ml->defer_ev, 0, 0);
+}
+
+int mlog_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
+    char *err, size_t errlen)
+{
+	struct mlog_group *g;
+
+	ml->sync_error = 0;
+	if (not_open(ml, err, errlen) != 0)
+		return -1;
+	if (ml->ops->sync_async != NULL) {
+		if (ml->ops->sync_async(ml, done, arg, err, errlen) != 0)
+			return -1;
+		ml->groups_in_flight++;
+		return 0;
+	}
+	g = calloc(1, sizeof(*g));
+	if (g == NULL) {
+		snprintf(err, errlen, "out of memory for a metadata log group");
+		return -1;
+	}
+	g->done = done;
+	g->arg = arg;
+	/* Earlier deferred groups are durable already; this one is written
+	 * after them, so the FIFO keeps the log order. */
+	g->rc = ml->ops->sync(ml, g->err, sizeof(g->err));
+	g->sync_error = g->rc != 0 ? ml->sync_error : 0;
+	if (ml->defer_tail != NULL)
+		ml->defer_tail->next = g;
+	else
+		ml->defer_head = g;
+	ml->defer_tail = g;
+	ml->groups_in_flight++;
+	if (ml->defer_ev != NULL)
+		event_active(ml->defer_ev, 0, 0);
+	return 0;
+}
+
+int mlog_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    mlog_done_fn done, void *done_arg, char *err, size_t errlen)
+{
+	struct mlog_group *g;
+
+	if (not_open(ml, err, errlen) != 0)
+		return -1;
+	if (ml->ops->compact_async != NULL) {
+		if (ml->ops->compact_async(ml, dump, arg, done, done_arg, err,
+		    errlen) != 0)
+			return -1;
+		ml->groups_in_flight++;
+		return 0;
+	}
+	g = calloc(1, sizeof(*g));
+	if (g == NULL) {
+		snprintf(err, errlen, "out of memory for a metadata log group");
+		return -1;
+	}
+	g->done = done;
+	g->arg = done_arg;
+	mlog_wait(ml);
+	g->rc = ml->ops->compact(ml, dump, arg, g->err, sizeof(g->err));
+	if (ml->defer_tail != NULL)
+		ml->defer_tail->next = g;
+	else
+		ml->defer_head = g;
+	ml->defer_tail = g;
+	ml->groups_in_flight++;
+	if (ml->defer_ev != NULL)
+		event_active(ml->defer_ev, 0, 0);
+	return 0;
+}
+
+void mlog_wait(struct mlog *ml)
+{
+	if (ml->ops->sync_async != NULL && ml->ops->wait != NULL &&
+	    ml->opened)
+		ml->ops->wait(ml);
+	while (ml->defer_head != NULL)
+		run_deferred(ml);
+}
+
+uint64_t mlog_in_flight(const struct mlog *ml)
+{
+	return ml->groups_in_flight;
 }
 
 void mlog_discard(struct mlog *ml)
@@ -253,6 +417,7 @@ int mlog_compact(struct mlog *ml, mlog_dump_fn dump, void *arg, char *err,
 {
 	if (not_open(ml, err, errlen) != 0)
 		return -1;
+	mlog_wait(ml);
 	return ml->ops->compact(ml, dump, arg, err, errlen);
 }
 
@@ -273,6 +438,19 @@ void mlog_set_sync_hook(struct mlog *ml,
 
 void mlog_free(struct mlog *ml)
 {
-	if (ml != NULL)
-		ml->ops->free(ml);
+	if (ml == NULL)
+		return;
+	/* Deferred completions are dropped uncalled (their records are
+	 * durable: the next open replays them). */
+	while (ml->defer_head != NULL) {
+		struct mlog_group *g = ml->defer_head;
+		ml->defer_head = g->next;
+		free(g);
+	}
+	ml->defer_tail = NULL;
+	if (ml->defer_ev != NULL) {
+		event_free(ml->defer_ev);
+		ml->defer_ev = NULL;
+	}
+	ml->ops->free(ml);
 }

@@ -47,7 +47,21 @@
  * writer's Kafka error code in sync_error.  Records other instances write
  * reach the apply callback with mlog_rec.live = 1 (mlog_kafka_poll()).
  *
- * Single-threaded: one owner (the loop thread) calls every function.
+ * Asynchronous sync (group commit): mlog_sync_async() hands every pending
+ * record to the backend as one group and returns at once; the group's done
+ * callback runs later on the loop thread (mlog_set_event_base()), groups
+ * complete in the order they were started, and a failed group fails every
+ * group after it (the log is then broken, as after a failed mlog_sync()).
+ * Records appended while groups are in flight form the next group.  A
+ * backend without ops->sync_async gets the generic fallback: the group is
+ * synced at once (blocking) and done is deferred to the loop.  The blocking
+ * mlog_sync() and mlog_compact() first wait for every group in flight and
+ * run their done callbacks (so the log order is the apply order): through
+ * the backend's ops->wait, or for the fallback's deferred groups in the
+ * generic layer.
+ *
+ * Single-threaded API: one owner (the loop thread) calls every function; a
+ * backend may do its I/O on a thread of its own (mlog_file.c's writer).
  */
 #ifndef MIRRORD_MLOG_H
 #define MIRRORD_MLOG_H
@@ -55,6 +69,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+struct event_base;
+struct event;
 
 #define MLOG_FRAME_HDR 12u
 #define MLOG_MAX_RECORD_DEFAULT (1u << 20)
@@ -135,9 +152,20 @@ struct mlog_stats {
 	uint64_t compactions;
 	uint64_t torn_bytes_dropped; /* at open */
 	int broken;                /* 1 after a failure that forbids writing */
+	uint64_t groups;           /* asynchronous groups completed */
+	uint64_t last_group_records; /* records in the last fsync round */
+	uint64_t max_group_records;  /* most records one fsync round held */
 };
 
+/* Completion of mlog_sync_async(): rc 0 every record of the group is
+ * durable (with applies_on_sync: and applied through the open's apply
+ * callback, live); rc -1 none is, err says why, sync_error as for
+ * mlog_sync().  Runs on the loop thread. */
+typedef void (*mlog_done_fn)(void *arg, int rc, int16_t sync_error,
+    const char *err);
+
 struct mlog;
+struct mlog_group;
 struct mlog_ops {
 	const char *name;
 	int (*open)(struct mlog *ml, mlog_apply_fn apply, void *arg,
@@ -150,6 +178,22 @@ struct mlog_ops {
 	    char *err, size_t errlen);
 	void (*stats)(const struct mlog *ml, struct mlog_stats *out);
 	void (*free)(struct mlog *ml);
+	/* optional: starts writing every pending record as one group
+	 * without blocking; done later on the loop thread, in group
+	 * order, never from inside this call, through mlog_group_done().
+	 * NULL: the generic code syncs and defers done. */
+	int (*sync_async)(struct mlog *ml, mlog_done_fn done, void *arg,
+	    char *err, size_t errlen);
+	/* required with sync_async: blocks until every group in flight has
+	 * completed, calling mlog_group_done() for each in order.  The
+	 * generic mlog_sync(), mlog_compact() and mlog_wait() call it
+	 * first.  The backend's free op finishes its groups in flight
+	 * without calling their done. */
+	void (*wait)(struct mlog *ml);
+	/* optional: mlog_compact_async(); NULL: the generic code compacts
+	 * (blocking) and defers done. */
+	int (*compact_async)(struct mlog *ml, mlog_dump_fn dump, void *arg,
+	    mlog_done_fn done, void *done_arg, char *err, size_t errlen);
 };
 
 /* The interface.  Backends embed it first in their own struct. */
@@ -169,6 +213,13 @@ struct mlog {
 	 * (0: an ordinary storage failure).  A follower's request refused
 	 * by the writer carries the writer's code; err holds its message. */
 	int16_t sync_error;
+	/* mlog_set_event_base(); completions are delivered through it. */
+	struct event_base *base;
+	/* The generic fallback's groups already synced whose done has not
+	 * run yet (FIFO), and the event that runs them. */
+	struct mlog_group *defer_head, *defer_tail;
+	struct event *defer_ev;
+	uint64_t groups_in_flight; /* started, done not yet called */
 };
 
 /* The local file backend.  Creates dir (mode 0700) if it is missing and
@@ -194,23 +245,61 @@ int mlog_append(struct mlog *ml, uint16_t type, const void *p, size_t len,
  * records were applied through the open's apply callback (live) when it
  * returns 0. */
 int mlog_sync(struct mlog *ml, char *err, size_t errlen);
-/* Drops every record appended since the last successful sync. */
+/* The caller's loop; completions of mlog_sync_async() are delivered
+ * through it.  Set it before the first mlog_sync_async(). */
+void mlog_set_event_base(struct mlog *ml, struct event_base *base);
+/* Hands every pending record to the backend as one group and returns at
+ * once (0), or -1 if the log cannot take it (broken, not open; done is then
+ * never called).  Records appended afterwards belong to the next group.
+ * done is never called from inside this call.  Without an event base the
+ * completion waits for the next mlog_sync(), mlog_wait(), mlog_compact().
+ * Groups complete in order; a failed group fails every group after it (the
+ * log is then broken, as after a failed sync).  With nothing pending the
+ * group is empty and completes (in order) like any other. */
+int mlog_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
+    char *err, size_t errlen);
+/* Blocks until every group in flight has completed and its done callback
+ * has run.  Only lib-internal callbacks may be registered with
+ * mlog_sync_async() if this (or mlog_sync()) is called from inside the
+ * caller's code: they run here, synchronously. */
+void mlog_wait(struct mlog *ml);
+/* Groups started and not yet completed (done not yet called). */
+uint64_t mlog_in_flight(const struct mlog *ml);
+/* For backends: counts a group of theirs as completed and runs its done
+ * (with the sync hook on success).  Call it on the loop thread. */
+void mlog_group_done(struct mlog *ml, mlog_done_fn done, void *arg, int rc,
+    int16_t sync_error, const char *err);
+/* Drops every record appended since the last successful sync (only those
+ * not yet handed to a group). */
 void mlog_discard(struct mlog *ml);
 /* 1 when the configured record or byte threshold since the last snapshot
  * has been reached. */
 int mlog_want_compact(const struct mlog *ml);
-/* Syncs, writes a snapshot of the caller's state (dump puts its records),
+/* Waits for groups in flight (mlog_wait()), syncs, writes a snapshot of
+ * the caller's state (dump puts its records),
  * starts a fresh segment, then removes the files the snapshot replaced.
  * A crash at any point leaves a set of files that opens to the same state. */
 int mlog_compact(struct mlog *ml, mlog_dump_fn dump, void *arg, char *err,
     size_t errlen);
+/* The same without blocking the loop where the backend can (file: the
+ * state is dumped into memory here, the snapshot written, fsynced and
+ * renamed, and the new segment started, on the writer thread).  The
+ * caller's state must hold every record handed to a group so far (call it
+ * when mlog_in_flight() is 0, e.g. from the last group's done); records
+ * still pending, and groups started afterwards, go after the snapshot.
+ * done (rc 0 or -1 with err) runs on the loop in group order; a failed
+ * snapshot leaves the log as it was (unless it cannot be withdrawn: then
+ * broken).  -1: not started (done never called). */
+int mlog_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    mlog_done_fn done, void *done_arg, char *err, size_t errlen);
 void mlog_stats(const struct mlog *ml, struct mlog_stats *out);
 /* fn(arg, stats) after every successful mlog_sync(), with the stats after
  * it (the daemon feeds its metadata-log metrics from them); NULL removes. */
 void mlog_set_sync_hook(struct mlog *ml,
     void (*fn)(void *arg, const struct mlog_stats *st), void *arg);
 /* Releases the lock and frees.  Pending (unsynced) records are dropped:
- * sync first.  NULL is a no-op. */
+ * sync first.  Groups in flight are finished but their done callbacks are
+ * not called.  NULL is a no-op. */
 void mlog_free(struct mlog *ml);
 
 /*

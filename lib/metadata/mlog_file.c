@@ -14,12 +14,28 @@
  * numbers.  A crash between any two steps leaves either the old set (the
  * .tmp is ignored) or a snapshot that holds everything the older segment
  * held, so the files always open to the last synced state.
+ *
+ * Asynchronous groups (mlog_sync_async()) and snapshots
+ * (mlog_compact_async()) are jobs for one writer thread per log, started
+ * at the first of them.  The loop thread hands over a group's framed
+ * records (or a snapshot already dumped into memory); the thread takes
+ * every job queued so far, writes the consecutive groups at the end of the
+ * live segment with one fsync for all of them (group commit), writes and
+ * renames a snapshot and starts its segment exactly as above, and posts
+ * the finished jobs back through a pipe the loop watches.  The loop then
+ * updates the statistics and runs the done callbacks in job order.  While
+ * jobs are out the thread owns the segment (fd, seq, offsets); the loop
+ * touches them only once every job is back (ops->wait, before any blocking
+ * sync or compaction).  Any failure on the thread (write, fsync, truncate)
+ * breaks the log: the unsynced bytes are cut off, the jobs of that round
+ * and every later one fail with the reason.
  */
 #include "config.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +45,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "compat.h"
 #include "log.h"
@@ -54,6 +72,43 @@ struct mlog_file {
 	int broken;
 	char broken_why[512];
 	struct mlog_stats st;
+	/* The writer thread (see the top of the file). */
+	int thread_started, mu_init;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_job;     /* thread: a job was queued, or stop */
+	pthread_cond_t cv_done;    /* loop: jobs were posted back */
+	struct fjob *q_head, *q_tail;       /* queued, under mu */
+	struct fjob *d_head, *d_tail;       /* posted back, under mu */
+	int stop;                           /* under mu */
+	int t_broken;                       /* thread only */
+	char t_why[512];                    /* thread only */
+	/* Loop only. */
+	struct fjob *r_head, *r_tail;       /* back, done not yet run */
+	uint64_t jobs_out;                  /* queued, not yet back */
+	int pipefd[2];
+	struct event *ev;
+};
+
+enum { FJOB_GROUP, FJOB_SNAPSHOT };
+
+struct fjob {
+	struct fjob *next;
+	int kind;
+	uint8_t *buf;           /* framed records, or the whole snapshot */
+	size_t len;
+	uint64_t nrec;
+	uint64_t seq;           /* snapshot: its sequence number */
+	mlog_done_fn done;
+	void *arg;
+	/* Results, set by the thread. */
+	int rc;
+	char err[512];
+	int fsynced;            /* the last group of an fsync round */
+	int broke;              /* failed: the log is broken */
+	uint64_t round_records; /* records in that round (on the last) */
+	int64_t fsync_us;
+	uint64_t end_off;       /* live segment end after this job */
 };
 
 /* snprintf through a va_list: messages embed paths, and a message cut
@@ -233,8 +288,19 @@ static int file_append(struct mlog *ml, uint16_t type, const void *p,
 
 	if (check_usable(f, err, errlen) != 0)
 		return -1;
-	if (f->wlen + need > f->wcap && flush_wbuf(f, err, errlen) != 0)
-		return -1;
+	if (f->wlen + need > f->wcap) {
+		/* Grown, not written: appends never touch the file (the
+		 * writer thread may own it); the sync writes it all. */
+		size_t cap = MAX(f->wcap * 2, f->wlen + need);
+		uint8_t *nb = realloc(f->wbuf, cap);
+		if (nb == NULL) {
+			fmt_into(err, errlen, "out of memory buffering %zu "
+			    "bytes of metadata records", f->wlen + need);
+			return -1;
+		}
+		f->wbuf = nb;
+		f->wcap = cap;
+	}
 	f->wlen += frame_into(f->wbuf + f->wlen, type, p, len);
 	f->st.pending++;
 	return 0;
@@ -285,6 +351,12 @@ static void file_discard(struct mlog *ml)
 {
 	struct mlog_file *f = (struct mlog_file *)ml;
 
+	if (f->jobs_out > 0) {
+		/* The thread owns the file: nothing of ours is in it yet. */
+		f->wlen = 0;
+		f->st.pending = 0;
+		return;
+	}
 	if (!f->broken)
 		rollback(f);
 }
@@ -902,6 +974,515 @@ undo:
 	return -1;
 }
 
+/* ---- the writer thread ----------------------------------------------- */
+
+/* Thread: cuts the unsynced bytes off and breaks the log. */
+static void t_break(struct mlog_file *f, const char *why)
+{
+	char cut[256] = "";
+
+	if (f->tail_dirty && ftruncate(f->fd, (off_t)f->synced_off) != 0)
+		fmt_into(cut, sizeof(cut), " (and the unsynced bytes could "
+		    "not be cut back to offset %" PRIu64 ": %s)", f->synced_off,
+		    strerror(errno));
+	else
+		f->tail_dirty = 0;
+	f->written_off = f->synced_off;
+	f->t_broken = 1;
+	fmt_into(f->t_why, sizeof(f->t_why), "%s%s; refusing further writes "
+	    "until restart", why, cut);
+}
+
+static void t_fail(struct mlog_file *f, struct fjob *j)
+{
+	j->rc = -1;
+	j->broke = 1;
+	fmt_into(j->err, sizeof(j->err), "metadata log is read-only after an "
+	    "earlier failure: %s", f->t_why);
+}
+
+/* Thread: writes the groups first..last (consecutive, all FJOB_GROUP) at
+ * the end of the live segment and fsyncs once. */
+static void t_groups(struct mlog_file *f, struct fjob *first,
+    struct fjob *last)
+{
+	struct timespec t0, t1;
+	uint64_t nrec = 0;
+	char why[512];
+	struct fjob *j;
+	int64_t us;
+
+	if (f->t_broken) {
+		for (j = first; ; j = j->next) {
+			t_fail(f, j);
+			if (j == last)
+				break;
+		}
+		return;
+	}
+	for (j = first; ; j = j->next) {
+		if (j->len > 0) {
+			f->tail_dirty = 1;
+			if (write_all(f, f->fd, j->buf, j->len,
+			    f->written_off) != 0) {
+				fmt_into(why, sizeof(why), "%s: write of %zu "
+				    "bytes at offset %" PRIu64 " failed: %s",
+				    f->seg_path, j->len, f->written_off,
+				    strerror(errno));
+				goto fail;
+			}
+			f->written_off += j->len;
+		}
+		j->end_off = f->written_off;
+		nrec += j->nrec;
+		if (j == last)
+			break;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (f->written_off != f->synced_off && io_fsync(f, f->fd) != 0) {
+		fmt_into(why, sizeof(why), "%s: fsync failed: %s", f->seg_path,
+		    strerror(errno));
+		goto fail;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	us = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000 +
+	    (t1.tv_nsec - t0.tv_nsec) / 1000;
+	f->synced_off = f->written_off;
+	f->tail_dirty = 0;
+	for (j = first; ; j = j->next) {
+		j->rc = 0;
+		if (j == last)
+			break;
+	}
+	last->fsynced = 1;
+	last->round_records = nrec;
+	last->fsync_us = us;
+	return;
+fail:
+	t_break(f, why);
+	for (j = first; ; j = j->next) {
+		j->rc = -1;
+		j->broke = 1;
+		fmt_into(j->err, sizeof(j->err), "%s", f->t_why);
+		if (j == last)
+			break;
+	}
+}
+
+/* Thread: the steps of file_compact() after the dump, for a snapshot
+ * already framed in memory. */
+static void t_snapshot(struct mlog_file *f, struct fjob *j)
+{
+	char tmp[80], name[64], path[4096];
+	struct seqlist snaps = { 0 }, segs = { 0 };
+	int fd;
+
+	if (f->t_broken) {
+		t_fail(f, j);
+		return;
+	}
+	j->rc = -1;
+	snap_name(name, sizeof(name), j->seq);
+	fmt_into(tmp, sizeof(tmp), "%s.tmp", name);
+	path_of(path, sizeof(path), f->dir, tmp);
+	fd = openat(f->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+	    0600);
+	if (fd < 0) {
+		fmt_into(j->err, sizeof(j->err), "%s: cannot create: %s", path,
+		    strerror(errno));
+		return;
+	}
+	if (write_all(f, fd, j->buf, j->len, 0) != 0) {
+		fmt_into(j->err, sizeof(j->err), "%s: write of %zu bytes "
+		    "failed: %s", path, j->len, strerror(errno));
+		goto drop_tmp;
+	}
+	if (io_fsync(f, fd) != 0) {
+		fmt_into(j->err, sizeof(j->err), "%s: fsync failed: %s", path,
+		    strerror(errno));
+		goto drop_tmp;
+	}
+	close(fd);
+	fd = -1;
+	path_of(path, sizeof(path), f->dir, name);
+	if (renameat(f->dirfd, tmp, f->dirfd, name) != 0) {
+		fmt_into(j->err, sizeof(j->err), "%s: cannot rename the new "
+		    "snapshot into place: %s", path, strerror(errno));
+		goto drop_tmp;
+	}
+	if (fsync_dir(f, j->err, sizeof(j->err)) != 0)
+		goto undo;
+	fd = create_segment(f, j->seq, j->err, sizeof(j->err));
+	if (fd < 0)
+		goto undo;
+	close(f->fd);
+	f->fd = fd;
+	f->seq = j->seq;
+	seg_name(name, sizeof(name), j->seq);
+	path_of(f->seg_path, sizeof(f->seg_path), f->dir, name);
+	f->synced_off = f->written_off = MLOG_FRAME_HDR + FILE_HDR_LEN;
+	j->end_off = f->synced_off;
+	if (list_dir(f, &snaps, &segs, path, sizeof(path)) == 0)
+		remove_older(f, &snaps, &segs, j->seq);
+	free(snaps.v);
+	free(segs.v);
+	j->rc = 0;
+	return;
+drop_tmp:
+	if (fd >= 0)
+		close(fd);
+	unlinkat(f->dirfd, tmp, 0);
+	return;
+undo:
+	/* As in file_compact(): the old segment goes on, so the snapshot
+	 * that would hide it must go. */
+	if (unlinkat(f->dirfd, name, 0) != 0 || fsync_dir(f, path,
+	    sizeof(path)) != 0) {
+		char why[512];
+		fmt_into(why, sizeof(why), "%s/%s: cannot withdraw the snapshot "
+		    "of a failed compaction", f->dir, name);
+		t_break(f, why);
+		j->broke = 1;
+		fmt_into(j->err, sizeof(j->err), "%s", f->t_why);
+	}
+}
+
+static void *writer_main(void *arg)
+{
+	struct mlog_file *f = arg;
+
+	for (;;) {
+		struct fjob *batch, *j, *run;
+		char one = 1;
+
+		pthread_mutex_lock(&f->mu);
+		while (f->q_head == NULL && !f->stop)
+			pthread_cond_wait(&f->cv_job, &f->mu);
+		batch = f->q_head;
+		f->q_head = f->q_tail = NULL;
+		pthread_mutex_unlock(&f->mu);
+		if (batch == NULL)
+			break;   /* stop, and nothing left */
+		/* Runs of consecutive groups share one fsync. */
+		for (j = batch; j != NULL; ) {
+			if (j->kind == FJOB_SNAPSHOT) {
+				t_snapshot(f, j);
+				j->end_off = f->synced_off;
+				j = j->next;
+				continue;
+			}
+			run = j;
+			while (j->next != NULL && j->next->kind == FJOB_GROUP)
+				j = j->next;
+			t_groups(f, run, j);
+			j = j->next;
+		}
+		pthread_mutex_lock(&f->mu);
+		for (j = batch; j->next != NULL; j = j->next)
+			;
+		if (f->d_tail != NULL)
+			f->d_tail->next = batch;
+		else
+			f->d_head = batch;
+		f->d_tail = j;
+		pthread_cond_broadcast(&f->cv_done);
+		pthread_mutex_unlock(&f->mu);
+		if (f->pipefd[1] >= 0 && write(f->pipefd[1], &one, 1) < 0) {
+			/* full pipe: a wake-up is already pending */
+		}
+	}
+	return NULL;
+}
+
+/* Loop: moves the jobs the thread posted back to the ready list. */
+static void collect_done(struct mlog_file *f)
+{
+	struct fjob *h, *t, *j;
+
+	pthread_mutex_lock(&f->mu);
+	h = f->d_head;
+	t = f->d_tail;
+	f->d_head = f->d_tail = NULL;
+	pthread_mutex_unlock(&f->mu);
+	if (h == NULL)
+		return;
+	for (j = h; j != NULL; j = j->next)
+		f->jobs_out--;
+	if (f->r_tail != NULL)
+		f->r_tail->next = h;
+	else
+		f->r_head = h;
+	f->r_tail = t;
+}
+
+/* Loop: accounts for one finished job and runs its done callback. */
+static void finish_job(struct mlog_file *f, struct fjob *j)
+{
+	if (j->rc == 0 && j->kind == FJOB_GROUP) {
+		f->st.groups++;
+		f->st.records += j->nrec;
+		f->st.records_since_snapshot += j->nrec;
+		f->st.bytes_since_snapshot += j->len;
+		f->st.bytes = j->end_off;
+		if (j->fsynced) {
+			f->st.syncs++;
+			f->st.last_fsync_us = j->fsync_us;
+			f->st.last_group_records = j->round_records;
+			if (j->round_records > f->st.max_group_records)
+				f->st.max_group_records = j->round_records;
+		}
+	} else if (j->rc == 0) {
+		f->st.bytes = j->end_off;
+		f->st.snapshot_wall_ms = clock_wall_ms();
+		f->st.compactions++;
+	} else if (j->broke) {
+		if (!f->broken)
+			set_broken(f, j->err);
+	} else {
+		log_errorx("metadata log compaction failed: %s", j->err);
+	}
+	mlog_group_done(&f->base, j->done, j->arg, j->rc, 0, j->err);
+}
+
+/* Loop: runs the ready jobs' callbacks in order, popping one at a time so
+ * that a callback which waits (mlog_sync()) keeps the order. */
+static void run_ready(struct mlog_file *f)
+{
+	while (f->r_head != NULL) {
+		struct fjob *j = f->r_head;
+		f->r_head = j->next;
+		if (f->r_head == NULL)
+			f->r_tail = NULL;
+		j->next = NULL;
+		finish_job(f, j);
+		free(j->buf);
+		free(j);
+	}
+}
+
+static void on_writer(evutil_socket_t fd, short what, void *arg)
+{
+	struct mlog_file *f = arg;
+	char drain[64];
+
+	(void)what;
+	while (read(fd, drain, sizeof(drain)) > 0)
+		;
+	collect_done(f);
+	run_ready(f);
+}
+
+static int start_writer(struct mlog_file *f, char *err, size_t errlen)
+{
+	if (f->ev == NULL && f->base.base != NULL) {
+		if (f->pipefd[0] < 0 &&
+		    pipe2(f->pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
+			fmt_into(err, errlen, "metadata log: cannot create the "
+			    "writer's pipe: %s", strerror(errno));
+			f->pipefd[0] = f->pipefd[1] = -1;
+			return -1;
+		}
+		f->ev = event_new(f->base.base, f->pipefd[0],
+		    EV_READ | EV_PERSIST, on_writer, f);
+		if (f->ev == NULL || event_add(f->ev, NULL) != 0) {
+			fmt_into(err, errlen, "metadata log: cannot watch the "
+			    "writer's pipe");
+			return -1;
+		}
+	}
+	if (f->thread_started)
+		return 0;
+	int e = pthread_create(&f->thread, NULL, writer_main, f);
+	if (e != 0) {
+		fmt_into(err, errlen, "metadata log: cannot start the writer "
+		    "thread: %s", strerror(e));
+		return -1;
+	}
+	f->thread_started = 1;
+	return 0;
+}
+
+static void queue_job(struct mlog_file *f, struct fjob *j)
+{
+	pthread_mutex_lock(&f->mu);
+	if (f->q_tail != NULL)
+		f->q_tail->next = j;
+	else
+		f->q_head = j;
+	f->q_tail = j;
+	f->jobs_out++;
+	pthread_cond_signal(&f->cv_job);
+	pthread_mutex_unlock(&f->mu);
+}
+
+static int file_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
+    char *err, size_t errlen)
+{
+	struct mlog_file *f = (struct mlog_file *)ml;
+	struct fjob *j;
+
+	if (check_usable(f, err, errlen) != 0)
+		return -1;
+	if (start_writer(f, err, errlen) != 0)
+		return -1;
+	j = calloc(1, sizeof(*j));
+	if (j == NULL || (f->wlen > 0 && (j->buf = malloc(f->wlen)) == NULL)) {
+		free(j);
+		fmt_into(err, errlen, "out of memory for a metadata log group");
+		return -1;
+	}
+	j->kind = FJOB_GROUP;
+	if (f->wlen > 0)
+		memcpy(j->buf, f->wbuf, f->wlen);
+	j->len = f->wlen;
+	j->nrec = f->st.pending;
+	j->done = done;
+	j->arg = arg;
+	f->wlen = 0;
+	f->st.pending = 0;
+	queue_job(f, j);
+	return 0;
+}
+
+/* The memory sink of an asynchronous compaction. */
+struct mem_sink {
+	struct mlog_sink base;
+	uint32_t max_record;
+	uint8_t *buf;
+	size_t len, cap;
+	char err[256];
+};
+
+static int mem_put(struct mlog_sink *sink, uint16_t type, const void *p,
+    size_t len)
+{
+	struct mem_sink *s = (struct mem_sink *)sink;
+	size_t need = MLOG_FRAME_HDR + len;
+
+	if (len > s->max_record) {
+		fmt_into(s->err, sizeof(s->err), "snapshot record of type "
+		    "0x%04x is %zu bytes, over the %u-byte maximum", type, len,
+		    s->max_record);
+		return -1;
+	}
+	if (s->len + need > s->cap) {
+		size_t cap = MAX(s->cap * 2, s->len + need);
+		uint8_t *nb = realloc(s->buf, cap);
+		if (nb == NULL) {
+			fmt_into(s->err, sizeof(s->err), "out of memory for "
+			    "a snapshot of %zu bytes", s->len + need);
+			return -1;
+		}
+		s->buf = nb;
+		s->cap = cap;
+	}
+	s->len += frame_into(s->buf + s->len, type, p, len);
+	return 0;
+}
+
+static int file_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    mlog_done_fn done, void *done_arg, char *err, size_t errlen)
+{
+	struct mlog_file *f = (struct mlog_file *)ml;
+	struct mem_sink s = { .base = { .put = mem_put } };
+	uint8_t hdr[FILE_HDR_LEN], end[8];
+	struct fjob *j;
+
+	if (check_usable(f, err, errlen) != 0)
+		return -1;
+	if (ml->groups_in_flight > 0) {
+		fmt_into(err, errlen, "cannot start a snapshot with %" PRIu64
+		    " metadata log groups in flight", ml->groups_in_flight);
+		return -1;
+	}
+	if (start_writer(f, err, errlen) != 0)
+		return -1;
+	s.max_record = f->base.opts.max_record;
+	file_hdr(hdr, f->seq + 1);
+	if (mem_put(&s.base, MLOG_T_SNAPSHOT, hdr, sizeof(hdr)) != 0)
+		goto fail;
+	if (dump(arg, &s.base) != 0 || s.base.failed)
+		goto fail;
+	be64_store(end, s.base.records);
+	if (mem_put(&s.base, MLOG_T_SNAPEND, end, sizeof(end)) != 0)
+		goto fail;
+	j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		fmt_into(s.err, sizeof(s.err), "out of memory");
+		goto fail;
+	}
+	j->kind = FJOB_SNAPSHOT;
+	j->buf = s.buf;
+	j->len = s.len;
+	j->seq = f->seq + 1;
+	j->done = done;
+	j->arg = done_arg;
+	/* The threshold is not reached again meanwhile; groups started
+	 * from now on go after the snapshot (into its new segment, or the
+	 * old one if it fails).  No job is out (no group in flight), so the
+	 * loop may read f->seq. */
+	f->st.records_since_snapshot = 0;
+	f->st.bytes_since_snapshot = MLOG_FRAME_HDR + FILE_HDR_LEN;
+	queue_job(f, j);
+	return 0;
+fail:
+	fmt_into(err, errlen, "snapshot-%020" PRIu64 ".snap: %s", f->seq + 1,
+	    s.err[0] ? s.err : "the state could not be written out");
+	free(s.buf);
+	return -1;
+}
+
+static void file_wait(struct mlog *ml)
+{
+	struct mlog_file *f = (struct mlog_file *)ml;
+
+	if (f->thread_started) {
+		pthread_mutex_lock(&f->mu);
+		while (f->jobs_out > 0 && f->d_head == NULL)
+			pthread_cond_wait(&f->cv_done, &f->mu);
+		pthread_mutex_unlock(&f->mu);
+	}
+	for (;;) {
+		collect_done(f);
+		run_ready(f);
+		if (f->jobs_out == 0 || !f->thread_started)
+			break;
+		pthread_mutex_lock(&f->mu);
+		while (f->jobs_out > 0 && f->d_head == NULL)
+			pthread_cond_wait(&f->cv_done, &f->mu);
+		pthread_mutex_unlock(&f->mu);
+	}
+}
+
+static void stop_writer(struct mlog_file *f)
+{
+	if (f->thread_started) {
+		pthread_mutex_lock(&f->mu);
+		f->stop = 1;
+		pthread_cond_signal(&f->cv_job);
+		pthread_mutex_unlock(&f->mu);
+		pthread_join(f->thread, NULL);
+		f->thread_started = 0;
+	}
+	collect_done(f);
+	while (f->r_head != NULL) {
+		struct fjob *j = f->r_head;
+		f->r_head = j->next;
+		free(j->buf);
+		free(j);
+	}
+	f->r_tail = NULL;
+	if (f->ev != NULL) {
+		event_free(f->ev);
+		f->ev = NULL;
+	}
+	for (int i = 0; i < 2; i++)
+		if (f->pipefd[i] >= 0) {
+			close(f->pipefd[i]);
+			f->pipefd[i] = -1;
+		}
+}
+
 /* ---- life cycle ------------------------------------------------------ */
 
 static void file_stats(const struct mlog *ml, struct mlog_stats *out)
@@ -915,6 +1496,13 @@ static void file_free(struct mlog *ml)
 {
 	struct mlog_file *f = (struct mlog_file *)ml;
 
+	/* Groups in flight are finished, their done callbacks dropped. */
+	stop_writer(f);
+	if (f->mu_init) {
+		pthread_mutex_destroy(&f->mu);
+		pthread_cond_destroy(&f->cv_job);
+		pthread_cond_destroy(&f->cv_done);
+	}
 	/* Unsynced records never reach a later open, even those a full
 	 * append buffer already pushed into the file. */
 	if (f->fd >= 0 && !f->broken)
@@ -939,6 +1527,9 @@ static const struct mlog_ops file_ops = {
 	.compact = file_compact,
 	.stats = file_stats,
 	.free = file_free,
+	.sync_async = file_sync_async,
+	.wait = file_wait,
+	.compact_async = file_compact_async,
 };
 
 struct mlog *mlog_file_new(const struct mlog_opts *opts, char *err,
@@ -967,6 +1558,12 @@ struct mlog *mlog_file_new(const struct mlog_opts *opts, char *err,
 	if (f->base.opts.max_record == 0)
 		f->base.opts.max_record = MLOG_MAX_RECORD_DEFAULT;
 	f->fd = f->dirfd = f->lockfd = -1;
+	f->pipefd[0] = f->pipefd[1] = -1;
+	if (pthread_mutex_init(&f->mu, NULL) == 0) {
+		pthread_cond_init(&f->cv_job, NULL);
+		pthread_cond_init(&f->cv_done, NULL);
+		f->mu_init = 1;
+	}
 	f->st.last_fsync_us = -1;
 	f->st.snapshot_wall_ms = -1;
 	f->dir = strdup(opts->dir);

@@ -528,6 +528,7 @@ void mstate_free(struct mstate *st)
 	if (st->batch && st->ml != NULL)
 		mlog_discard(st->ml);
 	mstate_batch_clear(st);
+	mstate_async_free(st);
 	for (size_t i = 0; i < st->nmirrors; i++)
 		mstate_mirror_free(st->mirrors[i]);
 	free(st->mirrors);
@@ -637,6 +638,7 @@ int mstate_compact(struct mstate *st, char *err, size_t errlen)
 		mstate_fmt(err, errlen, "cannot compact while a batch is open");
 		return -1;
 	}
+	mstate_async_drain(st);
 	return mlog_compact(st->ml, mstate_dump_records, st, err, errlen);
 }
 

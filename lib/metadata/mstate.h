@@ -463,6 +463,34 @@ const char *mpart_needs_resolution(const struct mpart *p);
  * earlier queued ones).  Compaction waits until the batch is closed.
  */
 int mstate_batch_begin(struct mstate *st);   /* 0, or -1 if one is open */
+/*
+ * Asynchronous writes (group commit, ASYNC-DESIGN.md).  Where an operation
+ * has an _async form, it validates against the model, encodes and appends
+ * its records and returns at once: KERR_NONE with *started 1 (cb runs
+ * later), KERR_NONE with *started 0 (a no-op: nothing to write, cb never
+ * runs), or an error code with msg (cb never runs).  Records appended
+ * while a group is being written go as the next group when it completes
+ * (one fsync per group).  At completion the records are applied to the
+ * model in log order (hooks run then) and cb runs from a deferred event on
+ * the loop thread (never inside an mstate call) with KERR_NONE, or the
+ * error code and message (a failed group fails every later one: the log is
+ * broken).  The model does not show a record before its cb's group
+ * completed: validation sees only completed writes, so give each object at
+ * most one asynchronous write in flight.  cb must re-check that its
+ * objects still exist.  A synchronous write (and a batch, a compaction)
+ * first waits for the groups in flight (their callbacks stay deferred).
+ * Needs the log's event base (mlog_set_event_base()).
+ */
+typedef void (*mstate_done_fn)(void *arg, int code, const char *msg);
+struct mstate_async_stats {
+	uint64_t ops;          /* asynchronous writes completed */
+	uint64_t groups;       /* groups they went in */
+	uint64_t last_group_ops;
+	uint64_t max_group_ops;
+	uint64_t in_flight;    /* started, callback not yet run */
+};
+void mstate_async_stats(const struct mstate *st,
+    struct mstate_async_stats *out);
 int mstate_batch_commit(struct mstate *st, char *msg, size_t msglen);
 /* Drops every queued operation. */
 void mstate_batch_abort(struct mstate *st);
@@ -493,11 +521,17 @@ int mpart_stopped_report(struct mstate *st, struct mpart *p,
  * no-op. */
 int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
     int64_t start_offset, char *msg, size_t msglen);
+int mpart_add_epoch_async(struct mstate *st, struct mpart *p, int32_t epoch,
+    int64_t start_offset, mstate_done_fn cb, void *arg, int *started,
+    char *msg, size_t msglen);
 /* Makes (pid, epoch, seq_base) the partition's current producer identity
  * (appended to its history; repeating the current one is a no-op).
  * pid >= 0, 0 <= epoch <= 32767, seq_base >= 0. */
 int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
     int32_t epoch, int64_t seq_base, char *msg, size_t msglen);
+int mpart_set_producer_async(struct mstate *st, struct mpart *p, int64_t pid,
+    int32_t epoch, int64_t seq_base, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen);
 /* Records that mirrord created (add 1) or no longer owns (add 0: deleted,
  * or left to the destination) an ACL binding for mirror; a no-op when the
  * record would change nothing.  The mirror need not exist (any more). */
@@ -511,10 +545,15 @@ const struct macl *mstate_acl_get(const struct mstate *st, size_t i);
  * going backwards, merged without loss as xlate_rule() says. */
 int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, char *msg, size_t msglen);
+int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
+    int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen);
 /* Records that the anchors about to be added belong to a batch sent to
  * destination offset dst (mpart.sending_dst); no-op when it is already. */
 int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
     char *msg, size_t msglen);
+int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
+    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen);
 /*
  * Forgets what no one can ask for any more once the source log starts at
  * src_min and the destination log at dst_min: the anchors below both

@@ -7,9 +7,12 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <event2/event.h>
 
 #include "compat.h"
 #include "kbuf.h"
@@ -1164,6 +1167,7 @@ int mstate_batch_begin(struct mstate *st)
 {
 	if (st->batch || st->ml == NULL)
 		return -1;
+	mstate_async_drain(st);
 	st->batch = 1;
 	return 0;
 }
@@ -1246,6 +1250,9 @@ int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
 		mstate_fmt(msg, msglen, "%s: the metadata log is not open", what);
 		return KERR_KAFKA_STORAGE_ERROR;
 	}
+	/* The log order is the apply order: asynchronous writes first. */
+	if (!st->batch)
+		mstate_async_drain(st);
 	bufs = calloc(n, sizeof(*bufs));
 	lens = calloc(n, sizeof(*lens));
 	if (bufs == NULL || lens == NULL) {
@@ -1314,6 +1321,308 @@ out:
 	free(bufs);
 	free(lens);
 	return rc;
+}
+
+/* ---- asynchronous persists (group commit) ----------------------------- */
+
+struct mstate_agroup {
+	struct mstate *st;
+	struct mstate_aop *ops;
+	size_t nops;
+};
+
+static void aop_free(struct mstate_aop *op)
+{
+	for (size_t i = 0; i < op->n; i++)
+		free(op->bufs[i]);
+	free(op->bufs);
+	free(op->lens);
+	free(op->types);
+	free(op->what);
+	free(op->msg);
+	free(op);
+}
+
+static void aop_set(struct mstate_aop *op, int rc, const char *fmt, ...)
+    PRINTF_LIKE(3, 4);
+static void aop_set(struct mstate_aop *op, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[1536];
+
+	op->rc = rc;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	free(op->msg);
+	op->msg = strdup(buf);
+}
+
+static void on_callbacks(evutil_socket_t fd, short what, void *arg)
+{
+	struct mstate *st = arg;
+
+	(void)fd;
+	(void)what;
+	/* One at a time: a callback may start new writes. */
+	while (st->done_head != NULL) {
+		struct mstate_aop *op = st->done_head;
+		st->done_head = op->next;
+		if (st->done_head == NULL)
+			st->done_tail = NULL;
+		if (st->astats.in_flight > 0)
+			st->astats.in_flight--;
+		op->cb(op->arg, op->rc, op->rc == KERR_NONE ? NULL : op->msg);
+		aop_free(op);
+	}
+}
+
+/* Moves finished ops (a list) to the callback queue. */
+static void defer_callbacks(struct mstate *st, struct mstate_aop *ops)
+{
+	struct mstate_aop *last;
+
+	if (ops == NULL)
+		return;
+	for (last = ops; last->next != NULL; last = last->next)
+		;
+	if (st->done_tail != NULL)
+		st->done_tail->next = ops;
+	else
+		st->done_head = ops;
+	st->done_tail = last;
+	if (st->cb_ev != NULL)
+		event_active(st->cb_ev, 0, 0);
+}
+
+static void fail_ops(struct mstate *st, struct mstate_aop *ops, int rc,
+    const char *why)
+{
+	for (struct mstate_aop *op = ops; op != NULL; op = op->next)
+		aop_set(op, rc, "%s: the change was not made, the metadata log "
+		    "cannot persist it: %s", op->what, why);
+	defer_callbacks(st, ops);
+}
+
+static void start_group(struct mstate *st);
+
+static void compact_done(void *arg, int rc, int16_t sync_error,
+    const char *err)
+{
+	(void)arg;
+	(void)sync_error;
+	if (rc != 0)
+		log_errorx("metadata log compaction failed: %s", err);
+}
+
+/* The log's completion of a group: apply its records in order, defer the
+ * callbacks, maybe snapshot, then start the next group. */
+static void group_done(void *arg, int rc, int16_t sync_error,
+    const char *err)
+{
+	struct mstate_agroup *g = arg;
+	struct mstate *st = g->st;
+	char aerr[1024];
+
+	st->inflight = NULL;
+	if (rc != 0) {
+		mlog_discard(st->ml);
+		fail_ops(st, g->ops, sync_error != 0 ? sync_error :
+		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
+		/* The log is broken: the next group fails the same way. */
+		struct mstate_aop *acc = st->acc_head;
+		st->acc_head = st->acc_tail = NULL;
+		fail_ops(st, acc, sync_error != 0 ? sync_error :
+		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
+		free(g);
+		return;
+	}
+	st->astats.groups++;
+	st->astats.last_group_ops = g->nops;
+	if (g->nops > st->astats.max_group_ops)
+		st->astats.max_group_ops = g->nops;
+	for (struct mstate_aop *op = g->ops; op != NULL; op = op->next) {
+		op->rc = KERR_NONE;
+		st->astats.ops++;
+		/* A follower's log applied them already, live. */
+		for (size_t i = 0; i < op->n && !st->ml->applies_on_sync; i++) {
+			if (apply_payload(st, op->types[i], op->bufs[i],
+			    op->lens[i], 1, 0, aerr, sizeof(aerr)) != 0) {
+				/* Validated before it was written: a bug. */
+				log_errorx("%s: a persisted %s record does not "
+				    "apply: %s", op->what,
+				    mrec_type_name(op->types[i]), aerr);
+				aop_set(op, KERR_UNKNOWN_SERVER_ERROR, "%s: "
+				    "internal error: %s", op->what, aerr);
+				break;
+			}
+		}
+	}
+	defer_callbacks(st, g->ops);
+	free(g);
+	/* The model holds every record handed to the log: the moment for a
+	 * snapshot, written on the log's own thread. */
+	if (mlog_in_flight(st->ml) == 0 && mlog_want_compact(st->ml)) {
+		if (mlog_compact_async(st->ml, mstate_dump_records, st,
+		    compact_done, NULL, aerr, sizeof(aerr)) != 0)
+			log_errorx("metadata log compaction failed: %s", aerr);
+	}
+	start_group(st);
+}
+
+/* Hands every accumulated op to the log as one group. */
+static void start_group(struct mstate *st)
+{
+	struct mstate_agroup *g;
+	char err[1024];
+	size_t n = 0;
+
+	if (st->inflight != NULL || st->acc_head == NULL)
+		return;
+	g = calloc(1, sizeof(*g));
+	if (g == NULL) {
+		mlog_discard(st->ml);
+		struct mstate_aop *acc = st->acc_head;
+		st->acc_head = st->acc_tail = NULL;
+		fail_ops(st, acc, KERR_KAFKA_STORAGE_ERROR, "out of memory");
+		return;
+	}
+	g->st = st;
+	g->ops = st->acc_head;
+	for (struct mstate_aop *op = g->ops; op != NULL; op = op->next)
+		n++;
+	g->nops = n;
+	st->acc_head = st->acc_tail = NULL;
+	st->inflight = g;
+	if (mlog_sync_async(st->ml, group_done, g, err, sizeof(err)) != 0) {
+		st->inflight = NULL;
+		mlog_discard(st->ml);
+		fail_ops(st, g->ops, st->ml->sync_error != 0 ?
+		    st->ml->sync_error : KERR_KAFKA_STORAGE_ERROR, err);
+		free(g);
+	}
+}
+
+int mstate_persist_async(struct mstate *st, const struct mrec *recs,
+    size_t n, const char *what, mstate_done_fn cb, void *arg, char *msg,
+    size_t msglen)
+{
+	struct mstate_aop *op;
+	char err[1024];
+	struct kw w;
+	size_t i;
+
+	if (st->ml == NULL) {
+		mstate_fmt(msg, msglen, "%s: the metadata log is not open", what);
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	if (st->batch) {
+		mstate_fmt(msg, msglen, "%s: an asynchronous write while a "
+		    "batch is open", what);
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	if (st->cb_ev == NULL) {
+		if (st->ml->base == NULL) {
+			mstate_fmt(msg, msglen, "%s: asynchronous metadata writes "
+			    "need the log's event base", what);
+			return KERR_UNKNOWN_SERVER_ERROR;
+		}
+		st->cb_ev = event_new(st->ml->base, -1, 0, on_callbacks, st);
+		if (st->cb_ev == NULL) {
+			mstate_fmt(msg, msglen, "%s: out of memory", what);
+			return KERR_UNKNOWN_SERVER_ERROR;
+		}
+	}
+	op = calloc(1, sizeof(*op));
+	if (op == NULL || (op->bufs = calloc(n, sizeof(*op->bufs))) == NULL ||
+	    (op->lens = calloc(n, sizeof(*op->lens))) == NULL ||
+	    (op->types = calloc(n, sizeof(*op->types))) == NULL ||
+	    (op->what = strdup(what)) == NULL) {
+		if (op != NULL)
+			aop_free(op);
+		mstate_fmt(msg, msglen, "%s: out of memory", what);
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	op->n = n;
+	op->cb = cb;
+	op->arg = arg;
+	for (i = 0; i < n; i++) {
+		kw_init(&w, st->ml->opts.max_record);
+		if (mrec_encode(&recs[i], &w, err, sizeof(err)) != 0) {
+			kw_fini(&w);
+			mstate_fmt(msg, msglen, "%s: the change cannot be "
+			    "recorded: %s", what, err);
+			aop_free(op);
+			return KERR_INVALID_REQUEST;
+		}
+		op->types[i] = recs[i].type;
+		op->bufs[i] = kw_take(&w, &op->lens[i]);
+		if (op->bufs[i] == NULL) {
+			mstate_fmt(msg, msglen, "%s: out of memory", what);
+			aop_free(op);
+			return KERR_UNKNOWN_SERVER_ERROR;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (mlog_append(st->ml, op->types[i], op->bufs[i], op->lens[i],
+		    err, sizeof(err)) != 0)
+			break;
+	if (i < n) {
+		/* Only when the log is broken (encode kept the sizes in
+		 * bounds): the ops waiting for the next group go too. */
+		mlog_discard(st->ml);
+		struct mstate_aop *acc = st->acc_head;
+		st->acc_head = st->acc_tail = NULL;
+		fail_ops(st, acc, KERR_KAFKA_STORAGE_ERROR, err);
+		mstate_fmt(msg, msglen, "%s: the change was not made, the "
+		    "metadata log cannot persist it: %s", what, err);
+		aop_free(op);
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	if (st->acc_tail != NULL)
+		st->acc_tail->next = op;
+	else
+		st->acc_head = op;
+	st->acc_tail = op;
+	st->astats.in_flight++;
+	start_group(st);
+	return KERR_NONE;
+}
+
+void mstate_async_drain(struct mstate *st)
+{
+	if (st->ml == NULL)
+		return;
+	while (st->inflight != NULL || st->acc_head != NULL) {
+		if (st->inflight == NULL)
+			start_group(st);
+		if (st->inflight != NULL)
+			mlog_wait(st->ml);
+	}
+	/* A snapshot started from the last group's completion. */
+	mlog_wait(st->ml);
+}
+
+void mstate_async_free(struct mstate *st)
+{
+	if (st->ml != NULL)
+		mstate_async_drain(st);
+	while (st->done_head != NULL) {
+		struct mstate_aop *op = st->done_head;
+		st->done_head = op->next;
+		aop_free(op);
+	}
+	st->done_tail = NULL;
+	if (st->cb_ev != NULL) {
+		event_free(st->cb_ev);
+		st->cb_ev = NULL;
+	}
+}
+
+void mstate_async_stats(const struct mstate *st,
+    struct mstate_async_stats *out)
+{
+	*out = st->astats;
 }
 
 /* ---- forwarded writes (issue 10) -------------------------------------- */
@@ -1392,6 +1701,7 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 		mstate_fmt(msg, msglen, "a batch is open on the writer");
 		return KERR_UNKNOWN_SERVER_ERROR;
 	}
+	mstate_async_drain(st);
 	s.scratch = mstate_new();
 	if (s.scratch != NULL)
 		s.scratch->sparse = 1;

@@ -51,10 +51,32 @@ struct mstate {
 	/* ACL bindings mirrord created on the destination (acl-binding). */
 	struct macl *acls;
 	size_t nacls;
+	/* Asynchronous persists (mstate_persist_async): appended, waiting
+	 * for the next group (acc); the one group in flight; finished, their
+	 * callbacks waiting for cb_ev (done). */
+	struct mstate_aop *acc_head, *acc_tail;
+	struct mstate_agroup *inflight;
+	struct mstate_aop *done_head, *done_tail;
+	struct event *cb_ev;
+	struct mstate_async_stats astats;
 	/* A scratch model of mstate_apply_forwarded(): a restored topic's
 	 * partitions are made only when a record names one (a NULL slot is
 	 * a partition the scratch does not hold). */
 	int sparse;
+};
+
+/* One asynchronous persist: its records (encoded) and its caller. */
+struct mstate_aop {
+	struct mstate_aop *next;
+	size_t n;
+	uint16_t *types;
+	uint8_t **bufs;
+	size_t *lens;
+	char *what;
+	mstate_done_fn cb;
+	void *arg;
+	int rc;                /* a Kafka error code, once done */
+	char *msg;             /* its message (NULL: none) */
 };
 
 #define MST_BIT(s) (1u << MPART_##s)
@@ -105,6 +127,15 @@ size_t mstate_trim_anchors_at(const struct mpart *p, int64_t src_min,
 /* Encodes, appends and syncs n records, then applies them (Kafka code). */
 int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
     const char *what, char *msg, size_t msglen);
+/* Waits for every asynchronous persist (applies them, defers their
+ * callbacks): before a synchronous write, a batch, a compaction. */
+void mstate_async_drain(struct mstate *st);
+/* Frees what the asynchronous persists hold, calling no callback. */
+void mstate_async_free(struct mstate *st);
+/* The asynchronous form: KERR_NONE when started (cb runs later). */
+int mstate_persist_async(struct mstate *st, const struct mrec *recs,
+    size_t n, const char *what, mstate_done_fn cb, void *arg, char *msg,
+    size_t msglen);
 /* Drops an open batch's queued records (not the log's). */
 void mstate_batch_clear(struct mstate *st);
 void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,

@@ -652,8 +652,25 @@ int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
 	    last_offset, last_epoch, msg, msglen);
 }
 
-int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
-    int64_t start_offset, char *msg, size_t msglen)
+/* The synchronous write (cb NULL) or the asynchronous one of one
+ * validated record; *started as mstate.h says. */
+static int persist_one(struct mstate *st, const struct mrec *r,
+    const char *what, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
+{
+	int rc;
+
+	if (cb == NULL)
+		return mstate_persist(st, r, 1, what, msg, msglen);
+	rc = mstate_persist_async(st, r, 1, what, cb, arg, msg, msglen);
+	if (rc == KERR_NONE && started != NULL)
+		*started = 1;
+	return rc;
+}
+
+static int add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
+    int64_t start_offset, mstate_done_fn cb, void *arg, int *started,
+    char *msg, size_t msglen)
 {
 	struct mrec r;
 	char what[520];
@@ -667,11 +684,28 @@ int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
 	r.epoch = epoch;
 	r.off = start_offset;
 	part_what(p, what, sizeof(what));
-	return mstate_persist(st, &r, 1, what, msg, msglen);
+	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
 }
 
-int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
-    int32_t epoch, int64_t seq_base, char *msg, size_t msglen)
+int mpart_add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
+    int64_t start_offset, char *msg, size_t msglen)
+{
+	return add_epoch(st, p, epoch, start_offset, NULL, NULL, NULL, msg,
+	    msglen);
+}
+
+int mpart_add_epoch_async(struct mstate *st, struct mpart *p, int32_t epoch,
+    int64_t start_offset, mstate_done_fn cb, void *arg, int *started,
+    char *msg, size_t msglen)
+{
+	*started = 0;
+	return add_epoch(st, p, epoch, start_offset, cb, arg, started, msg,
+	    msglen);
+}
+
+static int set_producer(struct mstate *st, struct mpart *p, int64_t pid,
+    int32_t epoch, int64_t seq_base, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen)
 {
 	struct mrec r;
 	char what[520];
@@ -686,7 +720,23 @@ int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
 	r.epoch = epoch;
 	r.off2 = seq_base;
 	part_what(p, what, sizeof(what));
-	return mstate_persist(st, &r, 1, what, msg, msglen);
+	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
+}
+
+int mpart_set_producer(struct mstate *st, struct mpart *p, int64_t pid,
+    int32_t epoch, int64_t seq_base, char *msg, size_t msglen)
+{
+	return set_producer(st, p, pid, epoch, seq_base, NULL, NULL, NULL, msg,
+	    msglen);
+}
+
+int mpart_set_producer_async(struct mstate *st, struct mpart *p, int64_t pid,
+    int32_t epoch, int64_t seq_base, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen)
+{
+	*started = 0;
+	return set_producer(st, p, pid, epoch, seq_base, cb, arg, started, msg,
+	    msglen);
 }
 
 static ssize_t acl_find(const struct mstate *st, const char *mirror, int kind,
@@ -778,8 +828,9 @@ int mstate_acl_apply(struct mstate *st, struct kstr mirror, int kind,
 	return 0;
 }
 
-int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
-    int64_t dst, char *msg, size_t msglen)
+static int add_anchor(struct mstate *st, struct mpart *p, int64_t src,
+    int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
 {
 	struct mrec r;
 	char what[520];
@@ -794,11 +845,25 @@ int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
 	r.off = src;
 	r.off2 = dst;
 	part_what(p, what, sizeof(what));
-	return mstate_persist(st, &r, 1, what, msg, msglen);
+	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
 }
 
-int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
-    char *msg, size_t msglen)
+int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
+    int64_t dst, char *msg, size_t msglen)
+{
+	return add_anchor(st, p, src, dst, NULL, NULL, NULL, msg, msglen);
+}
+
+int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
+    int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
+{
+	*started = 0;
+	return add_anchor(st, p, src, dst, cb, arg, started, msg, msglen);
+}
+
+static int note_sending(struct mstate *st, struct mpart *p, int64_t dst,
+    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
 {
 	struct mrec r;
 	char what[520];
@@ -813,7 +878,20 @@ int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
 		return KERR_NONE;
 	mstate_part_rec(&r, MREC_PART_SENDING, p);
 	r.off = dst;
-	return mstate_persist(st, &r, 1, what, msg, msglen);
+	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
+}
+
+int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
+    char *msg, size_t msglen)
+{
+	return note_sending(st, p, dst, NULL, NULL, NULL, msg, msglen);
+}
+
+int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
+    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
+{
+	*started = 0;
+	return note_sending(st, p, dst, cb, arg, started, msg, msglen);
 }
 
 int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
