@@ -392,9 +392,12 @@ static void see_reply(struct mk *k, const struct krec *r)
 	}
 	if (rep.req_offset + 1 > k->req_next)
 		k->req_next = rep.req_offset + 1;
-	if (!k->waiting || rep.id != k->wait_id || k->instance_id == NULL ||
+	if (k->instance_id == NULL ||
 	    rep.instance_len != strlen(k->instance_id) ||
 	    memcmp(rep.instance_id, k->instance_id, rep.instance_len) != 0)
+		return;
+	mk_async_reply(k, rep.id, rep.error, rep.msg, rep.msg_len);
+	if (!k->waiting || rep.id != k->wait_id)
 		return;
 	k->wait_done = 1;
 	k->wait_error = rep.error;
@@ -708,9 +711,14 @@ static void kafka_discard(struct mlog *ml)
 	k->st.pending = 0;
 }
 
+void mk_discard(struct mk *k)
+{
+	kafka_discard(&k->base);
+}
+
 /* Tells the role hook about a role change noticed earlier (after the
  * log is consistent again). */
-static void fire_role(struct mk *k)
+void mk_fire_role(struct mk *k)
 {
 	char why[sizeof(k->role_why)];
 
@@ -733,6 +741,8 @@ static void become_follower(struct mk *k, const char *why)
 
 void mk_fenced(struct mk *k, const char *why)
 {
+	if (mk_defer_on_thread(k, 1, why))
+		return;         /* applied by the loop thread */
 	if (k->role_fn != NULL && k->writer && !k->is_req)
 		become_follower(k, why);
 	else
@@ -820,31 +830,54 @@ static int tail_once(struct mk *k, int max_wait_ms, char *err,
 	rc = mk_fetch(k, k->next, INT64_MAX, max_wait_ms, replay_cb, k->tail,
 	    &next, &hw, err, errlen);
 	if (rc == -2) {
-		char why[1200], e2[768];
+		char e2[1024];
 
-		/* The writer deleted records this instance had not read yet
-		 * (DeleteRecords after a snapshot): rebuild the model from
-		 * the newest snapshot, in place (mlog_kafka_set_rebuild()). */
-		if (k->rb_fresh != NULL && rebuild(k, e2, sizeof(e2)) == 0) {
-			if (errlen > 0)
-				err[0] = '\0';
-			return 0;
-		}
-		if (k->rb_fresh == NULL)
-			seterr(e2, sizeof(e2), "no rebuild hook: restart it to "
-			    "re-read the newest snapshot");
-		seterr(why, sizeof(why), "topic %s: this follower fell behind "
-		    "the log start (it was at offset %" PRId64 ", the records "
-		    "before the newest snapshot were deleted: %s) and cannot "
-		    "rebuild its model: %s", k->topic, k->next, err, e2);
-		mk_set_broken(k, why);
-		seterr(err, errlen, "%s", why);
-		return -1;
+		seterr(e2, sizeof(e2), "%s", err);
+		return mk_behind(k, e2, err, errlen);
 	}
 	if (rc != 0)
 		return -1;
 	k->next = next;
 	return 0;
+}
+
+int mk_behind(struct mk *k, const char *fetch_err, char *err, size_t errlen)
+{
+	char why[1400], e2[768];
+
+	/* The writer deleted records this instance had not read yet
+	 * (DeleteRecords after a snapshot): rebuild the model from the
+	 * newest snapshot, in place (mlog_kafka_set_rebuild()). */
+	if (k->rb_fresh != NULL && rebuild(k, e2, sizeof(e2)) == 0) {
+		if (errlen > 0)
+			err[0] = '\0';
+		return 0;
+	}
+	if (k->rb_fresh == NULL)
+		seterr(e2, sizeof(e2), "no rebuild hook: restart it to re-read "
+		    "the newest snapshot");
+	seterr(why, sizeof(why), "topic %s: this follower fell behind the log "
+	    "start (it was at offset %" PRId64 ", the records before the newest "
+	    "snapshot were deleted: %s) and cannot rebuild its model: %s",
+	    k->topic, k->next, fetch_err, e2);
+	mk_set_broken(k, why);
+	seterr(err, errlen, "%s", why);
+	return -1;
+}
+
+int mk_tail_rec(struct mk *k, const struct krec *r, char *err,
+    size_t errlen)
+{
+	uint64_t before = k->tail->applied;
+	int rc = replay_cb(k->tail, r, err, errlen);
+
+	k->st.records += k->tail->applied - before;
+	return rc;
+}
+
+int mk_tail_once(struct mk *k, int max_wait_ms, char *err, size_t errlen)
+{
+	return tail_once(k, max_wait_ms, err, errlen);
 }
 
 /* The REPLY frame for the request being handled, appended to pend. */
@@ -914,7 +947,7 @@ static int writer_sync(struct mk *k, int16_t error, const char *msg,
 }
 
 /* The request producer (an idempotent one of our own), ready. */
-static int req_ready(struct mk *k, char *err, size_t errlen)
+int mk_req_ready(struct mk *k, char *err, size_t errlen)
 {
 	struct mk *q = k->req;
 
@@ -946,7 +979,7 @@ static int follower_sync(struct mk *k, char *err, size_t errlen)
 	char e2[768] = "";
 	int rc;
 
-	if (req_ready(k, err, errlen) != 0) {
+	if (mk_req_ready(k, err, errlen) != 0) {
 		kafka_discard(&k->base);
 		return -1;
 	}
@@ -1014,6 +1047,7 @@ static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
 	struct mk *k = (struct mk *)ml;
 	int rc;
 
+	mk_quiesce(k);          /* the thread's jobs first, in order */
 	if (check_usable(k, err, errlen) != 0) {
 		kafka_discard(ml);
 		return -1;
@@ -1024,7 +1058,7 @@ static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
 		rc = 0;
 	else
 		rc = follower_sync(k, err, errlen);
-	fire_role(k);
+	mk_fire_role(k);
 	return rc;
 }
 
@@ -1147,6 +1181,7 @@ static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
 	uint8_t hdr[16], end[SNAPEND_LEN];
 	int rc = -1;
 
+	mk_quiesce(k);
 	if (!k->writer)
 		return 0;       /* a follower's model is the writer's */
 	if (check_usable(k, err, errlen) != 0 || kafka_sync(ml, err, errlen) != 0)
@@ -1196,7 +1231,7 @@ fail:
 	    s.err[0] ? s.err : "the state could not be written out");
 out:
 	kw_fini(&s.buf);
-	fire_role(k);           /* a snapshot may meet the fence too */
+	mk_fire_role(k);           /* a snapshot may meet the fence too */
 	return rc;
 }
 
@@ -1248,11 +1283,12 @@ void mlog_kafka_demote(struct mlog *ml, const char *why)
 {
 	struct mk *k = (struct mk *)ml;
 
+	mk_quiesce(k);
 	if (!k->writer)
 		return;
 	kafka_discard(ml);
 	become_follower(k, why != NULL ? why : "demoted");
-	fire_role(k);
+	mk_fire_role(k);
 }
 
 int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
@@ -1261,6 +1297,8 @@ int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
 	struct mk_tail *rp = k->tail;
 	int64_t claim_off, end, from;
 
+	mk_quiesce(k);
+	rp = k->tail;
 	if (k->writer)
 		return 0;
 	if (!ml->opened || rp == NULL) {
@@ -1310,7 +1348,7 @@ int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
 	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
 	    "at offset %" PRId64 " as producer id %" PRId64 " epoch %d",
 	    k->topic, claim_off, k->pid, k->epoch);
-	fire_role(k);
+	mk_fire_role(k);
 	return 0;
 }
 
@@ -1500,6 +1538,17 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
 		return -1;
 	}
 	rebuilds = k->rebuilds;
+	if (!k->writer) {
+		/* The follower's tail: a Fetch on the log's thread, its
+		 * records applied here when it is back. */
+		rc = mk_async_poll(k, &n, err, errlen);
+		return rc != 0 ? -1 : n;
+	}
+	/* The writer's groups on the thread first: its reads below use the
+	 * same connection (this round is skipped while they are out). */
+	mk_async_collect(k);
+	if (mk_async_busy(k))
+		return 0;
 	before = k->tail->applied;
 	/* The writer reads the log too: a newer writer's claim demotes it
 	 * even when it has nothing to write. */
@@ -1515,7 +1564,7 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
 		else
 			n += h;
 	}
-	fire_role(k);
+	mk_fire_role(k);
 	return rc != 0 ? -1 : n;
 }
 
@@ -1530,6 +1579,7 @@ static void kafka_free(struct mlog *ml)
 {
 	struct mk *k = (struct mk *)ml;
 
+	mk_async_free(k);
 	mk_drop_conn(k);
 	if (k->req != NULL)
 		kafka_free(&k->req->base);
@@ -1555,6 +1605,8 @@ static const struct mlog_ops kafka_ops = {
 	.compact = kafka_compact,
 	.stats = kafka_stats,
 	.free = kafka_free,
+	.sync_async = mk_sync_async,
+	.wait = mk_wait,
 };
 
 static int parse_bootstrap(struct mk *k, const char *list, char *err,
