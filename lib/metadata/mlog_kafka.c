@@ -124,16 +124,25 @@
  * nothing during a whole snapshot interval (storage.snapshot_every_records);
  * a writer alone deletes the records before its newest snapshot, as before.
  *
+ * Off the loop (mlog_kafka_async.c): mlog_sync_async() (ops->sync_async,
+ * ops->wait) hands a group to the log's I/O thread (the writer's Produce,
+ * the follower's request, completed when the tail reads its REPLY), and a
+ * follower's mlog_kafka_poll() starts the next Fetch there and applies
+ * the records the previous one brought; the loop never waits for them.
+ *
  * Known limits:
- *  - Blocking: every mlog_sync() is a Produce round trip on the calling
- *    (loop) thread on a dedicated connection, bounded by
- *    storage.kafka.timeout_ms, as the file backend blocks on fsync; a
- *    follower's sync also waits for the REPLY (same bound), and
- *    mlog_kafka_poll() is one Fetch round trip.  A writer's answer lost
- *    past the timeout leaves the outcome unknown: the log is then broken
- *    (restart re-reads what is really there).
+ *  - Blocking: the synchronous mlog_sync() is a Produce round trip on the
+ *    calling (loop) thread, bounded by storage.kafka.timeout_ms, as the
+ *    file backend blocks on fsync (it first waits for the thread's groups);
+ *    a follower's also waits for the REPLY (same bound).  The writer's
+ *    mlog_kafka_poll() (its tail and the request topic) and the handling of
+ *    each request still run on the loop, as do open, promotion and a
+ *    follower's rebuild (a snapshot read).  A writer's answer lost past the
+ *    timeout leaves the outcome unknown: the log is then broken (restart
+ *    re-reads what is really there).
  *  - A follower's sync applies, in log order, whatever other instances
- *    wrote before its REPLY: mstate hooks fire inside that mlog_sync(),
+ *    wrote before its REPLY: mstate hooks fire inside that mlog_sync()
+ *    (or the completion of an asynchronous group, or the poll),
  *    and a mirror may even be deleted there; callers must not keep model
  *    pointers across a persist on a follower without the DELETING hook.
  *  - Trimming: after each snapshot the writer deletes the records before
