@@ -281,6 +281,18 @@ def main():
     h.wait_for(lambda: all("anchor 200 -> 195" in p.dump() for p in (a, b, c)), 30,
                "the anchor 200->195 on every peer")
     d = same([a, b, c], "after the asynchronous write")
+    # The writer's own asynchronous write: a Produce on its log's thread.
+    r = a.cmd("aanchor m1 t1 0 300 290", timeout=5)
+    h.check(r.startswith("rc 0 started "), "the writer's asynchronous "
+            "write did not start: %r" % r)
+    wid = r.split()[3]
+    h.wait_for(lambda: any(e.startswith("event done %s 0" % wid)
+                           for e in a.events), 30,
+               "the writer's asynchronous write completed (%r)" % a.events)
+    h.wait_for(lambda: all("anchor 300 -> 290" in p.dump()
+                           for p in (a, b, c)), 30,
+               "the anchor 300->290 on every peer")
+    d = same([a, b, c], "after the writer's asynchronous write")
 
     # ---- the writer paused: outcome unknown, applied once later ---------
     a.signal(signal.SIGSTOP)

@@ -1353,6 +1353,7 @@ int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
 	}
 	k->writer = 1;
 	ml->applies_on_sync = 0;
+	mk_async_promoted(k);
 	k->role_pending = 1;
 	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
 	    "at offset %" PRId64 " as producer id %" PRId64 " epoch %d",

@@ -104,6 +104,8 @@ struct mk_async {
 	struct mk_job *wait_head, *wait_tail;
 	int fetching;            /* a FETCH is queued or running */
 	char tail_err[1024];     /* the last FETCH's failure, "" none */
+	char failed[1024];       /* thread only: a PRODUCE failed, why */
+	int skipped_polls;       /* the writer's polls skipped while busy */
 };
 
 static __thread struct mk_job *on_thread;
@@ -164,8 +166,20 @@ static void run_job(struct mk *k, struct mk_job *j)
 	on_thread = j;
 	switch (j->kind) {
 	case JOB_PRODUCE:
+		/* After a failed group nothing more is written: its outcome
+		 * may be unknown, and the next sequence would make the
+		 * broker take a resend of different records for it. */
+		if (k->async->failed[0] != '\0') {
+			seterr(j->err, sizeof(j->err), "an earlier write failed: "
+			    "%s", k->async->failed);
+			j->rc = -1;
+			break;
+		}
 		j->rc = mk_produce_frames(k, j->buf, j->len, j->count, 0,
 		    &j->base, j->err, sizeof(j->err));
+		if (j->rc != 0)
+			seterr(k->async->failed, sizeof(k->async->failed), "%s",
+			    j->err);
 		break;
 	case JOB_REQUEST:
 		j->rc = -1;
@@ -522,10 +536,22 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 	mk_async_collect(arg);
 }
 
-int mk_async_busy(const struct mk *k)
+int mk_async_busy(struct mk *k)
 {
-	return k->async != NULL && (k->async->queued > 0 ||
-	    k->async->wait_head != NULL);
+	struct mk_async *a = k->async;
+
+	if (a == NULL || (a->queued == 0 && a->wait_head == NULL)) {
+		if (a != NULL)
+			a->skipped_polls = 0;
+		return 0;
+	}
+	/* Not forever: a writer always writing would never read the
+	 * requests; every tenth poll waits for the thread instead. */
+	if (++a->skipped_polls < 10)
+		return 1;
+	a->skipped_polls = 0;
+	mk_quiesce(k);
+	return 0;
 }
 
 /* Blocks until the thread has nothing queued or running, then collects. */
@@ -666,6 +692,13 @@ int mk_async_poll(struct mk *k, int *applied, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+void mk_async_promoted(struct mk *k)
+{
+	/* Called with the thread idle (after mk_quiesce()). */
+	if (k->async != NULL)
+		k->async->failed[0] = '\0';
 }
 
 void mk_async_free(struct mk *k)

@@ -161,13 +161,16 @@ void mk_wait(struct mlog *ml);
 void mk_quiesce(struct mk *k);
 /* Collects finished jobs without waiting; 1 if any. */
 int mk_async_collect(struct mk *k);
-/* A jobs is queued, or a follower group waits for its REPLY. */
-int mk_async_busy(const struct mk *k);
+/* The writer's poll: 1 to skip this round (a job is out); every tenth
+ * time it waits for the thread instead (mk_quiesce()) and says 0. */
+int mk_async_busy(struct mk *k);
 /* The follower's poll: collects, starts the next Fetch on the thread. */
 int mk_async_poll(struct mk *k, int *applied, char *err, size_t errlen);
 /* A REPLY read by the tail, for the follower group waiting for it. */
 void mk_async_reply(struct mk *k, uint64_t id, int16_t error,
     const char *msg, size_t msg_len);
+/* A new writer role: earlier failed writes no longer stop new ones. */
+void mk_async_promoted(struct mk *k);
 void mk_async_free(struct mk *k);
 
 #endif
