@@ -908,8 +908,12 @@ int mstate_dump_scoped(const struct mstate *st,
 				break;
 		if (j < i)
 			continue;
-		if ((m = mstate_mirror_find(st, sc[i].mirror)) == NULL)
-			continue;       /* the request's own records say why */
+		if ((m = mstate_mirror_find(st, sc[i].mirror)) == NULL) {
+			/* Its acl bindings outlive it; for the rest the
+			 * request's own records say why. */
+			rc |= dump_acls(st, sc[i].mirror, sink, max);
+			continue;
+		}
 		for (j = i; j < n; j++)
 			if (strcmp(sc[j].mirror, m->name) == 0 &&
 			    sc[j].topic == NULL)
