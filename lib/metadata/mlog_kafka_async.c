@@ -494,34 +494,47 @@ static void start_fetch(struct mk *k, int max_wait_ms)
 	push(k, j);
 }
 
+/* Completes the finished jobs one at a time, oldest first: a done
+ * callback may come back into the log (even into a blocking path that
+ * collects), and the next one taken is still the oldest. */
+static int drain_done(struct mk *k)
+{
+	struct mk_async *a = k->async;
+	int any = 0;
+
+	for (;;) {
+		struct mk_job *j;
+
+		pthread_mutex_lock(&a->mu);
+		if ((j = a->done_head) != NULL) {
+			a->done_head = j->next;
+			if (a->done_head == NULL)
+				a->done_tail = NULL;
+			a->queued--;
+		}
+		pthread_mutex_unlock(&a->mu);
+		if (j == NULL)
+			break;
+		j->next = NULL;
+		complete(k, j);
+		any = 1;
+	}
+	finish_waits(k);
+	return any;
+}
+
 /* Collects finished jobs (without waiting); 1 if any was. */
 int mk_async_collect(struct mk *k)
 {
 	struct mk_async *a = k->async;
-	struct mk_job *list;
 	char buf[64];
-	int any = 0;
+	int any;
 
 	if (a == NULL || !a->started)
 		return 0;
 	while (read(a->fd[0], buf, sizeof(buf)) > 0)
 		;
-	pthread_mutex_lock(&a->mu);
-	list = a->done_head;
-	a->done_head = a->done_tail = NULL;
-	pthread_mutex_unlock(&a->mu);
-	while (list != NULL) {
-		struct mk_job *j = list;
-
-		list = j->next;
-		j->next = NULL;
-		pthread_mutex_lock(&a->mu);
-		a->queued--;
-		pthread_mutex_unlock(&a->mu);
-		complete(k, j);
-		any = 1;
-	}
-	finish_waits(k);
+	any = drain_done(k);
 	/* A follower waiting for REPLYs keeps reading (on the thread). */
 	if (a->wait_head != NULL)
 		start_fetch(k, REPLY_FETCH_WAIT_MS);
@@ -554,44 +567,36 @@ int mk_async_busy(struct mk *k)
 	return 0;
 }
 
-/* Blocks until the thread has nothing queued or running, then collects. */
+/* Blocks until the thread has nothing queued or running, then completes
+ * what it finished (starting no new job). */
 void mk_quiesce(struct mk *k)
 {
 	struct mk_async *a = k->async;
 
 	if (a == NULL || !a->started)
 		return;
-	pthread_mutex_lock(&a->mu);
-	while (a->todo_head != NULL || a->running)
-		pthread_cond_wait(&a->cv, &a->mu);
-	pthread_mutex_unlock(&a->mu);
-	mk_async_collect(k);
-	/* mk_async_collect() may have started a Fetch for the REPLYs. */
-	pthread_mutex_lock(&a->mu);
-	while (a->todo_head != NULL || a->running)
-		pthread_cond_wait(&a->cv, &a->mu);
-	pthread_mutex_unlock(&a->mu);
-	{
-		/* Collect without starting another. */
-		struct mk_job *list;
+	/* A done callback may start the next group: until nothing is out. */
+	for (;;) {
+		int idle;
 
 		pthread_mutex_lock(&a->mu);
-		list = a->done_head;
-		a->done_head = a->done_tail = NULL;
+		while (a->todo_head != NULL || a->running)
+			pthread_cond_wait(&a->cv, &a->mu);
+		idle = a->done_head == NULL;
 		pthread_mutex_unlock(&a->mu);
-		while (list != NULL) {
-			struct mk_job *j = list;
-
-			list = j->next;
-			j->next = NULL;
-			pthread_mutex_lock(&a->mu);
-			a->queued--;
-			pthread_mutex_unlock(&a->mu);
-			complete(k, j);
+		if (!idle) {
+			(void)drain_done(k);
+			continue;
 		}
-		finish_waits(k);
-		mk_fire_role(k);
+		finish_waits(k);        /* its callbacks may start more */
+		pthread_mutex_lock(&a->mu);
+		idle = a->todo_head == NULL && !a->running &&
+		    a->done_head == NULL;
+		pthread_mutex_unlock(&a->mu);
+		if (idle)
+			break;
 	}
+	mk_fire_role(k);
 }
 
 /* ---- the mlog ops ------------------------------------------------------- */
@@ -668,6 +673,10 @@ void mk_wait(struct mlog *ml)
 		char e[1024];
 		int64_t left = a->wait_head->deadline - clock_mono_ms();
 
+		mk_quiesce(k);          /* callbacks may have started more */
+		if (a->wait_head == NULL)
+			break;
+		left = a->wait_head->deadline - clock_mono_ms();
 		if (left > 0 && !k->broken &&
 		    mk_tail_once(k, (int)MIN(left, 500), e, sizeof(e)) != 0 &&
 		    !k->broken)
