@@ -32,6 +32,17 @@ struct mstate *mstate_rebuild_new(const struct mstate *st)
 	return f;
 }
 
+/* Room for n elements as mstate_grow() expects it of an array of n (its
+ * capacity is implied by the count: 4, then powers of two). */
+static void *array_for(size_t n, size_t elem)
+{
+	size_t cap = 4;
+
+	while (cap < n)
+		cap *= 2;
+	return calloc(cap, elem);
+}
+
 static int str_differ(const char *a, const char *b)
 {
 	if (a == NULL || b == NULL)
@@ -177,7 +188,7 @@ static int adopt_mirror(struct mstate *st, struct mirror *m, struct mirror *f)
 		emit(st, MSTATE_EV_PATTERNS, m, NULL, NULL, 0, 0, NULL);
 	/* The topics: f's order (sorted by name) with the live objects of
 	 * the topics m already has (same_mirror(): every one is in f). */
-	topics = calloc(f->ntopics + 1, sizeof(*topics));
+	topics = array_for(f->ntopics, sizeof(*topics));
 	grown = calloc(f->ntopics + 1, 1);
 	if (topics == NULL || grown == NULL) {
 		free(topics);
@@ -246,7 +257,7 @@ int mstate_rebuild_adopt(struct mstate *st, struct mstate *f, char *err,
 		else
 			i++;
 	}
-	mirrors = calloc(f->nmirrors + 1, sizeof(*mirrors));
+	mirrors = array_for(f->nmirrors, sizeof(*mirrors));
 	if (mirrors == NULL) {
 		mstate_fmt(err, errlen, "out of memory adopting the rebuilt "
 		    "model");
