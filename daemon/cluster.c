@@ -1092,9 +1092,14 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 		snprintf(err, errlen, "too many state hooks");
 		goto fail;
 	}
+	/* Completions of the log's thread (its groups, the tail) come back
+	 * through the loop. */
+	mlog_set_event_base(ml, base);
 	mlog_kafka_set_identity(ml, c->instance_id, "", -1);
 	mlog_kafka_set_role_hook(ml, on_role, c);
 	mlog_kafka_set_request_handler(ml, on_request, c);
+	mlog_kafka_set_rebuild(ml, mstate_rebuild_fresh_cb,
+	    mstate_rebuild_adopt_cb, mstate_rebuild_drop_cb, st);
 	pipeline_set_instance(pl, c->instance_id);
 	pipeline_set_leader_hook(pl, on_leaders, c);
 	pipeline_set_destination_refresh_ms(pl, cfg->cluster_session_timeout_ms / 2);

@@ -9,9 +9,14 @@
  * Commands (one answer line each, "rc CODE MESSAGE" for the mutations):
  *   create M | add M T N | state M T P STATE WHY | anchor M T P SRC DST |
  *   epoch M T P EPOCH START | digest | dump | poll | promote | demote |
- *   role | autopoll on|off | compact | quit
- * Between commands it polls the log every 50 ms (autopoll on, default):
- * a follower tails, the writer answers requests.  Asynchronous lines:
+ *   role | autopoll on|off | compact | delete M | quit
+ *   aanchor M T P SRC DST: the asynchronous anchor write, answered at once
+ *   ("rc 0 started ID"), its completion an event line.
+ * It runs on a libevent loop (the log's completions come back through it)
+ * and polls the log every 50 ms (autopoll on, default): a follower tails
+ * (a Fetch on the log's thread), the writer answers requests.
+ * Asynchronous lines:
+ *   event done ID CODE MESSAGE         (an aanchor's group completed)
  *   event role writer|follower WHY      (the role hook)
  *   event hook KIND MIRROR[/TOPIC-P FROM->TO]   (mstate hooks, live only)
  *
@@ -24,13 +29,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
 #include <openssl/evp.h>
 
 #include "kerr.h"
@@ -159,6 +164,16 @@ static void digest(int full)
 	free(d);
 }
 
+static int async_id;
+
+static void async_done(void *arg, int code, const char *msg)
+{
+	char m[2048];
+
+	snprintf(m, sizeof(m), "%s", msg != NULL ? msg : "");
+	out("event done %d %d %s", (int)(intptr_t)arg, code, oneline(m));
+}
+
 static int command(char *line)
 {
 	char *argv[8], msg[4096] = "", *save = NULL;
@@ -176,6 +191,8 @@ static int command(char *line)
 		char cn[] = "bootstrap.servers", cv[] = "127.0.0.1:9";
 		struct mcfg c = { cn, cv };
 		code = mstate_create_mirror(st, argv[1], &c, 1, msg, sizeof(msg));
+	} else if (strcmp(argv[0], "delete") == 0 && argc == 2) {
+		code = mstate_delete_mirror(st, argv[1], msg, sizeof(msg));
 	} else if (strcmp(argv[0], "add") == 0 && argc == 4) {
 		code = mstate_add_topic(st, argv[1], argv[2], atoi(argv[3]), msg,
 		    sizeof(msg));
@@ -189,6 +206,20 @@ static int command(char *line)
 		if ((p = part(argv[1], argv[2], argv[3], msg, sizeof(msg))) != NULL)
 			code = mpart_add_anchor(st, p, atoll(argv[4]),
 			    atoll(argv[5]), msg, sizeof(msg));
+	} else if (strcmp(argv[0], "aanchor") == 0 && argc == 6) {
+		/* Asynchronous: answers at once ("rc 0 started" or the
+		 * refusal); "event done ID CODE MESSAGE" when its group
+		 * completes. */
+		int started = 0;
+
+		code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
+		if ((p = part(argv[1], argv[2], argv[3], msg, sizeof(msg))) != NULL)
+			code = mpart_add_anchor_async(st, p, atoll(argv[4]),
+			    atoll(argv[5]), async_done, (void *)(intptr_t)
+			    ++async_id, &started, msg, sizeof(msg));
+		if (code == 0)
+			snprintf(msg, sizeof(msg), "%s %d", started ? "started" :
+			    "no-op", async_id);
 	} else if (strcmp(argv[0], "epoch") == 0 && argc == 6) {
 		code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
 		if ((p = part(argv[1], argv[2], argv[3], msg, sizeof(msg))) != NULL)
@@ -224,13 +255,71 @@ static int command(char *line)
 	return 0;
 }
 
+/* The loop: stdin lines, and the log polled every 50 ms (autopoll). */
+struct peer_loop {
+	struct event_base *base;
+	struct event *ev_in, *ev_poll;
+	char line[4096];
+	size_t have;
+	int autopoll;
+	char lasterr[2048];
+};
+
+static void on_stdin(evutil_socket_t fd, short what, void *arg)
+{
+	struct peer_loop *pl = arg;
+	ssize_t n;
+	char *nl;
+
+	(void)fd;
+	(void)what;
+	n = read(0, pl->line + pl->have, sizeof(pl->line) - 1 - pl->have);
+	if (n <= 0) {
+		event_base_loopbreak(pl->base);
+		return;
+	}
+	pl->have += (size_t)n;
+	pl->line[pl->have] = '\0';
+	while ((nl = strchr(pl->line, '\n')) != NULL) {
+		*nl = '\0';
+		if (strcmp(pl->line, "autopoll off") == 0) {
+			pl->autopoll = 0;
+			out("rc 0 autopoll off");
+		} else if (strcmp(pl->line, "autopoll on") == 0) {
+			pl->autopoll = 1;
+			out("rc 0 autopoll on");
+		} else if (command(pl->line) != 0) {
+			event_base_loopbreak(pl->base);
+			return;
+		}
+		pl->have -= (size_t)(nl + 1 - pl->line);
+		memmove(pl->line, nl + 1, pl->have + 1);
+	}
+	if (pl->have == sizeof(pl->line) - 1)
+		pl->have = 0;
+}
+
+static void on_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct peer_loop *pl = arg;
+	char err[2048];
+
+	(void)fd;
+	(void)what;
+	if (pl->autopoll && mlog_kafka_poll(ml, 0, err, sizeof(err)) < 0 &&
+	    strcmp(err, pl->lasterr) != 0) {
+		out("event poll-error %s", oneline(err));
+		memcpy(pl->lasterr, err, sizeof(pl->lasterr));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct mlog_opts o;
 	struct mlog_kafka_opts ko;
-	char err[2048], line[4096], lasterr[2048] = "";
-	size_t have = 0;
-	int autopoll = 1;
+	char err[2048];
+	struct peer_loop pl = { .autopoll = 1 };
+	struct timeval tick = { 0, 50000 };
 
 	if (argc < 5) {
 		fprintf(stderr, "usage: mlogk_peer BOOTSTRAP TOPIC INSTANCE "
@@ -250,61 +339,37 @@ int main(int argc, char **argv)
 	ko.min_insync_replicas = 1;
 	ko.timeout_ms = argc > 5 ? atoi(argv[5]) : 10000;
 	ko.follower = strcmp(argv[4], "follower") == 0;
-	if ((ml = mlog_kafka_new(&o, &ko, err, sizeof(err))) == NULL ||
+	if ((pl.base = event_base_new()) == NULL ||
+	    (ml = mlog_kafka_new(&o, &ko, err, sizeof(err))) == NULL ||
 	    (st = mstate_new()) == NULL) {
 		fprintf(stderr, "mlogk_peer: %s\n", err);
 		return 1;
 	}
+	mlog_set_event_base(ml, pl.base);
 	mlog_kafka_set_identity(ml, instance, "member-1", 1);
 	mlog_kafka_set_request_handler(ml, handler, NULL);
 	mlog_kafka_set_role_hook(ml, role_hook, NULL);
+	mlog_kafka_set_rebuild(ml, mstate_rebuild_fresh_cb,
+	    mstate_rebuild_adopt_cb, mstate_rebuild_drop_cb, st);
 	mstate_add_hook(st, state_hook, NULL);
 	if (mstate_open(st, ml, err, sizeof(err)) != 0) {
 		out("open failed %s", oneline(err));
 		return 1;
 	}
 	out("open %s", mlog_kafka_is_writer(ml) ? "writer" : "follower");
-	for (;;) {
-		struct pollfd pf = { 0, POLLIN, 0 };
-		int r = poll(&pf, 1, 50);
-
-		if (r < 0 && errno != EINTR)
-			break;
-		if (r > 0) {
-			ssize_t n = read(0, line + have, sizeof(line) - 1 - have);
-			char *nl;
-
-			if (n <= 0)
-				break;
-			have += (size_t)n;
-			line[have] = '\0';
-			while ((nl = strchr(line, '\n')) != NULL) {
-				*nl = '\0';
-				if (strcmp(line, "autopoll off") == 0) {
-					autopoll = 0;
-					out("rc 0 autopoll off");
-				} else if (strcmp(line, "autopoll on") == 0) {
-					autopoll = 1;
-					out("rc 0 autopoll on");
-				} else if (command(line) != 0) {
-					goto done;
-				}
-				have -= (size_t)(nl + 1 - line);
-				memmove(line, nl + 1, have + 1);
-			}
-			if (have == sizeof(line) - 1)
-				have = 0;
-			continue;
-		}
-		if (autopoll && mlog_kafka_poll(ml, 0, err, sizeof(err)) < 0 &&
-		    strcmp(err, lasterr) != 0) {
-			out("event poll-error %s", oneline(err));
-			memcpy(lasterr, err, sizeof(lasterr));
-		}
+	pl.ev_in = event_new(pl.base, 0, EV_READ | EV_PERSIST, on_stdin, &pl);
+	pl.ev_poll = event_new(pl.base, -1, EV_PERSIST, on_poll, &pl);
+	if (pl.ev_in == NULL || pl.ev_poll == NULL ||
+	    event_add(pl.ev_in, NULL) != 0 || event_add(pl.ev_poll, &tick) != 0) {
+		fprintf(stderr, "mlogk_peer: cannot set up the loop\n");
+		return 1;
 	}
-done:
-	mlog_free(ml);
+	event_base_dispatch(pl.base);
+	event_free(pl.ev_in);
+	event_free(pl.ev_poll);
 	mstate_free(st);
+	mlog_free(ml);
+	event_base_free(pl.base);
 	free(cfgbuf);
 	return 0;
 }

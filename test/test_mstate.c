@@ -1097,6 +1097,87 @@ START_TEST(test_replay_equality)
 }
 END_TEST
 
+/* A copy of the model as a snapshot replay builds it (no log, no hooks). */
+struct copy_sink {
+	struct mlog_sink base;
+	struct mstate *to;
+	char err[512];
+};
+
+static int copy_put(struct mlog_sink *sink, uint16_t type, const void *p,
+    size_t len)
+{
+	struct copy_sink *c = (struct copy_sink *)sink;
+	struct mlog_rec rec = { .type = type, .p = p, .len = (uint32_t)len,
+	    .in_snapshot = 1 };
+
+	return mstate_apply_rec(c->to, &rec, c->err, sizeof(c->err));
+}
+
+static struct mstate *copy_model(void)
+{
+	struct copy_sink c = { .base = { .put = copy_put } };
+
+	c.to = mstate_rebuild_new(F.st);
+	ck_assert_ptr_nonnull(c.to);
+	ck_assert_msg(mstate_dump_records(F.st, &c.base) == 0, "%s", c.err);
+	return c.to;
+}
+
+/* mstate_rebuild_adopt(): a model made equal in place to a newer one (a
+ * follower behind the trimmed log start): the objects in both keep their
+ * addresses, the hooks see each difference, and nothing else fires. */
+START_TEST(test_rebuild_adopt)
+{
+	struct mstate *old, *fresh;
+	struct evlog ev = { "" };
+	struct mpart *kept;
+	struct mirror *east;
+	char err[512], *want, *got;
+
+	build_rich();
+	mk_mirror("gone");
+	old = copy_model();
+	ck_assert_int_eq(mstate_add_hook(old, hook, &ev), 0);
+	east = mstate_mirror_find(old, "east");
+	kept = mirror_topic_find(east, "a1")->parts[0];
+	/* The writer goes on: a mirror deleted, one created with a topic, a
+	 * topic added, a partition's state changed, an anchor. */
+	CODE(mstate_delete_mirror(F.st, "gone", F.msg, sizeof(F.msg)), 0);
+	mk_mirror("north");
+	mk_topic("north", "n1", 2);
+	mk_topic("east", "a3", 1);
+	CODE(mpart_set_state(F.st, part("east", "a1", 0), MPART_STOPPING,
+	    "removed", F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_add_anchor(F.st, part("east", "a1", 1), 60, 70, F.msg,
+	    sizeof(F.msg)), 0);
+	fresh = copy_model();
+	ck_assert_msg(mstate_rebuild_adopt(old, fresh, err, sizeof(err)) == 0,
+	    "%s", err);
+	want = mstate_dump(F.st);
+	got = mstate_dump(old);
+	ck_assert_str_eq(got, want);
+	ck_assert_ptr_eq(mstate_mirror_find(old, "east"), east);
+	ck_assert_ptr_eq(mirror_topic_find(east, "a1")->parts[0], kept);
+	ck_assert_int_eq(kept->state, MPART_STOPPING);
+	ck_assert_ptr_eq(kept->topic->mirror, east);
+	ck_assert_ptr_eq(mirror_topic_find(mstate_mirror_find(old, "north"),
+	    "n1")->parts[1]->topic->mirror, mstate_mirror_find(old, "north"));
+	for (const char *const *w = (const char *const[]){ "deleting:gone;",
+	    "created:north;", "topic:n1;", "topic:a3;",
+	    "east/a1-0:PAUSED>STOPPING(", NULL }; *w != NULL; w++)
+		ck_assert_msg(strstr(ev.text, *w) != NULL, "no '%s' in %s", *w,
+		    ev.text);
+	ck_assert_msg(strstr(ev.text, "created:east;") == NULL &&
+	    strstr(ev.text, "created:west;") == NULL &&
+	    strstr(ev.text, "topic:a1;") == NULL &&
+	    strstr(ev.text, "a1-1:") == NULL, "spurious events: %s", ev.text);
+	free(want);
+	free(got);
+	mstate_free(old);
+}
+END_TEST
+
 /* Topic identity (topic-ident records): a topic starts without ids (as
  * one from a log older than them), ids and the note are set, survive a
  * replay and a snapshot, the note is cleared when the topic is added
@@ -2430,6 +2511,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_transition_table);
 	tcase_add_test(tc, test_data_plane_and_hooks);
 	tcase_add_test(tc, test_replay_equality);
+	tcase_add_test(tc, test_rebuild_adopt);
 	tcase_add_test(tc, test_topic_ident);
 	tcase_add_test(tc, test_part_producer);
 	tcase_add_test(tc, test_automatic_compaction);

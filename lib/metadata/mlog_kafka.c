@@ -94,8 +94,8 @@
  * it finds answered (every REPLY names its request's offset; a snapshot's
  * MLOG_T_SNAPSHOT record, version 2, carries that offset so trimming loses
  * nothing), and hands each request to the request handler.  On accept the
- * handler calls mstate_apply_forwarded() (validate on a copy, append,
- * sync, apply): the first sync made while a request is handled carries
+ * handler calls mstate_apply_forwarded() (validate on a scratch copy of
+ * only the objects the records name, append, sync, apply): the first sync made while a request is handled carries
  * its REPLY in the same batch, so the records and their answer land
  * together or not at all, and a new writer never answers twice.  A
  * refusal, or a request that does not decode (named: version, header,
@@ -113,29 +113,38 @@
  *
  * A follower that falls behind the log start (DeleteRecords after a
  * snapshot removed records it had not read yet) cannot catch up by
- * tailing: its model would have to be rebuilt from the snapshot under the
- * daemon's feet.  That is not done: the log goes broken with "this
- * follower fell behind the log start ... restart it", and a restart
- * replays the newest snapshot.  To make it rare, a writer with a request
- * handler (cluster mode) deletes only the records before its PREVIOUS
- * snapshot, so a follower falls behind only if it read nothing during a
- * whole snapshot interval (storage.snapshot_every_records); a writer
- * alone deletes the records before its newest snapshot, as before.
+ * tailing.  With a rebuild hook (mlog_kafka_set_rebuild(); the daemon and
+ * the test peer install mstate's) it replays the newest snapshot and the
+ * log after it into a fresh model, which mstate_rebuild_adopt() then makes
+ * the live model in place (objects keep their addresses, the hooks see
+ * each difference), and tails on from the log end: no restart.  Without
+ * one the log goes broken ("restart it").  To make it rare, a writer
+ * with a request handler (cluster mode) deletes only the records before
+ * its PREVIOUS snapshot, so a follower falls behind only if it read
+ * nothing during a whole snapshot interval (storage.snapshot_every_records);
+ * a writer alone deletes the records before its newest snapshot, as before.
+ *
+ * Off the loop (mlog_kafka_async.c): mlog_sync_async() (ops->sync_async,
+ * ops->wait) hands a group to the log's I/O thread (the writer's Produce,
+ * the follower's request, completed when the tail reads its REPLY), and a
+ * follower's mlog_kafka_poll() starts the next Fetch there and applies
+ * the records the previous one brought; the loop never waits for them.
  *
  * Known limits:
- *  - Blocking: every mlog_sync() is a Produce round trip on the calling
- *    (loop) thread on a dedicated connection, bounded by
- *    storage.kafka.timeout_ms, as the file backend blocks on fsync; a
- *    follower's sync also waits for the REPLY (same bound), and
- *    mlog_kafka_poll() is one Fetch round trip.  A writer's answer lost
- *    past the timeout leaves the outcome unknown: the log is then broken
- *    (restart re-reads what is really there).
+ *  - Blocking: the synchronous mlog_sync() is a Produce round trip on the
+ *    calling (loop) thread, bounded by storage.kafka.timeout_ms, as the
+ *    file backend blocks on fsync (it first waits for the thread's groups);
+ *    a follower's also waits for the REPLY (same bound).  The writer's
+ *    mlog_kafka_poll() (its tail and the request topic) and the handling of
+ *    each request still run on the loop, as do open, promotion and a
+ *    follower's rebuild (a snapshot read).  A writer's answer lost past the
+ *    timeout leaves the outcome unknown: the log is then broken (restart
+ *    re-reads what is really there).
  *  - A follower's sync applies, in log order, whatever other instances
- *    wrote before its REPLY: mstate hooks fire inside that mlog_sync(),
+ *    wrote before its REPLY: mstate hooks fire inside that mlog_sync()
+ *    (or the completion of an asynchronous group, or the poll),
  *    and a mirror may even be deleted there; callers must not keep model
  *    pointers across a persist on a follower without the DELETING hook.
- *  - mstate_apply_forwarded() validates on a scratch copy of the mirrors
- *    the request names, rebuilt from a dump of the model for each request.
  *  - Trimming: after each snapshot the writer deletes the records before
  *    it (DeleteRecords); retention stays infinite, so the broker itself
  *    never deletes anything.  A trim that fails is retried at the next
@@ -392,9 +401,12 @@ static void see_reply(struct mk *k, const struct krec *r)
 	}
 	if (rep.req_offset + 1 > k->req_next)
 		k->req_next = rep.req_offset + 1;
-	if (!k->waiting || rep.id != k->wait_id || k->instance_id == NULL ||
+	if (k->instance_id == NULL ||
 	    rep.instance_len != strlen(k->instance_id) ||
 	    memcmp(rep.instance_id, k->instance_id, rep.instance_len) != 0)
+		return;
+	mk_async_reply(k, rep.id, rep.error, rep.msg, rep.msg_len);
+	if (!k->waiting || rep.id != k->wait_id)
 		return;
 	k->wait_done = 1;
 	k->wait_error = rep.error;
@@ -708,9 +720,14 @@ static void kafka_discard(struct mlog *ml)
 	k->st.pending = 0;
 }
 
+void mk_discard(struct mk *k)
+{
+	kafka_discard(&k->base);
+}
+
 /* Tells the role hook about a role change noticed earlier (after the
  * log is consistent again). */
-static void fire_role(struct mk *k)
+void mk_fire_role(struct mk *k)
 {
 	char why[sizeof(k->role_why)];
 
@@ -733,10 +750,79 @@ static void become_follower(struct mk *k, const char *why)
 
 void mk_fenced(struct mk *k, const char *why)
 {
+	if (mk_defer_on_thread(k, 1, why))
+		return;         /* applied by the loop thread */
 	if (k->role_fn != NULL && k->writer && !k->is_req)
 		become_follower(k, why);
 	else
 		mk_set_broken(k, why);
+}
+
+/*
+ * Fell behind the log start: replays the newest snapshot and the log
+ * after it into a fresh model (the rebuild hook's), which the hook then
+ * makes the live model, in place, its hooks seeing the differences; the
+ * tail goes on after it, live.  Blocking like the replay at open (a
+ * whole snapshot is read), bounded by storage.kafka.timeout_ms per read.
+ */
+static int rebuild(struct mk *k, char *err, size_t errlen)
+{
+	struct mk_tail *old = k->tail, *rp;
+	int64_t start, end, snap, from = k->next;
+	void *fresh;
+
+	if (mk_list_offset(k, -2, &start, err, errlen) != 0 ||
+	    mk_list_offset(k, -1, &end, err, errlen) != 0 ||
+	    find_snapshot(k, start, end, &snap, err, errlen) != 0)
+		return -1;
+	if (snap < 0 && start > 0) {
+		seterr(err, errlen, "no complete snapshot between the log start "
+		    "%" PRId64 " and the log end %" PRId64, start, end);
+		return -1;
+	}
+	if ((rp = calloc(1, sizeof(*rp))) == NULL ||
+	    (fresh = k->rb_fresh(k->rb_arg)) == NULL) {
+		free(rp);
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	log_warnx("metadata log: topic %s: this follower fell behind the log "
+	    "start (it was at offset %" PRId64 ", the log starts at %" PRId64
+	    "): rebuilding its model from the snapshot at offset %" PRId64,
+	    k->topic, from, start, snap >= 0 ? snap : start);
+	*rp = (struct mk_tail){ .k = k, .apply = old->apply, .arg = fresh,
+	    .snap = snap, .owner_pid = -1 };
+	k->tail = rp;
+	if (replay_range(k, snap >= 0 ? snap : start, end, err, errlen) != 0) {
+		k->tail = old;
+		k->next = from;
+		k->rb_drop(fresh);
+		free(rp);
+		return -1;
+	}
+	/* From here on the tail applies to the live model again. */
+	rp->arg = old->arg;
+	rp->live = 1;
+	free(old);
+	k->rebuilds++;
+	if (k->rb_adopt(k->rb_arg, fresh, err, errlen) != 0)
+		return -1;      /* the live model is whole, the tail goes on */
+	log_info("metadata log: topic %s: model rebuilt from offset %" PRId64
+	    " to %" PRId64 " without a restart", k->topic, snap >= 0 ? snap :
+	    start, end);
+	return 0;
+}
+
+void mlog_kafka_set_rebuild(struct mlog *ml, void *(*fresh)(void *arg),
+    int (*adopt)(void *arg, void *fresh, char *err, size_t errlen),
+    void (*drop)(void *fresh), void *arg)
+{
+	struct mk *k = (struct mk *)ml;
+
+	k->rb_fresh = fresh;
+	k->rb_adopt = adopt;
+	k->rb_drop = drop;
+	k->rb_arg = arg;
 }
 
 /* One Fetch of the log from k->next, applying live.  0, -1 with err. */
@@ -753,24 +839,54 @@ static int tail_once(struct mk *k, int max_wait_ms, char *err,
 	rc = mk_fetch(k, k->next, INT64_MAX, max_wait_ms, replay_cb, k->tail,
 	    &next, &hw, err, errlen);
 	if (rc == -2) {
-		char why[700];
+		char e2[1024];
 
-		/* The writer deleted records this instance had not read yet
-		 * (DeleteRecords after a snapshot).  The model would have to
-		 * be rebuilt from the newest snapshot under the daemon's
-		 * feet: not done; restarting does exactly that. */
-		seterr(why, sizeof(why), "topic %s: this follower fell behind "
-		    "the log start (it was at offset %" PRId64 ", the records "
-		    "before the newest snapshot were deleted): restart it to "
-		    "re-read the newest snapshot; %s", k->topic, k->next, err);
-		mk_set_broken(k, why);
-		seterr(err, errlen, "%s", why);
-		return -1;
+		seterr(e2, sizeof(e2), "%s", err);
+		return mk_behind(k, e2, err, errlen);
 	}
 	if (rc != 0)
 		return -1;
 	k->next = next;
 	return 0;
+}
+
+int mk_behind(struct mk *k, const char *fetch_err, char *err, size_t errlen)
+{
+	char why[1400], e2[768];
+
+	/* The writer deleted records this instance had not read yet
+	 * (DeleteRecords after a snapshot): rebuild the model from the
+	 * newest snapshot, in place (mlog_kafka_set_rebuild()). */
+	if (k->rb_fresh != NULL && rebuild(k, e2, sizeof(e2)) == 0) {
+		if (errlen > 0)
+			err[0] = '\0';
+		return 0;
+	}
+	if (k->rb_fresh == NULL)
+		seterr(e2, sizeof(e2), "no rebuild hook: restart it to re-read "
+		    "the newest snapshot");
+	seterr(why, sizeof(why), "topic %s: this follower fell behind the log "
+	    "start (it was at offset %" PRId64 ", the records before the newest "
+	    "snapshot were deleted: %s) and cannot rebuild its model: %s",
+	    k->topic, k->next, fetch_err, e2);
+	mk_set_broken(k, why);
+	seterr(err, errlen, "%s", why);
+	return -1;
+}
+
+int mk_tail_rec(struct mk *k, const struct krec *r, char *err,
+    size_t errlen)
+{
+	uint64_t before = k->tail->applied;
+	int rc = replay_cb(k->tail, r, err, errlen);
+
+	k->st.records += k->tail->applied - before;
+	return rc;
+}
+
+int mk_tail_once(struct mk *k, int max_wait_ms, char *err, size_t errlen)
+{
+	return tail_once(k, max_wait_ms, err, errlen);
 }
 
 /* The REPLY frame for the request being handled, appended to pend. */
@@ -840,7 +956,7 @@ static int writer_sync(struct mk *k, int16_t error, const char *msg,
 }
 
 /* The request producer (an idempotent one of our own), ready. */
-static int req_ready(struct mk *k, char *err, size_t errlen)
+int mk_req_ready(struct mk *k, char *err, size_t errlen)
 {
 	struct mk *q = k->req;
 
@@ -872,7 +988,7 @@ static int follower_sync(struct mk *k, char *err, size_t errlen)
 	char e2[768] = "";
 	int rc;
 
-	if (req_ready(k, err, errlen) != 0) {
+	if (mk_req_ready(k, err, errlen) != 0) {
 		kafka_discard(&k->base);
 		return -1;
 	}
@@ -940,6 +1056,7 @@ static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
 	struct mk *k = (struct mk *)ml;
 	int rc;
 
+	mk_quiesce(k);          /* the thread's jobs first, in order */
 	if (check_usable(k, err, errlen) != 0) {
 		kafka_discard(ml);
 		return -1;
@@ -950,7 +1067,7 @@ static int kafka_sync(struct mlog *ml, char *err, size_t errlen)
 		rc = 0;
 	else
 		rc = follower_sync(k, err, errlen);
-	fire_role(k);
+	mk_fire_role(k);
 	return rc;
 }
 
@@ -1073,6 +1190,7 @@ static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
 	uint8_t hdr[16], end[SNAPEND_LEN];
 	int rc = -1;
 
+	mk_quiesce(k);
 	if (!k->writer)
 		return 0;       /* a follower's model is the writer's */
 	if (check_usable(k, err, errlen) != 0 || kafka_sync(ml, err, errlen) != 0)
@@ -1122,7 +1240,7 @@ fail:
 	    s.err[0] ? s.err : "the state could not be written out");
 out:
 	kw_fini(&s.buf);
-	fire_role(k);           /* a snapshot may meet the fence too */
+	mk_fire_role(k);           /* a snapshot may meet the fence too */
 	return rc;
 }
 
@@ -1174,11 +1292,12 @@ void mlog_kafka_demote(struct mlog *ml, const char *why)
 {
 	struct mk *k = (struct mk *)ml;
 
+	mk_quiesce(k);
 	if (!k->writer)
 		return;
 	kafka_discard(ml);
 	become_follower(k, why != NULL ? why : "demoted");
-	fire_role(k);
+	mk_fire_role(k);
 }
 
 int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
@@ -1187,6 +1306,8 @@ int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
 	struct mk_tail *rp = k->tail;
 	int64_t claim_off, end, from;
 
+	mk_quiesce(k);
+	rp = k->tail;
 	if (k->writer)
 		return 0;
 	if (!ml->opened || rp == NULL) {
@@ -1232,11 +1353,12 @@ int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
 	}
 	k->writer = 1;
 	ml->applies_on_sync = 0;
+	mk_async_promoted(k);
 	k->role_pending = 1;
 	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
 	    "at offset %" PRId64 " as producer id %" PRId64 " epoch %d",
 	    k->topic, claim_off, k->pid, k->epoch);
-	fire_role(k);
+	mk_fire_role(k);
 	return 0;
 }
 
@@ -1414,7 +1536,7 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
     size_t errlen)
 {
 	struct mk *k = (struct mk *)ml;
-	uint64_t before;
+	uint64_t before, rebuilds;
 	int n = 0, rc = 0;
 
 	if (!ml->opened || k->tail == NULL) {
@@ -1425,12 +1547,25 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
 		seterr(err, errlen, "%s", k->broken_why);
 		return -1;
 	}
+	rebuilds = k->rebuilds;
+	if (!k->writer) {
+		/* The follower's tail: a Fetch on the log's thread, its
+		 * records applied here when it is back. */
+		rc = mk_async_poll(k, &n, err, errlen);
+		return rc != 0 ? -1 : n;
+	}
+	/* The writer's groups on the thread first: its reads below use the
+	 * same connection (this round is skipped while they are out). */
+	mk_async_collect(k);
+	if (mk_async_busy(k))
+		return 0;
 	before = k->tail->applied;
 	/* The writer reads the log too: a newer writer's claim demotes it
 	 * even when it has nothing to write. */
 	if (tail_once(k, k->writer ? 0 : max_wait_ms, err, errlen) != 0)
 		rc = -1;
-	n = (int)(k->tail->applied - before);
+	/* A rebuild replaced the tail: everything it replayed counts. */
+	n = (int)(k->tail->applied - (k->rebuilds == rebuilds ? before : 0));
 	k->st.records += (uint64_t)n;
 	if (rc == 0 && k->writer && k->req_fn != NULL) {
 		int h = handle_requests(k, err, errlen);
@@ -1439,7 +1574,7 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
 		else
 			n += h;
 	}
-	fire_role(k);
+	mk_fire_role(k);
 	return rc != 0 ? -1 : n;
 }
 
@@ -1454,6 +1589,7 @@ static void kafka_free(struct mlog *ml)
 {
 	struct mk *k = (struct mk *)ml;
 
+	mk_async_free(k);
 	mk_drop_conn(k);
 	if (k->req != NULL)
 		kafka_free(&k->req->base);
@@ -1479,6 +1615,8 @@ static const struct mlog_ops kafka_ops = {
 	.compact = kafka_compact,
 	.stats = kafka_stats,
 	.free = kafka_free,
+	.sync_async = mk_sync_async,
+	.wait = mk_wait,
 };
 
 static int parse_bootstrap(struct mk *k, const char *list, char *err,

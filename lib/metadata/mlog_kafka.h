@@ -60,9 +60,10 @@ void mlog_kafka_writer(const struct mlog *ml, int64_t *producer_id,
  * to max_wait_ms for the first) and applies them live, in log order.
  * Writer: reads the log too (a newer writer's claim there demotes it),
  * then handles the pending requests of the request topic.  Returns the
- * number of records applied plus requests handled, or -1 with err (the
- * follower fell behind the log start: see mlog_kafka.c; the log is then
- * broken and the instance must restart).
+ * number of records applied plus requests handled, or -1 with err.  A
+ * follower that fell behind the log start rebuilds its model there
+ * (mlog_kafka_set_rebuild()); without a rebuild hook the log is then
+ * broken and the instance must restart.
  */
 int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
     size_t errlen);
@@ -100,6 +101,21 @@ void mlog_kafka_set_request_handler(struct mlog *ml,
  * the model but must not write through the log. */
 void mlog_kafka_set_role_hook(struct mlog *ml,
     void (*fn)(void *arg, int is_writer, const char *why), void *arg);
+
+/*
+ * A follower that fell behind the log start (the writer deleted records
+ * it had not read) rebuilds its model in place instead of breaking the
+ * log: fresh(arg) returns an empty model, the apply argument the newest
+ * snapshot and the log after it are replayed into (the open's apply
+ * callback, not live); adopt(arg, fresh, err, errlen) makes the live model
+ * equal to it, its hooks seeing the differences, and frees it (0, or -1
+ * with err); drop(fresh) frees one whose replay failed.  The tail then
+ * goes on from the log end, live.  Without these the log goes broken
+ * ("restart it").  mstate provides the three (mstate_rebuild_*_cb()).
+ */
+void mlog_kafka_set_rebuild(struct mlog *ml, void *(*fresh)(void *arg),
+    int (*adopt)(void *arg, void *fresh, char *err, size_t errlen),
+    void (*drop)(void *fresh), void *arg);
 
 /*
  * The request record (value of one record of the request topic, key =

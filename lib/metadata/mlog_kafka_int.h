@@ -15,6 +15,7 @@
 #include "mlog_kafka.h"
 
 struct kblock;
+struct mk_async;
 
 #define MK_BACKOFF_MS 100     /* between retries of one step */
 
@@ -75,6 +76,13 @@ struct mk {
 	void *role_arg;
 	int role_pending;           /* a role change not yet told to role_fn */
 	char role_why[768];
+	/* mlog_kafka_set_rebuild(): a follower behind the log start. */
+	void *(*rb_fresh)(void *arg);
+	int (*rb_adopt)(void *arg, void *fresh, char *err, size_t errlen);
+	void (*rb_drop)(void *fresh);
+	void *rb_arg;
+	uint64_t rebuilds;          /* models rebuilt so far */
+	struct mk_async *async;     /* the I/O thread (mlog_kafka_async.c) */
 };
 
 /* What mk_read_range() hands its callback for each record. */
@@ -125,5 +133,44 @@ int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
  * a refusal of our epoch marks the log broken (fenced). */
 int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
     uint32_t count, int snapshot, int64_t *base, char *err, size_t errlen);
+
+/* ---- shared by mlog_kafka.c and mlog_kafka_async.c --------------------- */
+
+/* mlog_kafka.c */
+void mk_discard(struct mk *k);
+void mk_fire_role(struct mk *k);
+/* Applies one record read by the tail (the fence, REPLYs, live apply). */
+int mk_tail_rec(struct mk *k, const struct krec *r, char *err,
+    size_t errlen);
+int mk_tail_once(struct mk *k, int max_wait_ms, char *err, size_t errlen);
+/* The tail's Fetch was below the log start (fetch_err): rebuild, or the
+ * log goes broken.  0 rebuilt, -1 with err. */
+int mk_behind(struct mk *k, const char *fetch_err, char *err,
+    size_t errlen);
+/* The request producer, ready (connection, producer id). */
+int mk_req_ready(struct mk *k, char *err, size_t errlen);
+
+/* mlog_kafka_async.c: the I/O thread */
+/* On the I/O thread (main log): records the fence / failure in the job,
+ * for the loop thread to apply, and returns 1; elsewhere 0. */
+int mk_defer_on_thread(struct mk *k, int fenced, const char *why);
+int mk_sync_async(struct mlog *ml, mlog_done_fn done, void *arg, char *err,
+    size_t errlen);
+void mk_wait(struct mlog *ml);
+/* Waits until the thread is idle and collects what it finished. */
+void mk_quiesce(struct mk *k);
+/* Collects finished jobs without waiting; 1 if any. */
+int mk_async_collect(struct mk *k);
+/* The writer's poll: 1 to skip this round (a job is out); every tenth
+ * time it waits for the thread instead (mk_quiesce()) and says 0. */
+int mk_async_busy(struct mk *k);
+/* The follower's poll: collects, starts the next Fetch on the thread. */
+int mk_async_poll(struct mk *k, int *applied, char *err, size_t errlen);
+/* A REPLY read by the tail, for the follower group waiting for it. */
+void mk_async_reply(struct mk *k, uint64_t id, int16_t error,
+    const char *msg, size_t msg_len);
+/* A new writer role: earlier failed writes no longer stop new ones. */
+void mk_async_promoted(struct mk *k);
+void mk_async_free(struct mk *k);
 
 #endif

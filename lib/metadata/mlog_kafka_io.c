@@ -34,6 +34,8 @@ void mk_sleep_ms(int ms)
 
 void mk_set_broken(struct mk *k, const char *why)
 {
+	if (mk_defer_on_thread(k, 0, why))
+		return;         /* applied by the loop thread */
 	k->broken = 1;
 	k->st.broken = 1;
 	seterr(k->broken_why, sizeof(k->broken_why), "%s", why);

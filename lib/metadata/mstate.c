@@ -682,11 +682,9 @@ static int put_rec(struct mlog_sink *sink, const struct mrec *r, size_t max)
 	return rc;
 }
 
-int mstate_dump_records(void *arg, struct mlog_sink *sink)
+static int dump_head(const struct mstate *st, struct mlog_sink *sink,
+    size_t max)
 {
-	struct mstate *st = arg;
-	size_t max = st->ml != NULL ? st->ml->opts.max_record :
-	    MLOG_MAX_RECORD_DEFAULT;
 	struct mrec r;
 	int rc = 0;
 
@@ -714,106 +712,253 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink)
 		rc |= put_rec(sink, &r, max);
 		free(mm);
 	}
-	for (size_t i = 0; i < st->nmirrors && rc == 0; i++) {
-		struct mirror *m = st->mirrors[i];
-		struct mrec_config *cfg = calloc(m->nconfigs + 1, sizeof(*cfg));
-		if (cfg == NULL)
-			return -1;
-		for (size_t c = 0; c < m->nconfigs; c++) {
-			cfg[c].name = kstr_c(m->configs[c].name);
-			cfg[c].value = kstr_c(m->configs[c].value);
-		}
-		mstate_rec_init(&r, MREC_MIRROR_CREATE, m->name, NULL);
-		r.configs = cfg;
-		r.nconfigs = (int32_t)m->nconfigs;
-		rc |= put_rec(sink, &r, max);
-		free(cfg);
-		if (m->source_cluster_id != NULL) {
-			mstate_rec_init(&r, MREC_MIRROR_SOURCE, m->name, NULL);
-			r.str = kstr_c(m->source_cluster_id);
-			rc |= put_rec(sink, &r, max);
-		}
-		for (size_t k = 0; k < m->nincludes + m->nexcludes; k++) {
-			int inc = k < m->nincludes;
-			mstate_rec_init(&r, MREC_MIRROR_PATTERN, m->name, NULL);
-			r.kind = inc ? MREC_INCLUDE : MREC_EXCLUDE;
-			r.str = kstr_c(inc ? m->includes[k] :
-			    m->excludes[k - m->nincludes]);
-			rc |= put_rec(sink, &r, max);
-		}
-		for (size_t ti = 0; ti < m->ntopics && rc == 0; ti++) {
-			struct mtopic *t = m->topics[ti];
-			mstate_rec_init(&r, MREC_TOPIC_RESTORE, m->name, t->name);
-			r.count = t->npart;
-			rc |= put_rec(sink, &r, max);
-			for (int k = MTOPIC_IDENT_SOURCE;
-			    k <= MTOPIC_IDENT_DEST_CLUSTER; k++) {
-				const char *v = k == MTOPIC_IDENT_SOURCE ?
-				    t->src_topic_id : k == MTOPIC_IDENT_DEST ?
-				    t->dst_topic_id : k == MTOPIC_IDENT_NOTE ?
-				    t->note : t->dst_cluster_id;
-				if (v == NULL)
-					continue;
-				mstate_rec_init(&r, MREC_TOPIC_IDENT, m->name, t->name);
-				r.kind = (int8_t)k;
-				r.str = kstr_c(v);
-				rc |= put_rec(sink, &r, max);
-			}
-			for (int32_t pi = 0; pi < t->npart && rc == 0; pi++) {
-				struct mpart *p = t->parts[pi];
-				mstate_part_rec(&r, MREC_PART_RESTORE, p);
-				r.state = (int8_t)p->state;
-				r.retry = p->retry_attempt;
-				r.off = p->last_offset;
-				r.epoch = p->last_epoch;
-				r.str = kstr_c(p->error);
-				rc |= put_rec(sink, &r, max);
-				for (size_t e = 0; e < p->nepochs; e++) {
-					mstate_part_rec(&r, MREC_PART_EPOCH, p);
-					r.epoch = p->epochs[e].epoch;
-					r.off = p->epochs[e].start_offset;
-					rc |= put_rec(sink, &r, max);
-				}
-				for (size_t x = 0; x < p->nanchors; x++) {
-					mstate_part_rec(&r, MREC_PART_ANCHOR, p);
-					r.off = p->anchors[x].src;
-					r.off2 = p->anchors[x].dst;
-					rc |= put_rec(sink, &r, max);
-				}
-				for (size_t x = 0; x < p->nproducers; x++) {
-					mstate_part_rec(&r, MREC_PART_PRODUCER, p);
-					r.off = p->producers[x].pid;
-					r.epoch = p->producers[x].epoch;
-					r.off2 = p->producers[x].seq_base;
-					rc |= put_rec(sink, &r, max);
-				}
-				if (p->sending_dst >= 0) {
-					mstate_part_rec(&r, MREC_PART_SENDING, p);
-					r.off = p->sending_dst;
-					rc |= put_rec(sink, &r, max);
-				}
-				if (p->owner != NULL) {
-					mstate_part_rec(&r, MREC_PART_OWNER, p);
-					r.str = kstr_c(p->owner);
-					r.generation = p->owner_generation;
-					rc |= put_rec(sink, &r, max);
-				}
-				if (p->has_failover && p->state == MPART_STOPPED) {
-					mstate_part_rec(&r, MREC_PART_FAILOVER, p);
-					r.off = p->failover.src_hwm;
-					r.off2 = p->failover.lag;
-					r.off3 = p->failover.lag_ms;
-					rc |= put_rec(sink, &r, max);
-				}
-			}
-		}
+	return rc;
+}
+
+/* The mirror's own records (create, source, patterns), not its topics. */
+static int dump_mirror_head(const struct mirror *m, struct mlog_sink *sink,
+    size_t max)
+{
+	struct mrec r;
+	struct mrec_config *cfg = calloc(m->nconfigs + 1, sizeof(*cfg));
+	int rc = 0;
+
+	if (cfg == NULL)
+		return -1;
+	for (size_t c = 0; c < m->nconfigs; c++) {
+		cfg[c].name = kstr_c(m->configs[c].name);
+		cfg[c].value = kstr_c(m->configs[c].value);
 	}
+	mstate_rec_init(&r, MREC_MIRROR_CREATE, m->name, NULL);
+	r.configs = cfg;
+	r.nconfigs = (int32_t)m->nconfigs;
+	rc |= put_rec(sink, &r, max);
+	free(cfg);
+	if (m->source_cluster_id != NULL) {
+		mstate_rec_init(&r, MREC_MIRROR_SOURCE, m->name, NULL);
+		r.str = kstr_c(m->source_cluster_id);
+		rc |= put_rec(sink, &r, max);
+	}
+	for (size_t k = 0; k < m->nincludes + m->nexcludes; k++) {
+		int inc = k < m->nincludes;
+		mstate_rec_init(&r, MREC_MIRROR_PATTERN, m->name, NULL);
+		r.kind = inc ? MREC_INCLUDE : MREC_EXCLUDE;
+		r.str = kstr_c(inc ? m->includes[k] :
+		    m->excludes[k - m->nincludes]);
+		rc |= put_rec(sink, &r, max);
+	}
+	return rc;
+}
+
+/* The topic's own records (restore with its partition count, idents). */
+static int dump_topic_head(const struct mtopic *t, struct mlog_sink *sink,
+    size_t max)
+{
+	const struct mirror *m = t->mirror;
+	struct mrec r;
+	int rc = 0;
+
+	mstate_rec_init(&r, MREC_TOPIC_RESTORE, m->name, t->name);
+	r.count = t->npart;
+	rc |= put_rec(sink, &r, max);
+	for (int k = MTOPIC_IDENT_SOURCE; k <= MTOPIC_IDENT_DEST_CLUSTER; k++) {
+		const char *v = k == MTOPIC_IDENT_SOURCE ? t->src_topic_id :
+		    k == MTOPIC_IDENT_DEST ? t->dst_topic_id :
+		    k == MTOPIC_IDENT_NOTE ? t->note : t->dst_cluster_id;
+		if (v == NULL)
+			continue;
+		mstate_rec_init(&r, MREC_TOPIC_IDENT, m->name, t->name);
+		r.kind = (int8_t)k;
+		r.str = kstr_c(v);
+		rc |= put_rec(sink, &r, max);
+	}
+	return rc;
+}
+
+/* Everything one partition holds. */
+static int dump_part(const struct mpart *p, struct mlog_sink *sink,
+    size_t max)
+{
+	struct mrec r;
+	int rc = 0;
+
+	mstate_part_rec(&r, MREC_PART_RESTORE, p);
+	r.state = (int8_t)p->state;
+	r.retry = p->retry_attempt;
+	r.off = p->last_offset;
+	r.epoch = p->last_epoch;
+	r.str = kstr_c(p->error);
+	rc |= put_rec(sink, &r, max);
+	for (size_t e = 0; e < p->nepochs; e++) {
+		mstate_part_rec(&r, MREC_PART_EPOCH, p);
+		r.epoch = p->epochs[e].epoch;
+		r.off = p->epochs[e].start_offset;
+		rc |= put_rec(sink, &r, max);
+	}
+	for (size_t x = 0; x < p->nanchors; x++) {
+		mstate_part_rec(&r, MREC_PART_ANCHOR, p);
+		r.off = p->anchors[x].src;
+		r.off2 = p->anchors[x].dst;
+		rc |= put_rec(sink, &r, max);
+	}
+	for (size_t x = 0; x < p->nproducers; x++) {
+		mstate_part_rec(&r, MREC_PART_PRODUCER, p);
+		r.off = p->producers[x].pid;
+		r.epoch = p->producers[x].epoch;
+		r.off2 = p->producers[x].seq_base;
+		rc |= put_rec(sink, &r, max);
+	}
+	if (p->sending_dst >= 0) {
+		mstate_part_rec(&r, MREC_PART_SENDING, p);
+		r.off = p->sending_dst;
+		rc |= put_rec(sink, &r, max);
+	}
+	if (p->owner != NULL) {
+		mstate_part_rec(&r, MREC_PART_OWNER, p);
+		r.str = kstr_c(p->owner);
+		r.generation = p->owner_generation;
+		rc |= put_rec(sink, &r, max);
+	}
+	if (p->has_failover && p->state == MPART_STOPPED) {
+		mstate_part_rec(&r, MREC_PART_FAILOVER, p);
+		r.off = p->failover.src_hwm;
+		r.off2 = p->failover.lag;
+		r.off3 = p->failover.lag_ms;
+		rc |= put_rec(sink, &r, max);
+	}
+	return rc;
+}
+
+/* The acl bindings of mirror (NULL: all of them). */
+static int dump_acls(const struct mstate *st, const char *mirror,
+    struct mlog_sink *sink, size_t max)
+{
+	struct mrec r;
+	int rc = 0;
+
 	for (size_t i = 0; i < st->nacls && rc == 0; i++) {
+		if (mirror != NULL && (st->acls[i].mirror == NULL ||
+		    strcmp(st->acls[i].mirror, mirror) != 0))
+			continue;
 		mstate_rec_init(&r, MREC_ACL_BINDING, st->acls[i].mirror, NULL);
 		r.kind = (int8_t)st->acls[i].kind;
 		r.flags = MREC_F_ADD;
 		r.str = kstr_c(st->acls[i].binding);
 		rc |= put_rec(sink, &r, max);
+	}
+	return rc;
+}
+
+static size_t dump_max(const struct mstate *st)
+{
+	return st->ml != NULL ? st->ml->opts.max_record :
+	    MLOG_MAX_RECORD_DEFAULT;
+}
+
+int mstate_dump_records(void *arg, struct mlog_sink *sink)
+{
+	struct mstate *st = arg;
+	size_t max = dump_max(st);
+	int rc = dump_head(st, sink, max);
+
+	for (size_t i = 0; i < st->nmirrors && rc == 0; i++) {
+		struct mirror *m = st->mirrors[i];
+
+		rc |= dump_mirror_head(m, sink, max);
+		for (size_t ti = 0; ti < m->ntopics && rc == 0; ti++) {
+			struct mtopic *t = m->topics[ti];
+
+			rc |= dump_topic_head(t, sink, max);
+			for (int32_t pi = 0; pi < t->npart && rc == 0; pi++)
+				rc |= dump_part(t->parts[pi], sink, max);
+		}
+	}
+	if (rc == 0)
+		rc |= dump_acls(st, NULL, sink, max);
+	return rc != 0 || sink->failed ? -1 : 0;
+}
+
+/* Item j is the first of items[first..j] naming (mirror, topic[, part]). */
+static int scope_first(const struct mstate_scope *sc, size_t first, size_t j,
+    int with_part)
+{
+	for (size_t k = first; k < j; k++)
+		if (strcmp(sc[k].mirror, sc[j].mirror) == 0 &&
+		    sc[k].topic != NULL && strcmp(sc[k].topic, sc[j].topic) == 0 &&
+		    (!with_part || sc[k].part == sc[j].part))
+			return 0;
+	return 1;
+}
+
+int mstate_dump_scoped(const struct mstate *st,
+    const struct mstate_scope *sc, size_t n, struct mlog_sink *sink)
+{
+	size_t max = dump_max(st);
+	int rc = dump_head(st, sink, max);
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct mirror *m;
+		const struct mtopic *t;
+		size_t j;
+		int whole = 0;
+
+		/* Each mirror once, at its first item. */
+		for (j = 0; j < i; j++)
+			if (strcmp(sc[j].mirror, sc[i].mirror) == 0)
+				break;
+		if (j < i)
+			continue;
+		if ((m = mstate_mirror_find(st, sc[i].mirror)) == NULL) {
+			/* Its acl bindings outlive it; for the rest the
+			 * request's own records say why. */
+			rc |= dump_acls(st, sc[i].mirror, sink, max);
+			continue;
+		}
+		for (j = i; j < n; j++)
+			if (strcmp(sc[j].mirror, m->name) == 0 &&
+			    sc[j].topic == NULL)
+				whole = 1;
+		rc |= dump_mirror_head(m, sink, max);
+		for (size_t ti = 0; whole && ti < m->ntopics && rc == 0; ti++) {
+			t = m->topics[ti];
+			rc |= dump_topic_head(t, sink, max);
+			for (int32_t pi = 0; pi < t->npart && rc == 0; pi++)
+				rc |= dump_part(t->parts[pi], sink, max);
+		}
+		/* Otherwise only the topics named, and in each only the
+		 * partitions named unless the whole topic is. */
+		for (j = i; !whole && j < n && rc == 0; j++) {
+			int topic_whole = 0;
+
+			if (strcmp(sc[j].mirror, m->name) != 0 ||
+			    !scope_first(sc, i, j, 0) ||
+			    (t = mirror_topic_find(m, sc[j].topic)) == NULL)
+				continue;
+			for (size_t k = j; k < n; k++)
+				if (strcmp(sc[k].mirror, m->name) == 0 &&
+				    strcmp(sc[k].topic, t->name) == 0 &&
+				    sc[k].part < 0)
+					topic_whole = 1;
+			rc |= dump_topic_head(t, sink, max);
+			for (size_t k = j; k < n && rc == 0; k++) {
+				if (strcmp(sc[k].mirror, m->name) != 0 ||
+				    strcmp(sc[k].topic, t->name) != 0)
+					continue;
+				if (topic_whole) {
+					for (int32_t pi = 0; pi < t->npart &&
+					    rc == 0; pi++)
+						rc |= dump_part(t->parts[pi], sink,
+						    max);
+					break;
+				}
+				if (sc[k].part < t->npart &&
+				    scope_first(sc, i, k, 1))
+					rc |= dump_part(t->parts[sc[k].part],
+					    sink, max);
+			}
+		}
+		if (rc == 0)
+			rc |= dump_acls(st, m->name, sink, max);
 	}
 	return rc != 0 || sink->failed ? -1 : 0;
 }

@@ -261,10 +261,33 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink);
  * of the mirrors they name (all or nothing), then appends and syncs them
  * (the backend puts its REPLY into that sync) and applies them live.
  * Returns a Kafka error code (0 accepted), msg naming the record and why.
- * Cost: the scratch copy is rebuilt per call from a dump of the model.
+ * Cost: the scratch holds only the mirrors, topics and partitions the
+ * records name (mstate_dump_scoped()), so it follows the request, not the
+ * model (`make bench-forward`).
  */
 int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
     size_t n, char *msg, size_t msglen);
+/*
+ * Rebuilding the model from the log without a restart (a follower of the
+ * replicated log that fell behind the log start; mstate_rebuild.c):
+ * mstate_rebuild_new() is an empty model to replay the newest snapshot and
+ * the log after it into (through mstate_apply_rec(), not live: no hooks);
+ * mstate_rebuild_adopt() then makes st equal to it in place and frees it.
+ * Objects in both keep their addresses and take the new content; the
+ * hooks see each difference (a mirror gone: MIRROR_DELETING; new mirrors,
+ * topics, partitions: MIRROR_CREATED, TOPIC_ADDED; SOURCE_ID, PATTERNS,
+ * STATE, OWNER, MEMBERS).  A mirror deleted and created again under the
+ * same name while the follower was behind is deleted and created.  0, or
+ * -1 with err (out of memory; st is then partly adopted but whole).
+ */
+struct mstate *mstate_rebuild_new(const struct mstate *st);
+int mstate_rebuild_adopt(struct mstate *st, struct mstate *fresh, char *err,
+    size_t errlen);
+/* The same with the signatures mlog_kafka_set_rebuild() takes (arg and
+ * fresh are struct mstate *). */
+void *mstate_rebuild_fresh_cb(void *st);
+int mstate_rebuild_adopt_cb(void *st, void *fresh, char *err, size_t errlen);
+void mstate_rebuild_drop_cb(void *fresh);
 /* Generates and persists a cluster id if the model has none (mstate_open()
  * does it, except on a follower whose writer has not written it yet). */
 int mstate_ensure_cluster_id(struct mstate *st, char *err, size_t errlen);

@@ -80,6 +80,8 @@ static int set_state(struct apply *a, struct mpart *p, enum mpart_state to,
 	return 0;
 }
 
+static struct mpart *new_part(struct mtopic *t, int32_t i);
+
 static struct mirror *need_mirror(struct apply *a, const struct mrec *r)
 {
 	struct mirror *m = mstate_find_mirror_k(a->st, r->mirror);
@@ -121,6 +123,9 @@ static struct mpart *need_part(struct apply *a, const struct mrec *r)
 		    t->mirror->name, t->name, (int)r->partition, (int)t->npart);
 		return NULL;
 	}
+	if (t->parts[r->partition] == NULL &&
+	    (t->parts[r->partition] = new_part(t, r->partition)) == NULL)
+		mstate_fmt(a->err, a->errlen, "out of memory");
 	return t->parts[r->partition];
 }
 
@@ -343,7 +348,25 @@ static int apply_mirror_pattern(struct apply *a, const struct mrec *r)
 }
 
 /* Adds partitions t->npart..count-1, in UNKNOWN. */
-static int add_parts(struct mtopic *t, int32_t count)
+static struct mpart *new_part(struct mtopic *t, int32_t i)
+{
+	struct mpart *p = calloc(1, sizeof(*p));
+
+	if (p == NULL)
+		return NULL;
+	p->topic = t;
+	p->index = i;
+	p->state = MPART_UNKNOWN;
+	p->last_offset = -1;
+	p->last_epoch = -1;
+	p->sending_dst = -1;
+	p->owner_generation = -1;
+	return p;
+}
+
+/* Grows t to count partitions.  lazy (a sparse scratch model's restore
+ * only): the new slots stay NULL until need_part() fills one. */
+static int add_parts(struct mtopic *t, int32_t count, int lazy)
 {
 	struct mpart **parts;
 
@@ -353,17 +376,16 @@ static int add_parts(struct mtopic *t, int32_t count)
 	if (parts == NULL)
 		return -1;
 	t->parts = parts;
+	if (lazy) {
+		memset(t->parts + t->npart, 0, (size_t)(count - t->npart) *
+		    sizeof(*parts));
+		t->npart = count;
+		return 0;
+	}
 	for (int32_t i = t->npart; i < count; i++) {
-		struct mpart *p = calloc(1, sizeof(*p));
+		struct mpart *p = new_part(t, i);
 		if (p == NULL)
 			return -1;
-		p->topic = t;
-		p->index = i;
-		p->state = MPART_UNKNOWN;
-		p->last_offset = -1;
-		p->last_epoch = -1;
-		p->sending_dst = -1;
-		p->owner_generation = -1;
 		t->parts[i] = p;
 		t->npart = i + 1;
 	}
@@ -394,7 +416,7 @@ static struct mtopic *new_topic(struct apply *a, struct mirror *m,
 	}
 	t->mirror = m;
 	t->name = mstate_kdup(r->topic, &oom);
-	if (oom || add_parts(t, r->count) != 0) {
+	if (oom || add_parts(t, r->count, a->st->sparse && a->in_snapshot) != 0) {
 		mstate_topic_free(t);
 		mstate_fmt(a->err, a->errlen, "out of memory adding topic %.*s",
 		    (int)r->topic.len, r->topic.p);
@@ -432,7 +454,7 @@ static int apply_topic_add(struct apply *a, const struct mrec *r)
 			return -1;
 	} else {
 		old = t->npart;
-		if (add_parts(t, r->count) != 0)
+		if (add_parts(t, r->count, 0) != 0)
 			FAIL(a, "out of memory growing %s/%s", m->name, t->name);
 	}
 	added = t->npart > old;
@@ -1615,16 +1637,17 @@ void mstate_async_stats(const struct mstate *st,
 
 /* ---- forwarded writes (issue 10) -------------------------------------- */
 
-/* Replays the model's snapshot into a scratch model, keeping only the
- * records of the mirrors a forwarded request names (and the cluster id):
- * every apply rule looks within one mirror. */
+/*
+ * The scratch model a forwarded request is checked on holds only what
+ * its records can reach: every apply rule looks within one mirror, a
+ * partition's records within that partition, a topic's within that
+ * topic.  So the scratch gets the named mirrors' own records, and of
+ * those only the topics and partitions the records name (mstate_dump_
+ * scoped()): the cost follows the request, not the model.
+ */
 struct scratch_sink {
 	struct mlog_sink base;
 	struct mstate *scratch;
-	struct mrec_config *cfg;
-	char **names;
-	size_t nnames;
-	int all;                /* a record without a mirror: copy them all */
 	char err[512];
 };
 
@@ -1632,31 +1655,53 @@ static int scratch_put(struct mlog_sink *sink, uint16_t type, const void *p,
     size_t len)
 {
 	struct scratch_sink *s = (struct scratch_sink *)sink;
-	struct mrec r;
-	size_t i;
 
-	if (!s->all) {
-		if (mrec_decode(type, p, len, &r, s->cfg, MREC_MAX_CONFIGS, s->err,
-		    sizeof(s->err)) != 0)
-			return -1;
-		for (i = 0; i < s->nnames && r.mirror.len >= 0; i++)
-			if (mstate_kcmp(r.mirror, s->names[i]) == 0)
-				break;
-		if (r.mirror.len >= 0 && i == s->nnames)
-			return 0;
-	}
 	return apply_payload(s->scratch, type, p, len, 0, 1, s->err,
 	    sizeof(s->err));
+}
+
+/* What one record reaches: its partition, its topic or its mirror. */
+static int scope_of(const struct mrec *r, struct mstate_scope *out, int *oom)
+{
+	out->mirror = mstate_kdup(r->mirror, oom);
+	out->topic = NULL;
+	out->part = -1;
+	switch ((enum mrec_type)r->type) {
+	case MREC_PART_STATE:
+	case MREC_PART_EPOCH:
+	case MREC_PART_ANCHOR:
+	case MREC_PART_TRIM:
+	case MREC_PART_PRODUCER:
+	case MREC_PART_SENDING:
+	case MREC_PART_FAILOVER:
+	case MREC_PART_OWNER:
+	case MREC_PART_RESTORE:
+		out->part = r->partition;
+		/* FALLTHROUGH */
+	case MREC_TOPIC_STATE:
+	case MREC_TOPIC_IDENT:
+	case MREC_TOPIC_RESTORE:
+		if (r->topic.len >= 0)
+			out->topic = mstate_kdup(r->topic, oom);
+		if (out->topic == NULL)
+			out->part = -1;
+		break;
+	default:
+		break;
+	}
+	return *oom ? -1 : 0;
 }
 
 int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
     size_t n, char *msg, size_t msglen)
 {
 	struct scratch_sink s = { .base = { .put = scratch_put } };
+	struct mstate_scope *sc = NULL;
+	size_t nsc = 0;
 	char err[1024];
 	struct mrec r;
 	size_t i;
-	int rc = KERR_NONE, oom = 0;
+	int rc = KERR_NONE, oom = 0, all = 0;
 
 	if (st->ml == NULL) {
 		mstate_fmt(msg, msglen, "the metadata log is not open");
@@ -1668,14 +1713,15 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 	}
 	mstate_async_drain(st);
 	s.scratch = mstate_new();
-	s.cfg = calloc(MREC_MAX_CONFIGS, sizeof(*s.cfg));
-	s.names = calloc(n + 1, sizeof(*s.names));
-	if (s.scratch == NULL || s.cfg == NULL || s.names == NULL) {
+	if (s.scratch != NULL)
+		s.scratch->sparse = 1;
+	sc = calloc(n + 1, sizeof(*sc));
+	if (s.scratch == NULL || sc == NULL) {
 		mstate_fmt(msg, msglen, "out of memory");
 		rc = KERR_UNKNOWN_SERVER_ERROR;
 		goto out;
 	}
-	/* Which mirrors the records touch (decoding checks them, too). */
+	/* What the records reach (decoding checks them, too). */
 	for (i = 0; i < n; i++) {
 		if (recs[i].type >= MLOG_TYPE_RESERVED ||
 		    mrec_decode(recs[i].type, recs[i].p, recs[i].len, &r,
@@ -1690,21 +1736,17 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 			goto out;
 		}
 		if (r.mirror.len < 0) {
-			s.all = 1;
+			all = 1;        /* no mirror: the whole model */
 			continue;
 		}
-		size_t j;
-		for (j = 0; j < s.nnames; j++)
-			if (mstate_kcmp(r.mirror, s.names[j]) == 0)
-				break;
-		if (j == s.nnames &&
-		    (s.names[s.nnames++] = mstate_kdup(r.mirror, &oom)) == NULL) {
+		if (scope_of(&r, &sc[nsc++], &oom) != 0) {
 			mstate_fmt(msg, msglen, "out of memory");
 			rc = KERR_UNKNOWN_SERVER_ERROR;
 			goto out;
 		}
 	}
-	if (mstate_dump_records(st, &s.base) != 0 || s.base.failed) {
+	if ((all ? mstate_dump_records(st, &s.base) :
+	    mstate_dump_scoped(st, sc, nsc, &s.base)) != 0 || s.base.failed) {
 		mstate_fmt(msg, msglen, "internal error: the writer's model does "
 		    "not copy: %s", s.err);
 		rc = KERR_UNKNOWN_SERVER_ERROR;
@@ -1745,11 +1787,12 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 	}
 	mstate_maybe_compact(st);
 out:
-	if (s.names != NULL)
-		for (i = 0; i < s.nnames; i++)
-			free(s.names[i]);
-	free(s.names);
-	free(s.cfg);
+	if (sc != NULL)
+		for (i = 0; i < nsc; i++) {
+			free((char *)sc[i].mirror);
+			free((char *)sc[i].topic);
+		}
+	free(sc);
 	mstate_free(s.scratch);
 	return rc;
 }

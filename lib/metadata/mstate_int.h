@@ -59,6 +59,10 @@ struct mstate {
 	struct mstate_aop *done_head, *done_tail;
 	struct event *cb_ev;
 	struct mstate_async_stats astats;
+	/* A scratch model of mstate_apply_forwarded(): a restored topic's
+	 * partitions are made only when a record names one (a NULL slot is
+	 * a partition the scratch does not hold). */
+	int sparse;
 };
 
 /* One asynchronous persist: its records (encoded) and its caller. */
@@ -137,6 +141,21 @@ void mstate_batch_clear(struct mstate *st);
 void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,
     const char *topic);
 void mstate_part_rec(struct mrec *r, uint16_t type, const struct mpart *p);
+/* One item of a scoped dump: a whole mirror (topic NULL), a whole topic
+ * (part -1) or one partition. */
+struct mstate_scope {
+	const char *mirror;
+	const char *topic;
+	int32_t part;
+};
+/* Writes to sink the records a scratch model needs to hold exactly the
+ * objects the items name as the model holds them: the cluster id and
+ * members, each named mirror's own records and acl bindings, and of its
+ * topics only those named (each with its partition count; of its
+ * partitions only those named, the others are left empty), so the cost
+ * follows the items, not the model.  0 or -1. */
+int mstate_dump_scoped(const struct mstate *st,
+    const struct mstate_scope *sc, size_t n, struct mlog_sink *sink);
 /* Applies an acl-binding record (mstate_ops.c). */
 int mstate_acl_apply(struct mstate *st, struct kstr mirror, int kind,
     struct kstr binding, int add, char *err, size_t errlen);

@@ -1,0 +1,752 @@
+/*
+ * mlog_kafka_async.c: the replicated metadata log off the loop thread
+ * (issue 10): ops->sync_async and ops->wait for the writer and the
+ * follower, and the follower's tail, with their network I/O on one thread
+ * of the log's own.
+ *
+ * The I/O thread runs jobs in order, each with the blocking client
+ * (lib/client/kblock) exactly as the synchronous paths do:
+ *   PRODUCE  the writer's group: one batch, acks=all (mk_produce_frames);
+ *   REQUEST  a follower's group: one record to the request topic;
+ *   FETCH    the follower's tail: one Fetch from the offset after the last
+ *            record read, the records copied out of the response;
+ *   EMPTY    a group with nothing to write (completes in order).
+ * Finished jobs go back to the loop thread (a pipe read by an event of the
+ * log's event base; without one, mlog_kafka_poll() and ops->wait collect
+ * them), which does everything else: applies fetched records through the
+ * open's apply callback (live, in log order), runs the groups' done in
+ * order (mlog_group_done()), and takes the fence or a broken log into
+ * account.  A follower's group completes when the tail reads the writer's
+ * REPLY to its request (or fails with "outcome unknown" past
+ * storage.kafka.timeout_ms, the log staying usable, as mlog_sync() does).
+ *
+ * Ownership: while a job is queued or running, the loop thread does not
+ * touch the connections, the producer state (pid, epoch, sequence) or the
+ * read position; every blocking path (mlog_sync(), mlog_compact(),
+ * promote, demote, the writer's poll, free) first waits for the thread to
+ * be idle (mk_quiesce()).  A fence or failure met on the thread is only
+ * recorded in the job and applied on the loop thread.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "compat.h"
+#include "kerr.h"
+#include "log.h"
+#include "mlog_kafka_int.h"
+
+enum { JOB_PRODUCE, JOB_REQUEST, JOB_FETCH, JOB_EMPTY };
+
+/* Waits this long on the broker for the REPLY of a request (the thread's
+ * Fetch; the loop is not waiting). */
+#define REPLY_FETCH_WAIT_MS 100
+
+struct mk_job {
+	struct mk_job *next;
+	int kind;
+	/* PRODUCE, REQUEST: the group */
+	uint8_t *buf;
+	size_t len;
+	uint32_t count;
+	mlog_done_fn done;
+	void *arg;
+	uint64_t req_id;
+	int32_t generation;      /* REQUEST: the identity when it was made */
+	char *member_id, *instance_id;
+	int64_t deadline;
+	int replied;
+	int16_t reply_error;
+	char *reply_msg;
+	/* FETCH */
+	int64_t from;
+	int max_wait_ms;
+	struct kw recs;          /* copied records: struct copied + payload */
+	int64_t fnext, hw;
+	/* results */
+	int rc;                  /* 0, -1, -2 (FETCH below the log start) */
+	int64_t base;
+	int64_t us;
+	int fenced, broken;
+	char why[768];
+	char err[1024];
+};
+
+/* A record copied out of a Fetch response. */
+struct copied {
+	int64_t offset, ts, pid;
+	int16_t epoch;
+	int snapshot;
+	uint16_t type;
+	uint32_t len;
+};
+
+struct mk_async {
+	pthread_t tid;
+	int started, stop;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct mk_job *todo_head, *todo_tail;
+	struct mk_job *done_head, *done_tail;
+	int running;             /* a job taken off todo, not yet in done */
+	size_t queued;           /* jobs not yet collected by the loop */
+	int fd[2];
+	struct event *ev;
+	/* Follower groups whose request is sent, waiting for the REPLY. */
+	struct mk_job *wait_head, *wait_tail;
+	int fetching;            /* a FETCH is queued or running */
+	char tail_err[1024];     /* the last FETCH's failure, "" none */
+	char failed[1024];       /* thread only: a PRODUCE failed, why */
+	int skipped_polls;       /* the writer's polls skipped while busy */
+};
+
+static __thread struct mk_job *on_thread;
+
+int mk_defer_on_thread(struct mk *k, int fenced, const char *why)
+{
+	struct mk_job *j = on_thread;
+
+	if (j == NULL || k->is_req)
+		return 0;
+	if (!j->fenced && !j->broken) {
+		j->fenced = fenced;
+		j->broken = !fenced;
+		seterr(j->why, sizeof(j->why), "%s", why);
+	}
+	return 1;
+}
+
+static void job_free(struct mk_job *j)
+{
+	if (j == NULL)
+		return;
+	free(j->buf);
+	free(j->reply_msg);
+	free(j->member_id);
+	free(j->instance_id);
+	if (j->kind == JOB_FETCH)
+		kw_fini(&j->recs);
+	free(j);
+}
+
+/* ---- the I/O thread ----------------------------------------------------- */
+
+static int copy_rec(void *arg, const struct krec *r, char *err,
+    size_t errlen)
+{
+	struct mk_job *j = arg;
+	struct copied c = { .offset = r->offset, .ts = r->ts, .pid = r->pid,
+	    .epoch = r->epoch, .snapshot = r->snapshot, .type = r->type,
+	    .len = r->len };
+
+	kw_raw(&j->recs, &c, sizeof(c));
+	if (r->len > 0)
+		kw_raw(&j->recs, r->p, r->len);
+	if (j->recs.err) {
+		seterr(err, errlen, "out of memory copying fetched records");
+		return -1;
+	}
+	return 0;
+}
+
+static void run_job(struct mk *k, struct mk_job *j)
+{
+	int64_t t0 = clock_mono_ms();
+	uint8_t *v;
+	size_t vlen;
+
+	on_thread = j;
+	switch (j->kind) {
+	case JOB_PRODUCE:
+		/* After a failed group nothing more is written: its outcome
+		 * may be unknown, and the next sequence would make the
+		 * broker take a resend of different records for it. */
+		if (k->async->failed[0] != '\0') {
+			seterr(j->err, sizeof(j->err), "an earlier write failed: "
+			    "%s", k->async->failed);
+			j->rc = -1;
+			break;
+		}
+		j->rc = mk_produce_frames(k, j->buf, j->len, j->count, 0,
+		    &j->base, j->err, sizeof(j->err));
+		if (j->rc != 0)
+			seterr(k->async->failed, sizeof(k->async->failed), "%s",
+			    j->err);
+		break;
+	case JOB_REQUEST:
+		j->rc = -1;
+		if (mk_req_ready(k, j->err, sizeof(j->err)) != 0)
+			break;
+		v = mlog_kafka_encode_request(j->req_id, j->generation,
+		    j->member_id, j->instance_id, j->buf, j->len, &vlen, j->err,
+		    sizeof(j->err));
+		if (v == NULL)
+			break;
+		j->rc = mk_produce_value(k->req, j->instance_id, v, vlen,
+		    &j->base, j->err, sizeof(j->err));
+		free(v);
+		if (j->rc != 0 && k->req->broken) {
+			char e2[1024];
+
+			seterr(e2, sizeof(e2), "%s", j->err);
+			seterr(j->err, sizeof(j->err), "outcome unknown: request %"
+			    PRIu64 " to the writer of topic %s: %s; the change is "
+			    "applied here if the writer accepted it", j->req_id,
+			    k->topic, e2);
+			j->rc = -3;
+		}
+		break;
+	case JOB_FETCH:
+		j->rc = mk_fetch(k, j->from, INT64_MAX, j->max_wait_ms, copy_rec,
+		    j, &j->fnext, &j->hw, j->err, sizeof(j->err));
+		break;
+	case JOB_EMPTY:
+		j->rc = 0;
+		break;
+	}
+	on_thread = NULL;
+	j->us = (clock_mono_ms() - t0) * 1000;
+}
+
+static void *thread_main(void *arg)
+{
+	struct mk *k = arg;
+	struct mk_async *a = k->async;
+
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		struct mk_job *j;
+		char one = 1;
+
+		while (a->todo_head == NULL && !a->stop)
+			pthread_cond_wait(&a->cv, &a->mu);
+		if (a->stop)
+			break;
+		j = a->todo_head;
+		a->todo_head = j->next;
+		if (a->todo_head == NULL)
+			a->todo_tail = NULL;
+		j->next = NULL;
+		a->running = 1;
+		pthread_mutex_unlock(&a->mu);
+		run_job(k, j);
+		pthread_mutex_lock(&a->mu);
+		a->running = 0;
+		if (a->done_tail != NULL)
+			a->done_tail->next = j;
+		else
+			a->done_head = j;
+		a->done_tail = j;
+		pthread_cond_broadcast(&a->cv);
+		if (write(a->fd[1], &one, 1) < 0 && errno != EAGAIN)
+			log_warnx("metadata log: topic %s: cannot wake the loop: "
+			    "%s", k->topic, strerror(errno));
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg);
+
+static int async_start(struct mk *k, char *err, size_t errlen)
+{
+	struct mk_async *a = k->async;
+
+	if (a != NULL && a->started)
+		return 0;
+	if (a == NULL && (a = k->async = calloc(1, sizeof(*a))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	a->fd[0] = a->fd[1] = -1;
+	if (pipe(a->fd) != 0) {
+		seterr(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		(void)fcntl(a->fd[i], F_SETFL, fcntl(a->fd[i], F_GETFL) |
+		    O_NONBLOCK);
+		(void)fcntl(a->fd[i], F_SETFD, FD_CLOEXEC);
+	}
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	if (k->base.base != NULL) {
+		a->ev = event_new(k->base.base, a->fd[0], EV_READ | EV_PERSIST,
+		    on_wake, k);
+		if (a->ev == NULL || event_add(a->ev, NULL) != 0) {
+			seterr(err, errlen, "cannot watch the metadata log's "
+			    "thread");
+			return -1;
+		}
+	}
+	if (pthread_create(&a->tid, NULL, thread_main, k) != 0) {
+		seterr(err, errlen, "cannot start the metadata log's thread");
+		return -1;
+	}
+	a->started = 1;
+	return 0;
+}
+
+static void push(struct mk *k, struct mk_job *j)
+{
+	struct mk_async *a = k->async;
+
+	pthread_mutex_lock(&a->mu);
+	if (a->todo_tail != NULL)
+		a->todo_tail->next = j;
+	else
+		a->todo_head = j;
+	a->todo_tail = j;
+	a->queued++;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- back on the loop thread -------------------------------------------- */
+
+/* Completes the follower groups at the head whose answer is known. */
+static void finish_waits(struct mk *k)
+{
+	struct mk_async *a = k->async;
+	int64_t now = clock_mono_ms();
+
+	while (a->wait_head != NULL) {
+		struct mk_job *j = a->wait_head;
+		char e[1400];
+
+		if (!j->replied && now < j->deadline && !k->broken)
+			break;
+		a->wait_head = j->next;
+		if (a->wait_head == NULL)
+			a->wait_tail = NULL;
+		if (j->replied && j->reply_error == 0) {
+			k->st.last_fsync_us = (now - (j->deadline -
+			    k->timeout_ms)) * 1000;
+			k->st.syncs++;
+			mlog_group_done(&k->base, j->done, j->arg, 0, 0, "");
+		} else if (j->replied) {
+			mlog_group_done(&k->base, j->done, j->arg, -1,
+			    j->reply_error, j->reply_msg != NULL &&
+			    j->reply_msg[0] != '\0' ? j->reply_msg :
+			    kerr_name(j->reply_error));
+		} else {
+			seterr(e, sizeof(e), "outcome unknown: no reply from the "
+			    "writer of topic %s to request %" PRIu64 " (request "
+			    "topic %s offset %" PRId64 ") within storage.kafka."
+			    "timeout_ms (%d ms)%s%s; the change is applied here "
+			    "if the writer accepts it later", k->topic, j->req_id,
+			    k->req->topic, j->base, k->timeout_ms,
+			    k->broken ? ": " : "", k->broken ? k->broken_why : "");
+			mlog_group_done(&k->base, j->done, j->arg, -1,
+			    KERR_REQUEST_TIMED_OUT, e);
+		}
+		job_free(j);
+	}
+}
+
+/* The REPLY of a request: its group's answer (the tail reads it). */
+void mk_async_reply(struct mk *k, uint64_t id, int16_t error,
+    const char *msg, size_t msg_len)
+{
+	struct mk_async *a = k->async;
+
+	if (a == NULL)
+		return;
+	for (struct mk_job *j = a->wait_head; j != NULL; j = j->next) {
+		if (j->req_id != id || j->replied)
+			continue;
+		j->replied = 1;
+		j->reply_error = error;
+		if ((j->reply_msg = malloc(msg_len + 1)) != NULL) {
+			memcpy(j->reply_msg, msg, msg_len);
+			j->reply_msg[msg_len] = '\0';
+		}
+		return;
+	}
+}
+
+/* Applies a FETCH's records, in order, as tail_once() does. */
+static int apply_fetch(struct mk *k, struct mk_job *j, char *err,
+    size_t errlen)
+{
+	size_t o = 0;
+
+	while (o + sizeof(struct copied) <= j->recs.len) {
+		struct copied c;
+		struct krec r;
+
+		memcpy(&c, j->recs.buf + o, sizeof(c));
+		o += sizeof(c);
+		r = (struct krec){ .offset = c.offset, .ts = c.ts, .pid = c.pid,
+		    .epoch = c.epoch, .snapshot = c.snapshot, .type = c.type,
+		    .p = j->recs.buf + o, .len = c.len };
+		o += c.len;
+		if (mk_tail_rec(k, &r, err, errlen) != 0) {
+			k->next = c.offset;
+			return -1;
+		}
+		k->next = c.offset + 1;
+	}
+	if (j->fnext > k->next)
+		k->next = j->fnext;
+	return 0;
+}
+
+static void complete(struct mk *k, struct mk_job *j)
+{
+	struct mk_async *a = k->async;
+	char err[1024];
+
+	if (j->fenced)
+		mk_fenced(k, j->why);
+	else if (j->broken)
+		mk_set_broken(k, j->why);
+	switch (j->kind) {
+	case JOB_PRODUCE:
+		if (j->rc == 0) {
+			k->st.last_fsync_us = j->us;
+			k->st.syncs++;
+			k->st.records += j->count;
+			k->st.records_since_snapshot += j->count;
+			k->st.bytes_since_snapshot += j->len;
+			k->st.bytes += j->len;
+			mlog_group_done(&k->base, j->done, j->arg, 0, 0, "");
+		} else {
+			/* A failed group fails the log (and so every later
+			 * group): as after a failed mlog_sync(). */
+			if (!k->broken && k->writer)
+				mk_set_broken(k, j->err);
+			mlog_group_done(&k->base, j->done, j->arg, -1, 0, j->err);
+		}
+		job_free(j);
+		break;
+	case JOB_REQUEST:
+		if (j->rc != 0) {
+			mlog_group_done(&k->base, j->done, j->arg, -1,
+			    j->rc == -3 ? KERR_REQUEST_TIMED_OUT : 0, j->err);
+			job_free(j);
+			break;
+		}
+		/* Sent: its answer comes by the tail. */
+		j->deadline = clock_mono_ms() + k->timeout_ms;
+		j->next = NULL;
+		if (a->wait_tail != NULL)
+			a->wait_tail->next = j;
+		else
+			a->wait_head = j;
+		a->wait_tail = j;
+		break;
+	case JOB_FETCH:
+		a->fetching = 0;
+		a->tail_err[0] = '\0';
+		if (j->rc == -2) {
+			if (mk_behind(k, j->err, err, sizeof(err)) != 0)
+				seterr(a->tail_err, sizeof(a->tail_err), "%s", err);
+		} else if (j->rc != 0) {
+			seterr(a->tail_err, sizeof(a->tail_err), "topic %s: reading "
+			    "at offset %" PRId64 ": %s", k->topic, j->from, j->err);
+		} else if (apply_fetch(k, j, err, sizeof(err)) != 0) {
+			seterr(a->tail_err, sizeof(a->tail_err), "%s", err);
+		}
+		job_free(j);
+		break;
+	case JOB_EMPTY:
+		if (j->req_id == 0) {
+			mlog_group_done(&k->base, j->done, j->arg, 0, 0, "");
+			job_free(j);
+			break;
+		}
+		/* A follower's: after the groups waiting for their REPLY. */
+		j->replied = 1;
+		j->deadline = clock_mono_ms() + k->timeout_ms;
+		j->next = NULL;
+		if (a->wait_tail != NULL)
+			a->wait_tail->next = j;
+		else
+			a->wait_head = j;
+		a->wait_tail = j;
+		break;
+	}
+}
+
+static void start_fetch(struct mk *k, int max_wait_ms)
+{
+	struct mk_async *a = k->async;
+	struct mk_job *j;
+
+	if (a->fetching || k->broken || k->tail == NULL)
+		return;
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return;
+	j->kind = JOB_FETCH;
+	j->from = k->next;
+	j->max_wait_ms = max_wait_ms;
+	kw_init(&j->recs, (size_t)64 << 20);
+	a->fetching = 1;
+	push(k, j);
+}
+
+/* Completes the finished jobs one at a time, oldest first: a done
+ * callback may come back into the log (even into a blocking path that
+ * collects), and the next one taken is still the oldest. */
+static int drain_done(struct mk *k)
+{
+	struct mk_async *a = k->async;
+	int any = 0;
+
+	for (;;) {
+		struct mk_job *j;
+
+		pthread_mutex_lock(&a->mu);
+		if ((j = a->done_head) != NULL) {
+			a->done_head = j->next;
+			if (a->done_head == NULL)
+				a->done_tail = NULL;
+			a->queued--;
+		}
+		pthread_mutex_unlock(&a->mu);
+		if (j == NULL)
+			break;
+		j->next = NULL;
+		complete(k, j);
+		any = 1;
+	}
+	finish_waits(k);
+	return any;
+}
+
+/* Collects finished jobs (without waiting); 1 if any was. */
+int mk_async_collect(struct mk *k)
+{
+	struct mk_async *a = k->async;
+	char buf[64];
+	int any;
+
+	if (a == NULL || !a->started)
+		return 0;
+	while (read(a->fd[0], buf, sizeof(buf)) > 0)
+		;
+	any = drain_done(k);
+	/* A follower waiting for REPLYs keeps reading (on the thread). */
+	if (a->wait_head != NULL)
+		start_fetch(k, REPLY_FETCH_WAIT_MS);
+	mk_fire_role(k);
+	return any;
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	mk_async_collect(arg);
+}
+
+int mk_async_busy(struct mk *k)
+{
+	struct mk_async *a = k->async;
+
+	if (a == NULL || (a->queued == 0 && a->wait_head == NULL)) {
+		if (a != NULL)
+			a->skipped_polls = 0;
+		return 0;
+	}
+	/* Not forever: a writer always writing would never read the
+	 * requests; every tenth poll waits for the thread instead. */
+	if (++a->skipped_polls < 10)
+		return 1;
+	a->skipped_polls = 0;
+	mk_quiesce(k);
+	return 0;
+}
+
+/* Blocks until the thread has nothing queued or running, then completes
+ * what it finished (starting no new job). */
+void mk_quiesce(struct mk *k)
+{
+	struct mk_async *a = k->async;
+
+	if (a == NULL || !a->started)
+		return;
+	/* A done callback may start the next group: until nothing is out. */
+	for (;;) {
+		int idle;
+
+		pthread_mutex_lock(&a->mu);
+		while (a->todo_head != NULL || a->running)
+			pthread_cond_wait(&a->cv, &a->mu);
+		idle = a->done_head == NULL;
+		pthread_mutex_unlock(&a->mu);
+		if (!idle) {
+			(void)drain_done(k);
+			continue;
+		}
+		finish_waits(k);        /* its callbacks may start more */
+		pthread_mutex_lock(&a->mu);
+		idle = a->todo_head == NULL && !a->running &&
+		    a->done_head == NULL;
+		pthread_mutex_unlock(&a->mu);
+		if (idle)
+			break;
+	}
+	mk_fire_role(k);
+}
+
+/* ---- the mlog ops ------------------------------------------------------- */
+
+int mk_sync_async(struct mlog *ml, mlog_done_fn done, void *arg, char *err,
+    size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	struct mk_job *j;
+
+	if (k->broken) {
+		seterr(err, errlen, "metadata log is read-only after an earlier "
+		    "failure: %s", k->broken_why);
+		mk_discard(k);
+		return -1;
+	}
+	if (async_start(k, err, errlen) != 0) {
+		mk_discard(k);
+		return -1;
+	}
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		mk_discard(k);
+		return -1;
+	}
+	j->done = done;
+	j->arg = arg;
+	j->count = k->npend;
+	j->len = k->pend.len;
+	if (j->len > 0 && (j->buf = malloc(j->len)) == NULL) {
+		free(j);
+		seterr(err, errlen, "out of memory");
+		mk_discard(k);
+		return -1;
+	}
+	if (j->len > 0)
+		memcpy(j->buf, k->pend.buf, j->len);
+	mk_discard(k);
+	if (k->writer) {
+		j->kind = j->count > 0 ? JOB_PRODUCE : JOB_EMPTY;
+	} else if (j->count > 0) {
+		j->kind = JOB_REQUEST;
+		j->req_id = ++k->req_seq;
+		j->generation = k->generation;
+		j->member_id = strdup(k->member_id != NULL ? k->member_id : "");
+		j->instance_id = strdup(k->instance_id != NULL ?
+		    k->instance_id : "");
+		if (j->member_id == NULL || j->instance_id == NULL) {
+			job_free(j);
+			seterr(err, errlen, "out of memory");
+			return -1;
+		}
+	} else {
+		/* Nothing to forward: an empty group, complete in order
+		 * after the requests before it. */
+		j->kind = JOB_EMPTY;
+		j->req_id = ++k->req_seq;
+	}
+	push(k, j);
+	return 0;
+}
+
+void mk_wait(struct mlog *ml)
+{
+	struct mk *k = (struct mk *)ml;
+	struct mk_async *a = k->async;
+
+	if (a == NULL || !a->started)
+		return;
+	mk_quiesce(k);
+	/* Follower groups still waiting for their REPLY: read the log here
+	 * (blocking, as mlog_sync() does) until each is answered or late. */
+	while (a->wait_head != NULL) {
+		char e[1024];
+		int64_t left = a->wait_head->deadline - clock_mono_ms();
+
+		mk_quiesce(k);          /* callbacks may have started more */
+		if (a->wait_head == NULL)
+			break;
+		left = a->wait_head->deadline - clock_mono_ms();
+		if (left > 0 && !k->broken &&
+		    mk_tail_once(k, (int)MIN(left, 500), e, sizeof(e)) != 0 &&
+		    !k->broken)
+			mk_sleep_ms((int)MIN(MK_BACKOFF_MS, MAX(1, left)));
+		finish_waits(k);
+	}
+	mk_fire_role(k);
+}
+
+int mk_async_poll(struct mk *k, int *applied, char *err, size_t errlen)
+{
+	uint64_t before = k->st.records;
+
+	*applied = 0;
+	if (async_start(k, err, errlen) != 0)
+		return -1;
+	mk_async_collect(k);
+	start_fetch(k, 0);
+	*applied = (int)(k->st.records - before);
+	if (k->async->tail_err[0] != '\0') {
+		seterr(err, errlen, "%s", k->async->tail_err);
+		return -1;
+	}
+	return 0;
+}
+
+void mk_async_promoted(struct mk *k)
+{
+	/* Called with the thread idle (after mk_quiesce()). */
+	if (k->async != NULL)
+		k->async->failed[0] = '\0';
+}
+
+void mk_async_free(struct mk *k)
+{
+	struct mk_async *a = k->async;
+
+	if (a == NULL)
+		return;
+	if (a->started) {
+		pthread_mutex_lock(&a->mu);
+		a->stop = 1;
+		pthread_cond_broadcast(&a->cv);
+		pthread_mutex_unlock(&a->mu);
+		pthread_join(a->tid, NULL);
+		/* Groups in flight end without their done (mlog.h). */
+		while (a->todo_head != NULL) {
+			struct mk_job *j = a->todo_head;
+			a->todo_head = j->next;
+			job_free(j);
+		}
+		while (a->done_head != NULL) {
+			struct mk_job *j = a->done_head;
+			a->done_head = j->next;
+			job_free(j);
+		}
+		while (a->wait_head != NULL) {
+			struct mk_job *j = a->wait_head;
+			a->wait_head = j->next;
+			job_free(j);
+		}
+		pthread_mutex_destroy(&a->mu);
+		pthread_cond_destroy(&a->cv);
+	}
+	if (a->ev != NULL)
+		event_free(a->ev);
+	if (a->fd[0] >= 0)
+		close(a->fd[0]);
+	if (a->fd[1] >= 0)
+		close(a->fd[1]);
+	free(a);
+	k->async = NULL;
+}
