@@ -417,13 +417,18 @@ int pw_produce_encode(struct kw *w, int16_t version, int16_t acks,
 	struct kp_produce_request_partition_produce_data *p;
 	void *pv;
 	int32_t ng = count_groups(tps, n);
+	size_t total = 64;
 	int rc;
 
-	for (size_t k = 0; k < n; k++)
+	for (size_t k = 0; k < n; k++) {
 		if (tps[k].records_len > INT32_MAX) {
 			kw_fail(w, "a batch larger than 2 GiB");
 			return -1;
 		}
+		/* the batch, the partition's fields, a topic's name and id */
+		total += tps[k].records_len + 32 + strlen(tps[k].topic) + 16;
+	}
+	kw_expect(w, total);
 	t = request_arrays(w, (size_t)ng, sizeof(*t), n, sizeof(*p), &pv);
 	if (t == NULL)
 		return -1;

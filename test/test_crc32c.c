@@ -63,6 +63,46 @@ static uint32_t rnd(void)
 }
 
 /*
+ * The hardware CRC runs long buffers in three lanes joined by linearity
+ * (crc32c.c, CRC_LANES_MIN): every length around the point where the
+ * lanes start, lengths that leave 0..23 bytes after the lanes, random
+ * lengths up to 1 MiB at random misalignments, and a chained start value,
+ * all equal to the table-driven CRC.
+ */
+START_TEST(test_hw_lanes_agree)
+{
+	enum { N = (1 << 20) + 64 };
+	uint8_t *buf = malloc(N);
+
+	ck_assert_ptr_nonnull(buf);
+	for (int i = 0; i < N; i++)
+		buf[i] = (uint8_t)rnd();
+	for (size_t len = 700; len < 1100; len++)
+		for (size_t off = 0; off < 8; off += 3)
+			ck_assert_uint_eq(crc32c(0, buf + off, len),
+			    crc32c_sw(0, buf + off, len));
+	for (size_t k = 0; k < 24; k++) {
+		size_t len = 24 * 4096 + k;
+
+		ck_assert_uint_eq(crc32c(0, buf + 1, len), crc32c_sw(0, buf + 1, len));
+		ck_assert_uint_eq(crc32c(0xdeadbeefu, buf, len),
+		    crc32c_sw(0xdeadbeefu, buf, len));
+	}
+	for (int i = 0; i < 200; i++) {
+		size_t off = rnd() % 64, len = rnd() % (N - 64);
+		uint32_t start = rnd();
+
+		ck_assert_uint_eq(crc32c(start, buf + off, len),
+		    crc32c_sw(start, buf + off, len));
+	}
+	/* A pattern with long runs: 1 MiB of 0xff. */
+	memset(buf, 0xff, N);
+	ck_assert_uint_eq(crc32c(0, buf, 1 << 20), crc32c_sw(0, buf, 1 << 20));
+	free(buf);
+}
+END_TEST
+
+/*
  * Replacing bytes anywhere in a buffer of any length: the fixed-up CRC
  * equals the full recompute (both implementations), for windows at the
  * start, the middle and the very end (a 0-byte tail), buffers from 1 byte
@@ -160,6 +200,7 @@ static Suite *crc_suite(void)
 	tcase_add_test(tc, test_hw_sw_agree_and_incremental);
 	tcase_add_test(tc, test_fixup_equals_recompute);
 	tcase_add_test(tc, test_zeros_equals_feeding_zeros);
+	tcase_add_test(tc, test_hw_lanes_agree);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	return s;

@@ -583,6 +583,49 @@ START_TEST(test_writer_cap_and_slots)
 }
 END_TEST
 
+/* kw_expect(): one allocation for what follows, the bytes and the cap
+ * untouched, no effect once in error. */
+START_TEST(test_writer_expect)
+{
+	struct kw w;
+	uint8_t big[3000];
+	size_t len;
+	uint8_t *out;
+
+	memset(big, 0xab, sizeof(big));
+	kw_init(&w, 4000);
+	kw_i32(&w, 7);
+	kw_expect(&w, 3000);
+	ck_assert_uint_ge(w.cap, 3004);
+	ck_assert_uint_eq(w.len, 4);
+	{
+		uint8_t *before = w.buf;
+
+		kw_raw(&w, big, sizeof(big));
+		ck_assert_ptr_eq(w.buf, before); /* no growth after the hint */
+	}
+	kw_expect(&w, 1u << 30);           /* clamped to the cap */
+	ck_assert_uint_eq(w.cap, 4000);
+	ck_assert_int_eq(w.err, 0);
+	kw_raw(&w, big, 1000);               /* past the cap: the usual error */
+	ck_assert_int_ne(w.err, 0);
+	kw_expect(&w, 10);
+	out = kw_take(&w, &len);
+	ck_assert_ptr_null(out);
+	kw_fini(&w);
+
+	kw_init(&w, 100);
+	kw_expect(&w, 50);
+	kw_i16(&w, 0x0102);
+	out = kw_take(&w, &len);
+	ck_assert_uint_eq(len, 2);
+	ck_assert_uint_eq(out[0], 1);
+	ck_assert_uint_eq(out[1], 2);
+	free(out);
+	kw_fini(&w);
+}
+END_TEST
+
 START_TEST(test_uuid)
 {
 	struct kuuid a, b;
@@ -695,6 +738,7 @@ static Suite *kbuf_suite(void)
 	tcase_add_test(tc, test_array_counts);
 	tcase_add_test(tc, test_skip_tagged);
 	tcase_add_test(tc, test_writer_cap_and_slots);
+	tcase_add_test(tc, test_writer_expect);
 	tcase_add_test(tc, test_uuid);
 	tcase_add_test(tc, test_arena);
 	tcase_add_test(tc, test_kerr_table);

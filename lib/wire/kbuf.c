@@ -502,6 +502,23 @@ void kw_init(struct kw *w, size_t max)
 	w->why = NULL;
 }
 
+void kw_expect(struct kw *w, size_t n)
+{
+	size_t want;
+	uint8_t *nb;
+
+	if (w->err || w->len >= w->max)
+		return;
+	want = n > w->max - w->len ? w->max : w->len + n;
+	if (want <= w->cap)
+		return;
+	nb = realloc(w->buf, want);
+	if (nb == NULL)
+		return;
+	w->buf = nb;
+	w->cap = want;
+}
+
 void kw_fini(struct kw *w)
 {
 	free(w->buf);

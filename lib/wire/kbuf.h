@@ -126,6 +126,10 @@ void kw_fini(struct kw *w);
 /* Empty the buffer and clear the error; keeps the allocation. */
 void kw_reset(struct kw *w);
 void kw_fail(struct kw *w, const char *why);
+/* A hint: about n more bytes follow, so the buffer grows once to hold them
+ * (never past the cap) instead of doubling (and copying) its way there.
+ * Nothing is written; a failed allocation is left to the writes. */
+void kw_expect(struct kw *w, size_t n);
 
 void kw_i8(struct kw *w, int8_t v);
 void kw_i16(struct kw *w, int16_t v);

@@ -45,7 +45,16 @@ Environment: BENCH_MB (MiB of payload per large-batch variant, default
 BENCH_TOOLS (default "mirrord reproducer mirrormaker2"), BENCH_PARTITIONS
 (per topic, default 4; 2 topics), BENCH_HEAP_MB (broker heap, default
 512), BENCH_MM2_LIBS (a directory of the connect-mirror jars; default
-$MIRRORD_KAFKA_CACHE/mm2-4.3.1-libs, fetched there by Maven when missing).  The defaults run in about 4 minutes
+$MIRRORD_KAFKA_CACHE/mm2-4.3.1-libs, fetched there by Maven when missing),
+BENCH_MIRRORD_OTHER (the path of another mirrord binary, e.g. a build of
+an older commit: run as one more tool, "mirrord-other", after the others unless
+BENCH_TOOLS places it, so both see the same machine), BENCH_PERF=1 (`perf record --call-graph dwarf` of mirrord while it copies
+each corpus, into perf.data.<variant> in the test directory; perf's own
+CPU is not mirrord's, but its sampling slows mirrord a little: do not quote
+numbers of such a run) or BENCH_PERF=stat (`perf stat` counts of mirrord's
+syscalls, page faults and context switches into perf.stat.<variant>: counts
+do not depend on how loaded the machine is, CPU seconds do) or
+BENCH_PERF=faults (where mirrord's page faults happen, perf.faults.<variant>).  The defaults run in about 4 minutes
 on 2 cores (15 when other work loads them), brokers' start included; the
 README quotes them and a BENCH_MB=256 run of mirrord and the re-producer.
 """
@@ -72,6 +81,13 @@ TOPICS = 2
 NPART = int(os.environ.get("BENCH_PARTITIONS", "4"))
 HEAP_MB = int(os.environ.get("BENCH_HEAP_MB", "512"))
 COPY_TIMEOUT = float(os.environ.get("BENCH_TIMEOUT", "600"))
+PERF = os.environ.get("BENCH_PERF", "")
+PERF_SYSCALLS = ("recvfrom", "readv", "read", "writev", "write", "sendmsg",
+                 "epoll_wait", "ioctl", "setsockopt", "fsync", "fdatasync",
+                 "mmap", "munmap", "brk")
+OTHER = os.environ.get("BENCH_MIRRORD_OTHER")
+if OTHER and "mirrord-other" not in TOOLS:
+    TOOLS.append("mirrord-other")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 RUN = "%d" % (os.getpid() % 100000)
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -165,14 +181,55 @@ def watch(pid, dst, topics, want, what, log_path, exited=None):
 
 # ------------------------------------------------------------------ tools
 
-def run_mirrord(src, dst, topics, want, variant):
-    d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-%s" % variant,
-                   log_level="info")
+class OtherMirrord(mt.Mirrord):
+    """A mirrord binary other than this build's (BENCH_MIRRORD_OTHER)."""
+
+    def start(self, wait=True):
+        self.starts += 1
+        self.proc = h.Proc([OTHER, "-c", self.config_path],
+                           name="%s-%d" % (self.name, self.starts))
+        if wait:
+            h.wait_for(self._answers, 30, "mirrord to answer on %s (log: %s)"
+                       % (self.bootstrap, self.proc.log_path))
+        return self.proc
+
+
+def run_mirrord(src, dst, topics, want, variant, other=False):
+    if other:
+        d = OtherMirrord(destination=dst.bootstrap,
+                         name="mirrord-other-%s" % variant, log_level="info")
+    else:
+        d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-%s" % variant,
+                       log_level="info")
     d.create("bench", {"bootstrap.servers": src.bootstrap,
                        "mirror.fetch.wait.max.ms": "100"})
+    perf = None
+    if PERF in ("1", "faults", "stat"):
+        name = "%s%s" % ("other-" if other else "", variant)
+        if PERF == "1":
+            argv = ["perf", "record", "--call-graph", "dwarf", "-F", "499",
+                    "-o", os.path.join(h.test_dir(), "perf.data." + name)]
+        elif PERF == "faults":
+            argv = ["perf", "record", "--call-graph", "dwarf", "-e",
+                    "page-faults", "-o",
+                    os.path.join(h.test_dir(), "perf.faults." + name)]
+        else:
+            argv = ["perf", "stat", "-e", ",".join(
+                "syscalls:sys_enter_" + c for c in PERF_SYSCALLS),
+                "-e", "page-faults,context-switches,task-clock",
+                "-o", os.path.join(h.test_dir(), "perf.stat." + name)]
+        perf = subprocess.Popen(argv + ["-p", str(d.proc.pid)],
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
     d.cli_ok("--add", "--mirror", "bench", "--topic", ",".join(topics))
-    r = watch(d.proc.pid, dst.bootstrap, topics, want, "mirrord (%s)" % variant,
-              d.proc.log_path)
+    try:
+        r = watch(d.proc.pid, dst.bootstrap, topics, want,
+                  "mirrord (%s)" % variant, d.proc.log_path)
+    finally:
+        if perf is not None:
+            perf.send_signal(2)
+            perf.wait(60)
     d.stop()
     return r
 
@@ -296,7 +353,8 @@ def run_mm2(src, dst, topics, want, variant):
 
 
 RUNNERS = {"mirrord": run_mirrord, "reproducer": run_reproducer,
-           "mirrormaker2": run_mm2}
+           "mirrormaker2": run_mm2,
+           "mirrord-other": lambda *a: run_mirrord(*a, other=True)}
 
 
 # ------------------------------------------------------------------ checks
