@@ -42,6 +42,10 @@ TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang libc
 # debian/control's Build-Depends mirror BUILD_DEPS.
 DEB_DEPS = dpkg-dev debhelper lintian build-essential
 TEST_DEPS += $(DEB_DEPS)
+# perf, for the benchmarks' profiles (BENCH_PERF=1|stat|faults in
+# test/bench/bench_kafka.py).
+PROFILE_DEPS = linux-perf
+TEST_DEPS += $(PROFILE_DEPS)
 # --enable-fuzzers links libFuzzer and the sanitizer runtimes: clang alone
 # does not bring them (Debian 12 ships them in libclang-rt-14-dev).
 FUZZ_DEPS = clang libclang-rt-14-dev
