@@ -307,6 +307,20 @@ void mlog_set_event_base(struct mlog *ml, struct event_base *base)
 		event_active(ml->defer_ev, 0, 0);
 }
 
+/* Queues a completed generic group behind the earlier ones (log order)
+ * and wakes the loop to deliver it. */
+static void defer_push(struct mlog *ml, struct mlog_group *g)
+{
+	if (ml->defer_tail != NULL)
+		ml->defer_tail->next = g;
+	else
+		ml->defer_head = g;
+	ml->defer_tail = g;
+	ml->groups_in_flight++;
+	if (ml->defer_ev != NULL)
+		event_active(ml->defer_ev, 0, 0);
+}
+
 int mlog_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
     char *err, size_t errlen)
 {
@@ -332,14 +346,7 @@ int mlog_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
 	 * after them, so the FIFO keeps the log order. */
 	g->rc = ml->ops->sync(ml, g->err, sizeof(g->err));
 	g->sync_error = g->rc != 0 ? ml->sync_error : 0;
-	if (ml->defer_tail != NULL)
-		ml->defer_tail->next = g;
-	else
-		ml->defer_head = g;
-	ml->defer_tail = g;
-	ml->groups_in_flight++;
-	if (ml->defer_ev != NULL)
-		event_active(ml->defer_ev, 0, 0);
+	defer_push(ml, g);
 	return 0;
 }
 
@@ -366,14 +373,7 @@ int mlog_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
 	g->arg = done_arg;
 	mlog_wait(ml);
 	g->rc = ml->ops->compact(ml, dump, arg, g->err, sizeof(g->err));
-	if (ml->defer_tail != NULL)
-		ml->defer_tail->next = g;
-	else
-		ml->defer_head = g;
-	ml->defer_tail = g;
-	ml->groups_in_flight++;
-	if (ml->defer_ev != NULL)
-		event_active(ml->defer_ev, 0, 0);
+	defer_push(ml, g);
 	return 0;
 }
 

@@ -400,6 +400,17 @@ static int apply_fetch(struct mk *k, struct mk_job *j, char *err,
 	return 0;
 }
 
+/* Puts a group that waits for its REPLY at the end of the queue. */
+static void wait_push(struct mk_async *a, struct mk_job *j)
+{
+	j->next = NULL;
+	if (a->wait_tail != NULL)
+		a->wait_tail->next = j;
+	else
+		a->wait_head = j;
+	a->wait_tail = j;
+}
+
 static void complete(struct mk *k, struct mk_job *j)
 {
 	struct mk_async *a = k->async;
@@ -437,12 +448,7 @@ static void complete(struct mk *k, struct mk_job *j)
 		}
 		/* Sent: its answer comes by the tail. */
 		j->deadline = clock_mono_ms() + k->timeout_ms;
-		j->next = NULL;
-		if (a->wait_tail != NULL)
-			a->wait_tail->next = j;
-		else
-			a->wait_head = j;
-		a->wait_tail = j;
+		wait_push(a, j);
 		break;
 	case JOB_FETCH:
 		a->fetching = 0;
@@ -467,12 +473,7 @@ static void complete(struct mk *k, struct mk_job *j)
 		/* A follower's: after the groups waiting for their REPLY. */
 		j->replied = 1;
 		j->deadline = clock_mono_ms() + k->timeout_ms;
-		j->next = NULL;
-		if (a->wait_tail != NULL)
-			a->wait_tail->next = j;
-		else
-			a->wait_head = j;
-		a->wait_tail = j;
+		wait_push(a, j);
 		break;
 	}
 }
