@@ -502,6 +502,13 @@ START_TEST(test_promtool_clean)
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, CLUSTER_ROLE), "writer"), 1);
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, CLUSTER_FORWARDED),
 	    "accepted"));
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, FETCH_REQUESTS), "m",
+	    "incremental"));
+	metrics_counter_add(METRICS_SERIES(MSTD(&ms, FETCH_REQUEST_BYTES), "m"),
+	    51);
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, FETCH_SESSION_ERRORS), "m",
+	    "FETCH_SESSION_ID_NOT_FOUND"));
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MEMORY_HELD), "queued"), 4096);
 	out = render(m);
 	/* Every family of the table is in the output. */
 	for (size_t i = 0; i < MSTD_COUNT; i++) {
