@@ -401,6 +401,64 @@ START_TEST(test_named_topics_want_refresh)
 }
 END_TEST
 
+/*
+ * Users sharing one kcluster: the owner's topics_fn and the topics others
+ * add (kcluster_add_topic) are asked together, each once; a topic added
+ * twice stays until removed twice.
+ */
+START_TEST(test_added_topics_union)
+{
+	struct env e;
+	struct kp_metadata_request req;
+	struct karena *a;
+	struct kr r;
+
+	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
+	e.cfg.refresh_gap_ms = 10;
+	kcluster_set_topics_fn(e.cl, named_topics, NULL);
+	ck_assert_int_eq(kcluster_add_topic(e.cl, "status"), 0);
+	ck_assert_int_eq(kcluster_add_topic(e.cl, "alpha"), 0);
+	ck_assert_int_eq(kcluster_add_topic(e.cl, "status"), 0);
+	kcluster_want_refresh(e.cl);
+	ck_assert(run_until(e.base, &e.md_events, 1));
+	a = karena_new(1 << 16);
+	ck_assert_ptr_nonnull(a);
+	kr_init(&r, e.md_body, e.md_body_len);
+	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
+	ck_assert_int_eq(req.topics_n, 3);
+	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
+	ck_assert(kstr_eq(req.topics[1].name, "beta"));
+	ck_assert(kstr_eq(req.topics[2].name, "status"));
+	karena_free(a);
+
+	/* Removed once: still asked; twice: gone; an unknown name: nothing. */
+	kcluster_remove_topic(e.cl, "status");
+	kcluster_remove_topic(e.cl, "alpha");
+	kcluster_remove_topic(e.cl, "nothing");
+	kcluster_want_refresh(e.cl);
+	ck_assert(run_until(e.base, &e.md_events, 2));
+	a = karena_new(1 << 16);
+	ck_assert_ptr_nonnull(a);
+	kr_init(&r, e.md_body, e.md_body_len);
+	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
+	ck_assert_int_eq(req.topics_n, 3);
+	ck_assert(kstr_eq(req.topics[2].name, "status"));
+	karena_free(a);
+	kcluster_remove_topic(e.cl, "status");
+	kcluster_want_refresh(e.cl);
+	ck_assert(run_until(e.base, &e.md_events, 3));
+	a = karena_new(1 << 16);
+	ck_assert_ptr_nonnull(a);
+	kr_init(&r, e.md_body, e.md_body_len);
+	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
+	ck_assert_int_eq(req.topics_n, 2);
+	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
+	ck_assert(kstr_eq(req.topics[1].name, "beta"));
+	karena_free(a);
+	env_stop(&e);
+}
+END_TEST
+
 static int conn_ready(void *arg)
 {
 	return kconn_is_ready(arg);
@@ -647,6 +705,7 @@ static Suite *kcluster_suite(void)
 	tcase_add_test(tc, test_reconnect_backoff);
 	tcase_add_test(tc, test_free_inside_callback);
 	tcase_add_test(tc, test_bootstrap_parsing);
+	tcase_add_test(tc, test_added_topics_union);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -259,6 +259,11 @@ struct kcluster {
 	void *conn_arg;
 	kcluster_topics_fn topics_fn;
 	void *topics_arg;
+	struct want_topic {       /* kcluster_add_topic(): asked besides */
+		char *name;
+		int refs;
+	} *extra;
+	size_t nextra;
 
 	struct cbroker *boot;
 	int nboot;
@@ -844,6 +849,19 @@ static int md_topics(struct kcluster *cl, struct kp_metadata_request *req)
 	if (cl->topics_fn == NULL ||
 	    cl->topics_fn(cl, &names, &n, cl->topics_arg) != 0)
 		return -1;
+	if (cl->nextra > 0) {
+		/* The other users' topics (kcluster_add_topic): the union. */
+		const char **all = realloc(names, (n + cl->nextra) *
+		    sizeof(*all));
+
+		if (all == NULL) {
+			free(names);
+			return -1;
+		}
+		names = all;
+		for (size_t i = 0; i < cl->nextra; i++)
+			names[n++] = cl->extra[i].name;
+	}
 	if (n > 1)
 		qsort(names, n, sizeof(*names), cmp_str);
 	t = calloc(n + 1, sizeof(*t));
@@ -1131,6 +1149,9 @@ static void really_free(struct kcluster *cl)
 		broker_fini(&cl->brokers[i]);
 	free(cl->brokers);
 	topics_free(cl->topics, cl->ntopics);
+	for (size_t i = 0; i < cl->nextra; i++)
+		free(cl->extra[i].name);
+	free(cl->extra);
 	free(cl->cluster_id);
 	free(cl->waiters);
 	if (cl->ev_step != NULL)
@@ -1423,6 +1444,41 @@ void kcluster_set_topics_fn(struct kcluster *cl, kcluster_topics_fn fn,
 {
 	cl->topics_fn = fn;
 	cl->topics_arg = arg;
+}
+
+int kcluster_add_topic(struct kcluster *cl, const char *name)
+{
+	struct want_topic *v;
+	char *copy;
+
+	for (size_t i = 0; i < cl->nextra; i++)
+		if (strcmp(cl->extra[i].name, name) == 0) {
+			cl->extra[i].refs++;
+			return 0;
+		}
+	v = realloc(cl->extra, (cl->nextra + 1) * sizeof(*v));
+	if (v == NULL)
+		return -1;
+	cl->extra = v;
+	if ((copy = strdup(name)) == NULL)
+		return -1;
+	cl->extra[cl->nextra].name = copy;
+	cl->extra[cl->nextra].refs = 1;
+	cl->nextra++;
+	return 0;
+}
+
+void kcluster_remove_topic(struct kcluster *cl, const char *name)
+{
+	for (size_t i = 0; i < cl->nextra; i++) {
+		if (strcmp(cl->extra[i].name, name) != 0)
+			continue;
+		if (--cl->extra[i].refs > 0)
+			return;
+		free(cl->extra[i].name);
+		cl->extra[i] = cl->extra[--cl->nextra];
+		return;
+	}
 }
 
 static struct kconn *ready_conn(struct cbroker *arr, size_t n)

@@ -219,6 +219,17 @@ void kcluster_set_topics_fn(struct kcluster *cl, kcluster_topics_fn fn,
     void *arg);
 
 /*
+ * Several users of one kcluster (the destination's is shared by the data
+ * plane, the group client and the status topic): the owner sets the
+ * topics_fn, the others name the topics they need here.  Metadata then
+ * asks for the union.  Counted per name (added twice, removed twice);
+ * no effect while every topic is asked (no topics_fn, or it answers -1).
+ * The name is copied.  0, or -1 out of memory.
+ */
+int kcluster_add_topic(struct kcluster *cl, const char *name);
+void kcluster_remove_topic(struct kcluster *cl, const char *name);
+
+/*
  * A connection of the caller's own to host:port (the cluster's connection
  * config, resolver and statistics hook), for traffic that must not queue
  * behind the shared connections' requests: a group coordinator holds a
