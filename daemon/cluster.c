@@ -59,7 +59,6 @@
 #include "mlog_kafka.h"
 #include "mstate.h"
 #include "pipeline.h"
-#include "secrets.h"
 
 #define META_VERSION 1
 #define POLL_MS 200
@@ -83,8 +82,7 @@ struct cluster {
 	char http_addr[300];
 	int32_t local_broker;       /* -1 none */
 
-	struct kcluster_config kcfg;
-	struct kcluster *kc;
+	struct kcluster *kc;        /* the pipeline's destination (borrowed) */
 	struct kgroup *g;
 	int started;
 
@@ -1005,7 +1003,6 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	struct cluster *c = calloc(1, sizeof(*c));
 	struct kgroup_config gc;
 	struct kgroup_cbs cbs = { g_assign, g_joined, g_revoked };
-	char **values = NULL;
 	const char *ahost;
 	int aport;
 
@@ -1040,29 +1037,14 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 		snprintf(c->http_addr, sizeof(c->http_addr), "%s:%d",
 		    cfg->metrics_listen.host, http_port);
 
-	kcluster_config_init(&c->kcfg, "destination");
-	free(c->kcfg.bootstrap);
-	c->kcfg.bootstrap = strdup(cfg->destination_bootstrap_servers);
-	if (c->kcfg.bootstrap == NULL) {
-		snprintf(err, errlen, "out of memory");
+	/* One client of the destination: the data plane's kcluster (its
+	 * bootstrap, metadata, broker and control connections), created from
+	 * the same destination.bootstrap_servers and destination.client. */
+	c->kc = pipeline_destination_kcluster(pl);
+	if (c->kc == NULL) {
+		snprintf(err, errlen, "the data plane has no destination client");
 		goto fail;
 	}
-	if (secrets_resolve_map("destination.client", &cfg->destination_client,
-	    &values, err, errlen) < 0)
-		goto fail;
-	for (size_t i = 0; i < cfg->destination_client.n; i++) {
-		if (kcluster_config_set(&c->kcfg, cfg->destination_client.names[i],
-		    values[i], err, errlen) < 0) {
-			secrets_values_free(values, cfg->destination_client.n);
-			goto fail;
-		}
-	}
-	secrets_values_free(values, cfg->destination_client.n);
-	if (kcluster_config_prepare(&c->kcfg, err, errlen) < 0)
-		goto fail;
-	c->kc = kcluster_new(base, NULL, &c->kcfg, err, errlen);
-	if (c->kc == NULL)
-		goto fail;
 	memset(&gc, 0, sizeof(gc));
 	gc.group_id = cfg->cluster_group_id;
 	gc.instance_id = c->instance_id;
@@ -1158,9 +1140,7 @@ void cluster_free(struct cluster *c)
 	c->status = NULL;
 	if (c->g != NULL)
 		kgroup_free(c->g);
-	if (c->kc != NULL)
-		kcluster_free(c->kc);
-	kcluster_config_fini(&c->kcfg);
+	c->kc = NULL;               /* the pipeline's: pipeline_free() */
 	if (c->ev_poll != NULL)
 		event_free(c->ev_poll);
 	if (c->ev_reassign != NULL)

@@ -2,7 +2,8 @@
  * cstatus.c: the status topic of several instances (see cstatus.h).
  *
  * Everything runs on the daemon's event loop, on the destination's
- * kcluster (the one the group client uses): a round, once per interval
+ * kcluster (the data plane's, shared with the group client; the status
+ * topic is added to the topics its Metadata asks for): a round, once per interval
  * or as soon as the loop hands over a new snapshot, is a chain of
  * non-blocking steps, each bounded (a metadata refresh by the cluster's
  * metadata timeout, every request by storage.kafka.timeout_ms):
@@ -533,6 +534,17 @@ static void create_topic(struct cstatus *s)
 	    "%d)", s->topic, t.replication_factor);
 }
 
+/* 1 when the last metadata says the status topic does not exist: absent
+ * (every topic asked) or listed with UNKNOWN_TOPIC_OR_PARTITION (named in
+ * the request: the shared kcluster asks for it by name). */
+static int topic_missing(const struct cstatus *s)
+{
+	const struct kcluster_topic *t = kcluster_topic(s->kc, s->topic);
+
+	return t == NULL || t->error == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
+	    (t->error == 0 && t->npart == 0);
+}
+
 static void step_leader(struct cstatus *s)
 {
 	int32_t leader = kcluster_leader(s->kc, s->topic, 0, NULL);
@@ -547,8 +559,7 @@ static void step_leader(struct cstatus *s)
 		kcluster_refresh(s->kc, refreshed_cb, s);
 		return;
 	}
-	if (leader == KCLUSTER_UNKNOWN &&
-	    kcluster_topic_partitions(s->kc, s->topic) < 0) {
+	if (leader == KCLUSTER_UNKNOWN && topic_missing(s)) {
 		create_topic(s);
 		return;
 	}
@@ -852,6 +863,14 @@ struct cstatus *cstatus_new(struct event_base *base, struct kcluster *kc,
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	/* The kcluster is shared with the data plane, which asks Metadata
+	 * only for the topics it writes: the status topic joins them. */
+	if (kcluster_add_topic(kc, topic) != 0) {
+		event_free(s->tick);
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
 	s->base = base;
 	s->kc = kc;
 	s->topic = topic;
@@ -929,6 +948,8 @@ void cstatus_free(struct cstatus *s)
 	if (s->tick != NULL)
 		event_free(s->tick);
 	s->tick = NULL;
+	if (!s->dead)
+		kcluster_remove_topic(s->kc, s->topic);
 	s->dead = 1;
 	if (s->refs == 0)
 		destroy(s);

@@ -105,6 +105,12 @@ void pcluster_free(struct pcluster *cl)
 	free(cl);
 }
 
+struct kcluster *pipeline_destination_kcluster(struct pipeline *pl)
+{
+	return pl != NULL && pl->dst != NULL && !pl->dst->dying ?
+	    pl->dst->kc : NULL;
+}
+
 void pcluster_set_refresh_ms(struct pcluster *cl, int64_t ms)
 {
 	/* kcluster reads it when it arms the next periodic refresh */

@@ -111,6 +111,7 @@ struct mpart;
 struct config;
 struct metrics_std;
 struct pipeline;
+struct kcluster;
 
 /* Creates the data plane; connects nothing yet.  cfg is borrowed (see
  * pipeline_set_config).  NULL with the reason in err. */
@@ -222,6 +223,16 @@ void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
  * NULL (the default) is single mode: every partition is copied, as before.
  */
 void pipeline_set_instance(struct pipeline *pl, const char *instance_id);
+/* The destination's kcluster, which the data plane owns (created by
+ * pipeline_new(), freed by pipeline_free()): the one client of the
+ * destination, shared with daemon/cluster.c (the group, the status topic).
+ * A borrower frees what it built on it (kgroup, cstatus) before
+ * pipeline_free(), names the topics it needs with kcluster_add_topic()
+ * (the data plane asks Metadata only for its own) and never sets the
+ * metadata, connection, topics or statistics callbacks, which are the
+ * data plane's.  NULL after the pipeline began freeing. */
+struct kcluster *pipeline_destination_kcluster(struct pipeline *pl);
+
 /* How often the destination's Metadata is asked again without a reason
  * (default 30 s); multi-instance mode asks every half session timeout, so
  * the writer sees a destination leader move (and moves the partition
