@@ -228,6 +228,12 @@ struct cli_conn {
 	const char *client_id;
 	const struct clisec *sec;
 	int redirects;           /* NOT_CONTROLLER answers followed so far */
+	/* After following one: what the instance that answered it said (it
+	 * names the writer), so a writer that does not answer is reported
+	 * as that, not as a bare timeout. */
+	char redirected_by[300];
+	char redirect_why[600];
+	int16_t api_key;         /* of the request being sent */
 };
 
 static int connect_one(const char *hostport, int timeout_ms, char *err,
@@ -394,6 +400,17 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 		}
 		rc = poll(&pfd, 1, c->timeout_ms);
 
+		if (rc == 0 && c->redirects > 0 && c->redirected_by[0] != '\0')
+			die_conn("%s: REQUEST_TIMED_OUT: the metadata writer at %s "
+			    "did not answer within %d ms (request.timeout.ms); %s "
+			    "had answered NOT_CONTROLLER: %s.  The outcome is "
+			    "unknown: a writer that is stopped or overloaded "
+			    "applies the request if it resumes before the group "
+			    "elects another; check with --describe, or try again "
+			    "(the group elects a new writer within "
+			    "cluster.session_timeout_ms)", kp_api_name(c->api_key),
+			    c->addr, c->timeout_ms, c->redirected_by,
+			    c->redirect_why);
 		if (rc == 0)
 			die_conn("%s: no answer within %d ms (request.timeout.ms)",
 			    c->addr, c->timeout_ms);
@@ -492,11 +509,18 @@ static int find_controller(struct cli_conn *c, char *out, size_t outlen)
 static void conn_redirect(struct cli_conn *c, const char *hostport)
 {
 	int redirects = c->redirects;
+	int16_t key = c->api_key;
+	char by[sizeof(c->redirected_by)], why[sizeof(c->redirect_why)];
 
+	memcpy(by, c->redirected_by, sizeof(by));
+	memcpy(why, c->redirect_why, sizeof(why));
 	clisec_tls_close(c->ssl);
 	close(c->fd);
 	conn_open(c, hostport, c->timeout_ms, c->client_id, c->sec);
 	c->redirects = redirects;
+	c->api_key = key;
+	memcpy(c->redirected_by, by, sizeof(by));
+	memcpy(c->redirect_why, why, sizeof(why));
 	if (c->sec->sasl)
 		sasl_login(c, c->sec);
 }
@@ -507,6 +531,7 @@ static int follow_controller(struct cli_conn *c, int16_t key,
     const struct kr *r)
 {
 	struct kr peek = *r;
+	struct kstr msg;
 	char target[300];
 	int16_t code;
 
@@ -514,10 +539,14 @@ static int follow_controller(struct cli_conn *c, int16_t key,
 		return 0;
 	(void)kr_i32(&peek);
 	code = kr_i16(&peek);
+	msg = kr_cstr(&peek);   /* ErrorMessage: every mutation's third field */
 	if (peek.err || code != KERR_NOT_CONTROLLER ||
 	    c->redirects >= MAX_REDIRECTS)
 		return 0;
 	c->redirects++;
+	snprintf(c->redirected_by, sizeof(c->redirected_by), "%s", c->addr);
+	snprintf(c->redirect_why, sizeof(c->redirect_why), "%.*s",
+	    msg.len > 0 ? (int)msg.len : 0, msg.len > 0 ? msg.p : "");
 	if (find_controller(c, target, sizeof(target)) < 0 ||
 	    strcmp(target, c->addr) == 0) {
 		/* No writer known, or this one names itself: the group is
@@ -545,6 +574,7 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 	int32_t size, corr = c->next_corr++;
 	int reqhv = kp_request_header_version(key, ver);
 
+	c->api_key = key;
 	kw_init(&w, body->len + 1024);
 	slot = kw_slot32(&w);
 	kw_i16(&w, key);
