@@ -22,6 +22,11 @@ What must hold:
   * every partition is proven foreign, skipped over and then mirrored:
     the foreign batches stay at offsets 0..D-1 unchanged, the source's
     records follow at D.. in order, each once.
+
+Then a second topic whose destination partitions end in a foreign batch
+larger than the whole cap (one read's answer is bigger than the cap, as
+Kafka returns a first batch whole): it is still read, proven foreign and
+mirrored after, with normal partitions proving alongside.
 """
 
 import os
@@ -35,6 +40,10 @@ import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
 T = "memr"
+T2 = "memr-big"
+PARTS2 = 4
+BIG = 20                  # records of BIG_VALUE bytes: a batch above the cap
+BIG_VALUE = 60000
 PARTS = 32
 FOREIGN = 6               # foreign batches a destination partition
 RECS = 16                 # records a foreign batch
@@ -54,9 +63,9 @@ def metric(d, family, **labels):
     return total
 
 
-def records(cl, part):
+def records(cl, part, topic=T):
     out = []
-    for b in cl.batches(T, part):
+    for b in cl.batches(topic, part):
         out.extend(kw.records_of(b["raw"]))
     return out
 
@@ -67,6 +76,7 @@ def main():
     SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
     for c in (0, 1):
         mc.cmd("topic %d %s %d" % (c, T, PARTS))
+        mc.cmd("topic %d %s %d" % (c, T2, PARTS2))
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     foreign, want = {}, {}
     batch_len = 0
@@ -142,6 +152,48 @@ def main():
                 "(lost or duplicated)" % part)
     print("%d partitions: foreign records kept, every source record once after "
           "them" % PARTS, flush=True)
+
+    # A read whose answer is larger than the cap still goes.
+    foreign2, want2 = {}, {}
+    for part in range(PARTS2):
+        big = part == 0
+        recs = [(i, b"y-%d-%d" % (part, i),
+                 (b"big-%d-%d-" % (part, i)).ljust(BIG_VALUE if big else VALUE, b"b"))
+                for i in range(BIG if big else RECS)]
+        raw = kw.batch(recs)
+        if big:
+            h.check(len(raw) > CAP, "the big batch (%d bytes) is not above the "
+                    "cap" % len(raw))
+            print("%s-0 ends in one foreign batch of %d bytes" % (T2, len(raw)),
+                  flush=True)
+        kw.produce(dst, T2, part, raw)
+        foreign2[part] = [(k, v) for _d, k, v in recs]
+        recs = [(i, b"s2-%d-%d" % (part, i), b"source2-%d-%d" % (part, i))
+                for i in range(4)]
+        kw.produce(src, T2, part, kw.batch(recs))
+        want2[part] = [(k, v) for _d, k, v in recs]
+    d.cli_ok("--add", "--mirror", "m1", "--topic", T2)
+
+    def done2():
+        rows = [p for p in d.describe_json("m1") if p["topic"] == T2]
+        for r in rows:
+            if r["state"] == "FAILED":
+                h.fail("%s-%d FAILED: %s" % (T2, r["partition"], r.get("errorMessage")))
+        return len(rows) == PARTS2 and all(
+            r["state"] == "MIRRORING" and r["lag"] == 0 for r in rows)
+    h.wait_for(done2, 120, "%s: every partition proven (one read larger than "
+               "the cap), MIRRORING, lag 0" % T2, interval=0.2)
+    for part in range(PARTS2):
+        got = records(dst, part, T2)
+        n = len(foreign2[part])
+        h.check([(k, v) for _o, k, v in got] == foreign2[part] + want2[part] and
+                [o for o, _k, _v in got] == list(range(n + len(want2[part]))),
+                "%s-%d: the destination is not the foreign records then the "
+                "source's, each once" % (T2, part))
+    h.check(metric(d, "mirrord_memory_held_bytes", kind="destination_reads") == 0,
+            "destination reads still held after %s was proven" % T2)
+    print("%s: proven and mirrored, the read larger than the cap included" % T2,
+          flush=True)
     d.stop()
     src.close()
     dst.close()
