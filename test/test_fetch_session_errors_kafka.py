@@ -19,7 +19,12 @@ fetchers a broker serves:
   3. eviction: once mirrord's session is older than the broker's
      two-minute minimum, the client opens sessions of more partitions than
      mirrord's, one after another round the shards, until the broker evicts
-     mirrord's for one of them: FETCH_SESSION_ID_NOT_FOUND again.
+     mirrord's for one of them: FETCH_SESSION_ID_NOT_FOUND again;
+  4. no room: with mirrord stopped, the client closes mirrord's session
+     and fills every shard with sessions of its own (none old enough to be
+     evicted): mirrord's full Fetch gets no session (id 0), so it fetches
+     without one (full Fetches) and asks again later; once the client
+     closes its sessions mirrord's Fetches are incremental again.
 
 After each: the error is counted (mirrord_fetch_session_errors_total by
 error name), logged naming it, a full Fetch follows and the Fetches are
@@ -181,18 +186,17 @@ def sessions_opened(d):
 
 
 def total_parts():
-    return sum(LAYOUT.values())
+    return sum(LAYOUT.values())  # fewer than BIG_PARTS
 
 
 def current_session(d, after=()):
-    """mirrord's session holding every partition, opened after those in
-    after (the log line comes with the answer that opened it)."""
+    """mirrord's latest session, opened after those in after: (id,
+    partitions when it opened; more join it later)."""
     def one():
         s = [x for x in sessions_opened(d) if x not in after]
-        return s[-1] if s and s[-1][1] == total_parts() else None
-    return h.wait_for(one, 120, "mirrord to open a Fetch session of %d "
-                      "partitions (opened so far: %r)"
-                      % (total_parts(), sessions_opened(d)))
+        return s[-1] if s else None
+    return h.wait_for(one, 120, "mirrord to open a Fetch session (opened so "
+                      "far: %r)" % sessions_opened(d))
 
 
 def ends(bootstrap):
@@ -350,8 +354,52 @@ def main():
     print("evicted after %d sessions of %d partitions opened by another fetcher"
           % (tries, BIG_PARTS), flush=True)
     raw.call(fetch_body(mine, -1))   # closes the other fetcher's session
-    raw.close()
     recovered(d, src, dst, "FETCH_SESSION_ID_NOT_FOUND", before, "session evicted")
+
+    # 4. No room for a session: mirrord fetches without one, then opens one
+    # again once there is room.
+    sid4 = current_session(d, after=[sid, sid2, sid3])
+    before = mark(d, "FETCH_SESSION_ID_NOT_FOUND")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        err, _ = raw.call(fetch_body(sid4[0], -1))
+        h.check(err == 0, "closing session %d answered %d" % (sid4[0], err))
+        theirs = []
+        for _ in range(64):
+            err, got = raw.call(fetch_body(0, 0, big))
+            if got:
+                theirs.append(got)
+            if len(theirs) == 8:
+                break
+        h.check(len(theirs) == 8, "the other fetcher opened %d sessions, not 8 "
+                "(the whole cache)" % len(theirs))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    recovered_from = fetches(d, "incremental")
+    h.wait_for(lambda: session_errors(d, "FETCH_SESSION_ID_NOT_FOUND") > before[0],
+               120, "no room: mirrord's Fetch in its closed session answered "
+               "FETCH_SESSION_ID_NOT_FOUND")
+    full = fetches(d, "full")
+    h.wait_for(lambda: fetches(d, "full") >= full + 20, 120,
+               "no room: Fetches without a session (full ones)")
+    inc = fetches(d, "incremental")
+    every_partition_fetched(d, src, dst, "no room for a session")
+    h.check(fetches(d, "incremental") <= inc + 1 and
+            sessions_opened(d)[-1] == sid4,
+            "no room: mirrord opened a session in a full cache (incremental "
+            "Fetches %d -> %d; sessions %r)" % (inc, fetches(d, "incremental"),
+                                                sessions_opened(d)[-3:]))
+    print("no room: %d full Fetches without a session, every partition fetched "
+          "(incremental ones: %d before, %d now)"
+          % (fetches(d, "full") - full, recovered_from, fetches(d, "incremental")),
+          flush=True)
+    for sid_ in theirs:
+        raw.call(fetch_body(sid_, -1))
+    raw.close()
+    h.wait_for(lambda: fetches(d, "incremental") >= inc + 20, 120,
+               "room again: mirrord asks again and its Fetches are incremental")
+    current_session(d, after=[sid, sid2, sid3, sid4])
+    every_partition_fetched(d, src, dst, "a session again")
 
     # Every record once, at the source's offsets; lag 0 everywhere.
     writer.stop()
