@@ -179,6 +179,7 @@ struct ppart {
 	int64_t pv_from, pv_end, pv_at, pv_next;
 	uint8_t *pv_buf;
 	size_t pv_len;
+	size_t pv_held;              /* pv_buf's bytes in pl->dreads */
 	int32_t pv_count;
 	int64_t pv_records, pv_batches, pv_skipped;
 	/* Consumer-group offset sync (groupsync.c): 1 once the partition
@@ -353,13 +354,19 @@ struct pipeline {
 	 * pipeline.max_inflight_bytes_total: qbytes (batches queued, in flight
 	 * to the destination, answered and not settled), ubytes (an uncertain
 	 * Produce's anchored batches kept for resending), fetch_reserved (the
-	 * largest answers of the Fetches in flight), and the Produce request
-	 * bytes the destination connections have not written yet
-	 * (kconn_unsent_bytes); held_peak is the most of all four at once.
+	 * largest answers of the Fetches in flight), dreads (reads of the
+	 * destination's end: the largest answers of the provenance and
+	 * preserve Fetches in flight and the preserved batches held for their
+	 * Produce, pl_dread_*), and the Produce request bytes the destination
+	 * connections have not written yet (kconn_unsent_bytes); held_peak is
+	 * the most of all five at once.
 	 */
 	size_t qbytes;
 	size_t ubytes;
 	size_t fetch_reserved;
+	size_t dreads;
+	size_t dread_flight;         /* destination reads in flight */
+	int dread_waiting;           /* one was refused room since */
 	int64_t held_peak;
 	struct metrics_std *ms;      /* may be NULL (tests) */
 	int started;
@@ -426,6 +433,27 @@ void pl_drop_queue(struct ppart *p);
 size_t pl_held_now(const struct pipeline *pl);
 size_t pl_held_note(struct pipeline *pl);
 size_t pl_unsent_bytes(const struct pipeline *pl);
+/*
+ * Reads of the destination's end (pipe_prove.c, pipe_preserve.c) under
+ * the cap, their bytes in pl->dreads.  pl_dread_room(): may a read whose
+ * answer may hold want bytes go now?  Yes while it fits under the cap
+ * with everything else held, and always when no other destination read
+ * is in flight: one read larger than the cap, or one while the copy
+ * fills the cap, still makes progress, and a read never waits for one
+ * that waits itself (an answered read always ends).
+ * pl_dread_start(): a read of want bytes goes (*held = want, counted in
+ * flight); pl_dread_grow(): its answer is larger (Kafka returns a first
+ * batch whole); pl_dread_done(): answered or failed, *held released, and
+ * the pipeline kicked if a read was refused room meanwhile, so it is
+ * tried again.
+ * pl_dread_set(): bytes held outside a read (a preserved batch waiting
+ * for its Produce), *held becomes n.
+ */
+int pl_dread_room(struct pipeline *pl, size_t want);
+void pl_dread_start(struct pipeline *pl, size_t *held, size_t want);
+void pl_dread_grow(struct pipeline *pl, size_t *held, size_t n);
+void pl_dread_done(struct pipeline *pl, size_t *held);
+void pl_dread_set(struct pipeline *pl, size_t *held, size_t n);
 /* len bytes of p's fetched batches dropped before the destination
  * acknowledged them (fetched again later). */
 void pl_discarded(struct ppart *p, size_t len);

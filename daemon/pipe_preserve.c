@@ -42,12 +42,23 @@
 
 #define API_CREATE_TOPICS 19
 #define PV_FETCH_BYTES (1 << 20)
+#define PV_FRAMING 256    /* an answer's bytes besides its records */
 
 struct pvctx {
 	struct ppart *p;
 	uint32_t gen;
 	int16_t version;
+	int reading;      /* a Fetch: its answer's bytes in pl->dreads */
+	size_t held;
 };
+
+/* The batch kept for its Produce is no longer needed. */
+static void pv_drop_buf(struct ppart *p)
+{
+	free(p->pv_buf);
+	p->pv_buf = NULL;
+	pl_dread_set(p->pm->pl, &p->pv_held, 0);
+}
 
 static const char *pname(const struct ppart *p, char *buf, size_t len)
 {
@@ -79,6 +90,8 @@ static void ctx_end(struct pvctx *x)
 	struct ppart *p = x->p;
 
 	p->step_inflight = 0;
+	if (x->reading)
+		pl_dread_done(p->pm->pl, &x->held);
 	pl_kick(p->pm->pl);
 	pl_part_unref(p);
 	free(x);
@@ -96,6 +109,7 @@ static void pv_fail(struct ppart *p, const char *fmt, ...)
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	p->pv_state = 0;
+	pv_drop_buf(p);
 	pl_part_fail_final(p, "failback divergence at offset %" PRId64 ": "
 	    "preserving offsets %" PRId64 "..%" PRId64 " into topic %s failed "
 	    "after %" PRId64 " records: %s", p->pv_from, p->pv_from,
@@ -217,12 +231,13 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 			p->pv_state = p->pv_at >= p->pv_end ? 5 : 3;
 			return;
 		}
-		free(p->pv_buf);
+		pv_drop_buf(p);
 		p->pv_buf = malloc(b.len);
 		if (p->pv_buf == NULL) {
 			pv_fail(p, "out of memory");
 			return;
 		}
+		pl_dread_set(p->pm->pl, &p->pv_held, b.len);
 		memset(&rw, 0, sizeof(rw));
 		rw.base_offset = 0;
 		rw.flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN;
@@ -261,6 +276,8 @@ static void fetch_done(struct kconn *c, int err, const char *errstr,
 	int16_t top = 0;
 
 	(void)errstr;
+	if (err == KCONN_E_OK)
+		pl_dread_grow(p->pm->pl, &x->held, kr_left(body));
 	if (live(x) && (err != KCONN_E_OK ||
 	    pw_fetch_decode(body, x->version, &top, fetch_part, x) < 0)) {
 		if (err == KCONN_E_OK)
@@ -293,6 +310,7 @@ static void produce_part(void *arg, const struct pw_produce_part *pp)
 	if (!live(x) || p->pv_state != 4 || pp->partition != p->index)
 		return;
 	if (pp->error == 0) {
+		pv_drop_buf(p);
 		p->pv_records += p->pv_count;
 		p->pv_batches++;
 		p->pv_at = p->pv_next;
@@ -340,6 +358,7 @@ int ppreserve_start(struct ppart *p, int64_t from, int64_t end, int32_t epoch)
 	p->pv_from = p->pv_at = from;
 	p->pv_end = end;
 	p->pv_records = p->pv_batches = p->pv_skipped = 0;
+	pv_drop_buf(p);
 	p->pv_state = 1;
 	return 0;
 }
@@ -383,11 +402,18 @@ int ppreserve_step(struct ppart *p)
 	case 3: {
 		struct pbroker *b = ppart_leader(p, 1);
 		struct pv_fetch f;
+		size_t want = PV_FETCH_BYTES + PV_FRAMING + strlen(p->topic);
 
+		/* A batch kept from a Produce that failed is fetched again. */
+		pv_drop_buf(p);
 		c = b != NULL ? pbroker_conn(b) : NULL;
 		v = c != NULL ? kconn_pick_version(c, KP_API_FETCH, PW_FETCH_MIN,
 		    PW_FETCH_MAX) : -1;
-		if (v < 4 || (x = ctx_new(p, (int16_t)v)) == NULL)
+		if (v < 4)
+			break;
+		if (!pl_dread_room(p->pm->pl, want))
+			return 1; /* tried again when a read ends */
+		if ((x = ctx_new(p, (int16_t)v)) == NULL)
 			break;
 		memset(&f, 0, sizeof(f));
 		f.req.max_wait_ms = 0;
@@ -400,8 +426,11 @@ int ppreserve_step(struct ppart *p)
 		f.tp.max_bytes = PV_FETCH_BYTES;
 		f.tp.leader_epoch = -1;
 		f.tp.last_epoch = -1;
+		x->reading = 1;
+		pl_dread_start(p->pm->pl, &x->held, want);
 		if (kconn_send(c, KP_API_FETCH, (int16_t)v, fetch_encode, &f, 0,
 		    30000, fetch_done, x, err, sizeof(err)) != 0) {
+			pl_dread_done(p->pm->pl, &x->held);
 			pl_part_unref(p);
 			free(x);
 			break;
@@ -447,8 +476,7 @@ int ppreserve_step(struct ppart *p)
 		    p->pv_end - 1, p->pv_topic, p->index, p->pv_records,
 		    p->pv_batches, p->pv_skipped);
 		p->pv_state = 0;
-		free(p->pv_buf);
-		p->pv_buf = NULL;
+		pv_drop_buf(p);
 		return 0;
 	default:
 		break;

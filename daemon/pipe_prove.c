@@ -41,12 +41,14 @@
 
 #define PROVE_MAX_STEPS 256       /* Fetches walking back over foreign batches */
 #define PROVE_PART_BYTES 65536    /* the first batch comes whole anyway */
+#define PROVE_FRAMING 256         /* an answer's bytes besides its records */
 
 struct prove_ctx {
 	struct ppart *p;
 	uint32_t gen;
 	int64_t offset;
 	int16_t version;
+	size_t held;      /* its answer's bytes, in pl->dreads (pl_dread_*) */
 };
 
 struct prove_fetch {
@@ -505,6 +507,8 @@ static void prove_response(struct kconn *c, int err, const char *errstr,
 		pcluster_want_metadata(pl->dst);
 		goto out;
 	}
+	/* A first batch larger than asked comes whole: count what came. */
+	pl_dread_grow(pl, &x->held, kr_left(body));
 	if (pw_fetch_decode(body, x->version, &top, prove_part, x) < 0) {
 		p->step_inflight = 0;
 		kconn_close(c, KCONN_E_PROTOCOL, "malformed Fetch response");
@@ -518,6 +522,7 @@ static void prove_response(struct kconn *c, int err, const char *errstr,
 		pcluster_want_metadata(pl->dst);
 	}
 out:
+	pl_dread_done(pl, &x->held);
 	pl_kick(pl);
 	pl_part_unref(p);
 	free(x);
@@ -538,6 +543,7 @@ void pprove_send(struct ppart *p)
 	struct prove_fetch f;
 	struct prove_ctx *x;
 	char err[256], name[300];
+	size_t want;
 	int v;
 
 	if (c == NULL)
@@ -570,6 +576,9 @@ void pprove_send(struct ppart *p)
 		    kconn_name(c), PW_FETCH_MIN, PW_FETCH_MAX);
 		return;
 	}
+	want = PROVE_PART_BYTES + PROVE_FRAMING + strlen(p->topic);
+	if (!pl_dread_room(pl, want))
+		return; /* tried again when a read ends (pl_dread_done kicks) */
 	if ((x = calloc(1, sizeof(*x))) == NULL)
 		return;
 	x->p = p;
@@ -588,10 +597,12 @@ void pprove_send(struct ppart *p)
 	f.tp.leader_epoch = -1; /* no fencing, no divergence check here */
 	f.tp.last_epoch = -1;
 	p->refs++;
+	pl_dread_start(pl, &x->held, want);
 	if (kconn_send(c, KP_API_FETCH, (int16_t)v, prove_encode, &f, 0,
 	    (int)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX),
 	    prove_response, x, err, sizeof(err)) != 0) {
 		log_debug("%s: Fetch (provenance): %s", pname(p, name, sizeof(name)), err);
+		pl_dread_done(pl, &x->held);
 		pl_part_unref(p);
 		free(x);
 		return;

@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -100,7 +101,8 @@ size_t pl_unsent_bytes(const struct pipeline *pl)
 
 size_t pl_held_now(const struct pipeline *pl)
 {
-	return pl->qbytes + pl->ubytes + pl->fetch_reserved + pl_unsent_bytes(pl);
+	return pl->qbytes + pl->ubytes + pl->fetch_reserved + pl->dreads +
+	    pl_unsent_bytes(pl);
 }
 
 size_t pl_held_note(struct pipeline *pl)
@@ -110,6 +112,47 @@ size_t pl_held_note(struct pipeline *pl)
 	if ((int64_t)n > pl->held_peak)
 		pl->held_peak = (int64_t)n;
 	return n;
+}
+
+int pl_dread_room(struct pipeline *pl, size_t want)
+{
+	if (pl->dread_flight == 0 || pl_held_now(pl) + want <=
+	    (size_t)pl->cfg->pipeline_max_inflight_bytes_total)
+		return 1;
+	pl->dread_waiting = 1;
+	return 0;
+}
+
+void pl_dread_set(struct pipeline *pl, size_t *held, size_t n)
+{
+	assert(pl->dreads >= *held);
+	pl->dreads = pl->dreads - *held + n;
+	*held = n;
+	(void)pl_held_note(pl);
+}
+
+void pl_dread_start(struct pipeline *pl, size_t *held, size_t want)
+{
+	assert(*held == 0);
+	pl->dread_flight++;
+	pl_dread_set(pl, held, want);
+}
+
+void pl_dread_grow(struct pipeline *pl, size_t *held, size_t n)
+{
+	if (n > *held)
+		pl_dread_set(pl, held, n);
+}
+
+void pl_dread_done(struct pipeline *pl, size_t *held)
+{
+	assert(pl->dread_flight > 0);
+	pl->dread_flight--;
+	pl_dread_set(pl, held, 0);
+	if (pl->dread_waiting) {
+		pl->dread_waiting = 0;
+		pl_kick(pl);
+	}
 }
 
 void pl_discarded(struct ppart *p, size_t len)
@@ -347,6 +390,9 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	p->qbytes = 0;
 	pl->ubytes -= p->ubytes;
 	p->ubytes = 0;
+	free(p->pv_buf);
+	p->pv_buf = NULL;
+	pl_dread_set(pl, &p->pv_held, 0);
 	pl->totals.inflight_batches -= p->ninflight;
 	if (p->refs == 0) {
 		part_free(p);
@@ -1319,6 +1365,9 @@ static void memory_gauges(struct pipeline *pl)
 	kind = "produce_requests";
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
 	    (double)unsent);
+	kind = "destination_reads";
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
+	    (double)pl->dreads);
 	(void)pl_held_note(pl);
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD_PEAK), 0, NULL),
 	    (double)pl->held_peak);

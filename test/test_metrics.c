@@ -509,6 +509,8 @@ START_TEST(test_promtool_clean)
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, FETCH_SESSION_ERRORS), "m",
 	    "FETCH_SESSION_ID_NOT_FOUND"));
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MEMORY_HELD), "queued"), 4096);
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MEMORY_HELD),
+	    "destination_reads"), 65792);
 	out = render(m);
 	/* Every family of the table is in the output. */
 	for (size_t i = 0; i < MSTD_COUNT; i++) {

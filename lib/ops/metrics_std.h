@@ -206,7 +206,11 @@
 	    "uncertain Produce to be sent again as they were), " \
 	    "fetch_responses (the largest answers of the Fetches in flight, " \
 	    "reserved before they are sent), produce_requests (encoded " \
-	    "Produce requests not yet written to the destination's sockets)") \
+	    "Produce requests not yet written to the destination's sockets), " \
+	    "destination_reads (the largest answers of the Fetches reading " \
+	    "back the destination's end to prove who wrote it or to preserve " \
+	    "a failback divergence, and the preserved batches waiting for " \
+	    "their Produce)") \
 	X(MEMORY_HELD_PEAK, "mirrord_memory_held_bytes_peak", GAUGE, NONE, \
 	    NONE, NO, "Most bytes held for record data at once since the " \
 	    "start (every kind of mirrord_memory_held_bytes)") \
