@@ -515,6 +515,22 @@ int mpart_set_state(struct mstate *st, struct mpart *p, int to,
 /* -> FAILED with the error message and the retry attempt (-1: give up). */
 int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
     int32_t retry_attempt, char *msg, size_t msglen);
+/*
+ * The asynchronous state changes (group commit, as the other _async forms
+ * above): validated against the model's state now, applied (hooks, the
+ * "A -> B (why)" log line) when their group completes, then cb.  The
+ * model's state does not show a change in flight, so the caller keeps at
+ * most one state write of a partition in flight and starts none while it
+ * is (the data plane: pipeline.c pl_part_state()).  The synchronous forms
+ * first wait for every asynchronous write in flight and validate against
+ * the state that results, so a state record in the log always applies.
+ */
+int mpart_set_state_async(struct mstate *st, struct mpart *p, int to,
+    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen);
+int mpart_fail_async(struct mstate *st, struct mpart *p, const char *error,
+    int32_t retry_attempt, mstate_done_fn cb, void *arg, int *started,
+    char *msg, size_t msglen);
 /* STOPPING -> STOPPED, recording the last mirrored offset and epoch. */
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
     int32_t last_epoch, const char *why, char *msg, size_t msglen);
@@ -523,6 +539,10 @@ int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
 int mpart_stopped_report(struct mstate *st, struct mpart *p,
     int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
     const char *why, char *msg, size_t msglen);
+int mpart_stopped_report_async(struct mstate *st, struct mpart *p,
+    int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
+    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen);
 /* Appends (epoch, start offset) to the epoch history: epoch above the last
  * one, start not below the last start.  Repeating the last entry is a
  * no-op. */
