@@ -569,16 +569,16 @@ int mstate_acl_note(struct mstate *st, const char *mirror, int kind,
 size_t mstate_acl_count(const struct mstate *st);
 const struct macl *mstate_acl_get(const struct mstate *st, size_t i);
 /* Adds a translation anchor with lib/xlate's rules: offsets >= 0 and not
- * going backwards, merged without loss as xlate_rule() says. */
-int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
-    int64_t dst, char *msg, size_t msglen);
+ * going backwards, merged without loss as xlate_rule() says.  Only the
+ * asynchronous form exists (the data plane writes anchors, pipe_copy.c and
+ * pipe_prove.c); cb NULL writes synchronously before it returns (tools and
+ * tests, never on the loop), started may then be NULL. */
 int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
     size_t msglen);
 /* Records that the anchors about to be added belong to a batch sent to
- * destination offset dst (mpart.sending_dst); no-op when it is already. */
-int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
-    char *msg, size_t msglen);
+ * destination offset dst (mpart.sending_dst); no-op when it is already.
+ * cb NULL: synchronous, as for anchors. */
 int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
     mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen);
 /*

@@ -886,17 +886,12 @@ static int add_anchor(struct mstate *st, struct mpart *p, int64_t src,
 	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
 }
 
-int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
-    int64_t dst, char *msg, size_t msglen)
-{
-	return add_anchor(st, p, src, dst, NULL, NULL, NULL, msg, msglen);
-}
-
 int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
     size_t msglen)
 {
-	*started = 0;
+	if (started != NULL)
+		*started = 0;
 	return add_anchor(st, p, src, dst, cb, arg, started, msg, msglen);
 }
 
@@ -919,16 +914,11 @@ static int note_sending(struct mstate *st, struct mpart *p, int64_t dst,
 	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
 }
 
-int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
-    char *msg, size_t msglen)
-{
-	return note_sending(st, p, dst, NULL, NULL, NULL, msg, msglen);
-}
-
 int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
     mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
 {
-	*started = 0;
+	if (started != NULL)
+		*started = 0;
 	return note_sending(st, p, dst, cb, arg, started, msg, msglen);
 }
 
