@@ -96,18 +96,14 @@ def metric(text, name):
     return float(m.group(1)) if m else None
 
 
-def start_kills(d, SRC, DST):
-    """kill -9 while many partitions start (their PREPARING -> MIRRORING
-    state changes go in asynchronous groups): each round adds a topic of
-    START_PARTS partitions and kills mirrord as soon as some of them are
-    MIRRORING (the others' state writes are queued or in flight); after
-    the restarts every partition of every round ends MIRRORING with lag 0
-    (none stuck PREPARING, none FAILED) and each destination equals its
-    source."""
+def start_topics(SRC):
+    """The topics start_kills() adds, created and written before mirrord
+    runs (the mock creates partitions slowly while it serves Fetches)."""
     topics = ["gs%d" % r for r in range(START_ROUNDS)]
     for t in topics:
         for c in (0, 1):
-            mc.cmd("topic %d %s %d" % (c, t, START_PARTS))
+            mc.cmd("topic %d %s %d random" % (c, t, START_PARTS),
+                   timeout=120)
         p = Producer({"bootstrap.servers": SRC, "linger.ms": 5,
                       "acks": "all"})
         for part in range(START_PARTS):
@@ -115,22 +111,46 @@ def start_kills(d, SRC, DST):
                 p.produce(t, value=b"%s-%d-%d" % (t.encode(), part, i),
                           partition=part)
         h.check(p.flush(60) == 0, "producing %s" % t)
+    return topics
+
+
+def start_kills(d, SRC, DST):
+    """kill -9 while many partitions start (their PREPARING -> MIRRORING
+    state changes go in asynchronous groups): each round adds a topic of
+    START_PARTS partitions and kills mirrord as soon as the first of them
+    are MIRRORING (the others' state writes are queued or in flight), or
+    0.15, 0.3, 0.45 s after the topic was added; after
+    the restarts every partition of every round ends MIRRORING with lag 0
+    (none stuck PREPARING, none FAILED) and each destination equals its
+    source."""
+    topics = ["gs%d" % r for r in range(START_ROUNDS)]
     seen_mid = 0
     for t in topics:
         d.cli_ok("--add", "--mirror", "m1", "--topic", t)
 
-        def some_started():
-            rows = [r for r in d.describe_json("m1") if r["topic"] == t]
-            n = sum(1 for r in rows if r["state"] == "MIRRORING")
-            return n > 0 and (n, len(rows))
+        pat = re.compile(r"/%s-[0-9]+: PREPARING -> MIRRORING" % t)
+        path = d.proc.log_path
 
-        n, total = h.wait_for(some_started, 120,
-                              "some partition of %s MIRRORING" % t)
+        def started():
+            # mirrord logs the move once it is durable and applied.
+            with open(path, "rb") as f:
+                return len(pat.findall(f.read().decode("utf-8", "replace")))
+
+        rnd = topics.index(t)
+        if rnd == 0:
+            # Right after the first group of state changes landed.
+            h.wait_for(started, 120, "some partition of %s MIRRORING" % t,
+                       interval=0.002)
+        else:
+            # Earlier: destination ends being read, the first state
+            # changes being written.
+            time.sleep(0.15 * rnd)
         d.kill9()
-        if n < total:
+        n = started()
+        if n < START_PARTS:
             seen_mid += 1
         print("%s: killed with %d of %d partitions MIRRORING"
-              % (t, n, total), flush=True)
+              % (t, n, START_PARTS), flush=True)
         d.start()
     h.check(seen_mid > 0, "no kill came while partitions were still "
             "starting (the test would prove nothing)")
@@ -170,6 +190,7 @@ def main():
     SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
     for c in (0, 1):
         mc.cmd("topic %d gc %d" % (c, PARTS))
+    start_topics(SRC)
     d = mt.Mirrord(destination=DST)
     d.create("m1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "50"})
     d.cli_ok("--add", "--mirror", "m1", "--topic", "gc")
