@@ -320,6 +320,8 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 	pcopy_start_at(p, d, s);
 }
 
+static void start_run(struct ppart *p);
+
 void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 {
 	struct pipeline *pl = p->pm->pl;
@@ -349,23 +351,38 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 	}
 	if (p->mp->state == MPART_PREPARING) {
 		char why[128];
+		struct pl_state_req rq = { .to = MPART_MIRRORING, .why = why,
+		    .then = start_run };
+		int rc;
 
 		snprintf(why, sizeof(why), "destination end %" PRId64 ", fetching "
 		    "from source offset %" PRId64, d, s);
-		if (mpart_set_state(pl->st, p->mp, MPART_MIRRORING, why, msg,
-		    sizeof(msg)) != 0) {
+		/* Asynchronous (group commit): p fetches nothing until
+		 * MIRRORING is durable; start_run() then goes on from here
+		 * (p->dst_next is d while p is frozen). */
+		p->step = PS_IDLE;
+		rc = pl_part_state(p, &rq, msg, sizeof(msg));
+		if (rc < 0) {
 			log_warnx("%s: %s", pname(p, name, sizeof(name)), msg);
-			p->step = PS_IDLE;
 			p->not_before = clock_mono_ms() + 1000;
 			return;
 		}
+		if (rc > 0)
+			return;
 	} else {
 		log_info("%s: resuming at source offset %" PRId64 " (destination end %"
 		    PRId64 ")", pname(p, name, sizeof(name)), s, d);
 	}
-	resend_unsure(p, d);
+	start_run(p);
+}
+
+/* Copying starts (or resumes) at the destination end p->dst_next: the
+ * unsure batches first (resend_unsure()). */
+static void start_run(struct ppart *p)
+{
+	resend_unsure(p, p->dst_next);
 	p->step = PS_RUN;
-	pl_kick(pl);
+	pl_kick(p->pm->pl);
 }
 
 static void sync_response(struct kconn *c, int err, const char *errstr,

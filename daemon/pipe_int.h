@@ -289,6 +289,15 @@ struct ppart {
 	int mwrite_kind;
 	int64_t mwrite_off;
 	char mwrite_what[160];
+	/* An asynchronous state change of p is in flight (pl_part_state(),
+	 * it holds a ref): p is frozen until it completes (part_step() does
+	 * nothing, no request is started) and starts no other state write;
+	 * the gens it was started under, the state it goes to and what runs
+	 * once it is durable (gens unchanged, the model in that state). */
+	int swrite;
+	uint32_t swrite_gen, swrite_og;
+	int swrite_to;
+	void (*swrite_then)(struct ppart *p);
 };
 
 /*
@@ -426,6 +435,29 @@ int pl_controller(const struct pipeline *pl);
 /* 1 if this instance copies p (single mode: always; else mpart->owner). */
 int pl_part_owned(const struct ppart *p);
 void pl_part_unref(struct ppart *p);
+/*
+ * A state change of p made by the data plane (group commit, HACKING.md
+ * "metadata log"): to, why, the retry attempt (FAILED) or, with last set,
+ * the last offset and epoch and the failover report fo (STOPPED).  Written
+ * asynchronously when the log can (1: p is frozen until it is durable,
+ * then `then` runs if p is still where it was, gens unchanged, in state
+ * to; a failure is logged with p left in its old state, retried by
+ * part_step() a second later); synchronously (0: done, then not called)
+ * when another state write of p is in flight or the log has no event base;
+ * -1 with msg when refused (not an allowed transition, broken log).
+ */
+struct pl_state_req {
+	int to;
+	const char *why;
+	int32_t retry;
+	int last;
+	int64_t last_offset;
+	int32_t last_epoch;
+	const struct mfailover *fo;
+	void (*then)(struct ppart *p);
+};
+int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
+    size_t msglen);
 void pl_drop_queue(struct ppart *p);
 /* Everything held for record data now (see struct pipeline), and the
  * Produce request bytes not yet written to the destination alone;

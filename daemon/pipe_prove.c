@@ -156,13 +156,106 @@ static int dst_to_src(const struct ppart *p, int64_t e, int64_t *s)
 	return rc == XLATE_UNMAPPED ? -1 : 0;
 }
 
+/*
+ * A skip-over anchor (src -> dst: the destination's offsets below dst stay
+ * as they are, the source's offset src goes to dst), recorded
+ * asynchronously (group commit, HACKING.md "metadata log"): the partition
+ * holds its step (step_inflight) and a ref until the anchor is durable,
+ * then goes on at dst (pcopy_sync_done()) if it is still where it was (gen,
+ * own_gen); a refused or failed write fails it with fail + the reason.
+ */
+struct pv_anchor {
+	struct ppart *p;
+	uint32_t gen, og;
+	int64_t dst;
+	int hole;       /* counts an offset hole */
+	char *fail;     /* pl_part_fail()'s message before ": <reason>" */
+	char *note;     /* the warning logged once it is durable */
+};
+
+static void pv_anchor_free(struct pv_anchor *a)
+{
+	free(a->fail);
+	free(a->note);
+	free(a);
+}
+
+static void skip_recorded(struct ppart *p, const struct pv_anchor *a)
+{
+	char name[300];
+
+	log_warnx("%s: %s", pname(p, name, sizeof(name)), a->note);
+	if (a->hole)
+		p->live.offset_holes++;
+	p->proven_end = a->dst;
+	pcopy_sync_done(p, a->dst);
+}
+
+static void skip_done(void *arg, int code, const char *msg)
+{
+	struct pv_anchor *a = arg;
+	struct ppart *p = a->p;
+
+	/* The step is this write's until now: nothing else cleared it. */
+	p->step_inflight = 0;
+	if (!p->dead && p->mp != NULL && p->gen == a->gen &&
+	    p->own_gen == a->og) {
+		if (code != 0)
+			pl_part_fail(p, "%s: %s", a->fail, msg);
+		else
+			skip_recorded(p, a);
+		pl_kick(p->pm->pl);
+	}
+	pl_part_unref(p);
+	pv_anchor_free(a);
+}
+
+static void record_skip(struct ppart *p, int64_t src, int64_t dst, int hole,
+    const char *fail, const char *note)
+{
+	struct pv_anchor *a = calloc(1, sizeof(*a));
+	char msg[512];
+	int started = 0, r;
+
+	if (a == NULL || (a->fail = strdup(fail)) == NULL ||
+	    (a->note = strdup(note)) == NULL) {
+		if (a != NULL)
+			pv_anchor_free(a);
+		pl_part_fail(p, "%s: out of memory", fail);
+		return;
+	}
+	a->p = p;
+	a->gen = p->gen;
+	/* A follower's write may apply a part-owner record that takes p
+	 * away first: then it is not started. */
+	a->og = p->own_gen;
+	a->dst = dst;
+	a->hole = hole;
+	p->refs++;
+	p->step_inflight = 1;
+	r = mpart_add_anchor_async(p->pm->pl->st, p->mp, src, dst, skip_done,
+	    a, &started, msg, sizeof(msg));
+	if (started)
+		return;
+	/* Written synchronously (no event base) or nothing to write: p
+	 * stays in the graveyard if it was buried meanwhile. */
+	p->step_inflight = 0;
+	p->refs--;
+	if (p->own_gen == a->og && !p->dead) {
+		if (r != 0)
+			pl_part_fail(p, "%s: %s", fail, msg);
+		else
+			skip_recorded(p, a);
+	}
+	pv_anchor_free(a);
+}
+
 /* The walk is over: mirrord's batches end at e (-1: none left below the
  * foreign ones, the destination log starts at lo). */
 static void concluded(struct ppart *p, int64_t e, int64_t lo)
 {
-	struct pipeline *pl = p->pm->pl;
 	int64_t d = p->prove_end, from = e >= 0 ? e : lo, s, hi;
-	char msg[512], name[300], what[600];
+	char msg[512], what[600];
 	const char *kind = "foreign write";
 	int n, once;
 
@@ -193,25 +286,14 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 			    "skip-over)", d);
 			return;
 		}
-		/* Skip over all of it: source offset 0 goes to d.  (A
-		 * follower's write may apply a part-owner record that takes p
-		 * away: then it is not started.) */
-		uint32_t og = p->own_gen;
-		int r = mpart_add_anchor(pl->st, p->mp, 0, d, msg, sizeof(msg));
-
-		if (p->own_gen != og)
-			return;
-		if (r != 0) {
-			pl_part_fail(p, "unproven destination ending at %" PRId64 ": "
-			    "cannot record the anchor 0 -> %" PRId64 ": %s", d, d, msg);
-			return;
-		}
-		log_warnx("%s: unproven destination: offsets below %" PRId64 " are "
-		    "deleted and not known to be mirrord's; skip-over: source offset 0 "
-		    "is copied to destination offset %" PRId64,
-		    pname(p, name, sizeof(name)), d, d);
-		p->proven_end = d;
-		pcopy_sync_done(p, d);
+		/* Skip over all of it: source offset 0 goes to d. */
+		snprintf(msg, sizeof(msg), "unproven destination ending at %"
+		    PRId64 ": cannot record the anchor 0 -> %" PRId64, d, d);
+		snprintf(what, sizeof(what), "unproven destination: offsets "
+		    "below %" PRId64 " are deleted and not known to be mirrord's; "
+		    "skip-over: source offset 0 is copied to destination offset %"
+		    PRId64, d, d);
+		record_skip(p, 0, d, 0, msg, what);
 		return;
 	}
 	hi = p->prove_hi >= 0 ? p->prove_hi : d - 1;
@@ -245,23 +327,14 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 		    "map does not give", kind, what, from);
 		return;
 	}
-	uint32_t og = p->own_gen;
-	int r = mpart_add_anchor(pl->st, p->mp, s, d, msg, sizeof(msg));
+	char fail[800], note[800];
 
-	if (p->own_gen != og)
-		return; /* lost while a follower's write applied others' records */
-	if (r != 0) {
-		pl_part_fail(p, "%s: %s; cannot record the anchor %" PRId64
-		    " -> %" PRId64 " to skip over it: %s", kind, what, s, d, msg);
-		return;
-	}
-	log_warnx("%s: %s: %s; %s: source offset %" PRId64 " is copied to "
-	    "destination offset %" PRId64, pname(p, name, sizeof(name)), kind, what,
-	    once ? "the operator's skip-over" : "mirror.foreign.writes=skip-over",
-	    s, d);
-	p->live.offset_holes++;
-	p->proven_end = d;
-	pcopy_sync_done(p, d);
+	snprintf(fail, sizeof(fail), "%s: %s; cannot record the anchor %" PRId64
+	    " -> %" PRId64 " to skip over it", kind, what, s, d);
+	snprintf(note, sizeof(note), "%s: %s; %s: source offset %" PRId64 " is "
+	    "copied to destination offset %" PRId64, kind, what, once ?
+	    "the operator's skip-over" : "mirror.foreign.writes=skip-over", s, d);
+	record_skip(p, s, d, 1, fail, note);
 }
 
 /* The decision: the old primary's offsets from..d-1 stay where they are;
@@ -269,23 +342,15 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 static void failback_skip(struct ppart *p, int64_t from, int64_t d,
     const char *how)
 {
-	char msg[512], name[300];
+	char fail[300], note[600];
 
-	if (mpart_add_anchor(p->pm->pl->st, p->mp, from, d, msg,
-	    sizeof(msg)) != 0) {
-		pl_part_fail(p, "failback divergence at offset %" PRId64 ": "
-		    "cannot record the anchor %" PRId64 " -> %" PRId64 ": %s",
-		    from, from, d, msg);
-		return;
-	}
-	log_warnx("%s: failback divergence at offset %" PRId64 ": the "
-	    "destination's offsets %" PRId64 "..%" PRId64 " (never mirrored) are "
-	    "kept; %s: source offset %" PRId64 " is copied to destination offset "
-	    "%" PRId64, pname(p, name, sizeof(name)), from, from, d - 1, how,
-	    from, d);
-	p->live.offset_holes++;
-	p->proven_end = d;
-	pcopy_sync_done(p, d);
+	snprintf(fail, sizeof(fail), "failback divergence at offset %" PRId64
+	    ": cannot record the anchor %" PRId64 " -> %" PRId64, from, from, d);
+	snprintf(note, sizeof(note), "failback divergence at offset %" PRId64
+	    ": the destination's offsets %" PRId64 "..%" PRId64 " (never "
+	    "mirrored) are kept; %s: source offset %" PRId64 " is copied to "
+	    "destination offset %" PRId64, from, from, d - 1, how, from, d);
+	record_skip(p, from, d, 1, fail, note);
 }
 
 /*

@@ -281,7 +281,6 @@ void pl_part_fail_final(struct ppart *p, const char *fmt, ...)
  * as long as it takes (a denial: the cure is an ACL, not the operator). */
 static void part_vfail(struct ppart *p, int final, const char *fmt, va_list ap)
 {
-	struct pipeline *pl = p->pm->pl;
 	char why[1024], msg[512], name[300];
 	int64_t max = p->pm->conf && final == 0 ? p->pm->conf->failed_retry_max_attempts : 0;
 	int32_t attempt;
@@ -300,7 +299,9 @@ static void part_vfail(struct ppart *p, int final, const char *fmt, va_list ap)
 	attempt = (max > 0 && p->attempts <= max) ? p->attempts : -1;
 	if (final == 2)
 		attempt = MIN(p->attempts, INT32_MAX - 1);
-	if (mpart_fail(pl->st, p->mp, why, attempt, msg, sizeof(msg)) != 0) {
+	struct pl_state_req rq = { .to = MPART_FAILED, .why = why,
+	    .retry = attempt };
+	if (pl_part_state(p, &rq, msg, sizeof(msg)) < 0) {
 		log_warnx("%s: cannot record the failure (%s): %s",
 		    part_name(p, name, sizeof(name)), why, msg);
 		p->not_before = clock_mono_ms() + 1000;
@@ -375,6 +376,87 @@ void pl_part_unref(struct ppart *p)
 			break;
 		}
 	part_free(p);
+}
+
+/* The completion of p's asynchronous state write (pl_part_state()). */
+static void swrite_done(void *arg, int code, const char *msg)
+{
+	struct ppart *p = arg;
+	struct pipeline *pl = p->pm->pl;
+	void (*then)(struct ppart *) = p->swrite_then;
+	char name[300];
+
+	p->swrite = 0;
+	p->swrite_then = NULL;
+	if (!p->dead && p->mp != NULL && p->own_gen == p->swrite_og) {
+		if (code != 0) {
+			/* Still in its old state (the model shows only durable
+			 * states): part_step() tries again in a second. */
+			log_warnx("%s: cannot record the move to %s, staying %s: %s",
+			    part_name(p, name, sizeof(name)),
+			    mpart_state_name(p->swrite_to),
+			    mpart_state_name(p->mp->state), msg);
+			p->step = PS_IDLE;
+			p->not_before = clock_mono_ms() + 1000;
+			if (p->swrite_to == MPART_PREPARING)
+				p->retry_at = p->not_before;  /* FAILED: retry */
+		} else if (then != NULL && p->gen == p->swrite_gen &&
+		    (int)p->mp->state == p->swrite_to) {
+			then(p);
+		}
+		pl_kick(pl);
+	}
+	pl_part_unref(p);
+}
+
+int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
+    size_t msglen)
+{
+	struct mstate *st = p->pm->pl->st;
+	struct mpart *mp = p->mp;
+	int started = 0, r;
+
+	if (mp == NULL || p->dead) {
+		snprintf(msg, msglen, "the partition is no longer mirrored");
+		return -1;
+	}
+	if (p->swrite || !mstate_async_ready(st)) {
+		/* Synchronous: waits for the write in flight first. */
+		if (rq->last)
+			r = mpart_stopped_report(st, mp, rq->last_offset,
+			    rq->last_epoch, rq->fo, rq->why, msg, msglen);
+		else if (rq->to == MPART_FAILED)
+			r = mpart_fail(st, mp, rq->why, rq->retry, msg, msglen);
+		else
+			r = mpart_set_state(st, mp, rq->to, rq->why, msg, msglen);
+		return r != 0 ? -1 : 0;
+	}
+	/* The ref: a follower's write may apply other instances' records
+	 * first and lose p or bury it; the callback still finds it. */
+	p->swrite = 1;
+	p->swrite_gen = p->gen;
+	p->swrite_og = p->own_gen;
+	p->swrite_to = rq->to;
+	p->swrite_then = rq->then;
+	p->refs++;
+	if (rq->last)
+		r = mpart_stopped_report_async(st, mp, rq->last_offset,
+		    rq->last_epoch, rq->fo, rq->why, swrite_done, p, &started, msg,
+		    msglen);
+	else if (rq->to == MPART_FAILED)
+		r = mpart_fail_async(st, mp, rq->why, rq->retry, swrite_done, p,
+		    &started, msg, msglen);
+	else
+		r = mpart_set_state_async(st, mp, rq->to, rq->why, swrite_done, p,
+		    &started, msg, msglen);
+	if (!started) {
+		p->swrite = 0;
+		p->swrite_then = NULL;
+		p->refs--;
+	}
+	if (r != 0)
+		return -1;
+	return started ? 1 : 0;
 }
 
 /* Takes p out of service; freed now or when its last request answers. */
@@ -1001,6 +1083,14 @@ static int part_own(struct ppart *p)
  */
 #define PL_FINAL_HW_WAIT_MS 3000
 
+/* STOPPED is durable.  Failover: the groups' offsets once more, final. */
+static void stopped_then(struct ppart *p)
+{
+	p->gs_final = 1;
+	groupsync_kick(p->pm->pl->gs, p->pm->name);
+}
+
+/* 0 STOPPED, 1 being recorded (stopped_then() follows), -1 failed. */
 static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 {
 	struct mfailover fo = { -1, -1, -1 };
@@ -1026,22 +1116,26 @@ static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 		    part_name(p, name, sizeof(name)), fo.lag, fo.src_hwm,
 		    p->last_src, fo.lag_ms);
 	p->final_ask = 0;
-	return mpart_stopped_report(p->pm->pl->st, p->mp, p->last_src,
-	    p->last_epoch, &fo, "fetching stopped, nothing in flight", msg,
-	    msglen);
+	struct pl_state_req rq = { .to = MPART_STOPPED, .why = "fetching "
+	    "stopped, nothing in flight", .last = 1, .last_offset = p->last_src,
+	    .last_epoch = p->last_epoch, .fo = &fo, .then = stopped_then };
+	return pl_part_state(p, &rq, msg, msglen);
 }
 
 static void part_step(struct ppart *p, int64_t now)
 {
 	struct pipeline *pl = p->pm->pl;
 	char msg[512], name[300];
-	int st;
+	int st, rc;
 
 	if (p->dead || p->mp == NULL)
 		return;
 	/* Another instance's partition: no request, no record (the owner
 	 * acknowledges PAUSING and STOPPING and retries FAILED). */
 	if (!part_own(p))
+		return;
+	/* Frozen while its state change is being recorded. */
+	if (p->swrite)
 		return;
 	st = p->mp->state;
 	switch (st) {
@@ -1091,15 +1185,15 @@ static void part_step(struct ppart *p, int64_t now)
 		    now < p->final_deadline)
 			break;
 		if (st == MPART_PAUSING) {
-			if (mpart_set_state(pl->st, p->mp, MPART_PAUSED,
-			    "fetching stopped, nothing in flight", msg, sizeof(msg)) != 0)
+			struct pl_state_req rq = { .to = MPART_PAUSED,
+			    .why = "fetching stopped, nothing in flight" };
+
+			if (pl_part_state(p, &rq, msg, sizeof(msg)) < 0)
 				log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
-		} else if (part_stopped(p, msg, sizeof(msg)) != 0) {
+		} else if ((rc = part_stopped(p, msg, sizeof(msg))) < 0) {
 			log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
-		} else {
-			/* Failover: the groups' offsets once more, final. */
-			p->gs_final = 1;
-			groupsync_kick(pl->gs, p->pm->name);
+		} else if (rc == 0) {
+			stopped_then(p);
 		}
 		break;
 	case MPART_FAILED:
@@ -1108,9 +1202,11 @@ static void part_step(struct ppart *p, int64_t now)
 		p->step = PS_IDLE;
 		if (p->retry_at > 0 && now >= p->retry_at && p->ninflight == 0 &&
 		    !p->step_inflight && !pl->draining) {
+			struct pl_state_req rq = { .to = MPART_PREPARING,
+			    .why = "automatic retry" };
+
 			p->retry_at = 0;
-			if (mpart_set_state(pl->st, p->mp, MPART_PREPARING,
-			    "automatic retry", msg, sizeof(msg)) != 0)
+			if (pl_part_state(p, &rq, msg, sizeof(msg)) < 0)
 				log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
 		}
 		break;
@@ -1206,6 +1302,8 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 
 				if (!part_own(p))
 					continue;   /* its owner says */
+				if (p->swrite)
+					continue;   /* once that is recorded */
 				if (p->mp->state == MPART_PREPARING ||
 				    p->mp->state == MPART_MIRRORING) {
 					pl_part_fail(p, "%s", pm->unusable);
@@ -1216,10 +1314,13 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 					/* FAILED before (an earlier run, another
 					 * cause): show the reason that holds now. */
 					char msg[256];
+					struct pl_state_req rq = {
+					    .to = MPART_FAILED,
+					    .why = pm->unusable,
+					    .retry = p->mp->retry_attempt };
 
-					if (mpart_fail(pl->st, p->mp, pm->unusable,
-					    p->mp->retry_attempt, msg,
-					    sizeof(msg)) != 0)
+					if (pl_part_state(p, &rq, msg,
+					    sizeof(msg)) < 0)
 						log_warnx("mirror %s: %s", pm->name,
 						    msg);
 				}

@@ -86,8 +86,9 @@ int main(int argc, char **argv)
 			die("batch", "open");
 		for (long p = 0; p < np; p++)
 			for (long a = 0; a < na; a++)
-				if (mpart_add_anchor(st, tp->parts[p], a * 1000,
-				    a * 1000, msg, sizeof(msg)) != 0)
+				if (mpart_add_anchor_async(st, tp->parts[p],
+				    a * 1000, a * 1000, NULL, NULL, NULL, msg,
+				    sizeof(msg)) != 0)
 					die("anchor", msg);
 		if (mstate_batch_commit(st, msg, sizeof(msg)) != 0)
 			die("commit", msg);

@@ -204,8 +204,8 @@ static int command(char *line)
 	} else if (strcmp(argv[0], "anchor") == 0 && argc == 6) {
 		code = KERR_UNKNOWN_TOPIC_OR_PARTITION;
 		if ((p = part(argv[1], argv[2], argv[3], msg, sizeof(msg))) != NULL)
-			code = mpart_add_anchor(st, p, atoll(argv[4]),
-			    atoll(argv[5]), msg, sizeof(msg));
+			code = mpart_add_anchor_async(st, p, atoll(argv[4]),
+			    atoll(argv[5]), NULL, NULL, NULL, msg, sizeof(msg));
 	} else if (strcmp(argv[0], "aanchor") == 0 && argc == 6) {
 		/* Asynchronous: answers at once ("rc 0 started" or the
 		 * refusal); "event done ID CODE MESSAGE" when its group

@@ -2,6 +2,9 @@
 """Group commit of the metadata log (issue 12): the real mirrord binary and
 kafka-mirrors CLI against two librdkafka mock clusters.
 
+Also the asynchronous partition state changes: mirrord is killed while
+topics of 200 partitions each start (start_kills()).
+
 While 48 partitions are copied batch after batch, every batch's metadata
 records (translation anchors, part-sending, producer identity) go through
 asynchronous groups written and fsynced by the log's writer thread.  mirrord
@@ -36,6 +39,8 @@ except ImportError:
 PARTS = 48
 ROUNDS = 5
 PER_ROUND = 12   # records per partition per round, one batch each
+START_PARTS = 200
+START_ROUNDS = 4
 
 mc = None
 
@@ -55,25 +60,27 @@ def produce_round(bootstrap, rnd):
         h.fail("producing round %d: %d unflushed, %s" % (rnd, left, errors[:3]))
 
 
-def ends(bootstrap):
+def ends(bootstrap, topic="gc", nparts=PARTS):
     c = kraw.Cluster(bootstrap)
     try:
-        return [c.offsets("gc", part)[1] for part in range(PARTS)]
+        return [c.offsets(topic, part)[1] for part in range(nparts)]
     finally:
         c.close()
 
 
-def read_all(bootstrap, want):
+def read_all(bootstrap, want, topic="gc"):
     """{partition: [(offset, value)]} up to want[partition]."""
+    nparts = len(want)
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "gc-check",
                   "enable.auto.commit": False, "enable.partition.eof": False})
-    c.assign([TopicPartition("gc", part, 0) for part in range(PARTS)])
-    out = {part: [] for part in range(PARTS)}
+    c.assign([TopicPartition(topic, part, 0) for part in range(nparts)])
+    out = {part: [] for part in range(nparts)}
     got, total = 0, sum(want)
     deadline = time.monotonic() + 60
     while got < total:
         if time.monotonic() > deadline:
-            h.fail("reading gc from %s: %d of %d records" % (bootstrap, got, total))
+            h.fail("reading %s from %s: %d of %d records" % (topic, bootstrap,
+                                                              got, total))
         m = c.poll(0.5)
         if m is None or m.error():
             continue
@@ -89,6 +96,93 @@ def metric(text, name):
     return float(m.group(1)) if m else None
 
 
+def start_topics(SRC):
+    """The topics start_kills() adds, created and written before mirrord
+    runs (the mock creates partitions slowly while it serves Fetches)."""
+    topics = ["gs%d" % r for r in range(START_ROUNDS)]
+    for t in topics:
+        for c in (0, 1):
+            mc.cmd("topic %d %s %d random" % (c, t, START_PARTS),
+                   timeout=120)
+        p = Producer({"bootstrap.servers": SRC, "linger.ms": 5,
+                      "acks": "all"})
+        for part in range(START_PARTS):
+            for i in range(2):
+                p.produce(t, value=b"%s-%d-%d" % (t.encode(), part, i),
+                          partition=part)
+        h.check(p.flush(60) == 0, "producing %s" % t)
+    return topics
+
+
+def start_kills(d, SRC, DST):
+    """kill -9 while many partitions start (their PREPARING -> MIRRORING
+    state changes go in asynchronous groups): each round adds a topic of
+    START_PARTS partitions and kills mirrord as soon as the first of them
+    are MIRRORING (the others' state writes are queued or in flight), or
+    0.15, 0.3, 0.45 s after the topic was added; after
+    the restarts every partition of every round ends MIRRORING with lag 0
+    (none stuck PREPARING, none FAILED) and each destination equals its
+    source."""
+    topics = ["gs%d" % r for r in range(START_ROUNDS)]
+    seen_mid = 0
+    for t in topics:
+        d.cli_ok("--add", "--mirror", "m1", "--topic", t)
+
+        pat = re.compile(r"/%s-[0-9]+: PREPARING -> MIRRORING" % t)
+        path = d.proc.log_path
+
+        def started():
+            # mirrord logs the move once it is durable and applied.
+            with open(path, "rb") as f:
+                return len(pat.findall(f.read().decode("utf-8", "replace")))
+
+        rnd = topics.index(t)
+        if rnd == 0:
+            # Right after the first group of state changes landed.
+            h.wait_for(started, 120, "some partition of %s MIRRORING" % t,
+                       interval=0.002)
+        else:
+            # Earlier: destination ends being read, the first state
+            # changes being written.
+            time.sleep(0.15 * rnd)
+        d.kill9()
+        n = started()
+        if n < START_PARTS:
+            seen_mid += 1
+        print("%s: killed with %d of %d partitions MIRRORING"
+              % (t, n, START_PARTS), flush=True)
+        d.start()
+    h.check(seen_mid > 0, "no kill came while partitions were still "
+            "starting (the test would prove nothing)")
+    src_ends = {t: ends(SRC, t, START_PARTS) for t in topics}
+
+    def all_started():
+        rows = [r for r in d.describe_json("m1") if r["topic"] in topics]
+        bad = [r for r in rows if r["state"] == "FAILED"]
+        if bad:
+            h.fail("partition FAILED after kill -9 during the start: %r"
+                   % bad[0])
+        return len(rows) == len(topics) * START_PARTS and all(
+            r["state"] == "MIRRORING" and r["lag"] == 0 and
+            r["destinationOffset"] == src_ends[r["topic"]][r["partition"]]
+            for r in rows)
+
+    h.wait_for(all_started, 180, "every partition of %s MIRRORING with lag 0"
+               % ", ".join(topics))
+    for t in topics:
+        h.check(ends(DST, t, START_PARTS) == src_ends[t],
+                "%s: destination ends differ from the source's" % t)
+        src = read_all(SRC, src_ends[t], t)
+        dst = read_all(DST, src_ends[t], t)
+        for part in range(START_PARTS):
+            if dst[part] != src[part]:
+                h.fail("%s-%d: the destination differs from the source "
+                       "(%r, %r)" % (t, part, dst[part], src[part]))
+    print("kill -9 x%d during the start of %d partitions each (%d with "
+          "partitions still PREPARING): all MIRRORING, nothing lost or "
+          "duplicated" % (len(topics), START_PARTS, seen_mid), flush=True)
+
+
 def main():
     global mc
     mc = MockCluster(clusters=2, brokers=1,
@@ -96,6 +190,7 @@ def main():
     SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
     for c in (0, 1):
         mc.cmd("topic %d gc %d" % (c, PARTS))
+    start_topics(SRC)
     d = mt.Mirrord(destination=DST)
     d.create("m1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "50"})
     d.cli_ok("--add", "--mirror", "m1", "--topic", "gc")
@@ -136,6 +231,8 @@ def main():
         if dst[part] != src[part]:
             h.fail("gc-%d: the destination differs from the source (%d and %d "
                    "records)" % (part, len(dst[part]), len(src[part])))
+
+    start_kills(d, SRC, DST)
 
     # New partitions in the last run: their first batches' producer
     # identities, anchors and part-sending records go in groups, fewer

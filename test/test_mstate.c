@@ -182,6 +182,21 @@ static void reopen_same(void)
 static const struct mcfg BOOT[] = { { (char *)"bootstrap.servers",
 	(char *)"127.0.0.1:9092" } };
 
+/* The synchronous forms (callback NULL) of the data plane's writes. */
+static int anchor_now(struct mstate *st, struct mpart *p, int64_t src,
+    int64_t dst, char *msg, size_t msglen)
+{
+	return mpart_add_anchor_async(st, p, src, dst, NULL, NULL, NULL, msg,
+	    msglen);
+}
+
+static int sending_now(struct mstate *st, struct mpart *p, int64_t dst,
+    char *msg, size_t msglen)
+{
+	return mpart_note_sending_async(st, p, dst, NULL, NULL, NULL, msg,
+	    msglen);
+}
+
 static void mk_mirror(const char *name)
 {
 	CODE(mstate_create_mirror(F.st, name, BOOT, 1, F.msg, sizeof(F.msg)),
@@ -949,25 +964,25 @@ START_TEST(test_data_plane_and_hooks)
 	ck_assert_int_eq(p->epochs[1].start_offset, 100);
 
 	/* Anchors, with lib/xlate's rules. */
-	CODE(mpart_add_anchor(F.st, p, 0, 0, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 0, 0, F.msg, sizeof(F.msg)), 0);
 	n = log_records();
-	CODE(mpart_add_anchor(F.st, p, 50, 50, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 50, 50, F.msg, sizeof(F.msg)), 0);
 	ck_assert_uint_eq(log_records(), n);   /* same delta: not stored */
-	CODE(mpart_add_anchor(F.st, p, 100, 90, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 100, 90, F.msg, sizeof(F.msg)), 0);
 	/* source 90..99 is a hole and destination 90..94 foreign: both kept */
-	CODE(mpart_add_anchor(F.st, p, 100, 95, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 100, 95, F.msg, sizeof(F.msg)), 0);
 	ck_assert_uint_eq(p->nanchors, 3);
 	ck_assert_int_eq(p->anchors[1].src, 100);
 	ck_assert_int_eq(p->anchors[1].dst, 90);
 	/* more foreign records at the same point extend that skip */
-	CODE(mpart_add_anchor(F.st, p, 100, 100, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 100, 100, F.msg, sizeof(F.msg)), 0);
 	ck_assert_uint_eq(p->nanchors, 3);
 	ck_assert_int_eq(p->anchors[2].dst, 100);
-	CODE(mpart_add_anchor(F.st, p, 200, 150, F.msg, sizeof(F.msg)), 0);
-	CODE(mpart_add_anchor(F.st, p, 150, 160, F.msg, sizeof(F.msg)),
+	CODE(anchor_now(F.st, p, 200, 150, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 150, 160, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
 	MSG_HAS("m/t-0: anchor (150, 160) goes back from (200, 150)");
-	CODE(mpart_add_anchor(F.st, p, -1, 160, F.msg, sizeof(F.msg)),
+	CODE(anchor_now(F.st, p, -1, 160, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
 	ck_assert_uint_eq(p->nanchors, 4);
 
@@ -1016,15 +1031,15 @@ static void build_rich(void)
 	p = part("east", "a1", 1);
 	CODE(mpart_add_epoch(F.st, p, 1, 0, F.msg, sizeof(F.msg)), 0);
 	CODE(mpart_add_epoch(F.st, p, 4, 77, F.msg, sizeof(F.msg)), 0);
-	CODE(mpart_add_anchor(F.st, p, 10, 10, F.msg, sizeof(F.msg)), 0);
-	CODE(mpart_add_anchor(F.st, p, 30, 25, F.msg, sizeof(F.msg)), 0);
-	CODE(mpart_add_anchor(F.st, p, 50, 40, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 10, 10, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 30, 25, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, 50, 40, F.msg, sizeof(F.msg)), 0);
 	/* The anchors above came with a batch sent to 40 (part-sending):
 	 * kept across a reopen and a compaction (the dumps compare it). */
 	ck_assert_int_eq(p->sending_dst, -1);
-	CODE(mpart_note_sending(F.st, p, 40, F.msg, sizeof(F.msg)), 0);
-	CODE(mpart_note_sending(F.st, p, 40, F.msg, sizeof(F.msg)), 0);
-	CODE(mpart_note_sending(F.st, p, -1, F.msg, sizeof(F.msg)),
+	CODE(sending_now(F.st, p, 40, F.msg, sizeof(F.msg)), 0);
+	CODE(sending_now(F.st, p, 40, F.msg, sizeof(F.msg)), 0);
+	CODE(sending_now(F.st, p, -1, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
 	ck_assert_int_eq(p->sending_dst, 40);
 	CODE(mpart_trim(F.st, p, 35, 27, NULL, F.msg, sizeof(F.msg)), 0);
@@ -1149,7 +1164,7 @@ START_TEST(test_rebuild_adopt)
 	mk_topic("east", "a3", 1);
 	CODE(mpart_set_state(F.st, part("east", "a1", 0), MPART_STOPPING,
 	    "removed", F.msg, sizeof(F.msg)), 0);
-	CODE(mpart_add_anchor(F.st, part("east", "a1", 1), 60, 70, F.msg,
+	CODE(anchor_now(F.st, part("east", "a1", 1), 60, 70, F.msg,
 	    sizeof(F.msg)), 0);
 	fresh = copy_model();
 	ck_assert_msg(mstate_rebuild_adopt(old, fresh, err, sizeof(err)) == 0,
@@ -1344,6 +1359,7 @@ struct acall {
 	int code[256];
 	char msg[256][1024];
 	size_t anchors_seen[256];   /* of the written partition, in cb */
+	int state_seen[256];        /* of the written partition, in cb */
 	struct mpart *part[256];
 };
 static struct acall AC;
@@ -1362,6 +1378,7 @@ static void acb(void *arg, int code, const char *msg)
 	AC.code[AC.n] = code;
 	snprintf(AC.msg[AC.n], sizeof(AC.msg[0]), "%s", msg != NULL ? msg : "");
 	AC.anchors_seen[AC.n] = a->p->nanchors;
+	AC.state_seen[AC.n] = a->p->state;
 	AC.n++;
 }
 
@@ -1538,7 +1555,7 @@ START_TEST(test_sync_after_async)
 	anchor_async(&a[1], 20, 0);
 	anchor_async(&a[2], 30, 0);
 	/* The synchronous write depends on what the first one wrote. */
-	CODE(mpart_add_anchor(F.st, a[0].p, 40, 10, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, a[0].p, 40, 10, F.msg, sizeof(F.msg)), 0);
 	ck_assert_int_eq(AC.n, 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert_uint_ge(a[i].p->nanchors, 1);
@@ -1550,6 +1567,183 @@ START_TEST(test_sync_after_async)
 	}
 	reopen_same();
 	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 2);
+}
+END_TEST
+
+static void state_async(struct aarg *a, int to)
+{
+	int started = 0;
+
+	CODE(mpart_set_state_async(F.st, a->p, to, "test", acb, a, &started,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+}
+
+/*
+ * Asynchronous state changes of several partitions share groups as the
+ * anchors do: the model keeps the old state until the group completed
+ * (the change is applied before its callback runs, in write order); a
+ * failure (with its retry attempt) and a STOPPED with its failover report
+ * go the same way; refused or no-op changes start nothing; the log
+ * reopens to the same model.
+ */
+START_TEST(test_async_state_order)
+{
+	struct aarg a[4];
+	struct mstate_async_stats as;
+	int started;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 4);
+	async_base();
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct aarg){ i, part("m", "t", i) };
+		ck_assert_int_eq(a[i].p->state, MPART_PREPARING);
+	}
+	gate_hold(1);
+	state_async(&a[0], MPART_MIRRORING);
+	gate_wait_inside();
+	state_async(&a[1], MPART_MIRRORING);
+	state_async(&a[2], MPART_MIRRORING);
+	started = 0;
+	CODE(mpart_fail_async(F.st, a[3].p, "disk on fire", 2, acb, &a[3],
+	    &started, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(a[i].p->state, MPART_PREPARING);
+	ck_assert_int_eq(AC.n, 0);
+	gate_hold(0);
+	run_until(4);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(AC.id[i], i);
+		ck_assert_msg(AC.code[i] == 0, "%s", AC.msg[i]);
+		ck_assert_int_eq(AC.state_seen[i], MPART_MIRRORING);
+	}
+	ck_assert_int_eq(AC.id[3], 3);
+	ck_assert_int_eq(AC.code[3], 0);
+	ck_assert_int_eq(AC.state_seen[3], MPART_FAILED);
+	ck_assert_str_eq(a[3].p->error, "disk on fire");
+	ck_assert_int_eq(a[3].p->retry_attempt, 2);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.groups, 2);
+	ck_assert_uint_eq(as.max_group_ops, 3);
+	/* No-op (already there) and refused (not an allowed transition):
+	 * nothing started, the refusal named. */
+	started = 1;
+	CODE(mpart_set_state_async(F.st, a[0].p, MPART_MIRRORING, "again", acb,
+	    &a[0], &started, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 0);
+	started = 1;
+	CODE(mpart_set_state_async(F.st, a[0].p, MPART_PAUSED, "no", acb,
+	    &a[0], &started, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	ck_assert_int_eq(started, 0);
+	MSG_HAS("m/t-0: MIRRORING -> PAUSED is not an allowed transition");
+	/* STOPPING -> STOPPED with its report, one write. */
+	CODE(mpart_set_state(F.st, a[1].p, MPART_STOPPING, "test", F.msg,
+	    sizeof(F.msg)), 0);
+	struct mfailover fo = { 100, 7, 1500 };
+	started = 0;
+	CODE(mpart_stopped_report_async(F.st, a[1].p, 92, 3, &fo, "stopped",
+	    acb, &a[1], &started, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+	ck_assert_int_eq(a[1].p->state, MPART_STOPPING);
+	run_until(5);
+	ck_assert_int_eq(AC.code[4], 0);
+	ck_assert_int_eq(AC.state_seen[4], MPART_STOPPED);
+	ck_assert_int_eq(a[1].p->last_offset, 92);
+	ck_assert_int_eq(a[1].p->last_epoch, 3);
+	ck_assert_int_eq(a[1].p->has_failover, 1);
+	/* STOPPED only from STOPPING. */
+	started = 1;
+	CODE(mpart_stopped_report_async(F.st, a[2].p, 1, 1, NULL, "x", acb,
+	    &a[2], &started, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	ck_assert_int_eq(started, 0);
+	MSG_HAS("m/t-2: MIRRORING -> STOPPED is not an allowed transition");
+	reopen_same();
+	ck_assert_int_eq(part("m", "t", 0)->state, MPART_MIRRORING);
+	ck_assert_int_eq(part("m", "t", 1)->state, MPART_STOPPED);
+	ck_assert_int_eq(part("m", "t", 3)->state, MPART_FAILED);
+}
+END_TEST
+
+/*
+ * A failed fsync: the state changes of its group and of the next are not
+ * made (the model keeps the old states, the callbacks say
+ * KAFKA_STORAGE_ERROR naming the partition and the disk's error), and the
+ * log reopens to the states before.
+ */
+START_TEST(test_async_state_fails)
+{
+	struct aarg a[3];
+	char *before;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 3);
+	async_base();
+	for (int i = 0; i < 3; i++)
+		a[i] = (struct aarg){ i, part("m", "t", i) };
+	before = mstate_dump(F.st);
+	F.faults.fsync_errno = EIO;
+	gate_hold(1);
+	state_async(&a[0], MPART_MIRRORING);
+	gate_wait_inside();
+	state_async(&a[1], MPART_MIRRORING);
+	state_async(&a[2], MPART_PAUSING);
+	gate_hold(0);
+	run_until(3);
+	for (int i = 0; i < 3; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "m/t-%d", i);
+		ck_assert_int_eq(AC.id[i], i);
+		ck_assert_int_eq(AC.code[i], KERR_KAFKA_STORAGE_ERROR);
+		ck_assert_msg(strstr(AC.msg[i], want) != NULL && strstr(AC.msg[i],
+		    "the change was not made") != NULL && strstr(AC.msg[i],
+		    strerror(EIO)) != NULL, "%s", AC.msg[i]);
+		ck_assert_int_eq(AC.state_seen[i], MPART_PREPARING);
+		ck_assert_int_eq(a[i].p->state, MPART_PREPARING);
+	}
+	F.faults.fsync_errno = 0;
+	char *now = mstate_dump(F.st);
+	ck_assert_str_eq(now, before);
+	free(now);
+	reopen_same();
+	free(before);
+}
+END_TEST
+
+/*
+ * A synchronous state change while an asynchronous one of the same
+ * partition is in flight is validated against the state the log will
+ * hold (it waits for the write first): PAUSING in flight, then PAUSED is
+ * allowed (it would be refused from MIRRORING, the state the model still
+ * showed), and the log replays.
+ */
+START_TEST(test_sync_state_after_async_state)
+{
+	struct aarg a = { 0, NULL };
+
+	mk_mirror("m");
+	mk_topic("m", "t", 1);
+	a.p = part("m", "t", 0);
+	CODE(mpart_set_state(F.st, a.p, MPART_MIRRORING, "test", F.msg,
+	    sizeof(F.msg)), 0);
+	async_base();
+	state_async(&a, MPART_PAUSING);
+	ck_assert_int_eq(a.p->state, MPART_MIRRORING);
+	CODE(mpart_set_state(F.st, a.p, MPART_PAUSED, "test", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(a.p->state, MPART_PAUSED);
+	/* And one refused from what the log holds, not from the model's
+	 * older state: PAUSED -> STOPPED is not allowed. */
+	CODE(mpart_stopped(F.st, a.p, 1, 1, "x", F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	run_until(1);
+	ck_assert_int_eq(AC.code[0], 0);
+	reopen_same();
+	ck_assert_int_eq(part("m", "t", 0)->state, MPART_PAUSED);
 }
 END_TEST
 
@@ -1654,12 +1848,12 @@ START_TEST(test_anchors_uncapped_and_trimmed)
 		src_at[i] = s;
 		dst_at[i] = d;
 		/* a mapped run, then a skip on one side or both */
-		CODE(mpart_add_anchor(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
+		CODE(anchor_now(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
 		ck_assert_int_eq(xlate_add(ref, s, d, err, sizeof(err)), 0);
 		s += run + hole;
 		d += run;
 		if (hole > 0) {
-			CODE(mpart_add_anchor(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
+			CODE(anchor_now(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
 			ck_assert_int_eq(xlate_add(ref, s, d, err, sizeof(err)), 0);
 		}
 		d += foreign;
@@ -1925,7 +2119,7 @@ START_TEST(test_disk_errors_leave_state_unchanged)
 	CODE(mstate_resume_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)),
 	    KERR_KAFKA_STORAGE_ERROR);
 	MSG_HAS("east/a1: the change was not made");
-	CODE(mpart_add_anchor(F.st, part("east", "a1", 1), 500, 400, F.msg,
+	CODE(anchor_now(F.st, part("east", "a1", 1), 500, 400, F.msg,
 	    sizeof(F.msg)), KERR_KAFKA_STORAGE_ERROR);
 	CODE(mstate_delete_mirror(F.st, "west", F.msg, sizeof(F.msg)),
 	    KERR_CLUSTER_MIRROR_NOT_EMPTY);
@@ -2518,6 +2712,9 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_async_apply_order);
 	tcase_add_test(tc, test_async_fsync_fails_group_and_later);
 	tcase_add_test(tc, test_sync_after_async);
+	tcase_add_test(tc, test_async_state_order);
+	tcase_add_test(tc, test_async_state_fails);
+	tcase_add_test(tc, test_sync_state_after_async_state);
 	tcase_add_test(tc, test_async_compaction_with_groups);
 	tcase_add_test(tc, test_anchors_uncapped_and_trimmed);
 	tcase_add_test(tc, test_batch);

@@ -515,6 +515,22 @@ int mpart_set_state(struct mstate *st, struct mpart *p, int to,
 /* -> FAILED with the error message and the retry attempt (-1: give up). */
 int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
     int32_t retry_attempt, char *msg, size_t msglen);
+/*
+ * The asynchronous state changes (group commit, as the other _async forms
+ * above): validated against the model's state now, applied (hooks, the
+ * "A -> B (why)" log line) when their group completes, then cb.  The
+ * model's state does not show a change in flight, so the caller keeps at
+ * most one state write of a partition in flight and starts none while it
+ * is (the data plane: pipeline.c pl_part_state()).  The synchronous forms
+ * first wait for every asynchronous write in flight and validate against
+ * the state that results, so a state record in the log always applies.
+ */
+int mpart_set_state_async(struct mstate *st, struct mpart *p, int to,
+    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen);
+int mpart_fail_async(struct mstate *st, struct mpart *p, const char *error,
+    int32_t retry_attempt, mstate_done_fn cb, void *arg, int *started,
+    char *msg, size_t msglen);
 /* STOPPING -> STOPPED, recording the last mirrored offset and epoch. */
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
     int32_t last_epoch, const char *why, char *msg, size_t msglen);
@@ -523,6 +539,10 @@ int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
 int mpart_stopped_report(struct mstate *st, struct mpart *p,
     int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
     const char *why, char *msg, size_t msglen);
+int mpart_stopped_report_async(struct mstate *st, struct mpart *p,
+    int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
+    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen);
 /* Appends (epoch, start offset) to the epoch history: epoch above the last
  * one, start not below the last start.  Repeating the last entry is a
  * no-op. */
@@ -549,16 +569,16 @@ int mstate_acl_note(struct mstate *st, const char *mirror, int kind,
 size_t mstate_acl_count(const struct mstate *st);
 const struct macl *mstate_acl_get(const struct mstate *st, size_t i);
 /* Adds a translation anchor with lib/xlate's rules: offsets >= 0 and not
- * going backwards, merged without loss as xlate_rule() says. */
-int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
-    int64_t dst, char *msg, size_t msglen);
+ * going backwards, merged without loss as xlate_rule() says.  Only the
+ * asynchronous form exists (the data plane writes anchors, pipe_copy.c and
+ * pipe_prove.c); cb NULL writes synchronously before it returns (tools and
+ * tests, never on the loop), started may then be NULL. */
 int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
     size_t msglen);
 /* Records that the anchors about to be added belong to a batch sent to
- * destination offset dst (mpart.sending_dst); no-op when it is already. */
-int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
-    char *msg, size_t msglen);
+ * destination offset dst (mpart.sending_dst); no-op when it is already.
+ * cb NULL: synchronous, as for anchors. */
 int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
     mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen);
 /*

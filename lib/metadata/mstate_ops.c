@@ -562,17 +562,66 @@ static void part_what(const struct mpart *p, char *buf, size_t len)
 	    (int)p->index);
 }
 
+/* The synchronous write (cb NULL) or the asynchronous one of n
+ * validated records; *started as mstate.h says. */
+static int persist_n(struct mstate *st, const struct mrec *r, size_t n,
+    const char *what, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
+{
+	int rc;
+
+	/* Without the log's event base: written now, nothing pending. */
+	if (cb == NULL || !mstate_async_ready(st))
+		return mstate_persist(st, r, n, what, msg, msglen);
+	rc = mstate_persist_async(st, r, n, what, cb, arg, msg, msglen);
+	if (rc == KERR_NONE && started != NULL)
+		*started = 1;
+	return rc;
+}
+
+static int persist_one(struct mstate *st, const struct mrec *r,
+    const char *what, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
+{
+	return persist_n(st, r, 1, what, cb, arg, started, msg, msglen);
+}
+
+/*
+ * A partition state record is validated against the model's state, which
+ * does not show asynchronous writes still in flight.  The synchronous
+ * forms therefore wait for those first (they would wait for them before
+ * writing anyway): validated against the state the log will hold, the
+ * record always applies, also at replay.  The asynchronous forms rely on
+ * their caller (at most one state write of a partition in flight, mstate.h).
+ */
+static void state_sync_first(struct mstate *st, mstate_done_fn cb)
+{
+	if ((cb == NULL || !mstate_async_ready(st)) && st->ml != NULL &&
+	    !st->batch)
+		mstate_async_drain(st);
+}
+
 static int part_move(struct mstate *st, struct mpart *p, int to,
     const char *why, int32_t retry, int last, int64_t last_offset,
-    int32_t last_epoch, char *msg, size_t msglen)
+    int32_t last_epoch, const struct mfailover *fo, mstate_done_fn cb,
+    void *arg, int *started, char *msg, size_t msglen)
 {
-	struct mrec r;
+	struct mrec r[2];
 	char what[520];
+	size_t n = 1;
 
+	if (started != NULL)
+		*started = 0;
+	state_sync_first(st, cb);
 	part_what(p, what, sizeof(what));
 	if (to < 0 || to >= MPART_STATE_COUNT) {
 		mstate_fmt(msg, msglen, "%s: %d is not a partition state", what, to);
 		return KERR_INVALID_REQUEST;
+	}
+	if (last && p->state != MPART_STOPPING) {
+		mstate_fmt(msg, msglen, "%s: %s -> STOPPED is not an allowed "
+		    "transition", what, mpart_state_name(p->state));
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
 	}
 	if (!mpart_transition_ok(p->state, to)) {
 		mstate_fmt(msg, msglen, "%s: %s -> %s is not an allowed transition",
@@ -581,92 +630,80 @@ static int part_move(struct mstate *st, struct mpart *p, int to,
 	}
 	if ((int)p->state == to && to != MPART_FAILED && !last)
 		return KERR_NONE;
-	mstate_part_rec(&r, MREC_PART_STATE, p);
-	r.state = (int8_t)to;
-	r.retry = retry;
-	r.str = kstr_c(why);
+	mstate_part_rec(&r[0], MREC_PART_STATE, p);
+	r[0].state = (int8_t)to;
+	r[0].retry = retry;
+	r[0].str = kstr_c(why);
 	if (last) {
-		r.flags = MREC_F_LAST;
-		r.off = last_offset;
-		r.epoch = last_epoch;
+		r[0].flags = MREC_F_LAST;
+		r[0].off = last_offset;
+		r[0].epoch = last_epoch;
 	}
-	return mstate_persist(st, &r, 1, what, msg, msglen);
+	if (fo != NULL) {
+		/* The failover report goes in the same write. */
+		mstate_part_rec(&r[1], MREC_PART_FAILOVER, p);
+		r[1].off = fo->src_hwm < 0 ? -1 : fo->src_hwm;
+		r[1].off2 = fo->lag < 0 ? -1 : fo->lag;
+		r[1].off3 = fo->lag_ms < 0 ? -1 : fo->lag_ms;
+		n = 2;
+	}
+	return persist_n(st, r, n, what, cb, arg, started, msg, msglen);
 }
 
 int mpart_set_state(struct mstate *st, struct mpart *p, int to,
     const char *why, char *msg, size_t msglen)
 {
-	return part_move(st, p, to, why, p->retry_attempt, 0, 0, 0, msg,
-	    msglen);
+	return part_move(st, p, to, why, p->retry_attempt, 0, 0, 0, NULL, NULL,
+	    NULL, NULL, msg, msglen);
+}
+
+int mpart_set_state_async(struct mstate *st, struct mpart *p, int to,
+    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
+{
+	return part_move(st, p, to, why, p->retry_attempt, 0, 0, 0, NULL, cb,
+	    arg, started, msg, msglen);
 }
 
 int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
     int32_t retry_attempt, char *msg, size_t msglen)
 {
 	return part_move(st, p, MPART_FAILED, error != NULL ? error :
-	    "failed", retry_attempt, 0, 0, 0, msg, msglen);
+	    "failed", retry_attempt, 0, 0, 0, NULL, NULL, NULL, NULL, msg,
+	    msglen);
+}
+
+int mpart_fail_async(struct mstate *st, struct mpart *p, const char *error,
+    int32_t retry_attempt, mstate_done_fn cb, void *arg, int *started,
+    char *msg, size_t msglen)
+{
+	return part_move(st, p, MPART_FAILED, error != NULL ? error :
+	    "failed", retry_attempt, 0, 0, 0, NULL, cb, arg, started, msg,
+	    msglen);
 }
 
 int mpart_stopped_report(struct mstate *st, struct mpart *p,
     int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
     const char *why, char *msg, size_t msglen)
 {
-	struct mrec r[2];
-	char what[520];
+	return part_move(st, p, MPART_STOPPED, why, p->retry_attempt, 1,
+	    last_offset, last_epoch, fo, NULL, NULL, NULL, msg, msglen);
+}
 
-	part_what(p, what, sizeof(what));
-	if (fo == NULL)
-		return mpart_stopped(st, p, last_offset, last_epoch, why, msg,
-		    msglen);
-	if (p->state != MPART_STOPPING) {
-		mstate_fmt(msg, msglen, "%s: %s -> STOPPED is not an allowed "
-		    "transition", what, mpart_state_name(p->state));
-		return KERR_INVALID_CLUSTER_MIRROR_STATES;
-	}
-	mstate_part_rec(&r[0], MREC_PART_STATE, p);
-	r[0].state = MPART_STOPPED;
-	r[0].retry = p->retry_attempt;
-	r[0].str = kstr_c(why);
-	r[0].flags = MREC_F_LAST;
-	r[0].off = last_offset;
-	r[0].epoch = last_epoch;
-	mstate_part_rec(&r[1], MREC_PART_FAILOVER, p);
-	r[1].off = fo->src_hwm < 0 ? -1 : fo->src_hwm;
-	r[1].off2 = fo->lag < 0 ? -1 : fo->lag;
-	r[1].off3 = fo->lag_ms < 0 ? -1 : fo->lag_ms;
-	return mstate_persist(st, r, 2, what, msg, msglen);
+int mpart_stopped_report_async(struct mstate *st, struct mpart *p,
+    int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
+    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
+{
+	return part_move(st, p, MPART_STOPPED, why, p->retry_attempt, 1,
+	    last_offset, last_epoch, fo, cb, arg, started, msg, msglen);
 }
 
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
     int32_t last_epoch, const char *why, char *msg, size_t msglen)
 {
-	char what[520];
-
-	if (p->state != MPART_STOPPING) {
-		part_what(p, what, sizeof(what));
-		mstate_fmt(msg, msglen, "%s: %s -> STOPPED is not an allowed "
-		    "transition", what, mpart_state_name(p->state));
-		return KERR_INVALID_CLUSTER_MIRROR_STATES;
-	}
-	return part_move(st, p, MPART_STOPPED, why, p->retry_attempt, 1,
-	    last_offset, last_epoch, msg, msglen);
-}
-
-/* The synchronous write (cb NULL) or the asynchronous one of one
- * validated record; *started as mstate.h says. */
-static int persist_one(struct mstate *st, const struct mrec *r,
-    const char *what, mstate_done_fn cb, void *arg, int *started, char *msg,
-    size_t msglen)
-{
-	int rc;
-
-	/* Without the log's event base: written now, nothing pending. */
-	if (cb == NULL || !mstate_async_ready(st))
-		return mstate_persist(st, r, 1, what, msg, msglen);
-	rc = mstate_persist_async(st, r, 1, what, cb, arg, msg, msglen);
-	if (rc == KERR_NONE && started != NULL)
-		*started = 1;
-	return rc;
+	return mpart_stopped_report(st, p, last_offset, last_epoch, NULL, why,
+	    msg, msglen);
 }
 
 static int add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,
@@ -849,17 +886,12 @@ static int add_anchor(struct mstate *st, struct mpart *p, int64_t src,
 	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
 }
 
-int mpart_add_anchor(struct mstate *st, struct mpart *p, int64_t src,
-    int64_t dst, char *msg, size_t msglen)
-{
-	return add_anchor(st, p, src, dst, NULL, NULL, NULL, msg, msglen);
-}
-
 int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
     size_t msglen)
 {
-	*started = 0;
+	if (started != NULL)
+		*started = 0;
 	return add_anchor(st, p, src, dst, cb, arg, started, msg, msglen);
 }
 
@@ -882,16 +914,11 @@ static int note_sending(struct mstate *st, struct mpart *p, int64_t dst,
 	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
 }
 
-int mpart_note_sending(struct mstate *st, struct mpart *p, int64_t dst,
-    char *msg, size_t msglen)
-{
-	return note_sending(st, p, dst, NULL, NULL, NULL, msg, msglen);
-}
-
 int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
     mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
 {
-	*started = 0;
+	if (started != NULL)
+		*started = 0;
 	return note_sending(st, p, dst, cb, arg, started, msg, msglen);
 }
 

@@ -25,8 +25,9 @@ Targets of issue 12 for 10,000 partitions: all MIRRORING with lag 0 in
 Nothing here asserts a speed; it fails only when the mirror does not get
 there in SCALE_TIMEOUT seconds (default 600) or data is missing.
 SCALE_FSYNC=0 runs mirrord with storage.fsync false, to see what limits
-catch-up once the metadata log's fsync per state change (one per
-partition at least, on the event loop) is out of the way.
+catch-up once the metadata log's fsyncs are out of the way (the state
+changes, one per partition at least, share grouped fsyncs off the event
+loop since issue 12).
 SCALE_FETCH_SESSIONS=0 sets mirror.fetch.sessions false (Fetch requests
 listing every partition, as before KIP-227 sessions); either way the idle
 Fetch traffic is reported (requests and request bytes per second, from
