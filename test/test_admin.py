@@ -19,6 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -26,11 +27,6 @@ try:
     import confluent_kafka.admin as cka
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def expect_error(r, name, fragment=None):

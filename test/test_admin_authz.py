@@ -34,17 +34,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
 AUTHZ_FAILED = 144
 ANON = "User:ANONYMOUS"
 WARNING = "accepts connections from other hosts"
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 # ---- clients: one per principal (mt.Client: kafka-mirrors as a principal;

@@ -45,6 +45,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -84,11 +85,6 @@ PKI = mt.make_pki(os.path.join(TMP, "pki"), {
 CREDS = os.path.join(TMP, "credentials")
 for user, pw in sorted(PW.items()):
     mt.add_user(CREDS, user, pw)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 mc = MockCluster(clusters=2, brokers=1,

@@ -32,6 +32,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -42,11 +43,6 @@ MiB = 1024 * 1024
 # below are about; keep it small.  Harmless without sanitizers.
 os.environ["ASAN_OPTIONS"] = ":".join(
     x for x in (os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=1") if x)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def uvarint(n):

@@ -26,6 +26,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -41,11 +42,6 @@ try:
     import kafka.errors
 except ImportError:
     KafkaAdminClient = None
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def run(argv, input=None, timeout=60):

@@ -29,6 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
@@ -51,11 +52,6 @@ SUMMARY_HEAD = ["MIRROR", "TOPIC", "STATE", "PARTITIONS", "STATES", "LAG",
                 "LAG-TIME", "REASON"]
 LIST_HEAD = ["MIRROR", "TOPICS", "SOURCE-CLUSTER-ID",
              "SOURCE-BOOTSTRAP-SERVER"]
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def produce(bootstrap, topic, partition, n, tag):

@@ -33,6 +33,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dashsvg  # noqa: E402
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
@@ -54,11 +55,6 @@ VARS = {"$instance": ".*", "$mirror": ".*", "$__rate_interval": "20s"}
 
 mc = None
 stop = threading.Event()
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 class Prom:

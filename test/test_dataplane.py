@@ -30,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
@@ -40,11 +41,6 @@ except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 # ---- producing and consuming with librdkafka --------------------------------

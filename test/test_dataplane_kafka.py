@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
@@ -34,11 +35,6 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 RUN = "%d" % (os.getpid() % 100000)
 # Recent timestamps: the brokers delete segments older than 7 days.
 NOW_MS = int(time.time() * 1000)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def producer(bootstrap, **conf):

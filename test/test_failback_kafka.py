@@ -26,16 +26,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_failover_kafka as fk  # noqa: E402  (produce, read; SKIPs without confluent-kafka)
 import test_loops_kafka as lk  # noqa: E402  (marks)
 
 RUN = "%d" % (os.getpid() % 100000)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def vals(recs):

@@ -21,15 +21,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def produce(bootstrap, topic, partition, n, tag):

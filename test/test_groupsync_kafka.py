@@ -32,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
@@ -46,11 +47,6 @@ TXN = "gs-txn-" + RUN
 GA = "gs-a-" + RUN
 GB = "gs-b-" + RUN
 GX = "gs-0excl-" + RUN   # sorts before GA: a round that syncs GA saw it
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def flush(p, what):

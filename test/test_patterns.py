@@ -24,6 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -32,11 +33,6 @@ LIST_MIRRORS = 98
 INVALID_REQUEST = 42
 RSS_LIMIT_KB = 200 * 1024
 HOSTILE = "((.{1,1000}){1,1000})"
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def uvarint(n):

@@ -32,6 +32,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
@@ -43,11 +44,6 @@ except ImportError:
 
 OUT_OF_ORDER, INVALID_EPOCH, UNKNOWN_PID = 45, 47, 59
 TOPIC_DENIED, CLUSTER_DENIED = 29, 31
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def produce(bootstrap, topic, partition, n, tag):

@@ -33,16 +33,12 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluent-kafka)
 
 RUN = "%d" % (os.getpid() % 100000)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def same_batches(src, dst, topic):

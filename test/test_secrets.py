@@ -32,6 +32,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -42,11 +43,6 @@ OLD_SNAP = "S3cretValue-%d-old-snapshot" % RUN
 OLD_SEG = "S3cretValue-%d-old-segment" % RUN
 DEST_SECRET = "S3cretValue-%d-dest" % RUN
 T = h.test_dir()
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def expect_error(r, name, fragment=None):

@@ -28,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
@@ -38,11 +39,6 @@ except ImportError:
 
 RUN = "%d" % (os.getpid() % 100000)
 NPRODUCERS = 100
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def flush(p, what):
