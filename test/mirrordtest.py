@@ -261,6 +261,116 @@ def denied_total(d):
     return {(a, o): float(v) for a, o, v in pat.findall(d.metrics())}
 
 
+# ---- Kafka data: producing, end offsets, comparing -------------------------
+
+def end_offset(bootstrap, topic, partition=0):
+    """The high watermark of topic-partition (kraw ListOffsets)."""
+    import kraw
+    c = kraw.Cluster(bootstrap)
+    try:
+        return c.offsets(topic, partition)[1]
+    finally:
+        c.close()
+
+
+def end_offsets(bootstrap, topic, npart):
+    """[high watermark of partition 0, 1, ... npart-1] of topic."""
+    import kraw
+    c = kraw.Cluster(bootstrap)
+    try:
+        return [c.offsets(topic, p)[1] for p in range(npart)]
+    finally:
+        c.close()
+
+
+def wait_same_ends(src, dst, topic, npart, timeout, log_path):
+    """Waits (timeout s) until every partition of topic ends on the
+    destination (bootstrap dst) where it ended on the source (src) when
+    called; returns those ends.  log_path: the mirrord log to name."""
+    want = end_offsets(src, topic, npart)
+    h.wait_for(lambda: end_offsets(dst, topic, npart) == want, timeout,
+               "%s to reach the source ends %s on the destination (log %s)"
+               % (topic, want, log_path))
+    return want
+
+
+def flush_all(p, what):
+    """Flush a confluent_kafka Producer (60 s); fail naming what unless
+    every message was delivered."""
+    left = p.flush(60)
+    if left:
+        h.fail("%s: %d messages not delivered" % (what, left))
+
+
+def produce_tagged(bootstrap, topic, partition, n, tag, keyed=False,
+                   config=None, one_per_batch=False):
+    """n records to topic-partition, all acknowledged (30 s): values
+    b"<tag>-<i>" without keys, or with keyed keys b"<tag>-<i>" and values
+    b"<tag>-value-<i>".  The producer has acks=all, linger.ms=5 and
+    message.timeout.ms=30000 unless config overrides them;
+    one_per_batch flushes after every record (a batch at each offset)."""
+    from confluent_kafka import Producer
+    errors = []
+    conf = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+            "message.timeout.ms": 30000}
+    conf.update(config or {})
+    p = Producer(conf)
+    t = tag.encode()
+    for i in range(n):
+        if keyed:
+            kv = {"key": b"%s-%d" % (t, i), "value": b"%s-value-%d" % (t, i)}
+        else:
+            kv = {"value": b"%s-%d" % (t, i)}
+        p.produce(topic, partition=partition,
+                  on_delivery=lambda err, _m: err and errors.append(str(err)),
+                  **kv)
+        if one_per_batch:
+            p.flush(30)
+    left = p.flush(30)
+    if left or errors:
+        h.fail("producing %s to %s: %d unflushed, %s"
+               % (tag, topic, left, errors[:3]))
+
+
+def produce_values(bootstrap, topic, values):
+    """The values (bytes), without keys, to topic-0; all acknowledged
+    (acks=all, 60 s)."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                  "acks": "all", "message.timeout.ms": 30000})
+    for v in values:
+        p.produce(topic, value=v, partition=0)
+    if p.flush(60):
+        h.fail("producing to %s on %s: not all delivered" % (topic, bootstrap))
+
+
+def same_batches(src, dst, topic, partitions):
+    """The destination (bootstrap dst) holds the source's batches of topic
+    at the same offsets with the same record counts, and every batch's
+    records section (all after the 61-byte header) byte for byte equal:
+    nothing lost, nothing twice.  partitions: the partition numbers.
+    Returns the number of records compared."""
+    import kraw
+    total = 0
+    sc, dc = kraw.Cluster(src), kraw.Cluster(dst)
+    try:
+        for part in partitions:
+            sb, db = sc.batches(topic, part), dc.batches(topic, part)
+            h.eq([(b["base_offset"], b["count"]) for b in db],
+                 [(b["base_offset"], b["count"]) for b in sb],
+                 "%s-%d batches" % (topic, part))
+            for a, b in zip(sb, db):
+                if kraw.records_section(a["raw"]) != \
+                        kraw.records_section(b["raw"]):
+                    h.fail("%s-%d batch at %d: records differ"
+                           % (topic, part, a["base_offset"]))
+            total += sum(b["count"] for b in db)
+    finally:
+        sc.close()
+        dc.close()
+    return total
+
+
 # ---- certificates, made with the openssl CLI ------------------------------
 
 def _openssl(*args, cwd):

@@ -43,12 +43,6 @@ def producer(bootstrap, **conf):
     return Producer(c)
 
 
-def flush(p, what):
-    left = p.flush(60)
-    if left:
-        h.fail("%s: %d messages not delivered" % (what, left))
-
-
 def read_committed(bootstrap, topic, partition):
     """Every committed record (key, value, headers, timestamp) in order."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dp-kafka-%s" % RUN,
@@ -74,14 +68,6 @@ def read_committed(bootstrap, topic, partition):
     return out
 
 
-def hwm(bootstrap, topic, partition):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, partition)[1]
-    finally:
-        c.close()
-
-
 def main():
     src, dst = h.real_kafka(2)
     SRC, DST = src.bootstrap, dst.bootstrap
@@ -100,7 +86,7 @@ def main():
     p = producer(SRC)
     for k in range(30):
         p.produce(t_new, partition=k % 3, value=b"new-%d" % k)
-    flush(p, "topic created by mirrord")
+    mt.flush_all(p, "topic created by mirrord")
 
     # Every codec, from an idempotent producer (real sequences).
     for i, codec in enumerate(CODECS):
@@ -110,7 +96,7 @@ def main():
                       value=None if k % 13 == 0 else (b'{"i":%d,"c":"%s"}' % (k, codec.encode())) * 3,
                       headers=[("h", b"%d" % k)] if k % 4 == 0 else None,
                       timestamp=NOW_MS - 400000 + k)
-        flush(p, "codec %s" % codec)
+        mt.flush_all(p, "codec %s" % codec)
 
     # Transactions: committed, aborted, committed.  The setup retries on a
     # fresh topic if the source's transaction coordinator refuses (seen
@@ -143,7 +129,7 @@ def main():
     p = producer(SRC)
     for k in range(10):
         p.produce(t_txn, partition=0, value=b"plain-%d" % k)
-    flush(p, "plain after transactions")
+    mt.flush_all(p, "plain after transactions")
 
     # A compacted topic: many versions of few keys, then let the cleaner run.
     p = producer(SRC, **{"linger.ms": 0})
@@ -151,7 +137,7 @@ def main():
         p.produce(t_comp, partition=0, key=b"key-%d" % (k % 10), value=b"v%d" % k)
         if k % 30 == 29:
             p.flush(10)
-    flush(p, "compacted topic")
+    mt.flush_all(p, "compacted topic")
 
     def compacted():
         # One more record rolls the segment once segment.ms has passed, so
@@ -179,8 +165,8 @@ def main():
 
     # Non-transactional: offsets equal, records bytes equal.
     for i in range(len(CODECS)):
-        end = hwm(SRC, t_codecs, i)
-        h.wait_for(lambda: hwm(DST, t_codecs, i) == end, 90,
+        end = mt.end_offset(SRC, t_codecs, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_codecs, i) == end, 90,
                    "%s-%d to reach %d (log %s)" % (t_codecs, i, end, d.proc.log_path))
         s, t = kraw.Cluster(SRC), kraw.Cluster(DST)
         sb, db = s.batches(t_codecs, i), t.batches(t_codecs, i)
@@ -220,8 +206,8 @@ def main():
 
     # The topic mirrord created: partitions, configs, records.
     for i in range(3):
-        end = hwm(SRC, t_new, i)
-        h.wait_for(lambda: hwm(DST, t_new, i) == end, 90,
+        end = mt.end_offset(SRC, t_new, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_new, i) == end, 90,
                    "%s-%d on the destination (created by mirrord)" % (t_new, i))
         eq(read_committed(DST, t_new, i), read_committed(SRC, t_new, i),
            "%s-%d records" % (t_new, i))
@@ -250,10 +236,10 @@ def main():
     p = producer(SRC)
     for k in range(40):
         p.produce(t_grow, partition=k % 4, value=b"grow-%d" % k)
-    flush(p, "grown topic")
+    mt.flush_all(p, "grown topic")
     for i in range(4):
-        end = hwm(SRC, t_grow, i)
-        h.wait_for(lambda: hwm(DST, t_grow, i) == end, 90,
+        end = mt.end_offset(SRC, t_grow, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_grow, i) == end, 90,
                    "%s-%d on the destination after the source grew" % (t_grow, i))
     eq(len(adm.list_topics(t_grow, timeout=10).topics[t_grow].partitions), 4,
        "destination partitions of %s after the source grew" % t_grow)
@@ -278,12 +264,12 @@ def main():
     for round_ in range(3):
         for k in range(200):
             p.produce(t_codecs, partition=round_ % len(CODECS), value=b"late-%d-%d" % (round_, k))
-        flush(p, "late round %d" % round_)
+        mt.flush_all(p, "late round %d" % round_)
         d.kill9()
         d.start()
     for i in range(len(CODECS)):
-        end = hwm(SRC, t_codecs, i)
-        h.wait_for(lambda: hwm(DST, t_codecs, i) == end, 90,
+        end = mt.end_offset(SRC, t_codecs, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_codecs, i) == end, 90,
                    "%s-%d to reach %d after kill -9" % (t_codecs, i, end))
         eq(read_committed(DST, t_codecs, i), read_committed(SRC, t_codecs, i),
            "%s-%d records after kill -9" % (t_codecs, i))

@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluent-kafka)
-from confluent_kafka import Producer  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
 N_LOST = 50
@@ -40,19 +39,9 @@ N_NEW = N_LOST + 20
 def produce(bootstrap, topic, n, tag, one_per_batch=False):
     """n records to partition 0, acks=1 (the leader alone); one_per_batch
     flushes after each record (a batch at every offset)."""
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1",
-                  "enable.idempotence": False, "linger.ms": 5,
-                  "message.timeout.ms": 30000})
-    for i in range(n):
-        p.produce(topic, key=b"%s-%d" % (tag.encode(), i),
-                  value=b"%s-value-%d" % (tag.encode(), i), partition=0,
-                  on_delivery=lambda err, _m: err and errors.append(str(err)))
-        if one_per_batch:
-            p.flush(30)
-    left = p.flush(30)
-    if left or errors:
-        h.fail("producing %s to %s: %d unflushed, %s" % (tag, topic, left, errors[:3]))
+    mt.produce_tagged(bootstrap, topic, 0, n, tag, keyed=True,
+                      config={"acks": "1", "enable.idempotence": False},
+                      one_per_batch=one_per_batch)
 
 
 def same(src_boot, dst_boot, topic, n):
@@ -158,7 +147,7 @@ def main():
     follower = [b for b in (2, 3) if b != leader][0]
     h.check(src.partition(div2)["leader"] == leader, "%s and %s share a leader: %r"
             % (div, div2, src.partition(div2)))
-    x = tp.end(SRC, div)                             # 10: both replicas hold 0..9
+    x = mt.end_offset(SRC, div)                             # 10: both replicas hold 0..9
     # div2: 5 more records in the current epoch on both replicas (mirrored
     # means below the high watermark: the follower has them too).
     produce(SRC, div2, 5, "both")
@@ -203,8 +192,8 @@ def main():
     # One record per batch: a batch starts at the mirrored end too.
     produce(SRC, div, N_NEW, "new", one_per_batch=True)    # x..x+69
     produce(SRC, div2, N_NEW, "new", one_per_batch=True)   # 15..84
-    h.check(tp.end(SRC, div) == x + N_NEW, "the source lost %d records" % N_LOST)
-    h.check(tp.end(SRC, div2) == x2 + N_NEW, "the source lost %d records (%s)"
+    h.check(mt.end_offset(SRC, div) == x + N_NEW, "the source lost %d records" % N_LOST)
+    h.check(mt.end_offset(SRC, div2) == x2 + N_NEW, "the source lost %d records (%s)"
             % (N_LOST, div2))
     print("unclean election of %d (epoch %d): the source ends at %d, the "
           "destinations at %d" % (follower, new["leader_epoch"], x + N_NEW, x + N_LOST),
@@ -243,9 +232,9 @@ def main():
         h.check(tp.row(d, "k", div)["state"] == "FAILED", "%s left FAILED" % div)
         h.check(tp.row(d2, "k2", div)["state"] == "FAILED", "%s left FAILED (k2)" % div)
     h.check(tp.retries_logged(d, "k/%s-0" % div) == n0, "retried automatically")
-    h.check(tp.end(dst1.bootstrap, div) == x + N_LOST and
+    h.check(mt.end_offset(dst1.bootstrap, div) == x + N_LOST and
             tp.read(dst1.bootstrap, div, x + N_LOST) == copy1, "destination changed")
-    h.check(tp.end(dst0.bootstrap, div) == x + N_LOST and
+    h.check(mt.end_offset(dst0.bootstrap, div) == x + N_LOST and
             tp.read(dst0.bootstrap, div, x + N_LOST) == copy0, "destination changed (k2)")
     m = re.search(r'mirrord_partition_source_divergences_total\{[^}]*topic="%s"[^}]*\} (\d+)'
                   % re.escape(div), d.metrics())

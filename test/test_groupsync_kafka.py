@@ -49,12 +49,6 @@ GB = "gs-b-" + RUN
 GX = "gs-0excl-" + RUN   # sorts before GA: a round that syncs GA saw it
 
 
-def flush(p, what):
-    left = p.flush(60)
-    if left:
-        h.fail("%s: %d messages not delivered" % (what, left))
-
-
 def _s(v):
     b = v.encode()
     return struct.pack(">h", len(b)) + b
@@ -134,14 +128,6 @@ def read(bootstrap, topic, partition, start=0):
         c.close()
 
 
-def hwm(bootstrap, topic, partition):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, partition)[1]
-    finally:
-        c.close()
-
-
 def position_after(bootstrap, topic, partition, n):
     """A read_committed consumer's position after consuming n records."""
     c = Consumer({"bootstrap.servers": bootstrap,
@@ -185,7 +171,7 @@ def caught_up(d, topic, nparts, src, dst):
             return False
         if r["state"] == "FAILED":
             h.fail("%s-%d FAILED: %s" % (topic, p, r["errorMessage"]))
-        if r["sourceOffset"] != hwm(src, topic, p) or r["lag"] != 0:
+        if r["sourceOffset"] != mt.end_offset(src, topic, p) or r["lag"] != 0:
             return False
     return True
 
@@ -209,7 +195,7 @@ def write_source(src):
         for i in range(40):
             plain.produce(PLAIN, partition=p, key=b"k%d-%d" % (p, i),
                           value=b"plain-%d-%d" % (p, i))
-    flush(plain, "plain records")
+    mt.flush_all(plain, "plain records")
     tx = Producer({"bootstrap.servers": SRC, "linger.ms": 0, "acks": "all",
                    "transactional.id": "gs-%s" % RUN,
                    "transaction.timeout.ms": 60000})
@@ -222,7 +208,7 @@ def write_source(src):
             tx.produce(TXN, partition=0, key=b"t%d" % n[0],
                        value=b"%s-%d" % (b"commit" if commit else b"abort", n[0]))
             n[0] += 1
-        flush(tx, "transactional records")
+        mt.flush_all(tx, "transactional records")
         if commit:
             tx.commit_transaction(60)
         else:
@@ -231,7 +217,7 @@ def write_source(src):
     def single(v):
         plain.produce(TXN, partition=0, key=b"s%d" % n[0], value=v)
         n[0] += 1
-        flush(plain, "plain record in %s" % TXN)
+        mt.flush_all(plain, "plain record in %s" % TXN)
 
     for i in range(3):
         single(b"plain-before-%d" % i)
@@ -253,7 +239,7 @@ def check_point(src, dst, group, topic, partition, c, meta):
     SRC, DST = src.bootstrap, dst.bootstrap
     src_recs = read(SRC, topic, partition)
     dst_recs = read(DST, topic, partition)
-    want = expected_dst(src_recs, dst_recs, hwm(DST, topic, partition), c)
+    want = expected_dst(src_recs, dst_recs, mt.end_offset(DST, topic, partition), c)
 
     def synced():
         got = raw_fetch(DST, group).get((topic, partition))
@@ -283,7 +269,7 @@ def final_sync_only(src, dst, d):
     p = Producer({"bootstrap.servers": SRC, "linger.ms": 0, "acks": "all"})
     for i in range(30):
         p.produce(topic, partition=0, key=b"f%d" % i, value=b"final-%d" % i)
-    flush(p, "records of %s" % topic)
+    mt.flush_all(p, "records of %s" % topic)
     d.create("gf", {"bootstrap.servers": SRC,
                     "mirror.fetch.wait.max.ms": "200",
                     "mirror.groups.include": "gs-f-.*",
@@ -310,7 +296,7 @@ def main():
     write_source(src)
     src_txn = read(SRC, TXN, 0)
     ntxn = len(src_txn)
-    h.check(hwm(SRC, TXN, 0) > src_txn[-1][0] + 1 and
+    h.check(mt.end_offset(SRC, TXN, 0) > src_txn[-1][0] + 1 and
             [o for o, _, _ in src_txn] != list(range(ntxn)),
             "test setup: %s has holes (aborts, markers) and ends in a marker"
             % TXN)

@@ -60,21 +60,6 @@ def produce(bootstrap, topic, partition, n, tag):
         h.fail("producing to %s-%d: %s" % (topic, partition, errors[:3]))
 
 
-def ends(bootstrap, topic, npart):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return [c.offsets(topic, p)[1] for p in range(npart)]
-    finally:
-        c.close()
-
-
-def wait_mirrored(topic, npart, timeout=90):
-    want = ends(SRC, topic, npart)
-    h.wait_for(lambda: ends(DST, topic, npart) == want, timeout,
-               "%s to reach the source ends %s on the destination (log %s)"
-               % (topic, want, d.proc.log_path))
-
-
 def identities(topic, partition):
     """Every destination batch's (base offset, count, pid, epoch, seq),
     after checking it equals the source batch at the same offset."""
@@ -133,6 +118,10 @@ def denied_metric(api, error):
                      r'error="%s"\} (\S+)$' % (api, error), re.M)
     m = pat.search(d.metrics())
     return float(m.group(1)) if m else 0.0
+
+
+def wait_mirrored(topic, npart, timeout=90):
+    return mt.wait_same_ends(SRC, DST, topic, npart, timeout, d.proc.log_path)
 
 
 def main():
@@ -208,7 +197,7 @@ def main():
         rows = identities("seq", p)
         check_numbering(rows, "seq-%d" % p)
         eq(rows[-1][2:4], ids[p], "seq-%d identity after kill -9" % p)
-        eq(sum(r[1] for r in rows), ends(SRC, "seq", 3)[p],
+        eq(sum(r[1] for r in rows), mt.end_offsets(SRC, "seq", 3)[p],
            "seq-%d records on the destination" % p)
 
     # 4. InitProducerId refused: FAILED with the reason, not ready, counted;
@@ -287,7 +276,7 @@ def main():
     finally:
         s.close()
         t.close()
-    eq(ends(DST, "legacy", 1), ends(SRC, "legacy", 1), "legacy destination end")
+    eq(mt.end_offsets(DST, "legacy", 1), mt.end_offsets(SRC, "legacy", 1), "legacy destination end")
     with open(os.path.join(d.data_dir, "producer-id"), "w") as f:
         f.write("%s %d 0\n" % (mc.cluster_id(1), old_pid))
     d.start()

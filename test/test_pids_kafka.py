@@ -41,21 +41,6 @@ import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluen
 RUN = "%d" % (os.getpid() % 100000)
 
 
-def same_batches(src, dst, topic):
-    s, t = kraw.Cluster(src), kraw.Cluster(dst)
-    try:
-        sb, db = s.batches(topic, 0), t.batches(topic, 0)
-    finally:
-        s.close()
-        t.close()
-    eq([(b["base_offset"], b["count"]) for b in db],
-       [(b["base_offset"], b["count"]) for b in sb], topic + " batches")
-    for a, b in zip(sb, db):
-        if kraw.records_section(a["raw"]) != kraw.records_section(b["raw"]):
-            h.fail("%s batch at %d: records differ" % (topic, a["base_offset"]))
-    return sum(b["count"] for b in db)
-
-
 def produce_as(cluster, topic, template, pid, epoch, seq):
     """One raw Produce (v3, acks=-1) of template re-stamped with producer id
     pid, epoch and base sequence seq; returns (error code, base offset)."""
@@ -174,14 +159,14 @@ def main():
                             30, "/readyz 503 for the denial")
     h.check(denied("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED") >= 1,
             "the denial metric counts the refused InitProducerId")
-    eq(tp.end(DA, ta), 0, "%s destination end while denied" % ta)
+    eq(mt.end_offset(DA, ta), 0, "%s destination end while denied" % ta)
 
     # 2. WRITE on the topic: resumes by itself.
     dst.grant("User:bob", ["WRITE"], topic=ta)
     tp.produce(SA, ta, 20, "a2")
     tp.wait_end(DA, ta, 50, timeout=120)
     tp.wait_row(d, "k", ta, "MIRRORING", timeout=60)
-    eq(same_batches(SA, DA, ta), 50, "%s records on the destination" % ta)
+    eq(mt.same_batches(SA, DA, ta, [0]), 50, "%s records on the destination" % ta)
     print("WRITE granted: %s resumed, 50 records equal at the same offsets"
           % ta, flush=True)
 
@@ -203,9 +188,9 @@ def main():
     dst.grant("User:bob", ["WRITE"], topic=tb)
     tp.wait_end(DA, tb, 25, timeout=120)
     tp.wait_row(d, "k", tb, "MIRRORING", timeout=60)
-    eq(same_batches(SA, DA, tb), 25, "%s records on the destination" % tb)
+    eq(mt.same_batches(SA, DA, tb, [0]), 25, "%s records on the destination" % tb)
     h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz 200 once allowed")
-    eq(same_batches(SA, DA, ta), 50, "%s records on the destination" % ta)
+    eq(mt.same_batches(SA, DA, ta, [0]), 50, "%s records on the destination" % ta)
     print("WRITE granted: %s resumed; /readyz ready; both topics equal" % tb,
           flush=True)
 
@@ -224,7 +209,7 @@ def main():
     dst.grant("User:bob", ["DESCRIBE", "READ", "WRITE"], topic=tc)
     tp.wait_end(DA, tc, 15, timeout=120)
     tp.wait_row(d, "k", tc, "MIRRORING", timeout=60)
-    eq(same_batches(SA, DA, tc), 15, "%s records on the destination" % tc)
+    eq(mt.same_batches(SA, DA, tc, [0]), 15, "%s records on the destination" % tc)
     h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz 200 once allowed")
     d.stop()
 
