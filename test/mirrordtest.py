@@ -188,6 +188,41 @@ class Mirrord:
                                     % self.metrics_port, timeout=10) as r:
             return r.read().decode()
 
+    def readyz(self):
+        """(HTTP status, body) of GET /readyz on the metrics listener."""
+        return http_get(self.metrics_port, "/readyz")
+
+    def row(self, mirror, topic, partition):
+        """The describe --json row of topic-partition in mirror, or None."""
+        for p in self.describe_json(mirror):
+            if p["topic"] == topic and p["partition"] == partition:
+                return p
+        return None
+
+
+def http_get(port, path):
+    """(status, body) of GET http://127.0.0.1:port/path (10 s); an HTTP
+    error status is returned, not raised."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
+                                    timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def expect_error(r, name, fragment=None):
+    """kafka-mirrors (r: CompletedProcess) exited 1 naming the Kafka error
+    name on stderr, and fragment too unless None."""
+    if r.returncode != 1 or name not in r.stderr:
+        h.fail("expected exit 1 with %s, got exit %d\nstdout: %s\nstderr: %s"
+               % (name, r.returncode, r.stdout, r.stderr))
+    if fragment is not None and fragment not in r.stderr:
+        h.fail("expected %r in the error message, got: %s"
+               % (fragment, r.stderr))
+
 
 # ---- kafka-mirrors as one principal ----------------------------------------
 
@@ -427,6 +462,41 @@ def frame(api_key, version, corr, body=b"", flexible=False, client_id=b"t"):
         hdr += b"\x00"  # empty tagged-field section
     msg = hdr + body
     return struct.pack(">i", len(msg)) + msg
+
+
+def uvarint(n):
+    """n >= 0 as an unsigned varint (flexible versions' lengths)."""
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def read_uvarint(b, o):
+    """(value, next offset) of the unsigned varint at b[o:]."""
+    n = shift = 0
+    while True:
+        c = b[o]
+        o += 1
+        n |= (c & 0x7F) << shift
+        if c < 0x80:
+            return n, o
+        shift += 7
+
+
+def cstr(s):
+    """A compact (flexible-version) string."""
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def read_cstr(b, o):
+    """(string or None, next offset) of the compact string at b[o:]."""
+    n, o = read_uvarint(b, o)
+    if n == 0:
+        return None, o
+    return b[o:o + n - 1].decode(), o + n - 1
 
 
 def recv_exact(s, n):

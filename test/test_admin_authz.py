@@ -50,17 +50,6 @@ Client = mt.Client
 
 # ---- DescribeMirrors on the wire (to see mirrors without topics) ---------
 
-def uvarint(n):
-    out = b""
-    while True:
-        b = n & 0x7f
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
 class Rd:
     def __init__(self, b):
         self.b, self.o = b, 0
@@ -109,8 +98,8 @@ def describe_raw(d, names=None):
     if names is None:
         body = b"\x00"
     else:
-        body = uvarint(len(names) + 1) + b"".join(
-            uvarint(len(n) + 1) + n.encode() for n in names)
+        body = mt.uvarint(len(names) + 1) + b"".join(
+            mt.uvarint(len(n) + 1) + n.encode() for n in names)
     body += b"\x00"
     with mt.connect(d.bootstrap, 60) as s:
         s.sendall(mt.frame(99, 0, 7, body, flexible=True))

@@ -64,13 +64,6 @@ def dst_records(dst):
     return out
 
 
-def row(d):
-    for p in d.describe_json("m1"):
-        if p["topic"] == T and p["partition"] == 0:
-            return p
-    return None
-
-
 def check_equal(d, dst, what):
     """Waits for the destination to hold every wanted record and the
     partition to be MIRRORING with lag 0; then compares."""
@@ -78,13 +71,13 @@ def check_equal(d, dst, what):
         dst.refresh()
         dst.close()
         end = dst.offsets(T, 0)[1]
-        r = row(d)
+        r = d.row("m1", T, 0)
         if r is not None and r["state"] == "FAILED":
             h.fail("%s: the partition FAILED: %r" % (what, r.get("errorMessage")))
         return end >= len(want) and r is not None and r["state"] == "MIRRORING" \
             and r["lag"] == 0 and r
     h.wait_for(done, 60, "%s: %d records at the destination, MIRRORING, lag 0 "
-               "(now %r)" % (what, len(want), row(d)))
+               "(now %r)" % (what, len(want), d.row("m1", T, 0)))
     got = dst_records(dst)
     offs = [o for o, _k, _v in got]
     h.check(offs == list(range(len(got))),

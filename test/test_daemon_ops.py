@@ -14,8 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -23,15 +21,6 @@ from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
-
-
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 class NotifySocket:
@@ -102,10 +91,10 @@ os.environ["NOTIFY_SOCKET"] = ns.path
 d.start()
 del os.environ["NOTIFY_SOCKET"]
 h.wait_for(lambda: ns.seen("READY=1"), 30, "READY=1 on the notify socket")
-eq(http_get(d.metrics_port, "/healthz")[0], 200, "/healthz")
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+eq(mt.http_get(d.metrics_port, "/healthz")[0], 200, "/healthz")
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz to turn ready once the destination answers")
-eq(http_get(d.metrics_port, "/nope")[0], 404, "unknown path")
+eq(mt.http_get(d.metrics_port, "/nope")[0], 404, "unknown path")
 
 # Mirror some data so the per-partition series have values.
 d.create("ops", {"bootstrap.servers": SRC})

@@ -50,7 +50,7 @@ def main():
         return got if all(v >= 2 for v in got.values()) else None
     got = h.wait_for(counted, 30, "the injected Fetch errors to be counted")
     print("Fetch errors answered: %r" % got, flush=True)
-    r = tp.row(d, "m", "ep")
+    r = d.row("m", "ep", 0)
     h.check(r["state"] == "MIRRORING", "after fenced epochs: %r" % r)
     h.check("-> FAILED" not in d.log(), "a partition failed:\n%s" % d.log()[-2000:])
     s, t = tp.read(SRC, "ep", 40), tp.read(DST, "ep", 40)

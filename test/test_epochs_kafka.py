@@ -54,17 +54,6 @@ def same(src_boot, dst_boot, topic, n):
                next(((a, b) for a, b in zip(s, t) if a != b), None)))
 
 
-def http_get(port, path):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def wait_isr(src, topic, want):
     h.wait_for(lambda: sorted(src.partition(topic)["isr"]) == sorted(want), 120,
                "%s ISR to be %r (now %r)" % (topic, want, src.partition(topic)))
@@ -72,10 +61,10 @@ def wait_isr(src, topic, want):
 
 def divergence(d, mirror, topic):
     def failed():
-        r = tp.row(d, mirror, topic)
+        r = d.row(mirror, topic, 0)
         return r if r is not None and r["state"] == "FAILED" else None
     r = h.wait_for(failed, 120, "%s/%s-0 to fail (now %r)"
-                   % (mirror, topic, tp.row(d, mirror, topic)))
+                   % (mirror, topic, d.row(mirror, topic, 0)))
     return r["errorMessage"] or ""
 
 
@@ -135,8 +124,8 @@ def main():
     produce(SRC, clean, 10, "d")                   # 30..39
     tp.wait_end(dst1.bootstrap, clean, 40, timeout=120)
     same(SRC, dst1.bootstrap, clean, 40)
-    h.check(tp.row(d, "k", clean)["state"] == "MIRRORING",
-            "%s after a clean leader change: %r" % (clean, tp.row(d, "k", clean)))
+    h.check(d.row("k", clean, 0)["state"] == "MIRRORING",
+            "%s after a clean leader change: %r" % (clean, d.row("k", clean, 0)))
     print("clean leader change %d -> %d (epoch %d -> %d): 40 records equal, "
           "MIRRORING" % (leader, follower, before["leader_epoch"],
                          after["leader_epoch"]), flush=True)
@@ -218,7 +207,7 @@ def main():
     produce(SRC, other, 5, "b")                      # another topic keeps going
     tp.wait_end(dst1.bootstrap, other, 15, timeout=120)
     same(SRC, dst1.bootstrap, other, 15)
-    h.check(tp.row(d, "k", other)["state"] == "MIRRORING", "%s: %r" % (other, tp.row(d, "k", other)))
+    h.check(d.row("k", other, 0)["state"] == "MIRRORING", "%s: %r" % (other, d.row("k", other, 0)))
 
     d2.start()
     msg3 = divergence(d2, "k2", div)
@@ -229,8 +218,8 @@ def main():
     n0 = tp.retries_logged(d, "k/%s-0" % div)
     for _ in range(20):
         time.sleep(0.2)
-        h.check(tp.row(d, "k", div)["state"] == "FAILED", "%s left FAILED" % div)
-        h.check(tp.row(d2, "k2", div)["state"] == "FAILED", "%s left FAILED (k2)" % div)
+        h.check(d.row("k", div, 0)["state"] == "FAILED", "%s left FAILED" % div)
+        h.check(d2.row("k2", div, 0)["state"] == "FAILED", "%s left FAILED (k2)" % div)
     h.check(tp.retries_logged(d, "k/%s-0" % div) == n0, "retried automatically")
     h.check(mt.end_offset(dst1.bootstrap, div) == x + N_LOST and
             tp.read(dst1.bootstrap, div, x + N_LOST) == copy1, "destination changed")
@@ -240,7 +229,7 @@ def main():
                   % re.escape(div), d.metrics())
     h.check(m is not None and int(m.group(1)) >= 1,
             "mirrord_partition_source_divergences_total for %s: %r" % (div, m and m.group(0)))
-    code, body = http_get(d.metrics_port, "/readyz")
+    code, body = mt.http_get(d.metrics_port, "/readyz")
     h.check(code == 503 and "source logs agree with the mirror" in body and
             div in body and "source log diverged at offset %d" % x in body,
             "/readyz names the divergence, got %d %r" % (code, body))
@@ -248,7 +237,7 @@ def main():
     d.start()                                        # still FAILED after a restart
     for _ in range(10):
         time.sleep(0.2)
-        r = tp.row(d, "k", div)
+        r = d.row("k", div, 0)
         h.check(r["state"] == "FAILED" and (r["errorMessage"] or "") == msg,
                 "%s after a restart: %r" % (div, r))
     d.stop()

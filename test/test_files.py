@@ -24,8 +24,6 @@ import os
 import shutil
 import signal
 import sys
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -47,15 +45,6 @@ def expect_refused(r, *fragments):
     for f in fragments:
         if f not in r.stderr:
             h.fail("expected %r in the error message, got: %s" % (f, r.stderr))
-
-
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def produce(bootstrap, topic, n, tag):
@@ -215,7 +204,7 @@ stop_ok(d, "after the refusals")
 os.unlink(CA)
 os.mkfifo(CA)
 d.start()
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz with a mirror whose CA is a fifo")
 wait_failed_with(d, "good", "ssl.ca.location", CA, "not a regular file (a fifo)")
 answers(d)
@@ -227,7 +216,7 @@ print("a stored mirror whose CA became a fifo: start-up completes, FAILED "
 os.unlink(CA)
 os.symlink("/proc/self/fd/4", CA)
 d.start()
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz with a mirror whose CA links to /proc/self/fd/4")
 wait_failed_with(d, "good", "ssl.ca.location", CA, "resolves to /proc/self/fd/4",
                  "not a regular file")
@@ -243,7 +232,7 @@ os.unlink(CA)
 shutil.copy(os.path.join(OUTSIDE, "secret.pem"), CA)
 write_config(d, "[]")
 d.start()
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz with no allowed file directory")
 wait_failed_with(d, "good", "ssl.ca.location", CA,
                  "mirrors.allowed_file_dirs is empty")

@@ -23,8 +23,6 @@ import os
 import re
 import sys
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -57,15 +55,6 @@ def values(bootstrap, topic, end):
         out.append(m.value())
     c.close()
     return out
-
-
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def recreate(cluster, adm, topic):
@@ -153,7 +142,7 @@ def main():
             % m.group(0))
     h.check(t_del not in dadm.list_topics(timeout=10).topics,
             "mirrord did not create the deleted destination topic again")
-    code, body = http_get(d.metrics_port, "/readyz")
+    code, body = mt.http_get(d.metrics_port, "/readyz")
     h.check(code == 503 and "topic and cluster identity" in body and
             any(t in body for t in (t_src, t_big, t_del)),
             "/readyz names the identity failure, got %d %r" % (code, body))

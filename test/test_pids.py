@@ -27,8 +27,6 @@ import os
 import re
 import struct
 import sys
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -102,15 +100,6 @@ def part(topic, p):
         if r["topic"] == topic and r["partition"] == p:
             return r
     return None
-
-
-def readyz():
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
-                                    % d.metrics_port, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def denied_metric(api, error):
@@ -217,7 +206,7 @@ def main():
                  "topic denied partition 0"):
         h.check(want in msg, "denied-0 reason %r names %r" % (msg, want))
     code, body = h.wait_for(lambda: (lambda c: c if c[0] == 503 and
-                            "destination access denied" in c[1] else None)(readyz()),
+                            "destination access denied" in c[1] else None)(d.readyz()),
                             30, "/readyz to say not ready for the denial")
     h.check(denied_metric("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED") >= 1,
             "mirrord_destination_writes_denied_total counts the refusal")
@@ -247,7 +236,7 @@ def main():
     check_numbering(identities("wdenied", 0), "wdenied-0")
     h.check(denied_metric("Produce", "TOPIC_AUTHORIZATION_FAILED") >= 4,
             "the denial metric counts the four refused Produce requests")
-    h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz ready again")
+    h.wait_for(lambda: d.readyz()[0] == 200, 30, "/readyz ready again")
     for p in range(3):
         identities("seq", p)
     print("Produce refused four times: FAILED naming it, retried past "

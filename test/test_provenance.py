@@ -61,19 +61,12 @@ def read(bootstrap, topic, end):
     return out
 
 
-def row(d, mirror, topic):
-    for p in d.describe_json(mirror):
-        if p["topic"] == topic and p["partition"] == 0:
-            return p
-    return None
-
-
 def wait_row(d, mirror, topic, state, timeout=60):
     def ok():
-        r = row(d, mirror, topic)
+        r = d.row(mirror, topic, 0)
         return r if r is not None and r["state"] == state else None
     return h.wait_for(ok, timeout, "%s/%s-0 to be %s (now %r)"
-                      % (mirror, topic, state, row(d, mirror, topic)))
+                      % (mirror, topic, state, d.row(mirror, topic, 0)))
 
 
 def wait_end(bootstrap, topic, want, timeout=60):
@@ -114,7 +107,7 @@ def main():
     produce(DST, "fw", 10, "intruder")          # destination offsets 20..29
     produce(SRC, "fw", 5, "fw2")                # source offsets 20..24
     def failed_final():
-        r = row(d, "m1", "fw")
+        r = d.row("m1", "fw", 0)
         return r if r["state"] == "FAILED" and "foreign write" in (r["errorMessage"] or "") else None
     r = h.wait_for(failed_final, 60, "fw-0 to fail naming the foreign write")
     msg = r["errorMessage"]
@@ -128,7 +121,7 @@ def main():
     dst_end = mt.end_offset(DST, "fw")
     for _ in range(20):
         time.sleep(0.2)
-        r = row(d, "m1", "fw")
+        r = d.row("m1", "fw", 0)
         h.check(r["state"] == "FAILED", "fw-0 left FAILED: %r" % r)
     h.check(retries_logged(d, "m1/fw-0") == n0,
             "fw-0 was retried automatically after the foreign-write failure")
@@ -163,7 +156,7 @@ def main():
     produce(SRC, "pre", 10, "pre")
     d.cli_ok("--add", "--mirror", "m1", "--topic", "pre")
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        row(d, "m1", "pre")), 60, "pre-0 to fail")
+        d.row("m1", "pre", 0)), 60, "pre-0 to fail")
     msg = r["errorMessage"]
     print("add onto a non-empty destination: %r" % msg, flush=True)
     h.check("0..6" in msg and "not written by mirrord" in msg,
@@ -185,7 +178,7 @@ def main():
             "idle-0 differs after kill -9 and restart")
     for _ in range(10):
         time.sleep(0.2)
-        r = row(d, "m1", "fw")
+        r = d.row("m1", "fw", 0)
         h.check(r["state"] == "FAILED" and "20..29" in (r["errorMessage"] or ""),
                 "fw-0 after a restart: %r" % r)
     h.check(mt.end_offset(DST, "fw") == dst_end, "fw-0's destination grew after a restart")
@@ -201,7 +194,7 @@ def main():
     r = d.cli("--recover", "--mirror", "m1", "--topic", "fw", "--resolution", "ignore")
     h.check(r.returncode == 1 and "'ignore' is not one of: skip-over, preserve" in r.stderr,
             "recover with a bad resolution: %r" % (r.stderr,))
-    h.check(row(d, "m1", "fw")["state"] == "FAILED", "a refused recover changed fw-0")
+    h.check(d.row("m1", "fw", 0)["state"] == "FAILED", "a refused recover changed fw-0")
     r = d.cli_ok("--recover", "--mirror", "m1", "--topic", "fw",
                  "--resolution", "skip-over")
     h.check("fw" in r.stdout, "recover output: %r" % r.stdout)
@@ -232,7 +225,7 @@ def main():
     d.create("m1", dict(retry, **{"bootstrap.servers": SRC}))
     d.cli_ok("--add", "--mirror", "m1", "--topic", "lost")
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        row(d, "m1", "lost")), 60, "lost-0 to fail")
+        d.row("m1", "lost", 0)), 60, "lost-0 to fail")
     msg = r["errorMessage"]
     print("storage.data_dir lost: %r" % msg, flush=True)
     h.check("0..11" in msg and msg.startswith("unproven destination:") and

@@ -43,7 +43,7 @@ def main():
     tp.produce(SRC, fw, 5, "b")                   # source 20..24
 
     def failed():
-        r = tp.row(d, "k", fw)
+        r = d.row("k", fw, 0)
         return r if r["state"] == "FAILED" and "foreign write" in (r["errorMessage"] or "") else None
     msg = h.wait_for(failed, 90, "%s-0 to fail naming the foreign write" % fw)["errorMessage"]
     print("real Kafka foreign write: %r" % msg, flush=True)
@@ -52,13 +52,13 @@ def main():
     e0 = mt.end_offset(DST, fw)
     for _ in range(15):
         time.sleep(0.2)
-        h.check(tp.row(d, "k", fw)["state"] == "FAILED", "%s-0 left FAILED" % fw)
+        h.check(d.row("k", fw, 0)["state"] == "FAILED", "%s-0 left FAILED" % fw)
     h.check(tp.retries_logged(d, "k/%s-0" % fw) == n0, "retried automatically")
     d.stop()
     d.start()
     for _ in range(15):
         time.sleep(0.2)
-        r = tp.row(d, "k", fw)
+        r = d.row("k", fw, 0)
         h.check(r["state"] == "FAILED" and "20..29" in (r["errorMessage"] or ""),
                 "%s-0 after a restart: %r" % (fw, r))
     h.check(mt.end_offset(DST, fw) == e0, "the destination grew while FAILED")
@@ -79,7 +79,7 @@ def main():
     tp.produce(SRC, pre, 10, "p")
     d.cli_ok("--add", "--mirror", "k", "--topic", pre)
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        tp.row(d, "k", pre)), 90, "%s-0 to fail" % pre)
+        d.row("k", pre, 0)), 90, "%s-0 to fail" % pre)
     h.check("0..6" in (r["errorMessage"] or ""), "%s-0: %r" % (pre, r))
     h.check(mt.end_offset(DST, pre) == 7, "records were appended to %s-0" % pre)
     print("real Kafka add onto a non-empty destination: %r" % r["errorMessage"], flush=True)
@@ -101,7 +101,7 @@ def main():
     dst.create_topic(rec, partitions=1)
     d.start()
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        tp.row(d, "k", rec)), 90, "%s-0 to fail" % rec)
+        d.row("k", rec, 0)), 90, "%s-0 to fail" % rec)
     # Named either by the topic-id check (a new destination topic id) or,
     # when the id was not yet recorded, by the provenance check (the
     # destination ends below what mirrord wrote); never resumed.

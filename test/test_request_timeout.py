@@ -62,17 +62,10 @@ def records(cl, part):
     return out
 
 
-def row(d, part):
-    for p in d.describe_json("m1"):
-        if p["topic"] == T and p["partition"] == part:
-            return p
-    return None
-
-
 def caught_up(d, src, dst, want, what):
     def done():
         for part in (0, 1):
-            r = row(d, part)
+            r = d.row("m1", T, part)
             if r is not None and r["state"] == "FAILED":
                 h.fail("%s: partition %d FAILED: %s" % (what, part, r.get("errorMessage")))
             dst.refresh()

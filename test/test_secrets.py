@@ -45,14 +45,6 @@ DEST_SECRET = "S3cretValue-%d-dest" % RUN
 T = h.test_dir()
 
 
-def expect_error(r, name, fragment=None):
-    if r.returncode != 1 or name not in r.stderr:
-        h.fail("expected exit 1 with %s, got exit %d\nstdout: %s\nstderr: %s"
-               % (name, r.returncode, r.stdout, r.stderr))
-    if fragment is not None and fragment not in r.stderr:
-        h.fail("expected %r in the error message, got: %s" % (fragment, r.stderr))
-
-
 def files_under(d):
     out = []
     for root, _dirs, files in os.walk(d):
@@ -172,24 +164,24 @@ wait_state(d, "f1", "MIRRORING")
 outside_ref = "${file:%s/secrets.properties:source.password}" % outside
 r = d.create("f2", {"bootstrap.servers": SRC, "sasl.password": outside_ref},
              expect_ok=False)
-expect_error(r, "INVALID_CONFIG", outside)
+mt.expect_error(r, "INVALID_CONFIG", outside)
 h.check("outside the allowed directories" in r.stderr, "why: " + r.stderr)
-expect_error(d.create("f3", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("f3", {"bootstrap.servers": SRC,
                              "sasl.password": "${file:%s/none.properties:k}"
                              % allowed}, expect_ok=False),
              "INVALID_CONFIG", "none.properties")
-expect_error(d.create("f4", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("f4", {"bootstrap.servers": SRC,
                              "sasl.password": "${file:/proc/self/environ:PATH}"},
                       expect_ok=False), "INVALID_CONFIG", "/proc/self/environ")
 r = d.create("e1", {"bootstrap.servers": SRC, "sasl.password": "${env:HOME}"},
              expect_ok=False)
-expect_error(r, "INVALID_CONFIG", "config provider env is not allowed here")
+mt.expect_error(r, "INVALID_CONFIG", "config provider env is not allowed here")
 h.check("mirrors.allow_env_provider" in r.stderr, "no hint: " + r.stderr)
-expect_error(d.create("c1", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("c1", {"bootstrap.servers": SRC,
                              "sasl.password": "${credential:mirrord.secret_key}"},
                       expect_ok=False),
              "INVALID_CONFIG", "config provider credential is not allowed")
-expect_error(d.create("b1", {"bootstrap.servers": "${env:HOME}"},
+mt.expect_error(d.create("b1", {"bootstrap.servers": "${env:HOME}"},
                       expect_ok=False), "INVALID_CONFIG", "bootstrap.servers")
 # A key missing from an allowed file is seen at use (the file exists, so
 # CreateMirror takes it): adding a topic answers the error, naming the key
@@ -214,7 +206,7 @@ d.start()
 eq(d.create("e2", {"bootstrap.servers": SRC,
                    "sasl.password": "${env:MIRRORD_TEST_SOURCE_PW}"}).returncode,
    0, "create with ${env:} when allowed")
-expect_error(d.create("e3", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("e3", {"bootstrap.servers": SRC,
                              "sasl.password": "${env:MIRRORD_TEST_NOT_SET}"},
                       expect_ok=False), "INVALID_CONFIG",
              "environment variable MIRRORD_TEST_NOT_SET is not set")
@@ -260,7 +252,7 @@ h.check("old1" in rows and "old2" in rows, "migrated mirrors: " + rows)
 # mirrord.yaml itself would read as a .properties file.
 r = m.create("nofile", {"bootstrap.servers": SRC, "sasl.password":
                         "${file:%s:data_dir}" % m.config_path}, expect_ok=False)
-expect_error(r, "INVALID_CONFIG", "config provider file is not allowed here")
+mt.expect_error(r, "INVALID_CONFIG", "config provider file is not allowed here")
 h.check("mirrors.provider_dirs" in r.stderr, "no hint: " + r.stderr)
 eq(m.cli_ok("--add", "--mirror", "old2", "--topic", "orders").returncode, 0,
    "add to a migrated mirror")
