@@ -379,6 +379,38 @@ def produce_values(bootstrap, topic, values):
         h.fail("producing to %s on %s: not all delivered" % (topic, bootstrap))
 
 
+def read_partition(bootstrap, topic, partition, group, start=0,
+                   isolation="read_committed", config=None, record=None):
+    """Every record of topic-partition from offset start to the end (the
+    consumer's partition EOF), in order, read within 60 s by a consumer
+    of group with isolation (and the consumer properties in config);
+    record(message) makes each entry, by default (offset, key, value)."""
+    from confluent_kafka import Consumer, TopicPartition
+    conf = {"bootstrap.servers": bootstrap, "group.id": group,
+            "enable.auto.commit": False, "isolation.level": isolation,
+            "enable.partition.eof": True, "fetch.wait.max.ms": 100}
+    conf.update(config or {})
+    record = record or (lambda m: (m.offset(), m.key(), m.value()))
+    c = Consumer(conf)
+    c.assign([TopicPartition(topic, partition, start)])
+    out = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    return out
+                h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
+            out.append(record(m))
+        h.fail("reading %s-%d from %s did not reach the end"
+               % (topic, partition, bootstrap))
+    finally:
+        c.close()
+
+
 def same_batches(src, dst, topic, partitions):
     """The destination (bootstrap dst) holds the source's batches of topic
     at the same offsets with the same record counts, and every batch's

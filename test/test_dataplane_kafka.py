@@ -27,7 +27,7 @@ import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -45,27 +45,10 @@ def producer(bootstrap, **conf):
 
 def read_committed(bootstrap, topic, partition):
     """Every committed record (key, value, headers, timestamp) in order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dp-kafka-%s" % RUN,
-                  "enable.auto.commit": False, "check.crcs": True,
-                  "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, partition, 0)])
-    out = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == -191:  # _PARTITION_EOF
-                break
-            h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
-        out.append((m.key(), m.value(), m.headers(), m.timestamp()))
-    else:
-        h.fail("reading %s-%d from %s did not reach the end" % (topic, partition,
-                                                             bootstrap))
-    c.close()
-    return out
+    return mt.read_partition(
+        bootstrap, topic, partition, "dp-kafka-%s" % RUN,
+        config={"check.crcs": True},
+        record=lambda m: (m.key(), m.value(), m.headers(), m.timestamp()))
 
 
 def main():

@@ -104,28 +104,8 @@ def raw_fetch(bootstrap, group):
 
 def read(bootstrap, topic, partition, start=0):
     """Every committed record (offset, key, value) from start, in order."""
-    c = Consumer({"bootstrap.servers": bootstrap,
-                  "group.id": "gs-reader-%s" % RUN,
-                  "enable.auto.commit": False,
-                  "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, partition, start)])
-    out = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
-            out.append((m.offset(), m.key(), m.value()))
-        h.fail("reading %s-%d from %s did not reach the end"
-               % (topic, partition, bootstrap))
-    finally:
-        c.close()
+    return mt.read_partition(bootstrap, topic, partition,
+                             "gs-reader-%s" % RUN, start)
 
 
 def position_after(bootstrap, topic, partition, n):

@@ -32,7 +32,7 @@ from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -42,28 +42,8 @@ NPRODUCERS = 100
 
 def read(bootstrap, topic, partition, isolation="read_committed"):
     """Every record (offset, key, value) of the partition, in order."""
-    c = Consumer({"bootstrap.servers": bootstrap,
-                  "group.id": "txn-kafka-%s" % RUN,
-                  "enable.auto.commit": False, "check.crcs": True,
-                  "isolation.level": isolation,
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, partition, 0)])
-    out = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
-            out.append((m.offset(), m.key(), m.value()))
-        h.fail("reading %s-%d from %s did not reach the end"
-               % (topic, partition, bootstrap))
-    finally:
-        c.close()
+    return mt.read_partition(bootstrap, topic, partition, "txn-kafka-%s" % RUN,
+                             isolation=isolation, config={"check.crcs": True})
 
 
 _last_rows = {}
