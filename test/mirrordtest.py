@@ -200,6 +200,27 @@ class Mirrord:
         return None
 
 
+def files_under(d):
+    """Every file below directory d (paths)."""
+    out = []
+    for root, _dirs, files in os.walk(d):
+        for f in files:
+            out.append(os.path.join(root, f))
+    return out
+
+
+def files_holding(d, needle):
+    """Every file below directory d whose bytes contain needle (str or
+    bytes): where a secret must not be."""
+    n = needle.encode() if isinstance(needle, str) else needle
+    found = []
+    for p in files_under(d):
+        with open(p, "rb") as f:
+            if n in f.read():
+                found.append(p)
+    return found
+
+
 def http_get(port, path):
     """(status, body) of GET http://127.0.0.1:port/path (10 s); an HTTP
     error status is returned, not raised."""

@@ -45,25 +45,6 @@ DEST_SECRET = "S3cretValue-%d-dest" % RUN
 T = h.test_dir()
 
 
-def files_under(d):
-    out = []
-    for root, _dirs, files in os.walk(d):
-        for f in files:
-            out.append(os.path.join(root, f))
-    return out
-
-
-def holding(d, needle):
-    """Every file under d whose bytes contain needle (binary-safe)."""
-    n = needle.encode() if isinstance(needle, str) else needle
-    found = []
-    for p in files_under(d):
-        with open(p, "rb") as f:
-            if n in f.read():
-                found.append(p)
-    return found
-
-
 def write(path, text, mode=0o600):
     with open(path, "w") as f:
         f.write(text)
@@ -109,9 +90,9 @@ data = d.data_dir
 # ---- a clear secret from CreateMirror is sealed before it is written ------
 d.create("m1", {"bootstrap.servers": SRC, "sasl.username": "alice",
                 "sasl.password": SECRET})
-eq(holding(data, SECRET), [], "files under data_dir holding the clear password")
-h.check(holding(data, "enc:v1:"), "no file under %s holds a sealed value" % data)
-h.check(holding(data, "sasl.username"),
+eq(mt.files_holding(data, SECRET), [], "files under data_dir holding the clear password")
+h.check(mt.files_holding(data, "enc:v1:"), "no file under %s holds a sealed value" % data)
+h.check(mt.files_holding(data, "sasl.username"),
         "the mirror's configs are not in the log at all")
 key = os.path.join(data, "secret.key")
 h.check(os.path.exists(key), "no key file %s was created" % key)
@@ -122,9 +103,9 @@ wait_state(d, "m1", "MIRRORING")
 
 # A clean stop writes a snapshot; the clear value is still nowhere.
 eq(d.stop(), 0, "exit status of a clean stop")
-h.check(any(p.endswith(".snap") for p in files_under(data)),
-        "no snapshot after a clean stop: %s" % files_under(data))
-eq(holding(data, SECRET), [], "files holding the clear password after the snapshot")
+h.check(any(p.endswith(".snap") for p in mt.files_under(data)),
+        "no snapshot after a clean stop: %s" % mt.files_under(data))
+eq(mt.files_holding(data, SECRET), [], "files holding the clear password after the snapshot")
 d.start()
 # The configs still open: the mirror mirrors again after the restart.
 wait_state(d, "m1", "MIRRORING")
@@ -155,8 +136,8 @@ inside_ref = "${file:%s/secrets.properties:source.password}" % allowed
 r = d.create("f1", {"bootstrap.servers": SRC, "sasl.password": inside_ref,
                     "mirror.failed.retry.max.backoff.ms": "2000"})
 eq(r.returncode, 0, "create with ${file:} inside the allowed directory")
-eq(holding(data, FILE_SECRET), [], "files holding the file provider's secret")
-h.check(holding(data, inside_ref), "the reference is not stored as written")
+eq(mt.files_holding(data, FILE_SECRET), [], "files holding the file provider's secret")
+h.check(mt.files_holding(data, inside_ref), "the reference is not stored as written")
 eq(d.cli_ok("--add", "--mirror", "f1", "--topic", "payments").returncode, 0,
    "add payments to f1")
 wait_state(d, "f1", "MIRRORING")
@@ -220,7 +201,7 @@ h.check("key 'source.password' not found" in why and "${file:" in why,
 write(os.path.join(allowed, "secrets.properties"),
       "source.password=%s\n" % FILE_SECRET)
 wait_state(d, "f1", "MIRRORING", timeout=120)
-eq(holding(data, os.environ["MIRRORD_TEST_SOURCE_PW"]), [],
+eq(mt.files_holding(data, os.environ["MIRRORD_TEST_SOURCE_PW"]), [],
    "files holding the env provider's secret")
 h.check(SECRET not in d.log() and FILE_SECRET not in d.log(),
         "a secret reached the log")
@@ -235,14 +216,14 @@ seed = subprocess.run(
      "old2", "bootstrap.servers=" + SRC, "sasl.password=" + OLD_SEG],
     capture_output=True, text=True, timeout=60)
 eq(seed.returncode, 0, "mlog_seed: " + seed.stderr)
-h.check(holding(old, OLD_SNAP) and holding(old, OLD_SEG),
-        "the seeded log does not hold its clear secrets: %s" % files_under(old))
-h.check(any(p.endswith(".snap") for p in holding(old, OLD_SNAP)),
+h.check(mt.files_holding(old, OLD_SNAP) and mt.files_holding(old, OLD_SEG),
+        "the seeded log does not hold its clear secrets: %s" % mt.files_under(old))
+h.check(any(p.endswith(".snap") for p in mt.files_holding(old, OLD_SNAP)),
         "the first secret is not in a snapshot")
-h.check(any(p.endswith(".log") for p in holding(old, OLD_SEG)),
+h.check(any(p.endswith(".log") for p in mt.files_holding(old, OLD_SEG)),
         "the second secret is not in a segment")
 m = mt.Mirrord(destination=DST, name="migrated", data_dir=old)
-eq(holding(old, OLD_SNAP) + holding(old, OLD_SEG), [],
+eq(mt.files_holding(old, OLD_SNAP) + mt.files_holding(old, OLD_SEG), [],
    "files holding a clear secret after the migration")
 h.check("held secrets in clear: 2 values now encrypted" in m.proc.output(),
         "the migration is not logged:\n" + m.proc.tail())
@@ -300,10 +281,11 @@ eq(c.cli_ok("--add", "--mirror", "cm", "--topic", "orders").returncode, 0,
    "add orders through the credential-configured destination")
 wait_state(c, "cm", "MIRRORING")
 c.create("cs", {"bootstrap.servers": SRC, "sasl.password": SECRET})
-eq(holding(c.data_dir, SECRET), [], "files holding a password sealed under the credential key")
-h.check(holding(c.data_dir, "enc:v1:"), "nothing sealed under the credential key")
+eq(mt.files_holding(c.data_dir, SECRET), [],
+   "files holding a password sealed under the credential key")
+h.check(mt.files_holding(c.data_dir, "enc:v1:"), "nothing sealed under the credential key")
 h.check(DEST_SECRET not in c.log(), "the destination secret reached the log")
-eq(holding(c.data_dir, DEST_SECRET), [], "files holding the destination secret")
+eq(mt.files_holding(c.data_dir, DEST_SECRET), [], "files holding the destination secret")
 c.stop()
 # ---- server.ssl.key_password from a systemd credential ---------------------
 KEY_PW = "S3cretValue-%d-keypw" % RUN
