@@ -310,6 +310,17 @@ class Client:
         return sorted({p["mirror"] for p in json.loads(r.stdout)})
 
 
+def metric_sum(d, family, **labels):
+    """The sum of d's /metrics series of family whose labels include
+    these (label=value), None when there is none."""
+    total = None
+    for line in d.metrics().splitlines():
+        if line.startswith(family + "{") or line.startswith(family + " "):
+            if all('%s="%s"' % kv in line for kv in labels.items()):
+                total = (total or 0) + float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def denied_total(d):
     """{(api, operation): n} of mirrord_admin_authorization_denied_total."""
     pat = re.compile(r'^mirrord_admin_authorization_denied_total'

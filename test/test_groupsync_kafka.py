@@ -156,15 +156,6 @@ def caught_up(d, topic, nparts, src, dst):
     return True
 
 
-def metric(d, family, **labels):
-    total = None
-    for line in d.metrics().splitlines():
-        if line.startswith(family + "{") and all(
-                '%s="%s"' % kv in line for kv in labels.items()):
-            total = (total or 0) + float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def write_source(src):
     SRC = src.bootstrap
     src.create_topic(PLAIN, partitions=2)
@@ -259,8 +250,8 @@ def final_sync_only(src, dst, d):
     h.wait_for(lambda: rows() and rows()[0]["state"] == "MIRRORING" and
                rows()[0]["lag"] == 0 and rows()[0]["sourceOffset"] == 30, 60,
                "%s caught up" % topic)
-    h.wait_for(lambda: (metric(d, "mirrord_group_sync_age_seconds",
-                               mirror="gf") or -1) >= 0, 60,
+    h.wait_for(lambda: (mt.metric_sum(d, "mirrord_group_sync_age_seconds",
+                                      mirror="gf") or -1) >= 0, 60,
                "the first round of mirror gf")
     raw_commit(SRC, group, {(topic, 0): (17, "f")})
     eq(raw_fetch(DST, group), {}, "test setup: group %s not on the "
@@ -328,9 +319,9 @@ def main():
                "group %s member assigned on the destination" % GB)
     member.commit(offsets=[TopicPartition(PLAIN, 0, 3)], asynchronous=False)
     raw_commit(SRC, GB, {(PLAIN, 0): (25, "b")})
-    active_before = metric(d, "mirrord_group_syncs_total", mirror="gs",
-                           result="active") or 0
-    h.wait_for(lambda: (member.poll(0.1), (metric(
+    active_before = mt.metric_sum(d, "mirrord_group_syncs_total", mirror="gs",
+                                  result="active") or 0
+    h.wait_for(lambda: (member.poll(0.1), (mt.metric_sum(
         d, "mirrord_group_syncs_total", mirror="gs", result="active") or 0)
         > active_before)[1], 60, "mirrord to find group %s active" % GB)
     member.poll(0.1)
@@ -387,13 +378,14 @@ def main():
 
     final_sync_only(src, dst, d)
 
-    h.check((metric(d, "mirrord_group_offsets_committed_total", mirror="gs")
-             or 0) > 0, "mirrord_group_offsets_committed_total counts")
-    h.check((metric(d, "mirrord_group_syncs_total", mirror="gs",
-                    result="unchanged") or 0) > 0,
+    h.check((mt.metric_sum(d, "mirrord_group_offsets_committed_total",
+                           mirror="gs") or 0) > 0,
+            "mirrord_group_offsets_committed_total counts")
+    h.check((mt.metric_sum(d, "mirrord_group_syncs_total", mirror="gs",
+                           result="unchanged") or 0) > 0,
             "rounds that found a group's translation unchanged did not "
             "commit it again (mirrord_group_syncs_total{result=unchanged})")
-    h.check(metric(d, "mirrord_group_sync_age_seconds", mirror="gs")
+    h.check(mt.metric_sum(d, "mirrord_group_sync_age_seconds", mirror="gs")
             is not None, "mirrord_group_sync_age_seconds exported")
     eq(d.stop(), 0, "mirrord exit status")
     print("PASS", flush=True)

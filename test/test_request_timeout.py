@@ -40,15 +40,6 @@ HOLD_MS = TIMEOUT_MS + 1000 + 500   # the held answer comes 0.5 s after the time
 SOURCE_RTT_MS = 1500       # so partition 1's batch goes out >= 1.5 s after partition 0's
 
 
-def metric(d, family, **labels):
-    total = None
-    for line in d.metrics().splitlines():
-        if line.startswith(family + "{") or line.startswith(family + " "):
-            if all('%s="%s"' % kv in line for kv in labels.items()):
-                total = (total or 0) + float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def put(src, part, tag, n):
     recs = [(i, b"%s-%d" % (tag, i), b"%s-value-%d" % (tag, i)) for i in range(n)]
     kw.produce(src, T, part, kw.batch(recs))
@@ -114,11 +105,11 @@ def main():
     mc.cmd("errrtt 1 1 0 0 %d" % HOLD_MS)
     mc.cmd("rtt 0 1 %d" % SOURCE_RTT_MS)
     want[0] += put(src, 0, b"held", 2)
-    h.wait_for(lambda: (metric(d, "mirrord_produce_inflight_batches") or 0) >= 1,
+    h.wait_for(lambda: (mt.metric_sum(d, "mirrord_produce_inflight_batches") or 0) >= 1,
                30, "mirrord to send partition 0's batch (its answer is held)")
     t_held = time.monotonic()
     want[1] += put(src, 1, b"meanwhile", 4)
-    h.wait_for(lambda: (metric(d, "mirrord_produce_inflight_batches") or 0) >= 2,
+    h.wait_for(lambda: (mt.metric_sum(d, "mirrord_produce_inflight_batches") or 0) >= 2,
                30, "partition 1's batch in flight behind the held answer")
     sent_after = time.monotonic() - t_held
     h.check(sent_after < (TIMEOUT_MS + 1000) / 1000.0 - 1,
@@ -130,8 +121,10 @@ def main():
     caught_up(d, src, dst, want, "after the Produce timeout")
 
     log = d.log()
-    p1 = metric(d, "mirrord_partition_discarded_bytes_total", topic=T, partition="1")
-    p0 = metric(d, "mirrord_partition_discarded_bytes_total", topic=T, partition="0")
+    p1 = mt.metric_sum(d, "mirrord_partition_discarded_bytes_total", topic=T,
+                       partition="1")
+    p0 = mt.metric_sum(d, "mirrord_partition_discarded_bytes_total", topic=T,
+                       partition="0")
     # (a counter without any increase has no series yet)
     h.check(p1 in (None, 0), "partition 1 dropped %r bytes it had fetched (to fetch them "
             "again) although its own Produce was answered" % p1)
