@@ -121,6 +121,18 @@ class Mirrord:
                        % (self.bootstrap, self.proc.log_path))
         return self.proc
 
+    def start_listening(self):
+        """Starts mirrord and waits (30 s) for its log to say the admin
+        listener is ready, for a listener the plain ApiVersions probe of
+        start() cannot reach (TLS, SASL); fails if mirrord exits."""
+        self.start(wait=False)
+        h.wait_for(lambda: not self.proc.alive() or "ready: admin listener"
+                   in self.log(), 30, "%s to start (log %s)"
+                   % (self.name, self.proc.log_path))
+        h.check(self.proc.alive(), "%s did not start:\n%s"
+                % (self.name, self.log()))
+        return self.proc
+
     def _answers(self):
         if not self.proc.alive():
             raise AssertionError("mirrord exited with %s:\n%s"

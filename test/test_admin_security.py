@@ -186,10 +186,7 @@ def start(name, protocol, extra=""):
                       % (protocol, extra), 1)
     with open(d.config_path, "w") as f:
         f.write(cfg)
-    d.start(wait=False)
-    h.wait_for(lambda: not d.proc.alive() or "ready: admin listener"
-               in d.log(), 30, "%s to start (log %s)" % (name, d.proc.log_path))
-    h.check(d.proc.alive(), "%s did not start:\n%s" % (name, d.log()))
+    d.start_listening()
     daemons.append(d)
     return d
 

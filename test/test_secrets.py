@@ -314,10 +314,7 @@ text = text.replace("server:\n", "server:\n"
 with open(s.config_path, "w") as f:
     f.write(text)
 h.check(KEY_PW not in text, "mirrord.yaml holds the key password")
-s.start(wait=False)
-h.wait_for(lambda: not s.proc.alive() or "ready: admin listener" in s.log(),
-           30, "mirrord with an encrypted admin key to start")
-h.check(s.proc.alive(), "mirrord did not start:\n" + s.proc.tail())
+s.start_listening()  # its admin key is encrypted
 r = h.kcat(["-L", "-b", s.bootstrap, "-m", "10", "-X", "security.protocol=SSL",
             "-X", "ssl.ca.location=%s/admin.pem" % pki])
 h.check(r.returncode == 0 and "broker 42" in r.stdout,
