@@ -455,6 +455,22 @@ def read_partition(bootstrap, topic, partition, group, start=0,
         c.close()
 
 
+def recreate_topic(cluster, adm, topic):
+    """Deletes topic (confluent_kafka AdminClient adm) and creates it again
+    with one partition on cluster (a realkafka.Cluster), retrying
+    TOPIC_ALREADY_EXISTS while the deletion completes (60 s)."""
+    list(adm.delete_topics([topic]).values())[0].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            cluster.create_topic(topic, partitions=1)
+            return
+        except Exception as e:  # noqa: BLE001
+            if time.monotonic() > deadline:
+                h.fail("recreating %s: %s" % (topic, e))
+            time.sleep(0.2)
+
+
 def same_batches(src, dst, topic, partitions):
     """The destination (bootstrap dst) holds the source's batches of topic
     at the same offsets with the same record counts, and every batch's

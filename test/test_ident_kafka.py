@@ -57,19 +57,6 @@ def values(bootstrap, topic, end):
     return out
 
 
-def recreate(cluster, adm, topic):
-    list(adm.delete_topics([topic]).values())[0].result(30)
-    deadline = time.monotonic() + 60
-    while True:   # TOPIC_ALREADY_EXISTS while the deletion completes
-        try:
-            cluster.create_topic(topic, partitions=1)
-            return
-        except Exception as e:  # noqa: BLE001
-            if time.monotonic() > deadline:
-                h.fail("recreating %s: %s" % (topic, e))
-            time.sleep(0.2)
-
-
 def main():
     src, dst = h.real_kafka(2)
     SRC, DST = src.bootstrap, dst.bootstrap
@@ -110,7 +97,7 @@ def main():
 
     # 1. The source topic is deleted and recreated; the new one has fewer
     #    records first (mirrord's Fetch is then out of range), more later.
-    recreate(src, sadm, t_src)
+    mt.recreate_topic(src, sadm, t_src)
     mt.produce_values(SRC, t_src, [b"new-%d" % i for i in range(5)])
     m = h.wait_for(lambda: failed_with(
         t_src, r"source topic %s was deleted and recreated \(topic id %s -> %s\)"
@@ -120,7 +107,7 @@ def main():
             % m.group(0))
     mt.produce_values(SRC, t_src, [b"new-%d" % i for i in range(5, 30)])
     #    Another at once holding more records than the old one did.
-    recreate(src, sadm, t_big)
+    mt.recreate_topic(src, sadm, t_big)
     mt.produce_values(SRC, t_big, [b"new-%d" % i for i in range(30)])
     h.wait_for(lambda: failed_with(
         t_big, r"source topic %s was deleted and recreated \(topic id %s -> "
@@ -154,7 +141,7 @@ def main():
           % row(t_del)["errorMessage"], flush=True)
 
     # 3. The destination topic is deleted and recreated.
-    recreate(dst, dadm, t_rec)
+    mt.recreate_topic(dst, dadm, t_rec)
     mt.produce_values(SRC, t_rec, [b"more-%d" % i for i in range(5)])
     h.wait_for(lambda: failed_with(
         t_rec, r"destination topic %s was deleted and recreated \(topic id "

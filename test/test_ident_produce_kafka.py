@@ -21,7 +21,6 @@ import os
 import re
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -61,16 +60,7 @@ def main():
     d.proc.signal(signal.SIGSTOP)
     try:
         mt.produce_values(SRC, t_rec, [b"new-%d" % i for i in range(5)])
-        list(dadm.delete_topics([t_rec]).values())[0].result(30)
-        deadline = time.monotonic() + 60
-        while True:   # TOPIC_ALREADY_EXISTS while the deletion completes
-            try:
-                dst.create_topic(t_rec, partitions=1)
-                break
-            except Exception as e:  # noqa: BLE001
-                if time.monotonic() > deadline:
-                    h.fail("recreating %s: %s" % (t_rec, e))
-                time.sleep(0.2)
+        mt.recreate_topic(dst, dadm, t_rec)
     finally:
         d.proc.signal(signal.SIGCONT)
 
