@@ -257,6 +257,20 @@ def expect_error(r, name, fragment=None):
                % (fragment, r.stderr))
 
 
+def mock_pair(topics, brokers=1):
+    """Two librdkafka mock clusters of brokers each, source (0) and
+    destination (1), with topics ({name: partitions}) on both, logging to
+    <test_dir>/mock.log; returns (mc, source bootstrap, destination
+    bootstrap).  The caller stops mc (h.run_main's cleanup)."""
+    from mockcluster import MockCluster
+    mc = MockCluster(clusters=2, brokers=brokers,
+                     log_path=os.path.join(h.test_dir(), "mock.log"))
+    for c in (0, 1):
+        for name, n in topics.items():
+            mc.cmd("topic %d %s %d" % (c, name, n))
+    return mc, mc.bootstrap(0), mc.bootstrap(1)
+
+
 # ---- kafka-mirrors as one principal ----------------------------------------
 
 class Client:

@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     import confluent_kafka.admin as cka
@@ -34,14 +33,8 @@ def source_topics(bootstrap):
     return set(a.list_topics(timeout=10).topics)
 
 
-mc = MockCluster(clusters=2, brokers=3,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d orders 3" % c)
-    mc.cmd("topic %d payments 1" % c)
-    mc.cmd("topic %d audit.log 2" % c)
-    mc.cmd("topic %d other 1" % c)
+mc, SRC, DST = mt.mock_pair({"orders": 3, "payments": 1, "audit.log": 2,
+                             "other": 1}, brokers=3)
 
 d = mt.Mirrord(destination=DST)
 

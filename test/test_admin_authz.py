@@ -36,7 +36,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 AUTHZ_FAILED = 144
 ANON = "User:ANONYMOUS"
@@ -170,12 +169,7 @@ RULES = (
     "      mirrors: [\"dev-secret*\"]\n"
     "      permission: deny\n")
 
-mc = MockCluster(clusters=2, brokers=1,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d orders 2" % c)
-    mc.cmd("topic %d payments 1" % c)
+mc, SRC, DST = mt.mock_pair({"orders": 2, "payments": 1})
 
 # ---- a super user may do what a deny rule forbids ---------------------------
 d = mt.Mirrord(destination=DST, extra_yaml=SUPER)

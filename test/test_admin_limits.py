@@ -34,7 +34,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 MiB = 1024 * 1024
 
@@ -109,13 +108,7 @@ def expect_error(r, name, fragment):
                "stderr: %s" % (name, fragment, r.returncode, r.stdout, r.stderr))
 
 
-mc = MockCluster(clusters=2, brokers=1,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d orders 3" % c)
-    mc.cmd("topic %d payments 1" % c)
-    mc.cmd("topic %d audit 1" % c)
+mc, SRC, DST = mt.mock_pair({"orders": 3, "payments": 1, "audit": 1})
 
 # ==== d1: timeouts, per-address limit, buffered bytes, mirror limits ======
 LIMITS = (

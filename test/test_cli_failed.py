@@ -21,7 +21,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     import confluent_kafka  # noqa: F401  (mt.produce_tagged)
@@ -38,12 +37,7 @@ mc = None
 
 def main():
     global mc
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d mixed 3" % c)
-        mc.cmd("topic %d calm 2" % c)
+    mc, SRC, DST = mt.mock_pair({"mixed": 3, "calm": 2})
     d = mt.Mirrord(destination=DST)
     d.create("m1", {"bootstrap.servers": SRC,
                     "mirror.fetch.wait.max.ms": "100",

@@ -32,7 +32,6 @@ import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import krawwrite as kw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 T = "cu"
 mc = None
@@ -123,11 +122,7 @@ def data_bytes(d):
 
 def main():
     global mc
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d %s 1" % (c, T))
+    mc, SRC, DST = mt.mock_pair({T: 1})
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     d = mt.Mirrord(destination=DST, extra_yaml=(
         "pipeline:\n  request_timeout_ms: 1500\n"))

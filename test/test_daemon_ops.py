@@ -20,7 +20,6 @@ import harness as h  # noqa: E402
 from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 
 class NotifySocket:
@@ -47,11 +46,7 @@ class NotifySocket:
         return any(word in m.split("\n") for m in self.msgs)
 
 
-mc = MockCluster(clusters=2, brokers=3,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d ops 2" % c)
+mc, SRC, DST = mt.mock_pair({"ops": 2}, brokers=3)
 
 # --check-config: a valid file passes, a broken one lists every error.
 d = mt.Mirrord(destination=DST, start=False)

@@ -21,7 +21,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     from confluent_kafka import Producer
@@ -52,11 +51,7 @@ def produce_backlog(bootstrap, topic):
 
 
 def main():
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d fair %d" % (c, NPART))
+    mc, SRC, DST = mt.mock_pair({"fair": NPART})
     produce_backlog(SRC, "fair")
     want = mt.end_offsets(SRC, "fair", NPART)
     h.check(want == [BACKLOG] * NPART, "source ends %r" % want)

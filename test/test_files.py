@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -115,12 +114,7 @@ def wait_mirroring(d, mirror):
                                                 d.proc.tail()))
 
 
-mc = MockCluster(clusters=2, brokers=1,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d files 1" % c)
-    mc.cmd("topic %d later 1" % c)
+mc, SRC, DST = mt.mock_pair({"files": 1, "later": 1})
 
 ALLOWED = os.path.join(h.test_dir(), "allowed")
 OUTSIDE = os.path.join(h.test_dir(), "outside")

@@ -33,7 +33,6 @@ import harness as h  # noqa: E402
 from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     from confluent_kafka import Producer
@@ -115,13 +114,8 @@ def wait_mirrored(topic, npart, timeout=90):
 
 def main():
     global SRC, DST, d
-    mc = MockCluster(clusters=2, brokers=3,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d seq 3" % c)
-        mc.cmd("topic %d denied 1" % c)
-        mc.cmd("topic %d wdenied 1" % c)
+    mc, SRC, DST = mt.mock_pair({"seq": 3, "denied": 1, "wdenied": 1},
+                                brokers=3)
     # One destination leader per partition: a broker's injected error
     # reaches that partition's Produce only.
     for p in range(3):

@@ -32,7 +32,6 @@ import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import krawwrite as kw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 T = "rt"
 TIMEOUT_MS = 6000          # pipeline.request_timeout_ms; a Produce waits 1 s more
@@ -84,11 +83,7 @@ def caught_up(d, src, dst, want, what):
 
 
 def main():
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d %s 2" % (c, T))
+    mc, SRC, DST = mt.mock_pair({T: 2})
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     d = mt.Mirrord(destination=DST, extra_yaml=(
         "pipeline:\n  request_timeout_ms: %d\n" % TIMEOUT_MS))
