@@ -300,31 +300,15 @@ int pepoch_fetch_diverged(struct ppart *p, int32_t epoch, int64_t end)
 	return 1;
 }
 
+static int failed_diverged(const struct mpart *mp)
+{
+	return pepoch_is_divergence(mp->error);
+}
+
 int pipeline_divergence_ready(struct pipeline *pl, char *why, size_t whylen)
 {
-	const struct mpart *first = NULL;
-	size_t n = 0;
-
 	if (pl == NULL)
 		return 1;
-	for (size_t i = 0; i < pl->nmirrors; i++) {
-		const struct mirror *m = pl->mirrors[i]->m;
-
-		for (size_t t = 0; m != NULL && t < m->ntopics; t++)
-			for (int32_t k = 0; k < m->topics[t]->npart; k++) {
-				const struct mpart *mp = m->topics[t]->parts[k];
-
-				if (mp->state != MPART_FAILED || !pepoch_is_divergence(mp->error))
-					continue;
-				if (n++ == 0)
-					first = mp;
-			}
-	}
-	if (n == 0)
-		return 1;
-	snprintf(why, whylen, "%zu partition%s FAILED because the source log "
-	    "diverged from the mirror, first %s/%s-%d: %s", n, n == 1 ? "" : "s",
-	    first->topic->mirror->name, first->topic->name, (int)first->index,
-	    first->error);
-	return 0;
+	return pl_ready_unless_failed(pl, failed_diverged, "because the source log "
+	    "diverged from the mirror", why, whylen);
 }

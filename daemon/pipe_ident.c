@@ -465,35 +465,18 @@ void pident_forget(struct pmirror *pm)
 	pm->nabsent = 0;
 }
 
+static int identity_changed(const struct mpart *mp)
+{
+	return mp->retry_attempt == -1 && mp->error != NULL &&
+	    pident_is_identity_failure(mp->error);
+}
+
 int pipeline_identity_ready(struct pipeline *pl, char *why, size_t whylen)
 {
-	const struct mpart *first = NULL;
-	size_t n = 0;
-
 	if (pl == NULL || pl->st == NULL)
 		return 1;
-	for (size_t i = 0; i < pl->nmirrors; i++) {
-		const struct mirror *m = pl->mirrors[i]->m;
-
-		for (size_t t = 0; m != NULL && t < m->ntopics; t++)
-			for (int32_t k = 0; k < m->topics[t]->npart; k++) {
-				const struct mpart *mp = m->topics[t]->parts[k];
-
-				if (mp->state != MPART_FAILED ||
-				    mp->retry_attempt != -1 || mp->error == NULL ||
-				    !pident_is_identity_failure(mp->error))
-					continue;
-				if (n++ == 0)
-					first = mp;
-			}
-	}
-	if (n == 0)
-		return 1;
-	snprintf(why, whylen, "%zu partition%s FAILED for a changed identity, "
-	    "first %s/%s-%d: %s", n, n == 1 ? "" : "s",
-	    first->topic->mirror->name, first->topic->name, (int)first->index,
-	    first->error);
-	return 0;
+	return pl_ready_unless_failed(pl, identity_changed, "for a changed "
+	    "identity", why, whylen);
 }
 
 int pident_is_identity_failure(const char *error)

@@ -410,6 +410,12 @@ struct pipeline {
 void pl_kick(struct pipeline *pl);
 /* The live partition record of mp, or NULL: O(1). */
 struct ppart *pl_part_of(struct pipeline *pl, const struct mpart *mp);
+/* 1 when no partition of pl's mirrors is FAILED with failed(mp) true;
+ * else 0 and why: "N partition(s) FAILED <because>, first
+ * mirror/topic-index: <error>" (the /readyz checks). */
+int pl_ready_unless_failed(const struct pipeline *pl,
+    int (*failed)(const struct mpart *mp), const char *because, char *why,
+    size_t whylen);
 void pl_part_fail(struct ppart *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The same, never retried automatically (an operator must decide). */

@@ -121,23 +121,26 @@ static int create_encode(struct kw *w, int16_t version, const void *msg)
 	return w->err ? -1 : 0;
 }
 
-static void create_response(struct kconn *c, int err, const char *errstr,
-    struct kr *body, void *arg)
+/*
+ * The error code that a CreateTopics or CreatePartitions answer (api; both
+ * are [name error_code error_message] after the throttle time) gives
+ * tc->topic, its message in *em; -1 with tc FAILED and its reason when the
+ * request failed or the answer does not parse or lacks the topic (the
+ * connection is then closed).
+ */
+static int topic_answer(struct ptcreate *tc, const char *api, struct kconn *c,
+    int err, const char *errstr, struct kr *body, struct kstr *em)
 {
-	struct ptcreate *tc = arg;
-	struct pcluster *dst;
+	char why[64];
 	int16_t e = -1;
-	struct kstr em = KSTR_NULL;
 	int32_t n;
 
-	if (tc->dead || tc->pm->pl->dst == NULL || tc->pm->pl->dst->dying)
-		goto out;
-	dst = tc->pm->pl->dst;
+	*em = KSTR_NULL;
 	if (err != KCONN_E_OK) {
-		snprintf(tc->msg, sizeof(tc->msg), "CreateTopics %s on the destination: %s",
-		    tc->topic, errstr);
+		snprintf(tc->msg, sizeof(tc->msg), "%s %s on the destination: %s",
+		    api, tc->topic, errstr);
 		tc->state = TC_FAILED;
-		goto out;
+		return -1;
 	}
 	(void)kr_i32(body); /* throttle */
 	n = kr_array(body);
@@ -148,16 +151,34 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 
 		if (kstr_eq(name, tc->topic)) {
 			e = ec;
-			em = msg;
+			*em = msg;
 		}
 	}
 	if (body->err || e == -1) {
-		kconn_close(c, KCONN_E_PROTOCOL, "malformed CreateTopics response");
-		snprintf(tc->msg, sizeof(tc->msg), "CreateTopics %s: the answer does not "
-		    "parse or lacks the topic", tc->topic);
+		snprintf(why, sizeof(why), "malformed %s response", api);
+		kconn_close(c, KCONN_E_PROTOCOL, why);
+		snprintf(tc->msg, sizeof(tc->msg), "%s %s: the answer does not "
+		    "parse or lacks the topic", api, tc->topic);
 		tc->state = TC_FAILED;
-		goto out;
+		return -1;
 	}
+	return e;
+}
+
+static void create_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct ptcreate *tc = arg;
+	struct pcluster *dst;
+	int e;
+	struct kstr em;
+
+	if (tc->dead || tc->pm->pl->dst == NULL || tc->pm->pl->dst->dying)
+		goto out;
+	dst = tc->pm->pl->dst;
+	e = topic_answer(tc, "CreateTopics", c, err, errstr, body, &em);
+	if (e < 0)
+		goto out;
 	if (e == 0 || e == 36 /* TOPIC_ALREADY_EXISTS */) {
 		log_info("mirror %s: %s destination topic %s (%" PRId32 " partitions, "
 		    "%zu configs copied)", tc->pm->name, e == 0 ? "created" : "found",
@@ -228,37 +249,14 @@ static void grow_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
 	struct ptcreate *tc = arg;
-	int16_t e = -1;
-	struct kstr em = KSTR_NULL;
-	int32_t n;
+	int e;
+	struct kstr em;
 
 	if (tc->dead || tc->pm->pl->dst == NULL || tc->pm->pl->dst->dying)
 		goto out;
-	if (err != KCONN_E_OK) {
-		snprintf(tc->msg, sizeof(tc->msg), "CreatePartitions %s on the "
-		    "destination: %s", tc->topic, errstr);
-		tc->state = TC_FAILED;
+	e = topic_answer(tc, "CreatePartitions", c, err, errstr, body, &em);
+	if (e < 0)
 		goto out;
-	}
-	(void)kr_i32(body);
-	n = kr_array(body);
-	for (int32_t i = 0; i < n && !body->err; i++) {
-		struct kstr name = kr_str(body);
-		int16_t ec = kr_i16(body);
-		struct kstr msg = kr_str(body);
-
-		if (kstr_eq(name, tc->topic)) {
-			e = ec;
-			em = msg;
-		}
-	}
-	if (body->err || e == -1) {
-		kconn_close(c, KCONN_E_PROTOCOL, "malformed CreatePartitions response");
-		snprintf(tc->msg, sizeof(tc->msg), "CreatePartitions %s: the answer does "
-		    "not parse or lacks the topic", tc->topic);
-		tc->state = TC_FAILED;
-		goto out;
-	}
 	/* INVALID_PARTITIONS (37) when someone grew it already to this count. */
 	if (e == 0 || e == 37) {
 		log_info("mirror %s: destination topic %s grown to %" PRId32

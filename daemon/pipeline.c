@@ -1886,13 +1886,13 @@ int pipeline_destination_ready(struct pipeline *pl, char *why, size_t whylen)
 	return 1;
 }
 
-int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
+int pl_ready_unless_failed(const struct pipeline *pl,
+    int (*failed)(const struct mpart *mp), const char *because, char *why,
+    size_t whylen)
 {
 	const struct mpart *first = NULL;
-	size_t n = 0, pre = strlen(PL_DENIED_PREFIX);
+	size_t n = 0;
 
-	if (pl == NULL || pl->st == NULL)
-		return 1;
 	for (size_t i = 0; i < pl->nmirrors; i++) {
 		const struct mirror *m = pl->mirrors[i]->m;
 
@@ -1900,8 +1900,7 @@ int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
 			for (int32_t k = 0; k < m->topics[t]->npart; k++) {
 				const struct mpart *mp = m->topics[t]->parts[k];
 
-				if (mp->state != MPART_FAILED || mp->error == NULL ||
-				    strncmp(mp->error, PL_DENIED_PREFIX, pre) != 0)
+				if (mp->state != MPART_FAILED || !failed(mp))
 					continue;
 				if (n++ == 0)
 					first = mp;
@@ -1909,11 +1908,25 @@ int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
 	}
 	if (n == 0)
 		return 1;
-	snprintf(why, whylen, "%zu partition%s FAILED because the destination "
-	    "refuses mirrord's principal (retried until it allows it), first "
-	    "%s/%s-%d: %s", n, n == 1 ? "" : "s", first->topic->mirror->name,
+	snprintf(why, whylen, "%zu partition%s FAILED %s, first %s/%s-%d: %s",
+	    n, n == 1 ? "" : "s", because, first->topic->mirror->name,
 	    first->topic->name, (int)first->index, first->error);
 	return 0;
+}
+
+static int write_denied(const struct mpart *mp)
+{
+	return mp->error != NULL && strncmp(mp->error, PL_DENIED_PREFIX,
+	    strlen(PL_DENIED_PREFIX)) == 0;
+}
+
+int pipeline_write_access_ready(struct pipeline *pl, char *why, size_t whylen)
+{
+	if (pl == NULL || pl->st == NULL)
+		return 1;
+	return pl_ready_unless_failed(pl, write_denied, "because the "
+	    "destination refuses mirrord's principal (retried until it allows "
+	    "it)", why, whylen);
 }
 
 /* The pipeline's record of mp (DescribeMirrors asks for every partition). */

@@ -60,22 +60,31 @@ static int needs_seal(void *arg, const char *name, const char *value,
 	    !(stored && secretbox_is_sealed(value));
 }
 
+/* aad_of() once the key is loaded; NULL with err otherwise. */
+static char *keyed_aad(const char *mirror, const char *name, size_t *alen,
+    char *err, size_t errlen)
+{
+	char *aad;
+
+	if (S.box == NULL) {
+		snprintf(err, errlen, "the secret key is not loaded");
+		return NULL;
+	}
+	if ((aad = aad_of(mirror, name, alen)) == NULL)
+		snprintf(err, errlen, "out of memory");
+	return aad;
+}
+
 static int seal(void *arg, const char *mirror, const char *name,
     const char *value, char **out, char *err, size_t errlen)
 {
 	size_t alen;
-	char *aad;
+	char *aad = keyed_aad(mirror, name, &alen, err, errlen);
 	int rc;
 
 	(void)arg;
-	if (S.box == NULL) {
-		snprintf(err, errlen, "the secret key is not loaded");
+	if (aad == NULL)
 		return -1;
-	}
-	if ((aad = aad_of(mirror, name, &alen)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	rc = secretbox_seal(S.box, value, aad, alen, out, err, errlen);
 	free(aad);
 	return rc;
@@ -85,17 +94,11 @@ static int open_sealed(const char *mirror, const char *name,
     const char *value, char **out, char *err, size_t errlen)
 {
 	size_t alen;
-	char *aad;
+	char *aad = keyed_aad(mirror, name, &alen, err, errlen);
 	int rc;
 
-	if (S.box == NULL) {
-		snprintf(err, errlen, "the secret key is not loaded");
+	if (aad == NULL)
 		return -1;
-	}
-	if ((aad = aad_of(mirror, name, &alen)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
 	rc = secretbox_open(S.box, value, aad, alen, out, err, errlen);
 	free(aad);
 	return rc;

@@ -5,6 +5,7 @@ environment; by hand it falls back to this repository and its build/.
 
     import harness as h
     h.wait_for(lambda: ..., 30, "the mirror to reach MIRRORING")
+    h.eq(got, want, "what was compared")   # FAIL: what: got .., want ..
     d = h.test_dir()                       # fresh, kept after the run
     p = h.Proc([h.build_path("daemon/mirrord"), ...], name="mirrord")
     a, b = h.real_kafka()                  # or SKIP with the reason
@@ -43,6 +44,12 @@ def check(cond, msg):
     """Fail with msg unless cond."""
     if not cond:
         fail(msg)
+
+
+def eq(got, want, what):
+    """Fail naming what, with both values, unless got == want."""
+    if got != want:
+        fail("%s: got %r, want %r" % (what, got, want))
 
 
 def wait_for(cond, timeout, what, interval=0.05):

@@ -121,6 +121,18 @@ class Mirrord:
                        % (self.bootstrap, self.proc.log_path))
         return self.proc
 
+    def start_listening(self):
+        """Starts mirrord and waits (30 s) for its log to say the admin
+        listener is ready, for a listener the plain ApiVersions probe of
+        start() cannot reach (TLS, SASL); fails if mirrord exits."""
+        self.start(wait=False)
+        h.wait_for(lambda: not self.proc.alive() or "ready: admin listener"
+                   in self.log(), 30, "%s to start (log %s)"
+                   % (self.name, self.proc.log_path))
+        h.check(self.proc.alive(), "%s did not start:\n%s"
+                % (self.name, self.log()))
+        return self.proc
+
     def _answers(self):
         if not self.proc.alive():
             raise AssertionError("mirrord exited with %s:\n%s"
@@ -188,6 +200,76 @@ class Mirrord:
                                     % self.metrics_port, timeout=10) as r:
             return r.read().decode()
 
+    def readyz(self):
+        """(HTTP status, body) of GET /readyz on the metrics listener."""
+        return http_get(self.metrics_port, "/readyz")
+
+    def row(self, mirror, topic, partition):
+        """The describe --json row of topic-partition in mirror, or None."""
+        for p in self.describe_json(mirror):
+            if p["topic"] == topic and p["partition"] == partition:
+                return p
+        return None
+
+
+def files_under(d):
+    """Every file below directory d (paths)."""
+    out = []
+    for root, _dirs, files in os.walk(d):
+        for f in files:
+            out.append(os.path.join(root, f))
+    return out
+
+
+def files_holding(d, needle):
+    """Every file below directory d whose bytes contain needle (str or
+    bytes): where a secret must not be."""
+    n = needle.encode() if isinstance(needle, str) else needle
+    found = []
+    for p in files_under(d):
+        with open(p, "rb") as f:
+            if n in f.read():
+                found.append(p)
+    return found
+
+
+def http_get(port, path):
+    """(status, body) of GET http://127.0.0.1:port/path (10 s); an HTTP
+    error status is returned, not raised."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
+                                    timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def expect_error(r, name, fragment=None):
+    """kafka-mirrors (r: CompletedProcess) exited 1 naming the Kafka error
+    name on stderr, and fragment too unless None."""
+    if r.returncode != 1 or name not in r.stderr:
+        h.fail("expected exit 1 with %s, got exit %d\nstdout: %s\nstderr: %s"
+               % (name, r.returncode, r.stdout, r.stderr))
+    if fragment is not None and fragment not in r.stderr:
+        h.fail("expected %r in the error message, got: %s"
+               % (fragment, r.stderr))
+
+
+def mock_pair(topics, brokers=1):
+    """Two librdkafka mock clusters of brokers each, source (0) and
+    destination (1), with topics ({name: partitions}) on both, logging to
+    <test_dir>/mock.log; returns (mc, source bootstrap, destination
+    bootstrap).  The caller stops mc (h.run_main's cleanup)."""
+    from mockcluster import MockCluster
+    mc = MockCluster(clusters=2, brokers=brokers,
+                     log_path=os.path.join(h.test_dir(), "mock.log"))
+    for c in (0, 1):
+        for name, n in topics.items():
+            mc.cmd("topic %d %s %d" % (c, name, n))
+    return mc, mc.bootstrap(0), mc.bootstrap(1)
+
 
 # ---- kafka-mirrors as one principal ----------------------------------------
 
@@ -254,11 +336,180 @@ class Client:
         return sorted({p["mirror"] for p in json.loads(r.stdout)})
 
 
+def metric_sum(d, family, **labels):
+    """The sum of d's /metrics series of family whose labels include
+    these (label=value), None when there is none."""
+    total = None
+    for line in d.metrics().splitlines():
+        if line.startswith(family + "{") or line.startswith(family + " "):
+            if all('%s="%s"' % kv in line for kv in labels.items()):
+                total = (total or 0) + float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def denied_total(d):
     """{(api, operation): n} of mirrord_admin_authorization_denied_total."""
     pat = re.compile(r'^mirrord_admin_authorization_denied_total'
                      r'\{api="([^"]*)",operation="([^"]*)"\} (\S+)$', re.M)
     return {(a, o): float(v) for a, o, v in pat.findall(d.metrics())}
+
+
+# ---- Kafka data: producing, end offsets, comparing -------------------------
+
+def end_offset(bootstrap, topic, partition=0):
+    """The high watermark of topic-partition (kraw ListOffsets)."""
+    import kraw
+    c = kraw.Cluster(bootstrap)
+    try:
+        return c.offsets(topic, partition)[1]
+    finally:
+        c.close()
+
+
+def end_offsets(bootstrap, topic, npart):
+    """[high watermark of partition 0, 1, ... npart-1] of topic."""
+    import kraw
+    c = kraw.Cluster(bootstrap)
+    try:
+        return [c.offsets(topic, p)[1] for p in range(npart)]
+    finally:
+        c.close()
+
+
+def wait_same_ends(src, dst, topic, npart, timeout, log_path):
+    """Waits (timeout s) until every partition of topic ends on the
+    destination (bootstrap dst) where it ended on the source (src) when
+    called; returns those ends.  log_path: the mirrord log to name."""
+    want = end_offsets(src, topic, npart)
+    h.wait_for(lambda: end_offsets(dst, topic, npart) == want, timeout,
+               "%s to reach the source ends %s on the destination (log %s)"
+               % (topic, want, log_path))
+    return want
+
+
+def flush_all(p, what):
+    """Flush a confluent_kafka Producer (60 s); fail naming what unless
+    every message was delivered."""
+    left = p.flush(60)
+    if left:
+        h.fail("%s: %d messages not delivered" % (what, left))
+
+
+def produce_tagged(bootstrap, topic, partition, n, tag, keyed=False,
+                   config=None, one_per_batch=False):
+    """n records to topic-partition, all acknowledged (30 s): values
+    b"<tag>-<i>" without keys, or with keyed keys b"<tag>-<i>" and values
+    b"<tag>-value-<i>".  The producer has acks=all, linger.ms=5 and
+    message.timeout.ms=30000 unless config overrides them;
+    one_per_batch flushes after every record (a batch at each offset)."""
+    from confluent_kafka import Producer
+    errors = []
+    conf = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+            "message.timeout.ms": 30000}
+    conf.update(config or {})
+    p = Producer(conf)
+    t = tag.encode()
+    for i in range(n):
+        if keyed:
+            kv = {"key": b"%s-%d" % (t, i), "value": b"%s-value-%d" % (t, i)}
+        else:
+            kv = {"value": b"%s-%d" % (t, i)}
+        p.produce(topic, partition=partition,
+                  on_delivery=lambda err, _m: err and errors.append(str(err)),
+                  **kv)
+        if one_per_batch:
+            p.flush(30)
+    left = p.flush(30)
+    if left or errors:
+        h.fail("producing %s to %s: %d unflushed, %s"
+               % (tag, topic, left, errors[:3]))
+
+
+def produce_values(bootstrap, topic, values):
+    """The values (bytes), without keys, to topic-0; all acknowledged
+    (acks=all, 60 s)."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                  "acks": "all", "message.timeout.ms": 30000})
+    for v in values:
+        p.produce(topic, value=v, partition=0)
+    if p.flush(60):
+        h.fail("producing to %s on %s: not all delivered" % (topic, bootstrap))
+
+
+def read_partition(bootstrap, topic, partition, group, start=0,
+                   isolation="read_committed", config=None, record=None):
+    """Every record of topic-partition from offset start to the end (the
+    consumer's partition EOF), in order, read within 60 s by a consumer
+    of group with isolation (and the consumer properties in config);
+    record(message) makes each entry, by default (offset, key, value)."""
+    from confluent_kafka import Consumer, TopicPartition
+    conf = {"bootstrap.servers": bootstrap, "group.id": group,
+            "enable.auto.commit": False, "isolation.level": isolation,
+            "enable.partition.eof": True, "fetch.wait.max.ms": 100}
+    conf.update(config or {})
+    record = record or (lambda m: (m.offset(), m.key(), m.value()))
+    c = Consumer(conf)
+    c.assign([TopicPartition(topic, partition, start)])
+    out = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    return out
+                h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
+            out.append(record(m))
+        h.fail("reading %s-%d from %s did not reach the end"
+               % (topic, partition, bootstrap))
+    finally:
+        c.close()
+
+
+def recreate_topic(cluster, adm, topic):
+    """Deletes topic (confluent_kafka AdminClient adm) and creates it again
+    with one partition on cluster (a realkafka.Cluster), retrying
+    TOPIC_ALREADY_EXISTS while the deletion completes (60 s)."""
+    list(adm.delete_topics([topic]).values())[0].result(30)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            cluster.create_topic(topic, partitions=1)
+            return
+        except Exception as e:  # noqa: BLE001
+            if time.monotonic() > deadline:
+                h.fail("recreating %s: %s" % (topic, e))
+            time.sleep(0.2)
+
+
+def same_batches(src, dst, topic, partitions):
+    """The destination (bootstrap dst) holds the source's batches of topic
+    at the same offsets with the same record counts, and every batch's
+    records section (all after the 61-byte header) byte for byte equal:
+    nothing lost, nothing twice.  partitions: the partition numbers.
+    Returns the number of records compared."""
+    import kraw
+    total = 0
+    sc, dc = kraw.Cluster(src), kraw.Cluster(dst)
+    try:
+        for part in partitions:
+            sb, db = sc.batches(topic, part), dc.batches(topic, part)
+            h.eq([(b["base_offset"], b["count"]) for b in db],
+                 [(b["base_offset"], b["count"]) for b in sb],
+                 "%s-%d batches" % (topic, part))
+            for a, b in zip(sb, db):
+                if kraw.records_section(a["raw"]) != \
+                        kraw.records_section(b["raw"]):
+                    h.fail("%s-%d batch at %d: records differ"
+                           % (topic, part, a["base_offset"]))
+            total += sum(b["count"] for b in db)
+    finally:
+        sc.close()
+        dc.close()
+    return total
 
 
 # ---- certificates, made with the openssl CLI ------------------------------
@@ -317,6 +568,41 @@ def frame(api_key, version, corr, body=b"", flexible=False, client_id=b"t"):
         hdr += b"\x00"  # empty tagged-field section
     msg = hdr + body
     return struct.pack(">i", len(msg)) + msg
+
+
+def uvarint(n):
+    """n >= 0 as an unsigned varint (flexible versions' lengths)."""
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def read_uvarint(b, o):
+    """(value, next offset) of the unsigned varint at b[o:]."""
+    n = shift = 0
+    while True:
+        c = b[o]
+        o += 1
+        n |= (c & 0x7F) << shift
+        if c < 0x80:
+            return n, o
+        shift += 7
+
+
+def cstr(s):
+    """A compact (flexible-version) string."""
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def read_cstr(b, o):
+    """(string or None, next offset) of the compact string at b[o:]."""
+    n, o = read_uvarint(b, o)
+    if n == 0:
+        return None, o
+    return b[o:o + n - 1].decode(), o + n - 1
 
 
 def recv_exact(s, n):

@@ -19,8 +19,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     import confluent_kafka.admin as cka
@@ -28,33 +28,13 @@ except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
 
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def expect_error(r, name, fragment=None):
-    """The CLI failed with exit 1 and named the Kafka error on stderr."""
-    if r.returncode != 1 or name not in r.stderr:
-        h.fail("expected exit 1 with %s, got exit %d\nstdout: %s\nstderr: %s"
-               % (name, r.returncode, r.stdout, r.stderr))
-    if fragment is not None and fragment not in r.stderr:
-        h.fail("expected %r in the error message, got: %s" % (fragment, r.stderr))
-
-
 def source_topics(bootstrap):
     a = cka.AdminClient({"bootstrap.servers": bootstrap})
     return set(a.list_topics(timeout=10).topics)
 
 
-mc = MockCluster(clusters=2, brokers=3,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d orders 3" % c)
-    mc.cmd("topic %d payments 1" % c)
-    mc.cmd("topic %d audit.log 2" % c)
-    mc.cmd("topic %d other 1" % c)
+mc, SRC, DST = mt.mock_pair({"orders": 3, "payments": 1, "audit.log": 2,
+                             "other": 1}, brokers=3)
 
 d = mt.Mirrord(destination=DST)
 
@@ -82,19 +62,19 @@ r = d.cli_ok("--list")
 eq(r.stdout.strip(), "No mirrors found", "--list before any mirror")
 r = d.create("m1", {"bootstrap.servers": SRC})
 eq(r.stdout.strip(), "Created mirror m1", "create output")
-expect_error(d.create("m1", {"bootstrap.servers": SRC}, expect_ok=False),
+mt.expect_error(d.create("m1", {"bootstrap.servers": SRC}, expect_ok=False),
              "CLUSTER_MIRROR_ALREADY_EXISTS", "m1")
 for bad in ("bad/name", "x.removed", "y.paused", "..", "a" * 250):
-    expect_error(d.create(bad, {"bootstrap.servers": SRC},
+    mt.expect_error(d.create(bad, {"bootstrap.servers": SRC},
                           expect_ok=False), "INVALID_CLUSTER_MIRROR_NAME")
-expect_error(d.create("m2", {"client.id": "x"}, expect_ok=False),
+mt.expect_error(d.create("m2", {"client.id": "x"}, expect_ok=False),
              "INVALID_REQUEST", "bootstrap.servers")
-expect_error(d.create("m2", {"bootstrap.servers": SRC, "no.such.key": "1"},
+mt.expect_error(d.create("m2", {"bootstrap.servers": SRC, "no.such.key": "1"},
                       expect_ok=False), "INVALID_CONFIG", "no.such.key")
 SECRET = "s3cr3t-Pa55word"
 r = d.create("m2", {"bootstrap.servers": SRC, "security.protocol": "bogus",
                     "sasl.password": SECRET}, expect_ok=False)
-expect_error(r, "INVALID_CONFIG", "security.protocol")
+mt.expect_error(r, "INVALID_CONFIG", "security.protocol")
 h.check(SECRET not in r.stderr, "a secret was echoed in an error")
 # A mirror can be created while its source is unreachable.
 d.create("down", {"bootstrap.servers": "127.0.0.1:1"})
@@ -127,17 +107,17 @@ r = d.cli("--add", "--mirror", "m1", "--topic", "orders")
 eq(r.returncode, 0, "add orders: " + r.stderr)
 eq(r.stdout.strip(), "Added 1 topic(s) in mirror m1: [orders]", "add output")
 r = d.cli("--add", "--mirror", "m1", "--topic", "nosuch")
-expect_error(r, "UNKNOWN_TOPIC_OR_PARTITION", "nosuch")
+mt.expect_error(r, "UNKNOWN_TOPIC_OR_PARTITION", "nosuch")
 eq(source_topics(SRC), before, "source topics after looking up a missing "
    "topic (nothing may be auto-created)")
 h.check("nosuch" not in source_topics(SRC), "nosuch was auto-created")
-expect_error(d.cli("--add", "--mirror", "nope", "--topic", "orders"),
+mt.expect_error(d.cli("--add", "--mirror", "nope", "--topic", "orders"),
              "UNKNOWN_CLUSTER_MIRROR", "nope")
 r = d.cli("--add", "--mirror", "down", "--topic", "orders")
 h.check(r.returncode == 1 and "127.0.0.1:1" in r.stderr,
         "adding to a mirror whose source is down names the source: " + r.stderr)
 d.create("m3", {"bootstrap.servers": SRC})
-expect_error(d.cli("--add", "--mirror", "m3", "--topic", "orders"),
+mt.expect_error(d.cli("--add", "--mirror", "m3", "--topic", "orders"),
              "TOPIC_ALREADY_IN_CLUSTER_MIRROR", "orders")
 # Patterns: match whole names on the source, internal topics never.
 r = d.cli_ok("--add", "--mirror", "m3", "--topic", "pay.*|audit\\..*")
@@ -176,36 +156,36 @@ eq(lines[0].split(), ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET",
 eq([l.split()[:3] for l in lines[1:]],
    [["m1", "orders", "0"], ["m1", "orders", "1"], ["m1", "orders", "2"]],
    "one describe row per partition, sorted")
-expect_error(d.cli("--describe", "--mirror", "ghost"), "UNKNOWN_CLUSTER_MIRROR")
+mt.expect_error(d.cli("--describe", "--mirror", "ghost"), "UNKNOWN_CLUSTER_MIRROR")
 
 # ---- Pause / Resume --------------------------------------------------------
-expect_error(d.cli("--pause", "--mirror", "m1", "--topic", "payments"),
+mt.expect_error(d.cli("--pause", "--mirror", "m1", "--topic", "payments"),
              "TOPIC_NOT_IN_CLUSTER_MIRROR", "payments")
 r = d.cli_ok("--pause", "--mirror", "m1", "--topic", "orders")
 eq(r.stdout.strip(), "Paused mirroring for 1 topic(s) in mirror m1: [orders]",
    "pause output")
 h.wait_for(lambda: set(d.states("m1").values()) == {"PAUSED"}, 60,
            "orders to be PAUSED")
-expect_error(d.cli("--pause", "--mirror", "m1", "--topic", "orders"),
+mt.expect_error(d.cli("--pause", "--mirror", "m1", "--topic", "orders"),
              "MIRROR_TOPIC_ALREADY_PAUSED")
 r = d.cli_ok("--resume", "--mirror", "m1", "--topic", "ord.*")
 eq(r.stdout.strip(), "Resumed mirroring for 1 topic(s) in mirror m1: [orders]",
    "resume by pattern output")
 h.check(set(d.states("m1").values()) <= {"MIRRORING", "PREPARING"},
         "after resume: %r" % d.states("m1"))
-expect_error(d.cli("--resume", "--mirror", "m1", "--topic", "orders"),
+mt.expect_error(d.cli("--resume", "--mirror", "m1", "--topic", "orders"),
              "MIRROR_TOPIC_NOT_PAUSED")
 
 # ---- Remove (failover) and Delete -----------------------------------------
-expect_error(d.cli("--delete", "--mirror", "m1"), "CLUSTER_MIRROR_NOT_EMPTY")
+mt.expect_error(d.cli("--delete", "--mirror", "m1"), "CLUSTER_MIRROR_NOT_EMPTY")
 r = d.cli_ok("--remove", "--mirror", "m1", "--topic", "orders")
 eq(r.stdout.strip(), "Stopped mirroring for 1 topic(s) in mirror m1: [orders]",
    "remove output")
 h.wait_for(lambda: set(d.states("m1").values()) == {"STOPPED"}, 60,
            "orders to be STOPPED")
-expect_error(d.cli("--pause", "--mirror", "m1", "--topic", "orders"),
+mt.expect_error(d.cli("--pause", "--mirror", "m1", "--topic", "orders"),
              "MIRROR_TOPIC_BEING_STOPPED")
-expect_error(d.cli("--resume", "--mirror", "m1", "--topic", "orders"),
+mt.expect_error(d.cli("--resume", "--mirror", "m1", "--topic", "orders"),
              "MIRROR_TOPIC_BEING_STOPPED")
 d.cli_ok("--remove", "--mirror", "m1", "--topic", "orders")  # no-op success
 # A STOPPED topic may join another mirror.
@@ -215,8 +195,8 @@ h.wait_for(lambda: set(d.states("m3").values()) == {"STOPPED"}, 60,
            "every m3 topic to be STOPPED")
 r = d.cli_ok("--delete", "--mirror", "m1")
 eq(r.stdout.strip(), "Deleted mirror m1", "delete output")
-expect_error(d.cli("--delete", "--mirror", "m1"), "UNKNOWN_CLUSTER_MIRROR")
-expect_error(d.cli("--remove", "--mirror", "m1", "--topic", "orders"),
+mt.expect_error(d.cli("--delete", "--mirror", "m1"), "UNKNOWN_CLUSTER_MIRROR")
+mt.expect_error(d.cli("--remove", "--mirror", "m1", "--topic", "orders"),
              "UNKNOWN_CLUSTER_MIRROR")
 
 # ---- usage errors ----------------------------------------------------------

@@ -34,17 +34,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 AUTHZ_FAILED = 144
 ANON = "User:ANONYMOUS"
 WARNING = "accepts connections from other hosts"
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 # ---- clients: one per principal (mt.Client: kafka-mirrors as a principal;
@@ -53,17 +48,6 @@ Client = mt.Client
 
 
 # ---- DescribeMirrors on the wire (to see mirrors without topics) ---------
-
-def uvarint(n):
-    out = b""
-    while True:
-        b = n & 0x7f
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
 
 class Rd:
     def __init__(self, b):
@@ -113,8 +97,8 @@ def describe_raw(d, names=None):
     if names is None:
         body = b"\x00"
     else:
-        body = uvarint(len(names) + 1) + b"".join(
-            uvarint(len(n) + 1) + n.encode() for n in names)
+        body = mt.uvarint(len(names) + 1) + b"".join(
+            mt.uvarint(len(n) + 1) + n.encode() for n in names)
     body += b"\x00"
     with mt.connect(d.bootstrap, 60) as s:
         s.sendall(mt.frame(99, 0, 7, body, flexible=True))
@@ -185,12 +169,7 @@ RULES = (
     "      mirrors: [\"dev-secret*\"]\n"
     "      permission: deny\n")
 
-mc = MockCluster(clusters=2, brokers=1,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d orders 2" % c)
-    mc.cmd("topic %d payments 1" % c)
+mc, SRC, DST = mt.mock_pair({"orders": 2, "payments": 1})
 
 # ---- a super user may do what a deny rule forbids ---------------------------
 d = mt.Mirrord(destination=DST, extra_yaml=SUPER)

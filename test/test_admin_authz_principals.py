@@ -45,6 +45,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -86,11 +87,6 @@ for user, pw in sorted(PW.items()):
     mt.add_user(CREDS, user, pw)
 
 
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
 mc = MockCluster(clusters=2, brokers=1,
                  log_path=os.path.join(TMP, "mock.log"))
 SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
@@ -130,10 +126,7 @@ def start(name, protocol, server_yaml="", authorization=""):
                         % (d.port, d.port, protocol, server_yaml))
     with open(d.config_path, "w") as f:
         f.write(text)
-    d.start(wait=False)
-    h.wait_for(lambda: not d.proc.alive() or "ready: admin listener"
-               in d.log(), 30, "%s to start (log %s)" % (name, d.proc.log_path))
-    h.check(d.proc.alive(), "%s did not start:\n%s" % (name, d.log()))
+    d.start_listening()
     return d
 
 

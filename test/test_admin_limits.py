@@ -32,8 +32,8 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 MiB = 1024 * 1024
 
@@ -44,45 +44,8 @@ os.environ["ASAN_OPTIONS"] = ":".join(
     x for x in (os.environ.get("ASAN_OPTIONS"), "quarantine_size_mb=1") if x)
 
 
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def uvarint(n):
-    out = b""
-    while n >= 0x80:
-        out += bytes([(n & 0x7F) | 0x80])
-        n >>= 7
-    return out + bytes([n])
-
-
-def read_uvarint(b, o):
-    n = shift = 0
-    while True:
-        c = b[o]
-        o += 1
-        n |= (c & 0x7F) << shift
-        if c < 0x80:
-            return n, o
-        shift += 7
-
-
-def cstr(s):
-    """A compact (flexible-version) string."""
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
-
-
-def read_cstr(b, o):
-    n, o = read_uvarint(b, o)
-    if n == 0:
-        return None, o
-    return b[o:o + n - 1].decode(), o + n - 1
-
-
 def describe_body(names):
-    return uvarint(len(names) + 1) + b"".join(cstr(n) for n in names) + b"\x00"
+    return mt.uvarint(len(names) + 1) + b"".join(mt.cstr(n) for n in names) + b"\x00"
 
 
 def describe_top(resp):
@@ -91,12 +54,12 @@ def describe_top(resp):
     corr = struct.unpack(">i", resp[:4])[0]
     o = 5 + 4                                   # header tags, throttle
     err = struct.unpack(">h", resp[o:o + 2])[0]
-    msg, o = read_cstr(resp, o + 2)
-    n, o = read_uvarint(resp, o)
+    msg, o = mt.read_cstr(resp, o + 2)
+    n, o = mt.read_uvarint(resp, o)
     mirrors = []
     if n > 0 and err == 0:
         # Only the first mirror is parsed in full; enough for our cases.
-        name, o = read_cstr(resp, o)
+        name, o = mt.read_cstr(resp, o)
         code = struct.unpack(">h", resp[o:o + 2])[0]
         mirrors.append((name, code))
     return corr, err, msg, n - 1, mirrors
@@ -145,13 +108,7 @@ def expect_error(r, name, fragment):
                "stderr: %s" % (name, fragment, r.returncode, r.stdout, r.stderr))
 
 
-mc = MockCluster(clusters=2, brokers=1,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d orders 3" % c)
-    mc.cmd("topic %d payments 1" % c)
-    mc.cmd("topic %d audit 1" % c)
+mc, SRC, DST = mt.mock_pair({"orders": 3, "payments": 1, "audit": 1})
 
 # ==== d1: timeouts, per-address limit, buffered bytes, mirror limits ======
 LIMITS = (
@@ -388,10 +345,10 @@ def accept_mute():
 threading.Thread(target=accept_mute, daemon=True).start()
 d2.create("hang", {"bootstrap.servers": "127.0.0.1:%d" % mute.getsockname()[1]})
 N = 300000
-add = mt.frame(95, 0, 1, cstr("hang") + uvarint(2) + cstr("t") + b"\x00"
+add = mt.frame(95, 0, 1, mt.cstr("hang") + mt.uvarint(2) + mt.cstr("t") + b"\x00"
                + b"\x00", flexible=True)
 BIG, BIGSIZE = 48, 1024 * 1024 - 64
-big_body = cstr("a" * BIGSIZE) + cstr("1.0") + b"\x00"
+big_body = mt.cstr("a" * BIGSIZE) + mt.cstr("1.0") + b"\x00"
 stream = add + b"".join(list_mirrors_frame(2 + i) for i in range(N)) + \
     b"".join(mt.frame(18, 3, N + 2 + i, big_body, flexible=True)
              for i in range(BIG))

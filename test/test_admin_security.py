@@ -26,6 +26,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -41,11 +42,6 @@ try:
     import kafka.errors
 except ImportError:
     KafkaAdminClient = None
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def run(argv, input=None, timeout=60):
@@ -190,10 +186,7 @@ def start(name, protocol, extra=""):
                       % (protocol, extra), 1)
     with open(d.config_path, "w") as f:
         f.write(cfg)
-    d.start(wait=False)
-    h.wait_for(lambda: not d.proc.alive() or "ready: admin listener"
-               in d.log(), 30, "%s to start (log %s)" % (name, d.proc.log_path))
-    h.check(d.proc.alive(), "%s did not start:\n%s" % (name, d.log()))
+    d.start_listening()
     daemons.append(d)
     return d
 

@@ -101,10 +101,7 @@ def start(name, server_yaml):
         cfg = f.read()
     with open(d.config_path, "w") as f:
         f.write(cfg.replace("server:\n", "server:\n" + server_yaml, 1))
-    d.start(wait=False)
-    h.wait_for(lambda: not d.proc.alive() or "ready: admin listener"
-               in d.log(), 30, "%s to start (log %s)" % (name, d.proc.log_path))
-    h.check(d.proc.alive(), "%s did not start:\n%s" % (name, d.log()))
+    d.start_listening()
     d.cluster_id = re.search(r"cluster id (\S+)", d.log()).group(1)
     return d
 

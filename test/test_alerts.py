@@ -21,6 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 
 try:
     import yaml
@@ -36,11 +37,6 @@ ALERTS = ["MirrordPartitionsFailed", "MirrordLagHigh", "MirrordNoProgress",
           "MirrordDestinationUnreachable", "MirrordDown"]
 RULES = h.src_path("etc", "prometheus", "mirrord-alerts.yml")
 TESTS = h.src_path("etc", "prometheus", "mirrord-alerts.test.yml")
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def promtool(*args, cwd=None):

@@ -19,41 +19,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
-    from confluent_kafka import Producer
+    import confluent_kafka  # noqa: F401  (mt.produce_tagged)
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def produce(bootstrap, topic, partition, n, tag):
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "acks": "all", "message.timeout.ms": 30000})
-    for i in range(n):
-        p.produce(topic, value=b"%s-%d" % (tag.encode(), i),
-                  partition=partition,
-                  on_delivery=lambda err, _m: err and errors.append(str(err)))
-    left = p.flush(30)
-    if left or errors:
-        h.fail("producing %s to %s: %d unflushed, %s"
-               % (tag, topic, left, errors[:3]))
-
-
-def end(bootstrap, topic, partition):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, partition)[1]
-    finally:
-        c.close()
 
 
 def words(out):
@@ -65,20 +37,15 @@ mc = None
 
 def main():
     global mc
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d mixed 3" % c)
-        mc.cmd("topic %d calm 2" % c)
+    mc, SRC, DST = mt.mock_pair({"mixed": 3, "calm": 2})
     d = mt.Mirrord(destination=DST)
     d.create("m1", {"bootstrap.servers": SRC,
                     "mirror.fetch.wait.max.ms": "100",
                     "mirror.failed.retry.max.attempts": "0"})
     for p in range(3):
-        produce(SRC, "mixed", p, 5 + p, "m%d" % p)
+        mt.produce_tagged(SRC, "mixed", p, 5 + p, "m%d" % p)
     for p in range(2):
-        produce(SRC, "calm", p, 4, "c%d" % p)
+        mt.produce_tagged(SRC, "calm", p, 4, "c%d" % p)
     d.cli_ok("--add", "--mirror", "m1", "--topic", "mixed,calm")
     h.wait_for(lambda: all(p["state"] == "MIRRORING" and p["lag"] == 0
                            for p in d.describe_json("m1")) and
@@ -95,9 +62,9 @@ def main():
 
     # A foreign write into mixed-1 on the destination: mixed-1 FAILED, the
     # other partitions of mixed go on, so mixed is MIXED.
-    h.wait_for(lambda: end(DST, "mixed", 1) == 6, 60, "mixed-1 copied")
-    produce(DST, "mixed", 1, 2, "intruder")
-    produce(SRC, "mixed", 1, 3, "more")
+    h.wait_for(lambda: mt.end_offset(DST, "mixed", 1) == 6, 60, "mixed-1 copied")
+    mt.produce_tagged(DST, "mixed", 1, 2, "intruder")
+    mt.produce_tagged(SRC, "mixed", 1, 3, "more")
 
     def settled():
         rows = d.describe_json("m1")

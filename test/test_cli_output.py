@@ -29,12 +29,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
 try:
-    from confluent_kafka import Producer
+    import confluent_kafka  # noqa: F401  (mt.produce_tagged)
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -51,33 +51,6 @@ SUMMARY_HEAD = ["MIRROR", "TOPIC", "STATE", "PARTITIONS", "STATES", "LAG",
                 "LAG-TIME", "REASON"]
 LIST_HEAD = ["MIRROR", "TOPICS", "SOURCE-CLUSTER-ID",
              "SOURCE-BOOTSTRAP-SERVER"]
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def produce(bootstrap, topic, partition, n, tag):
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "acks": "all", "message.timeout.ms": 30000})
-    for i in range(n):
-        p.produce(topic, value=b"%s-%d" % (tag.encode(), i),
-                  partition=partition,
-                  on_delivery=lambda err, _m: err and errors.append(str(err)))
-    left = p.flush(30)
-    if left or errors:
-        h.fail("producing %s to %s: %d unflushed, %s"
-               % (tag, topic, left, errors[:3]))
-
-
-def end(bootstrap, topic, partition):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, partition)[1]
-    finally:
-        c.close()
 
 
 def table(text, head, right):
@@ -171,7 +144,7 @@ def main():
 
     # ---- a healthy mirror: narrow, no REASON column ----------------------
     for p in range(3):
-        produce(SRC, "orders", p, 7 * (p + 1), "o%d" % p)
+        mt.produce_tagged(SRC, "orders", p, 7 * (p + 1), "o%d" % p)
     d.cli_ok("--add", "--mirror", "m1", "--topic", "orders")
     h.wait_for(lambda: all(p["state"] == "MIRRORING" and p["lag"] == 0
                            for p in d.describe_json("m1")), 60,
@@ -188,14 +161,14 @@ def main():
         h.check(len(l) <= 80, "a line over 80 columns: %r" % l)
 
     # ---- fw FAILED by a foreign write ------------------------------------
-    produce(SRC, long_topic, 1, 1234, "pay")
-    produce(SRC, "fw", 0, 10, "fw1")
+    mt.produce_tagged(SRC, long_topic, 1, 1234, "pay")
+    mt.produce_tagged(SRC, "fw", 0, 10, "fw1")
     d.cli_ok("--add", "--mirror", "m1", "--topic", "fw")
     d.cli_ok("--add", "--mirror", "dr-eu-west-long-mirror-name",
              "--topic", long_topic)
-    h.wait_for(lambda: end(DST, "fw", 0) == 10, 60, "fw-0 to be copied")
-    produce(DST, "fw", 0, 3, "intruder")
-    produce(SRC, "fw", 0, 5, "fw2")
+    h.wait_for(lambda: mt.end_offset(DST, "fw", 0) == 10, 60, "fw-0 to be copied")
+    mt.produce_tagged(DST, "fw", 0, 3, "intruder")
+    mt.produce_tagged(SRC, "fw", 0, 5, "fw2")
 
     def settled():
         rows = d.describe_json()

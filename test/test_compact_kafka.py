@@ -76,13 +76,6 @@ def consumer_view(c):
     return out
 
 
-def row(d):
-    for p in d.describe_json("m1"):
-        if p["topic"] == T and p["partition"] == 0:
-            return p
-    return None
-
-
 def anchored(d):
     return d.log().count("translation anchors of the batch at source offsets")
 
@@ -129,7 +122,7 @@ def main():
     # 2. A second set, compacted while the partition is paused; then kill -9
     # right after the anchors of a batch are recorded, again and again.
     d.cli_ok("--pause", "--mirror", "m1", "--topic", T)
-    h.wait_for(lambda: row(d)["state"] == "PAUSED", 60, "the partition to pause")
+    h.wait_for(lambda: d.row("m1", T, 0)["state"] == "PAUSED", 60, "the partition to pause")
     lo = src.offsets(T, 0)[1]
     put_set(src, b"two", 300)
     compact(src, lo, 250, "the second set")
@@ -148,7 +141,7 @@ def main():
     want = consumer_view(src)
 
     def done():
-        r = row(d)
+        r = d.row("m1", T, 0)
         if r is not None and r["state"] == "FAILED":
             h.fail("the partition FAILED: %r" % r.get("errorMessage"))
         dst.refresh()
@@ -156,7 +149,7 @@ def main():
         return dst.offsets(T, 0)[1] >= len(want) and r["state"] == "MIRRORING" \
             and r["lag"] == 0
     h.wait_for(done, 120, "the destination to hold %d records, MIRRORING, lag 0 "
-               "(now %r)" % (len(want), row(d)))
+               "(now %r)" % (len(want), d.row("m1", T, 0)))
     got = []
     for b in dst.batches(T, 0):
         got.extend(kw.records_of(b["raw"]))

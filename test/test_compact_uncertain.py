@@ -32,7 +32,6 @@ import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import krawwrite as kw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 T = "cu"
 mc = None
@@ -64,13 +63,6 @@ def dst_records(dst):
     return out
 
 
-def row(d):
-    for p in d.describe_json("m1"):
-        if p["topic"] == T and p["partition"] == 0:
-            return p
-    return None
-
-
 def check_equal(d, dst, what):
     """Waits for the destination to hold every wanted record and the
     partition to be MIRRORING with lag 0; then compares."""
@@ -78,13 +70,13 @@ def check_equal(d, dst, what):
         dst.refresh()
         dst.close()
         end = dst.offsets(T, 0)[1]
-        r = row(d)
+        r = d.row("m1", T, 0)
         if r is not None and r["state"] == "FAILED":
             h.fail("%s: the partition FAILED: %r" % (what, r.get("errorMessage")))
         return end >= len(want) and r is not None and r["state"] == "MIRRORING" \
             and r["lag"] == 0 and r
     h.wait_for(done, 60, "%s: %d records at the destination, MIRRORING, lag 0 "
-               "(now %r)" % (what, len(want), row(d)))
+               "(now %r)" % (what, len(want), d.row("m1", T, 0)))
     got = dst_records(dst)
     offs = [o for o, _k, _v in got]
     h.check(offs == list(range(len(got))),
@@ -130,11 +122,7 @@ def data_bytes(d):
 
 def main():
     global mc
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d %s 1" % (c, T))
+    mc, SRC, DST = mt.mock_pair({T: 1})
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     d = mt.Mirrord(destination=DST, extra_yaml=(
         "pipeline:\n  request_timeout_ms: 1500\n"))

@@ -14,28 +14,12 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 class NotifySocket:
@@ -62,11 +46,7 @@ class NotifySocket:
         return any(word in m.split("\n") for m in self.msgs)
 
 
-mc = MockCluster(clusters=2, brokers=3,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d ops 2" % c)
+mc, SRC, DST = mt.mock_pair({"ops": 2}, brokers=3)
 
 # --check-config: a valid file passes, a broken one lists every error.
 d = mt.Mirrord(destination=DST, start=False)
@@ -106,10 +86,10 @@ os.environ["NOTIFY_SOCKET"] = ns.path
 d.start()
 del os.environ["NOTIFY_SOCKET"]
 h.wait_for(lambda: ns.seen("READY=1"), 30, "READY=1 on the notify socket")
-eq(http_get(d.metrics_port, "/healthz")[0], 200, "/healthz")
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+eq(mt.http_get(d.metrics_port, "/healthz")[0], 200, "/healthz")
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz to turn ready once the destination answers")
-eq(http_get(d.metrics_port, "/nope")[0], 404, "unknown path")
+eq(mt.http_get(d.metrics_port, "/nope")[0], 404, "unknown path")
 
 # Mirror some data so the per-partition series have values.
 d.create("ops", {"bootstrap.servers": SRC})

@@ -33,9 +33,9 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dashsvg  # noqa: E402
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     from confluent_kafka import Producer
@@ -54,11 +54,6 @@ VARS = {"$instance": ".*", "$mirror": ".*", "$__rate_interval": "20s"}
 
 mc = None
 stop = threading.Event()
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 class Prom:
@@ -163,13 +158,7 @@ def corrupt_batch(src, topic):
 
 def main():
     global mc
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d load 3" % c)
-        mc.cmd("topic %d bad 1" % c)
-        mc.cmd("topic %d idle 1" % c)
+    mc, SRC, DST = mt.mock_pair({"load": 3, "bad": 1, "idle": 1})
     d = mt.Mirrord(destination=DST, log_level="info")
     d.create("m1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100",
                     "mirror.failed.retry.max.attempts": "0"})

@@ -30,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
@@ -40,11 +41,6 @@ except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 # ---- producing and consuming with librdkafka --------------------------------
@@ -128,22 +124,6 @@ def records_for(n, tag, seed=0):
 
 # ---- the raw view -------------------------------------------------------------
 
-def ends(bootstrap, topic, npart):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return [c.offsets(topic, p)[1] for p in range(npart)]
-    finally:
-        c.close()
-
-
-def wait_mirrored(topic, npart, timeout=90):
-    want = ends(SRC, topic, npart)
-    h.wait_for(lambda: ends(DST, topic, npart) == want, timeout,
-               "%s to reach the source ends %s on the destination (mirrord log %s)"
-               % (topic, want, d.proc.log_path))
-    return want
-
-
 def compare_batches(topic, partition, expect_foreign_pid=False):
     """Source and destination batches: same offsets and records bytes,
     valid CRCs, mirrord's producer id and contiguous sequences."""
@@ -184,7 +164,7 @@ def compare_batches(topic, partition, expect_foreign_pid=False):
 
 
 def compare_records(topic, partition):
-    end = ends(SRC, topic, partition + 1)[partition]
+    end = mt.end_offsets(SRC, topic, partition + 1)[partition]
     a = consume_all(SRC, topic, partition, end)
     b = consume_all(DST, topic, partition, end)
     eq(len(b), len(a), "%s-%d record count read back" % (topic, partition))
@@ -223,6 +203,10 @@ def wait_state(topic, npart, state, mirror="m1", timeout=60):
         got = [part_state(topic, p, mirror) for p in range(npart)]
         return all(g is not None and g["state"] == state for g in got) and got
     return h.wait_for(ok, timeout, "%s to be %s" % (topic, state))
+
+
+def wait_mirrored(topic, npart, timeout=90):
+    return mt.wait_same_ends(SRC, DST, topic, npart, timeout, d.proc.log_path)
 
 
 def main():
@@ -270,7 +254,7 @@ def main():
     print("codecs and idempotent batches: %d batches byte-identical" % nb, flush=True)
 
     # The live numbers: DescribeMirrors shows source and destination ends.
-    want = ends(SRC, "codecs", len(CODECS))
+    want = mt.end_offsets(SRC, "codecs", len(CODECS))
 
 
     def describe_caught_up():
@@ -319,8 +303,8 @@ def main():
         # not waited for between "down" and "up".
         after_down = k > 0 and injections[k - 1].startswith("down")
         if not after_down:
-            base = sum(ends(DST, "live", LIVE))
-            h.wait_for(lambda: sum(ends(DST, "live", LIVE)) > base, 60,
+            base = sum(mt.end_offsets(DST, "live", LIVE))
+            h.wait_for(lambda: sum(mt.end_offsets(DST, "live", LIVE)) > base, 60,
                        "the destination to grow before kill %d" % (k + 1))
         mc.cmd(injections[k])
         if k % 2 == 0:
@@ -344,12 +328,12 @@ def main():
     wait_mirrored("pr", 1)
     d.cli_ok("--pause", "--mirror", "m1", "--topic", "pr")
     wait_state("pr", 1, "PAUSED")
-    paused_end = ends(DST, "pr", 1)
+    paused_end = mt.end_offsets(DST, "pr", 1)
     produce(SRC, "pr", 0, records_for(50, "pr2"))
     # A negative check needs a window: several fetch intervals, on a deadline.
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
-        eq(ends(DST, "pr", 1), paused_end, "destination end of a PAUSED partition")
+        eq(mt.end_offsets(DST, "pr", 1), paused_end, "destination end of a PAUSED partition")
         time.sleep(0.2)
     d.cli_ok("--resume", "--mirror", "m1", "--topic", "pr")
     wait_state("pr", 1, "MIRRORING")
@@ -360,7 +344,7 @@ def main():
     # 4. Remove (STOPPED, last mirrored offset recorded), then add again.
     d.cli_ok("--remove", "--mirror", "m1", "--topic", "pr")
     rows = wait_state("pr", 1, "STOPPED")
-    end = ends(SRC, "pr", 1)[0]
+    end = mt.end_offsets(SRC, "pr", 1)[0]
     eq(rows[0]["lastMirroredOffset"], end - 1, "lastMirroredOffset of STOPPED pr-0")
     # The last mirrored epoch is the newest source PartitionLeaderEpoch copied.
     c = kraw.Cluster(SRC)
@@ -385,7 +369,7 @@ def main():
     good = kraw.Cluster(SRC).batches("bad", 0)[0]["raw"]
     corrupt = bytearray(good)
     corrupt[-1] ^= 0xFF  # a records byte: the CRC no longer matches
-    bad_offset = ends(SRC, "bad", 2)[0]
+    bad_offset = mt.end_offsets(SRC, "bad", 2)[0]
     sc = kraw.Cluster(SRC)
     body = (struct.pack(">hhi", -1, -1, 5000) + struct.pack(">i", 1) + kraw._s("bad")
             + struct.pack(">ii", 1, 0) + struct.pack(">i", len(corrupt)) + bytes(corrupt))
@@ -397,11 +381,11 @@ def main():
     h.check("CRC" in (row["errorMessage"] or "") and str(bad_offset) in row["errorMessage"],
             "bad-0 error message should name the CRC and offset %d: %r"
             % (bad_offset, row["errorMessage"]))
-    wait_mirrored_1 = ends(SRC, "bad", 2)[1]
-    h.wait_for(lambda: ends(DST, "bad", 2)[1] == wait_mirrored_1, 60,
+    wait_mirrored_1 = mt.end_offsets(SRC, "bad", 2)[1]
+    h.wait_for(lambda: mt.end_offsets(DST, "bad", 2)[1] == wait_mirrored_1, 60,
                "bad-1 to keep mirroring while bad-0 is FAILED")
     eq(part_state("bad", 1)["state"], "MIRRORING", "state of bad-1")
-    h.check(ends(DST, "bad", 2)[0] == bad_offset,
+    h.check(mt.end_offsets(DST, "bad", 2)[0] == bad_offset,
             "the corrupt batch reached the destination")
     print("corrupt batch: %r" % row["errorMessage"], flush=True)
 
@@ -444,7 +428,7 @@ def main():
     wait_mirrored("retention", 1)
     d.cli_ok("--pause", "--mirror", "m1", "--topic", "retention")
     wait_state("retention", 1, "PAUSED")
-    dst_before = ends(DST, "retention", 1)[0]
+    dst_before = mt.end_offsets(DST, "retention", 1)[0]
     big = [(None, bytes([65 + i % 26]) * 400000, None, None) for i in range(20)]
     for rec in big:
         produce(SRC, "retention", 0, [rec], linger_ms=0)
@@ -455,7 +439,7 @@ def main():
             "(log start %d, mirrored up to %d): test setup" % (log_start, dst_before))
     d.cli_ok("--resume", "--mirror", "m1", "--topic", "retention")
     expect_end = dst_before + (src_end - log_start)
-    h.wait_for(lambda: ends(DST, "retention", 1)[0] == expect_end, 60,
+    h.wait_for(lambda: mt.end_offsets(DST, "retention", 1)[0] == expect_end, 60,
                "retention-0 to resume at the source log start %d" % log_start)
     a = consume_all(SRC, "retention", 0, src_end, start=log_start)
     b = consume_all(DST, "retention", 0, expect_end)
@@ -503,7 +487,7 @@ def main():
     wait_mirrored("slow", TOPICS["slow"], timeout=180)
     mc.cmd("rtt 1 -1 0")
     grew = proc_hwm_kb(d.proc.pid) - hwm_before
-    total = sum(ends(SRC, "slow", TOPICS["slow"])) * 2000 // 1024
+    total = sum(mt.end_offsets(SRC, "slow", TOPICS["slow"])) * 2000 // 1024
     # ASan's quarantine keeps freed memory resident: no RSS bound there.
     h.check(sanitized() or grew < 16 * 1024, "peak RSS grew by %d KiB while %d KiB went through a "
             "slow destination (caps: 3 MiB queued, 1 MiB per fetch)" % (grew, total))

@@ -22,11 +22,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -36,54 +37,18 @@ RUN = "%d" % (os.getpid() % 100000)
 NOW_MS = int(time.time() * 1000)
 
 
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
 def producer(bootstrap, **conf):
     c = {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"}
     c.update(conf)
     return Producer(c)
 
 
-def flush(p, what):
-    left = p.flush(60)
-    if left:
-        h.fail("%s: %d messages not delivered" % (what, left))
-
-
 def read_committed(bootstrap, topic, partition):
     """Every committed record (key, value, headers, timestamp) in order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dp-kafka-%s" % RUN,
-                  "enable.auto.commit": False, "check.crcs": True,
-                  "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, partition, 0)])
-    out = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error():
-            if m.error().code() == -191:  # _PARTITION_EOF
-                break
-            h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
-        out.append((m.key(), m.value(), m.headers(), m.timestamp()))
-    else:
-        h.fail("reading %s-%d from %s did not reach the end" % (topic, partition,
-                                                             bootstrap))
-    c.close()
-    return out
-
-
-def hwm(bootstrap, topic, partition):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, partition)[1]
-    finally:
-        c.close()
+    return mt.read_partition(
+        bootstrap, topic, partition, "dp-kafka-%s" % RUN,
+        config={"check.crcs": True},
+        record=lambda m: (m.key(), m.value(), m.headers(), m.timestamp()))
 
 
 def main():
@@ -104,7 +69,7 @@ def main():
     p = producer(SRC)
     for k in range(30):
         p.produce(t_new, partition=k % 3, value=b"new-%d" % k)
-    flush(p, "topic created by mirrord")
+    mt.flush_all(p, "topic created by mirrord")
 
     # Every codec, from an idempotent producer (real sequences).
     for i, codec in enumerate(CODECS):
@@ -114,7 +79,7 @@ def main():
                       value=None if k % 13 == 0 else (b'{"i":%d,"c":"%s"}' % (k, codec.encode())) * 3,
                       headers=[("h", b"%d" % k)] if k % 4 == 0 else None,
                       timestamp=NOW_MS - 400000 + k)
-        flush(p, "codec %s" % codec)
+        mt.flush_all(p, "codec %s" % codec)
 
     # Transactions: committed, aborted, committed.  The setup retries on a
     # fresh topic if the source's transaction coordinator refuses (seen
@@ -147,7 +112,7 @@ def main():
     p = producer(SRC)
     for k in range(10):
         p.produce(t_txn, partition=0, value=b"plain-%d" % k)
-    flush(p, "plain after transactions")
+    mt.flush_all(p, "plain after transactions")
 
     # A compacted topic: many versions of few keys, then let the cleaner run.
     p = producer(SRC, **{"linger.ms": 0})
@@ -155,7 +120,7 @@ def main():
         p.produce(t_comp, partition=0, key=b"key-%d" % (k % 10), value=b"v%d" % k)
         if k % 30 == 29:
             p.flush(10)
-    flush(p, "compacted topic")
+    mt.flush_all(p, "compacted topic")
 
     def compacted():
         # One more record rolls the segment once segment.ms has passed, so
@@ -183,8 +148,8 @@ def main():
 
     # Non-transactional: offsets equal, records bytes equal.
     for i in range(len(CODECS)):
-        end = hwm(SRC, t_codecs, i)
-        h.wait_for(lambda: hwm(DST, t_codecs, i) == end, 90,
+        end = mt.end_offset(SRC, t_codecs, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_codecs, i) == end, 90,
                    "%s-%d to reach %d (log %s)" % (t_codecs, i, end, d.proc.log_path))
         s, t = kraw.Cluster(SRC), kraw.Cluster(DST)
         sb, db = s.batches(t_codecs, i), t.batches(t_codecs, i)
@@ -224,8 +189,8 @@ def main():
 
     # The topic mirrord created: partitions, configs, records.
     for i in range(3):
-        end = hwm(SRC, t_new, i)
-        h.wait_for(lambda: hwm(DST, t_new, i) == end, 90,
+        end = mt.end_offset(SRC, t_new, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_new, i) == end, 90,
                    "%s-%d on the destination (created by mirrord)" % (t_new, i))
         eq(read_committed(DST, t_new, i), read_committed(SRC, t_new, i),
            "%s-%d records" % (t_new, i))
@@ -254,10 +219,10 @@ def main():
     p = producer(SRC)
     for k in range(40):
         p.produce(t_grow, partition=k % 4, value=b"grow-%d" % k)
-    flush(p, "grown topic")
+    mt.flush_all(p, "grown topic")
     for i in range(4):
-        end = hwm(SRC, t_grow, i)
-        h.wait_for(lambda: hwm(DST, t_grow, i) == end, 90,
+        end = mt.end_offset(SRC, t_grow, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_grow, i) == end, 90,
                    "%s-%d on the destination after the source grew" % (t_grow, i))
     eq(len(adm.list_topics(t_grow, timeout=10).topics[t_grow].partitions), 4,
        "destination partitions of %s after the source grew" % t_grow)
@@ -282,12 +247,12 @@ def main():
     for round_ in range(3):
         for k in range(200):
             p.produce(t_codecs, partition=round_ % len(CODECS), value=b"late-%d-%d" % (round_, k))
-        flush(p, "late round %d" % round_)
+        mt.flush_all(p, "late round %d" % round_)
         d.kill9()
         d.start()
     for i in range(len(CODECS)):
-        end = hwm(SRC, t_codecs, i)
-        h.wait_for(lambda: hwm(DST, t_codecs, i) == end, 90,
+        end = mt.end_offset(SRC, t_codecs, i)
+        h.wait_for(lambda: mt.end_offset(DST, t_codecs, i) == end, 90,
                    "%s-%d to reach %d after kill -9" % (t_codecs, i, end))
         eq(read_committed(DST, t_codecs, i), read_committed(SRC, t_codecs, i),
            "%s-%d records after kill -9" % (t_codecs, i))

@@ -50,13 +50,6 @@ def put(src, n_batches, tag):
     return bases
 
 
-def row(d):
-    for p in d.describe_json("m1"):
-        if p["topic"] == T and p["partition"] == 0:
-            return p
-    return None
-
-
 def metric(d, name):
     pat = re.compile(r'^%s\{[^}]*topic="%s"[^}]*\} (\S+)$' % (re.escape(name),
                                                              re.escape(T)), re.M)
@@ -66,7 +59,7 @@ def metric(d, name):
 
 def wait_caught_up(d, dst, want_end, what):
     def ok():
-        r = row(d)
+        r = d.row("m1", T, 0)
         if r is not None and r["state"] == "FAILED":
             h.fail("%s: the partition FAILED: %r" % (what, r.get("errorMessage")))
         dst.refresh()
@@ -74,7 +67,7 @@ def wait_caught_up(d, dst, want_end, what):
         return dst.offsets(T, 0)[1] == want_end and r["state"] == "MIRRORING" \
             and r["lag"] == 0 and r
     return h.wait_for(ok, 90, "%s: the destination to end at %d, MIRRORING, lag 0 "
-                      "(now %r)" % (what, want_end, row(d)))
+                      "(now %r)" % (what, want_end, d.row("m1", T, 0)))
 
 
 def compare(src, dst, pairs, what):
@@ -135,7 +128,7 @@ def main():
 
     # 2. Paused; the log start lands inside the first unmirrored batch.
     d.cli_ok("--pause", "--mirror", "m1", "--topic", T)
-    h.wait_for(lambda: row(d)["state"] == "PAUSED", 60, "the partition to pause")
+    h.wait_for(lambda: d.row("m1", T, 0)["state"] == "PAUSED", 60, "the partition to pause")
     put(src, 2, b"c")                                     # 50..69
     low = kw.delete_records(src, T, 0, 57)
     h.check(low == 57, "source log start after DeleteRecords to 57: %d" % low)
@@ -187,7 +180,7 @@ def main():
     wait_caught_up(d, dst, 130, "destination emptied by DeleteRecords, kill -9")
     pairs = [(130, 120)]
     compare(src, dst, pairs, "destination emptied by DeleteRecords")
-    r = row(d)
+    r = d.row("m1", T, 0)
     h.check(r["state"] == "MIRRORING" and not r.get("errorMessage"),
             "the partition after destination DeleteRecords: %r" % r)
     print("5. destination DeleteRecords inside a batch and up to its end, "

@@ -20,15 +20,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluent-kafka)
-from mockcluster import MockCluster  # noqa: E402
 
 
 def main():
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d ep 1" % c)
+    mc, SRC, DST = mt.mock_pair({"ep": 1})
     d = mt.Mirrord(destination=DST)
     d.create("m", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100"})
     tp.produce(SRC, "ep", 20, "a")
@@ -50,7 +45,7 @@ def main():
         return got if all(v >= 2 for v in got.values()) else None
     got = h.wait_for(counted, 30, "the injected Fetch errors to be counted")
     print("Fetch errors answered: %r" % got, flush=True)
-    r = tp.row(d, "m", "ep")
+    r = d.row("m", "ep", 0)
     h.check(r["state"] == "MIRRORING", "after fenced epochs: %r" % r)
     h.check("-> FAILED" not in d.log(), "a partition failed:\n%s" % d.log()[-2000:])
     s, t = tp.read(SRC, "ep", 40), tp.read(DST, "ep", 40)

@@ -30,7 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluent-kafka)
-from confluent_kafka import Producer  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
 N_LOST = 50
@@ -40,19 +39,9 @@ N_NEW = N_LOST + 20
 def produce(bootstrap, topic, n, tag, one_per_batch=False):
     """n records to partition 0, acks=1 (the leader alone); one_per_batch
     flushes after each record (a batch at every offset)."""
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "1",
-                  "enable.idempotence": False, "linger.ms": 5,
-                  "message.timeout.ms": 30000})
-    for i in range(n):
-        p.produce(topic, key=b"%s-%d" % (tag.encode(), i),
-                  value=b"%s-value-%d" % (tag.encode(), i), partition=0,
-                  on_delivery=lambda err, _m: err and errors.append(str(err)))
-        if one_per_batch:
-            p.flush(30)
-    left = p.flush(30)
-    if left or errors:
-        h.fail("producing %s to %s: %d unflushed, %s" % (tag, topic, left, errors[:3]))
+    mt.produce_tagged(bootstrap, topic, 0, n, tag, keyed=True,
+                      config={"acks": "1", "enable.idempotence": False},
+                      one_per_batch=one_per_batch)
 
 
 def same(src_boot, dst_boot, topic, n):
@@ -65,17 +54,6 @@ def same(src_boot, dst_boot, topic, n):
                next(((a, b) for a, b in zip(s, t) if a != b), None)))
 
 
-def http_get(port, path):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def wait_isr(src, topic, want):
     h.wait_for(lambda: sorted(src.partition(topic)["isr"]) == sorted(want), 120,
                "%s ISR to be %r (now %r)" % (topic, want, src.partition(topic)))
@@ -83,10 +61,10 @@ def wait_isr(src, topic, want):
 
 def divergence(d, mirror, topic):
     def failed():
-        r = tp.row(d, mirror, topic)
+        r = d.row(mirror, topic, 0)
         return r if r is not None and r["state"] == "FAILED" else None
     r = h.wait_for(failed, 120, "%s/%s-0 to fail (now %r)"
-                   % (mirror, topic, tp.row(d, mirror, topic)))
+                   % (mirror, topic, d.row(mirror, topic, 0)))
     return r["errorMessage"] or ""
 
 
@@ -146,8 +124,8 @@ def main():
     produce(SRC, clean, 10, "d")                   # 30..39
     tp.wait_end(dst1.bootstrap, clean, 40, timeout=120)
     same(SRC, dst1.bootstrap, clean, 40)
-    h.check(tp.row(d, "k", clean)["state"] == "MIRRORING",
-            "%s after a clean leader change: %r" % (clean, tp.row(d, "k", clean)))
+    h.check(d.row("k", clean, 0)["state"] == "MIRRORING",
+            "%s after a clean leader change: %r" % (clean, d.row("k", clean, 0)))
     print("clean leader change %d -> %d (epoch %d -> %d): 40 records equal, "
           "MIRRORING" % (leader, follower, before["leader_epoch"],
                          after["leader_epoch"]), flush=True)
@@ -158,7 +136,7 @@ def main():
     follower = [b for b in (2, 3) if b != leader][0]
     h.check(src.partition(div2)["leader"] == leader, "%s and %s share a leader: %r"
             % (div, div2, src.partition(div2)))
-    x = tp.end(SRC, div)                             # 10: both replicas hold 0..9
+    x = mt.end_offset(SRC, div)                             # 10: both replicas hold 0..9
     # div2: 5 more records in the current epoch on both replicas (mirrored
     # means below the high watermark: the follower has them too).
     produce(SRC, div2, 5, "both")
@@ -203,8 +181,8 @@ def main():
     # One record per batch: a batch starts at the mirrored end too.
     produce(SRC, div, N_NEW, "new", one_per_batch=True)    # x..x+69
     produce(SRC, div2, N_NEW, "new", one_per_batch=True)   # 15..84
-    h.check(tp.end(SRC, div) == x + N_NEW, "the source lost %d records" % N_LOST)
-    h.check(tp.end(SRC, div2) == x2 + N_NEW, "the source lost %d records (%s)"
+    h.check(mt.end_offset(SRC, div) == x + N_NEW, "the source lost %d records" % N_LOST)
+    h.check(mt.end_offset(SRC, div2) == x2 + N_NEW, "the source lost %d records (%s)"
             % (N_LOST, div2))
     print("unclean election of %d (epoch %d): the source ends at %d, the "
           "destinations at %d" % (follower, new["leader_epoch"], x + N_NEW, x + N_LOST),
@@ -229,7 +207,7 @@ def main():
     produce(SRC, other, 5, "b")                      # another topic keeps going
     tp.wait_end(dst1.bootstrap, other, 15, timeout=120)
     same(SRC, dst1.bootstrap, other, 15)
-    h.check(tp.row(d, "k", other)["state"] == "MIRRORING", "%s: %r" % (other, tp.row(d, "k", other)))
+    h.check(d.row("k", other, 0)["state"] == "MIRRORING", "%s: %r" % (other, d.row("k", other, 0)))
 
     d2.start()
     msg3 = divergence(d2, "k2", div)
@@ -240,18 +218,18 @@ def main():
     n0 = tp.retries_logged(d, "k/%s-0" % div)
     for _ in range(20):
         time.sleep(0.2)
-        h.check(tp.row(d, "k", div)["state"] == "FAILED", "%s left FAILED" % div)
-        h.check(tp.row(d2, "k2", div)["state"] == "FAILED", "%s left FAILED (k2)" % div)
+        h.check(d.row("k", div, 0)["state"] == "FAILED", "%s left FAILED" % div)
+        h.check(d2.row("k2", div, 0)["state"] == "FAILED", "%s left FAILED (k2)" % div)
     h.check(tp.retries_logged(d, "k/%s-0" % div) == n0, "retried automatically")
-    h.check(tp.end(dst1.bootstrap, div) == x + N_LOST and
+    h.check(mt.end_offset(dst1.bootstrap, div) == x + N_LOST and
             tp.read(dst1.bootstrap, div, x + N_LOST) == copy1, "destination changed")
-    h.check(tp.end(dst0.bootstrap, div) == x + N_LOST and
+    h.check(mt.end_offset(dst0.bootstrap, div) == x + N_LOST and
             tp.read(dst0.bootstrap, div, x + N_LOST) == copy0, "destination changed (k2)")
     m = re.search(r'mirrord_partition_source_divergences_total\{[^}]*topic="%s"[^}]*\} (\d+)'
                   % re.escape(div), d.metrics())
     h.check(m is not None and int(m.group(1)) >= 1,
             "mirrord_partition_source_divergences_total for %s: %r" % (div, m and m.group(0)))
-    code, body = http_get(d.metrics_port, "/readyz")
+    code, body = mt.http_get(d.metrics_port, "/readyz")
     h.check(code == 503 and "source logs agree with the mirror" in body and
             div in body and "source log diverged at offset %d" % x in body,
             "/readyz names the divergence, got %d %r" % (code, body))
@@ -259,7 +237,7 @@ def main():
     d.start()                                        # still FAILED after a restart
     for _ in range(10):
         time.sleep(0.2)
-        r = tp.row(d, "k", div)
+        r = d.row("k", div, 0)
         h.check(r["state"] == "FAILED" and (r["errorMessage"] or "") == msg,
                 "%s after a restart: %r" % (div, r))
     d.stop()

@@ -26,16 +26,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_failover_kafka as fk  # noqa: E402  (produce, read; SKIPs without confluent-kafka)
 import test_loops_kafka as lk  # noqa: E402  (marks)
 
 RUN = "%d" % (os.getpid() % 100000)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def vals(recs):
@@ -48,8 +44,8 @@ def main():
     A, B = h.real_kafka(2)
     topic = "fb-" + RUN
     A.create_topic(topic, partitions=2)
-    fk.produce(A.bootstrap, topic, 0, 30, "a0")
-    fk.produce(A.bootstrap, topic, 1, 20, "a1")
+    mt.produce_tagged(A.bootstrap, topic, 0, 30, "a0", keyed=True)
+    mt.produce_tagged(A.bootstrap, topic, 1, 20, "a1", keyed=True)
 
     d1 = mt.Mirrord(destination=B.bootstrap, name="d1")
     d1.create("ab", {"bootstrap.servers": A.bootstrap,
@@ -65,7 +61,7 @@ def main():
     d1.cli_ok("--pause", "--mirror", "ab", "--topic", topic)
     h.wait_for(lambda: all(p["state"] == "PAUSED"
                            for p in d1.describe_json("ab")), 60, "PAUSED")
-    fk.produce(A.bootstrap, topic, 1, 7, "late")   # A1 offsets 20..26
+    mt.produce_tagged(A.bootstrap, topic, 1, 7, "late", keyed=True)  # A1 offsets 20..26
     r = d1.cli_ok("--remove", "--mirror", "ab", "--topic", topic,
                   "--wait", "60")
     print(r.stdout, flush=True)
@@ -84,8 +80,8 @@ def main():
     d1.stop()
 
     # B is the primary: new records there.
-    fk.produce(B.bootstrap, topic, 0, 5, "b0")      # B0 offsets 30..34
-    fk.produce(B.bootstrap, topic, 1, 4, "b1")      # B1 offsets 20..23
+    mt.produce_tagged(B.bootstrap, topic, 0, 5, "b0", keyed=True)  # B0 offsets 30..34
+    mt.produce_tagged(B.bootstrap, topic, 1, 4, "b1", keyed=True)  # B1 offsets 20..23
     a1_before = fk.read(A.bootstrap, topic, 1)
     eq(len(a1_before), 27, "A1 before the failback")
 

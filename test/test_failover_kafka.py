@@ -21,30 +21,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def produce(bootstrap, topic, partition, n, tag):
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                  "linger.ms": 5, "message.timeout.ms": 30000})
-    for i in range(n):
-        p.produce(topic, key=b"%s-%d" % (tag.encode(), i),
-                  value=b"%s-value-%d" % (tag.encode(), i),
-                  partition=partition,
-                  on_delivery=lambda err, _m: err and errors.append(str(err)))
-    left = p.flush(30)
-    if left or errors:
-        h.fail("producing %s to %s: %d unflushed, %s"
-               % (tag, topic, left, errors[:3]))
 
 
 def read(bootstrap, topic, partition):
@@ -86,8 +67,8 @@ def main():
     d = mt.Mirrord(destination=dst.bootstrap)
     d.create("fo", {"bootstrap.servers": src.bootstrap,
                     "mirror.fetch.wait.max.ms": "100"})
-    produce(src.bootstrap, topic, 0, 40, "a")
-    produce(src.bootstrap, topic, 1, 30, "b")
+    mt.produce_tagged(src.bootstrap, topic, 0, 40, "a", keyed=True)
+    mt.produce_tagged(src.bootstrap, topic, 1, 30, "b", keyed=True)
     d.cli_ok("--add", "--mirror", "fo", "--topic", topic)
     h.wait_for(lambda: (lambda r: len(r) == 2 and all(
         p["state"] == "MIRRORING" and p["lag"] == 0 for p in r.values()))(
@@ -98,7 +79,7 @@ def main():
     h.wait_for(lambda: all(p["state"] == "PAUSED"
                            for p in rows(d, topic).values()), 60,
                "%s PAUSED" % topic)
-    produce(src.bootstrap, topic, 0, 25, "late")
+    mt.produce_tagged(src.bootstrap, topic, 0, 25, "late", keyed=True)
 
     # Failover: --remove --wait prints the report once STOPPED.
     r = d.cli_ok("--remove", "--mirror", "fo", "--topic", topic,

@@ -20,9 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     from confluent_kafka import Producer
@@ -31,14 +29,6 @@ except ImportError:
 
 NPART = 8
 BACKLOG = 100
-
-
-def ends(bootstrap, topic):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return [c.offsets(topic, p)[1] for p in range(NPART)]
-    finally:
-        c.close()
 
 
 def produce_backlog(bootstrap, topic):
@@ -61,13 +51,9 @@ def produce_backlog(bootstrap, topic):
 
 
 def main():
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d fair %d" % (c, NPART))
+    mc, SRC, DST = mt.mock_pair({"fair": NPART})
     produce_backlog(SRC, "fair")
-    want = ends(SRC, "fair")
+    want = mt.end_offsets(SRC, "fair", NPART)
     h.check(want == [BACKLOG] * NPART, "source ends %r" % want)
 
     mc.cmd("rtt 0 1 60")
@@ -79,7 +65,7 @@ def main():
     seen = []
 
     def progressed():
-        e = ends(DST, "fair")
+        e = mt.end_offsets(DST, "fair", NPART)
         seen.append(e)
         return e if sum(e) >= 2 * NPART else None
     got = h.wait_for(progressed, 120,
@@ -96,7 +82,7 @@ def main():
             % (got, sum(got)))
 
     mc.cmd("rtt 0 1 0")
-    h.wait_for(lambda: ends(DST, "fair") == want, 120,
+    h.wait_for(lambda: mt.end_offsets(DST, "fair", NPART) == want, 120,
                "every batch copied (mirrord log %s)" % d.proc.log_path)
     h.check("-> FAILED" not in d.log(), "a partition failed:\n%s"
             % d.log()[-2000:])

@@ -24,23 +24,16 @@ import os
 import shutil
 import signal
 import sys
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     from confluent_kafka import Consumer, Producer, TopicPartition
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def expect_refused(r, *fragments):
@@ -51,15 +44,6 @@ def expect_refused(r, *fragments):
     for f in fragments:
         if f not in r.stderr:
             h.fail("expected %r in the error message, got: %s" % (f, r.stderr))
-
-
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def produce(bootstrap, topic, n, tag):
@@ -130,12 +114,7 @@ def wait_mirroring(d, mirror):
                                                 d.proc.tail()))
 
 
-mc = MockCluster(clusters=2, brokers=1,
-                 log_path=os.path.join(h.test_dir(), "mock.log"))
-SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-for c in (0, 1):
-    mc.cmd("topic %d files 1" % c)
-    mc.cmd("topic %d later 1" % c)
+mc, SRC, DST = mt.mock_pair({"files": 1, "later": 1})
 
 ALLOWED = os.path.join(h.test_dir(), "allowed")
 OUTSIDE = os.path.join(h.test_dir(), "outside")
@@ -219,7 +198,7 @@ stop_ok(d, "after the refusals")
 os.unlink(CA)
 os.mkfifo(CA)
 d.start()
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz with a mirror whose CA is a fifo")
 wait_failed_with(d, "good", "ssl.ca.location", CA, "not a regular file (a fifo)")
 answers(d)
@@ -231,7 +210,7 @@ print("a stored mirror whose CA became a fifo: start-up completes, FAILED "
 os.unlink(CA)
 os.symlink("/proc/self/fd/4", CA)
 d.start()
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz with a mirror whose CA links to /proc/self/fd/4")
 wait_failed_with(d, "good", "ssl.ca.location", CA, "resolves to /proc/self/fd/4",
                  "not a regular file")
@@ -247,7 +226,7 @@ os.unlink(CA)
 shutil.copy(os.path.join(OUTSIDE, "secret.pem"), CA)
 write_config(d, "[]")
 d.start()
-h.wait_for(lambda: http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
            "/readyz with no allowed file directory")
 wait_failed_with(d, "good", "ssl.ca.location", CA,
                  "mirrors.allowed_file_dirs is empty")

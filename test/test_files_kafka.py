@@ -24,17 +24,13 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
     from confluent_kafka import Consumer, Producer, TopicPartition
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def values(cfg, topic, n):

@@ -32,6 +32,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
@@ -46,17 +47,6 @@ TXN = "gs-txn-" + RUN
 GA = "gs-a-" + RUN
 GB = "gs-b-" + RUN
 GX = "gs-0excl-" + RUN   # sorts before GA: a round that syncs GA saw it
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def flush(p, what):
-    left = p.flush(60)
-    if left:
-        h.fail("%s: %d messages not delivered" % (what, left))
 
 
 def _s(v):
@@ -114,36 +104,8 @@ def raw_fetch(bootstrap, group):
 
 def read(bootstrap, topic, partition, start=0):
     """Every committed record (offset, key, value) from start, in order."""
-    c = Consumer({"bootstrap.servers": bootstrap,
-                  "group.id": "gs-reader-%s" % RUN,
-                  "enable.auto.commit": False,
-                  "isolation.level": "read_committed",
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, partition, start)])
-    out = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
-            out.append((m.offset(), m.key(), m.value()))
-        h.fail("reading %s-%d from %s did not reach the end"
-               % (topic, partition, bootstrap))
-    finally:
-        c.close()
-
-
-def hwm(bootstrap, topic, partition):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, partition)[1]
-    finally:
-        c.close()
+    return mt.read_partition(bootstrap, topic, partition,
+                             "gs-reader-%s" % RUN, start)
 
 
 def position_after(bootstrap, topic, partition, n):
@@ -189,18 +151,9 @@ def caught_up(d, topic, nparts, src, dst):
             return False
         if r["state"] == "FAILED":
             h.fail("%s-%d FAILED: %s" % (topic, p, r["errorMessage"]))
-        if r["sourceOffset"] != hwm(src, topic, p) or r["lag"] != 0:
+        if r["sourceOffset"] != mt.end_offset(src, topic, p) or r["lag"] != 0:
             return False
     return True
-
-
-def metric(d, family, **labels):
-    total = None
-    for line in d.metrics().splitlines():
-        if line.startswith(family + "{") and all(
-                '%s="%s"' % kv in line for kv in labels.items()):
-            total = (total or 0) + float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def write_source(src):
@@ -213,7 +166,7 @@ def write_source(src):
         for i in range(40):
             plain.produce(PLAIN, partition=p, key=b"k%d-%d" % (p, i),
                           value=b"plain-%d-%d" % (p, i))
-    flush(plain, "plain records")
+    mt.flush_all(plain, "plain records")
     tx = Producer({"bootstrap.servers": SRC, "linger.ms": 0, "acks": "all",
                    "transactional.id": "gs-%s" % RUN,
                    "transaction.timeout.ms": 60000})
@@ -226,7 +179,7 @@ def write_source(src):
             tx.produce(TXN, partition=0, key=b"t%d" % n[0],
                        value=b"%s-%d" % (b"commit" if commit else b"abort", n[0]))
             n[0] += 1
-        flush(tx, "transactional records")
+        mt.flush_all(tx, "transactional records")
         if commit:
             tx.commit_transaction(60)
         else:
@@ -235,7 +188,7 @@ def write_source(src):
     def single(v):
         plain.produce(TXN, partition=0, key=b"s%d" % n[0], value=v)
         n[0] += 1
-        flush(plain, "plain record in %s" % TXN)
+        mt.flush_all(plain, "plain record in %s" % TXN)
 
     for i in range(3):
         single(b"plain-before-%d" % i)
@@ -257,7 +210,7 @@ def check_point(src, dst, group, topic, partition, c, meta):
     SRC, DST = src.bootstrap, dst.bootstrap
     src_recs = read(SRC, topic, partition)
     dst_recs = read(DST, topic, partition)
-    want = expected_dst(src_recs, dst_recs, hwm(DST, topic, partition), c)
+    want = expected_dst(src_recs, dst_recs, mt.end_offset(DST, topic, partition), c)
 
     def synced():
         got = raw_fetch(DST, group).get((topic, partition))
@@ -287,7 +240,7 @@ def final_sync_only(src, dst, d):
     p = Producer({"bootstrap.servers": SRC, "linger.ms": 0, "acks": "all"})
     for i in range(30):
         p.produce(topic, partition=0, key=b"f%d" % i, value=b"final-%d" % i)
-    flush(p, "records of %s" % topic)
+    mt.flush_all(p, "records of %s" % topic)
     d.create("gf", {"bootstrap.servers": SRC,
                     "mirror.fetch.wait.max.ms": "200",
                     "mirror.groups.include": "gs-f-.*",
@@ -297,8 +250,8 @@ def final_sync_only(src, dst, d):
     h.wait_for(lambda: rows() and rows()[0]["state"] == "MIRRORING" and
                rows()[0]["lag"] == 0 and rows()[0]["sourceOffset"] == 30, 60,
                "%s caught up" % topic)
-    h.wait_for(lambda: (metric(d, "mirrord_group_sync_age_seconds",
-                               mirror="gf") or -1) >= 0, 60,
+    h.wait_for(lambda: (mt.metric_sum(d, "mirrord_group_sync_age_seconds",
+                                      mirror="gf") or -1) >= 0, 60,
                "the first round of mirror gf")
     raw_commit(SRC, group, {(topic, 0): (17, "f")})
     eq(raw_fetch(DST, group), {}, "test setup: group %s not on the "
@@ -314,7 +267,7 @@ def main():
     write_source(src)
     src_txn = read(SRC, TXN, 0)
     ntxn = len(src_txn)
-    h.check(hwm(SRC, TXN, 0) > src_txn[-1][0] + 1 and
+    h.check(mt.end_offset(SRC, TXN, 0) > src_txn[-1][0] + 1 and
             [o for o, _, _ in src_txn] != list(range(ntxn)),
             "test setup: %s has holes (aborts, markers) and ends in a marker"
             % TXN)
@@ -366,9 +319,9 @@ def main():
                "group %s member assigned on the destination" % GB)
     member.commit(offsets=[TopicPartition(PLAIN, 0, 3)], asynchronous=False)
     raw_commit(SRC, GB, {(PLAIN, 0): (25, "b")})
-    active_before = metric(d, "mirrord_group_syncs_total", mirror="gs",
-                           result="active") or 0
-    h.wait_for(lambda: (member.poll(0.1), (metric(
+    active_before = mt.metric_sum(d, "mirrord_group_syncs_total", mirror="gs",
+                                  result="active") or 0
+    h.wait_for(lambda: (member.poll(0.1), (mt.metric_sum(
         d, "mirrord_group_syncs_total", mirror="gs", result="active") or 0)
         > active_before)[1], 60, "mirrord to find group %s active" % GB)
     member.poll(0.1)
@@ -425,13 +378,14 @@ def main():
 
     final_sync_only(src, dst, d)
 
-    h.check((metric(d, "mirrord_group_offsets_committed_total", mirror="gs")
-             or 0) > 0, "mirrord_group_offsets_committed_total counts")
-    h.check((metric(d, "mirrord_group_syncs_total", mirror="gs",
-                    result="unchanged") or 0) > 0,
+    h.check((mt.metric_sum(d, "mirrord_group_offsets_committed_total",
+                           mirror="gs") or 0) > 0,
+            "mirrord_group_offsets_committed_total counts")
+    h.check((mt.metric_sum(d, "mirrord_group_syncs_total", mirror="gs",
+                           result="unchanged") or 0) > 0,
             "rounds that found a group's translation unchanged did not "
             "commit it again (mirrord_group_syncs_total{result=unchanged})")
-    h.check(metric(d, "mirrord_group_sync_age_seconds", mirror="gs")
+    h.check(mt.metric_sum(d, "mirrord_group_sync_age_seconds", mirror="gs")
             is not None, "mirrord_group_sync_age_seconds exported")
     eq(d.stop(), 0, "mirrord exit status")
     print("PASS", flush=True)

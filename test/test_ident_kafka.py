@@ -23,39 +23,19 @@ import os
 import re
 import sys
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
 RUN = "%d" % (os.getpid() % 100000)
 UUID = r"([A-Za-z0-9_-]{22})"
-
-
-def produce(bootstrap, topic, values):
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "acks": "all", "message.timeout.ms": 30000})
-    for v in values:
-        p.produce(topic, value=v, partition=0)
-    if p.flush(60):
-        h.fail("producing to %s on %s: not all delivered" % (topic, bootstrap))
-
-
-def hwm(bootstrap, topic):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, 0)[1]
-    finally:
-        c.close()
 
 
 def values(bootstrap, topic, end):
@@ -77,28 +57,6 @@ def values(bootstrap, topic, end):
     return out
 
 
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path),
-                                    timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def recreate(cluster, adm, topic):
-    list(adm.delete_topics([topic]).values())[0].result(30)
-    deadline = time.monotonic() + 60
-    while True:   # TOPIC_ALREADY_EXISTS while the deletion completes
-        try:
-            cluster.create_topic(topic, partitions=1)
-            return
-        except Exception as e:  # noqa: BLE001
-            if time.monotonic() > deadline:
-                h.fail("recreating %s: %s" % (topic, e))
-            time.sleep(0.2)
-
-
 def main():
     src, dst = h.real_kafka(2)
     SRC, DST = src.bootstrap, dst.bootstrap
@@ -111,7 +69,7 @@ def main():
     for t in topics:
         src.create_topic(t, partitions=1)
         dst.create_topic(t, partitions=1)
-        produce(SRC, t, [b"old-%d" % i for i in range(10)])
+        mt.produce_values(SRC, t, [b"old-%d" % i for i in range(10)])
 
     d = mt.Mirrord(destination=DST, extra_yaml="pipeline:\n"
                    "  topic_deletion_confirm_ms: 8000\n")
@@ -122,7 +80,7 @@ def main():
                     "mirror.failed.retry.max.backoff.ms": "300"})
     d.cli_ok("--add", "--mirror", "id", "--topic", ",".join(topics))
     for t in topics:
-        h.wait_for(lambda: hwm(DST, t) == 10, 90, "%s mirrored" % t)
+        h.wait_for(lambda: mt.end_offset(DST, t) == 10, 90, "%s mirrored" % t)
 
     def row(topic):
         r = [x for x in d.describe_json("id") if x["topic"] == topic]
@@ -139,18 +97,18 @@ def main():
 
     # 1. The source topic is deleted and recreated; the new one has fewer
     #    records first (mirrord's Fetch is then out of range), more later.
-    recreate(src, sadm, t_src)
-    produce(SRC, t_src, [b"new-%d" % i for i in range(5)])
+    mt.recreate_topic(src, sadm, t_src)
+    mt.produce_values(SRC, t_src, [b"new-%d" % i for i in range(5)])
     m = h.wait_for(lambda: failed_with(
         t_src, r"source topic %s was deleted and recreated \(topic id %s -> %s\)"
         % (re.escape(t_src), UUID, UUID)), 60,
         "%s FAILED naming the source recreation" % t_src)
     h.check(m.group(1) != m.group(2), "old and new topic ids differ: %s"
             % m.group(0))
-    produce(SRC, t_src, [b"new-%d" % i for i in range(5, 30)])
+    mt.produce_values(SRC, t_src, [b"new-%d" % i for i in range(5, 30)])
     #    Another at once holding more records than the old one did.
-    recreate(src, sadm, t_big)
-    produce(SRC, t_big, [b"new-%d" % i for i in range(30)])
+    mt.recreate_topic(src, sadm, t_big)
+    mt.produce_values(SRC, t_big, [b"new-%d" % i for i in range(30)])
     h.wait_for(lambda: failed_with(
         t_big, r"source topic %s was deleted and recreated \(topic id %s -> "
         r"%s\)" % (re.escape(t_big), UUID, UUID)), 60,
@@ -160,7 +118,7 @@ def main():
 
     # 2. The destination topic is deleted while MIRRORING.
     list(dadm.delete_topics([t_del]).values())[0].result(30)
-    produce(SRC, t_del, [b"more-%d" % i for i in range(5)])
+    mt.produce_values(SRC, t_del, [b"more-%d" % i for i in range(5)])
     m = h.wait_for(lambda: failed_with(
         t_del, r"destination topic %s was deleted \(topic id %s; missing from "
         r"(\d+) Metadata answers in a row over ([0-9.]+) s\)"
@@ -171,7 +129,7 @@ def main():
             % m.group(0))
     h.check(t_del not in dadm.list_topics(timeout=10).topics,
             "mirrord did not create the deleted destination topic again")
-    code, body = http_get(d.metrics_port, "/readyz")
+    code, body = mt.http_get(d.metrics_port, "/readyz")
     h.check(code == 503 and "topic and cluster identity" in body and
             any(t in body for t in (t_src, t_big, t_del)),
             "/readyz names the identity failure, got %d %r" % (code, body))
@@ -183,8 +141,8 @@ def main():
           % row(t_del)["errorMessage"], flush=True)
 
     # 3. The destination topic is deleted and recreated.
-    recreate(dst, dadm, t_rec)
-    produce(SRC, t_rec, [b"more-%d" % i for i in range(5)])
+    mt.recreate_topic(dst, dadm, t_rec)
+    mt.produce_values(SRC, t_rec, [b"more-%d" % i for i in range(5)])
     h.wait_for(lambda: failed_with(
         t_rec, r"destination topic %s was deleted and recreated \(topic id "
         r"%s -> %s\)" % (re.escape(t_rec), UUID, UUID)), 60,
@@ -194,14 +152,14 @@ def main():
 
     # The witness copies on; meanwhile nothing turned back to MIRRORING and
     # the new source topic's 30 records were not appended.
-    produce(SRC, t_ok, [b"late-%d" % i for i in range(10)])
-    h.wait_for(lambda: hwm(DST, t_ok) == 20, 60, "%s copying on" % t_ok)
+    mt.produce_values(SRC, t_ok, [b"late-%d" % i for i in range(10)])
+    h.wait_for(lambda: mt.end_offset(DST, t_ok) == 20, 60, "%s copying on" % t_ok)
     h.check(row(t_ok)["state"] == "MIRRORING", "%s MIRRORING" % t_ok)
     for t in (t_src, t_big, t_del, t_rec):
         h.check(row(t)["state"] == "FAILED", "%s still FAILED: %r" % (t, row(t)))
     for t in (t_src, t_big):
-        h.check(hwm(DST, t) == 10, "destination %s still ends at 10, got %d"
-                % (t, hwm(DST, t)))
+        h.check(mt.end_offset(DST, t) == 10, "destination %s still ends at 10, got %d"
+                % (t, mt.end_offset(DST, t)))
         h.check(values(DST, t, 10) == [b"old-%d" % i for i in range(10)],
                 "destination %s holds only the old topic's records" % t)
     print("ok: no automatic retry; the recreated source topic's records were "
@@ -215,14 +173,14 @@ def main():
     for t in (t_src, t_big, t_del, t_rec):
         h.check(row(t)["state"] == "FAILED", "%s FAILED after a restart: %r"
                 % (t, row(t)))
-    produce(SRC, t_ok, [b"after-%d" % i for i in range(5)])
-    h.wait_for(lambda: hwm(DST, t_ok) == 25, 60, "%s after the restart" % t_ok)
-    h.check(hwm(DST, t_src) == 10, "destination %s still ends at 10 after the "
+    mt.produce_values(SRC, t_ok, [b"after-%d" % i for i in range(5)])
+    h.wait_for(lambda: mt.end_offset(DST, t_ok) == 25, 60, "%s after the restart" % t_ok)
+    h.check(mt.end_offset(DST, t_src) == 10, "destination %s still ends at 10 after the "
             "restart" % t_src)
     print("ok: identity failures survive a restart", flush=True)
     d.stop()
 
-    end = hwm(SRC, t_ok)
+    end = mt.end_offset(SRC, t_ok)
     with open(d.config_path) as f:
         text = f.read()
     with open(d.config_path, "w") as f:
@@ -235,8 +193,8 @@ def main():
         r"(\S+)$" % re.escape(t_ok)), 60,
         "%s FAILED naming the other destination cluster" % t_ok)
     h.check(m.group(1) != m.group(2), "two cluster ids: %s" % m.group(0))
-    h.check(hwm(SRC, t_ok) == end, "nothing written into the other cluster's "
-            "%s (end %d, was %d)" % (t_ok, hwm(SRC, t_ok), end))
+    h.check(mt.end_offset(SRC, t_ok) == end, "nothing written into the other cluster's "
+            "%s (end %d, was %d)" % (t_ok, mt.end_offset(SRC, t_ok), end))
     print("ok: another destination cluster -> FAILED: %s"
           % row(t_ok)["errorMessage"], flush=True)
     d.stop()

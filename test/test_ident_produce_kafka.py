@@ -21,37 +21,18 @@ import os
 import re
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Producer
+    import confluent_kafka  # noqa: F401  (mt.produce_values)
     from confluent_kafka.admin import AdminClient
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
 RUN = "%d" % (os.getpid() % 100000)
-
-
-def produce(bootstrap, topic, values):
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "acks": "all", "message.timeout.ms": 30000})
-    for v in values:
-        p.produce(topic, value=v, partition=0)
-    if p.flush(60):
-        h.fail("producing to %s on %s: not all delivered" % (topic, bootstrap))
-
-
-def hwm(bootstrap, topic):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, 0)[1]
-    finally:
-        c.close()
 
 
 def main():
@@ -62,14 +43,14 @@ def main():
     for t in (t_rec, t_ok):
         src.create_topic(t, partitions=1)
         dst.create_topic(t, partitions=1)
-        produce(SRC, t, [b"old-%d" % i for i in range(10)])
+        mt.produce_values(SRC, t, [b"old-%d" % i for i in range(10)])
 
     d = mt.Mirrord(destination=DST)
     d.create("idp", {"bootstrap.servers": SRC,
                      "mirror.fetch.wait.max.ms": "200"})
     d.cli_ok("--add", "--mirror", "idp", "--topic", "%s,%s" % (t_rec, t_ok))
     for t in (t_rec, t_ok):
-        h.wait_for(lambda: hwm(DST, t) == 10, 90, "%s mirrored" % t)
+        h.wait_for(lambda: mt.end_offset(DST, t) == 10, 90, "%s mirrored" % t)
 
     def row(topic):
         r = [x for x in d.describe_json("idp") if x["topic"] == topic]
@@ -78,17 +59,8 @@ def main():
     dadm = AdminClient({"bootstrap.servers": DST})
     d.proc.signal(signal.SIGSTOP)
     try:
-        produce(SRC, t_rec, [b"new-%d" % i for i in range(5)])
-        list(dadm.delete_topics([t_rec]).values())[0].result(30)
-        deadline = time.monotonic() + 60
-        while True:   # TOPIC_ALREADY_EXISTS while the deletion completes
-            try:
-                dst.create_topic(t_rec, partitions=1)
-                break
-            except Exception as e:  # noqa: BLE001
-                if time.monotonic() > deadline:
-                    h.fail("recreating %s: %s" % (t_rec, e))
-                time.sleep(0.2)
+        mt.produce_values(SRC, t_rec, [b"new-%d" % i for i in range(5)])
+        mt.recreate_topic(dst, dadm, t_rec)
     finally:
         d.proc.signal(signal.SIGCONT)
 
@@ -101,11 +73,11 @@ def main():
                    "%s FAILED naming the destination recreation" % t_rec)
     print("ok: FAILED: %s" % row(t_rec)["errorMessage"], flush=True)
     # Time passes for anything still in flight: the witness copies on.
-    produce(SRC, t_ok, [b"late-%d" % i for i in range(10)])
-    h.wait_for(lambda: hwm(DST, t_ok) == 20, 60, "%s copying on" % t_ok)
+    mt.produce_values(SRC, t_ok, [b"late-%d" % i for i in range(10)])
+    h.wait_for(lambda: mt.end_offset(DST, t_ok) == 20, 60, "%s copying on" % t_ok)
     h.check(row(t_ok)["state"] == "MIRRORING", "%s MIRRORING" % t_ok)
-    h.check(hwm(DST, t_rec) == 0, "nothing written into the recreated "
-            "destination topic %s (it ends at %d)" % (t_rec, hwm(DST, t_rec)))
+    h.check(mt.end_offset(DST, t_rec) == 0, "nothing written into the recreated "
+            "destination topic %s (it ends at %d)" % (t_rec, mt.end_offset(DST, t_rec)))
     h.check(row(t_rec)["state"] == "FAILED", "%s still FAILED" % t_rec)
     print("ok: the recreated destination topic is empty", flush=True)
     # The race was run: a Produce went out for the old topic id and the

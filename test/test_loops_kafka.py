@@ -21,17 +21,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_groupsync_kafka as gk  # noqa: E402  (raw_fetch; SKIPs without confluent-kafka)
 from confluent_kafka import Producer  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
 MARKS = "__mirrord_mirrors"
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def marks(bootstrap):

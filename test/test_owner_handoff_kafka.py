@@ -53,7 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-import test_pids_kafka as pk  # noqa: E402  (produce_as, same_batches)
+import test_pids_kafka as pk  # noqa: E402  (produce_as)
 
 try:
     from confluent_kafka import Producer
@@ -179,14 +179,6 @@ class Load(threading.Thread):
         self.go.set()
 
 
-def ends(bootstrap, topic):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return [c.offsets(topic, p)[1] for p in range(NPART)]
-    finally:
-        c.close()
-
-
 def main():
     src, dst = h.real_kafka(2)
     topic = "owner-" + RUN
@@ -213,7 +205,7 @@ def run(twin, load, src, dst, topic):
     # 1. A copies under load.
     twin.own("A")
     load.start()
-    h.wait_for(lambda: all(e >= 200 for e in ends(dst.bootstrap, topic)), 120,
+    h.wait_for(lambda: all(e >= 200 for e in mt.end_offsets(dst.bootstrap, topic, NPART)), 120,
                "A to copy 200 records into each partition (log %s)" % twin.log_path)
     parts, inst, _ = twin.stats()
     h.check(inst["A"]["owned"] == NPART and inst["B"]["owned"] == 0, "owned: %s" % inst)
@@ -236,10 +228,10 @@ def run(twin, load, src, dst, topic):
     print("A copies; identities %s" % first, flush=True)
 
     # 2. Handover to B under load.
-    b_before = ends(dst.bootstrap, topic)
+    b_before = mt.end_offsets(dst.bootstrap, topic, NPART)
     twin.own("B")
     h.wait_for(lambda: all(e > b + 200 for e, b in
-                           zip(ends(dst.bootstrap, topic), b_before)), 120,
+                           zip(mt.end_offsets(dst.bootstrap, topic, NPART), b_before)), 120,
                "B to copy 200 more records into each partition")
     parts, inst, _ = twin.stats()
     h.check(inst["A"]["owned"] == 0 and inst["B"]["owned"] == NPART, "owned: %s" % inst)
@@ -258,7 +250,7 @@ def run(twin, load, src, dst, topic):
     stable = {"last": None, "since": 0}
 
     def settled():
-        e = ends(dst.bootstrap, topic)
+        e = mt.end_offsets(dst.bootstrap, topic, NPART)
         if e != stable["last"]:
             stable["last"], stable["since"] = e, time.monotonic()
             return False
@@ -266,13 +258,13 @@ def run(twin, load, src, dst, topic):
     h.wait_for(settled, 60, "the destination end to stand still")
     held = stable["last"]
     # An absence can only be watched for a while: 4 s with the source growing.
-    s0 = ends(src.bootstrap, topic)
+    s0 = mt.end_offsets(src.bootstrap, topic, NPART)
     time.sleep(4)
-    s1 = ends(src.bootstrap, topic)
+    s1 = mt.end_offsets(src.bootstrap, topic, NPART)
     h.check(all(b > a for a, b in zip(s0, s1)), "the source did not grow: %s %s" % (s0, s1))
-    h.check(ends(dst.bootstrap, topic) == held,
+    h.check(mt.end_offsets(dst.bootstrap, topic, NPART) == held,
             "copied while nobody owns the partitions: %s -> %s"
-            % (held, ends(dst.bootstrap, topic)))
+            % (held, mt.end_offsets(dst.bootstrap, topic, NPART)))
     _, inst, records_after = twin.stats()
     h.check(records_after == records, "the metadata log grew from %d to %d "
             "records while nobody owned the partitions" % (records, records_after))
@@ -284,7 +276,7 @@ def run(twin, load, src, dst, topic):
     load.pause()
     parts, _, _ = twin.stats()
     pid, epoch, seq_base = parts[0]["identity"]
-    d_end = ends(dst.bootstrap, topic)[0]
+    d_end = mt.end_offsets(dst.bootstrap, topic, NPART)[0]
     sc, dc = kraw.Cluster(src.bootstrap), kraw.Cluster(dst.bootstrap)
     try:
         nxt = sc.batches(topic, 0, d_end)[0]
@@ -325,7 +317,7 @@ def run(twin, load, src, dst, topic):
     twin.own("A")
     load.resume()
     h.wait_for(lambda: all(e > s + 200 for e, s in
-                           zip(ends(dst.bootstrap, topic), s1)), 120,
+                           zip(mt.end_offsets(dst.bootstrap, topic, NPART), s1)), 120,
                "A to copy again after the late batch")
     parts, inst, _ = twin.stats()
     h.check(inst["A"]["records"] > a_records, "A copied nothing after taking "
@@ -353,25 +345,9 @@ def run(twin, load, src, dst, topic):
                "MIRRORING after resume")
 
     # 7. Everything copied exactly once, at the source's offsets.
-    want = ends(src.bootstrap, topic)
-    h.wait_for(lambda: ends(dst.bootstrap, topic) == want, 120,
-               "the destination to reach the source ends %s" % want)
-    total = 0
-    sc, dc = kraw.Cluster(src.bootstrap), kraw.Cluster(dst.bootstrap)
-    try:
-        for part in range(NPART):
-            sb, db = sc.batches(topic, part), dc.batches(topic, part)
-            pk.eq([(b["base_offset"], b["count"]) for b in db],
-                  [(b["base_offset"], b["count"]) for b in sb],
-                  "partition %d batches" % part)
-            for a, b in zip(sb, db):
-                if kraw.records_section(a["raw"]) != kraw.records_section(b["raw"]):
-                    h.fail("partition %d batch at %d: records differ"
-                           % (part, a["base_offset"]))
-            total += sum(b["count"] for b in db)
-    finally:
-        sc.close()
-        dc.close()
+    mt.wait_same_ends(src.bootstrap, dst.bootstrap, topic, NPART, 120,
+                      twin.log_path)
+    total = mt.same_batches(src.bootstrap, dst.bootstrap, topic, range(NPART))
     parts, inst, _ = twin.stats()
     h.check(all(parts[i]["identity"] == first[i] for i in parts),
             "identities changed: %s, first %s" % (parts, first))

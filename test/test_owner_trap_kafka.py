@@ -39,13 +39,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-import test_owner_handoff_kafka as oh  # noqa: E402  (Twin, Load, ends)
-import test_pids_kafka as pk  # noqa: E402  (eq)
+import test_owner_handoff_kafka as oh  # noqa: E402  (Twin, Load)
 
 NPART = 4
-oh.NPART = NPART      # Load and ends() read it
+oh.NPART = NPART      # Load reads it
 RUN = oh.RUN
 
 
@@ -124,7 +122,7 @@ def run(twin, load, src, dst, topic):
     # 1. A source with data in every partition before anyone copies, so
     # that A starts every partition at once.
     load.start()
-    h.wait_for(lambda: all(e >= 400 for e in oh.ends(src.bootstrap, topic)),
+    h.wait_for(lambda: all(e >= 400 for e in mt.end_offsets(src.bootstrap, topic, NPART)),
                60, "400 records in every source partition")
     arm(twin, "part-producer 2 own B")
     twin.own("A")
@@ -166,26 +164,9 @@ def run(twin, load, src, dst, topic):
 
     # 3. A copies to the end: everything exactly once.
     load.pause()
-    want = oh.ends(src.bootstrap, topic)
-    h.wait_for(lambda: oh.ends(dst.bootstrap, topic) == want, 120,
-               "the destination to reach the source ends %s (log %s)"
-               % (want, twin.log_path))
-    total = 0
-    sc, dc = kraw.Cluster(src.bootstrap), kraw.Cluster(dst.bootstrap)
-    try:
-        for part in range(NPART):
-            sb, db = sc.batches(topic, part), dc.batches(topic, part)
-            pk.eq([(b["base_offset"], b["count"]) for b in db],
-                  [(b["base_offset"], b["count"]) for b in sb],
-                  "partition %d batches" % part)
-            for a, b in zip(sb, db):
-                if kraw.records_section(a["raw"]) != kraw.records_section(b["raw"]):
-                    h.fail("partition %d batch at %d: records differ"
-                           % (part, a["base_offset"]))
-            total += sum(b["count"] for b in db)
-    finally:
-        sc.close()
-        dc.close()
+    mt.wait_same_ends(src.bootstrap, dst.bootstrap, topic, NPART, 120,
+                      twin.log_path)
+    total = mt.same_batches(src.bootstrap, dst.bootstrap, topic, range(NPART))
     h.check(total == load.n, "%d records at the destination, %d produced"
             % (total, load.n))
     print("3: %d records copied exactly once" % total, flush=True)
@@ -206,12 +187,12 @@ def run(twin, load, src, dst, topic):
                "nothing owned once the mirror is gone")
     h.check(twin.stats()[0] == {}, "partitions left after the mirror's "
             "deletion: %s" % twin.stats()[0])
-    held = oh.ends(dst.bootstrap, topic)
-    s0 = oh.ends(src.bootstrap, topic)
+    held = mt.end_offsets(dst.bootstrap, topic, NPART)
+    s0 = mt.end_offsets(src.bootstrap, topic, NPART)
     time.sleep(3)   # an absence: the source grows, nothing is copied
-    h.check(oh.ends(src.bootstrap, topic) != s0, "the source did not grow")
-    h.check(oh.ends(dst.bootstrap, topic) == held, "copied after the mirror "
-            "was deleted: %s -> %s" % (held, oh.ends(dst.bootstrap, topic)))
+    h.check(mt.end_offsets(src.bootstrap, topic, NPART) != s0, "the source did not grow")
+    h.check(mt.end_offsets(dst.bootstrap, topic, NPART) == held, "copied after the mirror "
+            "was deleted: %s -> %s" % (held, mt.end_offsets(dst.bootstrap, topic, NPART)))
     with open(twin.log_path, errors="replace") as f:
         log = f.read()
     purged = log.count("lost while a Produce request was being built")

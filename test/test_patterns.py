@@ -24,6 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -34,47 +35,15 @@ RSS_LIMIT_KB = 200 * 1024
 HOSTILE = "((.{1,1000}){1,1000})"
 
 
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def uvarint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def read_uvarint(buf, pos):
-    n = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return n, pos
-        shift += 7
-
-
-def cstr(s):
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
-
-
 def add_topics_body(mirror, includes=(), excludes=()):
     """AddTopicsToMirror v0: no topics by name, patterns in tags 0 and 1."""
-    body = cstr(mirror) + uvarint(1)          # empty Topics array
+    body = mt.cstr(mirror) + mt.uvarint(1)          # empty Topics array
     tags = []
     for tag, pats in ((0, includes), (1, excludes)):
         if pats:
-            data = uvarint(len(pats) + 1) + b"".join(cstr(p) for p in pats)
-            tags.append(uvarint(tag) + uvarint(len(data)) + data)
-    return body + uvarint(len(tags)) + b"".join(tags)
+            data = mt.uvarint(len(pats) + 1) + b"".join(mt.cstr(p) for p in pats)
+            tags.append(mt.uvarint(tag) + mt.uvarint(len(data)) + data)
+    return body + mt.uvarint(len(tags)) + b"".join(tags)
 
 
 def call(bootstrap, api_key, body, corr, timeout=20):
@@ -83,7 +52,7 @@ def call(bootstrap, api_key, body, corr, timeout=20):
         s.sendall(mt.frame(api_key, 0, corr, body, flexible=True))
         resp = mt.recv_frame(s)
     eq(struct.unpack(">i", resp[:4])[0], corr, "correlation id")
-    ntags, pos = read_uvarint(resp, 4)
+    ntags, pos = mt.read_uvarint(resp, 4)
     eq(ntags, 0, "response header tagged fields")
     return resp[pos:]
 
@@ -91,7 +60,7 @@ def call(bootstrap, api_key, body, corr, timeout=20):
 def top_error(body):
     """(ErrorCode, ErrorMessage) of a 95/96/102/103 response."""
     code = struct.unpack(">h", body[4:6])[0]
-    n, pos = read_uvarint(body, 6)
+    n, pos = mt.read_uvarint(body, 6)
     msg = None if n == 0 else body[pos:pos + n - 1].decode()
     return code, msg
 
@@ -228,7 +197,7 @@ with mt.connect(d.bootstrap, 30) as s:
         eq(code, INVALID_REQUEST, "pipelined hostile request %d" % i)
 # ListMirrors on the wire as well as through the CLI.
 corr += 1
-body = call(d.bootstrap, LIST_MIRRORS, uvarint(0), corr)
+body = call(d.bootstrap, LIST_MIRRORS, mt.uvarint(0), corr)
 eq(struct.unpack(">h", body[4:6])[0], 0, "ListMirrors error code")
 rss = rss_kb(d.proc.pid)
 h.check(rss < RSS_LIMIT_KB, "mirrord's RSS after the hostile patterns: %d kB"

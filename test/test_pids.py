@@ -27,14 +27,12 @@ import os
 import re
 import struct
 import sys
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 try:
     from confluent_kafka import Producer
@@ -43,11 +41,6 @@ except ImportError:
 
 OUT_OF_ORDER, INVALID_EPOCH, UNKNOWN_PID = 45, 47, 59
 TOPIC_DENIED, CLUSTER_DENIED = 29, 31
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
 
 
 def produce(bootstrap, topic, partition, n, tag):
@@ -62,21 +55,6 @@ def produce(bootstrap, topic, partition, n, tag):
             p.flush(30)  # several batches per partition
     if p.flush(60) or errors:
         h.fail("producing to %s-%d: %s" % (topic, partition, errors[:3]))
-
-
-def ends(bootstrap, topic, npart):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return [c.offsets(topic, p)[1] for p in range(npart)]
-    finally:
-        c.close()
-
-
-def wait_mirrored(topic, npart, timeout=90):
-    want = ends(SRC, topic, npart)
-    h.wait_for(lambda: ends(DST, topic, npart) == want, timeout,
-               "%s to reach the source ends %s on the destination (log %s)"
-               % (topic, want, d.proc.log_path))
 
 
 def identities(topic, partition):
@@ -123,15 +101,6 @@ def part(topic, p):
     return None
 
 
-def readyz():
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
-                                    % d.metrics_port, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def denied_metric(api, error):
     pat = re.compile(r'^mirrord_destination_writes_denied_total\{api="%s",'
                      r'error="%s"\} (\S+)$' % (api, error), re.M)
@@ -139,15 +108,14 @@ def denied_metric(api, error):
     return float(m.group(1)) if m else 0.0
 
 
+def wait_mirrored(topic, npart, timeout=90):
+    return mt.wait_same_ends(SRC, DST, topic, npart, timeout, d.proc.log_path)
+
+
 def main():
     global SRC, DST, d
-    mc = MockCluster(clusters=2, brokers=3,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d seq 3" % c)
-        mc.cmd("topic %d denied 1" % c)
-        mc.cmd("topic %d wdenied 1" % c)
+    mc, SRC, DST = mt.mock_pair({"seq": 3, "denied": 1, "wdenied": 1},
+                                brokers=3)
     # One destination leader per partition: a broker's injected error
     # reaches that partition's Produce only.
     for p in range(3):
@@ -212,7 +180,7 @@ def main():
         rows = identities("seq", p)
         check_numbering(rows, "seq-%d" % p)
         eq(rows[-1][2:4], ids[p], "seq-%d identity after kill -9" % p)
-        eq(sum(r[1] for r in rows), ends(SRC, "seq", 3)[p],
+        eq(sum(r[1] for r in rows), mt.end_offsets(SRC, "seq", 3)[p],
            "seq-%d records on the destination" % p)
 
     # 4. InitProducerId refused: FAILED with the reason, not ready, counted;
@@ -232,7 +200,7 @@ def main():
                  "topic denied partition 0"):
         h.check(want in msg, "denied-0 reason %r names %r" % (msg, want))
     code, body = h.wait_for(lambda: (lambda c: c if c[0] == 503 and
-                            "destination access denied" in c[1] else None)(readyz()),
+                            "destination access denied" in c[1] else None)(d.readyz()),
                             30, "/readyz to say not ready for the denial")
     h.check(denied_metric("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED") >= 1,
             "mirrord_destination_writes_denied_total counts the refusal")
@@ -262,7 +230,7 @@ def main():
     check_numbering(identities("wdenied", 0), "wdenied-0")
     h.check(denied_metric("Produce", "TOPIC_AUTHORIZATION_FAILED") >= 4,
             "the denial metric counts the four refused Produce requests")
-    h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz ready again")
+    h.wait_for(lambda: d.readyz()[0] == 200, 30, "/readyz ready again")
     for p in range(3):
         identities("seq", p)
     print("Produce refused four times: FAILED naming it, retried past "
@@ -291,7 +259,7 @@ def main():
     finally:
         s.close()
         t.close()
-    eq(ends(DST, "legacy", 1), ends(SRC, "legacy", 1), "legacy destination end")
+    eq(mt.end_offsets(DST, "legacy", 1), mt.end_offsets(SRC, "legacy", 1), "legacy destination end")
     with open(os.path.join(d.data_dir, "producer-id"), "w") as f:
         f.write("%s %d 0\n" % (mc.cluster_id(1), old_pid))
     d.start()

@@ -28,36 +28,15 @@ import os
 import re
 import struct
 import sys
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_provenance as tp  # noqa: E402  (its helpers; SKIPs without confluent-kafka)
 
 RUN = "%d" % (os.getpid() % 100000)
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def same_batches(src, dst, topic):
-    s, t = kraw.Cluster(src), kraw.Cluster(dst)
-    try:
-        sb, db = s.batches(topic, 0), t.batches(topic, 0)
-    finally:
-        s.close()
-        t.close()
-    eq([(b["base_offset"], b["count"]) for b in db],
-       [(b["base_offset"], b["count"]) for b in sb], topic + " batches")
-    for a, b in zip(sb, db):
-        if kraw.records_section(a["raw"]) != kraw.records_section(b["raw"]):
-            h.fail("%s batch at %d: records differ" % (topic, a["base_offset"]))
-    return sum(b["count"] for b in db)
 
 
 def produce_as(cluster, topic, template, pid, epoch, seq):
@@ -141,21 +120,13 @@ def main():
                    "mirror.failed.retry.max.backoff.ms": "1000",
                    "mirror.failed.retry.max.attempts": "2"})
 
-    def readyz():
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
-                                        % d.metrics_port, timeout=10) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
     def denied(api, error):
         m = re.search(r'^mirrord_destination_writes_denied_total\{api="%s",'
                       r'error="%s"\} (\S+)$' % (api, error), d.metrics(), re.M)
         return float(m.group(1)) if m else 0.0
 
     def failed_denied(topic):
-        r = tp.row(d, "k", topic)
+        r = d.row("k", topic, 0)
         return r if r and r["state"] == "FAILED" and \
             "destination access denied" in (r["errorMessage"] or "") else None
 
@@ -174,18 +145,18 @@ def main():
                  "User:bob", "topic %s partition 0" % ta):
         h.check(want in msg, "the reason names %r: %r" % (want, msg))
     code, body = h.wait_for(lambda: (lambda c: c if c[0] == 503 and
-                            "destination access denied" in c[1] else None)(readyz()),
+                            "destination access denied" in c[1] else None)(d.readyz()),
                             30, "/readyz 503 for the denial")
     h.check(denied("InitProducerId", "CLUSTER_AUTHORIZATION_FAILED") >= 1,
             "the denial metric counts the refused InitProducerId")
-    eq(tp.end(DA, ta), 0, "%s destination end while denied" % ta)
+    eq(mt.end_offset(DA, ta), 0, "%s destination end while denied" % ta)
 
     # 2. WRITE on the topic: resumes by itself.
     dst.grant("User:bob", ["WRITE"], topic=ta)
     tp.produce(SA, ta, 20, "a2")
     tp.wait_end(DA, ta, 50, timeout=120)
     tp.wait_row(d, "k", ta, "MIRRORING", timeout=60)
-    eq(same_batches(SA, DA, ta), 50, "%s records on the destination" % ta)
+    eq(mt.same_batches(SA, DA, ta, [0]), 50, "%s records on the destination" % ta)
     print("WRITE granted: %s resumed, 50 records equal at the same offsets"
           % ta, flush=True)
 
@@ -202,14 +173,14 @@ def main():
     h.wait_for(lambda: denied("Produce", "TOPIC_AUTHORIZATION_FAILED") >= 3, 60,
                "three refused Produce requests (past max.attempts=2)")
     # (Between two refusals the partition is briefly PREPARING: a retry.)
-    h.wait_for(lambda: readyz()[0] == 503, 30, "/readyz 503 while %s is "
+    h.wait_for(lambda: d.readyz()[0] == 503, 30, "/readyz 503 while %s is "
                "refused" % tb)
     dst.grant("User:bob", ["WRITE"], topic=tb)
     tp.wait_end(DA, tb, 25, timeout=120)
     tp.wait_row(d, "k", tb, "MIRRORING", timeout=60)
-    eq(same_batches(SA, DA, tb), 25, "%s records on the destination" % tb)
-    h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz 200 once allowed")
-    eq(same_batches(SA, DA, ta), 50, "%s records on the destination" % ta)
+    eq(mt.same_batches(SA, DA, tb, [0]), 25, "%s records on the destination" % tb)
+    h.wait_for(lambda: d.readyz()[0] == 200, 30, "/readyz 200 once allowed")
+    eq(mt.same_batches(SA, DA, ta, [0]), 50, "%s records on the destination" % ta)
     print("WRITE granted: %s resumed; /readyz ready; both topics equal" % tb,
           flush=True)
 
@@ -223,13 +194,13 @@ def main():
     for want in ("Metadata for topic %s" % tc, "TOPIC_AUTHORIZATION_FAILED",
                  "User:bob"):
         h.check(want in msg, "the reason names %r: %r" % (want, msg))
-    h.wait_for(lambda: readyz()[0] == 503, 30, "/readyz 503 while %s is "
+    h.wait_for(lambda: d.readyz()[0] == 503, 30, "/readyz 503 while %s is "
                "refused" % tc)
     dst.grant("User:bob", ["DESCRIBE", "READ", "WRITE"], topic=tc)
     tp.wait_end(DA, tc, 15, timeout=120)
     tp.wait_row(d, "k", tc, "MIRRORING", timeout=60)
-    eq(same_batches(SA, DA, tc), 15, "%s records on the destination" % tc)
-    h.wait_for(lambda: readyz()[0] == 200, 30, "/readyz 200 once allowed")
+    eq(mt.same_batches(SA, DA, tc, [0]), 15, "%s records on the destination" % tc)
+    h.wait_for(lambda: d.readyz()[0] == 200, 30, "/readyz 200 once allowed")
     d.stop()
 
 

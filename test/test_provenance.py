@@ -27,12 +27,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -40,16 +39,8 @@ mc = None
 
 
 def produce(bootstrap, topic, n, tag):
-    errors = []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                  "acks": "all", "message.timeout.ms": 30000})
-    for i in range(n):
-        p.produce(topic, key=b"%s-%d" % (tag.encode(), i),
-                  value=b"%s-value-%d" % (tag.encode(), i), partition=0,
-                  on_delivery=lambda err, _m: err and errors.append(str(err)))
-    left = p.flush(30)
-    if left or errors:
-        h.fail("producing %s to %s: %d unflushed, %s" % (tag, topic, left, errors[:3]))
+    """n keyed records to partition 0 (mt.produce_tagged, acks=all)."""
+    mt.produce_tagged(bootstrap, topic, 0, n, tag, keyed=True)
 
 
 def read(bootstrap, topic, end):
@@ -70,31 +61,16 @@ def read(bootstrap, topic, end):
     return out
 
 
-def end(bootstrap, topic):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, 0)[1]
-    finally:
-        c.close()
-
-
-def row(d, mirror, topic):
-    for p in d.describe_json(mirror):
-        if p["topic"] == topic and p["partition"] == 0:
-            return p
-    return None
-
-
 def wait_row(d, mirror, topic, state, timeout=60):
     def ok():
-        r = row(d, mirror, topic)
+        r = d.row(mirror, topic, 0)
         return r if r is not None and r["state"] == state else None
     return h.wait_for(ok, timeout, "%s/%s-0 to be %s (now %r)"
-                      % (mirror, topic, state, row(d, mirror, topic)))
+                      % (mirror, topic, state, d.row(mirror, topic, 0)))
 
 
 def wait_end(bootstrap, topic, want, timeout=60):
-    h.wait_for(lambda: end(bootstrap, topic) == want, timeout,
+    h.wait_for(lambda: mt.end_offset(bootstrap, topic) == want, timeout,
                "%s on %s to end at %d" % (topic, bootstrap, want))
 
 
@@ -131,7 +107,7 @@ def main():
     produce(DST, "fw", 10, "intruder")          # destination offsets 20..29
     produce(SRC, "fw", 5, "fw2")                # source offsets 20..24
     def failed_final():
-        r = row(d, "m1", "fw")
+        r = d.row("m1", "fw", 0)
         return r if r["state"] == "FAILED" and "foreign write" in (r["errorMessage"] or "") else None
     r = h.wait_for(failed_final, 60, "fw-0 to fail naming the foreign write")
     msg = r["errorMessage"]
@@ -142,14 +118,14 @@ def main():
     # Automatic retries do not bring it back: wait for many retry periods
     # (backoff 100..200 ms) and count the retries logged after the failure.
     n0 = retries_logged(d, "m1/fw-0")
-    dst_end = end(DST, "fw")
+    dst_end = mt.end_offset(DST, "fw")
     for _ in range(20):
         time.sleep(0.2)
-        r = row(d, "m1", "fw")
+        r = d.row("m1", "fw", 0)
         h.check(r["state"] == "FAILED", "fw-0 left FAILED: %r" % r)
     h.check(retries_logged(d, "m1/fw-0") == n0,
             "fw-0 was retried automatically after the foreign-write failure")
-    h.check(end(DST, "fw") == dst_end, "the destination grew while FAILED")
+    h.check(mt.end_offset(DST, "fw") == dst_end, "the destination grew while FAILED")
     h.check(r["lag"] != 0, "a FAILED partition with skipped records shows lag 0: %r" % r)
 
     # 2. The same, policy skip-over: every source record after the foreign range.
@@ -180,12 +156,12 @@ def main():
     produce(SRC, "pre", 10, "pre")
     d.cli_ok("--add", "--mirror", "m1", "--topic", "pre")
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        row(d, "m1", "pre")), 60, "pre-0 to fail")
+        d.row("m1", "pre", 0)), 60, "pre-0 to fail")
     msg = r["errorMessage"]
     print("add onto a non-empty destination: %r" % msg, flush=True)
     h.check("0..6" in msg and "not written by mirrord" in msg,
             "pre-0 should name destination offsets 0..6: %r" % msg)
-    h.check(end(DST, "pre") == 7, "records were appended to pre-0")
+    h.check(mt.end_offset(DST, "pre") == 7, "records were appended to pre-0")
 
     # 4. kill -9 while idle, then a restart: the end is mirrord's, proven
     # from its producer id and sequences; copying goes on.  The FAILED
@@ -202,10 +178,10 @@ def main():
             "idle-0 differs after kill -9 and restart")
     for _ in range(10):
         time.sleep(0.2)
-        r = row(d, "m1", "fw")
+        r = d.row("m1", "fw", 0)
         h.check(r["state"] == "FAILED" and "20..29" in (r["errorMessage"] or ""),
                 "fw-0 after a restart: %r" % r)
-    h.check(end(DST, "fw") == dst_end, "fw-0's destination grew after a restart")
+    h.check(mt.end_offset(DST, "fw") == dst_end, "fw-0's destination grew after a restart")
     print("restart: idle-0 resumed (proven), fw-0 still FAILED", flush=True)
 
     # 4b. The operator decides: RecoverMirrorTopics (kafka-mirrors --recover).
@@ -218,7 +194,7 @@ def main():
     r = d.cli("--recover", "--mirror", "m1", "--topic", "fw", "--resolution", "ignore")
     h.check(r.returncode == 1 and "'ignore' is not one of: skip-over, preserve" in r.stderr,
             "recover with a bad resolution: %r" % (r.stderr,))
-    h.check(row(d, "m1", "fw")["state"] == "FAILED", "a refused recover changed fw-0")
+    h.check(d.row("m1", "fw", 0)["state"] == "FAILED", "a refused recover changed fw-0")
     r = d.cli_ok("--recover", "--mirror", "m1", "--topic", "fw",
                  "--resolution", "skip-over")
     h.check("fw" in r.stdout, "recover output: %r" % r.stdout)
@@ -249,13 +225,13 @@ def main():
     d.create("m1", dict(retry, **{"bootstrap.servers": SRC}))
     d.cli_ok("--add", "--mirror", "m1", "--topic", "lost")
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        row(d, "m1", "lost")), 60, "lost-0 to fail")
+        d.row("m1", "lost", 0)), 60, "lost-0 to fail")
     msg = r["errorMessage"]
     print("storage.data_dir lost: %r" % msg, flush=True)
     h.check("0..11" in msg and msg.startswith("unproven destination:") and
             "does not know" in msg,
             "lost-0 should name destination offsets 0..11: %r" % msg)
-    h.check(end(DST, "lost") == 12, "records were appended to lost-0")
+    h.check(mt.end_offset(DST, "lost") == 12, "records were appended to lost-0")
     d.stop()
 
 

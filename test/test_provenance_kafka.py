@@ -43,25 +43,25 @@ def main():
     tp.produce(SRC, fw, 5, "b")                   # source 20..24
 
     def failed():
-        r = tp.row(d, "k", fw)
+        r = d.row("k", fw, 0)
         return r if r["state"] == "FAILED" and "foreign write" in (r["errorMessage"] or "") else None
     msg = h.wait_for(failed, 90, "%s-0 to fail naming the foreign write" % fw)["errorMessage"]
     print("real Kafka foreign write: %r" % msg, flush=True)
     h.check("20..29" in msg and "10 records" in msg, "the reason should name 20..29: %r" % msg)
     n0 = tp.retries_logged(d, "k/%s-0" % fw)
-    e0 = tp.end(DST, fw)
+    e0 = mt.end_offset(DST, fw)
     for _ in range(15):
         time.sleep(0.2)
-        h.check(tp.row(d, "k", fw)["state"] == "FAILED", "%s-0 left FAILED" % fw)
+        h.check(d.row("k", fw, 0)["state"] == "FAILED", "%s-0 left FAILED" % fw)
     h.check(tp.retries_logged(d, "k/%s-0" % fw) == n0, "retried automatically")
     d.stop()
     d.start()
     for _ in range(15):
         time.sleep(0.2)
-        r = tp.row(d, "k", fw)
+        r = d.row("k", fw, 0)
         h.check(r["state"] == "FAILED" and "20..29" in (r["errorMessage"] or ""),
                 "%s-0 after a restart: %r" % (fw, r))
-    h.check(tp.end(DST, fw) == e0, "the destination grew while FAILED")
+    h.check(mt.end_offset(DST, fw) == e0, "the destination grew while FAILED")
 
     d.cli_ok("--recover", "--mirror", "k", "--topic", fw, "--resolution", "skip-over")
     tp.produce(SRC, fw, 5, "c")                   # source 25..29
@@ -79,9 +79,9 @@ def main():
     tp.produce(SRC, pre, 10, "p")
     d.cli_ok("--add", "--mirror", "k", "--topic", pre)
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        tp.row(d, "k", pre)), 90, "%s-0 to fail" % pre)
+        d.row("k", pre, 0)), 90, "%s-0 to fail" % pre)
     h.check("0..6" in (r["errorMessage"] or ""), "%s-0: %r" % (pre, r))
-    h.check(tp.end(DST, pre) == 7, "records were appended to %s-0" % pre)
+    h.check(mt.end_offset(DST, pre) == 7, "records were appended to %s-0" % pre)
     print("real Kafka add onto a non-empty destination: %r" % r["errorMessage"], flush=True)
 
     # The destination topic deleted and created again while mirrord is
@@ -101,7 +101,7 @@ def main():
     dst.create_topic(rec, partitions=1)
     d.start()
     r = h.wait_for(lambda: (lambda x: x if x["state"] == "FAILED" else None)(
-        tp.row(d, "k", rec)), 90, "%s-0 to fail" % rec)
+        d.row("k", rec, 0)), 90, "%s-0 to fail" % rec)
     # Named either by the topic-id check (a new destination topic id) or,
     # when the id was not yet recorded, by the provenance check (the
     # destination ends below what mirrord wrote); never resumed.
@@ -110,7 +110,7 @@ def main():
             ("destination topic %s was deleted and recreated" % rec) in msg,
             "%s-0: %r" % (rec, r))
     print("real Kafka destination topic recreated: %r" % r["errorMessage"], flush=True)
-    h.check(tp.end(DST, rec) == 0, "records were written to the recreated %s-0" % rec)
+    h.check(mt.end_offset(DST, rec) == 0, "records were written to the recreated %s-0" % rec)
     d.stop()
     print("PASS", flush=True)
 

@@ -32,21 +32,11 @@ import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import krawwrite as kw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 T = "rt"
 TIMEOUT_MS = 6000          # pipeline.request_timeout_ms; a Produce waits 1 s more
 HOLD_MS = TIMEOUT_MS + 1000 + 500   # the held answer comes 0.5 s after the timeout
 SOURCE_RTT_MS = 1500       # so partition 1's batch goes out >= 1.5 s after partition 0's
-
-
-def metric(d, family, **labels):
-    total = None
-    for line in d.metrics().splitlines():
-        if line.startswith(family + "{") or line.startswith(family + " "):
-            if all('%s="%s"' % kv in line for kv in labels.items()):
-                total = (total or 0) + float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def put(src, part, tag, n):
@@ -62,17 +52,10 @@ def records(cl, part):
     return out
 
 
-def row(d, part):
-    for p in d.describe_json("m1"):
-        if p["topic"] == T and p["partition"] == part:
-            return p
-    return None
-
-
 def caught_up(d, src, dst, want, what):
     def done():
         for part in (0, 1):
-            r = row(d, part)
+            r = d.row("m1", T, part)
             if r is not None and r["state"] == "FAILED":
                 h.fail("%s: partition %d FAILED: %s" % (what, part, r.get("errorMessage")))
             dst.refresh()
@@ -100,11 +83,7 @@ def caught_up(d, src, dst, want, what):
 
 
 def main():
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d %s 2" % (c, T))
+    mc, SRC, DST = mt.mock_pair({T: 2})
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     d = mt.Mirrord(destination=DST, extra_yaml=(
         "pipeline:\n  request_timeout_ms: %d\n" % TIMEOUT_MS))
@@ -121,11 +100,11 @@ def main():
     mc.cmd("errrtt 1 1 0 0 %d" % HOLD_MS)
     mc.cmd("rtt 0 1 %d" % SOURCE_RTT_MS)
     want[0] += put(src, 0, b"held", 2)
-    h.wait_for(lambda: (metric(d, "mirrord_produce_inflight_batches") or 0) >= 1,
+    h.wait_for(lambda: (mt.metric_sum(d, "mirrord_produce_inflight_batches") or 0) >= 1,
                30, "mirrord to send partition 0's batch (its answer is held)")
     t_held = time.monotonic()
     want[1] += put(src, 1, b"meanwhile", 4)
-    h.wait_for(lambda: (metric(d, "mirrord_produce_inflight_batches") or 0) >= 2,
+    h.wait_for(lambda: (mt.metric_sum(d, "mirrord_produce_inflight_batches") or 0) >= 2,
                30, "partition 1's batch in flight behind the held answer")
     sent_after = time.monotonic() - t_held
     h.check(sent_after < (TIMEOUT_MS + 1000) / 1000.0 - 1,
@@ -137,8 +116,10 @@ def main():
     caught_up(d, src, dst, want, "after the Produce timeout")
 
     log = d.log()
-    p1 = metric(d, "mirrord_partition_discarded_bytes_total", topic=T, partition="1")
-    p0 = metric(d, "mirrord_partition_discarded_bytes_total", topic=T, partition="0")
+    p1 = mt.metric_sum(d, "mirrord_partition_discarded_bytes_total", topic=T,
+                       partition="1")
+    p0 = mt.metric_sum(d, "mirrord_partition_discarded_bytes_total", topic=T,
+                       partition="0")
     # (a counter without any increase has no series yet)
     h.check(p1 in (None, 0), "partition 1 dropped %r bytes it had fetched (to fetch them "
             "again) although its own Produce was answered" % p1)

@@ -32,6 +32,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 from mockcluster import MockCluster  # noqa: E402
 
@@ -42,38 +43,6 @@ OLD_SNAP = "S3cretValue-%d-old-snapshot" % RUN
 OLD_SEG = "S3cretValue-%d-old-segment" % RUN
 DEST_SECRET = "S3cretValue-%d-dest" % RUN
 T = h.test_dir()
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def expect_error(r, name, fragment=None):
-    if r.returncode != 1 or name not in r.stderr:
-        h.fail("expected exit 1 with %s, got exit %d\nstdout: %s\nstderr: %s"
-               % (name, r.returncode, r.stdout, r.stderr))
-    if fragment is not None and fragment not in r.stderr:
-        h.fail("expected %r in the error message, got: %s" % (fragment, r.stderr))
-
-
-def files_under(d):
-    out = []
-    for root, _dirs, files in os.walk(d):
-        for f in files:
-            out.append(os.path.join(root, f))
-    return out
-
-
-def holding(d, needle):
-    """Every file under d whose bytes contain needle (binary-safe)."""
-    n = needle.encode() if isinstance(needle, str) else needle
-    found = []
-    for p in files_under(d):
-        with open(p, "rb") as f:
-            if n in f.read():
-                found.append(p)
-    return found
 
 
 def write(path, text, mode=0o600):
@@ -121,9 +90,9 @@ data = d.data_dir
 # ---- a clear secret from CreateMirror is sealed before it is written ------
 d.create("m1", {"bootstrap.servers": SRC, "sasl.username": "alice",
                 "sasl.password": SECRET})
-eq(holding(data, SECRET), [], "files under data_dir holding the clear password")
-h.check(holding(data, "enc:v1:"), "no file under %s holds a sealed value" % data)
-h.check(holding(data, "sasl.username"),
+eq(mt.files_holding(data, SECRET), [], "files under data_dir holding the clear password")
+h.check(mt.files_holding(data, "enc:v1:"), "no file under %s holds a sealed value" % data)
+h.check(mt.files_holding(data, "sasl.username"),
         "the mirror's configs are not in the log at all")
 key = os.path.join(data, "secret.key")
 h.check(os.path.exists(key), "no key file %s was created" % key)
@@ -134,9 +103,9 @@ wait_state(d, "m1", "MIRRORING")
 
 # A clean stop writes a snapshot; the clear value is still nowhere.
 eq(d.stop(), 0, "exit status of a clean stop")
-h.check(any(p.endswith(".snap") for p in files_under(data)),
-        "no snapshot after a clean stop: %s" % files_under(data))
-eq(holding(data, SECRET), [], "files holding the clear password after the snapshot")
+h.check(any(p.endswith(".snap") for p in mt.files_under(data)),
+        "no snapshot after a clean stop: %s" % mt.files_under(data))
+eq(mt.files_holding(data, SECRET), [], "files holding the clear password after the snapshot")
 d.start()
 # The configs still open: the mirror mirrors again after the restart.
 wait_state(d, "m1", "MIRRORING")
@@ -167,8 +136,8 @@ inside_ref = "${file:%s/secrets.properties:source.password}" % allowed
 r = d.create("f1", {"bootstrap.servers": SRC, "sasl.password": inside_ref,
                     "mirror.failed.retry.max.backoff.ms": "2000"})
 eq(r.returncode, 0, "create with ${file:} inside the allowed directory")
-eq(holding(data, FILE_SECRET), [], "files holding the file provider's secret")
-h.check(holding(data, inside_ref), "the reference is not stored as written")
+eq(mt.files_holding(data, FILE_SECRET), [], "files holding the file provider's secret")
+h.check(mt.files_holding(data, inside_ref), "the reference is not stored as written")
 eq(d.cli_ok("--add", "--mirror", "f1", "--topic", "payments").returncode, 0,
    "add payments to f1")
 wait_state(d, "f1", "MIRRORING")
@@ -176,24 +145,24 @@ wait_state(d, "f1", "MIRRORING")
 outside_ref = "${file:%s/secrets.properties:source.password}" % outside
 r = d.create("f2", {"bootstrap.servers": SRC, "sasl.password": outside_ref},
              expect_ok=False)
-expect_error(r, "INVALID_CONFIG", outside)
+mt.expect_error(r, "INVALID_CONFIG", outside)
 h.check("outside the allowed directories" in r.stderr, "why: " + r.stderr)
-expect_error(d.create("f3", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("f3", {"bootstrap.servers": SRC,
                              "sasl.password": "${file:%s/none.properties:k}"
                              % allowed}, expect_ok=False),
              "INVALID_CONFIG", "none.properties")
-expect_error(d.create("f4", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("f4", {"bootstrap.servers": SRC,
                              "sasl.password": "${file:/proc/self/environ:PATH}"},
                       expect_ok=False), "INVALID_CONFIG", "/proc/self/environ")
 r = d.create("e1", {"bootstrap.servers": SRC, "sasl.password": "${env:HOME}"},
              expect_ok=False)
-expect_error(r, "INVALID_CONFIG", "config provider env is not allowed here")
+mt.expect_error(r, "INVALID_CONFIG", "config provider env is not allowed here")
 h.check("mirrors.allow_env_provider" in r.stderr, "no hint: " + r.stderr)
-expect_error(d.create("c1", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("c1", {"bootstrap.servers": SRC,
                              "sasl.password": "${credential:mirrord.secret_key}"},
                       expect_ok=False),
              "INVALID_CONFIG", "config provider credential is not allowed")
-expect_error(d.create("b1", {"bootstrap.servers": "${env:HOME}"},
+mt.expect_error(d.create("b1", {"bootstrap.servers": "${env:HOME}"},
                       expect_ok=False), "INVALID_CONFIG", "bootstrap.servers")
 # A key missing from an allowed file is seen at use (the file exists, so
 # CreateMirror takes it): adding a topic answers the error, naming the key
@@ -218,7 +187,7 @@ d.start()
 eq(d.create("e2", {"bootstrap.servers": SRC,
                    "sasl.password": "${env:MIRRORD_TEST_SOURCE_PW}"}).returncode,
    0, "create with ${env:} when allowed")
-expect_error(d.create("e3", {"bootstrap.servers": SRC,
+mt.expect_error(d.create("e3", {"bootstrap.servers": SRC,
                              "sasl.password": "${env:MIRRORD_TEST_NOT_SET}"},
                       expect_ok=False), "INVALID_CONFIG",
              "environment variable MIRRORD_TEST_NOT_SET is not set")
@@ -232,7 +201,7 @@ h.check("key 'source.password' not found" in why and "${file:" in why,
 write(os.path.join(allowed, "secrets.properties"),
       "source.password=%s\n" % FILE_SECRET)
 wait_state(d, "f1", "MIRRORING", timeout=120)
-eq(holding(data, os.environ["MIRRORD_TEST_SOURCE_PW"]), [],
+eq(mt.files_holding(data, os.environ["MIRRORD_TEST_SOURCE_PW"]), [],
    "files holding the env provider's secret")
 h.check(SECRET not in d.log() and FILE_SECRET not in d.log(),
         "a secret reached the log")
@@ -247,14 +216,14 @@ seed = subprocess.run(
      "old2", "bootstrap.servers=" + SRC, "sasl.password=" + OLD_SEG],
     capture_output=True, text=True, timeout=60)
 eq(seed.returncode, 0, "mlog_seed: " + seed.stderr)
-h.check(holding(old, OLD_SNAP) and holding(old, OLD_SEG),
-        "the seeded log does not hold its clear secrets: %s" % files_under(old))
-h.check(any(p.endswith(".snap") for p in holding(old, OLD_SNAP)),
+h.check(mt.files_holding(old, OLD_SNAP) and mt.files_holding(old, OLD_SEG),
+        "the seeded log does not hold its clear secrets: %s" % mt.files_under(old))
+h.check(any(p.endswith(".snap") for p in mt.files_holding(old, OLD_SNAP)),
         "the first secret is not in a snapshot")
-h.check(any(p.endswith(".log") for p in holding(old, OLD_SEG)),
+h.check(any(p.endswith(".log") for p in mt.files_holding(old, OLD_SEG)),
         "the second secret is not in a segment")
 m = mt.Mirrord(destination=DST, name="migrated", data_dir=old)
-eq(holding(old, OLD_SNAP) + holding(old, OLD_SEG), [],
+eq(mt.files_holding(old, OLD_SNAP) + mt.files_holding(old, OLD_SEG), [],
    "files holding a clear secret after the migration")
 h.check("held secrets in clear: 2 values now encrypted" in m.proc.output(),
         "the migration is not logged:\n" + m.proc.tail())
@@ -264,7 +233,7 @@ h.check("old1" in rows and "old2" in rows, "migrated mirrors: " + rows)
 # mirrord.yaml itself would read as a .properties file.
 r = m.create("nofile", {"bootstrap.servers": SRC, "sasl.password":
                         "${file:%s:data_dir}" % m.config_path}, expect_ok=False)
-expect_error(r, "INVALID_CONFIG", "config provider file is not allowed here")
+mt.expect_error(r, "INVALID_CONFIG", "config provider file is not allowed here")
 h.check("mirrors.provider_dirs" in r.stderr, "no hint: " + r.stderr)
 eq(m.cli_ok("--add", "--mirror", "old2", "--topic", "orders").returncode, 0,
    "add to a migrated mirror")
@@ -312,10 +281,11 @@ eq(c.cli_ok("--add", "--mirror", "cm", "--topic", "orders").returncode, 0,
    "add orders through the credential-configured destination")
 wait_state(c, "cm", "MIRRORING")
 c.create("cs", {"bootstrap.servers": SRC, "sasl.password": SECRET})
-eq(holding(c.data_dir, SECRET), [], "files holding a password sealed under the credential key")
-h.check(holding(c.data_dir, "enc:v1:"), "nothing sealed under the credential key")
+eq(mt.files_holding(c.data_dir, SECRET), [],
+   "files holding a password sealed under the credential key")
+h.check(mt.files_holding(c.data_dir, "enc:v1:"), "nothing sealed under the credential key")
 h.check(DEST_SECRET not in c.log(), "the destination secret reached the log")
-eq(holding(c.data_dir, DEST_SECRET), [], "files holding the destination secret")
+eq(mt.files_holding(c.data_dir, DEST_SECRET), [], "files holding the destination secret")
 c.stop()
 # ---- server.ssl.key_password from a systemd credential ---------------------
 KEY_PW = "S3cretValue-%d-keypw" % RUN
@@ -344,10 +314,7 @@ text = text.replace("server:\n", "server:\n"
 with open(s.config_path, "w") as f:
     f.write(text)
 h.check(KEY_PW not in text, "mirrord.yaml holds the key password")
-s.start(wait=False)
-h.wait_for(lambda: not s.proc.alive() or "ready: admin listener" in s.log(),
-           30, "mirrord with an encrypted admin key to start")
-h.check(s.proc.alive(), "mirrord did not start:\n" + s.proc.tail())
+s.start_listening()  # its admin key is encrypted
 r = h.kcat(["-L", "-b", s.bootstrap, "-m", "10", "-X", "security.protocol=SSL",
             "-X", "ssl.ca.location=%s/admin.pem" % pki])
 h.check(r.returncode == 0 and "broker 42" in r.stdout,

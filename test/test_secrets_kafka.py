@@ -20,6 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+from harness import eq  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
@@ -30,23 +31,6 @@ except ImportError:
 
 RUN = "%d" % (os.getpid() % 100000)
 T = h.test_dir()
-
-
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def holding(d, needle):
-    n = needle.encode()
-    found = []
-    for root, _dirs, files in os.walk(d):
-        for f in files:
-            p = os.path.join(root, f)
-            with open(p, "rb") as fh:
-                if n in fh.read():
-                    found.append(p)
-    return found
 
 
 def hwm(cluster, topic, partition=0):
@@ -114,13 +98,14 @@ r = d.cli("--add", "--mirror", "wrong", "--topic", t1)
 h.check(r.returncode != 0, "a wrong source password was not refused: %s" % r.stdout)
 print("wrong password: %s" % r.stderr.strip(), flush=True)
 
-eq(holding(d.data_dir, SRC_PW), [], "files under data_dir holding the source password")
-eq(holding(d.data_dir, DST_PW), [], "files under data_dir holding the destination password")
-h.check(holding(d.data_dir, "enc:v1:"), "no sealed value under data_dir")
+eq(mt.files_holding(d.data_dir, SRC_PW), [], "files under data_dir holding the source password")
+eq(mt.files_holding(d.data_dir, DST_PW), [],
+   "files under data_dir holding the destination password")
+h.check(mt.files_holding(d.data_dir, "enc:v1:"), "no sealed value under data_dir")
 
 # Restart: the clear mirror's password is read back from its sealed form.
 eq(d.stop(), 0, "clean stop")
-eq(holding(d.data_dir, SRC_PW), [], "files holding the source password after the snapshot")
+eq(mt.files_holding(d.data_dir, SRC_PW), [], "files holding the source password after the snapshot")
 d.start()
 produce(src, t1, 5, "c")
 produce(src, t2, 3, "d")
@@ -130,6 +115,6 @@ out = (d.cli_ok("--describe").stdout + d.cli_ok("--list").stdout + d.metrics()
        + d.log())
 for pw in (SRC_PW, DST_PW):
     h.check(pw not in out, "a password reached the log, DescribeMirrors or /metrics")
-eq(holding(d.data_dir, SRC_PW), [], "files holding the source password at the end")
+eq(mt.files_holding(d.data_dir, SRC_PW), [], "files holding the source password at the end")
 d.stop()
 print("PASS: SASL mirroring with sealed, file-provided and credential passwords")

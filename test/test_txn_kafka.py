@@ -28,11 +28,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
+from harness import eq  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -40,49 +40,10 @@ RUN = "%d" % (os.getpid() % 100000)
 NPRODUCERS = 100
 
 
-def eq(got, want, what):
-    if got != want:
-        h.fail("%s: got %r, want %r" % (what, got, want))
-
-
-def flush(p, what):
-    left = p.flush(60)
-    if left:
-        h.fail("%s: %d messages not delivered" % (what, left))
-
-
 def read(bootstrap, topic, partition, isolation="read_committed"):
     """Every record (offset, key, value) of the partition, in order."""
-    c = Consumer({"bootstrap.servers": bootstrap,
-                  "group.id": "txn-kafka-%s" % RUN,
-                  "enable.auto.commit": False, "check.crcs": True,
-                  "isolation.level": isolation,
-                  "enable.partition.eof": True, "fetch.wait.max.ms": 100})
-    c.assign([TopicPartition(topic, partition, 0)])
-    out = []
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                if m.error().code() == -191:  # _PARTITION_EOF
-                    return out
-                h.fail("reading %s-%d: %s" % (topic, partition, m.error()))
-            out.append((m.offset(), m.key(), m.value()))
-        h.fail("reading %s-%d from %s did not reach the end"
-               % (topic, partition, bootstrap))
-    finally:
-        c.close()
-
-
-def hwm(bootstrap, topic, partition):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return c.offsets(topic, partition)[1]
-    finally:
-        c.close()
+    return mt.read_partition(bootstrap, topic, partition, "txn-kafka-%s" % RUN,
+                             isolation=isolation, config={"check.crcs": True})
 
 
 _last_rows = {}
@@ -90,7 +51,7 @@ _last_rows = {}
 
 def caught_up(d, mirror, topic, partitions, src):
     """Describe says lag 0 at the source's current high watermark."""
-    want = {p: hwm(src, topic, p) for p in partitions}
+    want = {p: mt.end_offset(src, topic, p) for p in partitions}
     rows = {r["partition"]: r for r in d.describe_json(mirror)
             if r["topic"] == topic}
     _last_rows[topic] = (want, rows)
@@ -145,14 +106,14 @@ def many_aborted_producers(src, dst, d):
             p.begin_transaction()
         p.produce(topic, partition=0, key=b"a%d" % i,
                   value=b"abort-%d-%d" % (i, rnd))
-        flush(p, "aborting producer %d" % i)
+        mt.flush_all(p, "aborting producer %d" % i)
     t0 = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(16) as ex:
         for rnd in range(2):
             jobs = [ex.submit(write, i, rnd) for i in range(NPRODUCERS)]
             for k in range(12):
                 plain.produce(topic, partition=0, value=b"plain-%d-%d" % (rnd, k))
-                flush(plain, "plain record")
+                mt.flush_all(plain, "plain record")
                 if k % 4 == 0:
                     committer.begin_transaction()
                     for j in range(3):
@@ -164,10 +125,10 @@ def many_aborted_producers(src, dst, d):
     # Partition 1: committed data only.
     for k in range(200):
         plain.produce(topic, partition=1, value=b"p1-%d" % k)
-    flush(plain, "plain records")
+    mt.flush_all(plain, "plain records")
 
     def abort(p):
-        flush(p, "before abort")  # librdkafka 2.0.2 with Kafka 4 (HACKING)
+        mt.flush_all(p, "before abort")  # librdkafka 2.0.2 with Kafka 4 (HACKING)
         p.abort_transaction(60)
     with concurrent.futures.ThreadPoolExecutor(16) as ex:
         list(ex.map(abort, aborters))
@@ -177,7 +138,7 @@ def many_aborted_producers(src, dst, d):
     for k in range(5):
         plain.produce(topic, partition=0, value=b"tail-%d" % k)
         plain.produce(topic, partition=1, value=b"tail1-%d" % k)
-    flush(plain, "tail records")
+    mt.flush_all(plain, "tail records")
 
     want0 = read(SRC, topic, 0)
     want1 = read(SRC, topic, 1)
@@ -187,7 +148,7 @@ def many_aborted_producers(src, dst, d):
            if v.startswith(b"abort")), 2 * NPRODUCERS,
        "test setup: aborted records in the source partition")
     print("source: %d committed records among %d offsets in %s-0, "
-          "%d in %s-1" % (len(want0), hwm(SRC, topic, 0), topic, len(want1),
+          "%d in %s-1" % (len(want0), mt.end_offset(SRC, topic, 0), topic, len(want1),
                           topic), flush=True)
 
     d.cli_ok("--add", "--mirror", "tx", "--topic", topic)
@@ -198,7 +159,7 @@ def many_aborted_producers(src, dst, d):
         print("source high watermarks and describe rows: %r"
               % (_last_rows.get(topic),), flush=True)
         print("destination high watermarks: %r"
-              % [hwm(DST, topic, p) for p in (0, 1)], flush=True)
+              % [mt.end_offset(DST, topic, p) for p in (0, 1)], flush=True)
         aborted = [v for _, _, v in read(DST, topic, 0, "read_uncommitted")
                    if v.startswith(b"abort")]
         h.fail("%s; %d aborted records on the destination, e.g. %r"
@@ -229,7 +190,7 @@ def stuck_lso(src, dst, d):
     plain = Producer({"bootstrap.servers": SRC, "linger.ms": 0, "acks": "all"})
     for k in range(3):
         plain.produce(topic, partition=0, value=b"before-%d" % k)
-    flush(plain, "records before the transaction")
+    mt.flush_all(plain, "records before the transaction")
     d.cli_ok("--add", "--mirror", "tx", "--topic", topic)
     h.wait_for(lambda: caught_up(d, "tx", topic, (0,), SRC), 60,
                "%s to be caught up" % topic)
@@ -240,12 +201,12 @@ def stuck_lso(src, dst, d):
     holder.init_transactions(60)
     holder.begin_transaction()
     holder.produce(topic, partition=0, value=b"held-0")
-    flush(holder, "the held transaction's record")
+    mt.flush_all(holder, "the held transaction's record")
     lso_at = 3
     for k in range(10):
         plain.produce(topic, partition=0, value=b"during-%d" % k)
-    flush(plain, "records written while the transaction is open")
-    end = hwm(SRC, topic, 0)
+    mt.flush_all(plain, "records written while the transaction is open")
+    end = mt.end_offset(SRC, topic, 0)
 
     def row():
         return [r for r in d.describe_json("tx") if r["topic"] == topic][0]
@@ -274,7 +235,7 @@ def stuck_lso(src, dst, d):
 
     holder.commit_transaction(60)
     plain.produce(topic, partition=0, value=b"after")
-    flush(plain, "record after the commit")
+    mt.flush_all(plain, "record after the commit")
     h.wait_for(lambda: caught_up(d, "tx", topic, (0,), SRC), 60,
                "%s to be caught up after the commit" % topic)
     h.wait_for(lambda: not row().get("warningMessage"), 30,

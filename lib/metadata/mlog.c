@@ -321,6 +321,23 @@ static void defer_push(struct mlog *ml, struct mlog_group *g)
 		event_active(ml->defer_ev, 0, 0);
 }
 
+/* A generic group for a back end without the asynchronous call: the
+ * caller runs the blocking call into g->rc/g->err, then defer_push()es it
+ * so done runs from the loop like the asynchronous back ends' groups. */
+static struct mlog_group *defer_new(mlog_done_fn done, void *arg,
+    char *err, size_t errlen)
+{
+	struct mlog_group *g = calloc(1, sizeof(*g));
+
+	if (g == NULL) {
+		snprintf(err, errlen, "out of memory for a metadata log group");
+		return NULL;
+	}
+	g->done = done;
+	g->arg = arg;
+	return g;
+}
+
 int mlog_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
     char *err, size_t errlen)
 {
@@ -335,13 +352,9 @@ int mlog_sync_async(struct mlog *ml, mlog_done_fn done, void *arg,
 		ml->groups_in_flight++;
 		return 0;
 	}
-	g = calloc(1, sizeof(*g));
-	if (g == NULL) {
-		snprintf(err, errlen, "out of memory for a metadata log group");
+	g = defer_new(done, arg, err, errlen);
+	if (g == NULL)
 		return -1;
-	}
-	g->done = done;
-	g->arg = arg;
 	/* Earlier deferred groups are durable already; this one is written
 	 * after them, so the FIFO keeps the log order. */
 	g->rc = ml->ops->sync(ml, g->err, sizeof(g->err));
@@ -364,13 +377,9 @@ int mlog_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
 		ml->groups_in_flight++;
 		return 0;
 	}
-	g = calloc(1, sizeof(*g));
-	if (g == NULL) {
-		snprintf(err, errlen, "out of memory for a metadata log group");
+	g = defer_new(done, done_arg, err, errlen);
+	if (g == NULL)
 		return -1;
-	}
-	g->done = done;
-	g->arg = done_arg;
 	mlog_wait(ml);
 	g->rc = ml->ops->compact(ml, dump, arg, g->err, sizeof(g->err));
 	defer_push(ml, g);

@@ -801,8 +801,12 @@ static int obuf_copy(struct obuf *o, const uint8_t *in, size_t inlen,
 	return 0;
 }
 
-int batch_decompress(int codec, const uint8_t *in, size_t inlen,
-    size_t max_bytes, uint8_t **outp, size_t *outlen, char *err, size_t errlen)
+/* The codec's decompression or (compress) compression of in into a new
+ * buffer of at most max_bytes; snappy_xerial: the framing of a snappy
+ * compression. */
+static int codec_run(int codec, int compress, int snappy_xerial,
+    const uint8_t *in, size_t inlen, size_t max_bytes, uint8_t **outp,
+    size_t *outlen, char *err, size_t errlen)
 {
 	struct obuf o = { NULL, 0, 0, max_bytes };
 	int rc;
@@ -814,16 +818,20 @@ int batch_decompress(int codec, const uint8_t *in, size_t inlen,
 		rc = obuf_copy(&o, in, inlen, err, errlen);
 		break;
 	case BATCH_CODEC_GZIP:
-		rc = gzip_inflate(in, inlen, &o, err, errlen);
+		rc = compress ? gzip_deflate(in, inlen, &o, err, errlen) :
+		    gzip_inflate(in, inlen, &o, err, errlen);
 		break;
 	case BATCH_CODEC_SNAPPY:
-		rc = snappy_decompress(in, inlen, &o, err, errlen);
+		rc = compress ? snappy_compress_records(in, inlen, snappy_xerial,
+		    &o, err, errlen) : snappy_decompress(in, inlen, &o, err, errlen);
 		break;
 	case BATCH_CODEC_LZ4:
-		rc = lz4_decompress(in, inlen, &o, err, errlen);
+		rc = compress ? lz4_compress(in, inlen, &o, err, errlen) :
+		    lz4_decompress(in, inlen, &o, err, errlen);
 		break;
 	case BATCH_CODEC_ZSTD:
-		rc = zstd_decompress(in, inlen, &o, err, errlen);
+		rc = compress ? zstd_compress(in, inlen, &o, err, errlen) :
+		    zstd_decompress(in, inlen, &o, err, errlen);
 		break;
 	default:
 		rc = fail(err, errlen, "unknown compression type id %d", codec);
@@ -838,42 +846,19 @@ int batch_decompress(int codec, const uint8_t *in, size_t inlen,
 	return 0;
 }
 
+int batch_decompress(int codec, const uint8_t *in, size_t inlen,
+    size_t max_bytes, uint8_t **outp, size_t *outlen, char *err, size_t errlen)
+{
+	return codec_run(codec, 0, 0, in, inlen, max_bytes, outp, outlen, err,
+	    errlen);
+}
+
 int batch_compress(int codec, int snappy_xerial, const uint8_t *in,
     size_t inlen, size_t max_bytes, uint8_t **outp, size_t *outlen,
     char *err, size_t errlen)
 {
-	struct obuf o = { NULL, 0, 0, max_bytes };
-	int rc;
-
-	*outp = NULL;
-	*outlen = 0;
-	switch (codec) {
-	case BATCH_CODEC_NONE:
-		rc = obuf_copy(&o, in, inlen, err, errlen);
-		break;
-	case BATCH_CODEC_GZIP:
-		rc = gzip_deflate(in, inlen, &o, err, errlen);
-		break;
-	case BATCH_CODEC_SNAPPY:
-		rc = snappy_compress_records(in, inlen, snappy_xerial, &o, err, errlen);
-		break;
-	case BATCH_CODEC_LZ4:
-		rc = lz4_compress(in, inlen, &o, err, errlen);
-		break;
-	case BATCH_CODEC_ZSTD:
-		rc = zstd_compress(in, inlen, &o, err, errlen);
-		break;
-	default:
-		rc = fail(err, errlen, "unknown compression type id %d", codec);
-		break;
-	}
-	if (rc < 0) {
-		free(o.p);
-		return -1;
-	}
-	*outp = o.p;
-	*outlen = o.len;
-	return 0;
+	return codec_run(codec, 1, snappy_xerial, in, inlen, max_bytes, outp,
+	    outlen, err, errlen);
 }
 
 int batch_check_records(const struct batch *b, size_t max_bytes, char *err,
