@@ -15,7 +15,6 @@
 
 #include "batch.h"
 #include "compat.h"
-#include "kblock.h"
 #include "kbuf.h"
 #include "kconn.h"
 #include "kerr.h"
@@ -46,17 +45,17 @@ void mk_set_broken(struct mk *k, const char *why)
 
 void mk_drop_conn(struct mk *k)
 {
-	kblock_free(k->conn);
+	mk_conn_free(k->conn);
 	k->conn = NULL;
 }
 
 /* A connection to any bootstrap server. */
-struct kblock *mk_connect_any(struct mk *k, char *err, size_t errlen)
+struct mk_conn *mk_connect_any(struct mk *k, char *err, size_t errlen)
 {
 	char e[512] = "no bootstrap server";
 
 	for (size_t i = 0; i < k->nboot; i++) {
-		struct kblock *c = kblock_connect(&k->kcfg, k->boot_host[i],
+		struct mk_conn *c = mk_conn_open(k->net, k->boot_host[i],
 		    k->boot_port[i], k->timeout_ms, e, sizeof(e));
 		if (c != NULL)
 			return c;
@@ -76,7 +75,7 @@ struct topic_md {
 	int nbrokers;
 };
 
-static int metadata(struct mk *k, struct kblock *c, struct topic_md *md,
+static int metadata(struct mk *k, struct mk_conn *c, struct topic_md *md,
     char *err, size_t errlen)
 {
 	struct kp_metadata_request req;
@@ -98,7 +97,7 @@ static int metadata(struct mk *k, struct kblock *c, struct topic_md *md,
 	req.topics = &t;
 	req.topics_n = 1;
 	req.allow_auto_topic_creation = 0;
-	frame = kblock_call(c, KP_API_METADATA, 12, &req, &resp, a,
+	frame = mk_call(c, KP_API_METADATA, 12, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
@@ -142,11 +141,11 @@ int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
 {
 	for (;;) {
 		struct topic_md md;
-		struct kblock *c = mk_connect_any(k, err, errlen);
+		struct mk_conn *c = mk_connect_any(k, err, errlen);
 
 		if (c != NULL) {
 			int rc = metadata(k, c, &md, err, errlen);
-			kblock_free(c);
+			mk_conn_free(c);
 			if (rc == 0 && !md.exists)
 				seterr(err, errlen, "topic %s does not exist "
 				    "(deleted while mirrord runs?)", k->topic);
@@ -154,7 +153,7 @@ int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
 				seterr(err, errlen, "topic %s partition 0 has no "
 				    "leader", k->topic);
 			else if (rc == 0) {
-				k->conn = kblock_connect(&k->kcfg, md.host, md.port,
+				k->conn = mk_conn_open(k->net, md.host, md.port,
 				    k->timeout_ms, err, errlen);
 				if (k->conn != NULL) {
 					k->leader_id = md.leader;
@@ -173,7 +172,7 @@ int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
 
 /* ---- the topic ---------------------------------------------------------- */
 
-static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
+static int create_topic(struct mk *k, struct mk_conn *c, int nbrokers,
     char *err, size_t errlen)
 {
 	struct kp_create_topics_request req;
@@ -230,7 +229,7 @@ static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
 	req.topics = &t;
 	req.topics_n = 1;
 	req.timeout_ms = k->timeout_ms;
-	frame = kblock_call(c, KP_API_CREATE_TOPICS, 7, &req, &resp, a,
+	frame = mk_call(c, KP_API_CREATE_TOPICS, 7, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
@@ -278,7 +277,7 @@ static int kstr_int(struct kstr s)
 }
 
 /* Refuses a topic whose settings could lose or reorder records. */
-static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md,
+static int check_topic(struct mk *k, struct mk_conn *c, const struct topic_md *md,
     char *err, size_t errlen)
 {
 	struct kp_describe_configs_request req;
@@ -309,7 +308,7 @@ static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md
 	res.configuration_keys_n = -1;
 	req.resources = &res;
 	req.resources_n = 1;
-	frame = kblock_call(c, KP_API_DESCRIBE_CONFIGS, 4, &req, &resp, a,
+	frame = mk_call(c, KP_API_DESCRIBE_CONFIGS, 4, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
@@ -361,7 +360,7 @@ out:
 int mk_ensure_topic(struct mk *k, char *err, size_t errlen)
 {
 	int64_t deadline = clock_mono_ms() + k->timeout_ms;
-	struct kblock *c = mk_connect_any(k, err, errlen);
+	struct mk_conn *c = mk_connect_any(k, err, errlen);
 	struct topic_md md;
 	int rc = -1;
 
@@ -378,7 +377,7 @@ int mk_ensure_topic(struct mk *k, char *err, size_t errlen)
 	}
 	rc = mk_connect_leader(k, deadline, err, errlen);
 out:
-	kblock_free(c);
+	mk_conn_free(c);
 	return rc;
 }
 
@@ -411,18 +410,18 @@ int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
 	req.replica_id = -1;
 	req.topics = &t;
 	req.topics_n = 1;
-	frame = kblock_call(k->conn, KP_API_LIST_OFFSETS, 7, &req, &resp, a,
+	frame = mk_call(k->conn, KP_API_LIST_OFFSETS, 7, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
 	if (resp.topics_n != 1 || resp.topics[0].partitions_n != 1) {
 		seterr(err, errlen, "%s: ListOffsets answer without partition "
-		    "%s-0", kblock_addr(k->conn), k->topic);
+		    "%s-0", mk_conn_addr(k->conn), k->topic);
 		goto out;
 	}
 	if (resp.topics[0].partitions[0].error_code != 0) {
 		seterr(err, errlen, "%s: ListOffsets %s-0: %s",
-		    kblock_addr(k->conn), k->topic,
+		    mk_conn_addr(k->conn), k->topic,
 		    kerr_name(resp.topics[0].partitions[0].error_code));
 		goto out;
 	}
@@ -545,7 +544,7 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 	req.topics_n = 1;
 	req.forgotten_topics_data_n = 0;
 	req.rack_id = kstr_c("");
-	frame = kblock_call(k->conn, KP_API_FETCH, 12, &req, &resp, a,
+	frame = mk_call(k->conn, KP_API_FETCH, 12, &req, &resp, a,
 	    k->timeout_ms + max_wait_ms, err, errlen);
 	if (frame == NULL) {
 		mk_drop_conn(k);
@@ -553,20 +552,20 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 	}
 	if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
 		seterr(err, errlen, "%s: Fetch answer without partition "
-		    "%s-0", kblock_addr(k->conn), k->topic);
+		    "%s-0", mk_conn_addr(k->conn), k->topic);
 		goto out;
 	}
 	pd = &resp.responses[0].partitions[0];
 	if (pd->error_code == KERR_OFFSET_OUT_OF_RANGE) {
 		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64 ": %s",
-		    kblock_addr(k->conn), k->topic, o,
+		    mk_conn_addr(k->conn), k->topic, o,
 		    kerr_name(pd->error_code));
 		rc = -2;
 		goto out;
 	}
 	if (pd->error_code != 0) {
 		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64
-		    ": %s", kblock_addr(k->conn), k->topic, o,
+		    ": %s", mk_conn_addr(k->conn), k->topic, o,
 		    kerr_name(pd->error_code));
 		if (pd->error_code == KERR_NOT_LEADER_OR_FOLLOWER ||
 		    pd->error_code == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
@@ -674,7 +673,7 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
     int64_t *base, char *err, size_t errlen)
 {
 	int64_t deadline = clock_mono_ms() + k->timeout_ms;
-	int uncertain = 0;
+	int uncertain = 0, unsent = 0;
 	char last[512] = "no attempt";
 	struct karena *a = karena_new(1 << 16);
 	int rc = -1;
@@ -708,10 +707,14 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 		req.topic_data = &t;
 		req.topic_data_n = 1;
 		karena_reset(a);
-		frame = kblock_call(k->conn, KP_API_PRODUCE, 9, &req, &resp, a,
-		    (int)MAX(1, deadline - clock_mono_ms()), last, sizeof(last));
+		frame = mk_call_ex(k->conn, KP_API_PRODUCE, 9, &req, &resp, a,
+		    (int)MAX(1, deadline - clock_mono_ms()), &unsent, last,
+		    sizeof(last));
 		if (frame == NULL) {
-			uncertain = 1;
+			/* Sent and unanswered: it may have landed.  Refused
+			 * by a connection already closed: it did not. */
+			if (!unsent)
+				uncertain = 1;
 			mk_drop_conn(k);
 			goto retry;
 		}
@@ -746,7 +749,7 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 			goto out;
 		}
 		seterr(last, sizeof(last), "%s-0 leader %s: %s", k->topic,
-		    kblock_addr(k->conn), kerr_name(e));
+		    mk_conn_addr(k->conn), kerr_name(e));
 		if (e == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
 		    e == KERR_UNKNOWN_PRODUCER_ID) {
 			char why[800];
