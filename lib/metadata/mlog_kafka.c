@@ -130,9 +130,18 @@
  * follower's mlog_kafka_poll() starts the next Fetch there and applies
  * the records the previous one brought; the loop never waits for them.
  *
+ * Connections (mlog_kafka_net.c): every request is a kconn request on a
+ * kcluster of the log's own (destination.client's connection and
+ * security settings, the storage.kafka bootstrap list), run by a network
+ * thread with its own event base; the sequential code here and in
+ * mlog_kafka_io.c waits for each answer on a condition variable (on the
+ * I/O thread, or on the calling thread of a synchronous path).  A
+ * Produce kconn refused because the connection was already closed never
+ * left: it does not make the outcome unknown.
+ *
  * Known limits:
- *  - Blocking: the synchronous mlog_sync() is a Produce round trip on the
- *    calling (loop) thread, bounded by storage.kafka.timeout_ms, as the
+ *  - Blocking: the synchronous mlog_sync() is a Produce round trip waited
+ *    for on the calling (loop) thread, bounded by storage.kafka.timeout_ms, as the
  *    file backend blocks on fsync (it first waits for the thread's groups);
  *    a follower's also waits for the REPLY (same bound).  The writer's
  *    mlog_kafka_poll() (its tail and the request topic) and the handling of
