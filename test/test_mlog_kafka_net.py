@@ -12,11 +12,13 @@ through kconn on a network thread of its own, lib/metadata/mlog_kafka_net.c):
     timeout, and the daemon stays up; as nothing was sent (the connection
     was known closed) the log stays writable: once the broker is back the
     next write works without a restart;
-  * mirrord started while the only bootstrap server is down: it exits 1
-    with a message naming the broker it could not reach.
+  * mirrord started while the only bootstrap server is down, or with one
+    that accepts connections and never answers: it exits 1 with a message
+    naming the broker it could not reach (and the timeout).
 """
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -57,7 +59,31 @@ def main_thread_waits(pid):
         return False
 
 
+class Silent:
+    """A destination address that accepts TCP connections and never
+    answers (no ApiVersions response)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.bootstrap = "127.0.0.1:%d" % self.sock.getsockname()[1]
+
+
 def main():
+    # ---- a bootstrap server that never answers -------------------------
+    silent = Silent()
+    s = daemon(silent, "s", "mlogk-net-silent-" + RUN, 3000)
+    s.start(wait=False)
+    h.check(s.proc.wait(60) == 1, "mirrord started without its metadata log")
+    out = s.proc.output()
+    h.check("cannot reach the destination cluster" in out and
+            silent.bootstrap in out and "timed out" in out,
+            "the start-up failure does not name the silent broker %s and "
+            "the timeout:\n%s" % (silent.bootstrap, s.proc.tail()))
+    print("silent broker: %s" % [x for x in out.splitlines()
+                                 if silent.bootstrap in x][-1])
+
     src, dst = h.private_kafka(2)
     topic = "mlogk-net-" + RUN
     broker = dst.bootstrap.split(",")[0]

@@ -372,6 +372,10 @@ int mk_ensure_topic(struct mk *k, char *err, size_t errlen)
 	if (!md.exists) {
 		if (create_topic(k, c, md.nbrokers, err, errlen) != 0)
 			goto out;
+		/* A new topic's leader is known to the brokers only once the
+		 * controller's metadata reached them, which takes its time
+		 * on a loaded cluster: a full timeout for that from here. */
+		deadline = clock_mono_ms() + k->timeout_ms;
 	} else if (check_topic(k, c, &md, err, errlen) != 0) {
 		goto out;
 	}

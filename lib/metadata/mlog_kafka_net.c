@@ -99,7 +99,6 @@ struct mk_net {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct net_op *head, *tail;
-	int stopping;
 };
 
 static int64_t mono_ms(void)
