@@ -169,6 +169,16 @@ uint8_t *mk_call(struct mk_conn *c, int16_t api_key, int16_t version,
 uint8_t *mk_call_ex(struct mk_conn *c, int16_t api_key, int16_t version,
     const void *req, void *resp, struct karena *a, int timeout_ms,
     int *unsent, char *err, size_t errlen);
+/* The two halves of mk_call_ex(): the request handed to the network
+ * thread (NULL with err if it cannot be encoded), then its answer waited
+ * for and decoded (resp NULL: only waited for and dropped).  Every
+ * started call must be finished, before its connection is freed. */
+struct mk_pending;
+struct mk_pending *mk_call_start(struct mk_conn *c, int16_t api_key,
+    int16_t version, const void *req, int timeout_ms, char *err,
+    size_t errlen);
+uint8_t *mk_call_finish(struct mk_pending *pd, void *resp, struct karena *a,
+    int *unsent, char *err, size_t errlen);
 
 /* ---- shared by mlog_kafka.c and mlog_kafka_async.c --------------------- */
 

@@ -500,31 +500,18 @@ static int range_rec(void *arg, const struct mlog_kafka_rec *kr)
 	return 0;
 }
 
-int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
-    krec_fn cb, void *arg, int64_t *next, int64_t *hw, char *err,
-    size_t errlen)
+/* Sends the Fetch at offset o (connecting to the leader first if need
+ * be); its answer is read by fetch_finish(). */
+static struct mk_pending *fetch_start(struct mk *k, int64_t o,
+    int max_wait_ms, char *err, size_t errlen)
 {
-	struct karena *a = karena_new(1 << 20);
 	struct kp_fetch_request req;
-	struct kp_fetch_response resp;
 	struct kp_fetch_request_fetch_topic t;
 	struct kp_fetch_request_fetch_partition p;
-	struct kp_fetch_response_partition_data *pd;
-	struct batch_iter it;
-	struct batch b;
-	uint8_t *frame = NULL;
-	char e2[256];
-	int rc = -1;
 
-	*next = o;
-	*hw = -1;
-	if (a == NULL) {
-		seterr(err, errlen, "out of memory");
-		return -1;
-	}
 	if (k->conn == NULL && mk_connect_leader(k, clock_mono_ms() +
 	    k->timeout_ms, err, errlen) != 0)
-		goto out;
+		return NULL;
 	kp_fetch_request_init(&req);
 	kp_fetch_request_fetch_partition_init(&p);
 	p.partition = 0;
@@ -548,8 +535,51 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 	req.topics_n = 1;
 	req.forgotten_topics_data_n = 0;
 	req.rack_id = kstr_c("");
-	frame = mk_call(k->conn, KP_API_FETCH, 12, &req, &resp, a,
+	return mk_call_start(k->conn, KP_API_FETCH, 12, &req,
 	    k->timeout_ms + max_wait_ms, err, errlen);
+}
+
+/* The offset after the last whole batch of records (o if none). */
+static int64_t records_end(const uint8_t *p, int32_t len, int64_t o)
+{
+	struct batch_iter it;
+	struct batch b;
+	char e[128];
+
+	batch_iter_init(&it, p, len > 0 ? (size_t)len : 0);
+	while (batch_iter_next(&it, &b, e, sizeof(e)) == BATCH_OK)
+		o = MAX(o, batch_next_offset(&b));
+	return o;
+}
+
+/*
+ * The answer of fetch_start()'s Fetch at o: hands cb the records in
+ * [o, hi).  With prefetch, the Fetch of the offset after the answer's
+ * records is sent (*prefetch, at *pf_off) before they are handed on, so
+ * the next answer travels while cb works; the caller finishes it.
+ */
+static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
+    int64_t hi, krec_fn cb, void *arg, int64_t *next, int64_t *hw,
+    struct mk_pending **prefetch, int64_t *pf_off, char *err,
+    size_t errlen)
+{
+	struct karena *a = karena_new(1 << 20);
+	struct kp_fetch_response resp;
+	struct kp_fetch_response_partition_data *pd;
+	struct batch_iter it;
+	struct batch b;
+	uint8_t *frame = NULL;
+	char e2[256];
+	int rc = -1;
+
+	*next = o;
+	*hw = -1;
+	if (a == NULL) {
+		(void)mk_call_finish(pend, NULL, NULL, NULL, e2, sizeof(e2));
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	frame = mk_call_finish(pend, &resp, a, NULL, err, errlen);
 	if (frame == NULL) {
 		mk_drop_conn(k);
 		goto out;
@@ -579,6 +609,15 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 		goto out;
 	}
 	*hw = pd->high_watermark;
+	if (prefetch != NULL) {
+		int64_t end = records_end(pd->records.p, pd->records.len, o);
+
+		/* Nothing more to ask when the answer reaches hi or the
+		 * high watermark; a failed send is only a lost head start. */
+		if (end > o && end < hi && end < pd->high_watermark &&
+		    (*prefetch = fetch_start(k, end, 0, e2, sizeof(e2))) != NULL)
+			*pf_off = end;
+	}
 	batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
 	    (size_t)pd->records.len : 0);
 	for (;;) {
@@ -641,27 +680,67 @@ out:
 	return rc;
 }
 
-/* Reads every record with an offset in [lo, hi) in order. */
+int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
+    krec_fn cb, void *arg, int64_t *next, int64_t *hw, char *err,
+    size_t errlen)
+{
+	struct mk_pending *pend;
+
+	*next = o;
+	*hw = -1;
+	if ((pend = fetch_start(k, o, max_wait_ms, err, errlen)) == NULL) {
+		mk_drop_conn(k);
+		return -1;
+	}
+	return fetch_finish(k, pend, o, hi, cb, arg, next, hw, NULL, NULL,
+	    err, errlen);
+}
+
+/* Reads every record with an offset in [lo, hi) in order, the next Fetch
+ * on its way while the records of one are handed to cb (replay). */
 int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
     void *arg, char *err, size_t errlen)
 {
-	int64_t o = lo;
+	struct mk_pending *pf = NULL;
+	int64_t o = lo, pf_off = -1;
+	char e2[256];
+	int rc = 0;
 
 	while (o < hi) {
+		struct mk_pending *cur = pf;
 		int64_t next, hw;
 
-		if (mk_fetch(k, o, hi, 0, cb, arg, &next, &hw, err, errlen) != 0)
-			return -1;
+		pf = NULL;
+		if (cur != NULL && pf_off != o) {
+			/* The guess was wrong: drop it, ask again. */
+			(void)mk_call_finish(cur, NULL, NULL, NULL, e2,
+			    sizeof(e2));
+			cur = NULL;
+		}
+		if (cur == NULL &&
+		    (cur = fetch_start(k, o, 0, err, errlen)) == NULL) {
+			mk_drop_conn(k);
+			rc = -1;
+			break;
+		}
+		if (fetch_finish(k, cur, o, hi, cb, arg, &next, &hw, &pf,
+		    &pf_off, err, errlen) != 0) {
+			rc = -1;
+			break;
+		}
 		if (next == o) {
 			seterr(err, errlen, "topic %s partition 0: no record "
 			    "readable at offset %" PRId64 " (high watermark %"
 			    PRId64 ", want up to %" PRId64 ")", k->topic, o,
 			    hw, hi);
-			return -1;
+			rc = -1;
+			break;
 		}
 		o = next;
 	}
-	return 0;
+	if (pf != NULL)
+		(void)mk_call_finish(pf, NULL, NULL, NULL, e2, sizeof(e2));
+	return rc;
 }
 
 /* ---- producing ----------------------------------------------------------- */

@@ -475,52 +475,98 @@ uint8_t *mk_call(struct mk_conn *mc, int16_t api_key, int16_t version,
 	    err, errlen);
 }
 
-uint8_t *mk_call_ex(struct mk_conn *mc, int16_t api_key, int16_t version,
-    const void *req, void *resp, struct karena *a, int timeout_ms,
-    int *unsent, char *err, size_t errlen)
+/* A request sent and not yet waited for (mk_call_start()). */
+struct mk_pending {
+	struct net_op op;
+	struct kw w;
+	int64_t deadline;
+	int16_t api_key, version;
+};
+
+struct mk_pending *mk_call_start(struct mk_conn *mc, int16_t api_key,
+    int16_t version, const void *req, int timeout_ms, char *err,
+    size_t errlen)
 {
 	const struct kp_api *api = kp_api_find(api_key);
-	struct net_op op = { .kind = OP_CALL, .conn = mc, .api_key = api_key,
-	    .version = version, .timeout_ms = MAX(1, timeout_ms) };
-	int64_t deadline = mono_ms() + MAX(1, timeout_ms);
-	struct kw w;
-	struct kr r;
+	struct mk_pending *pd;
 
-	if (unsent != NULL)
-		*unsent = 0;
 	if (api == NULL) {
 		seterr(err, errlen, "ApiKey %d is not in the codec", api_key);
 		return NULL;
 	}
-	kw_init(&w, 256u << 20);
-	if (api->request_encode(&w, version, req) < 0 || w.err) {
+	if ((pd = calloc(1, sizeof(*pd))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	kw_init(&pd->w, 256u << 20);
+	if (api->request_encode(&pd->w, version, req) < 0 || pd->w.err) {
 		seterr(err, errlen, "cannot encode the %s v%d request: %s",
-		    api->name, version, w.why != NULL ? w.why : "encode error");
-		kw_fini(&w);
+		    api->name, version, pd->w.why != NULL ? pd->w.why :
+		    "encode error");
+		kw_fini(&pd->w);
+		free(pd);
 		return NULL;
 	}
-	op.body = w.buf;
-	op.body_len = w.len;
-	post(mc->net, &op);
-	(void)wait_op(mc->net, &op, deadline);
-	OPENSSL_cleanse(w.buf, w.len);
-	kw_fini(&w);
+	pd->api_key = api_key;
+	pd->version = version;
+	pd->deadline = mono_ms() + MAX(1, timeout_ms);
+	pd->op = (struct net_op){ .kind = OP_CALL, .conn = mc,
+	    .api_key = api_key, .version = version,
+	    .timeout_ms = MAX(1, timeout_ms), .body = pd->w.buf,
+	    .body_len = pd->w.len };
+	post(mc->net, &pd->op);
+	return pd;
+}
+
+uint8_t *mk_call_finish(struct mk_pending *pd, void *resp, struct karena *a,
+    int *unsent, char *err, size_t errlen)
+{
+	const struct kp_api *api = kp_api_find(pd->api_key);
+	struct mk_conn *mc = pd->op.conn;
+	uint8_t *frame = NULL;
+	struct kr r;
+
+	(void)wait_op(mc->net, &pd->op, pd->deadline);
+	OPENSSL_cleanse(pd->w.buf, pd->w.len);
+	kw_fini(&pd->w);
 	if (unsent != NULL)
-		*unsent = op.unsent;
-	if (op.rc != 0) {
+		*unsent = pd->op.unsent;
+	if (pd->op.rc != 0) {
 		/* kconn's message names the broker and the request. */
-		seterr(err, errlen, "%s", op.err);
-		free(op.resp);
-		return NULL;
+		seterr(err, errlen, "%s", pd->op.err);
+		free(pd->op.resp);
+		goto out;
 	}
-	kr_init(&r, op.resp, op.resp_len);
+	if (resp == NULL) {
+		/* Not wanted after all (a prefetch given up). */
+		free(pd->op.resp);
+		goto out;
+	}
+	kr_init(&r, pd->op.resp, pd->op.resp_len);
 	api->response_init(resp);
-	if (api->response_decode(&r, a, version, resp) < 0 || r.err) {
+	if (api->response_decode(&r, a, pd->version, resp) < 0 || r.err) {
 		seterr(err, errlen, "%s: malformed %s v%d response: %s",
-		    mc->addr, api->name, version,
+		    mc->addr, api->name, pd->version,
 		    r.why != NULL ? r.why : "decode error");
-		free(op.resp);
-		return NULL;
+		free(pd->op.resp);
+		goto out;
 	}
-	return op.resp;
+	frame = pd->op.resp;
+out:
+	free(pd);
+	return frame;
+}
+
+uint8_t *mk_call_ex(struct mk_conn *mc, int16_t api_key, int16_t version,
+    const void *req, void *resp, struct karena *a, int timeout_ms,
+    int *unsent, char *err, size_t errlen)
+{
+	struct mk_pending *pd;
+
+	if (unsent != NULL)
+		*unsent = 0;
+	pd = mk_call_start(mc, api_key, version, req, timeout_ms, err, errlen);
+	if (pd == NULL)
+		return NULL;
+	return mk_call_finish(pd, resp, a, unsent, err, errlen);
 }
