@@ -6,7 +6,9 @@ its own: test/bench_mlog with MIRRORD_BENCH_KAFKA writes the records into
 a new topic and times the replay (every record, as a writer or a follower
 replays it at start) and the start after a snapshot.  Prints bench_mlog's
 lines; timing lives here, never in the tests.  BENCH_MLOG_RECORDS sets the
-record count (default 1000000)."""
+record count (default 1000000).  BENCH_MLOG_BASELINE names the bench_mlog
+of another build (e.g. the main checkout's) to run first against the same
+broker, so a change is measured before and after in one run."""
 
 import os
 import subprocess
@@ -20,10 +22,14 @@ def main():
     n = os.environ.get("BENCH_MLOG_RECORDS", "1000000")
     k, = h.private_kafka(1)
     env = dict(os.environ, MIRRORD_BENCH_KAFKA=k.bootstrap)
-    r = subprocess.run([h.build_path("test", "bench_mlog"), n], env=env,
-                       timeout=1800)
-    if r.returncode != 0:
-        h.fail("bench_mlog exited %d" % r.returncode)
+    runs = [("this build", h.build_path("test", "bench_mlog"))]
+    if os.environ.get("BENCH_MLOG_BASELINE"):
+        runs.insert(0, ("baseline", os.environ["BENCH_MLOG_BASELINE"]))
+    for name, prog in runs:
+        print("bench_mlog (%s: %s)" % (name, prog), flush=True)
+        r = subprocess.run([prog, n], env=env, timeout=1800)
+        if r.returncode != 0:
+            h.fail("%s exited %d" % (prog, r.returncode))
 
 
 if __name__ == "__main__":

@@ -86,13 +86,15 @@ def kafka_daemon(dst, name, topic):
                                      "timeout_ms": 10000})
 
 
-POLL_SYSCALLS = {"7", "271"}   # x86_64 poll, ppoll (kblock's wait)
+# x86_64 futex: the loop thread waiting for an answer of the metadata
+# log's network thread (lib/metadata/mlog_kafka_net.c)
+POLL_SYSCALLS = {"202"}
 
 
 def stop_in_poll(pid, timeout):
-    """SIGSTOP pid the moment its main thread is blocked in poll()/ppoll()
-    (mirrord's loop waits in epoll_wait; only the blocking metadata client
-    polls).  True if caught there; else stops it anyway at the deadline."""
+    """SIGSTOP pid the moment its main thread waits for the metadata log's
+    network thread (a futex: mirrord's loop waits in epoll_wait; only a
+    synchronous metadata write waits on a condition variable).  True if caught there; else stops it anyway at the deadline."""
     import time
     deadline = time.monotonic() + timeout
     try:
@@ -114,7 +116,7 @@ def stop_in_poll(pid, timeout):
     finally:
         os.close(fd)
     os.kill(pid, signal.SIGSTOP)
-    print("main thread not caught in poll(); system calls seen: %r" % seen)
+    print("main thread not caught waiting on a futex; system calls seen: %r" % seen)
     return False
 
 
@@ -346,7 +348,7 @@ def main():
     c.stop()
 
     # ---- the writer paused inside its Produce round trip ----------------
-    # e is the writer.  Its main thread is caught blocked in poll() (the
+    # e is the writer.  Its main thread is caught waiting on a futex (the
     # Produce of CreateMirror m6 sent, the answer not read) and stopped;
     # the broker appends the batch meanwhile, before the next claim, so the
     # new writer replays m6 and the paused one, continued, acknowledges it.
@@ -372,7 +374,7 @@ def main():
                 "m6 refused without naming the fencing, or present: %s %s %r"
                 % (out, err, g2_names))
     print("writer stopped %s: m6 %s" % (
-        "inside poll()" if caught else "(poll() not caught)",
+        "waiting for its Produce" if caught else "(the wait not caught)",
         "landed before the claim and was replayed" if racing.returncode == 0
         else "refused (fenced)"))
     e.stop()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The replicated metadata log over SASL_SSL (SCRAM-SHA-512 and TLS with
-the test CA, host name checked) on real Kafka 4.4: the log's own blocking
-connections (lib/kblock) log in with destination.client's settings, the
+the test CA, host name checked) on real Kafka 4.4: the log's own
+connections (kconn on its network thread, lib/metadata/mlog_kafka_net.c) log in with destination.client's settings, the
 topic is created, a mirror survives a restart, and a wrong password is a
 start-up failure that names the SASL refusal."""
 
@@ -49,8 +49,10 @@ def main():
     w.start(wait=False)
     h.check(w.proc.wait(60) == 1, "mirrord started with a wrong password")
     out = w.proc.output()
-    h.check("SASL authentication failed" in out and
-            "SASL_AUTHENTICATION_FAILED" in out,
+    # kconn's refusal: mechanism, user and Kafka's error code (58,
+    # SASL_AUTHENTICATION_FAILED), and the broker's address.
+    h.check('SASL/SCRAM-SHA-512 authentication as "bob" failed: error 58'
+            in out and dst.bootstrap.split(",")[0] in out,
             "the refusal is not named:\n" + w.proc.tail())
     h.check("not-the-password" not in out, "the password is in the log")
     print("ok")

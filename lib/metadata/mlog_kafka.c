@@ -130,9 +130,18 @@
  * follower's mlog_kafka_poll() starts the next Fetch there and applies
  * the records the previous one brought; the loop never waits for them.
  *
+ * Connections (mlog_kafka_net.c): every request is a kconn request on a
+ * kcluster of the log's own (destination.client's connection and
+ * security settings, the storage.kafka bootstrap list), run by a network
+ * thread with its own event base; the sequential code here and in
+ * mlog_kafka_io.c waits for each answer on a condition variable (on the
+ * I/O thread, or on the calling thread of a synchronous path).  A
+ * Produce kconn refused because the connection was already closed never
+ * left: it does not make the outcome unknown.
+ *
  * Known limits:
- *  - Blocking: the synchronous mlog_sync() is a Produce round trip on the
- *    calling (loop) thread, bounded by storage.kafka.timeout_ms, as the
+ *  - Blocking: the synchronous mlog_sync() is a Produce round trip waited
+ *    for on the calling (loop) thread, bounded by storage.kafka.timeout_ms, as the
  *    file backend blocks on fsync (it first waits for the thread's groups);
  *    a follower's also waits for the REPLY (same bound).  The writer's
  *    mlog_kafka_poll() (its tail and the request topic) and the handling of
@@ -173,7 +182,6 @@
 #include "batch.h"
 #include "compat.h"
 #include "crc32c.h"
-#include "kblock.h"
 #include "kbuf.h"
 #include "kconn.h"
 #include "kerr.h"
@@ -234,7 +242,7 @@ static int init_producer(struct mk *k, char *err, size_t errlen)
 		struct kp_init_producer_id_request ir;
 		struct kp_init_producer_id_response iresp;
 		struct kstr key = kstr_c(k->txn_id);
-		struct kblock *c = mk_connect_any(k, last, sizeof(last)), *coord = NULL;
+		struct mk_conn *c = mk_connect_any(k, last, sizeof(last)), *coord = NULL;
 		uint8_t *frame = NULL;
 		char host[256];
 		int port;
@@ -246,7 +254,7 @@ static int init_producer(struct mk *k, char *err, size_t errlen)
 			/* An idempotent producer (the request topic): any
 			 * broker hands out a producer id. */
 			coord = c;
-			seterr(host, sizeof(host), "%s", kblock_addr(c));
+			seterr(host, sizeof(host), "%s", mk_conn_addr(c));
 			port = 0;
 			goto init;
 		}
@@ -255,9 +263,9 @@ static int init_producer(struct mk *k, char *err, size_t errlen)
 		fr.coordinator_keys = &key;
 		fr.coordinator_keys_n = 1;
 		karena_reset(a);
-		frame = kblock_call(c, KP_API_FIND_COORDINATOR, 4, &fr, &fresp, a,
+		frame = mk_call(c, KP_API_FIND_COORDINATOR, 4, &fr, &fresp, a,
 		    k->timeout_ms, last, sizeof(last));
-		kblock_free(c);
+		mk_conn_free(c);
 		if (frame == NULL)
 			goto retry;
 		if (fresp.coordinators_n != 1 ||
@@ -273,7 +281,7 @@ static int init_producer(struct mk *k, char *err, size_t errlen)
 		    fresp.coordinators[0].host.p);
 		port = fresp.coordinators[0].port;
 		free(frame);
-		coord = kblock_connect(&k->kcfg, host, port, k->timeout_ms, last,
+		coord = mk_conn_open(k->net, host, port, k->timeout_ms, last,
 		    sizeof(last));
 		if (coord == NULL)
 			goto retry;
@@ -285,9 +293,9 @@ init:
 		ir.producer_id = -1;
 		ir.producer_epoch = -1;
 		karena_reset(a);
-		frame = kblock_call(coord, KP_API_INIT_PRODUCER_ID, 4, &ir, &iresp,
+		frame = mk_call(coord, KP_API_INIT_PRODUCER_ID, 4, &ir, &iresp,
 		    a, k->timeout_ms, last, sizeof(last));
-		kblock_free(coord);
+		mk_conn_free(coord);
 		if (frame == NULL)
 			goto retry;
 		e = iresp.error_code;
@@ -1157,7 +1165,7 @@ static void trim_before(struct mk *k, int64_t off)
 	req.topics = &t;
 	req.topics_n = 1;
 	req.timeout_ms = k->timeout_ms;
-	frame = kblock_call(k->conn, KP_API_DELETE_RECORDS, 2, &req, &resp, a,
+	frame = mk_call(k->conn, KP_API_DELETE_RECORDS, 2, &req, &resp, a,
 	    k->timeout_ms, err, sizeof(err));
 	if (frame == NULL) {
 		mk_drop_conn(k);
@@ -1593,11 +1601,14 @@ static void kafka_free(struct mlog *ml)
 	mk_drop_conn(k);
 	if (k->req != NULL)
 		kafka_free(&k->req->base);
+	/* After every connection of both logs was handed back to it. */
+	if (k->net_owner)
+		mk_net_free(k->net);
 	free(k->tail);
 	free(k->instance_id);
 	free(k->member_id);
 	kw_fini(&k->pend);
-	kconn_config_fini(&k->kcfg);
+	kcluster_config_fini(&k->kcc);
 	for (size_t i = 0; i < k->nboot; i++)
 		free(k->boot_host[i]);
 	free(k->boot_host);
@@ -1680,7 +1691,7 @@ static struct mk *mk_new(const struct mlog_opts *opts,
 	if (k->base.opts.max_record == 0)
 		k->base.opts.max_record = MLOG_MAX_RECORD_DEFAULT;
 	k->base.opts.dir = NULL;
-	kconn_config_init(&k->kcfg);
+	kcluster_config_init(&k->kcc, "destination");
 	k->st.last_fsync_us = -1;
 	k->st.snapshot_wall_ms = -1;
 	k->pid = -1;
@@ -1708,15 +1719,26 @@ static struct mk *mk_new(const struct mlog_opts *opts,
 	if (parse_bootstrap(k, ko->bootstrap, err, errlen) != 0)
 		goto fail;
 	for (size_t i = 0; i < ko->nprops; i++) {
-		int rc = kconn_config_set(&k->kcfg, ko->prop_names[i],
+		int rc = kconn_config_set(&k->kcc.conn, ko->prop_names[i],
 		    ko->prop_values[i], e2, sizeof(e2));
 		if (rc < 0) {
 			seterr(err, errlen, "destination.client: %s", e2);
 			goto fail;
 		}
 	}
-	if (kconn_config_prepare(&k->kcfg, e2, sizeof(e2)) != 0) {
+	if (kconn_config_prepare(&k->kcc.conn, e2, sizeof(e2)) != 0) {
 		seterr(err, errlen, "destination.client: %s", e2);
+		goto fail;
+	}
+	/* Every step is bounded by storage.kafka.timeout_ms, a connection's
+	 * handshake too; the network thread's kcluster refreshes nothing on
+	 * its own (the log asks the topic's Metadata itself). */
+	k->kcc.conn.connect_timeout_ms = k->timeout_ms;
+	k->kcc.conn.request_timeout_ms = k->timeout_ms;
+	k->kcc.metadata_refresh_ms = 0;
+	k->kcc.bootstrap = strdup(ko->bootstrap);
+	if (k->kcc.bootstrap == NULL) {
+		seterr(err, errlen, "out of memory");
 		goto fail;
 	}
 	return k;
@@ -1741,6 +1763,13 @@ struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
 		kafka_free(&k->base);
 		return NULL;
 	}
+	/* One network thread (one kcluster) for both topics. */
+	if ((k->net = mk_net_new(&k->kcc, err, errlen)) == NULL) {
+		kafka_free(&k->base);
+		return NULL;
+	}
+	k->net_owner = 1;
+	k->req->net = k->net;
 	/* Until mlog_kafka_set_identity(): this host and process. */
 	(void)gethostname(host, sizeof(host) - 1);
 	seterr(id, sizeof(id), "%s:%ld", host, (long)getpid());

@@ -4,8 +4,9 @@
  * follower, and the follower's tail, with their network I/O on one thread
  * of the log's own.
  *
- * The I/O thread runs jobs in order, each with the blocking client
- * (lib/client/kblock) exactly as the synchronous paths do:
+ * The I/O thread runs jobs in order, each exactly as the synchronous paths
+ * do (its requests are kconn requests on the log's network thread,
+ * mlog_kafka_net.c, the I/O thread waiting for their answers):
  *   PRODUCE  the writer's group: one batch, acks=all (mk_produce_frames);
  *   REQUEST  a follower's group: one record to the request topic;
  *   FETCH    the follower's tail: one Fetch from the offset after the last

@@ -11,17 +11,25 @@
 #include <stdint.h>
 
 #include "kbuf.h"
+#include "kcluster.h"
 #include "kconn.h"
 #include "mlog_kafka.h"
 
-struct kblock;
+struct karena;
 struct mk_async;
+struct mk_conn;
+struct mk_net;
 
 #define MK_BACKOFF_MS 100     /* between retries of one step */
 
 struct mk {
 	struct mlog base;
-	struct kconn_config kcfg;
+	/* destination.client's connection and security settings and the
+	 * bootstrap list: the kcluster of the network thread is made of it. */
+	struct kcluster_config kcc;
+	struct mk_net *net;         /* the network thread (mlog_kafka_net.c);
+	                             * the main log's, shared with req */
+	int net_owner;
 	char **boot_host;
 	int *boot_port;
 	size_t nboot;
@@ -30,7 +38,7 @@ struct mk {
 	int want_rf, want_isr, timeout_ms, require_empty;
 	size_t batch_max;           /* topic max.message.bytes we set */
 
-	struct kblock *conn;        /* to the partition leader */
+	struct mk_conn *conn;       /* to the partition leader */
 	int32_t leader_id;
 	char leader_host[256];
 	int leader_port;
@@ -120,7 +128,7 @@ int mk_produce_value(struct mk *k, const char *key, const uint8_t *v,
 void mk_set_broken(struct mk *k, const char *why);
 void mk_drop_conn(struct mk *k);
 /* A connection to any bootstrap server. */
-struct kblock *mk_connect_any(struct mk *k, char *err, size_t errlen);
+struct mk_conn *mk_connect_any(struct mk *k, char *err, size_t errlen);
 /* Creates or checks the topic, then connects k->conn to its leader. */
 int mk_ensure_topic(struct mk *k, char *err, size_t errlen);
 /* ListOffsets of partition 0 at ts (-2 earliest, -1 latest). */
@@ -133,6 +141,44 @@ int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
  * a refusal of our epoch marks the log broken (fenced). */
 int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
     uint32_t count, int snapshot, int64_t *base, char *err, size_t errlen);
+
+/* mlog_kafka_net.c: connections on the network thread's kcluster.  The
+ * calls block their calling thread (never the network thread) on a
+ * condition variable until kconn answers. */
+struct mk_net *mk_net_new(const struct kcluster_config *cfg, char *err,
+    size_t errlen);
+void mk_net_free(struct mk_net *n);
+/* A ready connection (handshake, TLS, SASL done) to host:port within
+ * timeout_ms; NULL with err naming the address and the cause. */
+struct mk_conn *mk_conn_open(struct mk_net *n, const char *host, int port,
+    int timeout_ms, char *err, size_t errlen);
+void mk_conn_free(struct mk_conn *c);
+/* "host:port" of the connection. */
+const char *mk_conn_addr(const struct mk_conn *c);
+/* One round trip: req (api_key's request struct) encoded, sent, the
+ * answer decoded into resp within timeout_ms.  Decoded strings point into
+ * the returned frame: free() it.  NULL with err on a transport error, a
+ * timeout (the connection is then closed: free it) or a malformed
+ * answer. */
+uint8_t *mk_call(struct mk_conn *c, int16_t api_key, int16_t version,
+    const void *req, void *resp, struct karena *a, int timeout_ms, char *err,
+    size_t errlen);
+/* The same; *unsent says whether a failed request never left (kconn
+ * refused it: the connection was already closed), so a Produce that
+ * failed that way did not land. */
+uint8_t *mk_call_ex(struct mk_conn *c, int16_t api_key, int16_t version,
+    const void *req, void *resp, struct karena *a, int timeout_ms,
+    int *unsent, char *err, size_t errlen);
+/* The two halves of mk_call_ex(): the request handed to the network
+ * thread (NULL with err if it cannot be encoded), then its answer waited
+ * for and decoded (resp NULL: only waited for and dropped).  Every
+ * started call must be finished, before its connection is freed. */
+struct mk_pending;
+struct mk_pending *mk_call_start(struct mk_conn *c, int16_t api_key,
+    int16_t version, const void *req, int timeout_ms, char *err,
+    size_t errlen);
+uint8_t *mk_call_finish(struct mk_pending *pd, void *resp, struct karena *a,
+    int *unsent, char *err, size_t errlen);
 
 /* ---- shared by mlog_kafka.c and mlog_kafka_async.c --------------------- */
 

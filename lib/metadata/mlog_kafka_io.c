@@ -15,7 +15,6 @@
 
 #include "batch.h"
 #include "compat.h"
-#include "kblock.h"
 #include "kbuf.h"
 #include "kconn.h"
 #include "kerr.h"
@@ -46,17 +45,17 @@ void mk_set_broken(struct mk *k, const char *why)
 
 void mk_drop_conn(struct mk *k)
 {
-	kblock_free(k->conn);
+	mk_conn_free(k->conn);
 	k->conn = NULL;
 }
 
 /* A connection to any bootstrap server. */
-struct kblock *mk_connect_any(struct mk *k, char *err, size_t errlen)
+struct mk_conn *mk_connect_any(struct mk *k, char *err, size_t errlen)
 {
 	char e[512] = "no bootstrap server";
 
 	for (size_t i = 0; i < k->nboot; i++) {
-		struct kblock *c = kblock_connect(&k->kcfg, k->boot_host[i],
+		struct mk_conn *c = mk_conn_open(k->net, k->boot_host[i],
 		    k->boot_port[i], k->timeout_ms, e, sizeof(e));
 		if (c != NULL)
 			return c;
@@ -76,7 +75,7 @@ struct topic_md {
 	int nbrokers;
 };
 
-static int metadata(struct mk *k, struct kblock *c, struct topic_md *md,
+static int metadata(struct mk *k, struct mk_conn *c, struct topic_md *md,
     char *err, size_t errlen)
 {
 	struct kp_metadata_request req;
@@ -98,7 +97,7 @@ static int metadata(struct mk *k, struct kblock *c, struct topic_md *md,
 	req.topics = &t;
 	req.topics_n = 1;
 	req.allow_auto_topic_creation = 0;
-	frame = kblock_call(c, KP_API_METADATA, 12, &req, &resp, a,
+	frame = mk_call(c, KP_API_METADATA, 12, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
@@ -142,11 +141,11 @@ int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
 {
 	for (;;) {
 		struct topic_md md;
-		struct kblock *c = mk_connect_any(k, err, errlen);
+		struct mk_conn *c = mk_connect_any(k, err, errlen);
 
 		if (c != NULL) {
 			int rc = metadata(k, c, &md, err, errlen);
-			kblock_free(c);
+			mk_conn_free(c);
 			if (rc == 0 && !md.exists)
 				seterr(err, errlen, "topic %s does not exist "
 				    "(deleted while mirrord runs?)", k->topic);
@@ -154,7 +153,7 @@ int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
 				seterr(err, errlen, "topic %s partition 0 has no "
 				    "leader", k->topic);
 			else if (rc == 0) {
-				k->conn = kblock_connect(&k->kcfg, md.host, md.port,
+				k->conn = mk_conn_open(k->net, md.host, md.port,
 				    k->timeout_ms, err, errlen);
 				if (k->conn != NULL) {
 					k->leader_id = md.leader;
@@ -173,7 +172,7 @@ int mk_connect_leader(struct mk *k, int64_t deadline, char *err,
 
 /* ---- the topic ---------------------------------------------------------- */
 
-static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
+static int create_topic(struct mk *k, struct mk_conn *c, int nbrokers,
     char *err, size_t errlen)
 {
 	struct kp_create_topics_request req;
@@ -230,7 +229,7 @@ static int create_topic(struct mk *k, struct kblock *c, int nbrokers,
 	req.topics = &t;
 	req.topics_n = 1;
 	req.timeout_ms = k->timeout_ms;
-	frame = kblock_call(c, KP_API_CREATE_TOPICS, 7, &req, &resp, a,
+	frame = mk_call(c, KP_API_CREATE_TOPICS, 7, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
@@ -278,7 +277,7 @@ static int kstr_int(struct kstr s)
 }
 
 /* Refuses a topic whose settings could lose or reorder records. */
-static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md,
+static int check_topic(struct mk *k, struct mk_conn *c, const struct topic_md *md,
     char *err, size_t errlen)
 {
 	struct kp_describe_configs_request req;
@@ -309,7 +308,7 @@ static int check_topic(struct mk *k, struct kblock *c, const struct topic_md *md
 	res.configuration_keys_n = -1;
 	req.resources = &res;
 	req.resources_n = 1;
-	frame = kblock_call(c, KP_API_DESCRIBE_CONFIGS, 4, &req, &resp, a,
+	frame = mk_call(c, KP_API_DESCRIBE_CONFIGS, 4, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
@@ -361,7 +360,7 @@ out:
 int mk_ensure_topic(struct mk *k, char *err, size_t errlen)
 {
 	int64_t deadline = clock_mono_ms() + k->timeout_ms;
-	struct kblock *c = mk_connect_any(k, err, errlen);
+	struct mk_conn *c = mk_connect_any(k, err, errlen);
 	struct topic_md md;
 	int rc = -1;
 
@@ -373,12 +372,16 @@ int mk_ensure_topic(struct mk *k, char *err, size_t errlen)
 	if (!md.exists) {
 		if (create_topic(k, c, md.nbrokers, err, errlen) != 0)
 			goto out;
+		/* A new topic's leader is known to the brokers only once the
+		 * controller's metadata reached them, which takes its time
+		 * on a loaded cluster: a full timeout for that from here. */
+		deadline = clock_mono_ms() + k->timeout_ms;
 	} else if (check_topic(k, c, &md, err, errlen) != 0) {
 		goto out;
 	}
 	rc = mk_connect_leader(k, deadline, err, errlen);
 out:
-	kblock_free(c);
+	mk_conn_free(c);
 	return rc;
 }
 
@@ -411,18 +414,18 @@ int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
 	req.replica_id = -1;
 	req.topics = &t;
 	req.topics_n = 1;
-	frame = kblock_call(k->conn, KP_API_LIST_OFFSETS, 7, &req, &resp, a,
+	frame = mk_call(k->conn, KP_API_LIST_OFFSETS, 7, &req, &resp, a,
 	    k->timeout_ms, err, errlen);
 	if (frame == NULL)
 		goto out;
 	if (resp.topics_n != 1 || resp.topics[0].partitions_n != 1) {
 		seterr(err, errlen, "%s: ListOffsets answer without partition "
-		    "%s-0", kblock_addr(k->conn), k->topic);
+		    "%s-0", mk_conn_addr(k->conn), k->topic);
 		goto out;
 	}
 	if (resp.topics[0].partitions[0].error_code != 0) {
 		seterr(err, errlen, "%s: ListOffsets %s-0: %s",
-		    kblock_addr(k->conn), k->topic,
+		    mk_conn_addr(k->conn), k->topic,
 		    kerr_name(resp.topics[0].partitions[0].error_code));
 		goto out;
 	}
@@ -497,31 +500,18 @@ static int range_rec(void *arg, const struct mlog_kafka_rec *kr)
 	return 0;
 }
 
-int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
-    krec_fn cb, void *arg, int64_t *next, int64_t *hw, char *err,
-    size_t errlen)
+/* Sends the Fetch at offset o (connecting to the leader first if need
+ * be); its answer is read by fetch_finish(). */
+static struct mk_pending *fetch_start(struct mk *k, int64_t o,
+    int max_wait_ms, char *err, size_t errlen)
 {
-	struct karena *a = karena_new(1 << 20);
 	struct kp_fetch_request req;
-	struct kp_fetch_response resp;
 	struct kp_fetch_request_fetch_topic t;
 	struct kp_fetch_request_fetch_partition p;
-	struct kp_fetch_response_partition_data *pd;
-	struct batch_iter it;
-	struct batch b;
-	uint8_t *frame = NULL;
-	char e2[256];
-	int rc = -1;
 
-	*next = o;
-	*hw = -1;
-	if (a == NULL) {
-		seterr(err, errlen, "out of memory");
-		return -1;
-	}
 	if (k->conn == NULL && mk_connect_leader(k, clock_mono_ms() +
 	    k->timeout_ms, err, errlen) != 0)
-		goto out;
+		return NULL;
 	kp_fetch_request_init(&req);
 	kp_fetch_request_fetch_partition_init(&p);
 	p.partition = 0;
@@ -545,28 +535,71 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 	req.topics_n = 1;
 	req.forgotten_topics_data_n = 0;
 	req.rack_id = kstr_c("");
-	frame = kblock_call(k->conn, KP_API_FETCH, 12, &req, &resp, a,
+	return mk_call_start(k->conn, KP_API_FETCH, 12, &req,
 	    k->timeout_ms + max_wait_ms, err, errlen);
+}
+
+/* The offset after the last whole batch of records (o if none). */
+static int64_t records_end(const uint8_t *p, int32_t len, int64_t o)
+{
+	struct batch_iter it;
+	struct batch b;
+	char e[128];
+
+	batch_iter_init(&it, p, len > 0 ? (size_t)len : 0);
+	while (batch_iter_next(&it, &b, e, sizeof(e)) == BATCH_OK)
+		o = MAX(o, batch_next_offset(&b));
+	return o;
+}
+
+/*
+ * The answer of fetch_start()'s Fetch at o: hands cb the records in
+ * [o, hi).  With prefetch, the Fetch of the offset after the answer's
+ * records is sent (*prefetch, at *pf_off) before they are handed on, so
+ * the next answer travels while cb works; the caller finishes it.
+ */
+static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
+    int64_t hi, krec_fn cb, void *arg, int64_t *next, int64_t *hw,
+    struct mk_pending **prefetch, int64_t *pf_off, char *err,
+    size_t errlen)
+{
+	struct karena *a = karena_new(1 << 20);
+	struct kp_fetch_response resp;
+	struct kp_fetch_response_partition_data *pd;
+	struct batch_iter it;
+	struct batch b;
+	uint8_t *frame = NULL;
+	char e2[256];
+	int rc = -1;
+
+	*next = o;
+	*hw = -1;
+	if (a == NULL) {
+		(void)mk_call_finish(pend, NULL, NULL, NULL, e2, sizeof(e2));
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	frame = mk_call_finish(pend, &resp, a, NULL, err, errlen);
 	if (frame == NULL) {
 		mk_drop_conn(k);
 		goto out;
 	}
 	if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
 		seterr(err, errlen, "%s: Fetch answer without partition "
-		    "%s-0", kblock_addr(k->conn), k->topic);
+		    "%s-0", mk_conn_addr(k->conn), k->topic);
 		goto out;
 	}
 	pd = &resp.responses[0].partitions[0];
 	if (pd->error_code == KERR_OFFSET_OUT_OF_RANGE) {
 		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64 ": %s",
-		    kblock_addr(k->conn), k->topic, o,
+		    mk_conn_addr(k->conn), k->topic, o,
 		    kerr_name(pd->error_code));
 		rc = -2;
 		goto out;
 	}
 	if (pd->error_code != 0) {
 		seterr(err, errlen, "%s: Fetch %s-0 at offset %" PRId64
-		    ": %s", kblock_addr(k->conn), k->topic, o,
+		    ": %s", mk_conn_addr(k->conn), k->topic, o,
 		    kerr_name(pd->error_code));
 		if (pd->error_code == KERR_NOT_LEADER_OR_FOLLOWER ||
 		    pd->error_code == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
@@ -576,6 +609,15 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 		goto out;
 	}
 	*hw = pd->high_watermark;
+	if (prefetch != NULL) {
+		int64_t end = records_end(pd->records.p, pd->records.len, o);
+
+		/* Nothing more to ask when the answer reaches hi or the
+		 * high watermark; a failed send is only a lost head start. */
+		if (end > o && end < hi && end < pd->high_watermark &&
+		    (*prefetch = fetch_start(k, end, 0, e2, sizeof(e2))) != NULL)
+			*pf_off = end;
+	}
 	batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
 	    (size_t)pd->records.len : 0);
 	for (;;) {
@@ -638,27 +680,67 @@ out:
 	return rc;
 }
 
-/* Reads every record with an offset in [lo, hi) in order. */
+int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
+    krec_fn cb, void *arg, int64_t *next, int64_t *hw, char *err,
+    size_t errlen)
+{
+	struct mk_pending *pend;
+
+	*next = o;
+	*hw = -1;
+	if ((pend = fetch_start(k, o, max_wait_ms, err, errlen)) == NULL) {
+		mk_drop_conn(k);
+		return -1;
+	}
+	return fetch_finish(k, pend, o, hi, cb, arg, next, hw, NULL, NULL,
+	    err, errlen);
+}
+
+/* Reads every record with an offset in [lo, hi) in order, the next Fetch
+ * on its way while the records of one are handed to cb (replay). */
 int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
     void *arg, char *err, size_t errlen)
 {
-	int64_t o = lo;
+	struct mk_pending *pf = NULL;
+	int64_t o = lo, pf_off = -1;
+	char e2[256];
+	int rc = 0;
 
 	while (o < hi) {
+		struct mk_pending *cur = pf;
 		int64_t next, hw;
 
-		if (mk_fetch(k, o, hi, 0, cb, arg, &next, &hw, err, errlen) != 0)
-			return -1;
+		pf = NULL;
+		if (cur != NULL && pf_off != o) {
+			/* The guess was wrong: drop it, ask again. */
+			(void)mk_call_finish(cur, NULL, NULL, NULL, e2,
+			    sizeof(e2));
+			cur = NULL;
+		}
+		if (cur == NULL &&
+		    (cur = fetch_start(k, o, 0, err, errlen)) == NULL) {
+			mk_drop_conn(k);
+			rc = -1;
+			break;
+		}
+		if (fetch_finish(k, cur, o, hi, cb, arg, &next, &hw, &pf,
+		    &pf_off, err, errlen) != 0) {
+			rc = -1;
+			break;
+		}
 		if (next == o) {
 			seterr(err, errlen, "topic %s partition 0: no record "
 			    "readable at offset %" PRId64 " (high watermark %"
 			    PRId64 ", want up to %" PRId64 ")", k->topic, o,
 			    hw, hi);
-			return -1;
+			rc = -1;
+			break;
 		}
 		o = next;
 	}
-	return 0;
+	if (pf != NULL)
+		(void)mk_call_finish(pf, NULL, NULL, NULL, e2, sizeof(e2));
+	return rc;
 }
 
 /* ---- producing ----------------------------------------------------------- */
@@ -674,7 +756,7 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
     int64_t *base, char *err, size_t errlen)
 {
 	int64_t deadline = clock_mono_ms() + k->timeout_ms;
-	int uncertain = 0;
+	int uncertain = 0, unsent = 0;
 	char last[512] = "no attempt";
 	struct karena *a = karena_new(1 << 16);
 	int rc = -1;
@@ -708,10 +790,14 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 		req.topic_data = &t;
 		req.topic_data_n = 1;
 		karena_reset(a);
-		frame = kblock_call(k->conn, KP_API_PRODUCE, 9, &req, &resp, a,
-		    (int)MAX(1, deadline - clock_mono_ms()), last, sizeof(last));
+		frame = mk_call_ex(k->conn, KP_API_PRODUCE, 9, &req, &resp, a,
+		    (int)MAX(1, deadline - clock_mono_ms()), &unsent, last,
+		    sizeof(last));
 		if (frame == NULL) {
-			uncertain = 1;
+			/* Sent and unanswered: it may have landed.  Refused
+			 * by a connection already closed: it did not. */
+			if (!unsent)
+				uncertain = 1;
 			mk_drop_conn(k);
 			goto retry;
 		}
@@ -746,7 +832,7 @@ static int produce(struct mk *k, const uint8_t *batchp, size_t blen,
 			goto out;
 		}
 		seterr(last, sizeof(last), "%s-0 leader %s: %s", k->topic,
-		    kblock_addr(k->conn), kerr_name(e));
+		    mk_conn_addr(k->conn), kerr_name(e));
 		if (e == KERR_OUT_OF_ORDER_SEQUENCE_NUMBER ||
 		    e == KERR_UNKNOWN_PRODUCER_ID) {
 			char why[800];
