@@ -105,10 +105,14 @@ static ssize_t ctx_find_produced(struct pctx *x, const struct pw_produce_part *p
 {
 	if (x->version < PW_PRODUCE_BY_ID)
 		return ctx_find(x, pp->topic, pp->partition);
-	for (size_t i = 0; i < x->n; i++)
+	/* From the last one found, as ctx_find(): a request now carries every
+	 * ready partition of the broker. */
+	for (size_t k = 0, i = x->hint; k < x->n; k++, i = i + 1 < x->n ? i + 1 : 0)
 		if (!x->e[i].done && x->e[i].p->index == pp->partition &&
-		    memcmp(&x->e[i].tid, &pp->topic_id, sizeof(pp->topic_id)) == 0)
+		    memcmp(&x->e[i].tid, &pp->topic_id, sizeof(pp->topic_id)) == 0) {
+			x->hint = i + 1 < x->n ? i + 1 : 0;
 			return (ssize_t)i;
+		}
 	return -1;
 }
 
