@@ -50,6 +50,8 @@ struct pbroker {
 	size_t fetch_next;    /* index in the mirror's parts where the next
 	                       * Fetch starts (round robin, pipe_copy.c) */
 	struct pfsess *fsess; /* Fetch session with it (pipe_fsess.h), or NULL */
+	int produce_reqs;     /* Produce requests to it not yet answered
+	                       * (destination side, pipe_copy.c) */
 };
 
 /*

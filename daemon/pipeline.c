@@ -1486,6 +1486,8 @@ static void collect_clusters(struct metric_family *f, void *arg)
 	    (double)pl->totals.inflight_batches);
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_INFLIGHT_PEAK), 0, NULL),
 	    (double)pl->totals.partition_inflight_peak);
+	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_REQUESTS_PEAK), 0, NULL),
+	    (double)pl->totals.broker_requests_peak);
 	memory_gauges(pl);
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)

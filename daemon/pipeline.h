@@ -196,6 +196,9 @@ struct pipeline_totals {
 	int64_t queued_bytes_peak;
 	int64_t inflight_batches;   /* sent to the destination, not answered */
 	int64_t partition_inflight_peak; /* most of one partition at once */
+	int64_t produce_requests;   /* Produce requests sent to the destination */
+	int64_t produce_req_batches; /* the batches they carried */
+	int64_t broker_requests_peak; /* most Produce requests to one broker at once */
 	int64_t discarded_bytes;    /* fetched batch bytes dropped unacknowledged */
 	int64_t held_bytes;         /* record data held now, all kinds */
 	int64_t held_bytes_peak;    /* most of it at once since the start */

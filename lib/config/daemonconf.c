@@ -208,6 +208,7 @@ const struct ckey config_keys[] = {
 	  "Most record batches of one partition sent to the destination and not yet acknowledged (pipelined produce). "
 	  "Each Produce request carries at most one batch of a partition, so several batches of one partition travel in successive requests on the same connection, which the broker answers in order; the broker's idempotent producer state deduplicates and orders up to 5 batches per producer, hence the upper bound. "
 	  "Used only when the destination broker speaks Produce v8 or later (Kafka 2.4 and later, which check batch sequences); brokers that check no sequences (the librdkafka mock) always get one batch at a time. "
+	  "It also caps the Produce requests in flight to one destination broker, each carrying the next batch of every partition that has one ready, so that partitions stay in step and requests stay full. "
 	  "The value 1 sends one batch of a partition at a time and waits for its answer." },
 	{ "pipeline.max_inflight_bytes_per_partition", CT_SIZE, F(pipeline_max_inflight_bytes_per_partition), "8MiB", 64 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
 	  "Most bytes of one partition fetched from the source and not yet acknowledged by the destination. "

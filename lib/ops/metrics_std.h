@@ -198,6 +198,17 @@
 	    NONE, NO, "Most record batches of one partition in flight to the " \
 	    "destination at once since the start (pipelined produce; 1 when " \
 	    "each batch waits for the answer to the one before)") \
+	X(PRODUCE_REQUESTS, "mirrord_produce_requests_total", COUNTER, NONE, \
+	    NONE, NO, "Produce requests sent to the destination") \
+	X(PRODUCE_REQUEST_BATCHES, "mirrord_produce_request_batches_total", \
+	    COUNTER, NONE, NONE, NO, "Record batches the Produce requests " \
+	    "carried (at most one of each partition per request; divided by " \
+	    "mirrord_produce_requests_total, the batches per request)") \
+	X(PRODUCE_REQUESTS_PEAK, \
+	    "mirrord_produce_broker_inflight_requests_peak", GAUGE, NONE, NONE, \
+	    NO, "Most Produce requests in flight to one destination broker at " \
+	    "once since the start (at most " \
+	    "pipeline.max_inflight_batches_per_partition)") \
 	X(MEMORY_HELD, "mirrord_memory_held_bytes", GAUGE, KIND, NONE, NO, \
 	    "Bytes held for record data, all counted against " \
 	    "pipeline.max_inflight_bytes_total, by kind: queued (fetched, " \
