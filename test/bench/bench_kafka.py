@@ -208,12 +208,13 @@ class OtherMirrord(mt.Mirrord):
 
 
 def run_mirrord(src, dst, topics, want, variant, other=False):
+    rnd = "-r%d" % CUR_ROUND[0] if CUR_ROUND[0] else ""
     if other:
-        d = OtherMirrord(destination=dst.bootstrap,
-                         name="mirrord-other-%s" % variant, log_level="info")
+        d = OtherMirrord(destination=dst.bootstrap, name="mirrord-other-%s%s"
+                         % (variant, rnd), log_level="info")
     else:
-        d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-%s" % variant,
-                       log_level="info")
+        d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-%s%s"
+                       % (variant, rnd), log_level="info")
     d.create("bench", {"bootstrap.servers": src.bootstrap,
                        "mirror.fetch.wait.max.ms": "100"})
     perf = None
@@ -254,7 +255,8 @@ def run_reproducer(src, dst, topics, want, variant):
     argv = [h.build_path("test", "bench", "reproducer"), "-s", src.bootstrap,
             "-d", dst.bootstrap, "-t", ",".join(topics),
             "-z", variant_codec(variant)]
-    log_path = os.path.join(h.test_dir(), "reproducer-%s.log" % variant)
+    log_path = os.path.join(h.test_dir(), "reproducer-%s%s.log" % (
+        variant, ".r%d" % CUR_ROUND[0] if CUR_ROUND[0] else ""))
     log = open(log_path, "wb")
     p = subprocess.Popen(argv, stdout=log, stderr=log)
     try:
@@ -301,10 +303,11 @@ def mm2_libs():
 
 
 def run_mm2(src, dst, topics, want, variant):
-    d = os.path.join(h.test_dir(), "mm2-%s" % variant)
+    rnd = "r%d" % CUR_ROUND[0] if CUR_ROUND[0] else ""
+    d = os.path.join(h.test_dir(), "mm2-%s%s" % (variant, rnd))
     os.makedirs(d, exist_ok=True)
     # A source alias of its own per run: fresh internal topics each time.
-    alias = "s%s%s" % (RUN, variant)
+    alias = "s%s%s%s" % (RUN, variant, rnd)
     props = {
         "clusters": "%s, dst" % alias,
         "%s.bootstrap.servers" % alias: src.bootstrap,
