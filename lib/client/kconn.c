@@ -211,6 +211,7 @@ struct kconn {
 	uint8_t *frame;
 	size_t frame_len, frame_have, frame_cap;
 	int frame_on;
+	int frame_giving;        /* frame is being handed on (kconn_take_frame) */
 	struct event *ev_frame;  /* reads the socket while frame_on */
 };
 
@@ -1211,8 +1212,11 @@ static void frame_done(struct kconn *c)
 	if (rq != NULL && rq->late &&
 	    (int32_t)be32_load(c->frame) == rq->corr)
 		late_drop(c, rq, c->frame_len);
-	else
+	else {
+		c->frame_giving = 1;
 		conn_frame(c, c->frame, c->frame_len);
+		c->frame_giving = 0;
+	}
 	if (c->frame_cap > KCONN_FRAME_KEEP) {
 		free(c->frame);
 		c->frame = NULL;
@@ -1602,6 +1606,18 @@ size_t kconn_inflight_bytes(const struct kconn *c)
 int kconn_late_count(const struct kconn *c)
 {
 	return c->nlate;
+}
+
+void *kconn_take_frame(struct kconn *c, size_t *size)
+{
+	void *p = c->frame;
+
+	if (!c->frame_giving || p == NULL)
+		return NULL;
+	*size = c->frame_cap;
+	c->frame = NULL;
+	c->frame_cap = 0;
+	return p;
 }
 
 int64_t kconn_late_answers(const struct kconn *c)
