@@ -205,7 +205,9 @@
 	    "answered, or answered and not settled), unsure (kept after an " \
 	    "uncertain Produce to be sent again as they were), " \
 	    "fetch_responses (the largest answers of the Fetches in flight, " \
-	    "reserved before they are sent), produce_requests (encoded " \
+	    "reserved before they are sent, and the bytes of answers' " \
+	    "buffers that queued batches point into, outside those " \
+	    "batches), produce_requests (encoded " \
 	    "Produce requests not yet written to the destination's sockets)") \
 	X(MEMORY_HELD_PEAK, "mirrord_memory_held_bytes_peak", GAUGE, NONE, \
 	    NONE, NO, "Most bytes held for record data at once since the " \
