@@ -987,16 +987,30 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 			    b->base_offset, batch_last_offset(b), p->src_copied);
 			return -1;
 		}
-		q->buf = malloc(b->len);
+		struct pbuf_pin *pin = p->pm->pl->taking;
+
 		q->len = b->len;
 		q->count = b->record_count;
 		if (gap)
 			q->anchors = calloc(1, sizeof(*q->anchors));
-		if (q->buf == NULL || (gap && q->anchors == NULL)) {
+		if (gap && q->anchors == NULL) {
 			pbatch_free(q);
 			return -1;
 		}
-		memcpy(q->buf, b->p, b->len);
+		if (pin != NULL && b->p >= pin->buf &&
+		    b->len <= pin->size - (size_t)(b->p - pin->buf)) {
+			/* In the answer's buffer, which stays (pbuf_pin). */
+			q->buf = (uint8_t *)(uintptr_t)b->p;
+			q->pin = pin;
+			pin->refs++;
+			*pin->extra -= b->len;
+		} else {
+			if ((q->buf = malloc(b->len)) == NULL) {
+				pbatch_free(q);
+				return -1;
+			}
+			memcpy(q->buf, b->p, b->len);
+		}
 		if (gap) {
 			q->anchors[0].src = b->base_offset;
 			q->anchors[0].dst = p->dst_tail;
@@ -1240,10 +1254,41 @@ static void fetch_unchanged(struct pctx *x, size_t i)
 		    p->live.source_high_watermark);
 }
 
+/*
+ * The answer's buffer, when kconn read it into one of its own: taken over,
+ * so the batches queued from it point into it instead of being copied
+ * (struct pbuf_pin; enqueue()).  Its bytes move from the answer's
+ * reservation into pl->pin_extra, from where each batch queued moves its
+ * own into the queued bytes (fetch_copied() releases the copy it did not
+ * need); the buffer is freed with the last batch in it.  NULL: batches are
+ * copied.
+ */
+static struct pbuf_pin *fetch_pin(struct pctx *x, struct kconn *c)
+{
+	struct pbuf_pin *pin = calloc(1, sizeof(*pin));
+	size_t moved;
+
+	if (pin == NULL)
+		return NULL;
+	if ((pin->buf = kconn_take_frame(c, &pin->size)) == NULL) {
+		free(pin);
+		return NULL;
+	}
+	pin->refs = 1;
+	pin->extra = &x->pl->pin_extra;
+	x->pl->pin_extra += pin->size;
+	moved = MIN(x->reserved, pin->size);
+	x->reserved -= moved;
+	x->pl->fetch_reserved -= moved;
+	x->pl->taking = pin;
+	return pin;
+}
+
 static void fetch_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
 	struct pctx *x = arg;
+	struct pbuf_pin *pin = NULL;
 	int16_t top = 0;
 	int32_t sid = 0;
 	int insess = 0, incremental = 0;
@@ -1265,6 +1310,7 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 		goto out;
 	}
 	fetch_reserve_answer(x, body);
+	pin = fetch_pin(x, c);
 	if (pw_fetch_decode_session(body, x->version, &top, &sid, fetch_part, x) < 0) {
 		log_warnx("%s: %s: Fetch v%d response does not parse at byte %zu: %s",
 		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
@@ -1299,6 +1345,10 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 			break;
 		}
 out:
+	if (pin != NULL) {
+		x->pl->taking = NULL;
+		pbuf_pin_drop(pin, 0);
+	}
 	for (size_t i = 0; i < x->n; i++)
 		if (!x->e[i].done) {
 			x->e[i].p->fetch_inflight = 0;

@@ -101,10 +101,29 @@ struct pcluster {
  * window; pipeline.max_inflight_batches_per_partition). */
 #define PL_INFLIGHT_MAX 5
 
+/*
+ * A Fetch answer's buffer (kconn_take_frame()) that queued batches point
+ * into instead of copies of their own; freed with the last of them.
+ * *extra (pipeline.pin_extra) counts its bytes that no live batch covers,
+ * so the whole buffer counts against the memory cap while any of it is
+ * held (pipe_copy.c "Memory").
+ */
+struct pbuf_pin {
+	uint8_t *buf;
+	size_t size;
+	int refs;            /* batches in it, +1 while its answer is taken in */
+	size_t *extra;       /* &pipeline.pin_extra */
+};
+
+/* Drops one reference to pin: a batch of len bytes in it (0: the answer's
+ * own); frees it with the last. */
+void pbuf_pin_drop(struct pbuf_pin *pin, size_t len);
+
 /* One batch fetched and waiting for its Produce. */
 struct pbatch {
 	TAILQ_ENTRY(pbatch) link;
-	uint8_t *buf;                /* owned */
+	uint8_t *buf;                /* owned, or in pin */
+	struct pbuf_pin *pin;        /* the Fetch answer buf lies in, or NULL */
 	size_t len;
 	int64_t src_base, src_next;  /* source offsets it covers */
 	int64_t dst_base;            /* where it must land */
@@ -371,6 +390,10 @@ struct pipeline {
 	 * Produce, pl_dread_*), and the Produce request bytes the destination
 	 * connections have not written yet (kconn_unsent_bytes); held_peak is
 	 * the most of all five at once.
+	 * pin_extra: the bytes of Fetch answers' buffers that batches point
+	 * into (struct pbuf_pin) outside those batches, so a buffer counts
+	 * whole (under fetch_responses); taking: the pin of the answer being
+	 * taken in, if any.
 	 */
 	size_t qbytes;
 	size_t ubytes;
@@ -378,6 +401,8 @@ struct pipeline {
 	size_t dreads;
 	size_t dread_flight;         /* destination reads in flight */
 	int dread_waiting;           /* one was refused room since */
+	size_t pin_extra;
+	struct pbuf_pin *taking;
 	int64_t held_peak;
 	struct metrics_std *ms;      /* may be NULL (tests) */
 	int started;

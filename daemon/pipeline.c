@@ -74,11 +74,24 @@ void pl_kick(struct pipeline *pl)
 	}
 }
 
+void pbuf_pin_drop(struct pbuf_pin *pin, size_t len)
+{
+	*pin->extra += len;
+	if (--pin->refs > 0)
+		return;
+	*pin->extra -= pin->size;
+	free(pin->buf);
+	free(pin);
+}
+
 void pbatch_free(struct pbatch *b)
 {
 	if (b == NULL)
 		return;
-	free(b->buf);
+	if (b->pin != NULL)
+		pbuf_pin_drop(b->pin, b->len);
+	else
+		free(b->buf);
 	free(b->anchors);
 	free(b);
 }
@@ -102,6 +115,7 @@ size_t pl_unsent_bytes(const struct pipeline *pl)
 size_t pl_held_now(const struct pipeline *pl)
 {
 	return pl->qbytes + pl->ubytes + pl->fetch_reserved + pl->dreads +
+	    pl->pin_extra +
 	    pl_unsent_bytes(pl);
 }
 
@@ -1460,9 +1474,9 @@ static void memory_gauges(struct pipeline *pl)
 	kind = "unsure";
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
 	    (double)pl->ubytes);
-	kind = "fetch_responses";
+	kind = "fetch_responses";   /* incl. answers' buffers batches pin */
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
-	    (double)pl->fetch_reserved);
+	    (double)(pl->fetch_reserved + pl->pin_extra));
 	kind = "produce_requests";
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, MEMORY_HELD), 1, &kind),
 	    (double)unsent);

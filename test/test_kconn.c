@@ -47,7 +47,22 @@ enum fake_mode {
 	FAKE_TLS,        /* a TLS listener: answers with a TLS alert record */
 	FAKE_LATE,       /* holds the 1st user answer (300 KB) until the 2nd
 	                  * request, then answers both in order */
+	FAKE_LATE_MID,   /* sends half of the 1st user answer (300 KB), the
+	                  * rest when the 2nd request comes, then answers it */
+	FAKE_LARGE,      /* answers user request i with a body of large_sizes[i] */
+	FAKE_LARGE_CUT,  /* 20,000 bytes of a 100,000-byte answer, then closes */
 };
+
+/* FAKE_LARGE's bodies: around and far above kconn's direct-read size
+ * (64 KiB), with small ones between, so frames start inside the bytes
+ * another frame's reads brought in. */
+static const size_t large_sizes[] = { 70000, 12, 600000, 65531, 3, 300000 };
+#define NLARGE (sizeof(large_sizes) / sizeof(large_sizes[0]))
+
+static uint8_t large_byte(size_t i, size_t j)
+{
+	return (uint8_t)(j * 31 + i * 7 + (j >> 9));
+}
 
 /* The fake broker (test/kfake) and what this suite's modes keep. */
 struct fake {
@@ -298,9 +313,49 @@ static void fake_request(struct kfake *k, int16_t key, int16_t version,
 			fake_user_reply(f, corr, flexible, r->p, kr_left(r));
 		}
 		break;
+	case FAKE_LATE_MID: {
+		size_t big = 300000, n;
+		uint8_t *body = calloc(1, big), *b = malloc(big + 16);
+
+		ck_assert(body != NULL && b != NULL);
+		if (f->user_reqs == 1)
+			f->late_corr = corr;
+		n = kfake_frame(b, big + 16, f->late_corr, 0, body, big);
+		if (f->user_reqs == 1)
+			kfake_send_raw(k, b, n / 2);
+		else if (f->user_reqs == 2)
+			kfake_send_raw(k, b + n / 2, n - n / 2);
+		free(body);
+		free(b);
+		if (f->user_reqs > 1)
+			fake_user_reply(f, corr, flexible, r->p, kr_left(r));
+		break;
+	}
 	case FAKE_SILENT:
 	case FAKE_SILENT_AV:
 		break;
+	case FAKE_LARGE:
+	case FAKE_LARGE_CUT: {
+		size_t i = (size_t)(f->user_reqs - 1) % NLARGE;
+		size_t len = f->mode == FAKE_LARGE ? large_sizes[i] : 100000;
+		uint8_t *b = malloc(len + 16);
+		size_t n;
+
+		ck_assert_ptr_nonnull(b);
+		for (size_t j = 0; j < len; j++)
+			b[j + 8] = large_byte(i, j);
+		n = kfake_frame(b, len + 16, corr, 0, b + 8, len);
+		if (f->mode == FAKE_LARGE) {
+			/* Through the fake's bufferevent: written as the
+			 * client reads, in pieces. */
+			ck_assert_int_eq(bufferevent_write(k->peer, b, n), 0);
+		} else {
+			kfake_send_raw(k, b, 20000);
+			kfake_close_peer(k);
+		}
+		free(b);
+		break;
+	}
 	case FAKE_OVERSIZE: {
 		uint8_t b[8];
 		put32(b, 0x10000000);
@@ -727,6 +782,37 @@ START_TEST(test_request_timeout_keeps_connection)
 }
 END_TEST
 
+/* The same when the request times out while kconn reads its large answer
+ * straight from the socket (half of it in, kconn.c frame_done()). */
+START_TEST(test_request_timeout_mid_large_answer)
+{
+	struct env e;
+	struct call k[2];
+	char err[256];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_LATE_MID);
+	env_connect(&e);
+	ck_assert_int_eq(kconn_send_raw(e.c, 3, 1, "late", 4,
+	    KCONN_F_KEEP_ON_TIMEOUT, 200, done_cb, &k[0], err, sizeof(err)), 0);
+	ck_assert(run_until(e.base, &g_done, 1));
+	ck_assert_int_eq(k[0].err, KCONN_E_TIMEOUT);
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert_int_eq(kconn_late_count(e.c), 1);
+	send_raw(&e, 3, 1, "next", 10000, &k[1]);
+	ck_assert(run_until(e.base, &g_done, 2));
+	ck_assert_int_eq(k[1].err, KCONN_E_OK);
+	ck_assert_uint_eq(k[1].bodylen, 8);
+	ck_assert(memcmp(k[1].body, "RESPnext", 8) == 0);
+	ck_assert_int_eq(k[0].fired, 1);
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert_int_eq(kconn_late_count(e.c), 0);
+	ck_assert_int_eq(kconn_inflight_count(e.c), 0);
+	ck_assert_int_eq(kconn_late_answers(e.c), 1);
+	env_stop(&e);
+}
+END_TEST
+
 /* A request that timed out under KCONN_F_KEEP_ON_TIMEOUT and is still not
  * answered one more timeout later: the connection is dead after all. */
 START_TEST(test_request_timeout_keep_then_dead)
@@ -818,6 +904,119 @@ START_TEST(test_oversized_frame)
 		    k[i].errstr);
 	}
 	ck_assert_int_eq(e.ev.closed, 1);
+	env_stop(&e);
+}
+END_TEST
+
+/*
+ * Large answers are read straight from the socket into a frame buffer of
+ * their own (kconn.c read_cb()): answers of many sizes back to back, each
+ * delivered whole, byte for byte, in order, the connection still usable.
+ */
+struct large_call {
+	size_t idx;  /* which of large_sizes the answer should be */
+	int fired, err, order;
+	int taken;   /* kconn_take_frame() handed the buffer over */
+	size_t len;
+	long bad_at; /* first wrong byte, -1 none */
+};
+
+static void large_check_cb(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct large_call *k = arg;
+
+	k->fired++;
+	k->err = err;
+	k->order = ++g_order;
+	k->bad_at = -1;
+	if (body != NULL) {
+		size_t size = 0;
+		uint8_t *own = kconn_take_frame(c, &size);
+
+		k->len = kr_left(body);
+		/* A frame read into kconn's own buffer is handed over: the
+		 * body lies in it (and is checked after kconn let go of it);
+		 * a small one never is. */
+		if (own != NULL) {
+			k->taken = 1;
+			ck_assert(body->p >= own &&
+			    body->p + k->len <= own + size);
+		}
+		ck_assert(own != NULL || k->len + 4 >= 65536 ||
+		    kconn_take_frame(c, &size) == NULL);
+		for (size_t j = 0; j < k->len; j++)
+			if (body->p[j] != large_byte(k->idx, j)) {
+				k->bad_at = (long)j;
+				break;
+			}
+		ck_assert(kconn_take_frame(c, &size) == NULL);
+		free(own);
+	}
+	g_done++;
+}
+
+START_TEST(test_large_frames)
+{
+	struct env e;
+	struct large_call k[2 * NLARGE];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_LARGE);
+	e.cfg.max_response_bytes = 1u << 20;
+	env_connect(&e);
+	for (size_t i = 0; i < 2 * NLARGE; i++) {
+		char err[256];
+
+		k[i].idx = i % NLARGE;
+		ck_assert_msg(kconn_send_raw(e.c, 3, 1, "L", 1, 0, 0,
+		    large_check_cb, &k[i], err, sizeof(err)) == 0, "%s", err);
+	}
+	ck_assert(run_until(e.base, &g_done, (int)(2 * NLARGE)));
+	for (size_t i = 0; i < 2 * NLARGE; i++) {
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_OK);
+		ck_assert_int_eq(k[i].order, (int)i + 1);
+		ck_assert_uint_eq(k[i].len, large_sizes[i % NLARGE]);
+		ck_assert_msg(k[i].bad_at < 0, "answer %zu: byte %ld differs", i,
+		    k[i].bad_at);
+	}
+	ck_assert_int_eq(e.ev.closed, 0);
+	ck_assert_int_eq(kconn_inflight_count(e.c), 0);
+	/* The 600,000-byte answers cannot come in one read. */
+	ck_assert(k[2].taken && k[2 + NLARGE].taken);
+	env_stop(&e);
+}
+END_TEST
+
+/* The broker closes the connection inside a large answer: that request
+ * and the one after fail with the transport error, nothing is delivered. */
+START_TEST(test_large_frame_cut)
+{
+	struct env e;
+	struct call k[2];
+	char want[128];
+
+	memset(k, 0, sizeof(k));
+	env_start(&e, FAKE_LARGE_CUT);
+	env_connect(&e);
+	send_raw(&e, 3, 1, "c", 0, &k[0]);
+	send_raw(&e, 3, 1, "d", 0, &k[1]);
+	ck_assert(run_until(e.base, &g_done, 2));
+	/* The frame after its size: the correlation id and 100,000 bytes,
+	 * of which the 20,000 bytes sent hold 19,996. */
+	snprintf(want, sizeof(want), "127.0.0.1:%d: connection closed by the "
+	    "broker 19996 bytes into a 100004-byte response", e.fake.k.port);
+	ck_assert_int_eq(k[0].fired, 1);
+	ck_assert_int_eq(k[0].err, KCONN_E_TRANSPORT);
+	ck_assert_msg(strncmp(k[0].errstr, want, strlen(want)) == 0,
+	    "errstr: %s", k[0].errstr);
+	ck_assert_int_eq(k[1].fired, 1);
+	ck_assert_int_eq(k[1].err, KCONN_E_TRANSPORT);
+	ck_assert_msg(strstr(k[1].errstr, want) != NULL, "errstr: %s",
+	    k[1].errstr);
+	ck_assert_int_eq(e.ev.closed, 1);
+	ck_assert_int_eq(e.ev.err, KCONN_E_TRANSPORT);
 	env_stop(&e);
 }
 END_TEST
@@ -1140,6 +1339,9 @@ static Suite *kconn_suite(void)
 	tcase_add_test(tc, test_request_timeout_keep_free_in_callback);
 	tcase_add_test(tc, test_handshake_timeout);
 	tcase_add_test(tc, test_oversized_frame);
+	tcase_add_test(tc, test_large_frames);
+	tcase_add_test(tc, test_request_timeout_mid_large_answer);
+	tcase_add_test(tc, test_large_frame_cut);
 	tcase_add_test(tc, test_connection_refused);
 	tcase_add_test(tc, test_plaintext_to_tls_listener);
 	tcase_add_test(tc, test_free_inside_callback);

@@ -54,6 +54,7 @@
 #define KCONN_NORESP_RING 64     /* recent acks=0 correlation ids */
 #define KCONN_APIVERSIONS_MAX 3  /* the version we ask first */
 #define KCONN_MAX_ERRSTR 512
+#define KCONN_WRITE_MAX (4 * 1024 * 1024) /* most bytes one writev is given */
 
 /* ---- tables ---------------------------------------------------------- */
 
@@ -199,6 +200,19 @@ struct kconn {
 
 	int busy;     /* > 0 while inside a callback */
 	int freeing;  /* kconn_free() was called while busy */
+
+	/*
+	 * A large response frame read straight from the socket (plain TCP
+	 * only; see "Reading large frames"): frame_len bytes after the size
+	 * prefix, frame_have of them in frame so far; frame_on while one is
+	 * being read.  The buffer (frame_cap bytes) is kept for the next
+	 * large frame up to KCONN_FRAME_KEEP bytes.
+	 */
+	uint8_t *frame;
+	size_t frame_len, frame_have, frame_cap;
+	int frame_on;
+	int frame_giving;        /* frame is being handed on (kconn_take_frame) */
+	struct event *ev_frame;  /* reads the socket while frame_on */
 };
 
 static int64_t now_us(void)
@@ -230,6 +244,8 @@ static void conn_set_state(struct kconn *c, int s, const char *why)
 
 static void conn_really_free(struct kconn *c)
 {
+	if (c->ev_frame != NULL)   /* before the socket closes with bev */
+		event_free(c->ev_frame);
 	if (c->bev != NULL)
 		bufferevent_free(c->bev);
 	if (c->ev_timer != NULL)
@@ -239,6 +255,7 @@ static void conn_really_free(struct kconn *c)
 	if (c->pending != NULL)
 		evbuffer_free(c->pending);
 	ksasl_scram_free(c->scram);
+	free(c->frame);
 	free(c->host);
 	free(c);
 }
@@ -304,6 +321,11 @@ static void conn_fail(struct kconn *c, int err, const char *errstr,
 		return;
 	}
 	conn_set_state(c, CS_CLOSED, errstr);
+	/* A large frame being read: its event goes before the socket may
+	 * close with the bufferevent. */
+	if (c->ev_frame != NULL)
+		event_del(c->ev_frame);
+	c->frame_on = 0;
 	if (c->bev != NULL) {
 		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 		bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
@@ -1058,6 +1080,21 @@ static void conn_frame(struct kconn *c, const uint8_t *p, size_t len)
 	req_finish(c, rq, KCONN_E_OK, NULL, &r, len + 4);
 }
 
+/* The answer (size bytes after its length) to rq, the oldest request in
+ * flight, which timed out (kreq.late): rq goes, the answer is discarded. */
+static void late_drop(struct kconn *c, struct kreq *rq, size_t size)
+{
+	log_info("kconn %s: the answer to %s v%d (correlation id %d, %zu bytes) "
+	    "came after its timeout: discarded", c->name, api_name(rq->api_key),
+	    rq->version, rq->corr, size);
+	TAILQ_REMOVE(&c->inflight, rq, link);
+	c->nreq--;
+	c->req_bytes -= rq->bytes;
+	c->nlate--;
+	c->late_answers++;
+	free(rq);
+}
+
 /*
  * The next frame answers the oldest request in flight.  When that one timed
  * out (kreq.late), its answer is dropped as it arrives, never held whole:
@@ -1075,17 +1112,141 @@ static int conn_skip_late(struct kconn *c, struct evbuffer *in, size_t avail,
 	evbuffer_copyout(in, hdr, 8);
 	if ((int32_t)be32_load(hdr + 4) != rq->corr)
 		return 0; /* conn_frame() says what is wrong */
-	log_info("kconn %s: the answer to %s v%d (correlation id %d, %u bytes) "
-	    "came after its timeout: discarded", c->name, api_name(rq->api_key),
-	    rq->version, rq->corr, size);
-	TAILQ_REMOVE(&c->inflight, rq, link);
-	c->nreq--;
-	c->req_bytes -= rq->bytes;
-	c->nlate--;
-	c->late_answers++;
-	free(rq);
+	late_drop(c, rq, size);
 	c->skip = (size_t)size + 4;
 	return 1;
+}
+
+/*
+ * Reading large frames.  libevent 2.1 reads a socket at most 4 KiB at a
+ * time (one readv, one FIONREAD ioctl and one trip through the event loop
+ * each, into malloc'd chains), and evbuffer_pullup() then copies the chains
+ * of a frame into one block: for Fetch responses of megabytes that was most
+ * of mirrord's CPU.  So on a plain TCP connection, once the size prefix and
+ * correlation id of a frame of KCONN_FRAME_DIRECT bytes or more are in and
+ * the rest is not, the frame gets a buffer of its own: what the bufferevent
+ * holds of it is moved there, the bufferevent stops reading, and an event
+ * of kconn's own (ev_frame) reads the rest straight from the socket into
+ * place, with plain readiness: each wake-up takes everything the kernel
+ * has, in one recv() of up to the rest of the frame.  The kernel's receive
+ * buffer and window are left alone: SO_RCVLOWAT (tried, to wake less often)
+ * made Linux clamp the receive window to the low-water mark, so the broker
+ * sent one low-water mark at a time and waited for mirrord to read it, which
+ * cost more MB/s than the wake-ups it saved.  When the frame is complete the
+ * bufferevent reads again and the frame is handed on.  Bytes stay in order:
+ * nothing else reads the socket meanwhile.  TLS connections keep the
+ * bufferevent's reading (their bytes are records, not frames).
+ */
+#define KCONN_FRAME_DIRECT (64 * 1024)
+#define KCONN_FRAME_KEEP (16 * 1024 * 1024)
+
+static void frame_ev_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Starts reading a frame of len bytes (its size prefix consumed): 0, or -1
+ * out of memory. */
+static int frame_start(struct kconn *c, size_t len)
+{
+	if (c->ev_frame == NULL) {
+		c->ev_frame = event_new(c->base, bufferevent_getfd(c->bev),
+		    EV_READ | EV_PERSIST, frame_ev_cb, c);
+		if (c->ev_frame == NULL)
+			return -1;
+	}
+	if (c->frame_cap < len) {
+		free(c->frame);
+		c->frame_cap = 0;
+		if ((c->frame = malloc(len)) == NULL)
+			return -1;
+		c->frame_cap = len;
+	}
+	c->frame_len = len;
+	c->frame_have = 0;
+	c->frame_on = 1;
+	return 0;
+}
+
+/*
+ * One recv() of the rest of the frame: 0, or -1 when the connection failed
+ * (closed by the broker, or an error).  A short read means the socket had
+ * no more; ev_frame is level-triggered and wakes again for what comes next.
+ */
+static int frame_recv(struct kconn *c)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	ssize_t n;
+
+	do
+		n = recv(fd, c->frame + c->frame_have,
+		    c->frame_len - c->frame_have, 0);
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		c->frame_have += (size_t)n;
+		return 0;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (n == 0)
+		conn_failf(c, KCONN_E_TRANSPORT, "connection closed by the "
+		    "broker %zu bytes into a %zu-byte response", c->frame_have,
+		    c->frame_len);
+	else
+		conn_failf(c, KCONN_E_TRANSPORT, "reading a %zu-byte response: "
+		    "%s", c->frame_len, strerror(errno));
+	return -1;
+}
+
+/*
+ * The frame being read is complete: reading goes back to the bufferevent
+ * and the frame is handed on (or dropped, when its request timed out while
+ * it came).  Called inside conn_enter().
+ */
+static void frame_done(struct kconn *c)
+{
+	struct kreq *rq = TAILQ_FIRST(&c->inflight);
+
+	c->frame_on = 0;
+	if (event_pending(c->ev_frame, EV_READ, NULL)) {
+		event_del(c->ev_frame);
+		bufferevent_enable(c->bev, EV_READ);
+	}
+	if (rq != NULL && rq->late &&
+	    (int32_t)be32_load(c->frame) == rq->corr)
+		late_drop(c, rq, c->frame_len);
+	else {
+		c->frame_giving = 1;
+		conn_frame(c, c->frame, c->frame_len);
+		c->frame_giving = 0;
+	}
+	if (c->frame_cap > KCONN_FRAME_KEEP) {
+		free(c->frame);
+		c->frame = NULL;
+		c->frame_cap = 0;
+	}
+}
+
+/* Waits for the rest of the frame on ev_frame (the bufferevent does not read
+ * meanwhile).  Called inside conn_enter(). */
+static void frame_wait(struct kconn *c)
+{
+	if (event_pending(c->ev_frame, EV_READ, NULL))
+		return;
+	bufferevent_disable(c->bev, EV_READ);
+	if (event_add(c->ev_frame, NULL) != 0)
+		conn_failf(c, KCONN_E_TRANSPORT, "cannot wait for the rest of "
+		    "a %zu-byte response", c->frame_len);
+}
+
+static void frame_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kconn *c = arg;
+
+	(void)fd;
+	(void)what;
+	conn_enter(c);
+	if (c->state != CS_CLOSED && !c->freeing && c->frame_on &&
+	    frame_recv(c) == 0 && c->frame_have == c->frame_len)
+		frame_done(c);
+	conn_leave(c);
 }
 
 static void read_cb(struct bufferevent *bev, void *arg)
@@ -1139,8 +1300,30 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		}
 		if (conn_skip_late(c, in, avail, size))
 			continue;
-		if (avail - 4 < size)
-			break;
+		if (avail - 4 < size) {
+			int n;
+
+			/* 8 bytes: conn_skip_late() has seen the correlation
+			 * id. */
+			if (c->tls || size < KCONN_FRAME_DIRECT || avail < 8)
+				break;
+			if (frame_start(c, size) != 0) {
+				conn_failf(c, KCONN_E_TRANSPORT, "out of memory "
+				    "reading a %u-byte response", size);
+				break;
+			}
+			evbuffer_drain(in, 4);
+			n = evbuffer_remove(in, c->frame, size);
+			c->frame_have = n > 0 ? (size_t)n : 0;
+			if (frame_recv(c) != 0)
+				break;
+			if (c->frame_have < c->frame_len) {
+				frame_wait(c);
+				break;
+			}
+			frame_done(c);
+			continue;
+		}
 		frame = evbuffer_pullup(in, (ev_ssize_t)size + 4);
 		if (frame == NULL) {
 			conn_failf(c, KCONN_E_TRANSPORT, "out of memory reading "
@@ -1303,6 +1486,10 @@ struct kconn *kconn_new(struct event_base *base, struct evdns_base *dns,
 		c->bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
 		if (c->bev == NULL)
 			goto oom;
+		/* libevent writes 16 KiB per wake-up unless told otherwise:
+		 * a Produce of megabytes would take hundreds of writev calls
+		 * and loop iterations.  The kernel takes what fits. */
+		bufferevent_set_max_single_write(c->bev, KCONN_WRITE_MAX);
 	}
 	bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -1419,6 +1606,18 @@ size_t kconn_inflight_bytes(const struct kconn *c)
 int kconn_late_count(const struct kconn *c)
 {
 	return c->nlate;
+}
+
+void *kconn_take_frame(struct kconn *c, size_t *size)
+{
+	void *p = c->frame;
+
+	if (!c->frame_giving || p == NULL)
+		return NULL;
+	*size = c->frame_cap;
+	c->frame = NULL;
+	c->frame_cap = 0;
+	return p;
 }
 
 int64_t kconn_late_answers(const struct kconn *c)

@@ -245,6 +245,15 @@ size_t kconn_inflight_bytes(const struct kconn *c);
  * many such late answers were discarded since the connection opened. */
 int kconn_late_count(const struct kconn *c);
 int64_t kconn_late_answers(const struct kconn *c);
+/*
+ * Inside a response callback only: when the response was read into a
+ * buffer of kconn's own (a large frame on a plain TCP connection), that
+ * buffer is handed over, so what the body points at outlives the callback;
+ * the caller frees it with free().  Returns its start (the body lies in
+ * it) and its size in *size; NULL when the body is in kconn's input buffer
+ * (gone once the callback returns).
+ */
+void *kconn_take_frame(struct kconn *c, size_t *size);
 /* Request bytes accepted and not yet written to the socket (the copies of
  * what is being sent that this connection holds in memory). */
 size_t kconn_unsent_bytes(const struct kconn *c);

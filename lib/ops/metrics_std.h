@@ -216,7 +216,9 @@
 	    "answered, or answered and not settled), unsure (kept after an " \
 	    "uncertain Produce to be sent again as they were), " \
 	    "fetch_responses (the largest answers of the Fetches in flight, " \
-	    "reserved before they are sent), produce_requests (encoded " \
+	    "reserved before they are sent, and the bytes of answers' " \
+	    "buffers that queued batches point into, outside those " \
+	    "batches), produce_requests (encoded " \
 	    "Produce requests not yet written to the destination's sockets), " \
 	    "destination_reads (the largest answers of the Fetches reading " \
 	    "back the destination's end to prove who wrote it or to preserve " \

@@ -56,7 +56,10 @@ CPU is not mirrord's, but its sampling slows mirrord a little: do not quote
 numbers of such a run) or BENCH_PERF=stat (`perf stat` counts of mirrord's
 syscalls, page faults and context switches into perf.stat.<variant>: counts
 do not depend on how loaded the machine is, CPU seconds do) or
-BENCH_PERF=faults (where mirrord's page faults happen, perf.faults.<variant>).  The defaults run in about 4 minutes
+BENCH_PERF=faults (where mirrord's page faults happen, perf.faults.<variant>),
+BENCH_ROUNDS (default 1: each variant's tools run that many times, in
+reverse order every other round, each round on its own copy of the corpus;
+medians and per-round ratios to mirrord are printed).  The defaults run in about 4 minutes
 on 2 cores (15 when other work loads them), brokers' start included; the
 README quotes them and a BENCH_MB=256 run of mirrord and the re-producer.
 """
@@ -79,6 +82,8 @@ MB = float(os.environ.get("BENCH_MB", "48"))
 SMALL_MB = float(os.environ.get("BENCH_SMALL_MB", "8"))
 VARIANTS = os.environ.get("BENCH_VARIANTS", "none lz4 zstd small").split()
 TOOLS = os.environ.get("BENCH_TOOLS", "mirrord reproducer mirrormaker2").split()
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
+CUR_ROUND = [0]  # the round being run (perf output names)
 TOPICS = 2
 NPART = int(os.environ.get("BENCH_PARTITIONS", "4"))
 HEAP_MB = int(os.environ.get("BENCH_HEAP_MB", "512"))
@@ -93,6 +98,12 @@ if OTHER and "mirrord-other" not in TOOLS:
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 RUN = "%d" % (os.getpid() % 100000)
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
 
 
 def variant_codec(v):
@@ -197,17 +208,19 @@ class OtherMirrord(mt.Mirrord):
 
 
 def run_mirrord(src, dst, topics, want, variant, other=False):
+    rnd = "-r%d" % CUR_ROUND[0] if CUR_ROUND[0] else ""
     if other:
-        d = OtherMirrord(destination=dst.bootstrap,
-                         name="mirrord-other-%s" % variant, log_level="info")
+        d = OtherMirrord(destination=dst.bootstrap, name="mirrord-other-%s%s"
+                         % (variant, rnd), log_level="info")
     else:
-        d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-%s" % variant,
-                       log_level="info")
+        d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-%s%s"
+                       % (variant, rnd), log_level="info")
     d.create("bench", {"bootstrap.servers": src.bootstrap,
                        "mirror.fetch.wait.max.ms": "100"})
     perf = None
     if PERF in ("1", "faults", "stat"):
-        name = "%s%s" % ("other-" if other else "", variant)
+        name = "%s%s%s" % ("other-" if other else "", variant,
+                           ".r%d" % CUR_ROUND[0] if CUR_ROUND[0] else "")
         if PERF == "1":
             argv = ["perf", "record", "--call-graph", "dwarf", "-F", "499",
                     "-o", os.path.join(h.test_dir(), "perf.data." + name)]
@@ -242,7 +255,8 @@ def run_reproducer(src, dst, topics, want, variant):
     argv = [h.build_path("test", "bench", "reproducer"), "-s", src.bootstrap,
             "-d", dst.bootstrap, "-t", ",".join(topics),
             "-z", variant_codec(variant)]
-    log_path = os.path.join(h.test_dir(), "reproducer-%s.log" % variant)
+    log_path = os.path.join(h.test_dir(), "reproducer-%s%s.log" % (
+        variant, ".r%d" % CUR_ROUND[0] if CUR_ROUND[0] else ""))
     log = open(log_path, "wb")
     p = subprocess.Popen(argv, stdout=log, stderr=log)
     try:
@@ -289,10 +303,11 @@ def mm2_libs():
 
 
 def run_mm2(src, dst, topics, want, variant):
-    d = os.path.join(h.test_dir(), "mm2-%s" % variant)
+    rnd = "r%d" % CUR_ROUND[0] if CUR_ROUND[0] else ""
+    d = os.path.join(h.test_dir(), "mm2-%s%s" % (variant, rnd))
     os.makedirs(d, exist_ok=True)
     # A source alias of its own per run: fresh internal topics each time.
-    alias = "s%s%s" % (RUN, variant)
+    alias = "s%s%s%s" % (RUN, variant, rnd)
     props = {
         "clusters": "%s, dst" % alias,
         "%s.bootstrap.servers" % alias: src.bootstrap,
@@ -397,11 +412,15 @@ def main():
           % (h.realkafka().KAFKA_VERSION, " ".join(VARIANTS), TOPICS, NPART,
              MB, SMALL_MB), flush=True)
     results = []
-    for variant in VARIANTS:
+    for variant, rnd, tool in [(v, n, t) for v in VARIANTS
+                               for n in range(ROUNDS)
+                               for t in (TOOLS if n % 2 == 0 else TOOLS[::-1])]:
         codec = variant_codec(variant)
         mb = SMALL_MB if variant == "small" else MB
-        for tool in TOOLS:
-            topics = ["b%s-%s-%s-%d" % (RUN, variant, tool, i)
+        CUR_ROUND[0] = rnd
+        if True:
+            topics = ["b%s-%s-%s-%d%s" % (RUN, variant, tool, i,
+                                          "-r%d" % rnd if rnd else "")
                       for i in range(TOPICS)]
             for t in topics:
                 src.create_topic(t, partitions=NPART,
@@ -447,7 +466,7 @@ def main():
                        "(source %s)" % (tool, variant, codecs, want_codec,
                                         dst_codecs(src, topics)))
             r.update(tool=tool, variant=variant, payload=corpus["payload_bytes"],
-                     records=corpus["messages"])
+                     records=corpus["messages"], round=rnd)
             r["mb_per_s"] = r["payload"] / 1e6 / r["window_s"]
             r["cpu_s_per_gb"] = r["cpu_s"] / (r["payload"] / 1e9)
             results.append(r)
@@ -455,22 +474,53 @@ def main():
                   % (variant, tool, r["mb_per_s"], r["cpu_s_per_gb"],
                      r["rss_kb"] / 1024.0), flush=True)
 
-    print("\n%-6s %-13s %8s %8s %8s %8s %10s %9s %9s" % (
-        "corpus", "tool", "payload", "copy s", "MB/s", "CPU s", "CPU-s/GB",
-        "start CPU", "peak RSS"))
+    print("\n%-6s %-13s %5s %8s %8s %8s %8s %10s %9s %9s" % (
+        "corpus", "tool", "round", "payload", "copy s", "MB/s", "CPU s",
+        "CPU-s/GB", "start CPU", "peak RSS"))
     for r in results:
-        print("%-6s %-13s %6.1fMB %8.2f %8.1f %8.2f %10.2f %8.1fs %7.0fMB" % (
-            r["variant"], r["tool"], r["payload"] / 1e6, r["window_s"],
-            r["mb_per_s"], r["cpu_s"], r["cpu_s_per_gb"], r["start_cpu_s"],
-            r["rss_kb"] / 1024.0))
+        print("%-6s %-13s %5d %6.1fMB %8.2f %8.1f %8.2f %10.2f %8.1fs %7.0fMB"
+              % (r["variant"], r["tool"], r["round"], r["payload"] / 1e6,
+                 r["window_s"], r["mb_per_s"], r["cpu_s"], r["cpu_s_per_gb"],
+                 r["start_cpu_s"], r["rss_kb"] / 1024.0))
     print()
+    if ROUNDS > 1:
+        # Several rounds (the tools' order reversed every other round):
+        # the medians, and mirrord's ratios to each other tool round by
+        # round (same machine load within a round).
+        for variant in VARIANTS:
+            for tool in TOOLS:
+                rs = [r for r in results
+                      if r["variant"] == variant and r["tool"] == tool]
+                if rs:
+                    print("%-6s %-13s median of %d: %.1f MB/s, %.2f CPU-s/GB, "
+                          "peak RSS %.0f MB" % (
+                              variant, tool, len(rs),
+                              median([r["mb_per_s"] for r in rs]),
+                              median([r["cpu_s_per_gb"] for r in rs]),
+                              median([r["rss_kb"] for r in rs]) / 1024.0))
+            for tool in TOOLS:
+                if tool == "mirrord":
+                    continue
+                pairs = [(m, o) for m in results for o in results
+                         if m["variant"] == o["variant"] == variant
+                         and m["round"] == o["round"]
+                         and m["tool"] == "mirrord" and o["tool"] == tool]
+                if pairs:
+                    print("%-6s mirrord / %-13s per round: MB/s %s; CPU-s/GB "
+                          "%s" % (variant, tool, " ".join(
+                              "%.2f" % (m["mb_per_s"] / o["mb_per_s"])
+                              for m, o in pairs), " ".join(
+                              "%.2f" % (m["cpu_s_per_gb"] /
+                                        max(o["cpu_s_per_gb"], 1e-9))
+                              for m, o in pairs)))
+        print()
     for variant in VARIANTS:
         m = [r for r in results if r["variant"] == variant and r["tool"] == "mirrord"]
         if not m:
             continue
         m = m[0]
         for r in results:
-            if r["variant"] != variant or r is m:
+            if r["variant"] != variant or r is m or r["round"] != m["round"]:
                 continue
             # CPU times come in clock ticks (10 ms): below 5 ticks the
             # ratio says nothing.
