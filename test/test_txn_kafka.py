@@ -140,8 +140,22 @@ def many_aborted_producers(src, dst, d):
         plain.produce(topic, partition=1, value=b"tail1-%d" % k)
     mt.flush_all(plain, "tail records")
 
-    want0 = read(SRC, topic, 0)
-    want1 = read(SRC, topic, 1)
+    # The coordinator writes the abort markers after abort_transaction()
+    # returns; until they are in, the last stable offset stays at the first
+    # open transaction and a read_committed read ends there.  Wait for the
+    # committed view to reach the tail records.
+    views = {}
+
+    def committed_to_tail():
+        for p, last in ((0, b"tail-4"), (1, b"tail1-4")):
+            views[p] = read(SRC, topic, p)
+            if not views[p] or views[p][-1][2] != last:
+                return False
+        return True
+    h.wait_for(committed_to_tail, 60,
+               "the source's read_committed view of %s to reach the records "
+               "written after the aborts (the abort markers)" % topic)
+    want0, want1 = views[0], views[1]
     h.check(want0 and not any(v.startswith(b"abort") for _, _, v in want0),
             "test setup: the source's committed view holds no aborted record")
     eq(sum(1 for _, _, v in read(SRC, topic, 0, "read_uncommitted")
