@@ -36,6 +36,8 @@ struct pctx {
 	int16_t version;
 	size_t n;
 	size_t hint;   /* ctx_find: after the last entry found */
+	size_t *grp;   /* Fetch: where each topic's run of entries starts */
+	size_t ngrp;   /* (ctx_group(); NULL/0: none, ctx_find scans) */
 	struct pfsess *sess; /* Fetch: its session (pipe_fsess.h), or NULL */
 	uint32_t sround;     /* Fetch: the session's round when sent */
 	int sfull;           /* Fetch: a full request (the session opens) */
@@ -81,7 +83,46 @@ static void ctx_free(struct pctx *x)
 {
 	for (size_t i = 0; i < x->n; i++)
 		pl_part_unref(x->e[i].p);
+	free(x->grp);
 	free(x);
+}
+
+/*
+ * Notes where each topic's run of entries starts (a Fetch lists each
+ * topic once, its partitions together).  A broker may answer the topics
+ * in another order than asked: without this each topic of the answer
+ * costs ctx_find() a scan of the whole request from the hint.  Without
+ * memory ctx_find() scans as before.
+ */
+static int ctx_new_topic(const struct pctx *x, size_t i)
+{
+	const char *a = x->e[i].p->topic, *b = x->e[i - 1].p->topic;
+
+	return a != b && strcmp(a, b) != 0;
+}
+
+static void ctx_group(struct pctx *x)
+{
+	size_t n = 0;
+
+	free(x->grp);
+	x->grp = NULL;
+	x->ngrp = 0;
+	for (size_t i = 0; i < x->n; i++)
+		if (i == 0 || ctx_new_topic(x, i))
+			n++;
+	if (n == 0 || (x->grp = malloc(n * sizeof(*x->grp))) == NULL)
+		return;
+	for (size_t i = 0; i < x->n; i++)
+		if (i == 0 || ctx_new_topic(x, i))
+			x->grp[x->ngrp++] = i;
+}
+
+static int ctx_match(const struct pctx *x, size_t i, struct kstr topic,
+    int32_t partition)
+{
+	return !x->e[i].done && x->e[i].p->index == partition &&
+	    kstr_eq(topic, x->e[i].p->topic);
 }
 
 /*
@@ -91,13 +132,30 @@ static void ctx_free(struct pctx *x)
  */
 static ssize_t ctx_find(struct pctx *x, struct kstr topic, int32_t partition)
 {
-	for (size_t k = 0, i = x->hint; k < x->n; k++, i = i + 1 < x->n ? i + 1 : 0)
-		if (!x->e[i].done && x->e[i].p->index == partition &&
-		    kstr_eq(topic, x->e[i].p->topic)) {
-			x->hint = i + 1 < x->n ? i + 1 : 0;
-			return (ssize_t)i;
-		}
+	size_t i = x->hint;
+
+	if (i < x->n && ctx_match(x, i, topic, partition))
+		goto found;
+	/* Not the next one: the topic's run first (ctx_group()), one name
+	 * compared a topic; every entry found is checked in full. */
+	for (size_t g = 0; g < x->ngrp; g++) {
+		size_t s = x->grp[g], e = g + 1 < x->ngrp ? x->grp[g + 1] : x->n;
+
+		if (s >= x->n || e > x->n || !kstr_eq(topic, x->e[s].p->topic))
+			continue;
+		for (i = s; i < e; i++)
+			if (ctx_match(x, i, topic, partition))
+				goto found;
+	}
+	for (size_t k = 0; k < x->n; k++) {
+		i = (x->hint + k) % x->n;
+		if (ctx_match(x, i, topic, partition))
+			goto found;
+	}
 	return -1;
+found:
+	x->hint = i + 1 < x->n ? i + 1 : 0;
+	return (ssize_t)i;
 }
 
 /* ctx_find() for a Produce answer: v13+ names the topic by id. */
@@ -1549,6 +1607,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 			x->e[x->n - 1].slot = sel[i];
 		}
 		free(sel);
+		ctx_group(x);
 		x->version = (int16_t)v;
 		sess = fetch_session(b, mc, v, c);
 		if (sess != NULL && fetch_session_plan(sess, &f, x) != 0) {
@@ -2733,6 +2792,11 @@ void pcopy_produce_round(struct pipeline *pl)
 	size_t total = 0;
 
 	dst->pid_demand = 0; /* counted again below */
+	/* pl->qbytes counts every batch a partition holds (queued, in
+	 * flight, failed, unsure): none, nothing to send, and no walk of
+	 * every partition per broker on each kick of an idle pipeline. */
+	if (pl->qbytes == 0)
+		return;
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		total += pl->mirrors[i]->nparts;
 	if (total == 0)
