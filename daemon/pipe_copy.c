@@ -1569,9 +1569,8 @@ void pcopy_fetch_round(struct pmirror *pm)
 				continue;
 			if (f.tps == NULL) {
 				f.tps = calloc(pm->nparts, sizeof(*f.tps));
-				x = ctx_new(pl, cl, b, pm->nparts);
 				sel = calloc(pm->nparts, sizeof(*sel));
-				if (f.tps == NULL || x == NULL || sel == NULL)
+				if (f.tps == NULL || sel == NULL)
 					break;
 			}
 			sel[f.n] = i;
@@ -1585,6 +1584,10 @@ void pcopy_fetch_round(struct pmirror *pm)
 			    MIN(mc->fetch_max_bytes, INT32_MAX));
 			f.n++;
 		}
+		/* The context holds the partitions taken only (this broker's
+		 * share), not room for every partition of the mirror. */
+		if (f.n > 0 && f.tps != NULL && sel != NULL)
+			x = ctx_new(pl, cl, b, f.n);
 		if (f.n == 0 || x == NULL || sel == NULL ||
 		    (c = pbroker_conn(b)) == NULL) {
 			free(f.tps);
