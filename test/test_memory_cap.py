@@ -41,14 +41,6 @@ CAP = 1 << 20
 PART_CAP = 256 << 10
 
 
-def metric(d, family, **labels):
-    total = None
-    for line in d.metrics().splitlines():
-        if line.startswith(family + "{") or line.startswith(family + " "):
-            if all('%s="%s"' % kv in line for kv in labels.items()):
-                total = (total or 0) + float(line.rsplit(" ", 1)[1])
-    return total
-
 
 def sanitized():
     """ASan's quarantine keeps freed memory resident: no RSS bound there."""
@@ -107,7 +99,7 @@ def main():
 
     def done():
         for k in seen:
-            seen[k] = max(seen[k], metric(d, "mirrord_memory_held_bytes", kind=k) or 0)
+            seen[k] = max(seen[k], mt.metric_sum(d, "mirrord_memory_held_bytes", kind=k) or 0)
         rows = [p for p in d.describe_json("m1") if p["topic"] == T]
         for r in rows:
             if r["state"] == "FAILED":
@@ -116,7 +108,7 @@ def main():
             r["state"] == "MIRRORING" and r["lag"] == 0 for r in rows)
     h.wait_for(done, 240, "every partition copied, MIRRORING, lag 0", interval=0.2)
 
-    peak = metric(d, "mirrord_memory_held_bytes_peak")
+    peak = mt.metric_sum(d, "mirrord_memory_held_bytes_peak")
     hwm_kb = status_kb(pid, "VmHWM")
     print("held bytes: peak %d of a cap of %d; largest seen: %r; RSS %d KiB at "
           "the start, peak %d KiB (+%d KiB)" % (peak, CAP, seen, base_kb, hwm_kb,

@@ -54,14 +54,6 @@ PART_CAP = 256 << 10
 READ = 65536 + 256 + len(T)   # what one provenance read reserves
 
 
-def metric(d, family, **labels):
-    total = None
-    for line in d.metrics().splitlines():
-        if line.startswith(family + "{") or line.startswith(family + " "):
-            if all('%s="%s"' % kv in line for kv in labels.items()):
-                total = (total or 0) + float(line.rsplit(" ", 1)[1])
-    return total
-
 
 def records(cl, part, topic=T):
     out = []
@@ -113,7 +105,7 @@ def main():
     seen = {"destination_reads": 0}
 
     def done():
-        seen["destination_reads"] = max(seen["destination_reads"], metric(
+        seen["destination_reads"] = max(seen["destination_reads"], mt.metric_sum(
             d, "mirrord_memory_held_bytes", kind="destination_reads") or 0)
         rows = [p for p in d.describe_json("m1") if p["topic"] == T]
         for r in rows:
@@ -124,8 +116,8 @@ def main():
     h.wait_for(done, 240, "every partition proven, skipped over, MIRRORING, lag 0",
                interval=0.1)
 
-    peak = metric(d, "mirrord_memory_held_bytes_peak")
-    now = metric(d, "mirrord_memory_held_bytes", kind="destination_reads")
+    peak = mt.metric_sum(d, "mirrord_memory_held_bytes_peak")
+    now = mt.metric_sum(d, "mirrord_memory_held_bytes", kind="destination_reads")
     print("held bytes: peak %d of a cap of %d; destination reads: largest seen %d, "
           "now %r" % (peak, CAP, seen["destination_reads"], now), flush=True)
     h.check(seen["destination_reads"] > 0,
@@ -190,7 +182,7 @@ def main():
                 [o for o, _k, _v in got] == list(range(n + len(want2[part]))),
                 "%s-%d: the destination is not the foreign records then the "
                 "source's, each once" % (T2, part))
-    h.check(metric(d, "mirrord_memory_held_bytes", kind="destination_reads") == 0,
+    h.check(mt.metric_sum(d, "mirrord_memory_held_bytes", kind="destination_reads") == 0,
             "destination reads still held after %s was proven" % T2)
     print("%s: proven and mirrored, the read larger than the cap included" % T2,
           flush=True)
