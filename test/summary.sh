@@ -11,4 +11,13 @@ grep -h '^SKIP:' "$log" 2>/dev/null | sed 's/^/  /'
 # The time-boxed fuzzing's executions and crashes (test/fuzz/run_fuzzers.sh).
 fz="${1:-build}/test/fuzz/run_fuzzers.log"
 [ -f "$fz" ] && grep -h -e '^fuzz_[a-z]*: [0-9]* runs in' -e '^fuzzing: ' "$fz" | sed 's/^/  /'
+# The end of each failing test's own log, so a CI run that shows only this
+# output still says what went wrong.
+for t in $(sed -n 's/^\(FAIL\|ERROR\|XPASS\): \(.*\)/\2/p' "$log" | sort -u); do
+	tl="${1:-build}/${t%.*}.log"
+	[ -f "$tl" ] || tl="${1:-build}/$t.log"
+	[ -f "$tl" ] || continue
+	echo "--- last lines of $tl"
+	tail -n 40 "$tl" | sed 's/^/  | /'
+done
 echo "check: ${pass} passed, ${fail} failed, ${skip:-0} skipped"
