@@ -46,6 +46,7 @@ struct pctx {
 	struct pfsess *sess; /* Fetch: its session (pipe_fsess.h), or NULL */
 	uint32_t sround;     /* Fetch: the session's round when sent */
 	int sfull;           /* Fetch: a full request (the session opens) */
+	int news;            /* Fetch: its answer was more than "nothing new" */
 	size_t reserved; /* Fetch: its answer's bytes, in pl->fetch_reserved */
 	size_t copies;   /* Fetch: and the copies of its batches not queued yet */
 	struct {
@@ -1332,8 +1333,16 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	p = x->e[i].p;
 	p->fetch_inflight = 0;
 	if (p->dead || x->e[i].gen != p->gen || p->step != PS_RUN ||
-	    x->e[i].offset != p->src_fetch)
+	    x->e[i].offset != p->src_fetch) {
+		x->news = 1;
 		return;
+	}
+	if (fp->error != 0 || fp->records.len != 0 || fp->diverging_epoch >= 0 ||
+	    fp->high_watermark != p->live.source_high_watermark ||
+	    fp->last_stable_offset != p->live.last_stable_offset ||
+	    (fp->log_start_offset >= 0 &&
+	    fp->log_start_offset != p->live.source_log_start))
+		x->news = 1;
 	if (fp->error == 0) {
 		if (pepoch_fetch_diverged(p, fp->diverging_epoch, fp->diverging_end))
 			return;
@@ -1428,7 +1437,7 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 	struct pbuf_pin *pin = NULL;
 	int16_t top = 0;
 	int32_t sid = 0;
-	int insess = 0, incremental = 0;
+	int insess = 0, incremental = 0, quiet = 0;
 
 	if (!x->cl->dying)
 		x->b->fetching = 0;
@@ -1481,6 +1490,10 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 			x->b->fetch_next = x->e[i].slot + 1;
 			break;
 		}
+	if (top != 0 || incremental)
+		x->news = 1;
+	else if (!x->news)
+		quiet = 1;
 out:
 	if (pin != NULL) {
 		x->pl->taking = NULL;
@@ -1493,7 +1506,15 @@ out:
 				x->e[i].p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		}
 	fetch_release(x);
-	pl_kick(x->pl);
+	/*
+	 * An answer with nothing new (no records, no error, the same
+	 * offsets: an idle source) needs no sweep of every partition: the
+	 * next Fetch to this broker goes with the next one (another answer
+	 * or the periodic sweep, at most SWEEP_TICK_GAPS sweep gaps away;
+	 * every 100 ms below a few thousand partitions).
+	 */
+	if (!quiet || x->pl->sweep_gap_ms == 0)
+		pl_kick(x->pl);
 	ctx_free(x);
 }
 
@@ -1601,8 +1622,8 @@ out:
 static int fetch_candidate(struct pipeline *pl, struct pcluster *cl,
     struct ppart *p, int64_t now)
 {
-	return p->step == PS_RUN && !p->fetch_inflight && pl_part_wants_run(p) &&
-	    now >= p->not_before && pcap(pl) - (int64_t)p->qbytes > 0 &&
+	return p->step == PS_RUN && !p->fetch_inflight && now >= p->not_before &&
+	    pl_part_wants_run(p) && pcap(pl) - (int64_t)p->qbytes > 0 &&
 	    !(p->src_gone && p->src_gone_gen == cl->md_gen);
 }
 
