@@ -1318,6 +1318,25 @@ static ssize_t fetch_find(struct pctx *x, const struct pw_fetch_part *fp)
 	return fetch_lookup(x, fp->topic, fp->partition);
 }
 
+/*
+ * A partition an incremental answer left out has nothing new: no records,
+ * the high watermark, last stable offset and log start of the answer
+ * before.  What a sessionless Fetch's empty answer did for it is done
+ * elsewhere too (the lag and the offsets skipped after trailing markers:
+ * produce answers; a log start that moved is news), except the warning
+ * that the last stable offset stands still below the high watermark: it
+ * is noted here, for the partitions behind only (no work per idle one).
+ */
+static void fetch_unchanged(struct pctx *x, size_t i)
+{
+	struct ppart *p = x->e[i].p;
+
+	if (p->lso_since != 0 && !p->lso_warned && !p->dead &&
+	    x->e[i].gen == p->gen && p->step == PS_RUN)
+		pl_note_lso(p, p->live.last_stable_offset,
+		    p->live.source_high_watermark);
+}
+
 static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 {
 	struct pctx *x = arg;
@@ -1337,12 +1356,18 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 		x->news = 1;
 		return;
 	}
-	if (fp->error != 0 || fp->records.len != 0 || fp->diverging_epoch >= 0 ||
-	    fp->high_watermark != p->live.source_high_watermark ||
-	    fp->last_stable_offset != p->live.last_stable_offset ||
-	    (fp->log_start_offset >= 0 &&
-	    fp->log_start_offset != p->live.source_log_start))
-		x->news = 1;
+	if (fp->error == 0 && fp->records.len <= 0 && fp->diverging_epoch < 0 &&
+	    fp->high_watermark == p->live.source_high_watermark &&
+	    fp->last_stable_offset == p->live.last_stable_offset &&
+	    (fp->log_start_offset < 0 ||
+	    fp->log_start_offset == p->live.source_log_start)) {
+		/* Nothing new: what an incremental answer leaving it out
+		 * does (an idle source's common case). */
+		fetch_unchanged(x, (size_t)i);
+		skipped_done(p);
+		return;
+	}
+	x->news = 1;
 	if (fp->error == 0) {
 		if (pepoch_fetch_diverged(p, fp->diverging_epoch, fp->diverging_end))
 			return;
@@ -1379,25 +1404,6 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	}
 	pl_part_fail(p, "Fetch from the source at offset %" PRId64 ": %s",
 	    p->src_fetch, kerr_name(fp->error));
-}
-
-/*
- * A partition an incremental answer left out has nothing new: no records,
- * the high watermark, last stable offset and log start of the answer
- * before.  What a sessionless Fetch's empty answer did for it is done
- * elsewhere too (the lag and the offsets skipped after trailing markers:
- * produce answers; a log start that moved is news), except the warning
- * that the last stable offset stands still below the high watermark: it
- * is noted here, for the partitions behind only (no work per idle one).
- */
-static void fetch_unchanged(struct pctx *x, size_t i)
-{
-	struct ppart *p = x->e[i].p;
-
-	if (p->lso_since != 0 && !p->lso_warned && !p->dead &&
-	    x->e[i].gen == p->gen && p->step == PS_RUN)
-		pl_note_lso(p, p->live.last_stable_offset,
-		    p->live.source_high_watermark);
 }
 
 /*
@@ -1627,6 +1633,24 @@ static int fetch_candidate(struct pipeline *pl, struct pcluster *cl,
 	    !(p->src_gone && p->src_gone_gen == cl->md_gen);
 }
 
+/*
+ * pepoch_leader_epoch() for the partitions of a Fetch in turn: the
+ * topic's metadata looked up once a run of the same topic, not once a
+ * partition (*name and *t carry it from one call to the next).
+ */
+static int32_t fetch_leader_epoch(struct pcluster *cl, const struct ppart *p,
+    const char **name, const struct kcluster_topic **t)
+{
+	if (*name == NULL || (p->topic != *name && strcmp(p->topic, *name) != 0)) {
+		*t = pcluster_topic(cl, p->topic);
+		*name = p->topic;
+	}
+	if (*t == NULL || (*t)->error != 0 || p->index >= (*t)->npart ||
+	    (*t)->leader_epoch == NULL)
+		return -1;
+	return (*t)->leader_epoch[p->index];
+}
+
 /* A partition of the round's single walk: its index in the mirror's
  * parts and its leader's index in the source's brokers. */
 struct fetch_cand {
@@ -1696,6 +1720,8 @@ void pcopy_fetch_round(struct pmirror *pm)
 		struct pfsess *sess;
 		char err[256];
 		size_t *sel = NULL, start, inflight0, first = 0, mine = 0;
+		const char *ltopic = NULL;
+		const struct kcluster_topic *lmeta = NULL;
 		int v;
 		/* What this Fetch's answer may hold, and its framing so far. */
 		int64_t share = fetch_share(pl), froom, fover = 0;
@@ -1743,7 +1769,8 @@ void pcopy_fetch_round(struct pmirror *pm)
 			f.tps[f.n].topic = p->topic;
 			f.tps[f.n].partition = p->index;
 			f.tps[f.n].offset = p->src_fetch;
-			f.tps[f.n].leader_epoch = pepoch_leader_epoch(p);
+			f.tps[f.n].leader_epoch = fetch_leader_epoch(cl, p,
+			    &ltopic, &lmeta);
 			f.tps[f.n].last_epoch = pepoch_last_fetched(p);
 			fover += fetch_part_overhead(p);
 			f.tps[f.n].max_bytes = (int32_t)MIN(MIN(room, froom - fover),
@@ -1776,8 +1803,9 @@ void pcopy_fetch_round(struct pmirror *pm)
 			x->e[x->n - 1].slot = sel[i];
 		}
 		free(sel);
-		ctx_group(x);
 		fetch_index(x);
+		if (x->fh == NULL)
+			ctx_group(x);   /* ctx_find()'s topic runs instead */
 		x->version = (int16_t)v;
 		sess = fetch_session(b, mc, v, c);
 		if (sess != NULL && fetch_session_plan(sess, &f, x) != 0) {
