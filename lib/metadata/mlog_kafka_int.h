@@ -137,6 +137,11 @@ int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
 /* Reads every record with an offset in [lo, hi) in order. */
 int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
     void *arg, char *err, size_t errlen);
+/* The same for the records of snapshot batches only: the other batches
+ * are skipped on their first record's key, unread and unchecked (finding
+ * the newest snapshot costs a walk over batch headers, not a replay). */
+int mk_read_snapshots(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
+    void *arg, char *err, size_t errlen);
 /* Produces frames[0..len) as one batch with the next sequence, acks=all;
  * a refusal of our epoch marks the log broken (fenced). */
 int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,

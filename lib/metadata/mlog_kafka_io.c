@@ -559,8 +559,8 @@ static int64_t records_end(const uint8_t *p, int32_t len, int64_t o)
  * the next answer travels while cb works; the caller finishes it.
  */
 static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
-    int64_t hi, krec_fn cb, void *arg, int64_t *next, int64_t *hw,
-    struct mk_pending **prefetch, int64_t *pf_off, char *err,
+    int64_t hi, int snap_only, krec_fn cb, void *arg, int64_t *next,
+    int64_t *hw, struct mk_pending **prefetch, int64_t *pf_off, char *err,
     size_t errlen)
 {
 	struct karena *a = karena_new(1 << 20);
@@ -636,7 +636,12 @@ static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
 		}
 		if (batch_next_offset(&b) <= o)
 			continue;
-		if (batch_is_control(&b)) {
+		if (batch_is_control(&b) || (snap_only &&
+		    !mlog_kafka_batch_is_snapshot(b.records, b.records_len,
+		    b.record_count))) {
+			/* snap_only: a batch is all snapshot or none (one
+			 * produce each), so its first record's key tells;
+			 * nothing of the others is read or checked. */
 			o = batch_next_offset(&b);
 			*next = o;
 			continue;
@@ -692,14 +697,15 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 		mk_drop_conn(k);
 		return -1;
 	}
-	return fetch_finish(k, pend, o, hi, cb, arg, next, hw, NULL, NULL,
+	return fetch_finish(k, pend, o, hi, 0, cb, arg, next, hw, NULL, NULL,
 	    err, errlen);
 }
 
-/* Reads every record with an offset in [lo, hi) in order, the next Fetch
- * on its way while the records of one are handed to cb (replay). */
-int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
-    void *arg, char *err, size_t errlen)
+/* Reads every record with an offset in [lo, hi) in order (snap_only:
+ * only those of snapshot batches), the next Fetch on its way while the
+ * records of one are handed to cb (replay). */
+static int read_range(struct mk *k, int64_t lo, int64_t hi, int snap_only,
+    krec_fn cb, void *arg, char *err, size_t errlen)
 {
 	struct mk_pending *pf = NULL;
 	int64_t o = lo, pf_off = -1;
@@ -723,7 +729,8 @@ int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
 			rc = -1;
 			break;
 		}
-		if (fetch_finish(k, cur, o, hi, cb, arg, &next, &hw, &pf,
+		if (fetch_finish(k, cur, o, hi, snap_only, cb, arg, &next, &hw,
+		    &pf,
 		    &pf_off, err, errlen) != 0) {
 			rc = -1;
 			break;
@@ -741,6 +748,18 @@ int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
 	if (pf != NULL)
 		(void)mk_call_finish(pf, NULL, NULL, NULL, e2, sizeof(e2));
 	return rc;
+}
+
+int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
+    void *arg, char *err, size_t errlen)
+{
+	return read_range(k, lo, hi, 0, cb, arg, err, errlen);
+}
+
+int mk_read_snapshots(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
+    void *arg, char *err, size_t errlen)
+{
+	return read_range(k, lo, hi, 1, cb, arg, err, errlen);
 }
 
 /* ---- producing ----------------------------------------------------------- */

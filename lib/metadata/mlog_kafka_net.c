@@ -83,8 +83,8 @@ struct net_op {
 	int done;
 	int rc;
 	int unsent;                 /* OP_CALL: refused before sending */
-	uint8_t *resp;
-	size_t resp_len;
+	uint8_t *resp;              /* malloc'd; the answer at resp_skip */
+	size_t resp_skip, resp_len;
 	char err[512];
 };
 
@@ -145,23 +145,28 @@ static void call_done(struct kconn *c, int err, const char *errstr,
 {
 	struct net_op *op = arg;
 	struct mk_net *n = op->conn->net;
-	uint8_t *copy = NULL;
-	size_t len = 0;
+	uint8_t *copy = NULL, *frame;
+	size_t len = 0, cap, skip = 0;
 
-	(void)c;
 	if (err != KCONN_E_OK || body == NULL) {
 		op_finish(n, op, -1, errstr != NULL ? errstr : "no answer");
 		return;
 	}
 	len = (size_t)(body->end - body->p);
-	copy = malloc(len > 0 ? len : 1);
-	if (copy == NULL) {
+	/* A large answer (a replay's Fetch) was read into a buffer of
+	 * kconn's own: taken over as it is, not copied. */
+	if ((frame = kconn_take_frame(c, &cap)) != NULL) {
+		copy = frame;
+		skip = (size_t)(body->p - frame);
+	} else if ((copy = malloc(len > 0 ? len : 1)) == NULL) {
 		op_finish(n, op, -1, "out of memory");
 		return;
+	} else {
+		memcpy(copy, body->p, len);
 	}
-	memcpy(copy, body->p, len);
 	pthread_mutex_lock(&n->mu);
 	op->resp = copy;
+	op->resp_skip = skip;
 	op->resp_len = len;
 	pthread_mutex_unlock(&n->mu);
 	op_finish(n, op, 0, NULL);
@@ -542,7 +547,7 @@ uint8_t *mk_call_finish(struct mk_pending *pd, void *resp, struct karena *a,
 		free(pd->op.resp);
 		goto out;
 	}
-	kr_init(&r, pd->op.resp, pd->op.resp_len);
+	kr_init(&r, pd->op.resp + pd->op.resp_skip, pd->op.resp_len);
 	api->response_init(resp);
 	if (api->response_decode(&r, a, pd->version, resp) < 0 || r.err) {
 		seterr(err, errlen, "%s: malformed %s v%d response: %s",
