@@ -184,6 +184,16 @@ struct mk_pending *mk_call_start(struct mk_conn *c, int16_t api_key,
     size_t errlen);
 uint8_t *mk_call_finish(struct mk_pending *pd, void *resp, struct karena *a,
     int *unsent, char *err, size_t errlen);
+/* mk_call_start() with check run on the answer's body (len bytes, not
+ * yet decoded) on the network thread before it is handed over, so work on
+ * it is done there while the caller works on the answer before (replay:
+ * the batch CRCs).  check_arg is the caller's, written by check only, and
+ * read by the caller once mk_call_finish() returned; check is not run on
+ * a failed call. */
+typedef void (*mk_check_fn)(void *arg, const uint8_t *body, size_t len);
+struct mk_pending *mk_call_start_check(struct mk_conn *c, int16_t api_key,
+    int16_t version, const void *req, int timeout_ms, mk_check_fn check,
+    void *check_arg, char *err, size_t errlen);
 
 /* ---- shared by mlog_kafka.c and mlog_kafka_async.c --------------------- */
 

@@ -79,6 +79,8 @@ struct net_op {
 	const uint8_t *body;
 	size_t body_len;
 	int timeout_ms;
+	mk_check_fn check;          /* run on the answer, network thread */
+	void *check_arg;
 	/* results (under net->mu) */
 	int done;
 	int rc;
@@ -164,6 +166,10 @@ static void call_done(struct kconn *c, int err, const char *errstr,
 	} else {
 		memcpy(copy, body->p, len);
 	}
+	/* Before the hand-over: what check writes is the caller's once
+	 * op_finish() (under the mutex) says done. */
+	if (op->check != NULL)
+		op->check(op->check_arg, copy + skip, len);
 	pthread_mutex_lock(&n->mu);
 	op->resp = copy;
 	op->resp_skip = skip;
@@ -492,6 +498,14 @@ struct mk_pending *mk_call_start(struct mk_conn *mc, int16_t api_key,
     int16_t version, const void *req, int timeout_ms, char *err,
     size_t errlen)
 {
+	return mk_call_start_check(mc, api_key, version, req, timeout_ms, NULL,
+	    NULL, err, errlen);
+}
+
+struct mk_pending *mk_call_start_check(struct mk_conn *mc, int16_t api_key,
+    int16_t version, const void *req, int timeout_ms, mk_check_fn check,
+    void *check_arg, char *err, size_t errlen)
+{
 	const struct kp_api *api = kp_api_find(api_key);
 	struct mk_pending *pd;
 
@@ -518,7 +532,7 @@ struct mk_pending *mk_call_start(struct mk_conn *mc, int16_t api_key,
 	pd->op = (struct net_op){ .kind = OP_CALL, .conn = mc,
 	    .api_key = api_key, .version = version,
 	    .timeout_ms = MAX(1, timeout_ms), .body = pd->w.buf,
-	    .body_len = pd->w.len };
+	    .body_len = pd->w.len, .check = check, .check_arg = check_arg };
 	post(mc->net, &pd->op);
 	return pd;
 }
