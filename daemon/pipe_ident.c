@@ -332,6 +332,14 @@ static void stop_deleted(struct pmirror *pm, struct mpart *mp,
 
 		if (p->swrite && p->swrite_to == MPART_STOPPING)
 			return;
+		/* As part_step() does for a STOPPING partition, now: the
+		 * model shows MIRRORING until the record is durable, and
+		 * nothing more is fetched meanwhile (an uncertain Produce
+		 * is still resolved first). */
+		if (p->step == PS_RUN || p->step == PS_OOR)
+			pl_drop_queue(p);
+		if (p->step != PS_SYNC)
+			p->step = PS_IDLE;
 		if (pl_part_state(p, &rq, msg, sizeof(msg)) < 0)
 			log_warnx("mirror %s: %s: %s", pm->name, name, msg);
 		return;
