@@ -7,7 +7,8 @@ on the log's network thread as each Fetch answer arrives, while the answer
 before is applied (lib/metadata/mlog_kafka_io.c fetch_check()).  Here a
 byte inside one batch in the middle of the log is flipped in the broker's
 segment file while the broker is down (a clean stop: the broker does not
-check the segment again at start, and serves the bytes as they are):
+check the segment again at start, and serves the bytes as they are); the
+batch is one of those after the newest snapshot, which replay reads:
 
   * a mirrord on that log refuses to start (exit 1) with a message naming
     the topic, the damaged batch's offset and the CRC mismatch;
@@ -17,6 +18,7 @@ check the segment again at start, and serves the bytes as they are):
 
 import glob
 import os
+import signal
 import struct
 import sys
 import time
@@ -37,14 +39,45 @@ def daemon(k, name, topic):
                                      "timeout_ms": 20000})
 
 
+def mirrors(d):
+    """The MIRROR column of kafka-mirrors --list, sorted."""
+    lines = d.cli_ok("--list").stdout.splitlines()
+    return sorted(x.split()[0] for x in lines[1:] if x.strip())
+
+
+def varint(data, pos):
+    """A zigzag varint at pos: (value, position after it)."""
+    shift = u = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        u |= (b & 0x7f) << shift
+        shift += 7
+        if not b & 0x80:
+            return (u >> 1) ^ -(u & 1), pos
+
+
+def first_key(data, pos):
+    """The key of the first record of the batch at pos (None if null)."""
+    p = pos + 61                      # the batch header
+    _, p = varint(data, p)            # record length
+    p += 1                            # attributes
+    _, p = varint(data, p)            # timestamp delta
+    _, p = varint(data, p)            # offset delta
+    klen, p = varint(data, p)
+    return None if klen < 0 else bytes(data[p:p + klen])
+
+
 def batches(data):
-    """(position, length, base offset) of every batch of a segment file."""
+    """(position, length, base offset, snapshot) of every batch of a
+    segment file; snapshot: its records are keyed as snapshot records."""
     out, pos = [], 0
     while pos + 12 <= len(data):
         base, length = struct.unpack(">qi", data[pos:pos + 12])
         if length <= 0 or pos + 12 + length > len(data):
             break
-        out.append((pos, 12 + length, base))
+        out.append((pos, 12 + length, base,
+                    first_key(data, pos) == b"snapshot"))
         pos += 12 + length
     return out
 
@@ -57,9 +90,22 @@ def main():
     for i in range(MIRRORS):
         a.create("m%d" % i, {"bootstrap.servers": k.bootstrap})
     want = sorted("m%d" % i for i in range(MIRRORS))
-    h.check(sorted(a.cli_ok("--list").stdout.split()) == want,
-            "mirrors before the damage")
+    got = mirrors(a)
+    h.check(got == want, "mirrors before the damage: %r, want %r"
+            % (got, want))
     h.check(a.stop() == 0, "mirrord a did not stop cleanly")
+    # a wrote a snapshot as it stopped: replay starts there.  So more
+    # writes after it, and no snapshot at the end (SIGKILL).
+    a2 = daemon(k, "a2", topic)
+    a2.start()
+    for i in range(MIRRORS, 2 * MIRRORS):
+        a2.create("m%d" % i, {"bootstrap.servers": k.bootstrap})
+    want = sorted("m%d" % i for i in range(2 * MIRRORS))
+    got = mirrors(a2)
+    h.check(got == want, "mirrors before the damage: %r, want %r"
+            % (got, want))
+    a2.proc.signal(signal.SIGKILL)
+    a2.proc.wait(30)
 
     k.stop()
     segs = glob.glob(os.path.join(k.dir, "data", topic + "-0", "*.log"))
@@ -67,11 +113,14 @@ def main():
     with open(segs[0], "rb") as f:
         data = bytearray(f.read())
     found = batches(data)
-    h.check(len(found) >= MIRRORS, "%d batches in %s, want at least %d"
-            % (len(found), segs[0], MIRRORS))
-    # A batch in the middle (not the first of a Fetch answer), its last
-    # byte: inside a record's value, covered by the CRC only.
-    pos, length, base = found[len(found) // 2]
+    snaps = [i for i, x in enumerate(found) if x[3]]
+    h.check(snaps, "no snapshot batch in %s" % segs[0])
+    after = found[snaps[-1] + 1:]
+    h.check(len(after) >= MIRRORS, "%d batches after the snapshot in %s, "
+            "want at least %d" % (len(after), segs[0], MIRRORS))
+    # A batch in the middle of those replayed after the snapshot (not the
+    # first of a Fetch answer), its last byte: covered by the CRC only.
+    pos, length, base, _ = after[len(after) // 2]
     at = pos + length - 1
     data[at] ^= 0x01
     with open(segs[0], "wb") as f:
@@ -99,7 +148,7 @@ def main():
     k.wait_ready(time.monotonic() + 180)
     c = daemon(k, "c", topic)
     c.start()
-    got = sorted(c.cli_ok("--list").stdout.split())
+    got = mirrors(c)
     h.check(got == want, "mirrors after the repair: %r, want %r"
             % (got, want))
     c.stop()
