@@ -131,7 +131,12 @@ def main():
 
     b = daemon(k, "b", topic)
     b.start(wait=False)
-    h.check(b.proc.wait(120) == 1, "mirrord started on a damaged log")
+    h.wait_for(lambda: not b.proc.alive() or "ready: admin listener" in
+               b.proc.output(), 120, "mirrord b to exit or be ready")
+    h.check(not b.proc.alive(), "mirrord started on a damaged log:\n"
+            + b.proc.tail())
+    h.check(b.proc.wait(10) == 1, "mirrord b exited with status %s"
+            % b.proc.wait(10))
     out = b.proc.output()
     h.check("topic %s partition 0: batch at offset %d: CRC-32C mismatch"
             % (topic, base) in out and "refusing to start" in out,
