@@ -271,6 +271,13 @@ def mock_pair(topics, brokers=1):
     return mc, mc.bootstrap(0), mc.bootstrap(1)
 
 
+def pipeline_caps_yaml(total, per_partition):
+    """The daemon config's pipeline section capping the bytes held in all
+    (max_inflight_bytes_total) and per partition."""
+    return ("pipeline:\n  max_inflight_bytes_total: %d\n"
+            "  max_inflight_bytes_per_partition: %d\n" % (total, per_partition))
+
+
 # ---- kafka-mirrors as one principal ----------------------------------------
 
 class Client:
@@ -347,6 +354,59 @@ def metric_sum(d, family, **labels):
     return total
 
 
+def caught_up_rows(rows):
+    """(topic, partition, state, lag) of each row not yet MIRRORING with
+    lag 0: what a wait on caught up names when it times out."""
+    return sorted((r["topic"], r["partition"], r["state"], r["lag"])
+                  for r in rows if r["state"] != "MIRRORING" or r["lag"] != 0)
+
+
+def wait_caught_up(d, mirror, timeout, what, topic=None, count=None,
+                   fail_on_failed=False, interval=0.05, poll=None):
+    """Waits (timeout s) until every DescribeMirrors row of mirror (only
+    those of topic when given) is MIRRORING with lag 0 and there are count
+    of them (at least one when count is None); returns those rows.
+    poll(rows), when given, is called on every poll first (to sample
+    metrics while waiting).  With fail_on_failed a FAILED row fails at
+    once, naming the partition and its error.  On timeout the failure
+    names what and the rows not caught up."""
+    last = {"rows": []}
+
+    def ok():
+        rows = [r for r in d.describe_json(mirror)
+                if topic is None or r["topic"] == topic]
+        last["rows"] = rows
+        if poll is not None:
+            poll(rows)
+        if fail_on_failed:
+            for r in rows:
+                if r["state"] == "FAILED":
+                    h.fail("%s: %s-%d FAILED: %s" % (what, r["topic"], r["partition"],
+                                                     r.get("errorMessage")))
+        if not rows or (count is not None and len(rows) != count):
+            return False
+        return all(r["state"] == "MIRRORING" and r["lag"] == 0
+                   for r in rows) and rows
+    try:
+        return h.wait_for(ok, timeout, what, interval=interval)
+    except AssertionError as e:
+        raise AssertionError("%s; %d rows%s, not MIRRORING with lag 0: %r"
+                             % (e, len(last["rows"]),
+                                "" if count is None else " (want %d)" % count,
+                                caught_up_rows(last["rows"]))) from None
+
+
+def metric_value(d, family, **labels):
+    """The value of d's /metrics series of family whose labels are exactly
+    these (label=value), 0 when there is none."""
+    want = sorted('%s="%s"' % kv for kv in labels.items())
+    for line in d.metrics().splitlines():
+        m = re.match(r"^%s\{([^}]*)\} (\S+)$" % re.escape(family), line)
+        if m and sorted(m.group(1).split(",")) == want:
+            return float(m.group(2))
+    return 0.0
+
+
 def denied_total(d):
     """{(api, operation): n} of mirrord_admin_authorization_denied_total."""
     pat = re.compile(r'^mirrord_admin_authorization_denied_total'
@@ -385,6 +445,16 @@ def wait_same_ends(src, dst, topic, npart, timeout, log_path):
                "%s to reach the source ends %s on the destination (log %s)"
                % (topic, want, log_path))
     return want
+
+
+def stored_records(cl, topic, partition):
+    """[(offset, key, value)] of every record of every batch of
+    topic-partition as the cluster (a kraw.Cluster) stores it."""
+    import krawwrite
+    out = []
+    for b in cl.batches(topic, partition):
+        out.extend(krawwrite.records_of(b["raw"]))
+    return out
 
 
 def flush_all(p, what):
@@ -467,6 +537,102 @@ def read_partition(bootstrap, topic, partition, group, start=0,
                % (topic, partition, bootstrap))
     finally:
         c.close()
+
+
+class LayoutWriter:
+    """A thread writing small records (key, value, one header) round every
+    partition of layout ({topic: [partition, ...]}) to bootstrap, pausing
+    pause s between rounds, until stop().  Delivery failures while a
+    broker is down do not matter: tests compare the destination with what
+    the source holds."""
+
+    def __init__(self, bootstrap, layout, pause=0.05):
+        import threading
+        from confluent_kafka import Producer
+        self.layout = {t: sorted(ps) for t, ps in layout.items()}
+        self.pause = pause
+        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                           "acks": "all", "message.timeout.ms": 120000})
+        self.halt = threading.Event()
+        self.n = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.thread.start()
+
+    def _run(self):
+        while not self.halt.is_set():
+            for topic, parts in sorted(self.layout.items()):
+                for part in parts:
+                    try:
+                        self.p.produce(topic, key=b"k%d" % self.n,
+                                       value=b"%s/%d/%d " % (topic.encode(), part, self.n) * 8,
+                                       headers=[("n", b"%d" % self.n)],
+                                       partition=part)
+                    except BufferError:
+                        self.p.poll(0.1)
+                    self.n += 1
+            self.p.poll(0)
+            time.sleep(self.pause)
+        self.p.flush(120)
+
+    def stop(self):
+        self.halt.set()
+        self.thread.join(180)
+        h.check(not self.thread.is_alive(), "the writer did not stop")
+
+
+def partition_ends(bootstrap, layout):
+    """{(topic, partition): high watermark} of every partition of layout
+    ({topic: [partition, ...]})."""
+    import kraw
+    c = kraw.Cluster(bootstrap)
+    try:
+        return {(t, p): c.offsets(t, p)[1]
+                for t, parts in layout.items() for p in parts}
+    finally:
+        c.close()
+
+
+def records_below(bootstrap, want, group):
+    """{(topic, partition): [(offset, key, value, headers, timestamp)]}
+    of every record below the end in want ({(topic, partition): end}),
+    read within 120 s by a consumer of group."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    c.assign([TopicPartition(t, p, 0) for (t, p), e in want.items() if e > 0])
+    out = {tp: [] for tp in want}
+    deadline = time.monotonic() + 120
+    try:
+        while any(len(out[tp]) < e for tp, e in want.items()):
+            if time.monotonic() > deadline:
+                h.fail("reading %s: got %r of %r" % (bootstrap,
+                       {tp: len(v) for tp, v in out.items()}, want))
+            for m in c.consume(500, 1.0):
+                if m.error():
+                    continue
+                tp = (m.topic(), m.partition())
+                if m.offset() < want[tp]:
+                    out[tp].append((m.offset(), m.key(), m.value(),
+                                    m.headers(), m.timestamp()))
+    finally:
+        c.close()
+    return out
+
+
+def check_same_records(src, dst, want, group):
+    """Every partition of want ({(topic, partition): end}) holds below its
+    end the same records (offsets, keys, values, headers, timestamps) on
+    the destination (bootstrap dst) as on the source (src); fails naming
+    the partition, the counts and the first difference."""
+    s, t = records_below(src, want, group), records_below(dst, want, group)
+    for tp in sorted(want):
+        h.check(s[tp] == t[tp],
+                "%s-%d: the destination differs from the source (%d records"
+                " against %d; first difference %r)"
+                % (tp[0], tp[1], len(t[tp]), len(s[tp]),
+                   next(((a, b) for a, b in zip(s[tp], t[tp]) if a != b), None)))
 
 
 def recreate_topic(cluster, adm, topic):

@@ -159,6 +159,77 @@ def hwms(bootstrap):
         c.close()
 
 
+def m1_config(src):
+    """The configs of mirror m1 from the source bootstrap src."""
+    return {"bootstrap.servers": src,
+            "mirror.metadata.refresh.interval.ms": "1000",
+            "mirror.fetch.wait.max.ms": "200"}
+
+
+def start_mirroring(ds, src):
+    """Starts every instance of ds, waits for one writer, creates m1 through
+    it (TOPIC from the source bootstrap src) and starts a Load: (the
+    writer, the load)."""
+    for d in ds:
+        d.start()
+    w = one_writer(ds, "three instances", timeout=90)
+    w.create("m1", m1_config(src))
+    w.cli_ok("--add", "--mirror", "m1", "--topic", TOPIC)
+    return w, Load(src)
+
+
+def check_records(src, dst):
+    """Every record of every partition of TOPIC on the source (bootstrap
+    src) is on the destination (dst) once, at its offset, the same (key,
+    value, headers, timestamp), and nothing else is: the records
+    checked."""
+    lost = dup = bad = total = 0
+    for p in range(PARTS):
+        _, _, srecs = read_all(src, TOPIC, p)
+        _, _, drecs = read_all(dst, TOPIC, p)
+        total += len(srecs)
+        sm = {x[0]: x for x in srecs}
+        dm = {}
+        for x in drecs:
+            if x[0] in dm:
+                dup += 1
+            dm[x[0]] = x
+        for off, x in sm.items():
+            y = dm.get(off)
+            if y is None:
+                lost += 1
+            elif y != x:
+                bad += 1
+                if bad < 5:
+                    print("partition %d offset %d: source %r destination %r"
+                          % (p, off, x, y))
+        dup += len(set(dm) - set(sm))
+    print("checked %d records: %d lost, %d duplicated, %d different"
+          % (total, lost, dup, bad), flush=True)
+    h.check(lost == 0 and dup == 0 and bad == 0,
+            "%d lost, %d duplicated, %d different" % (lost, dup, bad))
+    return total
+
+
+def check_copy(src, dst, load):
+    """After load stopped: every destination partition reaches its
+    source's end (120 s) and holds every record once (check_records), at
+    least as many as load produced; the records checked."""
+    def caught_up():
+        c2 = kraw.Cluster(src)
+        try:
+            sh = [c2.offsets(TOPIC, p)[1] for p in range(PARTS)]
+        finally:
+            c2.close()
+        return hwms(dst) == sh
+    h.wait_for(caught_up, 120, "every destination partition at its source's "
+               "end (dst %r)" % (hwms(dst),))
+    total = check_records(src, dst)
+    h.check(total >= load.n, "fewer records read (%d) than produced (%d)"
+            % (total, load.n))
+    return total
+
+
 def varint(b, o):
     shift = v = 0
     while True:
@@ -273,9 +344,7 @@ def main():
 
     # ---- the admin plane: NOT_CONTROLLER and the controller ------------
     f = followers[0]
-    r = f.create("m1", {"bootstrap.servers": SRC,
-                        "mirror.metadata.refresh.interval.ms": "1000",
-                        "mirror.fetch.wait.max.ms": "200"})
+    r = f.create("m1", m1_config(SRC))
     h.check(r.returncode == 0, "create through a follower: %s" % r.stderr)
     h.check("not write the metadata log; the writer is instance %s at %s"
             % (w.name, w.bootstrap) in f.log(),
@@ -362,43 +431,7 @@ def main():
     print("load: %d records" % load.n, flush=True)
     final = writers(ds)[0]
 
-    def caught_up():
-        c2 = kraw.Cluster(SRC)
-        try:
-            sh = [c2.offsets(TOPIC, p)[1] for p in range(PARTS)]
-        finally:
-            c2.close()
-        return hwms(DST) == sh
-    h.wait_for(caught_up, 120, "every destination partition at its source's "
-               "end (src %r dst %r)" % (None, hwms(DST)))
-    lost = dup = bad = total = 0
-    for p in range(PARTS):
-        _, shi, srecs = read_all(SRC, TOPIC, p)
-        _, dhi, drecs = read_all(DST, TOPIC, p)
-        total += len(srecs)
-        sm = {x[0]: x for x in srecs}
-        dm = {}
-        for x in drecs:
-            if x[0] in dm:
-                dup += 1
-            dm[x[0]] = x
-        for off, x in sm.items():
-            y = dm.get(off)
-            if y is None:
-                lost += 1
-            elif y != x:
-                bad += 1
-                if bad < 5:
-                    print("partition %d offset %d: source %r destination %r"
-                          % (p, off, x, y))
-        extra = set(dm) - set(sm)
-        dup += len(extra)
-    print("checked %d records: %d lost, %d duplicated, %d different"
-          % (total, lost, dup, bad), flush=True)
-    h.check(total >= load.n, "fewer records read (%d) than produced (%d)"
-            % (total, load.n))
-    h.check(lost == 0 and dup == 0 and bad == 0,
-            "%d lost, %d duplicated, %d different" % (lost, dup, bad))
+    check_copy(SRC, DST, load)
 
     # metadata identical everywhere
     def same():
