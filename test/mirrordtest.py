@@ -354,27 +354,27 @@ def metric_sum(d, family, **labels):
     return total
 
 
-def caught_up_rows(rows):
-    """(topic, partition, state, lag) of each row not yet MIRRORING with
-    lag 0: what a wait on caught up names when it times out."""
-    return sorted((r["topic"], r["partition"], r["state"], r["lag"])
-                  for r in rows if r["state"] != "MIRRORING" or r["lag"] != 0)
-
-
 def wait_caught_up(d, mirror, timeout, what, topic=None, count=None,
-                   fail_on_failed=False, interval=0.05, poll=None):
+                   fail_on_failed=False, row_ok=None, interval=0.05, poll=None):
     """Waits (timeout s) until every DescribeMirrors row of mirror (only
-    those of topic when given) is MIRRORING with lag 0 and there are count
+    those of topic, a name or a collection of names, when given) is
+    MIRRORING with lag 0 (and row_ok(row) when given), and there are count
     of them (at least one when count is None); returns those rows.
     poll(rows), when given, is called on every poll first (to sample
     metrics while waiting).  With fail_on_failed a FAILED row fails at
     once, naming the partition and its error.  On timeout the failure
-    names what and the rows not caught up."""
+    names what and the first rows not caught up."""
+    topics = None if topic is None else \
+        {topic} if isinstance(topic, str) else set(topic)
     last = {"rows": []}
+
+    def good(r):
+        return (r["state"] == "MIRRORING" and r["lag"] == 0 and
+                (row_ok is None or row_ok(r)))
 
     def ok():
         rows = [r for r in d.describe_json(mirror)
-                if topic is None or r["topic"] == topic]
+                if topics is None or r["topic"] in topics]
         last["rows"] = rows
         if poll is not None:
             poll(rows)
@@ -385,15 +385,15 @@ def wait_caught_up(d, mirror, timeout, what, topic=None, count=None,
                                                      r.get("errorMessage")))
         if not rows or (count is not None and len(rows) != count):
             return False
-        return all(r["state"] == "MIRRORING" and r["lag"] == 0
-                   for r in rows) and rows
+        return all(good(r) for r in rows) and rows
     try:
         return h.wait_for(ok, timeout, what, interval=interval)
     except AssertionError as e:
-        raise AssertionError("%s; %d rows%s, not MIRRORING with lag 0: %r"
+        behind = [r for r in last["rows"] if not good(r)]
+        raise AssertionError("%s; %d rows%s, %d not caught up, the first: %r"
                              % (e, len(last["rows"]),
                                 "" if count is None else " (want %d)" % count,
-                                caught_up_rows(last["rows"]))) from None
+                                len(behind), behind[:10])) from None
 
 
 def metric_value(d, family, **labels):

@@ -212,11 +212,8 @@ def main():
                     "mirror.fetch.wait.max.ms": "200"})
     a.cli_ok("--add", "--mirror", "m1", "--topic", t1)
     h.wait_for(lambda: hwm(DST, t1) == 22, 90, "%s mirrored" % t1)
-    h.wait_for(lambda: all(s == "MIRRORING" for s in
-                           a.states("m1").values()) and len(a.states("m1")) == 2,
-               60, "m1 partitions MIRRORING")
-    h.wait_for(lambda: all(r["lag"] == 0 for r in a.describe_json("m1")),
-               60, "m1 caught up")
+    mt.wait_caught_up(a, "m1", 120, "m1 partitions MIRRORING, caught up",
+                      count=2)
     before = state(a, "m1")
     shifted = [r for r in a.describe_json("m1")
                if r["sourceOffset"] != r["destinationOffset"]]
