@@ -138,53 +138,11 @@ static void fake_request(struct kfake *k, int16_t key, int16_t version,
 	kw_fini(&w);
 }
 
-static int g_deadline_hit;
-
-static void deadline_cb(evutil_socket_t fd, short what, void *arg)
-{
-	g_deadline_hit = 1;
-}
-
-/* Runs the loop until *flag >= want or 10 s pass; returns 1 on success. */
-static int run_until(struct event_base *base, const int *flag, int want)
-{
-	struct timeval tv = { 10, 0 };
-	struct event *ev = evtimer_new(base, deadline_cb, NULL);
-
-	g_deadline_hit = 0;
-	evtimer_add(ev, &tv);
-	while (*flag < want && !g_deadline_hit)
-		event_base_loop(base, EVLOOP_ONCE);
-	event_free(ev);
-	return *flag >= want;
-}
-
-struct waiter {
-	int (*pred)(void *);
-	void *arg;
-	int met;
-};
-
-static void poll_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct waiter *w = arg;
-
-	if (w->pred(w->arg))
-		w->met = 1;
-}
-
 /* Runs the loop until pred(arg) holds, checking every 10 ms, for at most
  * 10 s (for states that have no callback of their own). */
 static int wait_for(struct event_base *base, int (*pred)(void *), void *arg)
 {
-	struct waiter w = { pred, arg, 0 };
-	struct timeval tv = { 0, 10000 };
-	struct event *ev = event_new(base, -1, EV_PERSIST, poll_cb, &w);
-
-	evtimer_add(ev, &tv);
-	run_until(base, &w.met, 1);
-	event_free(ev);
-	return w.met;
+	return kfake_wait_for(base, pred, arg, 10000);
 }
 
 /* A 127.0.0.1 port that nobody listens on (bound, then closed). */
@@ -274,7 +232,7 @@ START_TEST(test_metadata_v12_flexible)
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	kcluster_list_topics(e.cl, topics_cb, &e);
 	ck_assert_int_eq(e.done, 0); /* never called from inside */
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ck_assert_int_eq(e.md_version, 12);
 	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
@@ -363,7 +321,7 @@ START_TEST(test_named_topics_want_refresh)
 	kcluster_set_topics_fn(e.cl, named_topics, NULL);
 	kcluster_want_refresh(e.cl);
 	kcluster_want_refresh(e.cl); /* the same one */
-	ck_assert(run_until(e.base, &e.md_events, 1));
+	ck_assert(kfake_run_until(e.base, &e.md_events, 1));
 	ck_assert_int_eq(e.md_requests, 1);
 	ck_assert_int_eq(e.md_version, 12);
 	a = karena_new(1 << 16);
@@ -394,7 +352,7 @@ START_TEST(test_named_topics_want_refresh)
 	/* Wanted again: after the gap, once; nothing moved. */
 	kcluster_want_refresh(e.cl);
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 2));
+	ck_assert(kfake_run_until(e.base, &e.md_events, 2));
 	ck_assert_int_eq(e.md_requests, 2);
 	ck_assert_int_eq(kcluster_leaders_moved(e.cl), 0);
 	env_stop(&e);
@@ -420,7 +378,7 @@ START_TEST(test_added_topics_union)
 	ck_assert_int_eq(kcluster_add_topic(e.cl, "alpha"), 0);
 	ck_assert_int_eq(kcluster_add_topic(e.cl, "status"), 0);
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 1));
+	ck_assert(kfake_run_until(e.base, &e.md_events, 1));
 	a = karena_new(1 << 16);
 	ck_assert_ptr_nonnull(a);
 	kr_init(&r, e.md_body, e.md_body_len);
@@ -436,7 +394,7 @@ START_TEST(test_added_topics_union)
 	kcluster_remove_topic(e.cl, "alpha");
 	kcluster_remove_topic(e.cl, "nothing");
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 2));
+	ck_assert(kfake_run_until(e.base, &e.md_events, 2));
 	a = karena_new(1 << 16);
 	ck_assert_ptr_nonnull(a);
 	kr_init(&r, e.md_body, e.md_body_len);
@@ -446,7 +404,7 @@ START_TEST(test_added_topics_union)
 	karena_free(a);
 	kcluster_remove_topic(e.cl, "status");
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 3));
+	ck_assert(kfake_run_until(e.base, &e.md_events, 3));
 	a = karena_new(1 << 16);
 	ck_assert_ptr_nonnull(a);
 	kr_init(&r, e.md_body, e.md_body_len);
@@ -479,7 +437,7 @@ START_TEST(test_control_conn)
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.control_conn = 1;
 	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ctl = kcluster_control_conn(e.cl);
 	ck_assert_ptr_nonnull(ctl); /* the bootstrap one, still open */
@@ -498,7 +456,7 @@ START_TEST(test_control_conn)
 	event_base_loop(e.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 	ck_assert_int_eq(kconn_inflight_count(ctl), 1);
 	ck_assert_int_eq(kconn_inflight_count(b), 0);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	ck_assert_int_eq(e.md_requests, 2);
 	env_stop(&e);
@@ -513,7 +471,7 @@ START_TEST(test_metadata_v0)
 
 	env_start(&e, 0, MD_GOOD, "127.0.0.1:%d");
 	kcluster_list_topics(e.cl, topics_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ck_assert_int_eq(e.md_version, 0);
 	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
@@ -537,7 +495,7 @@ START_TEST(test_metadata_v4_refuses_autocreate)
 
 	env_start(&e, 4, MD_GOOD, "127.0.0.1:%d");
 	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
 	ck_assert_int_eq(memcmp(e.md_body, want_req, sizeof(want_req)), 0);
@@ -552,7 +510,7 @@ START_TEST(test_hostile_partition_index)
 
 	env_start(&e, 12, MD_BAD_INDEX, "127.0.0.1:%d");
 	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: refusing "
 	    "Metadata v12 response: topic alpha: partition index -1 out of "
 	    "range", e.fake.port);
@@ -571,7 +529,7 @@ START_TEST(test_truncated_metadata)
 
 	env_start(&e, 12, MD_TRUNCATED, "127.0.0.1:%d");
 	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: malformed "
 	    "Metadata v12 response at byte ", e.fake.port);
 	ck_assert_int_eq(e.err, KCONN_E_PROTOCOL);
@@ -591,7 +549,7 @@ START_TEST(test_bootstrap_failover)
 
 	env_start(&e, 2, MD_GOOD, fmt);
 	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ck_assert_int_eq(kcluster_topic_partitions(e.cl, "alpha"), 3);
 	env_stop(&e);
@@ -616,7 +574,7 @@ START_TEST(test_reconnect_backoff)
 	e.cfg.reconnect_backoff_ms = 60000; /* stays in backoff for the test */
 	e.cfg.reconnect_backoff_max_ms = 60000;
 	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	c = kcluster_broker_conn(e.cl, 1, err, sizeof(err));
 	ck_assert_ptr_nonnull(c);
@@ -640,7 +598,7 @@ START_TEST(test_free_inside_callback)
 	e.free_in_cb = 1;
 	kcluster_refresh(e.cl, refresh_cb, &e);
 	kcluster_refresh(e.cl, refresh_cb, &e); /* joins the same refresh */
-	ck_assert(run_until(e.base, &e.done, 2));
+	ck_assert(kfake_run_until(e.base, &e.done, 2));
 	ck_assert_int_eq(e.md_requests, 1);
 	/* the second waiter still got its one callback */
 	ck_assert_int_eq(e.done, 2);
