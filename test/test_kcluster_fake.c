@@ -221,6 +221,44 @@ static void topics_cb(struct kcluster *cl, int err, const char *errstr,
 	refresh_cb(cl, err, errstr, arg);
 }
 
+/* One kcluster_refresh(), run until its callback. */
+static void refresh_once(struct env *e)
+{
+	kcluster_refresh(e->cl, refresh_cb, e);
+	ck_assert(kfake_run_until(e->base, &e->done, 1));
+}
+
+/* The topics the last Metadata request (v12) named, as "a,b,c" (static);
+ * its AllowAutoTopicCreation in *autocreate when not NULL. */
+static const char *asked_topics(const struct env *e, int *autocreate)
+{
+	static char out[256];
+	struct kp_metadata_request req;
+	struct karena *a = karena_new(1 << 16);
+	struct kr r;
+	size_t used = 0;
+
+	ck_assert_ptr_nonnull(a);
+	kr_init(&r, e->md_body, e->md_body_len);
+	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
+	out[0] = '\0';
+	for (size_t i = 0; i < (size_t)req.topics_n; i++) {
+		int n;
+
+		ck_assert_int_ge(req.topics[i].name.len, 0);
+		n = snprintf(out + used, sizeof(out) - used, "%s%.*s",
+		    i ? "," : "", (int)req.topics[i].name.len,
+		    req.topics[i].name.p);
+
+		ck_assert(n > 0 && (size_t)n < sizeof(out) - used);
+		used += (size_t)n;
+	}
+	if (autocreate != NULL)
+		*autocreate = req.allow_auto_topic_creation;
+	karena_free(a);
+	return out;
+}
+
 START_TEST(test_metadata_v12_flexible)
 {
 	struct env e;
@@ -311,10 +349,8 @@ static int named_topics(struct kcluster *cl, const char ***names, size_t *n,
 START_TEST(test_named_topics_want_refresh)
 {
 	struct env e;
-	struct kp_metadata_request req;
-	struct karena *a;
-	struct kr r;
 	const struct kcluster_topic *t;
+	int autocreate = -1;
 
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.refresh_gap_ms = 50;
@@ -324,15 +360,8 @@ START_TEST(test_named_topics_want_refresh)
 	ck_assert(kfake_run_until(e.base, &e.md_events, 1));
 	ck_assert_int_eq(e.md_requests, 1);
 	ck_assert_int_eq(e.md_version, 12);
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 2);
-	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
-	ck_assert(kstr_eq(req.topics[1].name, "beta"));
-	ck_assert_int_eq(req.allow_auto_topic_creation, 0);
-	karena_free(a);
+	ck_assert_str_eq(asked_topics(&e, &autocreate), "alpha,beta");
+	ck_assert_int_eq(autocreate, 0);
 
 	t = kcluster_topic(e.cl, "alpha");
 	ck_assert_ptr_nonnull(t);
@@ -367,9 +396,6 @@ END_TEST
 START_TEST(test_added_topics_union)
 {
 	struct env e;
-	struct kp_metadata_request req;
-	struct karena *a;
-	struct kr r;
 
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.refresh_gap_ms = 10;
@@ -379,15 +405,7 @@ START_TEST(test_added_topics_union)
 	ck_assert_int_eq(kcluster_add_topic(e.cl, "status"), 0);
 	kcluster_want_refresh(e.cl);
 	ck_assert(kfake_run_until(e.base, &e.md_events, 1));
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 3);
-	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
-	ck_assert(kstr_eq(req.topics[1].name, "beta"));
-	ck_assert(kstr_eq(req.topics[2].name, "status"));
-	karena_free(a);
+	ck_assert_str_eq(asked_topics(&e, NULL), "alpha,beta,status");
 
 	/* Removed once: still asked; twice: gone; an unknown name: nothing. */
 	kcluster_remove_topic(e.cl, "status");
@@ -395,24 +413,11 @@ START_TEST(test_added_topics_union)
 	kcluster_remove_topic(e.cl, "nothing");
 	kcluster_want_refresh(e.cl);
 	ck_assert(kfake_run_until(e.base, &e.md_events, 2));
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 3);
-	ck_assert(kstr_eq(req.topics[2].name, "status"));
-	karena_free(a);
+	ck_assert_str_eq(asked_topics(&e, NULL), "alpha,beta,status");
 	kcluster_remove_topic(e.cl, "status");
 	kcluster_want_refresh(e.cl);
 	ck_assert(kfake_run_until(e.base, &e.md_events, 3));
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 2);
-	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
-	ck_assert(kstr_eq(req.topics[1].name, "beta"));
-	karena_free(a);
+	ck_assert_str_eq(asked_topics(&e, NULL), "alpha,beta");
 	env_stop(&e);
 }
 END_TEST
@@ -436,8 +441,7 @@ START_TEST(test_control_conn)
 
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.control_conn = 1;
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(kfake_run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ctl = kcluster_control_conn(e.cl);
 	ck_assert_ptr_nonnull(ctl); /* the bootstrap one, still open */
@@ -494,8 +498,7 @@ START_TEST(test_metadata_v4_refuses_autocreate)
 	static const uint8_t want_req[] = { 0xff, 0xff, 0xff, 0xff, 0x00 };
 
 	env_start(&e, 4, MD_GOOD, "127.0.0.1:%d");
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(kfake_run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
 	ck_assert_int_eq(memcmp(e.md_body, want_req, sizeof(want_req)), 0);
@@ -509,8 +512,7 @@ START_TEST(test_hostile_partition_index)
 	char want[256];
 
 	env_start(&e, 12, MD_BAD_INDEX, "127.0.0.1:%d");
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(kfake_run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: refusing "
 	    "Metadata v12 response: topic alpha: partition index -1 out of "
 	    "range", e.fake.port);
@@ -528,8 +530,7 @@ START_TEST(test_truncated_metadata)
 	char want[128];
 
 	env_start(&e, 12, MD_TRUNCATED, "127.0.0.1:%d");
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(kfake_run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: malformed "
 	    "Metadata v12 response at byte ", e.fake.port);
 	ck_assert_int_eq(e.err, KCONN_E_PROTOCOL);
@@ -548,8 +549,7 @@ START_TEST(test_bootstrap_failover)
 	snprintf(fmt, sizeof(fmt), "127.0.0.1:%d,127.0.0.1:%%d", closed_port());
 
 	env_start(&e, 2, MD_GOOD, fmt);
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(kfake_run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ck_assert_int_eq(kcluster_topic_partitions(e.cl, "alpha"), 3);
 	env_stop(&e);
@@ -573,8 +573,7 @@ START_TEST(test_reconnect_backoff)
 	env_start(&e, 2, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.reconnect_backoff_ms = 60000; /* stays in backoff for the test */
 	e.cfg.reconnect_backoff_max_ms = 60000;
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(kfake_run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	c = kcluster_broker_conn(e.cl, 1, err, sizeof(err));
 	ck_assert_ptr_nonnull(c);
