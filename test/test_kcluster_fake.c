@@ -249,7 +249,6 @@ static const char *asked_topics(const struct env *e, int *autocreate)
 		n = snprintf(out + used, sizeof(out) - used, "%s%.*s",
 		    i ? "," : "", (int)req.topics[i].name.len,
 		    req.topics[i].name.p);
-
 		ck_assert(n > 0 && (size_t)n < sizeof(out) - used);
 		used += (size_t)n;
 	}
