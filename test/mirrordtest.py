@@ -457,6 +457,26 @@ def stored_records(cl, topic, partition):
     return out
 
 
+def produce_padded_batches(cl, topic, partition, batches, recs, value_len,
+                           key_tag, value_tag, fill):
+    """batches uncompressed batches of recs records each appended to
+    topic-partition of cl (a kraw.Cluster, krawwrite.produce): record i
+    of batch b keyed <key_tag>-<partition>-<b>-<i>, its value
+    <value_tag><partition>-<b>-<i>- padded with fill to value_len bytes.
+    Returns ([(key, value)] in order, the largest batch's length)."""
+    import krawwrite
+    out, largest = [], 0
+    for b in range(batches):
+        rs = [(i, b"%s-%d-%d-%d" % (key_tag, partition, b, i),
+               (b"%s%d-%d-%d-" % (value_tag, partition, b, i)).ljust(value_len, fill))
+              for i in range(recs)]
+        raw = krawwrite.batch(rs)
+        largest = max(largest, len(raw))
+        krawwrite.produce(cl, topic, partition, raw)
+        out.extend((k, v) for _d, k, v in rs)
+    return out, largest
+
+
 def flush_all(p, what):
     """Flush a confluent_kafka Producer (60 s); fail naming what unless
     every message was delivered."""

@@ -28,7 +28,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
-import krawwrite as kw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 T = "mem"
@@ -61,15 +60,9 @@ def main():
     want = {}
     batch_len = 0
     for part in range(PARTS):
-        want[part] = []
-        for b in range(BATCHES):
-            recs = [(i, b"k-%d-%d-%d" % (part, b, i),
-                     (b"%d-%d-%d-" % (part, b, i)).ljust(VALUE, b"v"))
-                    for i in range(RECS)]
-            raw = kw.batch(recs)
-            batch_len = max(batch_len, len(raw))
-            kw.produce(src, T, part, raw)
-            want[part].extend((k, v) for _d, k, v in recs)
+        want[part], n = mt.produce_padded_batches(src, T, part, BATCHES, RECS,
+                                                  VALUE, b"k", b"", b"v")
+        batch_len = max(batch_len, n)
     total = sum(len(v) for v in want.values()) * (VALUE + 20)
     print("source: %d partitions, %d batches of %d bytes each (%.1f MiB)"
           % (PARTS, BATCHES, batch_len, total / 1048576.0), flush=True)

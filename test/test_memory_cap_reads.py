@@ -60,15 +60,9 @@ def main():
     foreign, want = {}, {}
     batch_len = 0
     for part in range(PARTS):
-        foreign[part] = []
-        for b in range(FOREIGN):
-            recs = [(i, b"x-%d-%d-%d" % (part, b, i),
-                     (b"foreign-%d-%d-%d-" % (part, b, i)).ljust(VALUE, b"f"))
-                    for i in range(RECS)]
-            raw = kw.batch(recs)
-            batch_len = max(batch_len, len(raw))
-            kw.produce(dst, T, part, raw)
-            foreign[part].extend((k, v) for _d, k, v in recs)
+        foreign[part], n = mt.produce_padded_batches(dst, T, part, FOREIGN, RECS,
+                                                     VALUE, b"x", b"foreign-", b"f")
+        batch_len = max(batch_len, n)
         want[part] = []
         for b in range(SOURCE):
             recs = [(i, b"s-%d-%d-%d" % (part, b, i), b"source-%d-%d-%d" % (part, b, i))
