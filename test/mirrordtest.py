@@ -477,6 +477,38 @@ def produce_padded_batches(cl, topic, partition, batches, recs, value_len,
     return out, largest
 
 
+def log_batches(bootstrap, topic):
+    """[(base_offset, producer_id, epoch, [frame types])] of every batch of
+    topic-partition 0 from its log start: the metadata log's records, each
+    value starting with its framing (the type a big-endian u16 at byte
+    8)."""
+    import kraw
+    from krawwrite import read_varint
+    c = kraw.Cluster(bootstrap)
+    try:
+        out = []
+        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
+            raw = b["raw"]
+            pid, epoch = struct.unpack(">qh", raw[43:53])
+            types = []
+            o = 61
+            for _ in range(b["count"]):
+                ln, o = read_varint(raw, o)
+                end = o + ln
+                o += 1                            # attributes
+                _, o = read_varint(raw, o)        # timestamp delta
+                _, o = read_varint(raw, o)        # offset delta
+                kl, o = read_varint(raw, o)
+                o += max(kl, 0)
+                _, o = read_varint(raw, o)        # value length
+                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
+                o = end
+            out.append((b["base_offset"], pid, epoch, types))
+        return out
+    finally:
+        c.close()
+
+
 def flush_all(p, what):
     """Flush a confluent_kafka Producer (60 s); fail naming what unless
     every message was delivered."""

@@ -230,44 +230,6 @@ def check_copy(src, dst, load):
     return total
 
 
-def varint(b, o):
-    shift = v = 0
-    while True:
-        c = b[o]
-        o += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return (v >> 1) ^ -(v & 1), o
-
-
-def log_batches(bootstrap, topic):
-    """[(base_offset, producer_id, epoch, [frame types])] of the topic."""
-    c = kraw.Cluster(bootstrap)
-    try:
-        out = []
-        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
-            raw = b["raw"]
-            pid, epoch = struct.unpack(">qh", raw[43:53])
-            types = []
-            o = 61
-            for _ in range(b["count"]):
-                ln, o = varint(raw, o)
-                end = o + ln
-                o += 1
-                _, o = varint(raw, o)
-                _, o = varint(raw, o)
-                kl, o = varint(raw, o)
-                o += max(kl, 0)
-                _, o = varint(raw, o)
-                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
-                o = end
-            out.append((b["base_offset"], pid, epoch, types))
-        return out
-    finally:
-        c.close()
-
-
 def owners(ds):
     """{partition: instance} from the newest part-owner line of any
     instance's log (every instance logs the records it applies live)."""
@@ -282,14 +244,9 @@ def owners(ds):
 
 
 def readyz(d):
-    import urllib.error
-    import urllib.request
+    """(status, body) of d's /readyz; (None, why) when it cannot be asked."""
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
-                                    % d.metrics_port, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        return d.readyz()
     except OSError as e:
         return None, str(e)
 
@@ -372,7 +329,7 @@ def main():
     print("mirroring under load (%.0fs)" % (time.monotonic() - t0), flush=True)
 
     # ---- kill -9 of the writer ------------------------------------------
-    first_claims = [x for x in log_batches(DST, META) if MLOG_T_CLAIM in x[3]]
+    first_claims = [x for x in mt.log_batches(DST, META) if MLOG_T_CLAIM in x[3]]
     w.kill9()
     live = [d for d in ds if d is not w]
     w2 = one_writer(live, "after kill -9 of %s" % w.name,
@@ -411,12 +368,12 @@ def main():
 
     # ---- a paused former writer cannot append ----------------------------
     old = writers(ds)[0]
-    before = log_batches(DST, META)
+    before = mt.log_batches(DST, META)
     old.proc.signal(signal.SIGSTOP)
     rest = [d for d in ds if d is not old]
     new = one_writer(rest, "after SIGSTOP of the writer %s" % old.name,
                      timeout=SESSION_MS / 1000 + 60)
-    claims_now = [x for x in log_batches(DST, META) if MLOG_T_CLAIM in x[3]
+    claims_now = [x for x in mt.log_batches(DST, META) if MLOG_T_CLAIM in x[3]
                   and x[0] > (before[-1][0] if before else -1)]
     h.check(claims_now, "no claim of the new writer %s in %s" % (new.name, META))
     new_claim = claims_now[-1]
@@ -480,7 +437,7 @@ def main():
                                                           readyz(d)))
 
     # the paused former writer appended nothing after the new claim
-    late = [x for x in log_batches(DST, META)
+    late = [x for x in mt.log_batches(DST, META)
             if x[0] > new_claim[0] and (x[1], x[2]) != (new_claim[1], new_claim[2])
             and x[1] == first_claims[0][1] and x[2] < new_claim[2]
             and MLOG_T_CLAIM not in x[3]]

@@ -21,7 +21,6 @@ warning this test checks):
 
 import os
 import signal
-import struct
 import subprocess
 import sys
 
@@ -120,59 +119,10 @@ def stop_in_poll(pid, timeout):
     return False
 
 
-def readyz(d):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
-                                    % d.metrics_port, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def log_start(bootstrap, topic):
     c = kraw.Cluster(bootstrap)
     try:
         return c.offsets(topic, 0)[0]
-    finally:
-        c.close()
-
-
-def varint(b, o):
-    shift = v = 0
-    while True:
-        c = b[o]
-        o += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return (v >> 1) ^ -(v & 1), o
-
-
-def log_batches(bootstrap, topic):
-    """[(base_offset, producer_id, epoch, [frame types])] of the topic."""
-    c = kraw.Cluster(bootstrap)
-    try:
-        out = []
-        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
-            raw = b["raw"]
-            pid, epoch = struct.unpack(">qh", raw[43:53])
-            types = []
-            o = 61
-            for _ in range(b["count"]):
-                ln, o = varint(raw, o)
-                end = o + ln
-                o += 1                       # attributes
-                _, o = varint(raw, o)        # timestamp delta
-                _, o = varint(raw, o)        # offset delta
-                kl, o = varint(raw, o)
-                o += max(kl, 0)
-                vl, o = varint(raw, o)
-                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
-                o = end
-            out.append((b["base_offset"], pid, epoch, types))
-        return out
     finally:
         c.close()
 
@@ -221,7 +171,7 @@ def main():
             "map is not exercised: %r" % a.describe_json("m1"))
     desc_before = a.describe_json("m1")
     h.check(a.stop() == 0, "mirrord a did not stop cleanly")
-    b0 = log_batches(DST, topic)
+    b0 = mt.log_batches(DST, topic)
     snaps = [off for off, _, _, types in b0 if MLOG_T_SNAPSHOT in types]
     h.check(snaps, "no snapshot in the topic after a clean stop: %r" % b0)
     start = log_start(DST, topic)
@@ -261,7 +211,7 @@ def main():
     b.start()
     h.check(b.states("m1") == a.states("m1") or len(b.states("m1")) == 2,
             "b does not see m1")
-    cl = claims(log_batches(DST, topic))
+    cl = claims(mt.log_batches(DST, topic))
     b_claim = cl[-1]
     r = a.create("m2", {"bootstrap.servers": SRC}, expect_ok=False)
     h.check(r.returncode != 0 and "fenced" in (r.stdout + r.stderr),
@@ -270,15 +220,15 @@ def main():
     h.check("fenced" in a.log() and "INVALID_PRODUCER_EPOCH" in a.log()
             or "PRODUCER_FENCED" in a.log(),
             "a does not say it was fenced:\n" + a.log()[-2000:])
-    bt = log_batches(DST, topic)
+    bt = mt.log_batches(DST, topic)
     late = [x for x in bt if x[0] > b_claim[0] and
             (x[1], x[2]) != (b_claim[1], b_claim[2])]
     h.check(not late, "batches of a deposed writer after the claim: %r" % late)
     h.wait_for(lambda: "stopping the data plane of this instance" in
                a.proc.output(), 30, "the fenced instance to stop copying")
-    h.check(readyz(a)[0] == 503 and "metadata log writable" in readyz(a)[1],
-            "/readyz of the fenced instance: %r" % (readyz(a),))
-    h.check(readyz(b)[0] == 200, "/readyz of the writer: %r" % (readyz(b),))
+    h.check(a.readyz()[0] == 503 and "metadata log writable" in a.readyz()[1],
+            "/readyz of the fenced instance: %r" % (a.readyz(),))
+    h.check(b.readyz()[0] == 200, "/readyz of the writer: %r" % (b.readyz(),))
     names = [m for m in b.cli_ok("--list").stdout.split()]
     h.check("m2" not in names and "m1" in names,
             "b lists %r" % names)
@@ -296,7 +246,7 @@ def main():
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     c = kafka_daemon(DST, "c", topic)
     c.start()
-    c_claim = claims(log_batches(DST, topic))[-1]
+    c_claim = claims(mt.log_batches(DST, topic))[-1]
     h.check(c_claim[2] > b_claim[2] or c_claim[1] != b_claim[1],
             "c's claim %r does not outrank b's %r" % (c_claim, b_claim))
     b.proc.signal(signal.SIGCONT)
@@ -304,7 +254,7 @@ def main():
     h.check(late_cli.returncode != 0 and "fenced" in out + err,
             "the paused writer's late mutation was not refused: rc %d %s %s"
             % (late_cli.returncode, out, err))
-    bt = log_batches(DST, topic)
+    bt = mt.log_batches(DST, topic)
     late = [x for x in bt if x[0] > c_claim[0] and
             (x[1], x[2]) != (c_claim[1], c_claim[2])]
     h.check(not late, "a late batch after the claim: %r" % late)
@@ -323,11 +273,11 @@ def main():
     c.proc.signal(signal.SIGSTOP)
     e = kafka_daemon(DST, "e", topic)
     e.start()
-    e_claim = claims(log_batches(DST, topic))[-1]
+    e_claim = claims(mt.log_batches(DST, topic))[-1]
     e_names = e.cli_ok("--list").stdout.split()
     c.proc.signal(signal.SIGCONT)
     out, err = racing.communicate(timeout=60)
-    bt = log_batches(DST, topic)
+    bt = mt.log_batches(DST, topic)
     late = [x for x in bt if x[0] > e_claim[0] and
             (x[1], x[2]) != (e_claim[1], e_claim[2])]
     h.check(not late, "a late batch after the claim: %r" % late)
@@ -356,11 +306,11 @@ def main():
     caught = stop_in_poll(e.proc.pid, 20)
     g2 = kafka_daemon(DST, "g2", topic)
     g2.start()
-    g2_claim = claims(log_batches(DST, topic))[-1]
+    g2_claim = claims(mt.log_batches(DST, topic))[-1]
     g2_names = g2.cli_ok("--list").stdout.split()
     os.kill(e.proc.pid, signal.SIGCONT)
     out, err = racing.communicate(timeout=60)
-    late = [x for x in log_batches(DST, topic) if x[0] > g2_claim[0] and
+    late = [x for x in mt.log_batches(DST, topic) if x[0] > g2_claim[0] and
             (x[1], x[2]) != (g2_claim[1], g2_claim[2])]
     h.check(not late, "a late batch after the claim: %r" % late)
     if racing.returncode == 0:
