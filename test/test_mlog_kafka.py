@@ -132,6 +132,37 @@ def claims(batches):
             if MLOG_T_CLAIM in types]
 
 
+def racing_create(d, mirror, props):
+    """kafka-mirrors --create of mirror (configs in the file props) through
+    d, started and not waited for."""
+    return subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         d.bootstrap, "--create", "--mirror", mirror, "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def race_settled(racing, mirror, dst, topic, claim, names):
+    """After a writer paused with racing (racing_create of mirror) in
+    flight, and a new writer's claim (a claims() entry) in the metadata log
+    topic on dst and its mirror list (names): no batch of another writer
+    after the claim, and the create either acknowledged and replayed by
+    the new writer or refused naming the fencing and absent.  True when it
+    was acknowledged."""
+    out, err = racing.communicate(timeout=60)
+    late = [x for x in mt.log_batches(dst, topic)
+            if x[0] > claim[0] and (x[1], x[2]) != (claim[1], claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    if racing.returncode == 0:
+        # It landed before the claim: the new writer replayed it.
+        h.check(mirror in names, "%s acknowledged by the paused writer but "
+                "not replayed by the new one: %r" % (mirror, names))
+    else:
+        h.check("fenced" in out + err and mirror not in names,
+                "%s refused without naming the fencing, or present: %s %s %r"
+                % (mirror, out, err, names))
+    return racing.returncode == 0
+
+
 def state(d, mirror):
     """What must survive a restart: per partition the state and offsets."""
     rows = d.describe_json(mirror)
@@ -266,32 +297,16 @@ def main():
     # ---- the same with the writer paused while it may be producing ------
     with open(props, "w") as f:
         f.write("bootstrap.servers=%s\n" % SRC)
-    racing = subprocess.Popen(
-        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
-         c.bootstrap, "--create", "--mirror", "m5", "--mirror-config", props],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    racing = racing_create(c, "m5", props)
     c.proc.signal(signal.SIGSTOP)
     e = kafka_daemon(DST, "e", topic)
     e.start()
     e_claim = claims(mt.log_batches(DST, topic))[-1]
     e_names = e.cli_ok("--list").stdout.split()
     c.proc.signal(signal.SIGCONT)
-    out, err = racing.communicate(timeout=60)
-    bt = mt.log_batches(DST, topic)
-    late = [x for x in bt if x[0] > e_claim[0] and
-            (x[1], x[2]) != (e_claim[1], e_claim[2])]
-    h.check(not late, "a late batch after the claim: %r" % late)
-    if racing.returncode == 0:
-        # It landed before the claim: the new writer replayed it.
-        h.check("m5" in e_names, "m5 acknowledged by the paused writer but "
-                "not replayed by the new one: %r" % e_names)
-    else:
-        h.check("fenced" in out + err and "m5" not in e_names,
-                "m5 refused without naming the fencing, or present: %s %s %r"
-                % (out, err, e_names))
+    landed = race_settled(racing, "m5", DST, topic, e_claim, e_names)
     print("paused writer with a mutation in flight: %s" %
-          ("landed before the claim" if racing.returncode == 0 else
-           "refused (fenced)"))
+          ("landed before the claim" if landed else "refused (fenced)"))
     c.stop()
 
     # ---- the writer paused inside its Produce round trip ----------------
@@ -299,30 +314,17 @@ def main():
     # Produce of CreateMirror m6 sent, the answer not read) and stopped;
     # the broker appends the batch meanwhile, before the next claim, so the
     # new writer replays m6 and the paused one, continued, acknowledges it.
-    racing = subprocess.Popen(
-        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
-         e.bootstrap, "--create", "--mirror", "m6", "--mirror-config", props],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    racing = racing_create(e, "m6", props)
     caught = stop_in_poll(e.proc.pid, 20)
     g2 = kafka_daemon(DST, "g2", topic)
     g2.start()
     g2_claim = claims(mt.log_batches(DST, topic))[-1]
     g2_names = g2.cli_ok("--list").stdout.split()
     os.kill(e.proc.pid, signal.SIGCONT)
-    out, err = racing.communicate(timeout=60)
-    late = [x for x in mt.log_batches(DST, topic) if x[0] > g2_claim[0] and
-            (x[1], x[2]) != (g2_claim[1], g2_claim[2])]
-    h.check(not late, "a late batch after the claim: %r" % late)
-    if racing.returncode == 0:
-        h.check("m6" in g2_names, "m6 acknowledged by the paused writer but "
-                "not replayed by the new one: %r" % g2_names)
-    else:
-        h.check("fenced" in out + err and "m6" not in g2_names,
-                "m6 refused without naming the fencing, or present: %s %s %r"
-                % (out, err, g2_names))
+    landed = race_settled(racing, "m6", DST, topic, g2_claim, g2_names)
     print("writer stopped %s: m6 %s" % (
         "waiting for its Produce" if caught else "(the wait not caught)",
-        "landed before the claim and was replayed" if racing.returncode == 0
+        "landed before the claim and was replayed" if landed
         else "refused (fenced)"))
     e.stop()
     g2.stop()
