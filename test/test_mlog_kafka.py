@@ -339,17 +339,22 @@ def main():
             % bad in x.proc.output(), "no reason given:\n" + x.proc.tail())
 
     # ---- migration from a file log -------------------------------------
+    # A topic of its own, so the file log's mirror copies it (MIRRORING,
+    # its producer identities and translation anchors in the file log) and
+    # the migrated log must let g go on copying it.
+    tm = "mlogk-mig-" + RUN
+    src.create_topic(tm, partitions=2)
+    produce(SRC, tm, [b"f-%d" % i for i in range(20)])
+    transactions(SRC, tm)
     f = mt.Mirrord(destination=DST, name="f")
     f.create("mf", {"bootstrap.servers": SRC,
                     "mirror.metadata.refresh.interval.ms": "1000"})
-    f.cli_ok("--add", "--mirror", "mf", "--topic", t1)
-    # The destination already holds t1's records from m1, written under
-    # producer ids this fresh file log does not know: the partitions go
-    # FAILED (unproven destination).  The state to migrate is the settled
-    # one, not a PREPARING caught on the way.
-    h.wait_for(lambda: (lambda s: len(s) == 2 and all(
-        v != "PREPARING" for v in s.values()))(f.states("mf")), 60,
-        "mf partitions settled")
+    f.cli_ok("--add", "--mirror", "mf", "--topic", tm)
+    mt.wait_caught_up(f, "mf", 120, "mf partitions MIRRORING, caught up",
+                      count=2, fail_on_failed=True)
+    # 20 records and 2 committed ones (the aborted ones and the markers are
+    # not copied; the translation anchors say where the offsets moved).
+    h.wait_for(lambda: hwm(DST, tm) == 22, 90, "%s mirrored by f" % tm)
     f_state = state(f, "mf")
     f_list = sorted(f.cli_ok("--list").stdout.split())
     h.check(f.stop() == 0, "mirrord f did not stop cleanly")
@@ -371,8 +376,16 @@ def main():
             "the migrated log has another cluster id:\n" + g.proc.tail())
     h.check(sorted(g.cli_ok("--list").stdout.split()) == f_list,
             "migrated mirrors differ")
+    # g proves the destination end is mirrord's from the migrated producer
+    # identities and resumes (a FAILED "unproven destination" here means
+    # the migration lost them), then copies what follows.
+    mt.wait_caught_up(g, "mf", 120, "mf partitions MIRRORING after migration",
+                      count=2, fail_on_failed=True)
     h.check(state(g, "mf") == f_state, "migrated state %r, file %r"
             % (state(g, "mf"), f_state))
+    produce(SRC, tm, [b"g-%d" % i for i in range(10)])
+    h.wait_for(lambda: hwm(DST, tm) == 32, 90,
+               "%s mirrored by g after the migration" % tm)
     g.stop()
     again = subprocess.run([h.build_path("daemon", "mirrord"), "-c",
                             g.config_path, "--migrate-metadata", "--from-dir",
