@@ -26,6 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import mirrordtest as mt  # noqa: E402
+from krawwrite import read_varint as varint  # noqa: E402
 
 RUN = "%d" % (os.getpid() % 100000)
 T = h.test_dir()
@@ -43,18 +44,6 @@ def mirrors(d):
     """The MIRROR column of kafka-mirrors --list, sorted."""
     lines = d.cli_ok("--list").stdout.splitlines()
     return sorted(x.split()[0] for x in lines[1:] if x.strip())
-
-
-def varint(data, pos):
-    """A zigzag varint at pos: (value, position after it)."""
-    shift = u = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        u |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            return (u >> 1) ^ -(u & 1), pos
 
 
 def first_key(data, pos):
