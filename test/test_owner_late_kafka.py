@@ -155,11 +155,16 @@ def run(twin, src, dst, topic):
     h.wait_for(lambda: "answered OUT_OF_ORDER_SEQUENCE_NUMBER" in log_text(twin),
                60, "B's Produce at %d to be refused as out of order (log %s)"
                % (end, twin.log_path))
+    again = "resuming at source offset %d (destination end %d)" % (
+        late_end, late_end)
+    h.wait_for(lambda: state_not_failed(twin) is not None and
+               again in log_text(twin), 120, "B to prove the late batches "
+               "and resume after them (log %s)" % twin.log_path)
+    load.put(10)
     h.wait_for(lambda: state_not_failed(twin)["identity"] ==
                (pid, epoch + 1, late_end), 120,
                "B to write as producer id %d epoch %d from offset %d (log %s)"
                % (pid, epoch + 1, late_end, twin.log_path))
-    load.put(10)
     h.wait_for(lambda: state_not_failed(twin) is not None and
                mt.end_offsets(dst.bootstrap, topic, 1) ==
                mt.end_offsets(src.bootstrap, topic, 1), 120,
