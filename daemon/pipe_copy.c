@@ -403,15 +403,47 @@ static int sync_end_expected(const struct ppart *p, int64_t d)
 	return 0;
 }
 
+/*
+ * 1 if destination end d after a halt, past every batch p sent, may be the
+ * end of batches another instance wrote with p's identity: in
+ * multi-instance mode the deposed owner goes on copying until it applies
+ * the part-owner record, and its requests already sent may land after the
+ * handover.  They carry the identity this instance reused, numbered by
+ * offset, and so stop in sequence (the broker takes them only in order)
+ * at a batch boundary of the source: the proof, strict (prove_strict),
+ * recognises the batch that ends at d as mirrord's or fails the partition.
+ * Needs producer ids; single mode keeps the plain check.
+ */
+static int sync_end_deposed(const struct ppart *p, int64_t d)
+{
+	const struct pipeline *pl = p->pm->pl;
+
+	return pl->instance != NULL && !pl->dst->pid_unsupported &&
+	    d > p->sync_hi && pl_part_wants_run(p);
+}
+
 /* Decides where to fetch from once the destination end D is known. */
 void pcopy_sync_done(struct ppart *p, int64_t d)
 {
 	const struct mpart *mp = p->mp;
 	int64_t s = d, s_end = d;
-	char err[256];
+	char err[256], name[300];
+	int strict = 0;
 
 	p->live.destination_end = d;
-	if (p->sync_lo >= 0 && !sync_end_expected(p, d)) {
+	if (p->sync_lo >= 0 && !sync_end_expected(p, d) && p->prove_strict &&
+	    p->proven_end == d) {
+		/* The strict proof found mirrord's batch ending at d. */
+	} else if (p->sync_lo >= 0 && !sync_end_expected(p, d) &&
+	    sync_end_deposed(p, d)) {
+		log_info("%s: destination end offset %" PRId64 " is past every "
+		    "batch sent from %" PRId64 " (not written) to %" PRId64 ": "
+		    "batches of the previous owner (same producer identity) may "
+		    "have landed after the handover; checking that the batch "
+		    "ending there is mirrord's", pname(p, name, sizeof(name)), d,
+		    p->sync_lo, p->sync_hi);
+		strict = 1;
+	} else if (p->sync_lo >= 0 && !sync_end_expected(p, d)) {
 		if (p->nsync_at > 2)
 			pl_part_fail(p, "destination end offset %" PRId64 " after "
 			    "uncertain Produce requests is not the end of any batch "
@@ -425,6 +457,7 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 			    "destination partition", d, p->sync_lo, p->sync_hi);
 		return;
 	}
+	p->prove_strict = strict;
 	if (pl_part_wants_run(p) && pprove_start(p, d) != 0)
 		return; /* being proven (calls back), or FAILED */
 	if (mp->nanchors > 0) {
