@@ -186,6 +186,10 @@ struct ppart {
 	int prove_strict;            /* the end after a halt is past every batch sent:
 	                              * mirrord's batch must end there (a deposed
 	                              * owner's, same identity), else FAILED */
+	int seq_probe;               /* a sequence error under the identity the
+	                              * deposed owner shares: SYNC reads the end
+	                              * before the identity changes (pipe_copy.c
+	                              * identity_shared()) */
 	/* Failback (pipe_prove.c): fb_state 0 not looked at, 1 reading the
 	 * source's mark, 2 done; fb_last/fb_epoch: where a mirror of the
 	 * destination cluster stopped copying this partition (-1 none). */
