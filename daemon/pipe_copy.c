@@ -167,16 +167,12 @@ found:
 
 static uint32_t topic_hash_n(const char *s, size_t len)
 {
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h;
+	return fnv1a32(s, len);
 }
 
 static uint32_t topic_hash(const char *s)
 {
-	return topic_hash_n(s, strlen(s));
+	return fnv1a32(s, strlen(s));
 }
 
 static size_t fetch_slot(uint32_t thash, int32_t partition, size_t mask)
