@@ -1685,10 +1685,7 @@ static int32_t fetch_leader_epoch(struct pcluster *cl, const struct ppart *p,
 		*t = pcluster_topic(cl, p->topic);
 		*name = p->topic;
 	}
-	if (*t == NULL || (*t)->error != 0 || p->index >= (*t)->npart ||
-	    (*t)->leader_epoch == NULL)
-		return -1;
-	return (*t)->leader_epoch[p->index];
+	return pepoch_topic_leader_epoch(*t, p->index);
 }
 
 /* A partition of the round's single walk: its index in the mirror's

@@ -666,8 +666,10 @@ void pacl_orphans_free(struct pipeline *pl);
  * fails the partition for good naming where the logs part). */
 int pepoch_start(struct ppart *p, int64_t d, int64_t s, int64_t s_end);
 void pepoch_send(struct ppart *p);
-/* The leader epoch Metadata gave for p's source partition, -1 unknown. */
+/* The leader epoch Metadata gave for p's source partition, -1 unknown;
+ * the same for partition index of topic t (looked up by the caller). */
 int32_t pepoch_leader_epoch(struct ppart *p);
+int32_t pepoch_topic_leader_epoch(const struct kcluster_topic *t, int32_t index);
 /* The LastFetchedEpoch of a Fetch of p at src_fetch, -1 none. */
 int32_t pepoch_last_fetched(const struct ppart *p);
 /* A Fetch answer of p (error 0) with a DivergingEpoch: 1 when it had one
