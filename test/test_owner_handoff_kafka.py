@@ -122,6 +122,40 @@ class Twin:
         with open(self.log_path, errors="replace") as f:
             return "".join(f.readlines()[-n:])
 
+    def log_text(self):
+        self.log.flush()
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def part0(self):
+        """Partition 0's stats row; fails if it is FAILED."""
+        parts, _, _ = self.stats()
+        h.check(parts[0]["state"] != "FAILED", "the partition went FAILED; "
+                "log %s:\n%s" % (self.log_path, self.tail(30)))
+        return parts[0]
+
+    def a_then_b(self, src, dst, topic, end):
+        """A copies partition 0 of topic (the source ends at end) with an
+        identity of its own, then B takes it over, proves the end and
+        resumes there with A's identity.  Returns that identity (producer
+        id, epoch, sequence base)."""
+        self.own("A")
+        mt.wait_same_ends(src, dst, topic, 1, 120, self.log_path)
+        ident = self.part0()["identity"]
+        h.check(ident[0] >= 0 and ident[1] >= 0 and ident[2] == 0,
+                "A's identity: %s" % (ident,))
+        got = mt.end_offsets(dst, topic, 1)[0]
+        h.check(got == end, "destination end %d, want %d" % (got, end))
+        resumed = "resuming at source offset %d (destination end %d)" % (
+            end, end)
+        seen = self.log_text().count(resumed)
+        self.own("B")
+        h.wait_for(lambda: self.log_text().count(resumed) > seen, 60,
+                   "B to prove the end and resume (log %s)" % self.log_path)
+        h.check(self.part0()["identity"] == ident,
+                "B must reuse A's identity %s" % (ident,))
+        return ident
+
     def close(self):
         if self.p.poll() is None:
             try:

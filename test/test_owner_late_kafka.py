@@ -70,12 +70,6 @@ class Source:
                     "source produce: %s" % errs)
 
 
-def log_text(twin):
-    twin.log.flush()
-    with open(twin.log_path, errors="replace") as f:
-        return f.read()
-
-
 def main():
     src, dst = h.real_kafka(2)
     topic = "late-" + RUN
@@ -94,36 +88,15 @@ def main():
         twin.close()
 
 
-def state_not_failed(twin):
-    parts, _, _ = twin.stats()
-    h.check(parts[0]["state"] != "FAILED", "the partition went FAILED; "
-            "log %s:\n%s" % (twin.log_path, twin.tail(30)))
-    return parts[0]
-
-
 def run(twin, src, dst, topic):
     load = Source(src.bootstrap, topic)
 
-    # 1. A copies 20 batches.
+    # 1. A copies 20 batches; 2. B takes the partition and proves the end
+    # (A's batches): it resumes at source offset 20 and waits for more.
     load.put(20)
-    twin.own("A")
-    mt.wait_same_ends(src.bootstrap, dst.bootstrap, topic, 1, 120,
-                      twin.log_path)
-    pid, epoch, seq_base = twin.stats()[0][0]["identity"]
-    h.check(pid >= 0 and epoch >= 0 and seq_base == 0,
-            "A's identity: %s" % ((pid, epoch, seq_base),))
-    end = mt.end_offsets(dst.bootstrap, topic, 1)[0]
-    h.check(end == 20, "destination end %d after 20 batches" % end)
-
-    # 2. B takes the partition and proves the end (A's batches): it
-    # resumes at source offset 20 and waits for more.
-    resumed = "resuming at source offset %d (destination end %d)" % (end, end)
-    seen = log_text(twin).count(resumed)
-    twin.own("B")
-    h.wait_for(lambda: log_text(twin).count(resumed) > seen, 60,
-               "B to prove the end and resume (log %s)" % twin.log_path)
-    h.check(twin.stats()[0][0]["identity"] == (pid, epoch, seq_base),
-            "B must reuse A's identity")
+    end = 20
+    pid, epoch, seq_base = twin.a_then_b(src.bootstrap, dst.bootstrap, topic,
+                                         end)
 
     # 3. B frozen; the source grows by LATE batches and the deposed owner's
     # Produce of each lands at the destination (by hand, A's identity).
@@ -154,28 +127,28 @@ def run(twin, src, dst, topic):
     # 4. B's first batch (at 20) is out of order; B reads the end at once,
     # proves the late batches as mirrord's and goes on after them with the
     # same identity.
-    h.wait_for(lambda: "answered OUT_OF_ORDER_SEQUENCE_NUMBER" in log_text(twin),
+    h.wait_for(lambda: "answered OUT_OF_ORDER_SEQUENCE_NUMBER" in twin.log_text(),
                60, "B's Produce at %d to be refused as out of order (log %s)"
                % (end, twin.log_path))
     again = "resuming at source offset %d (destination end %d)" % (
         late_end, late_end)
-    h.wait_for(lambda: state_not_failed(twin) is not None and
-               again in log_text(twin), 45, "B to prove the late batches "
+    h.wait_for(lambda: twin.part0() is not None and
+               again in twin.log_text(), 45, "B to prove the late batches "
                "and resume after them without a fence delay (log %s)"
                % twin.log_path)
     load.put(10)
-    h.wait_for(lambda: state_not_failed(twin) is not None and
+    h.wait_for(lambda: twin.part0() is not None and
                mt.end_offsets(dst.bootstrap, topic, 1) ==
                mt.end_offsets(src.bootstrap, topic, 1), 120,
                "the destination to reach the source's end (log %s)"
                % twin.log_path)
-    part = state_not_failed(twin)
+    part = twin.part0()
     h.check(part["state"] == "MIRRORING", "state %s" % part["state"])
     # A FAILED retried at once may be missed by the polls above: the log
     # says whether the partition ever went FAILED.
-    failed = [ln for ln in log_text(twin).splitlines() if "-> FAILED" in ln]
+    failed = [ln for ln in twin.log_text().splitlines() if "-> FAILED" in ln]
     h.check(not failed, "the partition went FAILED: %s" % failed[:2])
-    text = log_text(twin)
+    text = twin.log_text()
     h.check("previous owner (same producer identity)" in text,
             "B did not take the end past its batches for the previous "
             "owner's (log %s)" % twin.log_path)

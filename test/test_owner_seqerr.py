@@ -56,19 +56,6 @@ def put(bootstrap, n, tag):
     h.check(p.flush(30) == 0 and not errs, "source produce: %s" % errs)
 
 
-def log_text(twin):
-    twin.log.flush()
-    with open(twin.log_path, errors="replace") as f:
-        return f.read()
-
-
-def part0(twin):
-    parts, _, _ = twin.stats()
-    h.check(parts[0]["state"] != "FAILED", "the partition went FAILED; "
-            "log %s:\n%s" % (twin.log_path, twin.tail(30)))
-    return parts[0]
-
-
 def main():
     mc, src, dst = mt.mock_pair({TOPIC: 1})
     # A short request timeout keeps the fence delay (2 x (timeout + 1 s))
@@ -86,44 +73,30 @@ def main():
 
 
 def run(twin, mc, src, dst):
-    # 1. A copies 20 records.
+    # 1. A copies 20 records; 2. B takes the partition and proves the end.
     put(src, 20, "a")
-    twin.own("A")
-    mt.wait_same_ends(src, dst, TOPIC, 1, 60, twin.log_path)
-    pid, epoch, seq_base = part0(twin)["identity"]
-    h.check(pid >= 0 and epoch >= 0 and seq_base == 0,
-            "A's identity: %s" % ((pid, epoch, seq_base),))
-    end = mt.end_offsets(dst, TOPIC, 1)[0]
-    h.check(end == 20, "destination end %d after 20 records" % end)
-
-    # 2. B takes the partition and proves the end.
-    resumed = "resuming at source offset %d (destination end %d)" % (end, end)
-    seen = log_text(twin).count(resumed)
-    twin.own("B")
-    h.wait_for(lambda: log_text(twin).count(resumed) > seen, 60,
-               "B to prove the end and resume (log %s)" % twin.log_path)
-    h.check(part0(twin)["identity"] == (pid, epoch, seq_base),
-            "B must reuse A's identity")
+    end = 20
+    pid, epoch, _ = twin.a_then_b(src, dst, TOPIC, end)
 
     # 3. B's next Produce is refused as out of order, nothing appended.
     mc.cmd("errrtt 1 1 %d %d 0" % (PRODUCE, OUT_OF_ORDER))
     put(src, 10, "b")
     h.wait_for(lambda: "answered OUT_OF_ORDER_SEQUENCE_NUMBER" in
-               log_text(twin), 60, "B's Produce at %d to be refused (log %s)"
+               twin.log_text(), 60, "B's Produce at %d to be refused (log %s)"
                % (end, twin.log_path))
 
     # 4. The end did not move: epoch + 1 from it, after the fence delay.
     want = (pid, epoch + 1, end)
-    h.wait_for(lambda: part0(twin)["identity"] == want, 60,
+    h.wait_for(lambda: twin.part0()["identity"] == want, 60,
                "B to write as producer id %d epoch %d from offset %d (log %s)"
                % (want + (twin.log_path,)))
     h.wait_for(lambda: mt.end_offsets(dst, TOPIC, 1) ==
                mt.end_offsets(src, TOPIC, 1), 60,
                "the destination to reach the source's end (log %s)"
                % twin.log_path)
-    part = part0(twin)
+    part = twin.part0()
     h.check(part["state"] == "MIRRORING", "state %s" % part["state"])
-    text = log_text(twin)
+    text = twin.log_text()
     probe = text.find("reading the end before changing identity")
     bump = text.find("epoch %d from the destination end on" % (epoch + 1))
     h.check(0 <= probe < bump, "B must read the end before changing "
