@@ -24,7 +24,6 @@ source batch for batch.
 """
 
 import os
-import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,8 +66,6 @@ def main():
     try:
         run(twin, mc, src, dst)
     finally:
-        if twin.p.poll() is None:
-            os.kill(twin.p.pid, signal.SIGCONT)
         twin.close()
 
 
