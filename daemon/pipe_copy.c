@@ -1663,7 +1663,116 @@ struct produce_req {
 	int32_t timeout_ms;
 	struct pw_tp *tps;
 	size_t n;
+	struct pctx *x;      /* x->e[i].b is the batch of tps[i] */
+	size_t lend_at;      /* produce_lend()'s place in tps */
 };
+
+/*
+ * Sending by reference.  A Produce request does not copy its batches:
+ * kconn_send_lent() queues each batch of at least PRODUCE_LEND_MIN bytes
+ * where it lies (the Fetch answer's buffer, struct pbuf_pin, or the
+ * batch's own buffer, which becomes a pin of its own) with a loan (struct
+ * ploan) that holds the pin until the connection has written the bytes;
+ * only the request's framing is copied.  Smaller batches are copied (a
+ * copy of a few KiB costs less than a loan and an iovec of its own).
+ */
+#define PRODUCE_LEND_MIN 4096
+
+static void ploan_release(struct kconn_loan *kl)
+{
+	struct ploan *l = (struct ploan *)kl;
+
+	if (l->b != NULL)
+		l->b->loan = NULL;
+	if (l->pl != NULL) {
+		l->pl->lent -= l->n;
+		TAILQ_REMOVE(&l->pl->loans, l, link);
+	}
+	pbuf_pin_drop(l->pin, 0);
+	free(l);
+}
+
+void pl_loans_orphan(struct pipeline *pl)
+{
+	struct ploan *l;
+
+	while ((l = TAILQ_FIRST(&pl->loans)) != NULL) {
+		TAILQ_REMOVE(&pl->loans, l, link);
+		if (l->b != NULL)
+			l->b->loan = NULL;
+		l->b = NULL;
+		l->pl = NULL;
+		/* Its batches are freed: what stays is the loans'. */
+		l->pin->extra = &l->pin->own;
+	}
+	pl->lent = 0;
+}
+
+/* kconn_send_lent()'s lender: a loan of the batch at p. */
+static struct kconn_loan *produce_lend(void *arg, const uint8_t *p, size_t n)
+{
+	struct produce_req *r = arg;
+	struct pipeline *pl;
+	struct pbatch *b;
+	struct ploan *l;
+
+	while (r->lend_at < r->n && r->tps[r->lend_at].records != p)
+		r->lend_at++;
+	if (r->lend_at == r->n)
+		return NULL;
+	b = r->x->e[r->lend_at++].b;
+	pl = r->x->pl;
+	if (b == NULL || b->buf != p || b->len != n || b->loan != NULL)
+		return NULL;
+	if (b->pin == NULL) {
+		/* Its own buffer: a pin of its own, freed with the last of
+		 * the batch and its loan. */
+		struct pbuf_pin *pin = calloc(1, sizeof(*pin));
+
+		if (pin == NULL)
+			return NULL;
+		pin->buf = b->buf;
+		pin->size = b->len;
+		pin->refs = 1;
+		pin->extra = &pl->pin_extra;
+		b->pin = pin;
+	}
+	if ((l = calloc(1, sizeof(*l))) == NULL)
+		return NULL;
+	l->base.release = ploan_release;
+	l->pl = pl;
+	l->pin = b->pin;
+	l->b = b;
+	l->n = n;
+	b->pin->refs++;
+	b->loan = l;
+	pl->lent += n;
+	TAILQ_INSERT_TAIL(&pl->loans, l, link);
+	return &l->base;
+}
+
+/*
+ * q's bytes lent to a request that is not written yet (sent before, and
+ * timed out or answered while the socket still held them): a copy of its
+ * own, so rewriting its header does not change what that request
+ * carries.  0, or -1 out of memory.
+ */
+static int unlend(struct pbatch *q)
+{
+	uint8_t *nb;
+
+	if (q->loan == NULL)
+		return 0;
+	if ((nb = malloc(q->len)) == NULL)
+		return -1;
+	memcpy(nb, q->buf, q->len);
+	q->loan->b = NULL;
+	q->loan = NULL;
+	pbuf_pin_drop(q->pin, q->len); /* the loan still holds it */
+	q->pin = NULL;
+	q->buf = nb;
+	return 0;
+}
 
 static int produce_encode(struct kw *w, int16_t version, const void *msg)
 {
@@ -2418,6 +2527,11 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 
 	if (p->mwrite)
 		return 1;   /* its metadata write is not durable yet */
+	if (unlend(q) != 0) {
+		pl_part_fail(p, "out of memory copying the batch at source offset %"
+		    PRId64 " (its last send is not written yet)", q->src_base);
+		return -1;
+	}
 	if (batch_parse(q->buf, q->len, &b, err, sizeof(err)) != BATCH_OK) {
 		pl_part_fail(p, "queued batch at source offset %" PRId64 " no longer "
 		    "parses: %s", q->src_base, err);
@@ -2647,7 +2761,9 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	struct produce_req r = { 0 };
 	struct pctx *x = NULL;
 	int64_t now = clock_mono_ms();
-	size_t bytes = 0, held = pl_held_now(pl), unsent = pl_unsent_bytes(pl);
+	size_t bytes = 0, copied = 0, held = pl_held_now(pl);
+	size_t unsent = pl_unsent_bytes(pl);
+	struct kconn_lender ld = { PRODUCE_LEND_MIN, produce_lend, &r };
 	char err[256];
 	int rc = 0, ph;
 	uint64_t losses;
@@ -2684,9 +2800,14 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			q = TAILQ_FIRST(&p->q);
 			if (r.n > 0 && bytes + q->len > dst->kcfg.conn.max_request_bytes / 2)
 				continue; /* the next request */
-			/* The request copies its batches until written: under the
-			 * cap, or alone (else nothing could move). */
-			if ((int64_t)(held + bytes + q->len) > tcap(pl) &&
+			/* The request copies its small batches (and one whose
+			 * last send is not written yet: unlend()) until written:
+			 * under the cap, or alone (else nothing could move).  The
+			 * others are lent, already counted. */
+			size_t copy = q->len < PRODUCE_LEND_MIN || q->loan != NULL ?
+			    q->len : 0;
+
+			if ((int64_t)(held + copied + copy) > tcap(pl) &&
 			    (r.n > 0 || unsent > 0))
 				continue;
 			if (part_barrier(p, q, *cp))
@@ -2717,6 +2838,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			p->inflight_conn = *cp;
 			p->last_send_ms = now;
 			bytes += q->len;
+			copied += q->len < PRODUCE_LEND_MIN ? q->len : 0;
 			r.tps[r.n].topic = p->topic;
 			r.tps[r.n].partition = p->index;
 			r.tps[r.n].records = q->buf;
@@ -2746,10 +2868,12 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	x->version = (int16_t)*vp;
 	r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
+	r.x = x;
+	r.lend_at = 0;
 	/* A timeout settles this request's batches alone (uncertain: SYNC
 	 * and proof); the others on the connection are still answered. */
-	if (kconn_send(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode, &r,
-	    KCONN_F_KEEP_ON_TIMEOUT,
+	if (kconn_send_lent(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode,
+	    &r, &ld, KCONN_F_KEEP_ON_TIMEOUT,
 	    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
 	    produce_response, x, err, sizeof(err)) != 0) {
 		/* Not sent: the batches go back (each is its partition's
@@ -2781,7 +2905,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	if (b->produce_reqs > pl->totals.broker_requests_peak)
 		pl->totals.broker_requests_peak = b->produce_reqs;
-	(void)pl_held_note(pl); /* the request's copy, until written */
+	(void)pl_held_note(pl); /* the request's copies, until written */
 out:
 	free(r.tps);
 	if (x != NULL)

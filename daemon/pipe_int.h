@@ -111,9 +111,34 @@ struct pcluster {
 struct pbuf_pin {
 	uint8_t *buf;
 	size_t size;
-	int refs;            /* batches in it, +1 while its answer is taken in */
-	size_t *extra;       /* &pipeline.pin_extra */
+	int refs;            /* batches in it, +1 while its answer is taken in,
+	                      * +1 a loan (struct ploan) */
+	size_t *extra;       /* &pipeline.pin_extra; &own once the pipeline
+	                      * is gone and only loans hold it */
+	size_t own;
 };
+
+/*
+ * A batch's bytes lent to a Produce request (kconn_send_lent(): sent by
+ * reference, not copied), until the connection has written or dropped
+ * them.  It holds a reference to the batch's pin, so the bytes stay (and
+ * stay counted, in pin_extra once the batch is freed) until released;
+ * a batch whose bytes are lent is not rewritten in place (prepare_head()
+ * copies it first).  pipeline.lent is the bytes of the loans not yet
+ * released (the destination connections' unsent bytes that are not
+ * copies).
+ */
+struct ploan {
+	struct kconn_loan base;      /* first: kconn hands it back */
+	struct pipeline *pl;         /* NULL once the pipeline is freed */
+	struct pbuf_pin *pin;
+	struct pbatch *b;            /* NULL once freed or copied away */
+	size_t n;
+	TAILQ_ENTRY(ploan) link;     /* pipeline.loans */
+};
+TAILQ_HEAD(ploanq, ploan);
+/* Forgets the pipeline's loans (pipeline_free()): they release later. */
+void pl_loans_orphan(struct pipeline *pl);
 
 /* Drops one reference to pin: a batch of len bytes in it (0: the answer's
  * own); frees it with the last. */
@@ -124,6 +149,8 @@ struct pbatch {
 	TAILQ_ENTRY(pbatch) link;
 	uint8_t *buf;                /* owned, or in pin */
 	struct pbuf_pin *pin;        /* the Fetch answer buf lies in, or NULL */
+	struct ploan *loan;          /* its bytes lent to a request not yet
+	                              * written, or NULL */
 	size_t len;
 	int64_t src_base, src_next;  /* source offsets it covers */
 	int64_t dst_base;            /* where it must land */
@@ -403,6 +430,8 @@ struct pipeline {
 	int dread_waiting;           /* one was refused room since */
 	size_t pin_extra;
 	struct pbuf_pin *taking;
+	size_t lent;                 /* struct ploan */
+	struct ploanq loans;
 	int64_t held_peak;
 	struct metrics_std *ms;      /* may be NULL (tests) */
 	int started;
