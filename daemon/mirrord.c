@@ -15,9 +15,6 @@
 #include "config.h"
 
 #include <getopt.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -528,20 +525,6 @@ int main(int argc, char **argv)
 	uint64_t wd_usec = 0;
 	int ch;
 
-#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
-	/*
-	 * Fetch answers are read into buffers of their own (up to
-	 * mirror.fetch.response.max.bytes, 10 MiB) that live until their
-	 * batches are written, then freed.  glibc maps such buffers fresh
-	 * (and gives them back) or trims the heap's top once 2x the largest
-	 * freed map is free there, so the next answer is read into pages the
-	 * kernel must fault in and zero: about a tenth of mirrord's CPU per
-	 * GB (bench_kafka, perf).  Keep them in the heap, and up to 64 MiB
-	 * free at its top, for the next answers.
-	 */
-	(void)mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
-	(void)mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
-#endif
 	memset(&d, 0, sizeof(d));
 	d.config_path = DEFAULT_CONFIG;
 	log_init("mirrord", LOG_LVL_INFO, LOG_F_AUTO);
