@@ -38,9 +38,15 @@ struct pctx {
 	size_t hint;   /* ctx_find: after the last entry found */
 	size_t *grp;   /* Fetch: where each topic's run of entries starts */
 	size_t ngrp;   /* (ctx_group(); NULL/0: none, ctx_find scans) */
+	uint32_t *fh;  /* Fetch: entries by topic and partition (fetch_index()) */
+	size_t fhmask; /* (its size less one; NULL: ctx_find only) */
+	const char *fh_topic; /* Fetch: the answer's last topic looked up */
+	int32_t fh_tlen;      /* (its length) */
+	uint32_t fh_thash;    /* (and its hash) */
 	struct pfsess *sess; /* Fetch: its session (pipe_fsess.h), or NULL */
 	uint32_t sround;     /* Fetch: the session's round when sent */
 	int sfull;           /* Fetch: a full request (the session opens) */
+	int news;            /* Fetch: its answer was more than "nothing new" */
 	size_t reserved; /* Fetch: its answer's bytes, in pl->fetch_reserved */
 	size_t copies;   /* Fetch: and the copies of its batches not queued yet */
 	struct {
@@ -84,6 +90,7 @@ static void ctx_free(struct pctx *x)
 	for (size_t i = 0; i < x->n; i++)
 		pl_part_unref(x->e[i].p);
 	free(x->grp);
+	free(x->fh);
 	free(x);
 }
 
@@ -156,6 +163,79 @@ static ssize_t ctx_find(struct pctx *x, struct kstr topic, int32_t partition)
 found:
 	x->hint = i + 1 < x->n ? i + 1 : 0;
 	return (ssize_t)i;
+}
+
+static uint32_t topic_hash_n(const char *s, size_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h;
+}
+
+static uint32_t topic_hash(const char *s)
+{
+	return topic_hash_n(s, strlen(s));
+}
+
+static size_t fetch_slot(uint32_t thash, int32_t partition, size_t mask)
+{
+	uint32_t h = thash ^ ((uint32_t)partition * 0x9e3779b1u);
+
+	return (size_t)(h ^ (h >> 16)) & mask;
+}
+
+/*
+ * A Fetch's entries by topic and partition, for its answer: the broker
+ * need not answer in the order asked (the mock does not), and a miss of
+ * ctx_find()'s hint costs a scan of the topic's run.  Without memory
+ * ctx_find() does it.
+ */
+static void fetch_index(struct pctx *x)
+{
+	size_t cap = 16;
+	const char *last = NULL;
+	uint32_t th = 0;
+
+	if (x->n == 0 || x->n > UINT32_MAX / 2)
+		return;
+	while (cap < 2 * x->n)
+		cap *= 2;
+	if ((x->fh = malloc(cap * sizeof(*x->fh))) == NULL)
+		return;
+	x->fhmask = cap - 1;
+	memset(x->fh, 0xff, cap * sizeof(*x->fh));
+	for (size_t i = 0; i < x->n; i++) {
+		const struct ppart *p = x->e[i].p;
+		size_t k;
+
+		if (last == NULL || (p->topic != last && strcmp(p->topic, last) != 0))
+			th = topic_hash(last = p->topic);
+		k = fetch_slot(th, p->index, x->fhmask);
+		while (x->fh[k] != UINT32_MAX)
+			k = (k + 1) & x->fhmask;
+		x->fh[k] = (uint32_t)i;
+	}
+}
+
+/* The entry of Fetch x for topic/partition not answered yet, or -1. */
+static ssize_t fetch_lookup(struct pctx *x, struct kstr topic, int32_t partition)
+{
+	size_t k;
+
+	if (x->fh == NULL || topic.len < 0)
+		return ctx_find(x, topic, partition);
+	if (topic.p != x->fh_topic || topic.len != x->fh_tlen) {
+		x->fh_topic = topic.p;
+		x->fh_tlen = topic.len;
+		x->fh_thash = topic_hash_n(topic.p, (size_t)topic.len);
+	}
+	for (k = fetch_slot(x->fh_thash, partition, x->fhmask);
+	    x->fh[k] != UINT32_MAX; k = (k + 1) & x->fhmask)
+		if (ctx_match(x, x->fh[k], topic, partition))
+			return (ssize_t)x->fh[k];
+	return -1;
 }
 
 /* ctx_find() for a Produce answer: v13+ names the topic by id. */
@@ -323,15 +403,47 @@ static int sync_end_expected(const struct ppart *p, int64_t d)
 	return 0;
 }
 
+/*
+ * 1 if destination end d after a halt, past every batch p sent, may be the
+ * end of batches another instance wrote with p's identity: in
+ * multi-instance mode the deposed owner goes on copying until it applies
+ * the part-owner record, and its requests already sent may land after the
+ * handover.  They carry the identity this instance reused, numbered by
+ * offset, and so stop in sequence (the broker takes them only in order)
+ * at a batch boundary of the source: the proof, strict (prove_strict),
+ * recognises the batch that ends at d as mirrord's or fails the partition.
+ * Needs producer ids; single mode keeps the plain check.
+ */
+static int sync_end_deposed(const struct ppart *p, int64_t d)
+{
+	const struct pipeline *pl = p->pm->pl;
+
+	return pl->instance != NULL && !pl->dst->pid_unsupported &&
+	    d > p->sync_hi && pl_part_wants_run(p);
+}
+
 /* Decides where to fetch from once the destination end D is known. */
 void pcopy_sync_done(struct ppart *p, int64_t d)
 {
 	const struct mpart *mp = p->mp;
 	int64_t s = d, s_end = d;
-	char err[256];
+	char err[256], name[300];
+	int strict = 0;
 
 	p->live.destination_end = d;
-	if (p->sync_lo >= 0 && !sync_end_expected(p, d)) {
+	if (p->sync_lo >= 0 && !sync_end_expected(p, d) && p->prove_strict &&
+	    p->proven_end == d) {
+		/* The strict proof found mirrord's batch ending at d. */
+	} else if (p->sync_lo >= 0 && !sync_end_expected(p, d) &&
+	    sync_end_deposed(p, d)) {
+		log_info("%s: destination end offset %" PRId64 " is past every "
+		    "batch sent from %" PRId64 " (not written) to %" PRId64 ": "
+		    "batches of the previous owner (same producer identity) may "
+		    "have landed after the handover; checking that the batch "
+		    "ending there is mirrord's", pname(p, name, sizeof(name)), d,
+		    p->sync_lo, p->sync_hi);
+		strict = 1;
+	} else if (p->sync_lo >= 0 && !sync_end_expected(p, d)) {
 		if (p->nsync_at > 2)
 			pl_part_fail(p, "destination end offset %" PRId64 " after "
 			    "uncertain Produce requests is not the end of any batch "
@@ -345,6 +457,7 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 			    "destination partition", d, p->sync_lo, p->sync_hi);
 		return;
 	}
+	p->prove_strict = strict;
 	if (pl_part_wants_run(p) && pprove_start(p, d) != 0)
 		return; /* being proven (calls back), or FAILED */
 	if (mp->nanchors > 0) {
@@ -1235,7 +1348,26 @@ static ssize_t fetch_find(struct pctx *x, const struct pw_fetch_part *fp)
 		    kstr_eq(fp->topic, x->e[e->ctx].p->topic))
 			return (ssize_t)e->ctx;
 	}
-	return ctx_find(x, fp->topic, fp->partition);
+	return fetch_lookup(x, fp->topic, fp->partition);
+}
+
+/*
+ * A partition an incremental answer left out has nothing new: no records,
+ * the high watermark, last stable offset and log start of the answer
+ * before.  What a sessionless Fetch's empty answer did for it is done
+ * elsewhere too (the lag and the offsets skipped after trailing markers:
+ * produce answers; a log start that moved is news), except the warning
+ * that the last stable offset stands still below the high watermark: it
+ * is noted here, for the partitions behind only (no work per idle one).
+ */
+static void fetch_unchanged(struct pctx *x, size_t i)
+{
+	struct ppart *p = x->e[i].p;
+
+	if (p->lso_since != 0 && !p->lso_warned && !p->dead &&
+	    x->e[i].gen == p->gen && p->step == PS_RUN)
+		pl_note_lso(p, p->live.last_stable_offset,
+		    p->live.source_high_watermark);
 }
 
 static void fetch_part(void *arg, const struct pw_fetch_part *fp)
@@ -1253,8 +1385,22 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 	p = x->e[i].p;
 	p->fetch_inflight = 0;
 	if (p->dead || x->e[i].gen != p->gen || p->step != PS_RUN ||
-	    x->e[i].offset != p->src_fetch)
+	    x->e[i].offset != p->src_fetch) {
+		x->news = 1;
 		return;
+	}
+	if (fp->error == 0 && fp->records.len <= 0 && fp->diverging_epoch < 0 &&
+	    fp->high_watermark == p->live.source_high_watermark &&
+	    fp->last_stable_offset == p->live.last_stable_offset &&
+	    (fp->log_start_offset < 0 ||
+	    fp->log_start_offset == p->live.source_log_start)) {
+		/* Nothing new: what an incremental answer leaving it out
+		 * does (an idle source's common case). */
+		fetch_unchanged(x, (size_t)i);
+		skipped_done(p);
+		return;
+	}
+	x->news = 1;
 	if (fp->error == 0) {
 		if (pepoch_fetch_diverged(p, fp->diverging_epoch, fp->diverging_end))
 			return;
@@ -1294,25 +1440,6 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp)
 }
 
 /*
- * A partition an incremental answer left out has nothing new: no records,
- * the high watermark, last stable offset and log start of the answer
- * before.  What a sessionless Fetch's empty answer did for it is done
- * elsewhere too (the lag and the offsets skipped after trailing markers:
- * produce answers; a log start that moved is news), except the warning
- * that the last stable offset stands still below the high watermark: it
- * is noted here, for the partitions behind only (no work per idle one).
- */
-static void fetch_unchanged(struct pctx *x, size_t i)
-{
-	struct ppart *p = x->e[i].p;
-
-	if (p->lso_since != 0 && !p->lso_warned && !p->dead &&
-	    x->e[i].gen == p->gen && p->step == PS_RUN)
-		pl_note_lso(p, p->live.last_stable_offset,
-		    p->live.source_high_watermark);
-}
-
-/*
  * The answer's buffer, when kconn read it into one of its own: taken over,
  * so the batches queued from it point into it instead of being copied
  * (struct pbuf_pin; enqueue()).  Its bytes move from the answer's
@@ -1349,7 +1476,7 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 	struct pbuf_pin *pin = NULL;
 	int16_t top = 0;
 	int32_t sid = 0;
-	int insess = 0, incremental = 0;
+	int insess = 0, incremental = 0, quiet = 0;
 
 	if (!x->cl->dying)
 		x->b->fetching = 0;
@@ -1402,6 +1529,10 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 			x->b->fetch_next = x->e[i].slot + 1;
 			break;
 		}
+	if (top != 0 || incremental)
+		x->news = 1;
+	else if (!x->news)
+		quiet = 1;
 out:
 	if (pin != NULL) {
 		x->pl->taking = NULL;
@@ -1414,7 +1545,15 @@ out:
 				x->e[i].p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		}
 	fetch_release(x);
-	pl_kick(x->pl);
+	/*
+	 * An answer with nothing new (no records, no error, the same
+	 * offsets: an idle source) needs no sweep of every partition: the
+	 * next Fetch to this broker goes with the next one (another answer
+	 * or the periodic sweep, at most SWEEP_TICK_GAPS sweep gaps away;
+	 * every 100 ms below a few thousand partitions).
+	 */
+	if (!quiet || x->pl->sweep_gap_ms == 0)
+		pl_kick(x->pl);
 	ctx_free(x);
 }
 
@@ -1428,15 +1567,6 @@ out:
  * the entries stay as they are only if already grouped; otherwise the old
  * quadratic pull-up does it.
  */
-static uint32_t topic_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s != '\0'; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 static void fetch_group_slow(struct fetch_req *f, size_t *sel)
 {
 	for (size_t g = 0; g < f->n;) {
@@ -1487,13 +1617,14 @@ static void fetch_group_topics(struct fetch_req *f, size_t *sel)
 		slot[k] = SIZE_MAX;
 	for (size_t i = 0; i < n; i++) {
 		const char *t = f->tps[i].topic;
-		size_t k = topic_hash(t) & (cap - 1);
+		size_t k;
 
 		/* The same topic as the entry before: the common case. */
 		if (i > 0 && (t == f->tps[i - 1].topic || strcmp(t, f->tps[i - 1].topic) == 0)) {
 			grp[i] = grp[i - 1];
 			continue;
 		}
+		k = topic_hash(t) & (cap - 1);
 		while (slot[k] != SIZE_MAX && strcmp(gname[slot[k]], t) != 0)
 			k = (k + 1) & (cap - 1);
 		if (slot[k] == SIZE_MAX) {
@@ -1523,13 +1654,97 @@ out:
 	free(tps2);
 }
 
+/*
+ * A partition a Fetch could carry now, leaving out the answer's budget
+ * (that depends on what the request holds before it) and the leader.
+ */
+static int fetch_candidate(struct pipeline *pl, struct pcluster *cl,
+    struct ppart *p, int64_t now)
+{
+	return p->step == PS_RUN && !p->fetch_inflight && now >= p->not_before &&
+	    pl_part_wants_run(p) && pcap(pl) - (int64_t)p->qbytes > 0 &&
+	    !(p->src_gone && p->src_gone_gen == cl->md_gen);
+}
+
+/*
+ * pepoch_leader_epoch() for the partitions of a Fetch in turn: the
+ * topic's metadata looked up once a run of the same topic, not once a
+ * partition (*name and *t carry it from one call to the next).
+ */
+static int32_t fetch_leader_epoch(struct pcluster *cl, const struct ppart *p,
+    const char **name, const struct kcluster_topic **t)
+{
+	if (*name == NULL || (p->topic != *name && strcmp(p->topic, *name) != 0)) {
+		*t = pcluster_topic(cl, p->topic);
+		*name = p->topic;
+	}
+	if (*t == NULL || (*t)->error != 0 || p->index >= (*t)->npart ||
+	    (*t)->leader_epoch == NULL)
+		return -1;
+	return (*t)->leader_epoch[p->index];
+}
+
+/* A partition of the round's single walk: its index in the mirror's
+ * parts and its leader's index in the source's brokers. */
+struct fetch_cand {
+	uint32_t i;
+	uint32_t bi;
+};
+
+/*
+ * One walk of the mirror's partitions for all the brokers that can take
+ * a Fetch now (not one walk per broker): the candidates, in the parts'
+ * order, each with its leader.  Returns how many, or SIZE_MAX without
+ * memory; *out is NULL when there are none.
+ */
+static size_t fetch_candidates(struct pmirror *pm, int64_t now,
+    struct fetch_cand **out)
+{
+	struct pcluster *cl = pm->src;
+	struct fetch_cand *c = NULL;
+	size_t n = 0, nfree = 0;
+
+	*out = NULL;
+	for (size_t bi = 0; bi < cl->nbrokers; bi++)
+		if (!cl->brokers[bi]->fetching)
+			nfree++;
+	if (nfree == 0 || pm->nparts == 0)
+		return 0;
+	for (size_t i = 0; i < pm->nparts; i++) {
+		struct ppart *p = pm->parts[i];
+		struct pbroker *b;
+		size_t bi;
+
+		if (!fetch_candidate(pm->pl, cl, p, now) ||
+		    (b = ppart_leader(p, 0)) == NULL || b->fetching)
+			continue;
+		for (bi = 0; bi < cl->nbrokers && cl->brokers[bi] != b; bi++)
+			;
+		if (bi == cl->nbrokers || i > UINT32_MAX || bi > UINT32_MAX)
+			continue;
+		if (c == NULL && (c = malloc(pm->nparts * sizeof(*c))) == NULL)
+			return SIZE_MAX;
+		c[n].i = (uint32_t)i;
+		c[n].bi = (uint32_t)bi;
+		n++;
+	}
+	*out = c;
+	return n;
+}
+
 void pcopy_fetch_round(struct pmirror *pm)
 {
 	struct pipeline *pl = pm->pl;
 	struct pcluster *cl = pm->src;
 	int64_t now = clock_mono_ms();
 	const struct mirrorconf *mc = pm->conf;
+	struct fetch_cand *cand = NULL;
+	size_t ncand = fetch_candidates(pm, now, &cand);
 
+	if (ncand == SIZE_MAX) {
+		log_warnx("%s: Fetch: out of memory", cl->label);
+		return;
+	}
 	for (size_t bi = 0; bi < cl->nbrokers; bi++) {
 		struct pbroker *b = cl->brokers[bi];
 		struct fetch_req f;
@@ -1537,7 +1752,9 @@ void pcopy_fetch_round(struct pmirror *pm)
 		struct kconn *c;
 		struct pfsess *sess;
 		char err[256];
-		size_t *sel = NULL, start, inflight0;
+		size_t *sel = NULL, start, inflight0, first = 0, mine = 0;
+		const char *ltopic = NULL;
+		const struct kcluster_topic *lmeta = NULL;
 		int v;
 		/* What this Fetch's answer may hold, and its framing so far. */
 		int64_t share = fetch_share(pl), froom, fover = 0;
@@ -1556,20 +1773,28 @@ void pcopy_fetch_round(struct pmirror *pm)
 		 */
 		start = pm->nparts > 0 ? b->fetch_next % pm->nparts : 0;
 		b->fetch_next = start + 1; /* if no answer says better */
-		for (size_t k = 0; k < pm->nparts; k++) {
-			size_t i = (start + k) % pm->nparts;
+		for (size_t k = 0; k < ncand; k++)
+			if (cand[k].bi == bi) {
+				if (cand[k].i < start)
+					first = k + 1;
+				mine++;
+			}
+		if (mine == 0)
+			continue;
+		/* The candidates are in the parts' order: the first at or
+		 * after start is where the rotation begins. */
+		for (size_t k = 0; k < ncand; k++) {
+			struct fetch_cand *fc = &cand[(first + k) % ncand];
+			size_t i = fc->i;
 			struct ppart *p = pm->parts[i];
 			int64_t room = pcap(pl) - (int64_t)p->qbytes;
 
-			if (p->step != PS_RUN || p->fetch_inflight || !pl_part_wants_run(p) ||
-			    now < p->not_before || room <= 0 ||
-			    froom - fover - fetch_part_overhead(p) < fmin ||
-			    (p->src_gone && p->src_gone_gen == cl->md_gen) ||
-			    ppart_leader(p, 0) != b)
+			if (fc->bi != bi ||
+			    froom - fover - fetch_part_overhead(p) < fmin)
 				continue;
 			if (f.tps == NULL) {
-				f.tps = calloc(pm->nparts, sizeof(*f.tps));
-				sel = calloc(pm->nparts, sizeof(*sel));
+				f.tps = calloc(mine, sizeof(*f.tps));
+				sel = calloc(mine, sizeof(*sel));
 				if (f.tps == NULL || sel == NULL)
 					break;
 			}
@@ -1577,7 +1802,8 @@ void pcopy_fetch_round(struct pmirror *pm)
 			f.tps[f.n].topic = p->topic;
 			f.tps[f.n].partition = p->index;
 			f.tps[f.n].offset = p->src_fetch;
-			f.tps[f.n].leader_epoch = pepoch_leader_epoch(p);
+			f.tps[f.n].leader_epoch = fetch_leader_epoch(cl, p,
+			    &ltopic, &lmeta);
 			f.tps[f.n].last_epoch = pepoch_last_fetched(p);
 			fover += fetch_part_overhead(p);
 			f.tps[f.n].max_bytes = (int32_t)MIN(MIN(room, froom - fover),
@@ -1610,7 +1836,9 @@ void pcopy_fetch_round(struct pmirror *pm)
 			x->e[x->n - 1].slot = sel[i];
 		}
 		free(sel);
-		ctx_group(x);
+		fetch_index(x);
+		if (x->fh == NULL)
+			ctx_group(x);   /* ctx_find()'s topic runs instead */
 		x->version = (int16_t)v;
 		sess = fetch_session(b, mc, v, c);
 		if (sess != NULL && fetch_session_plan(sess, &f, x) != 0) {
@@ -1655,6 +1883,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 		fetch_forgotten_free(&f);
 		free(f.tps);
 	}
+	free(cand);
 }
 
 /* ---- Produce ---------------------------------------------------------------- */

@@ -246,7 +246,23 @@ static struct ppart *find_ppart(struct pmirror *pm, const struct mpart *mp)
 	return NULL;
 }
 
-/* FAILED with no automatic retry, unless it already is for this reason. */
+/* The identity failure of p is durable (pl_part_state()'s continuation:
+ * p still where it was, its model FAILED with the reason). */
+static void failed_then(struct ppart *p)
+{
+	log_warnx("mirror %s: %s-%d FAILED (no automatic retry): %s",
+	    p->pm->name, p->topic, (int)p->index,
+	    p->mp->error != NULL ? p->mp->error : "(no reason)");
+}
+
+/*
+ * FAILED with no automatic retry, unless it already is for this reason or
+ * is on its way there.  Written like the data plane's other state changes
+ * (pl_part_state(): asynchronous, the partition frozen until the record is
+ * durable, so nothing more is fetched or produced for it meanwhile; the
+ * queue is dropped first).  A partition without its pipeline record (not
+ * set up yet) is written synchronously, as before.
+ */
 static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 {
 	struct ppart *p;
@@ -259,20 +275,77 @@ static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 	if (mp->state == MPART_FAILED && mp->retry_attempt == -1 &&
 	    mp->error != NULL && strcmp(mp->error, why) == 0)
 		return;
-	if ((p = find_ppart(pm, mp)) != NULL) {
-		pl_drop_queue(p);
-		p->step = PS_IDLE;
-		p->retry_at = 0;
-	}
 	/* A follower's write may delete the mirror (mp with it) before it
 	 * is refused: the names are taken first. */
 	snprintf(name, sizeof(name), "%s-%d", mp->topic->name, (int)mp->index);
+	if ((p = find_ppart(pm, mp)) != NULL) {
+		struct pl_state_req rq = { .to = MPART_FAILED, .why = why,
+		    .retry = -1, .then = failed_then };
+		int r;
+
+		/* Going STOPPING (the model shows it once durable): as
+		 * above.  Our final failure in flight: the next answer
+		 * compares the reason again once it is durable. */
+		if (p->swrite && (p->swrite_to == MPART_STOPPING ||
+		    p->swrite_to == MPART_STOPPED ||
+		    (p->swrite_to == MPART_FAILED &&
+		    p->swrite_then == failed_then)))
+			return;
+		pl_drop_queue(p);
+		p->step = PS_IDLE;
+		p->retry_at = 0;
+		r = pl_part_state(p, &rq, msg, sizeof(msg));
+		if (r < 0)
+			log_warnx("mirror %s: %s: cannot record the failure "
+			    "(%s): %s", pm->name, name, why, msg);
+		else if (r == 0)
+			log_warnx("mirror %s: %s FAILED (no automatic retry): "
+			    "%s", pm->name, name, why);
+		return;
+	}
 	if (mpart_fail(pm->pl->st, mp, why, -1, msg, sizeof(msg)) != 0)
 		log_warnx("mirror %s: %s: cannot record the failure (%s): %s",
 		    pm->name, name, why, msg);
 	else
 		log_warnx("mirror %s: %s FAILED (no automatic retry): %s",
 		    pm->name, name, why);
+}
+
+/*
+ * The source topic was deleted: mp goes STOPPING (asynchronously as
+ * above; without a pipeline record synchronously), unless it is there
+ * already or on its way.  The topic's note was written before.
+ */
+static void stop_deleted(struct pmirror *pm, struct mpart *mp,
+    const char *why)
+{
+	struct mstate *st = pm->pl->st;
+	struct ppart *p;
+	char msg[512], name[300];
+
+	if (mp->state == MPART_STOPPING || mp->state == MPART_STOPPED ||
+	    !mpart_owned_by(mp, pm->pl->instance))
+		return;
+	snprintf(name, sizeof(name), "%s-%d", mp->topic->name, (int)mp->index);
+	if ((p = find_ppart(pm, mp)) != NULL) {
+		struct pl_state_req rq = { .to = MPART_STOPPING, .why = why };
+
+		if (p->swrite && p->swrite_to == MPART_STOPPING)
+			return;
+		/* As part_step() does for a STOPPING partition, now: the
+		 * model shows MIRRORING until the record is durable, and
+		 * nothing more is fetched meanwhile (an uncertain Produce
+		 * is still resolved first). */
+		if (p->step == PS_RUN || p->step == PS_OOR)
+			pl_drop_queue(p);
+		if (p->step != PS_SYNC)
+			p->step = PS_IDLE;
+		if (pl_part_state(p, &rq, msg, sizeof(msg)) < 0)
+			log_warnx("mirror %s: %s: %s", pm->name, name, msg);
+		return;
+	}
+	if (mpart_set_state(st, mp, MPART_STOPPING, why, msg, sizeof(msg)) != 0)
+		log_warnx("mirror %s: %s: %s", pm->name, name, msg);
 }
 
 /* Stops early when a follower's write deleted the mirror (mt is gone). */
@@ -318,15 +391,8 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_NOTE, why, msg,
 		    sizeof(msg)) != 0)
 			log_warnx("mirror %s: %s", pm->name, msg);
-		for (int32_t k = 0; k < mt->npart && !pm_gone(pm); k++) {
-			struct mpart *mp = mt->parts[k];
-
-			if (mp->state != MPART_STOPPING && mp->state != MPART_STOPPED &&
-			    mpart_owned_by(mp, pm->pl->instance) &&
-			    mpart_set_state(st, mp, MPART_STOPPING, why, msg,
-			    sizeof(msg)) != 0)
-				log_warnx("%s: %s", mt->name, msg);
-		}
+		for (int32_t k = 0; k < mt->npart && !pm_gone(pm); k++)
+			stop_deleted(pm, mt->parts[k], why);
 		return 1;
 	}
 	absent_clear(pm, SIDE_SOURCE, mt->name);

@@ -210,6 +210,9 @@ struct ppart {
 	int32_t prove_seq;
 	int prove_steps;
 	int skip_over_once;          /* RecoverMirrorTopics' skip-over decision */
+	int prove_strict;            /* the end after a halt is past every batch sent:
+	                              * mirrord's batch must end there (a deposed
+	                              * owner's, same identity), else FAILED */
 	/* Failback (pipe_prove.c): fb_state 0 not looked at, 1 reading the
 	 * source's mark, 2 done; fb_last/fb_epoch: where a mirror of the
 	 * destination cluster stopped copying this partition (-1 none). */

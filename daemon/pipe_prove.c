@@ -260,6 +260,24 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 	int n, once;
 
 	p->step_inflight = 0;
+	if (p->prove_strict && e != d) {
+		/* After a halt the end moved past every batch this instance
+		 * sent (pipe_copy.c's sync_end_deposed()): only mirrord's own
+		 * batch may end there, never a skip-over. */
+		p->prove_strict = 0;
+		if (e >= 0)
+			snprintf(what, sizeof(what), "mirrord's batches end at "
+			    "offset %" PRId64, e);
+		else
+			snprintf(what, sizeof(what), "no batch of mirrord's below it");
+		pl_part_fail(p, "destination end offset %" PRId64 " after "
+		    "uncertain Produce requests is past every batch sent from %"
+		    PRId64 " (not written) to %" PRId64 " (all written), and the "
+		    "batch ending there is not mirrord's (%s): another producer "
+		    "writes to the destination partition", d, p->sync_lo,
+		    p->sync_hi, what);
+		return;
+	}
 	if (e == d) {
 		p->skip_over_once = 0;
 		p->proven_end = d;

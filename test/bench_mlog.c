@@ -17,7 +17,13 @@
  * temporary directory under $TMPDIR (default /tmp), removed at the end.
  * With MIRRORD_BENCH_KAFKA=host:port the same runs on the replicated
  * backend instead (storage.backend: kafka), in a new topic
- * bench-mlog-<pid> of that cluster (PLAINTEXT), which is left there.
+ * bench-mlog-<pid> of that cluster (PLAINTEXT), which is left there;
+ * MIRRORD_BENCH_KAFKA_TOPIC names the topic instead (to profile one phase
+ * against a log written by an earlier run).  BENCH_MLOG_PHASES picks the
+ * phases, a comma-separated subset of write, scan, startup, compact,
+ * after (the start-up after the compaction) and gcommit (group commit,
+ * file backend only); default all of them.
+ * Each line also gives the CPU time of the whole process (every thread).
  */
 #include "config.h"
 
@@ -27,6 +33,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <sys/resource.h>
 
 #include <event2/event.h>
 
@@ -46,6 +54,36 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU seconds of the process so far, every thread. */
+static double cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	    (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* Whether BENCH_MLOG_PHASES (default all) names phase. */
+static int phase(const char *name)
+{
+	const char *l = getenv("BENCH_MLOG_PHASES");
+	size_t n = strlen(name);
+
+	if (l == NULL || l[0] == '\0')
+		return 1;
+	while (*l != '\0') {
+		size_t w = strcspn(l, ",");
+
+		if (w == n && strncmp(l, name, n) == 0)
+			return 1;
+		l += w;
+		if (*l == ',')
+			l++;
+	}
+	return 0;
 }
 
 static void die(const char *what, const char *err)
@@ -70,7 +108,12 @@ static struct mlog *new_log(const char *dir)
 
 		mlog_kafka_opts_init(&ko);
 		ko.bootstrap = getenv("MIRRORD_BENCH_KAFKA");
-		snprintf(topic, sizeof(topic), "bench-mlog-%ld", (long)getpid());
+		if (getenv("MIRRORD_BENCH_KAFKA_TOPIC") != NULL)
+			snprintf(topic, sizeof(topic), "%s",
+			    getenv("MIRRORD_BENCH_KAFKA_TOPIC"));
+		else
+			snprintf(topic, sizeof(topic), "bench-mlog-%ld",
+			    (long)getpid());
 		ko.topic = topic;
 		ko.timeout_ms = 60000;
 		ml = mlog_kafka_new(&o, &ko, err, sizeof(err));
@@ -175,13 +218,13 @@ static void time_scan(const char *dir)
 	struct mlog *ml = new_log(dir);
 	char err[1024];
 	long count = 0;
-	double t0 = now_s(), dt;
+	double t0 = now_s(), c0 = cpu_s(), dt;
 
 	if (mlog_open(ml, count_only, &count, err, sizeof(err)) != 0)
 		die("scan", err);
 	dt = now_s() - t0;
-	printf("scan:    %ld records in %.3f s, %.0f records/s\n", count, dt,
-	    (double)count / dt);
+	printf("scan:    %ld records in %.3f s, %.0f records/s, cpu %.3f s\n",
+	    count, dt, (double)count / dt, cpu_s() - c0);
 	mlog_free(ml);
 }
 
@@ -191,14 +234,15 @@ static void time_startup(const char *dir, const char *label, int compact)
 	struct mstate *st = mstate_new();
 	struct mlog_stats s;
 	char err[1024];
-	double t0 = now_s(), dt;
+	double t0 = now_s(), c0 = cpu_s(), dt;
 
 	if (mstate_open(st, ml, err, sizeof(err)) != 0)
 		die("startup", err);
 	dt = now_s() - t0;
 	mlog_stats(ml, &s);
-	printf("%s %llu records in %.3f s, %.0f records/s\n", label,
-	    (unsigned long long)s.records, dt, (double)s.records / dt);
+	printf("%s %llu records in %.3f s, %.0f records/s, cpu %.3f s\n",
+	    label, (unsigned long long)s.records, dt, (double)s.records / dt,
+	    cpu_s() - c0);
 	if (compact) {
 		t0 = now_s();
 		if (mstate_compact(st, err, sizeof(err)) != 0)
@@ -344,11 +388,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_mlog [records]\n");
 		return 2;
 	}
-	write_log(dir, n);
-	time_scan(dir);
-	time_startup(dir, "startup:", 1);
-	time_startup(dir, "startup after compaction:", 0);
+	if (phase("write"))
+		write_log(dir, n);
+	if (phase("scan"))
+		time_scan(dir);
+	if (phase("startup") || phase("compact"))
+		time_startup(dir, "startup:", phase("compact"));
+	if (phase("after"))
+		time_startup(dir, "startup after compaction:", 0);
 	rm_rf(dir);
-	group_commit(base != NULL && base[0] != '\0' ? base : "/tmp");
+	if (phase("gcommit"))
+		group_commit(base != NULL && base[0] != '\0' ? base : "/tmp");
 	return 0;
 }

@@ -7,8 +7,11 @@ a new topic and times the replay (every record, as a writer or a follower
 replays it at start) and the start after a snapshot.  Prints bench_mlog's
 lines; timing lives here, never in the tests.  BENCH_MLOG_RECORDS sets the
 record count (default 1000000).  BENCH_MLOG_BASELINE names the bench_mlog
-of another build (e.g. the main checkout's) to run first against the same
-broker, so a change is measured before and after in one run."""
+of another build (e.g. the main checkout's), or several separated by
+colons, to run first against the same broker, so a change is measured
+before and after in one run.  BENCH_MLOG_ROUNDS=N runs every program N
+times, alternating their order, so a loaded machine's drift falls on all
+of them alike."""
 
 import os
 import subprocess
@@ -22,14 +25,20 @@ def main():
     n = os.environ.get("BENCH_MLOG_RECORDS", "1000000")
     k, = h.private_kafka(1)
     env = dict(os.environ, MIRRORD_BENCH_KAFKA=k.bootstrap)
-    runs = [("this build", h.build_path("test", "bench_mlog"))]
-    if os.environ.get("BENCH_MLOG_BASELINE"):
-        runs.insert(0, ("baseline", os.environ["BENCH_MLOG_BASELINE"]))
-    for name, prog in runs:
-        print("bench_mlog (%s: %s)" % (name, prog), flush=True)
-        r = subprocess.run([prog, n], env=env, timeout=1800)
-        if r.returncode != 0:
-            h.fail("%s exited %d" % (prog, r.returncode))
+    runs = []
+    for prog in os.environ.get("BENCH_MLOG_BASELINE", "").split(":"):
+        if prog:
+            runs.append(("baseline", prog))
+    runs.append(("this build", h.build_path("test", "bench_mlog")))
+    rounds = int(os.environ.get("BENCH_MLOG_ROUNDS", "1"))
+    for i in range(rounds):
+        order = runs if i % 2 == 0 else list(reversed(runs))
+        for name, prog in order:
+            print("bench_mlog round %d (%s: %s)" % (i + 1, name, prog),
+                  flush=True)
+            r = subprocess.run([prog, n], env=env, timeout=1800)
+            if r.returncode != 0:
+                h.fail("%s exited %d" % (prog, r.returncode))
 
 
 if __name__ == "__main__":

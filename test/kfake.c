@@ -231,3 +231,52 @@ void kfake_stop(struct kfake *f)
 	f->peer = NULL;
 	kfake_stop_listening(f);
 }
+
+/* ---- running the test's loop ------------------------------------------ */
+
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	*(int *)arg = 1;
+}
+
+int kfake_run_until(struct event_base *base, const int *flag, int want)
+{
+	struct timeval tv = { 10, 0 };
+	int hit = 0;
+	struct event *ev = evtimer_new(base, deadline_cb, &hit);
+
+	ck_assert_ptr_nonnull(ev);
+	evtimer_add(ev, &tv);
+	while (*flag < want && !hit)
+		event_base_loop(base, EVLOOP_ONCE);
+	event_free(ev);
+	return *flag >= want;
+}
+
+struct kfake_waiter {
+	int (*pred)(void *);
+	void *arg;
+	int met;
+};
+
+static void poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct kfake_waiter *w = arg;
+
+	if (w->pred(w->arg))
+		w->met = 1;
+}
+
+int kfake_wait_for(struct event_base *base, int (*pred)(void *), void *arg,
+    long poll_us)
+{
+	struct kfake_waiter w = { pred, arg, 0 };
+	struct timeval tv = { poll_us / 1000000, poll_us % 1000000 };
+	struct event *ev = event_new(base, -1, EV_PERSIST, poll_cb, &w);
+
+	ck_assert_ptr_nonnull(ev);
+	evtimer_add(ev, &tv);
+	kfake_run_until(base, &w.met, 1);
+	event_free(ev);
+	return w.met;
+}

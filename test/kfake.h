@@ -68,4 +68,13 @@ void kfake_reply(struct kfake *f, int32_t corr, int hdr_tags, const void *body,
 void kfake_apiversions(struct kfake *f, int32_t corr, int version,
     const int16_t (*keys)[3], size_t n);
 
+/* Runs the loop of base until *flag >= want or 10 s pass; returns 1 when
+ * *flag reached want. */
+int kfake_run_until(struct event_base *base, const int *flag, int want);
+/* Runs the loop of base until pred(arg) holds, checked every poll_us
+ * microseconds (for states that have no callback of their own), at most
+ * 10 s; returns 1 when it held. */
+int kfake_wait_for(struct event_base *base, int (*pred)(void *), void *arg,
+    long poll_us);
+
 #endif

@@ -90,7 +90,8 @@ def delete_records(cluster, topic, part, offset):
     return low
 
 
-def _rvarint(b, o):
+def read_varint(b, o):
+    """(value, next offset) of the zigzag varint at b[o:] (record fields)."""
     v = shift = 0
     while True:
         c = b[o]
@@ -111,14 +112,14 @@ def records_of(raw):
     o = 61
     out = []
     for _ in range(n):
-        ln, o = _rvarint(raw, o)
+        ln, o = read_varint(raw, o)
         end = o + ln
         o += 1                        # attributes
-        _ts, o = _rvarint(raw, o)
-        delta, o = _rvarint(raw, o)
+        _ts, o = read_varint(raw, o)
+        delta, o = read_varint(raw, o)
         f = []
         for _ in range(2):
-            ln2, o = _rvarint(raw, o)
+            ln2, o = read_varint(raw, o)
             if ln2 < 0:
                 f.append(None)
             else:

@@ -271,6 +271,13 @@ def mock_pair(topics, brokers=1):
     return mc, mc.bootstrap(0), mc.bootstrap(1)
 
 
+def pipeline_caps_yaml(total, per_partition):
+    """The daemon config's pipeline section capping the bytes held in all
+    (max_inflight_bytes_total) and per partition."""
+    return ("pipeline:\n  max_inflight_bytes_total: %d\n"
+            "  max_inflight_bytes_per_partition: %d\n" % (total, per_partition))
+
+
 # ---- kafka-mirrors as one principal ----------------------------------------
 
 class Client:
@@ -347,6 +354,59 @@ def metric_sum(d, family, **labels):
     return total
 
 
+def wait_caught_up(d, mirror, timeout, what, topic=None, count=None,
+                   fail_on_failed=False, row_ok=None, interval=0.05, poll=None):
+    """Waits (timeout s) until every DescribeMirrors row of mirror (only
+    those of topic, a name or a collection of names, when given) is
+    MIRRORING with lag 0 (and row_ok(row) when given), and there are count
+    of them (at least one when count is None); returns those rows.
+    poll(rows), when given, is called on every poll first (to sample
+    metrics while waiting).  With fail_on_failed a FAILED row fails at
+    once, naming the partition and its error.  On timeout the failure
+    names what and the first rows not caught up."""
+    topics = None if topic is None else \
+        {topic} if isinstance(topic, str) else set(topic)
+    last = {"rows": []}
+
+    def good(r):
+        return (r["state"] == "MIRRORING" and r["lag"] == 0 and
+                (row_ok is None or row_ok(r)))
+
+    def ok():
+        rows = [r for r in d.describe_json(mirror)
+                if topics is None or r["topic"] in topics]
+        last["rows"] = rows
+        if poll is not None:
+            poll(rows)
+        if fail_on_failed:
+            for r in rows:
+                if r["state"] == "FAILED":
+                    h.fail("%s: %s-%d FAILED: %s" % (what, r["topic"], r["partition"],
+                                                     r.get("errorMessage")))
+        if not rows or (count is not None and len(rows) != count):
+            return False
+        return all(good(r) for r in rows) and rows
+    try:
+        return h.wait_for(ok, timeout, what, interval=interval)
+    except AssertionError as e:
+        behind = [r for r in last["rows"] if not good(r)]
+        raise AssertionError("%s; %d rows%s, %d not caught up, the first: %r"
+                             % (e, len(last["rows"]),
+                                "" if count is None else " (want %d)" % count,
+                                len(behind), behind[:10])) from None
+
+
+def metric_value(d, family, **labels):
+    """The value of d's /metrics series of family whose labels are exactly
+    these (label=value), 0 when there is none."""
+    want = sorted('%s="%s"' % kv for kv in labels.items())
+    for line in d.metrics().splitlines():
+        m = re.match(r"^%s\{([^}]*)\} (\S+)$" % re.escape(family), line)
+        if m and sorted(m.group(1).split(",")) == want:
+            return float(m.group(2))
+    return 0.0
+
+
 def denied_total(d):
     """{(api, operation): n} of mirrord_admin_authorization_denied_total."""
     pat = re.compile(r'^mirrord_admin_authorization_denied_total'
@@ -385,6 +445,68 @@ def wait_same_ends(src, dst, topic, npart, timeout, log_path):
                "%s to reach the source ends %s on the destination (log %s)"
                % (topic, want, log_path))
     return want
+
+
+def stored_records(cl, topic, partition):
+    """[(offset, key, value)] of every record of every batch of
+    topic-partition as the cluster (a kraw.Cluster) stores it."""
+    import krawwrite
+    out = []
+    for b in cl.batches(topic, partition):
+        out.extend(krawwrite.records_of(b["raw"]))
+    return out
+
+
+def produce_padded_batches(cl, topic, partition, batches, recs, value_len,
+                           key_tag, value_tag, fill):
+    """batches uncompressed batches of recs records each appended to
+    topic-partition of cl (a kraw.Cluster, krawwrite.produce): record i
+    of batch b keyed <key_tag>-<partition>-<b>-<i>, its value
+    <value_tag><partition>-<b>-<i>- padded with fill to value_len bytes.
+    Returns ([(key, value)] in order, the largest batch's length)."""
+    import krawwrite
+    out, largest = [], 0
+    for b in range(batches):
+        rs = [(i, b"%s-%d-%d-%d" % (key_tag, partition, b, i),
+               (b"%s%d-%d-%d-" % (value_tag, partition, b, i)).ljust(value_len, fill))
+              for i in range(recs)]
+        raw = krawwrite.batch(rs)
+        largest = max(largest, len(raw))
+        krawwrite.produce(cl, topic, partition, raw)
+        out.extend((k, v) for _d, k, v in rs)
+    return out, largest
+
+
+def log_batches(bootstrap, topic):
+    """[(base_offset, producer_id, epoch, [frame types])] of every batch of
+    topic-partition 0 from its log start: the metadata log's records, each
+    value starting with its framing (the type a big-endian u16 at byte
+    8)."""
+    import kraw
+    from krawwrite import read_varint
+    c = kraw.Cluster(bootstrap)
+    try:
+        out = []
+        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
+            raw = b["raw"]
+            pid, epoch = struct.unpack(">qh", raw[43:53])
+            types = []
+            o = 61
+            for _ in range(b["count"]):
+                ln, o = read_varint(raw, o)
+                end = o + ln
+                o += 1                            # attributes
+                _, o = read_varint(raw, o)        # timestamp delta
+                _, o = read_varint(raw, o)        # offset delta
+                kl, o = read_varint(raw, o)
+                o += max(kl, 0)
+                _, o = read_varint(raw, o)        # value length
+                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
+                o = end
+            out.append((b["base_offset"], pid, epoch, types))
+        return out
+    finally:
+        c.close()
 
 
 def flush_all(p, what):
@@ -467,6 +589,102 @@ def read_partition(bootstrap, topic, partition, group, start=0,
                % (topic, partition, bootstrap))
     finally:
         c.close()
+
+
+class LayoutWriter:
+    """A thread writing small records (key, value, one header) round every
+    partition of layout ({topic: [partition, ...]}) to bootstrap, pausing
+    pause s between rounds, until stop().  Delivery failures while a
+    broker is down do not matter: tests compare the destination with what
+    the source holds."""
+
+    def __init__(self, bootstrap, layout, pause=0.05):
+        import threading
+        from confluent_kafka import Producer
+        self.layout = {t: sorted(ps) for t, ps in layout.items()}
+        self.pause = pause
+        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                           "acks": "all", "message.timeout.ms": 120000})
+        self.halt = threading.Event()
+        self.n = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self.thread.start()
+
+    def _run(self):
+        while not self.halt.is_set():
+            for topic, parts in sorted(self.layout.items()):
+                for part in parts:
+                    try:
+                        self.p.produce(topic, key=b"k%d" % self.n,
+                                       value=b"%s/%d/%d " % (topic.encode(), part, self.n) * 8,
+                                       headers=[("n", b"%d" % self.n)],
+                                       partition=part)
+                    except BufferError:
+                        self.p.poll(0.1)
+                    self.n += 1
+            self.p.poll(0)
+            time.sleep(self.pause)
+        self.p.flush(120)
+
+    def stop(self):
+        self.halt.set()
+        self.thread.join(180)
+        h.check(not self.thread.is_alive(), "the writer did not stop")
+
+
+def partition_ends(bootstrap, layout):
+    """{(topic, partition): high watermark} of every partition of layout
+    ({topic: [partition, ...]})."""
+    import kraw
+    c = kraw.Cluster(bootstrap)
+    try:
+        return {(t, p): c.offsets(t, p)[1]
+                for t, parts in layout.items() for p in parts}
+    finally:
+        c.close()
+
+
+def records_below(bootstrap, want, group):
+    """{(topic, partition): [(offset, key, value, headers, timestamp)]}
+    of every record below the end in want ({(topic, partition): end}),
+    read within 120 s by a consumer of group."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "enable.partition.eof": False})
+    c.assign([TopicPartition(t, p, 0) for (t, p), e in want.items() if e > 0])
+    out = {tp: [] for tp in want}
+    deadline = time.monotonic() + 120
+    try:
+        while any(len(out[tp]) < e for tp, e in want.items()):
+            if time.monotonic() > deadline:
+                h.fail("reading %s: got %r of %r" % (bootstrap,
+                       {tp: len(v) for tp, v in out.items()}, want))
+            for m in c.consume(500, 1.0):
+                if m.error():
+                    continue
+                tp = (m.topic(), m.partition())
+                if m.offset() < want[tp]:
+                    out[tp].append((m.offset(), m.key(), m.value(),
+                                    m.headers(), m.timestamp()))
+    finally:
+        c.close()
+    return out
+
+
+def check_same_records(src, dst, want, group):
+    """Every partition of want ({(topic, partition): end}) holds below its
+    end the same records (offsets, keys, values, headers, timestamps) on
+    the destination (bootstrap dst) as on the source (src); fails naming
+    the partition, the counts and the first difference."""
+    s, t = records_below(src, want, group), records_below(dst, want, group)
+    for tp in sorted(want):
+        h.check(s[tp] == t[tp],
+                "%s-%d: the destination differs from the source (%d records"
+                " against %d; first difference %r)"
+                % (tp[0], tp[1], len(t[tp]), len(s[tp]),
+                   next(((a, b) for a, b in zip(s[tp], t[tp]) if a != b), None)))
 
 
 def recreate_topic(cluster, adm, topic):

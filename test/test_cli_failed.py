@@ -47,9 +47,7 @@ def main():
     for p in range(2):
         mt.produce_tagged(SRC, "calm", p, 4, "c%d" % p)
     d.cli_ok("--add", "--mirror", "m1", "--topic", "mixed,calm")
-    h.wait_for(lambda: all(p["state"] == "MIRRORING" and p["lag"] == 0
-                           for p in d.describe_json("m1")) and
-               len(d.describe_json("m1")) == 5, 60, "both topics caught up")
+    mt.wait_caught_up(d, "m1", 60, "both topics caught up", count=5)
 
     # Nothing FAILED yet: --failed says so, exit 0; topics agree.
     r = d.cli_ok("--describe", "--failed")

@@ -146,9 +146,7 @@ def main():
     for p in range(3):
         mt.produce_tagged(SRC, "orders", p, 7 * (p + 1), "o%d" % p)
     d.cli_ok("--add", "--mirror", "m1", "--topic", "orders")
-    h.wait_for(lambda: all(p["state"] == "MIRRORING" and p["lag"] == 0
-                           for p in d.describe_json("m1")), 60,
-               "orders to be caught up")
+    mt.wait_caught_up(d, "m1", 60, "orders to be caught up")
     out = d.cli_ok("--describe", "--mirror", "m1").stdout
     print(out, flush=True)
     rows = table(out, DESCRIBE_HEAD[:-1], {"PARTITION", "SOURCE-OFFSET",

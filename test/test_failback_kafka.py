@@ -53,11 +53,7 @@ def main():
                      "mirror.groups.sync.interval.ms": "300"})
     d1.cli_ok("--add", "--mirror", "ab", "--topic", topic)
 
-    def caught_up():
-        r = d1.describe_json("ab")
-        return len(r) == 2 and all(p["state"] == "MIRRORING" and
-                                   p["lag"] == 0 for p in r)
-    h.wait_for(caught_up, 120, "%s mirrored to B" % topic)
+    mt.wait_caught_up(d1, "ab", 120, "%s mirrored to B" % topic, count=2)
     d1.cli_ok("--pause", "--mirror", "ab", "--topic", topic)
     h.wait_for(lambda: all(p["state"] == "PAUSED"
                            for p in d1.describe_json("ab")), 60, "PAUSED")
@@ -127,9 +123,7 @@ def main():
     # copy B's records after it.
     d2.cli_ok("--recover", "--mirror", "ba", "--topic", topic,
               "--resolution", "preserve")
-    h.wait_for(lambda: all(p["state"] == "MIRRORING" and p["lag"] == 0
-                           for p in d2.describe_json("ba")), 120,
-               "partition 1 copying after the decision")
+    mt.wait_caught_up(d2, "ba", 120, "partition 1 copying after the decision")
     a1 = fk.read(A.bootstrap, topic, 1)
     b1 = fk.read(B.bootstrap, topic, 1)
     eq(vals(a1[:27]), vals(a1_before), "A1's own 27 records kept")

@@ -70,9 +70,7 @@ def main():
     mt.produce_tagged(src.bootstrap, topic, 0, 40, "a", keyed=True)
     mt.produce_tagged(src.bootstrap, topic, 1, 30, "b", keyed=True)
     d.cli_ok("--add", "--mirror", "fo", "--topic", topic)
-    h.wait_for(lambda: (lambda r: len(r) == 2 and all(
-        p["state"] == "MIRRORING" and p["lag"] == 0 for p in r.values()))(
-        rows(d, topic)), 120, "%s caught up" % topic)
+    mt.wait_caught_up(d, "fo", 120, "%s caught up" % topic, topic=topic, count=2)
 
     # Paused, then 25 more records on partition 0 of the source only.
     d.cli_ok("--pause", "--mirror", "fo", "--topic", topic)
@@ -152,10 +150,10 @@ def main():
 
     # Added again: mirroring resumes and the report is gone.
     d.cli_ok("--add", "--mirror", "fo", "--topic", topic)
-    by = h.wait_for(lambda: (lambda r: r if all(
-        p["state"] == "MIRRORING" and p["lag"] == 0 for p in r.values())
-        else None)(rows(d, topic)), 120, "%s mirroring again" % topic)
-    for p, x in by.items():
+    by = mt.wait_caught_up(d, "fo", 120, "%s mirroring again" % topic,
+                           topic=topic)
+    for x in by:
+        p = x["partition"]
         eq((x["failoverSourceOffset"], x["failoverLag"], x["failoverLagMs"]),
            (-1, -1, -1), "%s-%d's report after it was added again"
            % (topic, p))

@@ -42,7 +42,6 @@ import signal
 import socket
 import struct
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -51,7 +50,7 @@ import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -62,36 +61,9 @@ BIG_PARTS = 16               # more than mirrord's session holds
 EVICTION_S = 120             # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
 
 
-class Writer(threading.Thread):
-    """Writes small records round every partition until stopped."""
-
-    def __init__(self, bootstrap):
-        super().__init__(daemon=True)
-        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                           "acks": "all", "message.timeout.ms": 120000})
-        self.halt = threading.Event()
-        self.n = 0
-
-    def run(self):
-        while not self.halt.is_set():
-            for topic, parts in sorted(LAYOUT.items()):
-                for part in range(parts):
-                    try:
-                        self.p.produce(topic, key=b"k%d" % self.n,
-                                       value=b"%s/%d/%d " % (topic.encode(), part, self.n) * 8,
-                                       headers=[("n", b"%d" % self.n)],
-                                       partition=part)
-                    except BufferError:
-                        self.p.poll(0.1)
-                    self.n += 1
-            self.p.poll(0)
-            time.sleep(0.05)
-        self.p.flush(120)
-
-    def stop(self):
-        self.halt.set()
-        self.join(180)
-        h.check(not self.is_alive(), "the writer did not stop")
+def layout():
+    """{topic: [partition, ...]} of every mirrored topic."""
+    return {t: list(range(n)) for t, n in LAYOUT.items()}
 
 
 # ---- a raw Fetch v11 client ------------------------------------------------
@@ -162,21 +134,12 @@ class RawFetcher:
 
 # ---- mirrord's side --------------------------------------------------------
 
-def metric(d, name, **labels):
-    want = sorted('%s="%s"' % kv for kv in labels.items())
-    for line in d.metrics().splitlines():
-        m = re.match(r"^%s\{([^}]*)\} (\S+)$" % re.escape(name), line)
-        if m and sorted(m.group(1).split(",")) == want:
-            return float(m.group(2))
-    return 0.0
-
-
 def fetches(d, kind):
-    return metric(d, "mirrord_fetch_requests_total", mirror="m", result=kind)
+    return mt.metric_value(d, "mirrord_fetch_requests_total", mirror="m", result=kind)
 
 
 def session_errors(d, name):
-    return metric(d, "mirrord_fetch_session_errors_total", mirror="m", error=name)
+    return mt.metric_value(d, "mirrord_fetch_session_errors_total", mirror="m", error=name)
 
 
 def sessions_opened(d):
@@ -200,12 +163,7 @@ def current_session(d, after=()):
 
 
 def ends(bootstrap):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return {(t, p): c.offsets(t, p)[1]
-                for t, n in LAYOUT.items() for p in range(n)}
-    finally:
-        c.close()
+    return mt.partition_ends(bootstrap, layout())
 
 
 def every_partition_fetched(d, src, dst, what):
@@ -256,29 +214,6 @@ def recovered(d, src, dst, error, before, what):
     every_partition_fetched(d, src, dst, what)
 
 
-def records(bootstrap, want):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "fse-" + RUN,
-                  "enable.auto.commit": False, "enable.partition.eof": False})
-    c.assign([TopicPartition(t, p, 0) for (t, p), e in want.items() if e > 0])
-    out = {tp: [] for tp in want}
-    deadline = time.monotonic() + 120
-    try:
-        while any(len(out[tp]) < e for tp, e in want.items()):
-            if time.monotonic() > deadline:
-                h.fail("reading %s: got %r of %r" % (bootstrap,
-                       {tp: len(v) for tp, v in out.items()}, want))
-            for m in c.consume(500, 1.0):
-                if m.error():
-                    continue
-                tp = (m.topic(), m.partition())
-                if m.offset() < want[tp]:
-                    out[tp].append((m.offset(), m.key(), m.value(),
-                                    m.headers(), m.timestamp()))
-    finally:
-        c.close()
-    return out
-
-
 def main():
     os.environ.setdefault("MIRRORD_KAFKA_CACHE",
                           os.path.join(h.SRC, "test", "kafka", "cache"))
@@ -290,7 +225,7 @@ def main():
         dst.create_topic(t, partitions=n)
     src.create_topic(BIG, partitions=BIG_PARTS)
 
-    writer = Writer(src.bootstrap)
+    writer = mt.LayoutWriter(src.bootstrap, layout())
     writer.start()
     d = mt.Mirrord(destination=dst.bootstrap)      # debug log: session ids
     d.create("m", {"bootstrap.servers": src.bootstrap,
@@ -407,20 +342,9 @@ def main():
     h.wait_for(lambda: ends(dst.bootstrap) == want, 180,
                "the destination ends %r to be the source's %r"
                % (ends(dst.bootstrap), want))
-    s, t = records(src.bootstrap, want), records(dst.bootstrap, want)
-    for tp in sorted(want):
-        h.check(s[tp] == t[tp],
-                "%s-%d: the destination differs from the source (%d records"
-                " against %d; first difference %r)"
-                % (tp[0], tp[1], len(t[tp]), len(s[tp]),
-                   next(((a, b) for a, b in zip(s[tp], t[tp]) if a != b), None)))
-
-    def rows():
-        return sorted((r["topic"], r["partition"], r["state"], r["lag"])
-                      for r in d.describe_json("m"))
-    h.wait_for(lambda: all(st == "MIRRORING" and lag == 0
-                           for _t, _p, st, lag in rows()), 60,
-               "every partition MIRRORING with lag 0 (now %r)" % rows())
+    mt.check_same_records(src.bootstrap, dst.bootstrap, want, "fse-" + RUN)
+    mt.wait_caught_up(d, "m", 60, "every partition MIRRORING with lag 0",
+                      count=total_parts())
     print("%d records over %d partitions, equal; Fetches: %d full, %d "
           "incremental; session errors: %d epoch, %d not found"
           % (sum(want.values()), len(want), fetches(d, "full"),

@@ -28,10 +28,7 @@ of its incremental answers.
 """
 
 import os
-import re
 import sys
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
@@ -39,7 +36,7 @@ import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 try:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 except ImportError:
     h.skip("python3-confluent-kafka is not installed")
 
@@ -55,52 +52,13 @@ A, B, C = sorted(LAYOUT)
 T = "fs-t-" + RUN
 
 
-class Writer(threading.Thread):
-    """Writes small records round the partitions of every topic until
-    stopped (delivery failures while broker 2 is down do not matter: the
-    check compares the destination with what the source holds)."""
-
-    def __init__(self, bootstrap):
-        super().__init__(daemon=True)
-        self.p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                           "acks": "all", "message.timeout.ms": 120000})
-        self.halt = threading.Event()
-        self.n = 0
-
-    def run(self):
-        while not self.halt.is_set():
-            for topic, parts in sorted(LAYOUT.items()):
-                for part in sorted(parts):
-                    try:
-                        self.p.produce(topic, key=b"k%d" % self.n,
-                                       value=b"%s/%d/%d " % (topic.encode(), part, self.n) * 8,
-                                       headers=[("n", b"%d" % self.n)],
-                                       partition=part)
-                    except BufferError:
-                        self.p.poll(0.1)
-                    self.n += 1
-            self.p.poll(0)
-            time.sleep(0.02)
-        self.p.flush(120)
-
-    def stop(self):
-        self.halt.set()
-        self.join(180)
-        h.check(not self.is_alive(), "the writer did not stop")
-
-
-def metric(d, name, **labels):
-    """The value of the series of name with these labels (0 when absent)."""
-    want = sorted('%s="%s"' % kv for kv in labels.items())
-    for line in d.metrics().splitlines():
-        m = re.match(r"^%s\{([^}]*)\} (\S+)$" % re.escape(name), line)
-        if m and sorted(m.group(1).split(",")) == want:
-            return float(m.group(2))
-    return 0.0
+def layout():
+    """{topic: [partition, ...]} of every topic the writer writes to."""
+    return {t: sorted(parts) for t, parts in LAYOUT.items()}
 
 
 def fetches(d, kind):
-    return metric(d, "mirrord_fetch_requests_total", mirror="m", result=kind)
+    return mt.metric_value(d, "mirrord_fetch_requests_total", mirror="m", result=kind)
 
 
 def grows(d, kind, by, what):
@@ -111,37 +69,7 @@ def grows(d, kind, by, what):
 
 
 def ends(bootstrap):
-    c = kraw.Cluster(bootstrap)
-    try:
-        return {(t, p): c.offsets(t, p)[1]
-                for t, parts in LAYOUT.items() for p in parts}
-    finally:
-        c.close()
-
-
-def records(bootstrap, want):
-    """{(topic, partition): [(offset, key, value, headers, timestamp)]}
-    below the ends in want."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "fs-" + RUN,
-                  "enable.auto.commit": False, "enable.partition.eof": False})
-    c.assign([TopicPartition(t, p, 0) for (t, p), e in want.items() if e > 0])
-    out = {tp: [] for tp in want}
-    deadline = time.monotonic() + 120
-    try:
-        while any(len(out[tp]) < e for tp, e in want.items()):
-            if time.monotonic() > deadline:
-                h.fail("reading %s: got %r of %r" % (bootstrap,
-                       {tp: len(v) for tp, v in out.items()}, want))
-            for m in c.consume(500, 1.0):
-                if m.error():
-                    continue
-                tp = (m.topic(), m.partition())
-                if m.offset() < want[tp]:
-                    out[tp].append((m.offset(), m.key(), m.value(),
-                                    m.headers(), m.timestamp()))
-    finally:
-        c.close()
-    return out
+    return mt.partition_ends(bootstrap, layout())
 
 
 def main():
@@ -156,7 +84,7 @@ def main():
     src.create_topic(T, assignment={0: [1], 1: [2]})
     dst.create_topic(T, partitions=2)
 
-    writer = Writer(src.bootstrap)
+    writer = mt.LayoutWriter(src.bootstrap, layout(), pause=0.02)
     writer.start()
     d = mt.Mirrord(destination=dst.bootstrap)
     d.create("m", {"bootstrap.servers": src.bootstrap,
@@ -214,15 +142,10 @@ def main():
                % (T, [c.offsets(T, p)[1] for p in (0, 1)]))
     c.close()
 
-    def t_rows():
-        return sorted((r["partition"], r["state"], r["lag"])
-                      for r in d.describe_json("m") if r["topic"] == T)
-    h.wait_for(lambda: t_rows() == [(0, "MIRRORING", 0), (1, "MIRRORING", 0)],
-               60, "%s MIRRORING with lag 0 after the commit markers (now %r)"
-               % (T, t_rows()))
-    h.check(records(dst.bootstrap, {(T, 0): 5, (T, 1): 5}) ==
-            records(src.bootstrap, {(T, 0): 5, (T, 1): 5}),
-            "%s: the committed records differ" % T)
+    mt.wait_caught_up(d, "m", 60, "%s MIRRORING with lag 0 after the commit "
+                      "markers" % T, topic=T, count=2)
+    mt.check_same_records(src.bootstrap, dst.bootstrap, {(T, 0): 5, (T, 1): 5},
+                          "fs-" + RUN)
 
     writer.stop()
     want = ends(src.bootstrap)
@@ -230,15 +153,9 @@ def main():
     h.wait_for(lambda: ends(dst.bootstrap) == want, 180,
                "the destination ends %r to be the source's %r"
                % (ends(dst.bootstrap), want))
-    s, t = records(src.bootstrap, want), records(dst.bootstrap, want)
-    for tp in sorted(want):
-        h.check(s[tp] == t[tp],
-                "%s-%d: the destination differs from the source (%d records"
-                " against %d; first difference %r)"
-                % (tp[0], tp[1], len(t[tp]), len(s[tp]),
-                   next(((a, b) for a, b in zip(s[tp], t[tp]) if a != b), None)))
+    mt.check_same_records(src.bootstrap, dst.bootstrap, want, "fs-" + RUN)
     inc, full = fetches(d, "incremental"), fetches(d, "full")
-    byts = metric(d, "mirrord_fetch_request_bytes_total", mirror="m")
+    byts = mt.metric_value(d, "mirrord_fetch_request_bytes_total", mirror="m")
     print("Fetches: %d full, %d incremental, %.0f request bytes in all "
           "(%.0f a request); %d records over %d partitions, equal"
           % (full, inc, byts, byts / max(inc + full, 1),

@@ -156,19 +156,11 @@ def start_kills(d, SRC, DST):
             "starting (the test would prove nothing)")
     src_ends = {t: ends(SRC, t, START_PARTS) for t in topics}
 
-    def all_started():
-        rows = [r for r in d.describe_json("m1") if r["topic"] in topics]
-        bad = [r for r in rows if r["state"] == "FAILED"]
-        if bad:
-            h.fail("partition FAILED after kill -9 during the start: %r"
-                   % bad[0])
-        return len(rows) == len(topics) * START_PARTS and all(
-            r["state"] == "MIRRORING" and r["lag"] == 0 and
-            r["destinationOffset"] == src_ends[r["topic"]][r["partition"]]
-            for r in rows)
-
-    h.wait_for(all_started, 180, "every partition of %s MIRRORING with lag 0"
-               % ", ".join(topics))
+    mt.wait_caught_up(
+        d, "m1", 180, "every partition of %s MIRRORING with lag 0 (after "
+        "kill -9 during the start)" % ", ".join(topics), topic=topics,
+        count=len(topics) * START_PARTS, fail_on_failed=True,
+        row_ok=lambda r: r["destinationOffset"] == src_ends[r["topic"]][r["partition"]])
     for t in topics:
         h.check(ends(DST, t, START_PARTS) == src_ends[t],
                 "%s: destination ends differ from the source's" % t)
@@ -212,17 +204,10 @@ def main():
     h.check(sum(src_ends) == eq_total, "the source holds %d records, want %d"
             % (sum(src_ends), eq_total))
 
-    def caught_up():
-        rows = [r for r in d.describe_json("m1") if r["topic"] == "gc"]
-        bad = [r for r in rows if r["state"] == "FAILED"]
-        if bad:
-            h.fail("partition FAILED after kill -9: %r" % bad[0])
-        ok = len(rows) == PARTS and all(
-            r["state"] == "MIRRORING" and r["lag"] == 0 and
-            r["destinationOffset"] == src_ends[r["partition"]] for r in rows)
-        return ok and rows
-
-    h.wait_for(caught_up, 120, "every gc partition MIRRORING with lag 0")
+    mt.wait_caught_up(
+        d, "m1", 120, "every gc partition MIRRORING with lag 0 (after kill -9)",
+        topic="gc", count=PARTS, fail_on_failed=True,
+        row_ok=lambda r: r["destinationOffset"] == src_ends[r["partition"]])
     h.check(ends(DST) == src_ends, "destination ends %r, source ends %r"
             % (ends(DST), src_ends))
     src = read_all(SRC, src_ends)
@@ -246,13 +231,9 @@ def main():
     h.check(p.flush(60) == 0, "producing gc2")
     d.cli_ok("--add", "--mirror", "m1", "--topic", "gc2")
 
-    def gc2_done():
-        rows = [r for r in d.describe_json("m1") if r["topic"] == "gc2"]
-        return len(rows) == PARTS and all(
-            r["state"] == "MIRRORING" and r["lag"] == 0 and
-            r["destinationOffset"] == 1 for r in rows)
-
-    h.wait_for(gc2_done, 120, "every gc2 partition MIRRORING with lag 0")
+    mt.wait_caught_up(d, "m1", 120, "every gc2 partition MIRRORING with lag 0",
+                      topic="gc2", count=PARTS,
+                      row_ok=lambda r: r["destinationOffset"] == 1)
     text = d.metrics()
     groups = metric(text, "mirrord_metadata_log_groups_total")
     records = metric(text, "mirrord_metadata_log_records_total")

@@ -83,32 +83,6 @@ def member(dst, name, broker, group, instance_id=None):
     return d
 
 
-def check_records(src, dst):
-    lost = dup = bad = total = 0
-    for p in range(PARTS):
-        _, _, srecs = ha.read_all(src, TOPIC, p)
-        _, _, drecs = ha.read_all(dst, TOPIC, p)
-        total += len(srecs)
-        sm = {x[0]: x for x in srecs}
-        dm = {}
-        for x in drecs:
-            if x[0] in dm:
-                dup += 1
-            dm[x[0]] = x
-        for off, x in sm.items():
-            y = dm.get(off)
-            if y is None:
-                lost += 1
-            elif y != x:
-                bad += 1
-        dup += len(set(dm) - set(sm))
-    print("checked %d records: %d lost, %d duplicated, %d different"
-          % (total, lost, dup, bad), flush=True)
-    h.check(lost == 0 and dup == 0 and bad == 0,
-            "%d lost, %d duplicated, %d different" % (lost, dup, bad))
-    return total
-
-
 def main():
     src, = h.real_kafka(1)
     dst, = h.private_kafka(1, brokers=3, extra_props={
@@ -137,15 +111,7 @@ def main():
     b = member(DST, "b", 2, group)
     c = member(DST, "c", 3, group)
     ds = [a, b, c]
-    for d in ds:
-        d.start()
-    w = ha.one_writer(ds, "three instances", timeout=90)
-    r = w.create("m1", {"bootstrap.servers": SRC,
-                        "mirror.metadata.refresh.interval.ms": "1000",
-                        "mirror.fetch.wait.max.ms": "200"})
-    h.check(r.returncode == 0, "create: %s" % r.stderr)
-    w.cli_ok("--add", "--mirror", "m1", "--topic", TOPIC)
-    load = ha.Load(SRC)
+    w, load = ha.start_mirroring(ds, SRC)
     h.wait_for(lambda: (ha.hwms(DST) or [0])[0] > 0 and
                all(x > 0 for x in ha.hwms(DST)), 90,
                "every destination partition to receive records")
@@ -210,18 +176,7 @@ def main():
     # ---- everything copied once; one writer -----------------------------
     load.stop()
 
-    def caught_up():
-        c2 = kraw.Cluster(SRC)
-        try:
-            sh = [c2.offsets(TOPIC, p)[1] for p in range(PARTS)]
-        finally:
-            c2.close()
-        return ha.hwms(DST) == sh
-    h.wait_for(caught_up, 120, "every destination partition at its source's "
-               "end (dst %r)" % (ha.hwms(DST),))
-    total = check_records(SRC, DST)
-    h.check(total >= load.n, "fewer records read (%d) than produced (%d)"
-            % (total, load.n))
+    total = ha.check_copy(SRC, DST, load)
     final = ha.one_writer(ds, "at the end")
     print("ok: %d records, writer %s (%.0fs)" % (total, final.name,
                                                 time.monotonic() - t0))

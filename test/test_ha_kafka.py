@@ -159,42 +159,75 @@ def hwms(bootstrap):
         c.close()
 
 
-def varint(b, o):
-    shift = v = 0
-    while True:
-        c = b[o]
-        o += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return (v >> 1) ^ -(v & 1), o
+def m1_config(src):
+    """The configs of mirror m1 from the source bootstrap src."""
+    return {"bootstrap.servers": src,
+            "mirror.metadata.refresh.interval.ms": "1000",
+            "mirror.fetch.wait.max.ms": "200"}
 
 
-def log_batches(bootstrap, topic):
-    """[(base_offset, producer_id, epoch, [frame types])] of the topic."""
-    c = kraw.Cluster(bootstrap)
-    try:
-        out = []
-        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
-            raw = b["raw"]
-            pid, epoch = struct.unpack(">qh", raw[43:53])
-            types = []
-            o = 61
-            for _ in range(b["count"]):
-                ln, o = varint(raw, o)
-                end = o + ln
-                o += 1
-                _, o = varint(raw, o)
-                _, o = varint(raw, o)
-                kl, o = varint(raw, o)
-                o += max(kl, 0)
-                _, o = varint(raw, o)
-                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
-                o = end
-            out.append((b["base_offset"], pid, epoch, types))
-        return out
-    finally:
-        c.close()
+def start_mirroring(ds, src):
+    """Starts every instance of ds, waits for one writer, creates m1 through
+    it (TOPIC from the source bootstrap src) and starts a Load: (the
+    writer, the load)."""
+    for d in ds:
+        d.start()
+    w = one_writer(ds, "three instances", timeout=90)
+    w.create("m1", m1_config(src))
+    w.cli_ok("--add", "--mirror", "m1", "--topic", TOPIC)
+    return w, Load(src)
+
+
+def check_records(src, dst):
+    """Every record of every partition of TOPIC on the source (bootstrap
+    src) is on the destination (dst) once, at its offset, the same (key,
+    value, headers, timestamp), and nothing else is: the records
+    checked."""
+    lost = dup = bad = total = 0
+    for p in range(PARTS):
+        _, _, srecs = read_all(src, TOPIC, p)
+        _, _, drecs = read_all(dst, TOPIC, p)
+        total += len(srecs)
+        sm = {x[0]: x for x in srecs}
+        dm = {}
+        for x in drecs:
+            if x[0] in dm:
+                dup += 1
+            dm[x[0]] = x
+        for off, x in sm.items():
+            y = dm.get(off)
+            if y is None:
+                lost += 1
+            elif y != x:
+                bad += 1
+                if bad < 5:
+                    print("partition %d offset %d: source %r destination %r"
+                          % (p, off, x, y))
+        dup += len(set(dm) - set(sm))
+    print("checked %d records: %d lost, %d duplicated, %d different"
+          % (total, lost, dup, bad), flush=True)
+    h.check(lost == 0 and dup == 0 and bad == 0,
+            "%d lost, %d duplicated, %d different" % (lost, dup, bad))
+    return total
+
+
+def check_copy(src, dst, load):
+    """After load stopped: every destination partition reaches its
+    source's end (120 s) and holds every record once (check_records), at
+    least as many as load produced; the records checked."""
+    def caught_up():
+        c2 = kraw.Cluster(src)
+        try:
+            sh = [c2.offsets(TOPIC, p)[1] for p in range(PARTS)]
+        finally:
+            c2.close()
+        return hwms(dst) == sh
+    h.wait_for(caught_up, 120, "every destination partition at its source's "
+               "end (dst %r)" % (hwms(dst),))
+    total = check_records(src, dst)
+    h.check(total >= load.n, "fewer records read (%d) than produced (%d)"
+            % (total, load.n))
+    return total
 
 
 def owners(ds):
@@ -211,14 +244,9 @@ def owners(ds):
 
 
 def readyz(d):
-    import urllib.error
-    import urllib.request
+    """(status, body) of d's /readyz; (None, why) when it cannot be asked."""
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
-                                    % d.metrics_port, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        return d.readyz()
     except OSError as e:
         return None, str(e)
 
@@ -273,9 +301,7 @@ def main():
 
     # ---- the admin plane: NOT_CONTROLLER and the controller ------------
     f = followers[0]
-    r = f.create("m1", {"bootstrap.servers": SRC,
-                        "mirror.metadata.refresh.interval.ms": "1000",
-                        "mirror.fetch.wait.max.ms": "200"})
+    r = f.create("m1", m1_config(SRC))
     h.check(r.returncode == 0, "create through a follower: %s" % r.stderr)
     h.check("not write the metadata log; the writer is instance %s at %s"
             % (w.name, w.bootstrap) in f.log(),
@@ -303,7 +329,7 @@ def main():
     print("mirroring under load (%.0fs)" % (time.monotonic() - t0), flush=True)
 
     # ---- kill -9 of the writer ------------------------------------------
-    first_claims = [x for x in log_batches(DST, META) if MLOG_T_CLAIM in x[3]]
+    first_claims = [x for x in mt.log_batches(DST, META) if MLOG_T_CLAIM in x[3]]
     w.kill9()
     live = [d for d in ds if d is not w]
     w2 = one_writer(live, "after kill -9 of %s" % w.name,
@@ -342,12 +368,12 @@ def main():
 
     # ---- a paused former writer cannot append ----------------------------
     old = writers(ds)[0]
-    before = log_batches(DST, META)
+    before = mt.log_batches(DST, META)
     old.proc.signal(signal.SIGSTOP)
     rest = [d for d in ds if d is not old]
     new = one_writer(rest, "after SIGSTOP of the writer %s" % old.name,
                      timeout=SESSION_MS / 1000 + 60)
-    claims_now = [x for x in log_batches(DST, META) if MLOG_T_CLAIM in x[3]
+    claims_now = [x for x in mt.log_batches(DST, META) if MLOG_T_CLAIM in x[3]
                   and x[0] > (before[-1][0] if before else -1)]
     h.check(claims_now, "no claim of the new writer %s in %s" % (new.name, META))
     new_claim = claims_now[-1]
@@ -362,43 +388,7 @@ def main():
     print("load: %d records" % load.n, flush=True)
     final = writers(ds)[0]
 
-    def caught_up():
-        c2 = kraw.Cluster(SRC)
-        try:
-            sh = [c2.offsets(TOPIC, p)[1] for p in range(PARTS)]
-        finally:
-            c2.close()
-        return hwms(DST) == sh
-    h.wait_for(caught_up, 120, "every destination partition at its source's "
-               "end (src %r dst %r)" % (None, hwms(DST)))
-    lost = dup = bad = total = 0
-    for p in range(PARTS):
-        _, shi, srecs = read_all(SRC, TOPIC, p)
-        _, dhi, drecs = read_all(DST, TOPIC, p)
-        total += len(srecs)
-        sm = {x[0]: x for x in srecs}
-        dm = {}
-        for x in drecs:
-            if x[0] in dm:
-                dup += 1
-            dm[x[0]] = x
-        for off, x in sm.items():
-            y = dm.get(off)
-            if y is None:
-                lost += 1
-            elif y != x:
-                bad += 1
-                if bad < 5:
-                    print("partition %d offset %d: source %r destination %r"
-                          % (p, off, x, y))
-        extra = set(dm) - set(sm)
-        dup += len(extra)
-    print("checked %d records: %d lost, %d duplicated, %d different"
-          % (total, lost, dup, bad), flush=True)
-    h.check(total >= load.n, "fewer records read (%d) than produced (%d)"
-            % (total, load.n))
-    h.check(lost == 0 and dup == 0 and bad == 0,
-            "%d lost, %d duplicated, %d different" % (lost, dup, bad))
+    check_copy(SRC, DST, load)
 
     # metadata identical everywhere
     def same():
@@ -447,7 +437,7 @@ def main():
                                                           readyz(d)))
 
     # the paused former writer appended nothing after the new claim
-    late = [x for x in log_batches(DST, META)
+    late = [x for x in mt.log_batches(DST, META)
             if x[0] > new_claim[0] and (x[1], x[2]) != (new_claim[1], new_claim[2])
             and x[1] == first_claims[0][1] and x[2] < new_claim[2]
             and MLOG_T_CLAIM not in x[3]]

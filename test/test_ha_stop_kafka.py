@@ -34,9 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
-import kraw  # noqa: E402
 import test_ha_kafka as ha  # noqa: E402  (instance, Load, one_writer, ...)
-import test_ha2_kafka as ha2  # noqa: E402  (check_records)
 
 TOPIC, PARTS = ha.TOPIC, ha.PARTS
 SESSION_MS = 25000       # the stopped writer stays the leader this long
@@ -93,14 +91,7 @@ def main():
     t0 = time.monotonic()
 
     ds = [ha.instance(DST, n, b) for n, b in (("a", 1), ("b", 2), ("c", 3))]
-    for d in ds:
-        d.start()
-    w = ha.one_writer(ds, "three instances", timeout=90)
-    w.create("m1", {"bootstrap.servers": SRC,
-                    "mirror.metadata.refresh.interval.ms": "1000",
-                    "mirror.fetch.wait.max.ms": "200"})
-    w.cli_ok("--add", "--mirror", "m1", "--topic", TOPIC)
-    load = ha.Load(SRC)
+    w, load = ha.start_mirroring(ds, SRC)
     h.wait_for(lambda: ha.hwms(DST) is not None and all(ha.hwms(DST)), 120,
                "every destination partition to receive records (%r)"
                % (ha.hwms(DST),))
@@ -215,18 +206,7 @@ def main():
     # ---- every record once -----------------------------------------------
     load.stop()
 
-    def caught_up():
-        c2 = kraw.Cluster(SRC)
-        try:
-            sh = [c2.offsets(TOPIC, p)[1] for p in range(PARTS)]
-        finally:
-            c2.close()
-        return ha.hwms(DST) == sh
-    h.wait_for(caught_up, 120, "every destination partition at its source's "
-               "end (dst %r)" % (ha.hwms(DST),))
-    total = ha2.check_records(SRC, DST)
-    h.check(total >= load.n, "fewer records read (%d) than produced (%d)"
-            % (total, load.n))
+    total = ha.check_copy(SRC, DST, load)
     print("ok: %d records (%.0fs)" % (total, time.monotonic() - t0))
 
 

@@ -138,53 +138,11 @@ static void fake_request(struct kfake *k, int16_t key, int16_t version,
 	kw_fini(&w);
 }
 
-static int g_deadline_hit;
-
-static void deadline_cb(evutil_socket_t fd, short what, void *arg)
-{
-	g_deadline_hit = 1;
-}
-
-/* Runs the loop until *flag >= want or 10 s pass; returns 1 on success. */
-static int run_until(struct event_base *base, const int *flag, int want)
-{
-	struct timeval tv = { 10, 0 };
-	struct event *ev = evtimer_new(base, deadline_cb, NULL);
-
-	g_deadline_hit = 0;
-	evtimer_add(ev, &tv);
-	while (*flag < want && !g_deadline_hit)
-		event_base_loop(base, EVLOOP_ONCE);
-	event_free(ev);
-	return *flag >= want;
-}
-
-struct waiter {
-	int (*pred)(void *);
-	void *arg;
-	int met;
-};
-
-static void poll_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct waiter *w = arg;
-
-	if (w->pred(w->arg))
-		w->met = 1;
-}
-
 /* Runs the loop until pred(arg) holds, checking every 10 ms, for at most
  * 10 s (for states that have no callback of their own). */
 static int wait_for(struct event_base *base, int (*pred)(void *), void *arg)
 {
-	struct waiter w = { pred, arg, 0 };
-	struct timeval tv = { 0, 10000 };
-	struct event *ev = event_new(base, -1, EV_PERSIST, poll_cb, &w);
-
-	evtimer_add(ev, &tv);
-	run_until(base, &w.met, 1);
-	event_free(ev);
-	return w.met;
+	return kfake_wait_for(base, pred, arg, 10000);
 }
 
 /* A 127.0.0.1 port that nobody listens on (bound, then closed). */
@@ -263,6 +221,43 @@ static void topics_cb(struct kcluster *cl, int err, const char *errstr,
 	refresh_cb(cl, err, errstr, arg);
 }
 
+/* One kcluster_refresh(), run until its callback. */
+static void refresh_once(struct env *e)
+{
+	kcluster_refresh(e->cl, refresh_cb, e);
+	ck_assert(kfake_run_until(e->base, &e->done, 1));
+}
+
+/* The topics the last Metadata request (v12) named, as "a,b,c" (static);
+ * its AllowAutoTopicCreation in *autocreate when not NULL. */
+static const char *asked_topics(const struct env *e, int *autocreate)
+{
+	static char out[256];
+	struct kp_metadata_request req;
+	struct karena *a = karena_new(1 << 16);
+	struct kr r;
+	size_t used = 0;
+
+	ck_assert_ptr_nonnull(a);
+	kr_init(&r, e->md_body, e->md_body_len);
+	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
+	out[0] = '\0';
+	for (size_t i = 0; i < (size_t)req.topics_n; i++) {
+		int n;
+
+		ck_assert_int_ge(req.topics[i].name.len, 0);
+		n = snprintf(out + used, sizeof(out) - used, "%s%.*s",
+		    i ? "," : "", (int)req.topics[i].name.len,
+		    req.topics[i].name.p);
+		ck_assert(n > 0 && (size_t)n < sizeof(out) - used);
+		used += (size_t)n;
+	}
+	if (autocreate != NULL)
+		*autocreate = req.allow_auto_topic_creation;
+	karena_free(a);
+	return out;
+}
+
 START_TEST(test_metadata_v12_flexible)
 {
 	struct env e;
@@ -274,7 +269,7 @@ START_TEST(test_metadata_v12_flexible)
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	kcluster_list_topics(e.cl, topics_cb, &e);
 	ck_assert_int_eq(e.done, 0); /* never called from inside */
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ck_assert_int_eq(e.md_version, 12);
 	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
@@ -353,28 +348,19 @@ static int named_topics(struct kcluster *cl, const char ***names, size_t *n,
 START_TEST(test_named_topics_want_refresh)
 {
 	struct env e;
-	struct kp_metadata_request req;
-	struct karena *a;
-	struct kr r;
 	const struct kcluster_topic *t;
+	int autocreate = -1;
 
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.refresh_gap_ms = 50;
 	kcluster_set_topics_fn(e.cl, named_topics, NULL);
 	kcluster_want_refresh(e.cl);
 	kcluster_want_refresh(e.cl); /* the same one */
-	ck_assert(run_until(e.base, &e.md_events, 1));
+	ck_assert(kfake_run_until(e.base, &e.md_events, 1));
 	ck_assert_int_eq(e.md_requests, 1);
 	ck_assert_int_eq(e.md_version, 12);
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 2);
-	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
-	ck_assert(kstr_eq(req.topics[1].name, "beta"));
-	ck_assert_int_eq(req.allow_auto_topic_creation, 0);
-	karena_free(a);
+	ck_assert_str_eq(asked_topics(&e, &autocreate), "alpha,beta");
+	ck_assert_int_eq(autocreate, 0);
 
 	t = kcluster_topic(e.cl, "alpha");
 	ck_assert_ptr_nonnull(t);
@@ -394,7 +380,7 @@ START_TEST(test_named_topics_want_refresh)
 	/* Wanted again: after the gap, once; nothing moved. */
 	kcluster_want_refresh(e.cl);
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 2));
+	ck_assert(kfake_run_until(e.base, &e.md_events, 2));
 	ck_assert_int_eq(e.md_requests, 2);
 	ck_assert_int_eq(kcluster_leaders_moved(e.cl), 0);
 	env_stop(&e);
@@ -409,9 +395,6 @@ END_TEST
 START_TEST(test_added_topics_union)
 {
 	struct env e;
-	struct kp_metadata_request req;
-	struct karena *a;
-	struct kr r;
 
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.refresh_gap_ms = 10;
@@ -420,41 +403,20 @@ START_TEST(test_added_topics_union)
 	ck_assert_int_eq(kcluster_add_topic(e.cl, "alpha"), 0);
 	ck_assert_int_eq(kcluster_add_topic(e.cl, "status"), 0);
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 1));
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 3);
-	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
-	ck_assert(kstr_eq(req.topics[1].name, "beta"));
-	ck_assert(kstr_eq(req.topics[2].name, "status"));
-	karena_free(a);
+	ck_assert(kfake_run_until(e.base, &e.md_events, 1));
+	ck_assert_str_eq(asked_topics(&e, NULL), "alpha,beta,status");
 
 	/* Removed once: still asked; twice: gone; an unknown name: nothing. */
 	kcluster_remove_topic(e.cl, "status");
 	kcluster_remove_topic(e.cl, "alpha");
 	kcluster_remove_topic(e.cl, "nothing");
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 2));
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 3);
-	ck_assert(kstr_eq(req.topics[2].name, "status"));
-	karena_free(a);
+	ck_assert(kfake_run_until(e.base, &e.md_events, 2));
+	ck_assert_str_eq(asked_topics(&e, NULL), "alpha,beta,status");
 	kcluster_remove_topic(e.cl, "status");
 	kcluster_want_refresh(e.cl);
-	ck_assert(run_until(e.base, &e.md_events, 3));
-	a = karena_new(1 << 16);
-	ck_assert_ptr_nonnull(a);
-	kr_init(&r, e.md_body, e.md_body_len);
-	ck_assert_int_eq(kp_metadata_request_decode(&r, a, 12, &req), 0);
-	ck_assert_int_eq(req.topics_n, 2);
-	ck_assert(kstr_eq(req.topics[0].name, "alpha"));
-	ck_assert(kstr_eq(req.topics[1].name, "beta"));
-	karena_free(a);
+	ck_assert(kfake_run_until(e.base, &e.md_events, 3));
+	ck_assert_str_eq(asked_topics(&e, NULL), "alpha,beta");
 	env_stop(&e);
 }
 END_TEST
@@ -478,8 +440,7 @@ START_TEST(test_control_conn)
 
 	env_start(&e, 12, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.control_conn = 1;
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ctl = kcluster_control_conn(e.cl);
 	ck_assert_ptr_nonnull(ctl); /* the bootstrap one, still open */
@@ -498,7 +459,7 @@ START_TEST(test_control_conn)
 	event_base_loop(e.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 	ck_assert_int_eq(kconn_inflight_count(ctl), 1);
 	ck_assert_int_eq(kconn_inflight_count(b), 0);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	ck_assert_int_eq(e.md_requests, 2);
 	env_stop(&e);
@@ -513,7 +474,7 @@ START_TEST(test_metadata_v0)
 
 	env_start(&e, 0, MD_GOOD, "127.0.0.1:%d");
 	kcluster_list_topics(e.cl, topics_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	ck_assert(kfake_run_until(e.base, &e.done, 1));
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ck_assert_int_eq(e.md_version, 0);
 	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
@@ -536,8 +497,7 @@ START_TEST(test_metadata_v4_refuses_autocreate)
 	static const uint8_t want_req[] = { 0xff, 0xff, 0xff, 0xff, 0x00 };
 
 	env_start(&e, 4, MD_GOOD, "127.0.0.1:%d");
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	ck_assert_uint_eq(e.md_body_len, sizeof(want_req));
 	ck_assert_int_eq(memcmp(e.md_body, want_req, sizeof(want_req)), 0);
@@ -551,8 +511,7 @@ START_TEST(test_hostile_partition_index)
 	char want[256];
 
 	env_start(&e, 12, MD_BAD_INDEX, "127.0.0.1:%d");
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: refusing "
 	    "Metadata v12 response: topic alpha: partition index -1 out of "
 	    "range", e.fake.port);
@@ -570,8 +529,7 @@ START_TEST(test_truncated_metadata)
 	char want[128];
 
 	env_start(&e, 12, MD_TRUNCATED, "127.0.0.1:%d");
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	snprintf(want, sizeof(want), "source cluster 127.0.0.1:%d: malformed "
 	    "Metadata v12 response at byte ", e.fake.port);
 	ck_assert_int_eq(e.err, KCONN_E_PROTOCOL);
@@ -590,8 +548,7 @@ START_TEST(test_bootstrap_failover)
 	snprintf(fmt, sizeof(fmt), "127.0.0.1:%d,127.0.0.1:%%d", closed_port());
 
 	env_start(&e, 2, MD_GOOD, fmt);
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_msg(e.err == KCONN_E_OK, "errstr: %s", e.errstr);
 	ck_assert_int_eq(kcluster_topic_partitions(e.cl, "alpha"), 3);
 	env_stop(&e);
@@ -615,8 +572,7 @@ START_TEST(test_reconnect_backoff)
 	env_start(&e, 2, MD_GOOD, "127.0.0.1:%d");
 	e.cfg.reconnect_backoff_ms = 60000; /* stays in backoff for the test */
 	e.cfg.reconnect_backoff_max_ms = 60000;
-	kcluster_refresh(e.cl, refresh_cb, &e);
-	ck_assert(run_until(e.base, &e.done, 1));
+	refresh_once(&e);
 	ck_assert_int_eq(e.err, KCONN_E_OK);
 	c = kcluster_broker_conn(e.cl, 1, err, sizeof(err));
 	ck_assert_ptr_nonnull(c);
@@ -640,7 +596,7 @@ START_TEST(test_free_inside_callback)
 	e.free_in_cb = 1;
 	kcluster_refresh(e.cl, refresh_cb, &e);
 	kcluster_refresh(e.cl, refresh_cb, &e); /* joins the same refresh */
-	ck_assert(run_until(e.base, &e.done, 2));
+	ck_assert(kfake_run_until(e.base, &e.done, 2));
 	ck_assert_int_eq(e.md_requests, 1);
 	/* the second waiter still got its one callback */
 	ck_assert_int_eq(e.done, 2);

@@ -350,43 +350,24 @@ static void on_left(void *arg)
 
 /* ---- the loop -------------------------------------------------------- */
 
-static int g_deadline_hit;
-
-static void deadline_cb(evutil_socket_t fd, short what, void *arg)
-{
-	g_deadline_hit = 1;
-}
-
-struct waiter {
+struct env_pred {
 	int (*pred)(struct env *);
 	struct env *e;
-	int met;
 };
 
-static void poll_cb(evutil_socket_t fd, short what, void *arg)
+static int env_pred_holds(void *arg)
 {
-	struct waiter *w = arg;
+	struct env_pred *p = arg;
 
-	if (w->pred(w->e))
-		w->met = 1;
+	return p->pred(p->e);
 }
 
 /* Runs the loop until pred(e) holds (checked every 5 ms), at most 10 s. */
 static int wait_for(struct env *e, int (*pred)(struct env *))
 {
-	struct waiter w = { pred, e, 0 };
-	struct timeval tv = { 0, 5000 }, dl = { 10, 0 };
-	struct event *ev = event_new(e->base, -1, EV_PERSIST, poll_cb, &w);
-	struct event *d = evtimer_new(e->base, deadline_cb, NULL);
+	struct env_pred p = { pred, e };
 
-	g_deadline_hit = 0;
-	evtimer_add(ev, &tv);
-	evtimer_add(d, &dl);
-	while (!w.met && !g_deadline_hit)
-		event_base_loop(e->base, EVLOOP_ONCE);
-	event_free(ev);
-	event_free(d);
-	return w.met;
+	return kfake_wait_for(e->base, env_pred_holds, &p, 5000);
 }
 
 static void env_start(struct env *e, const char *instance)

@@ -28,9 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
-import krawwrite as kw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 T = "mem"
 PARTS = 8
@@ -56,39 +54,21 @@ def status_kb(pid, field):
     h.fail("no %s in /proc/%d/status" % (field, pid))
 
 
-def records(cl, part):
-    out = []
-    for b in cl.batches(T, part):
-        out.extend(kw.records_of(b["raw"]))
-    return out
-
-
 def main():
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d %s %d" % (c, T, PARTS))
+    mc, SRC, DST = mt.mock_pair({T: PARTS})
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     want = {}
     batch_len = 0
     for part in range(PARTS):
-        want[part] = []
-        for b in range(BATCHES):
-            recs = [(i, b"k-%d-%d-%d" % (part, b, i),
-                     (b"%d-%d-%d-" % (part, b, i)).ljust(VALUE, b"v"))
-                    for i in range(RECS)]
-            raw = kw.batch(recs)
-            batch_len = max(batch_len, len(raw))
-            kw.produce(src, T, part, raw)
-            want[part].extend((k, v) for _d, k, v in recs)
+        want[part], n = mt.produce_padded_batches(src, T, part, BATCHES, RECS,
+                                                  VALUE, b"k", b"", b"v")
+        batch_len = max(batch_len, n)
     total = sum(len(v) for v in want.values()) * (VALUE + 20)
     print("source: %d partitions, %d batches of %d bytes each (%.1f MiB)"
           % (PARTS, BATCHES, batch_len, total / 1048576.0), flush=True)
 
-    d = mt.Mirrord(destination=DST, log_level="info", extra_yaml=(
-        "pipeline:\n  max_inflight_bytes_total: %d\n"
-        "  max_inflight_bytes_per_partition: %d\n" % (CAP, PART_CAP)))
+    d = mt.Mirrord(destination=DST, log_level="info",
+                   extra_yaml=mt.pipeline_caps_yaml(CAP, PART_CAP))
     d.create("m1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100"})
     pid = d.proc.p.pid
     base_kb = status_kb(pid, "VmRSS")
@@ -97,16 +77,12 @@ def main():
 
     seen = {"fetch_responses": 0, "queued": 0, "sending": 0}
 
-    def done():
+    def sample(_rows):
         for k in seen:
             seen[k] = max(seen[k], mt.metric_sum(d, "mirrord_memory_held_bytes", kind=k) or 0)
-        rows = [p for p in d.describe_json("m1") if p["topic"] == T]
-        for r in rows:
-            if r["state"] == "FAILED":
-                h.fail("partition %d FAILED: %s" % (r["partition"], r.get("errorMessage")))
-        return len(rows) == PARTS and all(
-            r["state"] == "MIRRORING" and r["lag"] == 0 for r in rows)
-    h.wait_for(done, 240, "every partition copied, MIRRORING, lag 0", interval=0.2)
+    mt.wait_caught_up(d, "m1", 240, "every partition copied, MIRRORING, lag 0",
+                      topic=T, count=PARTS, fail_on_failed=True, interval=0.2,
+                      poll=sample)
 
     peak = mt.metric_sum(d, "mirrord_memory_held_bytes_peak")
     hwm_kb = status_kb(pid, "VmHWM")
@@ -127,7 +103,7 @@ def main():
             "under a %d KiB cap" % (hwm_kb - base_kb, total / 1048576.0, CAP // 1024))
 
     for part in range(PARTS):
-        got = records(dst, part)
+        got = mt.stored_records(dst, T, part)
         h.check([o for o, _k, _v in got] == list(range(len(want[part]))),
                 "partition %d: destination offsets not 0..%d" % (part, len(want[part]) - 1))
         h.check([(k, v) for _o, k, v in got] == want[part],

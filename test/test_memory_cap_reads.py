@@ -37,7 +37,6 @@ import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import krawwrite as kw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
-from mockcluster import MockCluster  # noqa: E402
 
 T = "memr"
 T2 = "memr-big"
@@ -55,33 +54,15 @@ READ = 65536 + 256 + len(T)   # what one provenance read reserves
 
 
 
-def records(cl, part, topic=T):
-    out = []
-    for b in cl.batches(topic, part):
-        out.extend(kw.records_of(b["raw"]))
-    return out
-
-
 def main():
-    mc = MockCluster(clusters=2, brokers=1,
-                     log_path=os.path.join(h.test_dir(), "mock.log"))
-    SRC, DST = mc.bootstrap(0), mc.bootstrap(1)
-    for c in (0, 1):
-        mc.cmd("topic %d %s %d" % (c, T, PARTS))
-        mc.cmd("topic %d %s %d" % (c, T2, PARTS2))
+    mc, SRC, DST = mt.mock_pair({T: PARTS, T2: PARTS2})
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     foreign, want = {}, {}
     batch_len = 0
     for part in range(PARTS):
-        foreign[part] = []
-        for b in range(FOREIGN):
-            recs = [(i, b"x-%d-%d-%d" % (part, b, i),
-                     (b"foreign-%d-%d-%d-" % (part, b, i)).ljust(VALUE, b"f"))
-                    for i in range(RECS)]
-            raw = kw.batch(recs)
-            batch_len = max(batch_len, len(raw))
-            kw.produce(dst, T, part, raw)
-            foreign[part].extend((k, v) for _d, k, v in recs)
+        foreign[part], n = mt.produce_padded_batches(dst, T, part, FOREIGN, RECS,
+                                                     VALUE, b"x", b"foreign-", b"f")
+        batch_len = max(batch_len, n)
         want[part] = []
         for b in range(SOURCE):
             recs = [(i, b"s-%d-%d-%d" % (part, b, i), b"source-%d-%d-%d" % (part, b, i))
@@ -94,9 +75,8 @@ def main():
           % (PARTS, FOREIGN, batch_len, PARTS * FOREIGN * batch_len / 1048576.0,
              READ, PARTS, PARTS * READ / 1048576.0, CAP / 1048576.0), flush=True)
 
-    d = mt.Mirrord(destination=DST, log_level="info", extra_yaml=(
-        "pipeline:\n  max_inflight_bytes_total: %d\n"
-        "  max_inflight_bytes_per_partition: %d\n" % (CAP, PART_CAP)))
+    d = mt.Mirrord(destination=DST, log_level="info",
+                   extra_yaml=mt.pipeline_caps_yaml(CAP, PART_CAP))
     d.create("m1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100",
                     "mirror.foreign.writes": "skip-over"})
     mc.cmd("rtt 1 1 300")          # a slow destination: reads pile up
@@ -104,17 +84,12 @@ def main():
 
     seen = {"destination_reads": 0}
 
-    def done():
+    def sample(_rows):
         seen["destination_reads"] = max(seen["destination_reads"], mt.metric_sum(
             d, "mirrord_memory_held_bytes", kind="destination_reads") or 0)
-        rows = [p for p in d.describe_json("m1") if p["topic"] == T]
-        for r in rows:
-            if r["state"] == "FAILED":
-                h.fail("partition %d FAILED: %s" % (r["partition"], r.get("errorMessage")))
-        return len(rows) == PARTS and all(
-            r["state"] == "MIRRORING" and r["lag"] == 0 for r in rows)
-    h.wait_for(done, 240, "every partition proven, skipped over, MIRRORING, lag 0",
-               interval=0.1)
+    mt.wait_caught_up(d, "m1", 240, "every partition proven, skipped over, "
+                      "MIRRORING, lag 0", topic=T, count=PARTS,
+                      fail_on_failed=True, interval=0.1, poll=sample)
 
     peak = mt.metric_sum(d, "mirrord_memory_held_bytes_peak")
     now = mt.metric_sum(d, "mirrord_memory_held_bytes", kind="destination_reads")
@@ -133,7 +108,7 @@ def main():
             "not every partition logged its skip-over of the foreign write")
 
     for part in range(PARTS):
-        got = records(dst, part)
+        got = mt.stored_records(dst, T, part)
         n = len(foreign[part])
         h.check([o for o, _k, _v in got] == list(range(n + len(want[part]))),
                 "partition %d: destination offsets not 0..%d" % (part, n + len(want[part]) - 1))
@@ -166,17 +141,11 @@ def main():
         want2[part] = [(k, v) for _d, k, v in recs]
     d.cli_ok("--add", "--mirror", "m1", "--topic", T2)
 
-    def done2():
-        rows = [p for p in d.describe_json("m1") if p["topic"] == T2]
-        for r in rows:
-            if r["state"] == "FAILED":
-                h.fail("%s-%d FAILED: %s" % (T2, r["partition"], r.get("errorMessage")))
-        return len(rows) == PARTS2 and all(
-            r["state"] == "MIRRORING" and r["lag"] == 0 for r in rows)
-    h.wait_for(done2, 120, "%s: every partition proven (one read larger than "
-               "the cap), MIRRORING, lag 0" % T2, interval=0.2)
+    mt.wait_caught_up(d, "m1", 120, "%s: every partition proven (one read larger "
+                      "than the cap), MIRRORING, lag 0" % T2, topic=T2,
+                      count=PARTS2, fail_on_failed=True, interval=0.2)
     for part in range(PARTS2):
-        got = records(dst, part, T2)
+        got = mt.stored_records(dst, T2, part)
         n = len(foreign2[part])
         h.check([(k, v) for _o, k, v in got] == foreign2[part] + want2[part] and
                 [o for o, _k, _v in got] == list(range(n + len(want2[part]))),

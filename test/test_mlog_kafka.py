@@ -21,7 +21,6 @@ warning this test checks):
 
 import os
 import signal
-import struct
 import subprocess
 import sys
 
@@ -120,17 +119,6 @@ def stop_in_poll(pid, timeout):
     return False
 
 
-def readyz(d):
-    import urllib.error
-    import urllib.request
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz"
-                                    % d.metrics_port, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def log_start(bootstrap, topic):
     c = kraw.Cluster(bootstrap)
     try:
@@ -139,47 +127,40 @@ def log_start(bootstrap, topic):
         c.close()
 
 
-def varint(b, o):
-    shift = v = 0
-    while True:
-        c = b[o]
-        o += 1
-        v |= (c & 0x7f) << shift
-        shift += 7
-        if not c & 0x80:
-            return (v >> 1) ^ -(v & 1), o
-
-
-def log_batches(bootstrap, topic):
-    """[(base_offset, producer_id, epoch, [frame types])] of the topic."""
-    c = kraw.Cluster(bootstrap)
-    try:
-        out = []
-        for b in c.batches(topic, 0, start=c.offsets(topic, 0)[0]):
-            raw = b["raw"]
-            pid, epoch = struct.unpack(">qh", raw[43:53])
-            types = []
-            o = 61
-            for _ in range(b["count"]):
-                ln, o = varint(raw, o)
-                end = o + ln
-                o += 1                       # attributes
-                _, o = varint(raw, o)        # timestamp delta
-                _, o = varint(raw, o)        # offset delta
-                kl, o = varint(raw, o)
-                o += max(kl, 0)
-                vl, o = varint(raw, o)
-                types.append(struct.unpack(">H", raw[o + 8:o + 10])[0])
-                o = end
-            out.append((b["base_offset"], pid, epoch, types))
-        return out
-    finally:
-        c.close()
-
-
 def claims(batches):
     return [(off, pid, ep) for off, pid, ep, types in batches
             if MLOG_T_CLAIM in types]
+
+
+def racing_create(d, mirror, props):
+    """kafka-mirrors --create of mirror (configs in the file props) through
+    d, started and not waited for."""
+    return subprocess.Popen(
+        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
+         d.bootstrap, "--create", "--mirror", mirror, "--mirror-config", props],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def race_settled(racing, mirror, dst, topic, claim, names):
+    """After a writer paused with racing (racing_create of mirror) in
+    flight, and a new writer's claim (a claims() entry) in the metadata log
+    topic on dst and its mirror list (names): no batch of another writer
+    after the claim, and the create either acknowledged and replayed by
+    the new writer or refused naming the fencing and absent.  True when it
+    was acknowledged."""
+    out, err = racing.communicate(timeout=60)
+    late = [x for x in mt.log_batches(dst, topic)
+            if x[0] > claim[0] and (x[1], x[2]) != (claim[1], claim[2])]
+    h.check(not late, "a late batch after the claim: %r" % late)
+    if racing.returncode == 0:
+        # It landed before the claim: the new writer replayed it.
+        h.check(mirror in names, "%s acknowledged by the paused writer but "
+                "not replayed by the new one: %r" % (mirror, names))
+    else:
+        h.check("fenced" in out + err and mirror not in names,
+                "%s refused without naming the fencing, or present: %s %s %r"
+                % (mirror, out, err, names))
+    return racing.returncode == 0
 
 
 def state(d, mirror):
@@ -212,11 +193,8 @@ def main():
                     "mirror.fetch.wait.max.ms": "200"})
     a.cli_ok("--add", "--mirror", "m1", "--topic", t1)
     h.wait_for(lambda: hwm(DST, t1) == 22, 90, "%s mirrored" % t1)
-    h.wait_for(lambda: all(s == "MIRRORING" for s in
-                           a.states("m1").values()) and len(a.states("m1")) == 2,
-               60, "m1 partitions MIRRORING")
-    h.wait_for(lambda: all(r["lag"] == 0 for r in a.describe_json("m1")),
-               60, "m1 caught up")
+    mt.wait_caught_up(a, "m1", 120, "m1 partitions MIRRORING, caught up",
+                      count=2)
     before = state(a, "m1")
     shifted = [r for r in a.describe_json("m1")
                if r["sourceOffset"] != r["destinationOffset"]]
@@ -224,7 +202,7 @@ def main():
             "map is not exercised: %r" % a.describe_json("m1"))
     desc_before = a.describe_json("m1")
     h.check(a.stop() == 0, "mirrord a did not stop cleanly")
-    b0 = log_batches(DST, topic)
+    b0 = mt.log_batches(DST, topic)
     snaps = [off for off, _, _, types in b0 if MLOG_T_SNAPSHOT in types]
     h.check(snaps, "no snapshot in the topic after a clean stop: %r" % b0)
     start = log_start(DST, topic)
@@ -264,7 +242,7 @@ def main():
     b.start()
     h.check(b.states("m1") == a.states("m1") or len(b.states("m1")) == 2,
             "b does not see m1")
-    cl = claims(log_batches(DST, topic))
+    cl = claims(mt.log_batches(DST, topic))
     b_claim = cl[-1]
     r = a.create("m2", {"bootstrap.servers": SRC}, expect_ok=False)
     h.check(r.returncode != 0 and "fenced" in (r.stdout + r.stderr),
@@ -273,15 +251,15 @@ def main():
     h.check("fenced" in a.log() and "INVALID_PRODUCER_EPOCH" in a.log()
             or "PRODUCER_FENCED" in a.log(),
             "a does not say it was fenced:\n" + a.log()[-2000:])
-    bt = log_batches(DST, topic)
+    bt = mt.log_batches(DST, topic)
     late = [x for x in bt if x[0] > b_claim[0] and
             (x[1], x[2]) != (b_claim[1], b_claim[2])]
     h.check(not late, "batches of a deposed writer after the claim: %r" % late)
     h.wait_for(lambda: "stopping the data plane of this instance" in
                a.proc.output(), 30, "the fenced instance to stop copying")
-    h.check(readyz(a)[0] == 503 and "metadata log writable" in readyz(a)[1],
-            "/readyz of the fenced instance: %r" % (readyz(a),))
-    h.check(readyz(b)[0] == 200, "/readyz of the writer: %r" % (readyz(b),))
+    h.check(a.readyz()[0] == 503 and "metadata log writable" in a.readyz()[1],
+            "/readyz of the fenced instance: %r" % (a.readyz(),))
+    h.check(b.readyz()[0] == 200, "/readyz of the writer: %r" % (b.readyz(),))
     names = [m for m in b.cli_ok("--list").stdout.split()]
     h.check("m2" not in names and "m1" in names,
             "b lists %r" % names)
@@ -299,7 +277,7 @@ def main():
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     c = kafka_daemon(DST, "c", topic)
     c.start()
-    c_claim = claims(log_batches(DST, topic))[-1]
+    c_claim = claims(mt.log_batches(DST, topic))[-1]
     h.check(c_claim[2] > b_claim[2] or c_claim[1] != b_claim[1],
             "c's claim %r does not outrank b's %r" % (c_claim, b_claim))
     b.proc.signal(signal.SIGCONT)
@@ -307,7 +285,7 @@ def main():
     h.check(late_cli.returncode != 0 and "fenced" in out + err,
             "the paused writer's late mutation was not refused: rc %d %s %s"
             % (late_cli.returncode, out, err))
-    bt = log_batches(DST, topic)
+    bt = mt.log_batches(DST, topic)
     late = [x for x in bt if x[0] > c_claim[0] and
             (x[1], x[2]) != (c_claim[1], c_claim[2])]
     h.check(not late, "a late batch after the claim: %r" % late)
@@ -319,32 +297,16 @@ def main():
     # ---- the same with the writer paused while it may be producing ------
     with open(props, "w") as f:
         f.write("bootstrap.servers=%s\n" % SRC)
-    racing = subprocess.Popen(
-        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
-         c.bootstrap, "--create", "--mirror", "m5", "--mirror-config", props],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    racing = racing_create(c, "m5", props)
     c.proc.signal(signal.SIGSTOP)
     e = kafka_daemon(DST, "e", topic)
     e.start()
-    e_claim = claims(log_batches(DST, topic))[-1]
+    e_claim = claims(mt.log_batches(DST, topic))[-1]
     e_names = e.cli_ok("--list").stdout.split()
     c.proc.signal(signal.SIGCONT)
-    out, err = racing.communicate(timeout=60)
-    bt = log_batches(DST, topic)
-    late = [x for x in bt if x[0] > e_claim[0] and
-            (x[1], x[2]) != (e_claim[1], e_claim[2])]
-    h.check(not late, "a late batch after the claim: %r" % late)
-    if racing.returncode == 0:
-        # It landed before the claim: the new writer replayed it.
-        h.check("m5" in e_names, "m5 acknowledged by the paused writer but "
-                "not replayed by the new one: %r" % e_names)
-    else:
-        h.check("fenced" in out + err and "m5" not in e_names,
-                "m5 refused without naming the fencing, or present: %s %s %r"
-                % (out, err, e_names))
+    landed = race_settled(racing, "m5", DST, topic, e_claim, e_names)
     print("paused writer with a mutation in flight: %s" %
-          ("landed before the claim" if racing.returncode == 0 else
-           "refused (fenced)"))
+          ("landed before the claim" if landed else "refused (fenced)"))
     c.stop()
 
     # ---- the writer paused inside its Produce round trip ----------------
@@ -352,30 +314,17 @@ def main():
     # Produce of CreateMirror m6 sent, the answer not read) and stopped;
     # the broker appends the batch meanwhile, before the next claim, so the
     # new writer replays m6 and the paused one, continued, acknowledges it.
-    racing = subprocess.Popen(
-        [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
-         e.bootstrap, "--create", "--mirror", "m6", "--mirror-config", props],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    racing = racing_create(e, "m6", props)
     caught = stop_in_poll(e.proc.pid, 20)
     g2 = kafka_daemon(DST, "g2", topic)
     g2.start()
-    g2_claim = claims(log_batches(DST, topic))[-1]
+    g2_claim = claims(mt.log_batches(DST, topic))[-1]
     g2_names = g2.cli_ok("--list").stdout.split()
     os.kill(e.proc.pid, signal.SIGCONT)
-    out, err = racing.communicate(timeout=60)
-    late = [x for x in log_batches(DST, topic) if x[0] > g2_claim[0] and
-            (x[1], x[2]) != (g2_claim[1], g2_claim[2])]
-    h.check(not late, "a late batch after the claim: %r" % late)
-    if racing.returncode == 0:
-        h.check("m6" in g2_names, "m6 acknowledged by the paused writer but "
-                "not replayed by the new one: %r" % g2_names)
-    else:
-        h.check("fenced" in out + err and "m6" not in g2_names,
-                "m6 refused without naming the fencing, or present: %s %s %r"
-                % (out, err, g2_names))
+    landed = race_settled(racing, "m6", DST, topic, g2_claim, g2_names)
     print("writer stopped %s: m6 %s" % (
         "waiting for its Produce" if caught else "(the wait not caught)",
-        "landed before the claim and was replayed" if racing.returncode == 0
+        "landed before the claim and was replayed" if landed
         else "refused (fenced)"))
     e.stop()
     g2.stop()
@@ -390,11 +339,22 @@ def main():
             % bad in x.proc.output(), "no reason given:\n" + x.proc.tail())
 
     # ---- migration from a file log -------------------------------------
+    # A topic of its own, so the file log's mirror copies it (MIRRORING,
+    # its producer identities and translation anchors in the file log) and
+    # the migrated log must let g go on copying it.
+    tm = "mlogk-mig-" + RUN
+    src.create_topic(tm, partitions=2)
+    produce(SRC, tm, [b"f-%d" % i for i in range(20)])
+    transactions(SRC, tm)
     f = mt.Mirrord(destination=DST, name="f")
     f.create("mf", {"bootstrap.servers": SRC,
                     "mirror.metadata.refresh.interval.ms": "1000"})
-    f.cli_ok("--add", "--mirror", "mf", "--topic", t1)
-    h.wait_for(lambda: len(f.states("mf")) == 2, 60, "mf partitions")
+    f.cli_ok("--add", "--mirror", "mf", "--topic", tm)
+    mt.wait_caught_up(f, "mf", 120, "mf partitions MIRRORING, caught up",
+                      count=2, fail_on_failed=True)
+    # 20 records and 2 committed ones (the aborted ones and the markers are
+    # not copied; the translation anchors say where the offsets moved).
+    h.wait_for(lambda: hwm(DST, tm) == 22, 90, "%s mirrored by f" % tm)
     f_state = state(f, "mf")
     f_list = sorted(f.cli_ok("--list").stdout.split())
     h.check(f.stop() == 0, "mirrord f did not stop cleanly")
@@ -416,8 +376,16 @@ def main():
             "the migrated log has another cluster id:\n" + g.proc.tail())
     h.check(sorted(g.cli_ok("--list").stdout.split()) == f_list,
             "migrated mirrors differ")
+    # g proves the destination end is mirrord's from the migrated producer
+    # identities and resumes (a FAILED "unproven destination" here means
+    # the migration lost them), then copies what follows.
+    mt.wait_caught_up(g, "mf", 120, "mf partitions MIRRORING after migration",
+                      count=2, fail_on_failed=True)
     h.check(state(g, "mf") == f_state, "migrated state %r, file %r"
             % (state(g, "mf"), f_state))
+    produce(SRC, tm, [b"g-%d" % i for i in range(10)])
+    h.wait_for(lambda: hwm(DST, tm) == 32, 90,
+               "%s mirrored by g after the migration" % tm)
     g.stop()
     again = subprocess.run([h.build_path("daemon", "mirrord"), "-c",
                             g.config_path, "--migrate-metadata", "--from-dir",

@@ -1390,6 +1390,29 @@ static void async_base(void)
 	memset(&AC, 0, sizeof(AC));
 }
 
+/* Mirror m with topic t of n partitions, the loop for callbacks; a[i] is
+ * partition i (callback id i). */
+static void async_parts(struct aarg *a, int n)
+{
+	mk_mirror("m");
+	mk_topic("m", "t", n);
+	async_base();
+	for (int i = 0; i < n; i++)
+		a[i] = (struct aarg){ i, part("m", "t", i) };
+}
+
+/* After failed fsyncs: the model is what it was (before, a mstate_dump()
+ * taken then); the disk works again from here. */
+static void model_unchanged(const char *before)
+{
+	char *now;
+
+	F.faults.fsync_errno = 0;
+	now = mstate_dump(F.st);
+	ck_assert_str_eq(now, before);
+	free(now);
+}
+
 static void run_until(int n)
 {
 	for (int i = 0; i < 20000 && AC.n < n; i++) {
@@ -1436,11 +1459,7 @@ START_TEST(test_async_apply_order)
 	struct aarg a[4];
 	struct mstate_async_stats as;
 
-	mk_mirror("m");
-	mk_topic("m", "t", 4);
-	async_base();
-	for (int i = 0; i < 4; i++)
-		a[i] = (struct aarg){ i, part("m", "t", i) };
+	async_parts(a, 4);
 	gate_hold(1);
 	anchor_async(&a[0], 10, 0);
 	gate_wait_inside();
@@ -1495,11 +1514,7 @@ START_TEST(test_async_fsync_fails_group_and_later)
 	struct aarg a[3];
 	char *before;
 
-	mk_mirror("m");
-	mk_topic("m", "t", 3);
-	async_base();
-	for (int i = 0; i < 3; i++)
-		a[i] = (struct aarg){ i, part("m", "t", i) };
+	async_parts(a, 3);
 	before = mstate_dump(F.st);
 	F.faults.fsync_errno = EIO;
 	gate_hold(1);
@@ -1520,10 +1535,7 @@ START_TEST(test_async_fsync_fails_group_and_later)
 	}
 	ck_assert_ptr_nonnull(strstr(AC.msg[0], "m/t-0"));
 	ck_assert_ptr_nonnull(strstr(AC.msg[1], "m/t-1"));
-	F.faults.fsync_errno = 0;
-	char *now = mstate_dump(F.st);
-	ck_assert_str_eq(now, before);
-	free(now);
+	model_unchanged(before);
 	/* Broken: refused at once, saying why. */
 	int started = 0;
 	CODE(mpart_add_anchor_async(F.st, a[0].p, 10, 0, acb, &a[0], &started,
@@ -1546,11 +1558,7 @@ START_TEST(test_sync_after_async)
 {
 	struct aarg a[3];
 
-	mk_mirror("m");
-	mk_topic("m", "t", 3);
-	async_base();
-	for (int i = 0; i < 3; i++)
-		a[i] = (struct aarg){ i, part("m", "t", i) };
+	async_parts(a, 3);
 	anchor_async(&a[0], 10, 0);
 	anchor_async(&a[1], 20, 0);
 	anchor_async(&a[2], 30, 0);
@@ -1593,13 +1601,9 @@ START_TEST(test_async_state_order)
 	struct mstate_async_stats as;
 	int started;
 
-	mk_mirror("m");
-	mk_topic("m", "t", 4);
-	async_base();
-	for (int i = 0; i < 4; i++) {
-		a[i] = (struct aarg){ i, part("m", "t", i) };
+	async_parts(a, 4);
+	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(a[i].p->state, MPART_PREPARING);
-	}
 	gate_hold(1);
 	state_async(&a[0], MPART_MIRRORING);
 	gate_wait_inside();
@@ -1679,11 +1683,7 @@ START_TEST(test_async_state_fails)
 	struct aarg a[3];
 	char *before;
 
-	mk_mirror("m");
-	mk_topic("m", "t", 3);
-	async_base();
-	for (int i = 0; i < 3; i++)
-		a[i] = (struct aarg){ i, part("m", "t", i) };
+	async_parts(a, 3);
 	before = mstate_dump(F.st);
 	F.faults.fsync_errno = EIO;
 	gate_hold(1);
@@ -1705,10 +1705,7 @@ START_TEST(test_async_state_fails)
 		ck_assert_int_eq(AC.state_seen[i], MPART_PREPARING);
 		ck_assert_int_eq(a[i].p->state, MPART_PREPARING);
 	}
-	F.faults.fsync_errno = 0;
-	char *now = mstate_dump(F.st);
-	ck_assert_str_eq(now, before);
-	free(now);
+	model_unchanged(before);
 	reopen_same();
 	free(before);
 }
@@ -1761,11 +1758,7 @@ START_TEST(test_async_compaction_with_groups)
 	F.compact_records = 5;
 	fx_close();
 	fx_open();
-	mk_mirror("m");
-	mk_topic("m", "t", 8);
-	async_base();
-	for (int i = 0; i < 8; i++)
-		a[i] = (struct aarg){ i, part("m", "t", i) };
+	async_parts(a, 8);
 	for (int round = 0; round < 12; round++) {
 		for (int i = 0; i < 8; i++) {
 			/* a shifted mapping each round: a new anchor */

@@ -62,25 +62,14 @@ def main():
     d.create("many", {"bootstrap.servers": src, "mirror.fetch.wait.max.ms": "200"})
     d.cli_ok("--add", "--mirror", "many", "--topic", "many-.*")
 
-    last = {}
-
-    def all_mirroring():
-        parts = d.describe_json("many")
-        states = {}
-        for p in parts:
-            k = p["state"] if p["lag"] == 0 else "%s lag %s" % (p["state"], p["lag"])
-            states[k] = states.get(k, 0) + 1
-        last["states"], last["parts"] = states, parts
-        return len(parts) == n and states.get("MIRRORING") == n
-
-    h.wait_for(all_mirroring, 240, "all %d partitions MIRRORING with lag 0 "
-               "(last: %s; log %s)" % (n, last.get("states"), d.proc.log_path),
-               interval=1.0)
-    keys = [(p["topic"], p["partition"]) for p in last["parts"]]
+    parts = mt.wait_caught_up(d, "many", 240, "all %d partitions MIRRORING "
+                              "with lag 0 (log %s)" % (n, d.proc.log_path),
+                              count=n, interval=1.0)
+    keys = [(p["topic"], p["partition"]) for p in parts]
     h.check(len(set(keys)) == n and set(keys) == set(want),
             "DescribeMirrors lists each of the %d partitions once (got %d rows, "
             "%d distinct)" % (n, len(keys), len(set(keys))))
-    for p in last["parts"]:
+    for p in parts:
         h.check(p["sourceOffset"] == want[(p["topic"], p["partition"])] and
                 p["destinationOffset"] == p["sourceOffset"],
                 "%s-%d: source %s destination %s, source end %d" % (

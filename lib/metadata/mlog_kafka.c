@@ -368,7 +368,8 @@ static int find_snapshot(struct mk *k, int64_t start, int64_t end,
 		int64_t lo = hi - w < start ? start : hi - w;
 		struct find_snap fs = { .begin = -1 };
 
-		if (mk_read_range(k, lo, hi, find_cb, &fs, err, errlen) != 0)
+		if (mk_read_snapshots(k, lo, hi, find_cb, &fs, err,
+		    errlen) != 0)
 			return -1;
 		if (fs.begin >= start && fs.begin < fs.end_off) {
 			*snap = fs.begin;

@@ -199,5 +199,10 @@ typedef int (*mlog_kafka_rec_fn)(void *arg, const struct mlog_kafka_rec *r);
 int mlog_kafka_decode_records(int64_t base_offset, const uint8_t *records,
     size_t records_len, int32_t count, mlog_kafka_rec_fn cb, void *arg,
     char *err, size_t errlen);
+/* 1 if the first record of such a batch is keyed as a snapshot record
+ * (mirrord writes a batch all snapshot or none), 0 if not or if it cannot
+ * be read (left to the full walk to report). */
+int mlog_kafka_batch_is_snapshot(const uint8_t *records, size_t records_len,
+    int32_t count);
 
 #endif

@@ -137,6 +137,11 @@ int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
 /* Reads every record with an offset in [lo, hi) in order. */
 int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
     void *arg, char *err, size_t errlen);
+/* The same for the records of snapshot batches only: the other batches
+ * are skipped on their first record's key, unread and unchecked (finding
+ * the newest snapshot costs a walk over batch headers, not a replay). */
+int mk_read_snapshots(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
+    void *arg, char *err, size_t errlen);
 /* Produces frames[0..len) as one batch with the next sequence, acks=all;
  * a refusal of our epoch marks the log broken (fenced). */
 int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
@@ -179,6 +184,16 @@ struct mk_pending *mk_call_start(struct mk_conn *c, int16_t api_key,
     size_t errlen);
 uint8_t *mk_call_finish(struct mk_pending *pd, void *resp, struct karena *a,
     int *unsent, char *err, size_t errlen);
+/* mk_call_start() with check run on the answer's body (len bytes, not
+ * yet decoded) on the network thread before it is handed over, so work on
+ * it is done there while the caller works on the answer before (replay:
+ * the batch CRCs).  check_arg is the caller's, written by check only, and
+ * read by the caller once mk_call_finish() returned; check is not run on
+ * a failed call. */
+typedef void (*mk_check_fn)(void *arg, const uint8_t *body, size_t len);
+struct mk_pending *mk_call_start_check(struct mk_conn *c, int16_t api_key,
+    int16_t version, const void *req, int timeout_ms, mk_check_fn check,
+    void *check_arg, char *err, size_t errlen);
 
 /* ---- shared by mlog_kafka.c and mlog_kafka_async.c --------------------- */
 

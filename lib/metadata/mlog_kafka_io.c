@@ -500,11 +500,63 @@ static int range_rec(void *arg, const struct mlog_kafka_rec *kr)
 	return 0;
 }
 
-/* Sends the Fetch at offset o (connecting to the leader first if need
- * be); its answer is read by fetch_finish(). */
-static struct mk_pending *fetch_start(struct mk *k, int64_t o,
-    int max_wait_ms, char *err, size_t errlen)
+/*
+ * What the network thread checks of a Fetch's answer before handing it
+ * over (mk_call_start_check()): the CRCs of its whole batches, in order,
+ * up to the first one that reaches hi or fails (that one, and any after,
+ * fetch_finish() checks itself, reporting a failure as it always did).
+ * verified: the bytes of the records blob whose batches all passed.
+ */
+struct fetch_check {
+	int64_t hi;
+	size_t verified;
+};
+
+/* A Fetch sent (fetch_start()), its answer not yet read. */
+struct mk_fetch {
+	struct mk_pending *pd;
+	struct fetch_check fc;
+};
+
+/* Network thread. */
+static void fetch_check(void *arg, const uint8_t *body, size_t len)
 {
+	struct fetch_check *fc = arg;
+	const struct kp_api *api = kp_api_find(KP_API_FETCH);
+	struct karena *a = karena_new(1 << 20);
+	struct kp_fetch_response resp;
+	const struct kp_fetch_response_partition_data *pd;
+	struct batch_iter it;
+	struct batch b;
+	struct kr r;
+	char e[128];
+
+	if (a == NULL || api == NULL)
+		goto out;
+	kr_init(&r, body, len);
+	api->response_init(&resp);
+	if (api->response_decode(&r, a, 12, &resp) < 0 || r.err ||
+	    resp.responses_n != 1 || resp.responses[0].partitions_n != 1)
+		goto out;
+	pd = &resp.responses[0].partitions[0];
+	if (pd->error_code != 0 || pd->records.len <= 0)
+		goto out;
+	batch_iter_init(&it, pd->records.p, (size_t)pd->records.len);
+	while (batch_iter_next(&it, &b, e, sizeof(e)) == BATCH_OK &&
+	    batch_next_offset(&b) < fc->hi &&
+	    batch_verify_crc(&b, e, sizeof(e)) == 0)
+		fc->verified = it.pos;
+out:
+	karena_free(a);
+}
+
+/* Sends the Fetch at offset o (connecting to the leader first if need
+ * be); its answer is read by fetch_finish().  check: the network thread
+ * checks the CRCs of the batches below hi. */
+static struct mk_fetch *fetch_start(struct mk *k, int64_t o, int64_t hi,
+    int check, int max_wait_ms, char *err, size_t errlen)
+{
+	struct mk_fetch *f;
 	struct kp_fetch_request req;
 	struct kp_fetch_request_fetch_topic t;
 	struct kp_fetch_request_fetch_partition p;
@@ -535,8 +587,28 @@ static struct mk_pending *fetch_start(struct mk *k, int64_t o,
 	req.topics_n = 1;
 	req.forgotten_topics_data_n = 0;
 	req.rack_id = kstr_c("");
-	return mk_call_start(k->conn, KP_API_FETCH, 12, &req,
-	    k->timeout_ms + max_wait_ms, err, errlen);
+	if ((f = calloc(1, sizeof(*f))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	f->fc.hi = hi;
+	f->pd = mk_call_start_check(k->conn, KP_API_FETCH, 12, &req,
+	    k->timeout_ms + max_wait_ms, check ? fetch_check : NULL, &f->fc,
+	    err, errlen);
+	if (f->pd == NULL) {
+		free(f);
+		return NULL;
+	}
+	return f;
+}
+
+/* Waits for a Fetch's answer only to drop it. */
+static void fetch_drop(struct mk_fetch *f)
+{
+	char e[256];
+
+	(void)mk_call_finish(f->pd, NULL, NULL, NULL, e, sizeof(e));
+	free(f);
 }
 
 /* The offset after the last whole batch of records (o if none). */
@@ -558,11 +630,13 @@ static int64_t records_end(const uint8_t *p, int32_t len, int64_t o)
  * records is sent (*prefetch, at *pf_off) before they are handed on, so
  * the next answer travels while cb works; the caller finishes it.
  */
-static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
-    int64_t hi, krec_fn cb, void *arg, int64_t *next, int64_t *hw,
-    struct mk_pending **prefetch, int64_t *pf_off, char *err,
+static int fetch_finish(struct mk *k, struct mk_fetch *f, int64_t o,
+    int64_t hi, int snap_only, krec_fn cb, void *arg, int64_t *next,
+    int64_t *hw, struct mk_fetch **prefetch, int64_t *pf_off, char *err,
     size_t errlen)
 {
+	struct mk_pending *pend = f->pd;
+	size_t verified;
 	struct karena *a = karena_new(1 << 20);
 	struct kp_fetch_response resp;
 	struct kp_fetch_response_partition_data *pd;
@@ -575,11 +649,13 @@ static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
 	*next = o;
 	*hw = -1;
 	if (a == NULL) {
-		(void)mk_call_finish(pend, NULL, NULL, NULL, e2, sizeof(e2));
+		fetch_drop(f);
 		seterr(err, errlen, "out of memory");
 		return -1;
 	}
 	frame = mk_call_finish(pend, &resp, a, NULL, err, errlen);
+	verified = f->fc.verified;
+	free(f);
 	if (frame == NULL) {
 		mk_drop_conn(k);
 		goto out;
@@ -615,7 +691,8 @@ static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
 		/* Nothing more to ask when the answer reaches hi or the
 		 * high watermark; a failed send is only a lost head start. */
 		if (end > o && end < hi && end < pd->high_watermark &&
-		    (*prefetch = fetch_start(k, end, 0, e2, sizeof(e2))) != NULL)
+		    (*prefetch = fetch_start(k, end, hi, !snap_only, 0, e2,
+		    sizeof(e2))) != NULL)
 			*pf_off = end;
 	}
 	batch_iter_init(&it, pd->records.p, pd->records.len > 0 ?
@@ -628,8 +705,23 @@ static int fetch_finish(struct mk *k, struct mk_pending *pend, int64_t o,
 
 		if (r == BATCH_END || r == BATCH_INCOMPLETE)
 			break;
-		if (r == BATCH_ERROR || batch_verify_crc(&b, e2,
-		    sizeof(e2)) != 0) {
+		/* snap_only: a batch is all snapshot or none (one produce
+		 * each), so its first record's key tells; nothing of the
+		 * others is read or checked.  Otherwise every batch is
+		 * checked, here or, below verified, on the network thread. */
+		if (r != BATCH_ERROR && snap_only &&
+		    !mlog_kafka_batch_is_snapshot(b.records, b.records_len,
+		    b.record_count)) {
+			if (batch_next_offset(&b) > o) {
+				o = batch_next_offset(&b);
+				*next = o;
+			}
+			if (o >= hi)
+				break;
+			continue;
+		}
+		if (r == BATCH_ERROR || (it.pos > verified &&
+		    batch_verify_crc(&b, e2, sizeof(e2)) != 0)) {
 			seterr(err, errlen, "topic %s partition 0: %s; "
 			    "refusing to start", k->topic, e2);
 			goto out;
@@ -684,47 +776,46 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
     krec_fn cb, void *arg, int64_t *next, int64_t *hw, char *err,
     size_t errlen)
 {
-	struct mk_pending *pend;
+	struct mk_fetch *f;
 
 	*next = o;
 	*hw = -1;
-	if ((pend = fetch_start(k, o, max_wait_ms, err, errlen)) == NULL) {
+	if ((f = fetch_start(k, o, hi, 0, max_wait_ms, err, errlen)) == NULL) {
 		mk_drop_conn(k);
 		return -1;
 	}
-	return fetch_finish(k, pend, o, hi, cb, arg, next, hw, NULL, NULL,
+	return fetch_finish(k, f, o, hi, 0, cb, arg, next, hw, NULL, NULL,
 	    err, errlen);
 }
 
-/* Reads every record with an offset in [lo, hi) in order, the next Fetch
- * on its way while the records of one are handed to cb (replay). */
-int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
-    void *arg, char *err, size_t errlen)
+/* Reads every record with an offset in [lo, hi) in order (snap_only:
+ * only those of snapshot batches), the next Fetch on its way while the
+ * records of one are handed to cb (replay). */
+static int read_range(struct mk *k, int64_t lo, int64_t hi, int snap_only,
+    krec_fn cb, void *arg, char *err, size_t errlen)
 {
-	struct mk_pending *pf = NULL;
+	struct mk_fetch *pf = NULL;
 	int64_t o = lo, pf_off = -1;
-	char e2[256];
 	int rc = 0;
 
 	while (o < hi) {
-		struct mk_pending *cur = pf;
+		struct mk_fetch *cur = pf;
 		int64_t next, hw;
 
 		pf = NULL;
 		if (cur != NULL && pf_off != o) {
 			/* The guess was wrong: drop it, ask again. */
-			(void)mk_call_finish(cur, NULL, NULL, NULL, e2,
-			    sizeof(e2));
+			fetch_drop(cur);
 			cur = NULL;
 		}
-		if (cur == NULL &&
-		    (cur = fetch_start(k, o, 0, err, errlen)) == NULL) {
+		if (cur == NULL && (cur = fetch_start(k, o, hi, !snap_only, 0,
+		    err, errlen)) == NULL) {
 			mk_drop_conn(k);
 			rc = -1;
 			break;
 		}
-		if (fetch_finish(k, cur, o, hi, cb, arg, &next, &hw, &pf,
-		    &pf_off, err, errlen) != 0) {
+		if (fetch_finish(k, cur, o, hi, snap_only, cb, arg, &next, &hw,
+		    &pf, &pf_off, err, errlen) != 0) {
 			rc = -1;
 			break;
 		}
@@ -739,8 +830,20 @@ int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
 		o = next;
 	}
 	if (pf != NULL)
-		(void)mk_call_finish(pf, NULL, NULL, NULL, e2, sizeof(e2));
+		fetch_drop(pf);
 	return rc;
+}
+
+int mk_read_range(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
+    void *arg, char *err, size_t errlen)
+{
+	return read_range(k, lo, hi, 0, cb, arg, err, errlen);
+}
+
+int mk_read_snapshots(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
+    void *arg, char *err, size_t errlen)
+{
+	return read_range(k, lo, hi, 1, cb, arg, err, errlen);
 }
 
 /* ---- producing ----------------------------------------------------------- */

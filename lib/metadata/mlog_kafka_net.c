@@ -79,12 +79,14 @@ struct net_op {
 	const uint8_t *body;
 	size_t body_len;
 	int timeout_ms;
+	mk_check_fn check;          /* run on the answer, network thread */
+	void *check_arg;
 	/* results (under net->mu) */
 	int done;
 	int rc;
 	int unsent;                 /* OP_CALL: refused before sending */
-	uint8_t *resp;
-	size_t resp_len;
+	uint8_t *resp;              /* malloc'd; the answer at resp_skip */
+	size_t resp_skip, resp_len;
 	char err[512];
 };
 
@@ -145,23 +147,32 @@ static void call_done(struct kconn *c, int err, const char *errstr,
 {
 	struct net_op *op = arg;
 	struct mk_net *n = op->conn->net;
-	uint8_t *copy = NULL;
-	size_t len = 0;
+	uint8_t *copy = NULL, *frame;
+	size_t len = 0, cap, skip = 0;
 
-	(void)c;
 	if (err != KCONN_E_OK || body == NULL) {
 		op_finish(n, op, -1, errstr != NULL ? errstr : "no answer");
 		return;
 	}
 	len = (size_t)(body->end - body->p);
-	copy = malloc(len > 0 ? len : 1);
-	if (copy == NULL) {
+	/* A large answer (a replay's Fetch) was read into a buffer of
+	 * kconn's own: taken over as it is, not copied. */
+	if ((frame = kconn_take_frame(c, &cap)) != NULL) {
+		copy = frame;
+		skip = (size_t)(body->p - frame);
+	} else if ((copy = malloc(len > 0 ? len : 1)) == NULL) {
 		op_finish(n, op, -1, "out of memory");
 		return;
+	} else {
+		memcpy(copy, body->p, len);
 	}
-	memcpy(copy, body->p, len);
+	/* Before the hand-over: what check writes is the caller's once
+	 * op_finish() (under the mutex) says done. */
+	if (op->check != NULL)
+		op->check(op->check_arg, copy + skip, len);
 	pthread_mutex_lock(&n->mu);
 	op->resp = copy;
+	op->resp_skip = skip;
 	op->resp_len = len;
 	pthread_mutex_unlock(&n->mu);
 	op_finish(n, op, 0, NULL);
@@ -487,6 +498,14 @@ struct mk_pending *mk_call_start(struct mk_conn *mc, int16_t api_key,
     int16_t version, const void *req, int timeout_ms, char *err,
     size_t errlen)
 {
+	return mk_call_start_check(mc, api_key, version, req, timeout_ms, NULL,
+	    NULL, err, errlen);
+}
+
+struct mk_pending *mk_call_start_check(struct mk_conn *mc, int16_t api_key,
+    int16_t version, const void *req, int timeout_ms, mk_check_fn check,
+    void *check_arg, char *err, size_t errlen)
+{
 	const struct kp_api *api = kp_api_find(api_key);
 	struct mk_pending *pd;
 
@@ -513,7 +532,7 @@ struct mk_pending *mk_call_start(struct mk_conn *mc, int16_t api_key,
 	pd->op = (struct net_op){ .kind = OP_CALL, .conn = mc,
 	    .api_key = api_key, .version = version,
 	    .timeout_ms = MAX(1, timeout_ms), .body = pd->w.buf,
-	    .body_len = pd->w.len };
+	    .body_len = pd->w.len, .check = check, .check_arg = check_arg };
 	post(mc->net, &pd->op);
 	return pd;
 }
@@ -542,7 +561,7 @@ uint8_t *mk_call_finish(struct mk_pending *pd, void *resp, struct karena *a,
 		free(pd->op.resp);
 		goto out;
 	}
-	kr_init(&r, pd->op.resp, pd->op.resp_len);
+	kr_init(&r, pd->op.resp + pd->op.resp_skip, pd->op.resp_len);
 	api->response_init(resp);
 	if (api->response_decode(&r, a, pd->version, resp) < 0 || r.err) {
 		seterr(err, errlen, "%s: malformed %s v%d response: %s",

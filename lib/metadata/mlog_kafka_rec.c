@@ -373,3 +373,20 @@ bad:
 	return 0;
 }
 
+static int first_rec(void *arg, const struct mlog_kafka_rec *r)
+{
+	*(int *)arg = r->snapshot;
+	return 1;       /* the first one is enough */
+}
+
+int mlog_kafka_batch_is_snapshot(const uint8_t *records, size_t records_len,
+    int32_t count)
+{
+	int snap = 0;
+	char e[128];
+
+	if (count < 1 || mlog_kafka_decode_records(0, records, records_len, 1,
+	    first_rec, &snap, e, sizeof(e)) < 0)
+		return 0;
+	return snap;
+}
