@@ -1907,100 +1907,16 @@ struct produce_req {
  */
 #define PRODUCE_LEND_MIN 4096
 
-static void ploan_release(struct kconn_loan *kl)
-{
-	struct ploan *l = (struct ploan *)kl;
-
-	if (l->b != NULL)
-		l->b->loan = NULL;
-	if (l->pl != NULL) {
-		l->pl->lent -= l->n;
-		TAILQ_REMOVE(&l->pl->loans, l, link);
-	}
-	pbuf_pin_drop(l->pin, 0);
-	free(l);
-}
-
-void pl_loans_orphan(struct pipeline *pl)
-{
-	struct ploan *l;
-
-	while ((l = TAILQ_FIRST(&pl->loans)) != NULL) {
-		TAILQ_REMOVE(&pl->loans, l, link);
-		if (l->b != NULL)
-			l->b->loan = NULL;
-		l->b = NULL;
-		l->pl = NULL;
-		/* Its batches are freed: what stays is the loans'. */
-		l->pin->extra = &l->pin->own;
-	}
-	pl->lent = 0;
-}
-
 /* kconn_send_lent()'s lender: a loan of the batch at p. */
 static struct kconn_loan *produce_lend(void *arg, const uint8_t *p, size_t n)
 {
 	struct produce_req *r = arg;
-	struct pipeline *pl;
-	struct pbatch *b;
-	struct ploan *l;
 
 	while (r->lend_at < r->n && r->tps[r->lend_at].records != p)
 		r->lend_at++;
 	if (r->lend_at == r->n)
 		return NULL;
-	b = r->x->e[r->lend_at++].b;
-	pl = r->x->pl;
-	if (b == NULL || b->buf != p || b->len != n || b->loan != NULL)
-		return NULL;
-	if (b->pin == NULL) {
-		/* Its own buffer: a pin of its own, freed with the last of
-		 * the batch and its loan. */
-		struct pbuf_pin *pin = calloc(1, sizeof(*pin));
-
-		if (pin == NULL)
-			return NULL;
-		pin->buf = b->buf;
-		pin->size = b->len;
-		pin->refs = 1;
-		pin->extra = &pl->pin_extra;
-		b->pin = pin;
-	}
-	if ((l = calloc(1, sizeof(*l))) == NULL)
-		return NULL;
-	l->base.release = ploan_release;
-	l->pl = pl;
-	l->pin = b->pin;
-	l->b = b;
-	l->n = n;
-	b->pin->refs++;
-	b->loan = l;
-	pl->lent += n;
-	TAILQ_INSERT_TAIL(&pl->loans, l, link);
-	return &l->base;
-}
-
-/*
- * q's bytes lent to a request that is not written yet (sent before, and
- * timed out or answered while the socket still held them): a copy of its
- * own, so rewriting its header does not change what that request
- * carries.  0, or -1 out of memory.
- */
-static int unlend(struct pbatch *q)
-{
-	uint8_t *nb;
-
-	if (q->loan == NULL)
-		return 0;
-	if ((nb = malloc(q->len)) == NULL)
-		return -1;
-	memcpy(nb, q->buf, q->len);
-	q->loan->b = NULL;
-	q->loan = NULL;
-	pbuf_pin_drop(q->pin, q->len); /* the loan still holds it */
-	q->pin = NULL;
-	q->buf = nb;
-	return 0;
+	return pl_lend_batch(r->x->pl, r->x->e[r->lend_at++].b, p, n);
 }
 
 static int produce_encode(struct kw *w, int16_t version, const void *msg)
@@ -2756,11 +2672,6 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 
 	if (p->mwrite)
 		return 1;   /* its metadata write is not durable yet */
-	if (unlend(q) != 0) {
-		pl_part_fail(p, "out of memory copying the batch at source offset %"
-		    PRId64 " (its last send is not written yet)", q->src_base);
-		return -1;
-	}
 	if (batch_parse(q->buf, q->len, &b, err, sizeof(err)) != BATCH_OK) {
 		pl_part_fail(p, "queued batch at source offset %" PRId64 " no longer "
 		    "parses: %s", q->src_base, err);
@@ -2831,7 +2742,9 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 	 */
 	rw.base_sequence = p->pid >= 0 ?
 	    (int32_t)((q->dst_base - p->seq_base) & INT32_MAX) : -1;
-	if (batch_rewrite_header(&b, &rw, q->buf, q->len, err, sizeof(err)) != 0) {
+	/* A copy of its own first if a request not written yet still sends
+	 * these bytes (pbatch_rewrite()). */
+	if (pbatch_rewrite(q, &b, &rw, err, sizeof(err)) != 0) {
 		pl_part_fail(p, "cannot rewrite the batch at source offset %" PRId64
 		    ": %s", q->src_base, err);
 		return -1;
@@ -3030,7 +2943,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			if (r.n > 0 && bytes + q->len > dst->kcfg.conn.max_request_bytes / 2)
 				continue; /* the next request */
 			/* The request copies its small batches (and one whose
-			 * last send is not written yet: unlend()) until written:
+			 * last send is not written yet: pbatch_rewrite()) until written:
 			 * under the cap, or alone (else nothing could move).  The
 			 * others are lent, already counted. */
 			size_t copy = q->len < PRODUCE_LEND_MIN || q->loan != NULL ?

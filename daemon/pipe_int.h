@@ -139,6 +139,19 @@ struct ploan {
 TAILQ_HEAD(ploanq, ploan);
 /* Forgets the pipeline's loans (pipeline_free()): they release later. */
 void pl_loans_orphan(struct pipeline *pl);
+/* A loan of b's n bytes at p (b->buf, b->len) to a request; NULL when b
+ * is not those bytes, is lent already, or out of memory. */
+struct kconn_loan *pl_lend_batch(struct pipeline *pl, struct pbatch *b,
+    const uint8_t *p, size_t n);
+/* q's bytes lent to a request not written yet: a copy of its own instead
+ * (the loan keeps the old bytes for that request).  0, or -1 out of
+ * memory. */
+int pbatch_unlend(struct pbatch *q);
+/* batch_rewrite_header() of q in place (b parsed from q's bytes), after
+ * pbatch_unlend(): a request queued before and not written yet keeps the
+ * bytes it was sent with.  0, or -1 with err set. */
+int pbatch_rewrite(struct pbatch *q, struct batch *b,
+    const struct batch_rewrite *rw, char *err, size_t errlen);
 
 /* Drops one reference to pin: a batch of len bytes in it (0: the answer's
  * own); frees it with the last. */

@@ -74,30 +74,6 @@ void pl_kick(struct pipeline *pl)
 	}
 }
 
-void pbuf_pin_drop(struct pbuf_pin *pin, size_t len)
-{
-	*pin->extra += len;
-	if (--pin->refs > 0)
-		return;
-	*pin->extra -= pin->size;
-	free(pin->buf);
-	free(pin);
-}
-
-void pbatch_free(struct pbatch *b)
-{
-	if (b == NULL)
-		return;
-	if (b->loan != NULL)
-		b->loan->b = NULL; /* the loan keeps the pin */
-	if (b->pin != NULL)
-		pbuf_pin_drop(b->pin, b->len);
-	else
-		free(b->buf);
-	free(b->anchors);
-	free(b);
-}
-
 void pl_free_batches(struct pbatchq *q)
 {
 	struct pbatch *b;
