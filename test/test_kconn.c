@@ -719,7 +719,7 @@ START_TEST(test_send_lent)
 
 		ls[i].refuse_at = i == 2 ? 1 : -1;
 		if (i == 1)
-			ck_assert(run_until(e.base, &g_done, 1)); /* READY now */
+			ck_assert(kfake_run_until(e.base, &g_done, 1)); /* READY now */
 		rc = kconn_send_lent(e.c, 3, 1, lent_encode, &m, &ld, 0, 0,
 		    done_cb, &k[i], err, sizeof(err));
 		if (i < 2) {
@@ -738,7 +738,7 @@ START_TEST(test_send_lent)
 			ck_assert_int_eq(ls[i].released, 1);
 		}
 	}
-	ck_assert(run_until(e.base, &g_done, 2));
+	ck_assert(kfake_run_until(e.base, &g_done, 2));
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(k[i].fired, 1);
 		ck_assert_int_eq(k[i].err, KCONN_E_OK);
