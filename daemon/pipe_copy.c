@@ -1162,6 +1162,7 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 
 		q->len = b->len;
 		q->count = b->record_count;
+		q->walked = batch_codec(b) == BATCH_CODEC_NONE;
 		if (gap)
 			q->anchors = calloc(1, sizeof(*q->anchors));
 		if (gap && q->anchors == NULL) {
@@ -2750,7 +2751,8 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		return -1;
 	}
 #ifdef MIRRORD_STRICT_PRODUCE
-	if (batch_validate_produce(q->buf, q->len, 0, err, sizeof(err)) != 0) {
+	if (batch_validate_produce_flags(q->buf, q->len, 0, q->walked ?
+	    BATCH_VP_RECORDS_WALKED : 0, err, sizeof(err)) != 0) {
 		pl_part_fail(p, "the batch for source offset %" PRId64 " would break "
 		    "the broker's rules (strict produce check): %s", q->src_base, err);
 		return -1;

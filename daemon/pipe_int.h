@@ -173,6 +173,9 @@ struct pbatch {
 	struct batch_offset_pair *anchors; /* persisted before sending; owned */
 	size_t nanchors;
 	int anchored;                /* its anchors are recorded */
+	int walked;                  /* the source's bytes, uncompressed, and
+	                              * batch_has_holes() walked its records
+	                              * (the strict check need not again) */
 	/* persist_anchors() progress, across asynchronous metadata writes:
 	 * 0 epoch, 1 the recorded-anchor check and part-sending, 2 anchors
 	 * from pidx on, 3 all durable. */
