@@ -423,7 +423,7 @@ def closing_lines(results):
             # CPU times come in clock ticks (10 ms): below 5 ticks the
             # ratio says nothing.
             small = [m["cpu_s"] for m, _ in pairs if m["cpu_s"] < 4.5 / CLK_TCK]
-            cpu = ("%6.1fx less CPU per GB" % median(
+            cpu = ("%5.2fx less CPU per GB" % median(
                        [o["cpu_s_per_gb"] / m["cpu_s_per_gb"] for m, o in pairs])
                    if not small else
                    "CPU too small to divide (%.2fs; raise BENCH_MB)" % min(small))
