@@ -127,11 +127,7 @@ static size_t max_response(const struct admin *adm)
 
 static uint32_t name_hash(const char *p, size_t n)
 {
-	uint32_t h = 2166136261u;   /* FNV-1a */
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)p[i]) * 16777619u;
-	return h;
+	return fnv1a32(p, n);
 }
 
 /* Answers with the encoding in w (rc: the encoder's return value). */

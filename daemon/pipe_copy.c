@@ -167,16 +167,12 @@ found:
 
 static uint32_t topic_hash_n(const char *s, size_t len)
 {
-	uint32_t h = 2166136261u;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	return h;
+	return fnv1a32(s, len);
 }
 
 static uint32_t topic_hash(const char *s)
 {
-	return topic_hash_n(s, strlen(s));
+	return fnv1a32(s, strlen(s));
 }
 
 static size_t fetch_slot(uint32_t thash, int32_t partition, size_t mask)
@@ -422,6 +418,8 @@ static int sync_end_deposed(const struct ppart *p, int64_t d)
 	    d > p->sync_hi && pl_part_wants_run(p);
 }
 
+static void identity_change_fenced(struct ppart *p, int16_t error);
+
 /* Decides where to fetch from once the destination end D is known. */
 void pcopy_sync_done(struct ppart *p, int64_t d)
 {
@@ -431,6 +429,15 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 	int strict = 0;
 
 	p->live.destination_end = d;
+	if (p->seq_probe) {
+		p->seq_probe = 0;
+		if (d == p->sync_lo) {
+			/* Nothing landed from the refused batch on: the
+			 * broker's state for the identity is not mirrord's. */
+			identity_change_fenced(p, KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+			return;
+		}
+	}
 	if (p->sync_lo >= 0 && !sync_end_expected(p, d) && p->prove_strict &&
 	    p->proven_end == d) {
 		/* The strict proof found mirrord's batch ending at d. */
@@ -1679,10 +1686,7 @@ static int32_t fetch_leader_epoch(struct pcluster *cl, const struct ppart *p,
 		*t = pcluster_topic(cl, p->topic);
 		*name = p->topic;
 	}
-	if (*t == NULL || (*t)->error != 0 || p->index >= (*t)->npart ||
-	    (*t)->leader_epoch == NULL)
-		return -1;
-	return (*t)->leader_epoch[p->index];
+	return pepoch_topic_leader_epoch(*t, p->index);
 }
 
 /* A partition of the round's single walk: its index in the mirror's
@@ -2052,6 +2056,55 @@ static void identity_change(struct ppart *p, int16_t error, char *why,
 }
 
 /*
+ * After a sequence error (a certain answer: not appended): a new identity,
+ * then SYNC once the fence delay is over (what may still be queued in a
+ * broker under the old identity was sent before unsure_sent_ms).
+ */
+static void identity_change_fenced(struct ppart *p, int16_t error)
+{
+	const struct pipeline *pl = p->pm->pl;
+	char why[300], name[300];
+	int64_t fence;
+
+	identity_change(p, error, why, sizeof(why));
+	fence = p->unsure_sent_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
+	pl_part_resync(p, why);
+	if (p->not_before < fence) {
+		log_info("%s: a Produce of the old identity may still be in a "
+		    "broker: re-reading the destination end in %" PRId64 " ms",
+		    pname(p, name, sizeof(name)), fence - clock_mono_ms());
+		p->not_before = fence;
+	}
+}
+
+/*
+ * 1 if a sequence error under p's identity may come from the deposed
+ * owner: in multi-instance mode the new owner reuses the identity the
+ * partition recorded (no epoch bump), and the old owner, copying until it
+ * applies the part-owner record, can move the end more than the broker's
+ * five remembered batches past the new owner's first.  Then the end is
+ * read and proven (strictly) before the identity changes: mirrord's own
+ * batches there are taken as written and copying goes on after them with
+ * the same identity, at once; no fence delay, and the deposed owner's
+ * still later batches are the same batches with the same sequences
+ * (duplicates), not a second copy.
+ */
+static int identity_shared(const struct ppart *p, int16_t error)
+{
+	const struct pipeline *pl = p->pm->pl;
+	const struct mpart *mp = p->mp;
+	const struct mproducer *c;
+
+	if (error != KERR_OUT_OF_ORDER_SEQUENCE_NUMBER || pl->instance == NULL ||
+	    pl->dst->pid_unsupported || p->pid < 0 || p->pid_fresh ||
+	    mp->nproducers == 0)
+		return 0;
+	c = &mp->producers[mp->nproducers - 1];
+	return c->pid == p->pid && c->epoch == p->pepoch &&
+	    c->seq_base == p->seq_base;
+}
+
+/*
  * Nothing of p is in flight any more after a halt: act on it once (see
  * above).  The failed batches are dropped, re-queued, or kept in
  * p->unsure when their anchors were recorded (resend_unsure()).
@@ -2061,8 +2114,7 @@ static void settle(struct ppart *p)
 	struct pipeline *pl = p->pm->pl;
 	struct pbatch *s;
 	int kind = p->halt;
-	char why[300], name[300];
-	int64_t fence;
+	char why[400];
 
 	if (kind == HALT_NONE || p->ninflight > 0 || p->dead)
 		return;
@@ -2108,18 +2160,18 @@ static void settle(struct ppart *p)
 			pl_part_resync(p, p->halt_why);
 			break;
 		}
-		/* A sequence error is a certain answer (not appended); what may
-		 * still be queued under the old identity was sent before
-		 * unsure_sent_ms. */
-		identity_change(p, p->halt_error, why, sizeof(why));
-		fence = p->unsure_sent_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
-		pl_part_resync(p, why);
-		if (p->not_before < fence) {
-			log_info("%s: a Produce of the old identity may still be in a "
-			    "broker: re-reading the destination end in %" PRId64 " ms",
-			    pname(p, name, sizeof(name)), fence - clock_mono_ms());
-			p->not_before = fence;
+		if (identity_shared(p, p->halt_error)) {
+			/* Maybe the deposed owner's batches (this identity)
+			 * moved the end: read it first (pcopy_sync_done()). */
+			snprintf(why, sizeof(why), "Produce answered %s for producer "
+			    "id %" PRId64 " epoch %d, which the previous owner also "
+			    "writes with: reading the end before changing identity",
+			    kerr_name(p->halt_error), p->pid, p->pepoch);
+			p->seq_probe = 1;
+			pl_part_resync(p, why);
+			break;
 		}
+		identity_change_fenced(p, p->halt_error);
 		break;
 	default:
 		break;

@@ -59,14 +59,18 @@ static const char *pname(const struct ppart *p, char *buf, size_t len)
 	return buf;
 }
 
-int32_t pepoch_leader_epoch(struct ppart *p)
+int32_t pepoch_topic_leader_epoch(const struct kcluster_topic *t, int32_t index)
 {
-	const struct kcluster_topic *t = pcluster_topic(p->pm->src, p->topic);
-
-	if (t == NULL || t->error != 0 || p->index >= t->npart ||
+	if (t == NULL || t->error != 0 || index < 0 || index >= t->npart ||
 	    t->leader_epoch == NULL)
 		return -1;
-	return t->leader_epoch[p->index];
+	return t->leader_epoch[index];
+}
+
+int32_t pepoch_leader_epoch(struct ppart *p)
+{
+	return pepoch_topic_leader_epoch(pcluster_topic(p->pm->src, p->topic),
+	    p->index);
 }
 
 int32_t pepoch_last_fetched(const struct ppart *p)

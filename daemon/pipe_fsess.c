@@ -9,16 +9,15 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "compat.h"
 #include "pipe_fsess.h"
 
 #define PFS_MIN_CAP 16
 
 static uint32_t pfs_hash(const char *t, size_t len, int32_t partition)
 {
-	uint32_t h = 2166136261u;
+	uint32_t h = fnv1a32(t, len);
 
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)t[i]) * 16777619u;
 	h ^= (uint32_t)partition * 2654435761u;
 	h ^= h >> 15;
 	return h;

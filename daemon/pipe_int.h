@@ -229,6 +229,10 @@ struct ppart {
 	int prove_strict;            /* the end after a halt is past every batch sent:
 	                              * mirrord's batch must end there (a deposed
 	                              * owner's, same identity), else FAILED */
+	int seq_probe;               /* a sequence error under the identity the
+	                              * deposed owner shares: SYNC reads the end
+	                              * before the identity changes (pipe_copy.c
+	                              * identity_shared()) */
 	/* Failback (pipe_prove.c): fb_state 0 not looked at, 1 reading the
 	 * source's mark, 2 done; fb_last/fb_epoch: where a mirror of the
 	 * destination cluster stopped copying this partition (-1 none). */
@@ -707,8 +711,10 @@ void pacl_orphans_free(struct pipeline *pl);
  * fails the partition for good naming where the logs part). */
 int pepoch_start(struct ppart *p, int64_t d, int64_t s, int64_t s_end);
 void pepoch_send(struct ppart *p);
-/* The leader epoch Metadata gave for p's source partition, -1 unknown. */
+/* The leader epoch Metadata gave for p's source partition, -1 unknown;
+ * the same for partition index of topic t (looked up by the caller). */
 int32_t pepoch_leader_epoch(struct ppart *p);
+int32_t pepoch_topic_leader_epoch(const struct kcluster_topic *t, int32_t index);
 /* The LastFetchedEpoch of a Fetch of p at src_fetch, -1 none. */
 int32_t pepoch_last_fetched(const struct ppart *p);
 /* A Fetch answer of p (error 0) with a DivergingEpoch: 1 when it had one

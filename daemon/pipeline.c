@@ -823,6 +823,7 @@ static void part_reset(struct ppart *p)
 	p->sync_lo = p->sync_hi = -1;
 	p->prove_end = p->proven_end = -1;
 	p->prove_strict = 0;
+	p->seq_probe = 0;
 	p->pid = -1;
 	p->pepoch = -1;
 	p->seq_base = -1;

@@ -79,6 +79,18 @@ static inline void be64_store(uint8_t *p, uint64_t v)
 	be32_store(p + 4, (uint32_t)v);
 }
 
+/* FNV-1a, 32 bits, of n bytes: the hash of the in-memory tables of topic
+ * names (Fetch answers, fetch sessions, admin requests). */
+static inline uint32_t fnv1a32(const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
 /* Monotonic and wall clocks in milliseconds. */
 int64_t clock_mono_ms(void);
 int64_t clock_wall_ms(void);

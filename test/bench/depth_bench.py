@@ -108,13 +108,19 @@ def run(depth, src, dst, want, payload):
     payload = payload * (sum(want) - first) / sum(want)
     hwm = proc_hwm_kb(pid)
     peak = None
+    reqs = batches = 0
     for line in d.metrics().splitlines():
         if line.startswith("mirrord_produce_partition_inflight_batches_peak"):
             peak = int(float(line.split()[-1]))
+        elif line.startswith("mirrord_produce_requests_total"):
+            reqs += int(float(line.split()[-1]))
+        elif line.startswith("mirrord_produce_request_batches_total"):
+            batches += int(float(line.split()[-1]))
     d.stop()
     return {"depth": depth, "wall_s": wall, "cpu_s": cpu, "rss_kb": hwm,
             "mb_s": payload / 1e6 / wall,
-            "cpu_s_gb": cpu / (payload / 1e9), "peak": peak}
+            "cpu_s_gb": cpu / (payload / 1e9), "peak": peak,
+            "reqs": reqs, "per_req": batches / reqs if reqs else 0}
 
 
 def main():
@@ -138,9 +144,10 @@ def main():
         r = run(depth, src, dst, want, payload)
         res.append(r)
         print("depth %d: %.1f MB/s, %.2f CPU-s/GB, %.1f s, CPU %.2f s, peak RSS "
-              "%d KiB, peak batches of a partition in flight %s"
+              "%d KiB, peak batches of a partition in flight %s, %d Produce "
+              "requests of %.1f batches on average"
               % (depth, r["mb_s"], r["cpu_s_gb"], r["wall_s"], r["cpu_s"],
-                 r["rss_kb"], r["peak"]), flush=True)
+                 r["rss_kb"], r["peak"], r["reqs"], r["per_req"]), flush=True)
     base = res[0]
     for r in res[1:]:
         print("depth %d vs %d: %.2fx MB/s, %.2fx CPU-s/GB"
