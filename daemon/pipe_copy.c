@@ -1169,6 +1169,7 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 
 		q->len = b->len;
 		q->count = b->record_count;
+		q->walked = batch_codec(b) == BATCH_CODEC_NONE;
 		if (gap)
 			q->anchors = calloc(1, sizeof(*q->anchors));
 		if (gap && q->anchors == NULL) {
@@ -1896,7 +1897,32 @@ struct produce_req {
 	int32_t timeout_ms;
 	struct pw_tp *tps;
 	size_t n;
+	struct pctx *x;      /* x->e[i].b is the batch of tps[i] */
+	size_t lend_at;      /* produce_lend()'s place in tps */
 };
+
+/*
+ * Sending by reference.  A Produce request does not copy its batches:
+ * kconn_send_lent() queues each batch of at least PRODUCE_LEND_MIN bytes
+ * where it lies (the Fetch answer's buffer, struct pbuf_pin, or the
+ * batch's own buffer, which becomes a pin of its own) with a loan (struct
+ * ploan) that holds the pin until the connection has written the bytes;
+ * only the request's framing is copied.  Smaller batches are copied (a
+ * copy of a few KiB costs less than a loan and an iovec of its own).
+ */
+#define PRODUCE_LEND_MIN 4096
+
+/* kconn_send_lent()'s lender: a loan of the batch at p. */
+static struct kconn_loan *produce_lend(void *arg, const uint8_t *p, size_t n)
+{
+	struct produce_req *r = arg;
+
+	while (r->lend_at < r->n && r->tps[r->lend_at].records != p)
+		r->lend_at++;
+	if (r->lend_at == r->n)
+		return NULL;
+	return pl_lend_batch(r->x->pl, r->x->e[r->lend_at++].b, p, n);
+}
 
 static int produce_encode(struct kw *w, int16_t version, const void *msg)
 {
@@ -2769,13 +2795,16 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 	 */
 	rw.base_sequence = p->pid >= 0 ?
 	    (int32_t)((q->dst_base - p->seq_base) & INT32_MAX) : -1;
-	if (batch_rewrite_header(&b, &rw, q->buf, q->len, err, sizeof(err)) != 0) {
+	/* A copy of its own first if a request not written yet still sends
+	 * these bytes (pbatch_rewrite()). */
+	if (pbatch_rewrite(q, &b, &rw, err, sizeof(err)) != 0) {
 		pl_part_fail(p, "cannot rewrite the batch at source offset %" PRId64
 		    ": %s", q->src_base, err);
 		return -1;
 	}
 #ifdef MIRRORD_STRICT_PRODUCE
-	if (batch_validate_produce(q->buf, q->len, 0, err, sizeof(err)) != 0) {
+	if (batch_validate_produce_flags(q->buf, q->len, 0, q->walked ?
+	    BATCH_VP_RECORDS_WALKED : 0, err, sizeof(err)) != 0) {
 		pl_part_fail(p, "the batch for source offset %" PRId64 " would break "
 		    "the broker's rules (strict produce check): %s", q->src_base, err);
 		return -1;
@@ -2928,7 +2957,9 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	struct produce_req r = { 0 };
 	struct pctx *x = NULL;
 	int64_t now = clock_mono_ms();
-	size_t bytes = 0, held = pl_held_now(pl), unsent = pl_unsent_bytes(pl);
+	size_t bytes = 0, copied = 0, held = pl_held_now(pl);
+	size_t unsent = pl_unsent_bytes(pl);
+	struct kconn_lender ld = { PRODUCE_LEND_MIN, produce_lend, &r };
 	char err[256];
 	int rc = 0, ph;
 	uint64_t losses;
@@ -2965,9 +2996,14 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			q = TAILQ_FIRST(&p->q);
 			if (r.n > 0 && bytes + q->len > dst->kcfg.conn.max_request_bytes / 2)
 				continue; /* the next request */
-			/* The request copies its batches until written: under the
-			 * cap, or alone (else nothing could move). */
-			if ((int64_t)(held + bytes + q->len) > tcap(pl) &&
+			/* The request copies its small batches (and one whose
+			 * last send is not written yet: pbatch_rewrite()) until written:
+			 * under the cap, or alone (else nothing could move).  The
+			 * others are lent, already counted. */
+			size_t copy = q->len < PRODUCE_LEND_MIN || q->loan != NULL ?
+			    q->len : 0;
+
+			if ((int64_t)(held + copied + copy) > tcap(pl) &&
 			    (r.n > 0 || unsent > 0))
 				continue;
 			if (part_barrier(p, q, *cp))
@@ -2998,6 +3034,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			p->inflight_conn = *cp;
 			p->last_send_ms = now;
 			bytes += q->len;
+			copied += q->len < PRODUCE_LEND_MIN ? q->len : 0;
 			r.tps[r.n].topic = p->topic;
 			r.tps[r.n].partition = p->index;
 			r.tps[r.n].records = q->buf;
@@ -3027,10 +3064,12 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	x->version = (int16_t)*vp;
 	r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
+	r.x = x;
+	r.lend_at = 0;
 	/* A timeout settles this request's batches alone (uncertain: SYNC
 	 * and proof); the others on the connection are still answered. */
-	if (kconn_send(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode, &r,
-	    KCONN_F_KEEP_ON_TIMEOUT,
+	if (kconn_send_lent(*cp, KP_API_PRODUCE, (int16_t)*vp, produce_encode,
+	    &r, &ld, KCONN_F_KEEP_ON_TIMEOUT,
 	    (int)MIN(pl->cfg->pipeline_request_timeout_ms + 1000, INT32_MAX),
 	    produce_response, x, err, sizeof(err)) != 0) {
 		/* Not sent: the batches go back (each is its partition's
@@ -3062,7 +3101,7 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 	}
 	if (b->produce_reqs > pl->totals.broker_requests_peak)
 		pl->totals.broker_requests_peak = b->produce_reqs;
-	(void)pl_held_note(pl); /* the request's copy, until written */
+	(void)pl_held_note(pl); /* the request's copies, until written */
 out:
 	free(r.tps);
 	if (x != NULL)

@@ -111,9 +111,47 @@ struct pcluster {
 struct pbuf_pin {
 	uint8_t *buf;
 	size_t size;
-	int refs;            /* batches in it, +1 while its answer is taken in */
-	size_t *extra;       /* &pipeline.pin_extra */
+	int refs;            /* batches in it, +1 while its answer is taken in,
+	                      * +1 a loan (struct ploan) */
+	size_t *extra;       /* &pipeline.pin_extra; &own once the pipeline
+	                      * is gone and only loans hold it */
+	size_t own;
 };
+
+/*
+ * A batch's bytes lent to a Produce request (kconn_send_lent(): sent by
+ * reference, not copied), until the connection has written or dropped
+ * them.  It holds a reference to the batch's pin, so the bytes stay (and
+ * stay counted, in pin_extra once the batch is freed) until released;
+ * a batch whose bytes are lent is not rewritten in place (prepare_head()
+ * copies it first).  pipeline.lent is the bytes of the loans not yet
+ * released (the destination connections' unsent bytes that are not
+ * copies).
+ */
+struct ploan {
+	struct kconn_loan base;      /* first: kconn hands it back */
+	struct pipeline *pl;         /* NULL once the pipeline is freed */
+	struct pbuf_pin *pin;
+	struct pbatch *b;            /* NULL once freed or copied away */
+	size_t n;
+	TAILQ_ENTRY(ploan) link;     /* pipeline.loans */
+};
+TAILQ_HEAD(ploanq, ploan);
+/* Forgets the pipeline's loans (pipeline_free()): they release later. */
+void pl_loans_orphan(struct pipeline *pl);
+/* A loan of b's n bytes at p (b->buf, b->len) to a request; NULL when b
+ * is not those bytes, is lent already, or out of memory. */
+struct kconn_loan *pl_lend_batch(struct pipeline *pl, struct pbatch *b,
+    const uint8_t *p, size_t n);
+/* q's bytes lent to a request not written yet: a copy of its own instead
+ * (the loan keeps the old bytes for that request).  0, or -1 out of
+ * memory. */
+int pbatch_unlend(struct pbatch *q);
+/* batch_rewrite_header() of q in place (b parsed from q's bytes), after
+ * pbatch_unlend(): a request queued before and not written yet keeps the
+ * bytes it was sent with.  0, or -1 with err set. */
+int pbatch_rewrite(struct pbatch *q, struct batch *b,
+    const struct batch_rewrite *rw, char *err, size_t errlen);
 
 /* Drops one reference to pin: a batch of len bytes in it (0: the answer's
  * own); frees it with the last. */
@@ -124,6 +162,8 @@ struct pbatch {
 	TAILQ_ENTRY(pbatch) link;
 	uint8_t *buf;                /* owned, or in pin */
 	struct pbuf_pin *pin;        /* the Fetch answer buf lies in, or NULL */
+	struct ploan *loan;          /* its bytes lent to a request not yet
+	                              * written, or NULL */
 	size_t len;
 	int64_t src_base, src_next;  /* source offsets it covers */
 	int64_t dst_base;            /* where it must land */
@@ -133,6 +173,9 @@ struct pbatch {
 	struct batch_offset_pair *anchors; /* persisted before sending; owned */
 	size_t nanchors;
 	int anchored;                /* its anchors are recorded */
+	int walked;                  /* the source's bytes, uncompressed, and
+	                              * batch_has_holes() walked its records
+	                              * (the strict check need not again) */
 	/* persist_anchors() progress, across asynchronous metadata writes:
 	 * 0 epoch, 1 the recorded-anchor check and part-sending, 2 anchors
 	 * from pidx on, 3 all durable. */
@@ -410,6 +453,8 @@ struct pipeline {
 	int dread_waiting;           /* one was refused room since */
 	size_t pin_extra;
 	struct pbuf_pin *taking;
+	size_t lent;                 /* struct ploan */
+	struct ploanq loans;
 	int64_t held_peak;
 	struct metrics_std *ms;      /* may be NULL (tests) */
 	int started;

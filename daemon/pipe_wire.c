@@ -425,8 +425,11 @@ int pw_produce_encode(struct kw *w, int16_t version, int16_t acks,
 			kw_fail(w, "a batch larger than 2 GiB");
 			return -1;
 		}
-		/* the batch, the partition's fields, a topic's name and id */
-		total += tps[k].records_len + 32 + strlen(tps[k].topic) + 16;
+		/* the batch (unless lent: kw_lend()), the partition's fields,
+		 * a topic's name and id */
+		if (w->lend_min == 0 || tps[k].records_len < w->lend_min)
+			total += tps[k].records_len;
+		total += 32 + strlen(tps[k].topic) + 16;
 	}
 	kw_expect(w, total);
 	t = request_arrays(w, (size_t)ng, sizeof(*t), n, sizeof(*p), &pv);

@@ -74,28 +74,6 @@ void pl_kick(struct pipeline *pl)
 	}
 }
 
-void pbuf_pin_drop(struct pbuf_pin *pin, size_t len)
-{
-	*pin->extra += len;
-	if (--pin->refs > 0)
-		return;
-	*pin->extra -= pin->size;
-	free(pin->buf);
-	free(pin);
-}
-
-void pbatch_free(struct pbatch *b)
-{
-	if (b == NULL)
-		return;
-	if (b->pin != NULL)
-		pbuf_pin_drop(b->pin, b->len);
-	else
-		free(b->buf);
-	free(b->anchors);
-	free(b);
-}
-
 void pl_free_batches(struct pbatchq *q)
 {
 	struct pbatch *b;
@@ -108,8 +86,14 @@ void pl_free_batches(struct pbatchq *q)
 
 size_t pl_unsent_bytes(const struct pipeline *pl)
 {
-	return pl->dst == NULL || pl->dst->kc == NULL ? 0 :
+	size_t n = pl->dst == NULL || pl->dst->kc == NULL ? 0 :
 	    kcluster_unsent_bytes(pl->dst->kc);
+
+	/* Lent batch bytes are counted where they lie (qbytes, pin_extra),
+	 * not twice.  A loan partly written counts whole until released, so
+	 * this may count up to the written part of it less of the copied
+	 * request headers. */
+	return n > pl->lent ? n - pl->lent : 0;
 }
 
 size_t pl_held_now(const struct pipeline *pl)
@@ -1693,6 +1677,7 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 		return NULL;
 	}
 	pl->base = base;
+	TAILQ_INIT(&pl->loans);
 	pl->st = st;
 	pl->cfg = cfg;
 	pl->ms = ms;
@@ -1871,6 +1856,7 @@ void pipeline_free(struct pipeline *pl)
 	free(pl->pmap);
 	groupsync_free(pl->gs);
 	free(pl->instance);
+	pl_loans_orphan(pl);
 	if (pl->dns)
 		evdns_base_free(pl->dns, 0);
 	if (pl->ms != NULL) {

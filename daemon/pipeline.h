@@ -64,7 +64,9 @@
  * in storage.data_dir/producer-id for the same destination cluster id, and
  * the base sequence is the destination offset the batch lands at, so a
  * broker recognises a late copy of a batch from before a crash or timeout.
- * With MIRRORD_STRICT_PRODUCE every batch passes batch_validate_produce().
+ * With MIRRORD_STRICT_PRODUCE every batch passes batch_validate_produce()
+ * (its records not walked again when the intake's batch_has_holes() walked
+ * them: BATCH_VP_RECORDS_WALKED; the CRC is verified each time).
  *
  * Destination topics.  A PREPARING partition whose destination topic is
  * missing gets it created (CreateTopics with the source's partition count

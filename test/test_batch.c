@@ -672,6 +672,24 @@ START_TEST(test_validator_rules)
 	ck_assert_int_eq(validate_hdr(&h, 0, err, sizeof(err)), -1);
 	ck_assert_str_eq(err, "records: batch at offset 0: record 1 has offset delta 2, a client batch needs contiguous deltas (expected 1)");
 
+	/* records walked by the caller (batch_has_holes()) are not walked
+	 * again, but the CRC still proves them unchanged */
+	{
+		uint8_t body[2048], tb[4096];
+		size_t tl = t_batch(tb, &h, body, t_records(body, recs4, 4, 0));
+		uint8_t *q = exact(tb, tl);
+
+		ck_assert_int_eq(batch_validate_produce_flags(q, tl, 0,
+		    BATCH_VP_RECORDS_WALKED, err, sizeof(err)), 0);
+		ck_assert_int_eq(batch_validate_produce_flags(q, tl, 0, 0, err,
+		    sizeof(err)), -1);
+		q[tl - 3] ^= 0x01; /* a record's byte changed afterwards */
+		ck_assert_int_eq(batch_validate_produce_flags(q, tl, 0,
+		    BATCH_VP_RECORDS_WALKED, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "corrupt record") != NULL, "%s", err);
+		free(q);
+	}
+
 	/* count says 5, the records hold 4 */
 	h.count = 5;
 	h.lod = 4;

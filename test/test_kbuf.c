@@ -626,6 +626,76 @@ START_TEST(test_writer_expect)
 }
 END_TEST
 
+/*
+ * Lending: byte fields of at least lend_min bytes are recorded, not
+ * copied; the message (buf with each ref's bytes inserted at ref.at) is
+ * the same bytes a copying writer gives, and the cap counts lent bytes.
+ */
+START_TEST(test_writer_lend)
+{
+	struct kw w, c;
+	uint8_t big[100], small[3], msg[256];
+	size_t len, clen, at = 0, m = 0;
+	uint8_t *out, *cout;
+
+	memset(big, 0x5a, sizeof(big));
+	memset(small, 0x11, sizeof(small));
+	for (int pass = 0; pass < 2; pass++) {
+		struct kw *x = pass == 0 ? &w : &c;
+
+		kw_init(x, 300);
+		if (pass == 0)
+			kw_lend(x, 50);
+		kw_i16(x, 7);
+		kw_bytes(x, (struct kbytes){ big, sizeof(big) });
+		kw_cbytes(x, (struct kbytes){ small, sizeof(small) });
+		kw_cbytes(x, (struct kbytes){ big, sizeof(big) });
+		kw_i8(x, 9);
+	}
+	ck_assert_int_eq(w.err, 0);
+	ck_assert_uint_eq(w.nrefs, 2);
+	ck_assert_uint_eq(w.lent, 200);
+	ck_assert_ptr_eq(w.refs[0].p, big);
+	ck_assert_uint_eq(w.refs[0].n, 100);
+	ck_assert_uint_eq(kw_size(&w), kw_size(&c));
+	ck_assert_uint_eq(w.len + 200, c.len);
+	/* buf with the refs put back is what the copying writer wrote */
+	for (size_t i = 0; i < w.nrefs; i++) {
+		memcpy(msg + m, w.buf + at, w.refs[i].at - at);
+		m += w.refs[i].at - at;
+		at = w.refs[i].at;
+		memcpy(msg + m, w.refs[i].p, w.refs[i].n);
+		m += w.refs[i].n;
+	}
+	memcpy(msg + m, w.buf + at, w.len - at);
+	m += w.len - at;
+	out = kw_take(&w, &len);
+	cout = kw_take(&c, &clen);
+	ck_assert_uint_eq(m, clen);
+	ck_assert_mem_eq(msg, cout, clen);
+	ck_assert_uint_eq(w.nrefs, 0); /* forgotten with the bytes */
+	free(out);
+	free(cout);
+	kw_fini(&w);
+	kw_fini(&c);
+
+	/* lent bytes count against the cap, both ways round */
+	kw_init(&w, 150);
+	kw_lend(&w, 50);
+	kw_bytes(&w, (struct kbytes){ big, sizeof(big) });
+	ck_assert_int_eq(w.err, 0);
+	kw_raw(&w, big, 60);
+	ck_assert_int_ne(w.err, 0);
+	kw_fini(&w);
+	kw_init(&w, 150);
+	kw_lend(&w, 50);
+	kw_raw(&w, big, 60);
+	kw_bytes(&w, (struct kbytes){ big, sizeof(big) });
+	ck_assert_int_ne(w.err, 0);
+	kw_fini(&w);
+}
+END_TEST
+
 START_TEST(test_uuid)
 {
 	struct kuuid a, b;
@@ -739,6 +809,7 @@ static Suite *kbuf_suite(void)
 	tcase_add_test(tc, test_skip_tagged);
 	tcase_add_test(tc, test_writer_cap_and_slots);
 	tcase_add_test(tc, test_writer_expect);
+	tcase_add_test(tc, test_writer_lend);
 	tcase_add_test(tc, test_uuid);
 	tcase_add_test(tc, test_arena);
 	tcase_add_test(tc, test_kerr_table);

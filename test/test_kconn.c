@@ -626,6 +626,165 @@ START_TEST(test_pipeline_many)
 }
 END_TEST
 
+/* ---- sending by reference (kconn_send_lent) ------------------------- */
+
+struct lent_msg {
+	uint8_t a[300], b[10], c[400];
+};
+
+static int lent_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct lent_msg *m = msg;
+
+	kw_i16(w, 0x0102);
+	kw_bytes(w, (struct kbytes){ m->a, sizeof(m->a) });
+	kw_bytes(w, (struct kbytes){ m->b, sizeof(m->b) });
+	kw_cbytes(w, (struct kbytes){ m->c, sizeof(m->c) });
+	kw_i8(w, 7);
+	return 0;
+}
+
+struct test_loan {
+	struct kconn_loan base;
+	int *released;
+};
+
+struct lender_state {
+	int lent, refuse_at, released;
+	const uint8_t *ptrs[4];
+	size_t lens[4];
+};
+
+static void test_loan_release(struct kconn_loan *l)
+{
+	struct test_loan *t = (struct test_loan *)l;
+
+	(*t->released)++;
+	free(t);
+}
+
+static struct kconn_loan *test_lend(void *arg, const uint8_t *p, size_t n)
+{
+	struct lender_state *s = arg;
+	struct test_loan *t;
+
+	if (s->lent == s->refuse_at)
+		return NULL;
+	ck_assert_int_lt(s->lent, 4);
+	s->ptrs[s->lent] = p;
+	s->lens[s->lent] = n;
+	s->lent++;
+	t = calloc(1, sizeof(*t));
+	ck_assert_ptr_nonnull(t);
+	t->base.release = test_loan_release;
+	t->released = &s->released;
+	return &t->base;
+}
+
+/*
+ * A request sent with lending carries the same bytes as one copied (the
+ * fake echoes the body), lends exactly the fields of at least min bytes,
+ * in order, and releases each loan once, by the time the answer is in;
+ * before the handshake (queued) and after it.  A send whose lender refuses
+ * fails and releases the loans it took, and its callback never runs.
+ */
+START_TEST(test_send_lent)
+{
+	struct env e;
+	struct call k[3];
+	struct lent_msg m;
+	struct lender_state ls[3];
+	struct kw w;
+	uint8_t *want;
+	size_t wantlen;
+	char err[256];
+
+	memset(k, 0, sizeof(k));
+	memset(ls, 0, sizeof(ls));
+	for (size_t i = 0; i < sizeof(m.a); i++)
+		m.a[i] = (uint8_t)(i * 7);
+	memset(m.b, 0xbb, sizeof(m.b));
+	for (size_t i = 0; i < sizeof(m.c); i++)
+		m.c[i] = (uint8_t)(i * 13 + 1);
+	kw_init(&w, 4096);
+	ck_assert_int_eq(lent_encode(&w, 0, &m), 0);
+	want = kw_take(&w, &wantlen);
+	kw_fini(&w);
+
+	env_start(&e, FAKE_NORMAL);
+	env_connect(&e);
+	for (int i = 0; i < 3; i++) {
+		struct kconn_lender ld = { 100, test_lend, &ls[i] };
+		int rc;
+
+		ls[i].refuse_at = i == 2 ? 1 : -1;
+		if (i == 1)
+			ck_assert(kfake_run_until(e.base, &g_done, 1)); /* READY now */
+		rc = kconn_send_lent(e.c, 3, 1, lent_encode, &m, &ld, 0, 0,
+		    done_cb, &k[i], err, sizeof(err));
+		if (i < 2) {
+			ck_assert_msg(rc == 0, "kconn_send_lent: %s", err);
+			ck_assert_int_eq(ls[i].lent, 2);
+			ck_assert_ptr_eq(ls[i].ptrs[0], m.a);
+			ck_assert_uint_eq(ls[i].lens[0], sizeof(m.a));
+			ck_assert_ptr_eq(ls[i].ptrs[1], m.c);
+			ck_assert_uint_eq(ls[i].lens[1], sizeof(m.c));
+			ck_assert_int_eq(ls[i].released, 0); /* not written yet */
+		} else {
+			ck_assert_int_eq(rc, -1);
+			ck_assert_msg(strstr(err, "could not be lent") != NULL,
+			    "%s", err);
+			ck_assert_int_eq(ls[i].lent, 1);
+			ck_assert_int_eq(ls[i].released, 1);
+		}
+	}
+	ck_assert(kfake_run_until(e.base, &g_done, 2));
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(k[i].fired, 1);
+		ck_assert_int_eq(k[i].err, KCONN_E_OK);
+		ck_assert_uint_eq(k[i].bodylen, wantlen + 4);
+		ck_assert_mem_eq(k[i].body, "RESP", 4);
+		ck_assert_mem_eq(k[i].body + 4, want, wantlen);
+		ck_assert_int_eq(ls[i].released, 2);
+	}
+	ck_assert_int_eq(k[2].fired, 0);
+	ck_assert_uint_eq(kconn_unsent_bytes(e.c), 0);
+	env_stop(&e);
+	free(want);
+}
+END_TEST
+
+/* A connection closed with lent bytes unwritten releases their loans. */
+START_TEST(test_send_lent_dropped)
+{
+	struct env e;
+	struct call k;
+	struct lent_msg m;
+	struct lender_state ls;
+	struct kconn_lender ld = { 100, test_lend, &ls };
+	char err[256];
+
+	memset(&k, 0, sizeof(k));
+	memset(&m, 0x42, sizeof(m));
+	memset(&ls, 0, sizeof(ls));
+	ls.refuse_at = -1;
+	env_start(&e, FAKE_SILENT_AV);
+	env_connect(&e);
+	/* Queued until the handshake, which never finishes. */
+	ck_assert_int_eq(kconn_send_lent(e.c, 3, 1, lent_encode, &m, &ld, 0,
+	    0, done_cb, &k, err, sizeof(err)), 0);
+	ck_assert_int_eq(ls.lent, 2);
+	ck_assert_uint_ge(kconn_unsent_bytes(e.c), sizeof(m.a) + sizeof(m.c));
+	kconn_free(e.c);
+	e.c = NULL;
+	event_base_loop(e.base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(k.fired, 1);
+	ck_assert_int_ne(k.err, KCONN_E_OK);
+	ck_assert_int_eq(ls.released, 2);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(test_apiversions_mock_quirk)
 {
 	struct env e;
@@ -1291,6 +1450,8 @@ static Suite *kconn_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_pipeline_in_order);
 	tcase_add_test(tc, test_pipeline_many);
+	tcase_add_test(tc, test_send_lent);
+	tcase_add_test(tc, test_send_lent_dropped);
 	tcase_add_test(tc, test_apiversions_mock_quirk);
 	tcase_add_test(tc, test_apiversions_kip511);
 	tcase_add_test(tc, test_out_of_order_is_protocol_error);

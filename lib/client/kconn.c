@@ -520,13 +520,65 @@ static void free_ref(const void *data, size_t len, void *extra)
 	free((void *)(uintptr_t)data);
 }
 
+static void loan_release(const void *data, size_t len, void *extra)
+{
+	struct kconn_loan *l = extra;
+
+	(void)data;
+	(void)len;
+	l->release(l);
+}
+
+/*
+ * The request in w with its lent fields (w->refs) as one evbuffer: the
+ * written bytes copied around the lent ones, which are added by reference
+ * with a loan each.  NULL with err set when a loan or memory is refused
+ * (the loans made are released).
+ */
+static struct evbuffer *lent_request(struct kconn *c, struct kw *w,
+    const struct kconn_lender *ld, char *err, size_t errlen)
+{
+	struct evbuffer *eb = evbuffer_new();
+	size_t at = 0;
+
+	if (eb == NULL)
+		goto oom;
+	for (size_t i = 0; i < w->nrefs; i++) {
+		const struct kw_ref *r = &w->refs[i];
+		struct kconn_loan *l;
+
+		if (r->at > at && evbuffer_add(eb, w->buf + at, r->at - at) != 0)
+			goto oom;
+		at = r->at;
+		if ((l = ld->lend(ld->arg, r->p, r->n)) == NULL) {
+			snprintf(err, errlen, "%s: %zu request bytes could not be "
+			    "lent", c->name, r->n);
+			evbuffer_free(eb);
+			return NULL;
+		}
+		if (evbuffer_add_reference(eb, r->p, r->n, loan_release, l) != 0) {
+			l->release(l);
+			goto oom;
+		}
+	}
+	if (w->len > at && evbuffer_add(eb, w->buf + at, w->len - at) != 0)
+		goto oom;
+	return eb;
+oom:
+	snprintf(err, errlen, "out of memory");
+	if (eb != NULL)
+		evbuffer_free(eb);
+	return NULL;
+}
+
 static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
     kconn_encode_fn enc, const void *msg, const void *raw, size_t rawlen,
-    int flags, int timeout_ms, kconn_resp_cb cb, void *arg, int internal,
-    char *err, size_t errlen)
+    const struct kconn_lender *ld, int flags, int timeout_ms,
+    kconn_resp_cb cb, void *arg, int internal, char *err, size_t errlen)
 {
 	struct kw w;
 	struct kreq *rq = NULL;
+	struct evbuffer *eb = NULL;
 	uint8_t *bytes = NULL;
 	size_t len = 0, slot;
 	int flexible = api_flexible(api_key, version);
@@ -551,6 +603,8 @@ static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
 		goto out;
 	}
 	slot = kw_slot32(&w);
+	if (ld != NULL)
+		kw_lend(&w, ld->min);
 	kw_i16(&w, api_key);
 	kw_i16(&w, version);
 	kw_i32(&w, c->next_corr);
@@ -569,9 +623,10 @@ static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
 		    w.why ? w.why : "error");
 		goto out;
 	}
-	kw_put32(&w, slot, (int32_t)(w.len - 4));
-	bytes = kw_take(&w, &len);
-	if (bytes == NULL) {
+	kw_put32(&w, slot, (int32_t)(kw_size(&w) - 4));
+	if (w.nrefs > 0) {
+		len = kw_size(&w);
+	} else if ((bytes = kw_take(&w, &len)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
@@ -582,6 +637,8 @@ static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
 		    c->req_bytes, len, c->cfg->max_inflight_bytes);
 		goto out;
 	}
+	if (bytes == NULL && (eb = lent_request(c, &w, ld, err, errlen)) == NULL)
+		goto out;
 	if (!noresp) {
 		rq = calloc(1, sizeof(*rq));
 		if (rq == NULL) {
@@ -608,8 +665,9 @@ static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
 	c->next_corr = c->next_corr == INT32_MAX ? 0 : c->next_corr + 1;
 
 	if (c->state == CS_READY || internal) {
-		if (evbuffer_add_reference(bufferevent_get_output(c->bev), bytes,
-			len, free_ref, NULL) != 0) {
+		if (eb != NULL ? evbuffer_add_buffer(bufferevent_get_output(c->bev),
+			eb) != 0 : evbuffer_add_reference(bufferevent_get_output(
+			c->bev), bytes, len, free_ref, NULL) != 0) {
 			snprintf(err, errlen, "out of memory");
 			goto out;
 		}
@@ -619,7 +677,8 @@ static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
 			TAILQ_INSERT_TAIL(&c->inflight, rq, link);
 		}
 	} else {
-		if (evbuffer_add_reference(c->pending, bytes, len, free_ref,
+		if (eb != NULL ? evbuffer_add_buffer(c->pending, eb) != 0 :
+		    evbuffer_add_reference(c->pending, bytes, len, free_ref,
 			NULL) != 0) {
 			snprintf(err, errlen, "out of memory");
 			goto out;
@@ -638,6 +697,8 @@ static int conn_queue(struct kconn *c, int16_t api_key, int16_t version,
 out:
 	free(rq);
 	free(bytes);
+	if (eb != NULL)
+		evbuffer_free(eb); /* empty once moved; else releases its loans */
 	kw_fini(&w);
 	return rc;
 }
@@ -650,8 +711,23 @@ int kconn_send(struct kconn *c, int16_t api_key, int16_t version,
 		snprintf(err, errlen, "kconn_send needs an encoder");
 		return -1;
 	}
-	return conn_queue(c, api_key, version, enc, msg, NULL, 0, flags,
+	return conn_queue(c, api_key, version, enc, msg, NULL, 0, NULL, flags,
 	    timeout_ms, cb, arg, 0, err, errlen);
+}
+
+int kconn_send_lent(struct kconn *c, int16_t api_key, int16_t version,
+    kconn_encode_fn enc, const void *msg, const struct kconn_lender *ld,
+    int flags, int timeout_ms, kconn_resp_cb cb, void *arg, char *err,
+    size_t errlen)
+{
+	if (enc == NULL || ld == NULL || ld->lend == NULL) {
+		snprintf(err, errlen, "kconn_send_lent needs an encoder and a "
+		    "lender");
+		return -1;
+	}
+	return conn_queue(c, api_key, version, enc, msg, NULL, 0,
+	    ld->min > 0 ? ld : NULL, flags, timeout_ms, cb, arg, 0, err,
+	    errlen);
 }
 
 int kconn_send_msg(struct kconn *c, int16_t api_key, int16_t version,
@@ -673,7 +749,7 @@ int kconn_send_raw(struct kconn *c, int16_t api_key, int16_t version,
     const void *body, size_t len, int flags, int timeout_ms,
     kconn_resp_cb cb, void *arg, char *err, size_t errlen)
 {
-	return conn_queue(c, api_key, version, NULL, NULL, body, len, flags,
+	return conn_queue(c, api_key, version, NULL, NULL, body, len, NULL, flags,
 	    timeout_ms, cb, arg, 0, err, errlen);
 }
 
@@ -700,7 +776,7 @@ static void internal_send(struct kconn *c, int16_t key, int16_t version,
 {
 	char err[KCONN_MAX_ERRSTR];
 
-	if (conn_queue(c, key, version, NULL, NULL, body, len, 0,
+	if (conn_queue(c, key, version, NULL, NULL, body, len, NULL, 0,
 		c->cfg->connect_timeout_ms, cb, NULL, 1, err, sizeof(err)) != 0)
 		conn_fail(c, KCONN_E_TRANSPORT, err, NULL, 0, NULL, 1);
 }

@@ -214,6 +214,32 @@ void kconn_set_event_arg(struct kconn *c, void *arg);
 int kconn_send(struct kconn *c, int16_t api_key, int16_t version,
     kconn_encode_fn enc, const void *msg, int flags, int timeout_ms,
     kconn_resp_cb cb, void *arg, char *err, size_t errlen);
+/*
+ * Sending by reference.  A lender's loan stands for bytes the request
+ * refers to instead of copying them: kconn_send_lent() encodes with
+ * lending (kw_lend()) for byte fields of at least ld->min bytes, calls
+ * ld->lend(ld->arg, p, n) for each such field, in the order they appear
+ * in the request, and queues the bytes at p as they are (no copy).  The
+ * lender keeps them unchanged and alive until kconn calls the loan's
+ * release(): once they are written to the socket, or dropped (the
+ * connection closed; that may come from a later loop iteration, after
+ * kconn_free()).  lend() returning NULL fails the send; the loans made
+ * for a send that fails are released before kconn_send_lent() returns.
+ * Lent bytes still count in kconn_unsent_bytes() until written: the
+ * lender subtracts what it lent.
+ */
+struct kconn_loan {
+	void (*release)(struct kconn_loan *l);
+};
+struct kconn_lender {
+	size_t min;
+	struct kconn_loan *(*lend)(void *arg, const uint8_t *p, size_t n);
+	void *arg;
+};
+int kconn_send_lent(struct kconn *c, int16_t api_key, int16_t version,
+    kconn_encode_fn enc, const void *msg, const struct kconn_lender *ld,
+    int flags, int timeout_ms, kconn_resp_cb cb, void *arg, char *err,
+    size_t errlen);
 /* kconn_send() with the request encoder of api_key's row in the ApiKey
  * table (kp_api_find()): msg is that API's kp_*_request. */
 int kconn_send_msg(struct kconn *c, int16_t api_key, int16_t version,

@@ -421,6 +421,13 @@ int batch_has_holes(const struct batch *b)
 int batch_validate_produce(const uint8_t *records, size_t len,
     size_t max_batch_bytes, char *err, size_t errlen)
 {
+	return batch_validate_produce_flags(records, len, max_batch_bytes, 0,
+	    err, errlen);
+}
+
+int batch_validate_produce_flags(const uint8_t *records, size_t len,
+    size_t max_batch_bytes, int flags, char *err, size_t errlen)
+{
 	char why[200];
 	struct batch b;
 	int rc;
@@ -483,6 +490,7 @@ int batch_validate_produce(const uint8_t *records, size_t len,
 		    "producer epoch: invalid epoch %d in record batch with producerId %" PRId64,
 		    (int)b.producer_epoch, b.producer_id);
 	if (batch_codec(&b) == BATCH_CODEC_NONE &&
+	    !(flags & BATCH_VP_RECORDS_WALKED) &&
 	    records_check(b.records, b.records_len, b.record_count, 1,
 		b.base_offset, why, sizeof(why)) < 0)
 		return fail(err, errlen, "records: %s", why);

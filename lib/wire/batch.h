@@ -256,6 +256,17 @@ int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
  */
 int batch_validate_produce(const uint8_t *records, size_t len,
     size_t max_batch_bytes, char *err, size_t errlen);
+/*
+ * batch_validate_produce() with flags.  BATCH_VP_RECORDS_WALKED: the
+ * caller already walked these records (batch_has_holes() returned 0 for
+ * them, before a header rewrite that leaves the records as they are), so
+ * they are not walked again; the CRC, still verified, proves they did not
+ * change since (a header rewrite fixes the CRC up, it does not recompute
+ * it: batch_rewrite_header()).
+ */
+#define BATCH_VP_RECORDS_WALKED 1
+int batch_validate_produce_flags(const uint8_t *records, size_t len,
+    size_t max_batch_bytes, int flags, char *err, size_t errlen);
 
 /*
  * The record-level half of the broker's checks, which batch_validate_produce()

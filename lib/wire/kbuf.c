@@ -500,6 +500,11 @@ void kw_init(struct kw *w, size_t max)
 	w->max = max;
 	w->err = 0;
 	w->why = NULL;
+	w->lend_min = 0;
+	w->lent = 0;
+	w->refs = NULL;
+	w->nrefs = 0;
+	w->refcap = 0;
 }
 
 void kw_expect(struct kw *w, size_t n)
@@ -525,11 +530,18 @@ void kw_fini(struct kw *w)
 	w->buf = NULL;
 	w->len = 0;
 	w->cap = 0;
+	free(w->refs);
+	w->refs = NULL;
+	w->nrefs = 0;
+	w->refcap = 0;
+	w->lent = 0;
 }
 
 void kw_reset(struct kw *w)
 {
 	w->len = 0;
+	w->nrefs = 0;
+	w->lent = 0;
 	w->err = 0;
 	w->why = NULL;
 }
@@ -550,7 +562,7 @@ static uint8_t *reserve(struct kw *w, size_t n)
 
 	if (w->err)
 		return NULL;
-	if (n > w->max || w->len > w->max - n) {
+	if (n > w->max || w->len + w->lent > w->max - n) {
 		kw_fail(w, "message larger than the writer's cap");
 		return NULL;
 	}
@@ -700,6 +712,50 @@ void kw_cstr(struct kw *w, struct kstr s)
 	kw_raw(w, s.p, (size_t)s.len);
 }
 
+void kw_lend(struct kw *w, size_t min)
+{
+	w->lend_min = min;
+}
+
+size_t kw_size(const struct kw *w)
+{
+	return w->len + w->lent;
+}
+
+/* The n bytes at p: lent (recorded in w->refs) when lending takes them,
+ * else copied. */
+static void put_field(struct kw *w, const uint8_t *p, size_t n)
+{
+	struct kw_ref *r;
+
+	if (w->lend_min == 0 || n < w->lend_min) {
+		kw_raw(w, p, n);
+		return;
+	}
+	if (w->err)
+		return;
+	if (n > w->max || w->len + w->lent > w->max - n) {
+		kw_fail(w, "message larger than the writer's cap");
+		return;
+	}
+	if (w->nrefs == w->refcap) {
+		size_t cap = w->refcap ? w->refcap * 2 : 8;
+
+		r = realloc(w->refs, cap * sizeof(*r));
+		if (r == NULL) {
+			kw_fail(w, "out of memory");
+			return;
+		}
+		w->refs = r;
+		w->refcap = cap;
+	}
+	r = &w->refs[w->nrefs++];
+	r->at = w->len;
+	r->p = p;
+	r->n = n;
+	w->lent += n;
+}
+
 void kw_bytes(struct kw *w, struct kbytes b)
 {
 	if (b.len < 0) {
@@ -707,7 +763,7 @@ void kw_bytes(struct kw *w, struct kbytes b)
 		return;
 	}
 	kw_i32(w, b.len);
-	kw_raw(w, b.p, (size_t)b.len);
+	put_field(w, b.p, (size_t)b.len);
 }
 
 void kw_cbytes(struct kw *w, struct kbytes b)
@@ -717,7 +773,7 @@ void kw_cbytes(struct kw *w, struct kbytes b)
 		return;
 	}
 	kw_uvarint(w, (uint32_t)b.len + 1);
-	kw_raw(w, b.p, (size_t)b.len);
+	put_field(w, b.p, (size_t)b.len);
 }
 
 void kw_uuid(struct kw *w, const struct kuuid *u)
@@ -774,5 +830,7 @@ uint8_t *kw_take(struct kw *w, size_t *len)
 	w->buf = NULL;
 	w->len = 0;
 	w->cap = 0;
+	w->nrefs = 0;
+	w->lent = 0;
 	return b;
 }

@@ -114,11 +114,27 @@ void kr_skip_tagged(struct kr *r);
 
 /* ---- writer --------------------------------------------------------- */
 
+/*
+ * A byte field the writer did not copy (kw_lend()): n bytes at p belong
+ * right before buf[at] in the message.  The caller keeps them alive until
+ * the message has gone (lib/client/kconn.c sends them by reference).
+ */
+struct kw_ref {
+	size_t at;
+	const uint8_t *p;
+	size_t n;
+};
+
 struct kw {
 	uint8_t *buf;
-	size_t len, cap, max; /* max: hard cap on len */
+	size_t len, cap, max; /* max: hard cap on len + lent */
 	int err;              /* sticky: nonzero once a write failed */
 	const char *why;      /* static string naming the first failure */
+	/* Lending (kw_lend()): byte fields of at least lend_min bytes (0:
+	 * none) are recorded in refs instead of copied; lent is their sum. */
+	size_t lend_min, lent;
+	struct kw_ref *refs;
+	size_t nrefs, refcap;
 };
 
 void kw_init(struct kw *w, size_t max);
@@ -158,9 +174,22 @@ void kw_put32(struct kw *w, size_t slot, int32_t v);
 void kw_tags_empty(struct kw *w);
 /*
  * Hand the bytes to the caller (free() them) and leave the writer empty.
- * Returns NULL if the writer is in error (the bytes are dropped).
+ * Returns NULL if the writer is in error (the bytes are dropped).  Lent
+ * fields (w->refs) are not in them: read w->refs before, they are
+ * forgotten here.
  */
 uint8_t *kw_take(struct kw *w, size_t *len);
+
+/*
+ * Lending: from now on kw_bytes()/kw_cbytes() of at least min bytes (0:
+ * never) write their length but only record where their bytes go
+ * (w->refs) instead of copying them.  Such a message is buf with each
+ * ref's bytes inserted before buf[ref.at]; kw_size() is its length.
+ * Offsets (kw_slot32(), kw_put32()) stay offsets into buf.
+ */
+void kw_lend(struct kw *w, size_t min);
+/* The message's length: the written bytes plus the lent ones. */
+size_t kw_size(const struct kw *w);
 
 /* Encoded size of an unsigned varint (1-5). */
 size_t kw_uvarint_size(uint32_t v);

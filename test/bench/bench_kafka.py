@@ -59,7 +59,8 @@ do not depend on how loaded the machine is, CPU seconds do) or
 BENCH_PERF=faults (where mirrord's page faults happen, perf.faults.<variant>),
 BENCH_ROUNDS (default 1: each variant's tools run that many times, in
 reverse order every other round, each round on its own copy of the corpus;
-medians and per-round ratios to mirrord are printed).  The defaults run in about 4 minutes
+medians and per-round ratios to mirrord are printed, and the closing
+"mirrord vs" lines give the medians of those ratios).  The defaults run in about 4 minutes
 on 2 cores (15 when other work loads them), brokers' start included; the
 README quotes them and a BENCH_MB=256 run of mirrord and the re-producer.
 """
@@ -401,6 +402,41 @@ def dst_codecs(cluster, topics):
     return out
 
 
+def closing_lines(results):
+    """mirrord against each other tool, per corpus: the medians over the
+    rounds of the per-round ratios (both tools measured in the same round,
+    under the same machine load); one round: that round's ratios."""
+    out = []
+    for variant in VARIANTS:
+        ms = {r["round"]: r for r in results
+              if r["variant"] == variant and r["tool"] == "mirrord"}
+        if not ms:
+            continue
+        for tool in [t for t in TOOLS if t != "mirrord"]:
+            pairs = [(ms[r["round"]], r) for r in results
+                     if r["variant"] == variant and r["tool"] == tool
+                     and r["round"] in ms]
+            if not pairs:
+                continue
+            rounds = ("" if len(pairs) == 1 else
+                      " (medians of %d rounds)" % len(pairs))
+            # CPU times come in clock ticks (10 ms): below 5 ticks the
+            # ratio says nothing.
+            small = [m["cpu_s"] for m, _ in pairs if m["cpu_s"] < 4.5 / CLK_TCK]
+            cpu = ("%5.2fx less CPU per GB" % median(
+                       [o["cpu_s_per_gb"] / m["cpu_s_per_gb"] for m, o in pairs])
+                   if not small else
+                   "CPU too small to divide (%.2fs; raise BENCH_MB)" % min(small))
+            out.append("%-6s mirrord vs %-13s %s, %5.2fx the MB/s, %5.2fx the "
+                       "peak RSS%s" % (
+                           variant, tool + ":", cpu,
+                           median([m["mb_per_s"] / o["mb_per_s"]
+                                   for m, o in pairs]),
+                           median([m["rss_kb"] / max(o["rss_kb"], 1)
+                                   for m, o in pairs]), rounds))
+    return out
+
+
 def main():
     if MM2_VERSION and "mirrormaker2" in TOOLS:
         mm2_libs()
@@ -514,23 +550,8 @@ def main():
                                         max(o["cpu_s_per_gb"], 1e-9))
                               for m, o in pairs)))
         print()
-    for variant in VARIANTS:
-        m = [r for r in results if r["variant"] == variant and r["tool"] == "mirrord"]
-        if not m:
-            continue
-        m = m[0]
-        for r in results:
-            if r["variant"] != variant or r is m or r["round"] != m["round"]:
-                continue
-            # CPU times come in clock ticks (10 ms): below 5 ticks the
-            # ratio says nothing.
-            cpu = ("%6.1fx less CPU per GB" % (r["cpu_s_per_gb"] / m["cpu_s_per_gb"])
-                   if m["cpu_s"] >= 4.5 / CLK_TCK else
-                   "CPU too small to divide (%.2fs; raise BENCH_MB)" % m["cpu_s"])
-            print("%-6s mirrord vs %-13s %s, %5.2fx the MB/s, %5.2fx the "
-                  "peak RSS" % (variant, r["tool"] + ":", cpu,
-                                m["mb_per_s"] / r["mb_per_s"],
-                                m["rss_kb"] / max(r["rss_kb"], 1)))
+    for line in closing_lines(results):
+        print(line)
     print("\nTargets (issue 12): lz4 <= 0.25 CPU-s/GB, uncompressed <= 0.5; "
           "MB/s >= the best other tool's, small-batch >= 5x MirrorMaker 2's.")
     out = h.build_path("test", "bench", "results-kafka.json")
