@@ -57,6 +57,10 @@ numbers of such a run) or BENCH_PERF=stat (`perf stat` counts of mirrord's
 syscalls, page faults and context switches into perf.stat.<variant>: counts
 do not depend on how loaded the machine is, CPU seconds do) or
 BENCH_PERF=faults (where mirrord's page faults happen, perf.faults.<variant>),
+BENCH_FLOOR_MB (MiB moved by test/bench/loopfloor, three times, before
+the tools: the CPU-s/GB of a process that only recv()s and send()s between
+two loopback connections, the floor under every tool here; default 1024,
+0 skips it),
 BENCH_ROUNDS (default 1: each variant's tools run that many times, in
 reverse order every other round, each round on its own copy of the corpus;
 medians and per-round ratios to mirrord are printed, and the closing
@@ -79,6 +83,8 @@ import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 
 MM2_VERSION = "4.3.1"
+FLOOR_MB = int(os.environ.get("BENCH_FLOOR_MB", "1024"))
+FLOOR_RUNS = 3
 MB = float(os.environ.get("BENCH_MB", "48"))
 SMALL_MB = float(os.environ.get("BENCH_SMALL_MB", "8"))
 VARIANTS = os.environ.get("BENCH_VARIANTS", "none lz4 zstd small").split()
@@ -437,6 +443,26 @@ def closing_lines(results):
     return out
 
 
+def loopback_floor():
+    """The median CPU-s/GB of test/bench/loopfloor (a process that only
+    moves bytes between two loopback connections) over FLOOR_RUNS runs of
+    FLOOR_MB MiB, or None when BENCH_FLOOR_MB is 0."""
+    if FLOOR_MB <= 0:
+        return None
+    runs = []
+    for _ in range(FLOOR_RUNS):
+        p = subprocess.run([h.build_path("test", "bench", "loopfloor"),
+                            str(FLOOR_MB)], capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode != 0:
+            h.fail("loopfloor: %s" % p.stderr[-2000:])
+        runs.append(json.loads(p.stdout)["cpu_s_per_gb"])
+    print("loopback floor: %s CPU-s/GB (%d MiB through a process that only "
+          "recv()s and send()s)" % (" ".join("%.2f" % x for x in runs),
+                                    FLOOR_MB), flush=True)
+    return median(runs)
+
+
 def main():
     if MM2_VERSION and "mirrormaker2" in TOOLS:
         mm2_libs()
@@ -447,6 +473,7 @@ def main():
           "partitions, %.0f MiB per large-batch variant, %.0f MiB small-batch"
           % (h.realkafka().KAFKA_VERSION, " ".join(VARIANTS), TOPICS, NPART,
              MB, SMALL_MB), flush=True)
+    floor = loopback_floor()
     results = []
     for variant, rnd, tool in [(v, n, t) for v in VARIANTS
                                for n in range(ROUNDS)
@@ -552,6 +579,17 @@ def main():
         print()
     for line in closing_lines(results):
         print(line)
+    if floor is not None:
+        print("\nThe loopback floor (test/bench/loopfloor: recv() and send() "
+              "only, median of %d): %.2f CPU-s/GB of bytes moved." % (
+                  FLOOR_RUNS, floor))
+        for variant in VARIANTS:
+            rs = [r["cpu_s_per_gb"] for r in results
+                  if r["variant"] == variant and r["tool"] == "mirrord"]
+            if rs:
+                print("%-6s mirrord: %.1fx the floor per GB of payload "
+                      "(median CPU-s/GB %.2f)" % (variant, median(rs) / floor,
+                                                   median(rs)))
     print("\nTargets (issue 12): lz4 <= 0.25 CPU-s/GB, uncompressed <= 0.5; "
           "MB/s >= the best other tool's, small-batch >= 5x MirrorMaker 2's.")
     out = h.build_path("test", "bench", "results-kafka.json")
