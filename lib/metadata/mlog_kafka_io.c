@@ -387,8 +387,13 @@ out:
 
 /* ---- offsets and reading ----------------------------------------------- */
 
-int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
-    size_t errlen)
+/*
+ * One ListOffsets of partition 0 at ts: 0 with *out, 1 with a retriable
+ * partition error in err (a topic just created that its leader does not
+ * know yet, a leader that moved), -1 otherwise.
+ */
+static int list_offset_once(struct mk *k, int64_t ts, int64_t *out,
+    char *err, size_t errlen)
 {
 	struct kp_list_offsets_request req;
 	struct kp_list_offsets_response resp;
@@ -396,6 +401,7 @@ int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
 	struct kp_list_offsets_request_list_offsets_partition p;
 	struct karena *a = karena_new(1 << 16);
 	uint8_t *frame = NULL;
+	int16_t e;
 	int rc = -1;
 
 	if (a == NULL) {
@@ -423,10 +429,10 @@ int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
 		    "%s-0", mk_conn_addr(k->conn), k->topic);
 		goto out;
 	}
-	if (resp.topics[0].partitions[0].error_code != 0) {
+	if ((e = resp.topics[0].partitions[0].error_code) != 0) {
 		seterr(err, errlen, "%s: ListOffsets %s-0: %s",
-		    mk_conn_addr(k->conn), k->topic,
-		    kerr_name(resp.topics[0].partitions[0].error_code));
+		    mk_conn_addr(k->conn), k->topic, kerr_name(e));
+		rc = kerr_retriable(e) ? 1 : -1;
 		goto out;
 	}
 	*out = resp.topics[0].partitions[0].offset;
@@ -435,6 +441,28 @@ out:
 	free(frame);
 	karena_free(a);
 	return rc;
+}
+
+int mk_list_offset(struct mk *k, int64_t ts, int64_t *out, char *err,
+    size_t errlen)
+{
+	int64_t deadline = clock_mono_ms() + k->timeout_ms;
+	int rc;
+
+	for (;;) {
+		if (k->conn == NULL && mk_connect_leader(k, deadline, err,
+		    errlen) != 0)
+			return -1;
+		if ((rc = list_offset_once(k, ts, out, err, errlen)) <= 0)
+			return rc;
+		/* Retriable (UNKNOWN_TOPIC_OR_PARTITION from a leader the
+		 * new topic has not reached yet, NOT_LEADER_OR_FOLLOWER):
+		 * the leader again from the metadata, until the deadline. */
+		mk_drop_conn(k);
+		if (clock_mono_ms() + MK_BACKOFF_MS >= deadline)
+			return -1;
+		mk_sleep_ms(MK_BACKOFF_MS);
+	}
 }
 
 
