@@ -869,11 +869,20 @@ def closed_by_peer(s, timeout=10):
 
 class Proxy:
     """A TCP forwarder from 127.0.0.1:port to target (host:port), in threads,
-    for a source that 'comes up' at a fixed address later."""
+    for a source that 'comes up' at a fixed address later.
+
+    cut_after(n): the next connection through which more than n bytes come
+    back from the target is closed (both ends) at that point, once; `cuts`
+    counts the connections cut so.  With `refuse` set, new connections are
+    closed at once."""
 
     def __init__(self, port, target):
         import threading
         self.target = target
+        self.cut_at = None
+        self.cuts = 0
+        self.refuse = False
+        self.mu = threading.Lock()
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.lsock.bind(("127.0.0.1", port))
@@ -883,17 +892,40 @@ class Proxy:
         self.t = threading.Thread(target=self._accept, daemon=True)
         self.t.start()
 
-    def _pipe(self, a, b):
+    def cut_after(self, n):
+        with self.mu:
+            self.cut_at = n
+
+    def _pipe(self, a, b, back=False):
+        seen = 0
         try:
             while True:
                 data = a.recv(65536)
                 if not data:
                     break
+                if back:
+                    seen += len(data)
+                    with self.mu:
+                        cut = self.cut_at is not None and seen > self.cut_at
+                        if cut:
+                            self.cut_at = None
+                            self.cuts += 1
+                    if cut:
+                        # The first bytes past the mark go, then nothing.
+                        b.sendall(data[:len(data) // 2])
+                        break
                 b.sendall(data)
         except OSError:
             pass
         finally:
+            # shutdown first: the other direction's thread may sit in a
+            # recv() on the same socket, and a close() alone sends no FIN
+            # while it does.
             for x in (a, b):
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 try:
                     x.close()
                 except OSError:
@@ -908,11 +940,19 @@ class Proxy:
                 continue
             except OSError:
                 return
-            u = connect(self.target)
+            if self.refuse:
+                c.close()
+                continue
+            try:
+                u = connect(self.target)
+            except OSError:
+                c.close()
+                continue
             u.settimeout(None)
             c.settimeout(None)
             threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c, True),
+                             daemon=True).start()
 
     def close(self):
         self.stop = True

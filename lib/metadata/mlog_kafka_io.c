@@ -654,7 +654,9 @@ static int64_t records_end(const uint8_t *p, int32_t len, int64_t o)
 
 /*
  * The answer of fetch_start()'s Fetch at o: hands cb the records in
- * [o, hi).  With prefetch, the Fetch of the offset after the answer's
+ * [o, hi).  0, -2 when o is below the log start, 1 when the step may
+ * succeed if tried again (connection lost, answer timed out, a retriable
+ * partition error; nothing was handed to cb), -1 otherwise.  With prefetch, the Fetch of the offset after the answer's
  * records is sent (*prefetch, at *pf_off) before they are handed on, so
  * the next answer travels while cb works; the caller finishes it.
  */
@@ -685,7 +687,10 @@ static int fetch_finish(struct mk *k, struct mk_fetch *f, int64_t o,
 	verified = f->fc.verified;
 	free(f);
 	if (frame == NULL) {
+		/* The connection failed or the answer timed out: another
+		 * connection may do better (nothing was handed to cb). */
 		mk_drop_conn(k);
+		rc = 1;
 		goto out;
 	}
 	if (resp.responses_n != 1 || resp.responses[0].partitions_n != 1) {
@@ -710,6 +715,8 @@ static int fetch_finish(struct mk *k, struct mk_fetch *f, int64_t o,
 		    pd->error_code == KERR_FENCED_LEADER_EPOCH ||
 		    pd->error_code == KERR_LEADER_NOT_AVAILABLE)
 			mk_drop_conn(k);
+		if (kerr_retriable(pd->error_code))
+			rc = 1;
 		goto out;
 	}
 	*hw = pd->high_watermark;
@@ -805,6 +812,7 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
     size_t errlen)
 {
 	struct mk_fetch *f;
+	int rc;
 
 	*next = o;
 	*hw = -1;
@@ -812,23 +820,36 @@ int mk_fetch(struct mk *k, int64_t o, int64_t hi, int max_wait_ms,
 		mk_drop_conn(k);
 		return -1;
 	}
-	return fetch_finish(k, f, o, hi, 0, cb, arg, next, hw, NULL, NULL,
-	    err, errlen);
+	/* Its callers retry on their own schedule: retriable (1) is -1. */
+	rc = fetch_finish(k, f, o, hi, 0, cb, arg, next, hw, NULL, NULL, err,
+	    errlen);
+	return rc > 0 ? -1 : rc;
 }
 
-/* Reads every record with an offset in [lo, hi) in order (snap_only:
+/*
+ * Reads every record with an offset in [lo, hi) in order (snap_only:
  * only those of snapshot batches), the next Fetch on its way while the
- * records of one are handed to cb (replay). */
+ * records of one are handed to cb (replay).  A step that fails for a
+ * reason that passes (the connection lost or an answer timed out, a
+ * retriable partition error such as a leader that moved, a new leader
+ * whose high watermark is still below hi) is tried again from the
+ * leader the metadata names, every MK_BACKOFF_MS, until
+ * storage.kafka.timeout_ms passes without progress; then the last
+ * failure is the error.  Nothing is handed to cb twice: a failed step
+ * hands over nothing.
+ */
 static int read_range(struct mk *k, int64_t lo, int64_t hi, int snap_only,
     krec_fn cb, void *arg, char *err, size_t errlen)
 {
 	struct mk_fetch *pf = NULL;
 	int64_t o = lo, pf_off = -1;
-	int rc = 0;
+	int64_t deadline = clock_mono_ms() + k->timeout_ms;
+	int rc = 0, said = 0;
 
 	while (o < hi) {
 		struct mk_fetch *cur = pf;
-		int64_t next, hw;
+		int64_t next = o, hw = -1;
+		int r;
 
 		pf = NULL;
 		if (cur != NULL && pf_off != o) {
@@ -839,23 +860,54 @@ static int read_range(struct mk *k, int64_t lo, int64_t hi, int snap_only,
 		if (cur == NULL && (cur = fetch_start(k, o, hi, !snap_only, 0,
 		    err, errlen)) == NULL) {
 			mk_drop_conn(k);
-			rc = -1;
-			break;
+			r = 1;
+		} else {
+			r = fetch_finish(k, cur, o, hi, snap_only, cb, arg,
+			    &next, &hw, &pf, &pf_off, err, errlen);
 		}
-		if (fetch_finish(k, cur, o, hi, snap_only, cb, arg, &next, &hw,
-		    &pf, &pf_off, err, errlen) != 0) {
-			rc = -1;
-			break;
-		}
-		if (next == o) {
+		if (r == 0 && next == o) {
 			seterr(err, errlen, "topic %s partition 0: no record "
 			    "readable at offset %" PRId64 " (high watermark %"
 			    PRId64 ", want up to %" PRId64 ")", k->topic, o,
 			    hw, hi);
+			/* A new leader's high watermark can trail the old
+			 * one's for a moment; at or past hi it is final. */
+			r = hw >= 0 && hw < hi ? 1 : -1;
+		}
+		if (r == 0) {
+			if (said)
+				log_info("metadata log: topic %s: reading "
+				    "again from offset %" PRId64, k->topic, o);
+			o = next;
+			deadline = clock_mono_ms() + k->timeout_ms;
+			said = 0;
+			continue;
+		}
+		if (r < 0) {
 			rc = -1;
 			break;
 		}
-		o = next;
+		if (clock_mono_ms() + MK_BACKOFF_MS >= deadline) {
+			char why[768];
+
+			seterr(why, sizeof(why), "%s", err);
+			seterr(err, errlen, "topic %s: reading offset %" PRId64
+			    " failed for %d ms (storage.kafka.timeout_ms): %s",
+			    k->topic, o, k->timeout_ms, why);
+			rc = -1;
+			break;
+		}
+		if (!said)
+			log_warnx("metadata log: topic %s: reading offset %"
+			    PRId64 " failed (%s); trying again for up to %d ms",
+			    k->topic, o, err, k->timeout_ms);
+		said = 1;
+		if (pf != NULL) {
+			fetch_drop(pf);
+			pf = NULL;
+		}
+		mk_drop_conn(k);
+		mk_sleep_ms(MK_BACKOFF_MS);
 	}
 	if (pf != NULL)
 		fetch_drop(pf);

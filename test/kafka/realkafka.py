@@ -847,7 +847,13 @@ class Cluster:
             # ANONYMOUS is the ADMIN and CONTROLLER listeners' principal.
             p["super.users"] = "User:%s;User:ANONYMOUS" % SUPER_USER
             p["allow.everyone.if.no.acl.found"] = "false"
-        p.update(self.extra_props)
+        # A value may name this broker's ports, picked at start:
+        # {port}, {admin_port}, {controller_port} (e.g. an advertised
+        # client listener that is a test's proxy in front of {port}).
+        ports = {"port": self.port, "admin_port": self.admin_port,
+                 "controller_port": self.controller_port}
+        p.update({k: v.format(**ports) if "{" in v else v
+                  for k, v in self.extra_props.items()})
         return p
 
     def _write_config(self):
