@@ -408,6 +408,14 @@ def dst_codecs(cluster, topics):
     return out
 
 
+def cpu_ratio(m, o):
+    """One round's CPU-s/GB ratio, or "-" when either tool's CPU is under
+    5 clock ticks (10 ms each): such a ratio says nothing."""
+    if min(m["cpu_s"], o["cpu_s"]) < 4.5 / CLK_TCK:
+        return "-"
+    return "%.2f" % (m["cpu_s_per_gb"] / o["cpu_s_per_gb"])
+
+
 def closing_lines(results):
     """mirrord against each other tool, per corpus: the medians over the
     rounds of the per-round ratios (both tools measured in the same round,
@@ -573,9 +581,7 @@ def main():
                           "%s" % (variant, tool, " ".join(
                               "%.2f" % (m["mb_per_s"] / o["mb_per_s"])
                               for m, o in pairs), " ".join(
-                              "%.2f" % (m["cpu_s_per_gb"] /
-                                        max(o["cpu_s_per_gb"], 1e-9))
-                              for m, o in pairs)))
+                              cpu_ratio(m, o) for m, o in pairs)))
         print()
     for line in closing_lines(results):
         print(line)
