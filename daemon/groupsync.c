@@ -97,6 +97,11 @@ struct gsmirror {
 	char *group;
 	struct gscommit *commits;
 	size_t ncommits;
+	/* Its OffsetCommit, sent in pieces (OC_PIECE_BYTES): the next
+	 * commit to send and the answers' counts so far. */
+	size_t oc_next;
+	int oc_ok, oc_failed, oc_active;
+	int16_t oc_first;
 	int64_t last_ok_wall_ms; /* end of the last round without errors, 0 never */
 	int unsupported_logged;  /* the source lacks ListGroups: said once */
 	/* What was last committed per group (a signature of the commit set),
@@ -133,6 +138,7 @@ static void commits_clear(struct gsmirror *gm)
 	free(gm->commits);
 	gm->commits = NULL;
 	gm->ncommits = 0;
+	gm->oc_next = 0;
 	free(gm->sig);
 	gm->sig = NULL;
 	gm->siglen = 0;
@@ -926,7 +932,6 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 	int ok = 0, failed = 0, active = 0;
 	int16_t first = 0;
 
-	(void)c;
 	if (req_gone(r)) {
 		free(r);
 		return;
@@ -934,6 +939,10 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 	if (gs_answer(gm, r, KP_API_OFFSET_COMMIT, err, errstr, body, GS_ARENA,
 	    &resp, &a) != 0)
 		goto next;
+	ok = gm->oc_ok;
+	failed = gm->oc_failed;
+	active = gm->oc_active;
+	first = gm->oc_first;
 	for (int32_t t = 0; t < resp.topics_n; t++)
 		for (int32_t i = 0; i < resp.topics[t].partitions_n; i++) {
 			int16_t e = resp.topics[t].partitions[i].error_code;
@@ -953,9 +962,20 @@ static void oc_done(struct kconn *c, int err, const char *errstr,
 					first = e;
 			}
 		}
-	if (ok > 0 && gs_ms(gm) != NULL)
+	if (ok > gm->oc_ok && gs_ms(gm) != NULL)
 		metrics_counter_add(METRICS_SERIES(MSTD(gs_ms(gm),
-		    GROUP_OFFSETS_COMMITTED), gm->name), ok);
+		    GROUP_OFFSETS_COMMITTED), gm->name), ok - gm->oc_ok);
+	if (gm->oc_next < gm->ncommits) {
+		/* The next piece, on the same coordinator connection. */
+		gm->oc_ok = ok;
+		gm->oc_failed = failed;
+		gm->oc_active = active;
+		gm->oc_first = first;
+		karena_free(a);
+		free(r);
+		oc_send(gm, c);
+		return;
+	}
 	if (failed > 0)
 		gs_error(gm, "OffsetCommit", "group %s: OffsetCommit on the "
 		    "destination refused %d partitions: %s", gm->group, failed,
@@ -979,24 +999,48 @@ next:
 	group_next(gm);
 }
 
+/*
+ * The group's commits from gm->oc_next on, as many as fit in one piece:
+ * a broker writes one OffsetCommit's offsets as one batch of its offsets
+ * topic, whose size is capped (message.max.bytes, 1 MiB by default;
+ * Kafka 4 refuses the whole commit, UNKNOWN_SERVER_ERROR, when it is
+ * over), and a mirror of 10,000 partitions marks every one (about 2 MB).
+ * 32 KiB pieces stay under any limit a broker is likely to have; the
+ * estimate counts a record's framing generously.  oc_done() sends the
+ * next piece on the same connection.
+ */
+#define OC_PIECE_BYTES (32 * 1024)
+
 static void oc_send(struct gsmirror *gm, struct kconn *c)
 {
 	struct kp_offset_commit_request req;
 	struct kp_offset_commit_request_topic *topics = NULL;
 	struct kp_offset_commit_request_partition *parts = NULL;
+	size_t from = gm->oc_next, end = from, bytes = 0;
 	int32_t nt = 0;
 
-	topics = calloc(gm->ncommits, sizeof(*topics));
-	parts = calloc(gm->ncommits, sizeof(*parts));
+	if (from == 0)
+		gm->oc_ok = gm->oc_failed = gm->oc_active = gm->oc_first = 0;
+	/* Its record in the offsets topic: the key (group, topic,
+	 * partition), the value (offset, metadata, times), the framing. */
+	while (end < gm->ncommits && (end == from || bytes < OC_PIECE_BYTES)) {
+		const struct gscommit *gc = &gm->commits[end++];
+
+		bytes += 64 + strlen(gm->group) + strlen(gc->topic) +
+		    (gc->metadata != NULL ? strlen(gc->metadata) : 0);
+	}
+	gm->oc_next = end;
+	topics = calloc(end - from, sizeof(*topics));
+	parts = calloc(end - from, sizeof(*parts));
 	if (topics == NULL || parts == NULL) {
 		gs_error(gm, "OffsetCommit", "group %s: OffsetCommit: out of memory",
 		    gm->group);
 		goto fail;
 	}
 	/* Commits arrive grouped by topic (one OffsetFetch topic at a time). */
-	for (size_t i = 0; i < gm->ncommits; i++) {
+	for (size_t i = from; i < end; i++) {
 		const struct gscommit *gc = &gm->commits[i];
-		struct kp_offset_commit_request_partition *pp = &parts[i];
+		struct kp_offset_commit_request_partition *pp = &parts[i - from];
 
 		if (nt == 0 || strcmp(topics[nt - 1].name.p, gc->topic) != 0) {
 			kp_offset_commit_request_topic_init(&topics[nt]);
