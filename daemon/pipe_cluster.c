@@ -448,9 +448,19 @@ static int64_t backoff_for(const struct pipeline *pl, int failures)
 static void pid_refused(struct pcluster *cl, int16_t code, const char *fmt, ...)
 {
 	va_list ap;
+	int64_t now = clock_mono_ms();
 
-	cl->pid_failures++;
-	cl->pid_not_before = clock_mono_ms() + backoff_for(cl->pl, cl->pid_failures);
+	/* One step of the backoff per wait: the other requests in flight
+	 * when the first refusal came were sent before it and are refused
+	 * for the same reason.  (A broker whose block of 1,000 producer ids
+	 * ran out answers COORDINATOR_LOAD_IN_PROGRESS until the controller
+	 * gives it the next, milliseconds later; counting each of 64
+	 * refusals sent the backoff to its 10 s cap, a pause per 1,000
+	 * partitions of a new mirror.) */
+	if (now >= cl->pid_not_before) {
+		cl->pid_failures++;
+		cl->pid_not_before = now + backoff_for(cl->pl, cl->pid_failures);
+	}
 	if (code == 0) {
 		char why[400];
 
