@@ -36,6 +36,7 @@ struct pctx {
 	int16_t version;
 	size_t n;
 	size_t hint;   /* ctx_find: after the last entry found */
+	size_t id_hint; /* Fetch v13+: the last entry an answer's id named */
 	size_t *grp;   /* Fetch: where each topic's run of entries starts */
 	size_t ngrp;   /* (ctx_group(); NULL/0: none, ctx_find scans) */
 	uint32_t *fh;  /* Fetch: entries by topic and partition (fetch_index()) */
@@ -57,7 +58,7 @@ struct pctx {
 		int done;
 		int got;       /* Fetch: the answer carried records */
 		size_t slot;   /* Fetch: index in the mirror's parts when sent */
-		struct kuuid tid;    /* Produce v13+: the topic id it was sent for */
+		struct kuuid tid;    /* Produce, Fetch v13+: the topic id it was sent for */
 		struct pbatch *b;    /* Produce: the batch, until answered */
 	} e[];
 };
@@ -278,6 +279,8 @@ static int leader_error(int16_t e)
 	case 74: /* FENCED_LEADER_EPOCH */
 	case 75: /* UNKNOWN_LEADER_EPOCH */
 	case 13: /* NETWORK_EXCEPTION */
+	case KERR_UNKNOWN_TOPIC_ID:       /* by id: deleted, or not yet known */
+	case KERR_INCONSISTENT_TOPIC_ID:  /* recreated under the same name */
 		return 1;
 	default:
 		return 0;
@@ -944,6 +947,13 @@ static struct pfsess *fetch_session(struct pbroker *b,
 		s->conn = c;
 		s->retry_in = 0;
 	}
+	/* A session holds topics by name or by id, never both (the broker
+	 * answers FETCH_SESSION_TOPIC_ID_ERROR); a topic whose id changed
+	 * (deleted and created again) is a new partition to the broker. */
+	if (s->epoch != 0 && (s->stale || s->by_id != (version >= PW_FETCH_BY_ID)))
+		pfsess_reset(s, 1);
+	s->stale = 0;
+	s->by_id = version >= PW_FETCH_BY_ID;
 	if (s->retry_in > 0) {
 		s->retry_in--;
 		return NULL;
@@ -987,6 +997,15 @@ static int fetch_session_plan(struct pfsess *s, struct fetch_req *f,
 		touched += e->round != round;
 		e->round = round;
 		e->ctx = i;
+		if (!added && s->by_id &&
+		    memcmp(&e->tid, &t->topic_id, sizeof(e->tid)) != 0) {
+			/* Sent again under its new id below; the broker
+			 * still holds it under the old one until the next
+			 * request, which starts a new session. */
+			s->stale = 1;
+			added = 1;
+		}
+		e->tid = t->topic_id;
 		if (added || e->offset != t->offset || e->max_bytes != t->max_bytes ||
 		    e->leader_epoch != t->leader_epoch ||
 		    e->last_epoch != t->last_epoch) {
@@ -1009,6 +1028,7 @@ static int fetch_session_plan(struct pfsess *s, struct fetch_req *f,
 			if (e->state != 1 || e->round == round)
 				continue;
 			fg[nf].partition = e->partition;
+			fg[nf].topic_id = e->tid;
 			fg[nf++].topic = pfsess_remove(s, e);
 		}
 		qsort(fg, nf, sizeof(*fg), tp_cmp);
@@ -1378,15 +1398,44 @@ static void fetch_unchanged(struct pctx *x, size_t i)
 		    p->live.source_high_watermark);
 }
 
-static void fetch_part(void *arg, const struct pw_fetch_part *fp)
+/*
+ * A Fetch v13+ answer names topics by id: the part with its topic's name,
+ * from the request's entry of that id (entries come a topic at a time, and
+ * answers in the order asked, so the search from the last one found is
+ * short).  -1: an id the request did not ask for.
+ */
+static int fetch_named(struct pctx *x, const struct pw_fetch_part *fp,
+    struct pw_fetch_part *out)
+{
+	for (size_t k = 0; k < x->n; k++) {
+		size_t i = (x->id_hint + k) % x->n;
+
+		if (memcmp(&x->e[i].tid, &fp->topic_id, sizeof(fp->topic_id)) == 0) {
+			x->id_hint = i;
+			*out = *fp;
+			out->topic = kstr_c(x->e[i].p->topic);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static void fetch_part(void *arg, const struct pw_fetch_part *fp0)
 {
 	struct pctx *x = arg;
-	ssize_t i = fetch_find(x, fp);
+	const struct pw_fetch_part *fp = fp0;
+	struct pw_fetch_part named;
+	ssize_t i;
 	struct ppart *p;
 	char name[300];
 	size_t held;
 
-	if (i < 0)
+	if (x->version >= PW_FETCH_BY_ID) {
+		if (fetch_named(x, fp0, &named) != 0)
+			return;
+		fp = &named;
+	}
+	if ((i = fetch_find(x, fp)) < 0)
 		return;
 	x->e[i].done = 1;
 	x->e[i].got = fp->error == 0 && fp->records.len > 0;
@@ -1760,7 +1809,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 		size_t *sel = NULL, start, inflight0, first = 0, mine = 0;
 		const char *ltopic = NULL;
 		const struct kcluster_topic *lmeta = NULL;
-		int v;
+		int v, ids = 1;
 		/* What this Fetch's answer may hold, and its framing so far. */
 		int64_t share = fetch_share(pl), froom, fover = 0;
 		int64_t fmin = MIN(MIN(mc->fetch_max_bytes, FETCH_MIN_BYTES), share);
@@ -1809,6 +1858,9 @@ void pcopy_fetch_round(struct pmirror *pm)
 			f.tps[f.n].offset = p->src_fetch;
 			f.tps[f.n].leader_epoch = fetch_leader_epoch(cl, p,
 			    &ltopic, &lmeta);
+			if (lmeta != NULL)
+				f.tps[f.n].topic_id = lmeta->id;
+			ids &= lmeta != NULL && !kuuid_is_zero(&lmeta->id);
 			f.tps[f.n].last_epoch = pepoch_last_fetched(p);
 			fover += fetch_part_overhead(p);
 			f.tps[f.n].max_bytes = (int32_t)MIN(MIN(room, froom - fover),
@@ -1826,10 +1878,13 @@ void pcopy_fetch_round(struct pmirror *pm)
 			free(sel);
 			continue;
 		}
-		v = kconn_pick_version(c, KP_API_FETCH, PW_FETCH_MIN, PW_FETCH_MAX);
+		/* By topic id where the source gave every topic's (Metadata
+		 * v10+), by name otherwise (pipe_wire.h, PW_FETCH_BY_ID). */
+		v = kconn_pick_version(c, KP_API_FETCH, PW_FETCH_MIN,
+		    ids ? PW_FETCH_MAX_COPY : PW_FETCH_MAX);
 		if (v < 0) {
 			log_warnx("%s: %s supports no Fetch version in %d..%d", cl->label,
-			    kconn_name(c), PW_FETCH_MIN, PW_FETCH_MAX);
+			    kconn_name(c), PW_FETCH_MIN, PW_FETCH_MAX_COPY);
 			free(f.tps);
 			free(x);
 			free(sel);
@@ -1839,6 +1894,7 @@ void pcopy_fetch_round(struct pmirror *pm)
 		for (size_t i = 0; i < f.n; i++) {
 			ctx_add(x, pm->parts[sel[i]], f.tps[i].offset);
 			x->e[x->n - 1].slot = sel[i];
+			x->e[x->n - 1].tid = f.tps[i].topic_id;
 		}
 		free(sel);
 		fetch_index(x);

@@ -24,6 +24,7 @@ struct pfs_ent {
 	int32_t leader_epoch;
 	int32_t last_epoch;
 	int64_t offset;
+	struct kuuid tid;     /* its topic's id as last sent (by_id) */
 	uint32_t round;       /* the last request that wanted it */
 	size_t ctx;           /* its entry in that request's context */
 	int state;            /* 0 free, 1 used, 2 deleted */
@@ -35,6 +36,8 @@ struct pfsess {
 	uint32_t round;       /* bumps with every request built */
 	const void *conn;     /* the connection it was last used on */
 	int retry_in;         /* no session: requests until asked again */
+	int by_id;            /* opened with Fetch v13+: topics by id */
+	int stale;            /* a topic's id changed: start anew */
 	struct pfs_ent *tab;  /* open addressing, cap a power of two */
 	size_t cap, n, used;  /* used: n and the deleted slots */
 };

@@ -156,7 +156,7 @@ int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *re
 	return pw_fetch_encode_session(w, version, req, NULL, tps, n);
 }
 
-/* ForgottenTopicsData (v7-12: by name), allocated in one block like the
+/* ForgottenTopicsData (v7-12: by name, v13+: by id), allocated in one block like the
  * topics; NULL with the writer failed. */
 static struct kp_fetch_request_forgotten_topic *forgotten_arrays(struct kw *w,
     const struct pw_fetch_session *sess, int32_t *ngroups)
@@ -176,6 +176,7 @@ static struct kp_fetch_request_forgotten_topic *forgotten_arrays(struct kw *w,
 
 		kp_fetch_request_forgotten_topic_init(&t[g]);
 		t[g].topic = kstr_c(sess->forgotten[i].topic);
+		t[g].topic_id = sess->forgotten[i].topic_id;
 		t[g].partitions = &parts[i];
 		t[g].partitions_n = (int32_t)len;
 		for (size_t k = i; k < i + len; k++)
@@ -230,6 +231,13 @@ int pw_fetch_encode_session(struct kw *w, int16_t version,
 
 		kp_fetch_request_fetch_topic_init(&t[g]);
 		t[g].topic = kstr_c(tps[i].topic);
+		t[g].topic_id = tps[i].topic_id;
+		if (version >= PW_FETCH_BY_ID && kuuid_is_zero(&t[g].topic_id)) {
+			kw_fail(w, "Fetch v13+ without a topic's id");
+			free(t);
+			free(ft);
+			return -1;
+		}
 		t[g].partitions = &p[i];
 		t[g].partitions_n = (int32_t)len;
 		for (size_t k = i; k < i + len; k++) {
@@ -303,6 +311,8 @@ int pw_fetch_decode_session(struct kr *r, int16_t version, int16_t *top_error,
 
 			memset(&p, 0, sizeof(p));
 			p.topic = mt->topic;
+			if (version >= PW_FETCH_BY_ID)
+				p.topic_id = mt->topic_id;
 			p.partition = d->partition_index;
 			p.error = d->error_code;
 			p.high_watermark = d->high_watermark;

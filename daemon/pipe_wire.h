@@ -45,6 +45,13 @@
 #define PW_PRODUCE_BY_ID 13
 #define PW_FETCH_MIN 4
 #define PW_FETCH_MAX 12   /* v12: LastFetchedEpoch, DivergingEpoch (KIP-595) */
+/* v13: topics by id (KIP-516).  The copy's Fetch uses it when the source
+ * names every topic's id: a broker keys a fetch session's partitions by
+ * topic and partition, and with names its hash of them clusters for
+ * topics named alike (topic-00, topic-01, ...), which makes a session of
+ * thousands of partitions cost it seconds per Fetch; ids hash apart. */
+#define PW_FETCH_BY_ID 13
+#define PW_FETCH_MAX_COPY 13
 #define PW_LIST_OFFSETS_MIN 1
 #define PW_LIST_OFFSETS_MAX 3
 #define PW_OFFSET_FOR_LEADER_EPOCH_MIN 2   /* v2: CurrentLeaderEpoch */
@@ -70,7 +77,9 @@ struct pw_tp {
 	int32_t max_bytes;        /* Fetch: partition max bytes */
 	const uint8_t *records;   /* Produce: exactly one batch */
 	size_t records_len;
-	struct kuuid topic_id;    /* Produce v13+: the topic's id (equal within a group) */
+	/* Produce v13+, Fetch v13+ (also forgotten): the topic's id (equal
+	 * within a group) */
+	struct kuuid topic_id;
 };
 
 /* ---- ListOffsets ----------------------------------------------------- */
@@ -95,7 +104,8 @@ struct pw_fetch_req {
 	int8_t isolation;          /* 1 = read_committed */
 };
 struct pw_fetch_part {
-	struct kstr topic;
+	struct kstr topic;         /* before v13, else null */
+	struct kuuid topic_id;     /* v13+, else all zero */
 	int32_t partition;
 	int16_t error;
 	int64_t high_watermark;

@@ -6,8 +6,10 @@ reason when it cannot run).
 A private source broker whose session cache holds one session a shard
 (max.incremental.fetch.session.cache.slots=8: 8 shards), the shared
 destination, a writer writing to every source partition the whole time,
-and a raw Kafka client (this script, Fetch v11) that plays the other
-fetchers a broker serves:
+and a raw Kafka client (this script, Fetch v11, and v13 for the incremental
+Fetches in mirrord's session, which mirrord opens by topic id: a broker
+answers a Fetch by name in it FETCH_SESSION_TOPIC_ID_ERROR) that plays the
+other fetchers a broker serves:
 
   1. INVALID_FETCH_SESSION_EPOCH: with mirrord stopped (SIGSTOP), the
      client sends incremental Fetches with mirrord's session id (from its
@@ -88,8 +90,16 @@ def fetch_body(session_id, epoch, parts=(), max_wait=0):
     return b
 
 
+def fetch13_body(session_id, epoch):
+    """Fetch v13 (flexible: compact arrays, tagged fields) naming no
+    partition: an incremental Fetch in a session opened by topic id."""
+    b = struct.pack(">iiiibii", -1, 0, 0, 1, 0, session_id, epoch)
+    return b + b"\x01\x01\x01\x00"  # topics, forgotten, rack "", tags
+
+
 class RawFetcher:
-    """Fetch v11 requests on one connection, pipelined in rounds."""
+    """Fetch v11 (or v13) requests on one connection, pipelined in
+    rounds."""
 
     def __init__(self, hostport):
         host, port = hostport.rsplit(":", 1)
@@ -108,7 +118,7 @@ class RawFetcher:
             buf += c
         return buf
 
-    def calls(self, bodies):
+    def calls(self, bodies, version=11):
         """[(error_code, session_id)] of each Fetch, in order."""
         out = []
         for i in range(0, len(bodies), 200):
@@ -117,13 +127,19 @@ class RawFetcher:
             for body in bodies[i:i + 200]:
                 self.corr += 1
                 corrs.append(self.corr)
-                m = struct.pack(">hhi", 1, 11, self.corr) + _s("fse-raw") + body
+                m = struct.pack(">hhi", 1, version, self.corr) + _s("fse-raw")
+                if version >= 12:
+                    m += b"\x00"  # request header v2: no tagged fields
+                m += body
                 msg += struct.pack(">i", len(m)) + m
             self.sock.sendall(msg)
             for corr in corrs:
                 size = struct.unpack(">i", self._recv(4))[0]
                 r = kraw.Reader(self._recv(size))
                 h.check(r.i32() == corr, "Fetch answers out of order")
+                if version >= 12:
+                    h.check(r.i8() == 0, "tagged fields in a Fetch answer's "
+                            "header")
                 r.i32()  # throttle
                 out.append((r.i16(), r.i32()))
         return out
@@ -247,7 +263,8 @@ def main():
     pid = d.proc.p.pid
     os.kill(pid, signal.SIGSTOP)
     try:
-        answers = raw.calls([fetch_body(sid[0], e) for e in range(1, top + 1)])
+        answers = raw.calls([fetch13_body(sid[0], e)
+                             for e in range(1, top + 1)], version=13)
     finally:
         os.kill(pid, signal.SIGCONT)
     took = [e for e, (err, _s) in zip(range(1, top + 1), answers) if err == 0]
