@@ -31,6 +31,7 @@
 #include "compat.h"
 #include "crc32c.h"
 #include "xlate.h"
+#include "testvarint.h"
 
 /* ---- a small independent batch builder ------------------------------- */
 
@@ -55,27 +56,13 @@ struct thdr {
 	int32_t count;
 };
 
-static size_t t_varint(uint8_t *p, int64_t v)
-{
-	uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-	size_t n = 0;
-
-	do {
-		uint8_t b = z & 0x7f;
-
-		z >>= 7;
-		p[n++] = (uint8_t)(b | (z ? 0x80 : 0));
-	} while (z);
-	return n;
-}
-
 static size_t t_bytes(uint8_t *p, const char *s)
 {
 	size_t n;
 
 	if (s == NULL)
-		return t_varint(p, -1);
-	n = t_varint(p, (int64_t)strlen(s));
+		return put_varint(p, -1);
+	n = put_varint(p, (int64_t)strlen(s));
 	memcpy(p + n, s, strlen(s));
 	return n + strlen(s);
 }
@@ -87,16 +74,16 @@ static size_t t_record(uint8_t *out, const struct trec *r, int32_t delta)
 	size_t n = 0, l;
 
 	body[n++] = 0; /* attributes */
-	n += t_varint(body + n, r->ts_delta);
-	n += t_varint(body + n, delta);
+	n += put_varint(body + n, r->ts_delta);
+	n += put_varint(body + n, delta);
 	n += t_bytes(body + n, r->key);
 	n += t_bytes(body + n, r->value);
-	n += t_varint(body + n, r->nh);
+	n += put_varint(body + n, r->nh);
 	for (int i = 0; i < r->nh; i++) {
 		n += t_bytes(body + n, r->hk[i]);
 		n += t_bytes(body + n, r->hv[i]);
 	}
-	l = t_varint(out, (int64_t)n);
+	l = put_varint(out, (int64_t)n);
 	memcpy(out + l, body, n);
 	return l + n;
 }

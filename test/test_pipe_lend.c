@@ -26,25 +26,13 @@
 #include "kfake.h"
 #include "kproto.h"
 #include "pipe_int.h"
+#include "testvarint.h"
 
 /* ---- a record batch, byte for byte ----------------------------------- */
 
 #define NRECS 40
 #define VALLEN 120
 #define PAD 16         /* answer bytes before and after the batch */
-
-static size_t put_varint(uint8_t *p, int64_t v)
-{
-	uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-	size_t n = 0;
-
-	while (z >= 0x80) {
-		p[n++] = (uint8_t)(z | 0x80);
-		z >>= 7;
-	}
-	p[n++] = (uint8_t)z;
-	return n;
-}
 
 /* A v2 batch of NRECS records (no key, VALLEN-byte values) at base offset
  * 1000, no producer id, a valid CRC; returns its length. */

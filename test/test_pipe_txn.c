@@ -14,6 +14,7 @@
 #include "batch.h"
 #include "compat.h"
 #include "pipe_txn.h"
+#include "testvarint.h"
 
 /* ---- building batches ------------------------------------------------------- */
 
@@ -21,19 +22,6 @@ struct built {
 	uint8_t buf[256];
 	struct batch b;
 };
-
-static size_t put_varint(uint8_t *p, int64_t v)
-{
-	uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-	size_t n = 0;
-
-	while (z >= 0x80) {
-		p[n++] = (uint8_t)(z | 0x80);
-		z >>= 7;
-	}
-	p[n++] = (uint8_t)z;
-	return n;
-}
 
 /* One record: the given key (klen -1 = null) and a 1-byte value. */
 static size_t put_record(uint8_t *p, const uint8_t *key, int klen)
