@@ -156,8 +156,8 @@ int pw_fetch_encode(struct kw *w, int16_t version, const struct pw_fetch_req *re
 	return pw_fetch_encode_session(w, version, req, NULL, tps, n);
 }
 
-/* ForgottenTopicsData (v7-12: by name, v13+: by id), allocated in one block like the
- * topics; NULL with the writer failed. */
+/* ForgottenTopicsData (v7-12: by name, v13+: by id), allocated in one
+ * block like the topics; NULL with the writer failed. */
 static struct kp_fetch_request_forgotten_topic *forgotten_arrays(struct kw *w,
     const struct pw_fetch_session *sess, int32_t *ngroups)
 {

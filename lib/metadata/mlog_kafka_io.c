@@ -656,9 +656,10 @@ static int64_t records_end(const uint8_t *p, int32_t len, int64_t o)
  * The answer of fetch_start()'s Fetch at o: hands cb the records in
  * [o, hi).  0, -2 when o is below the log start, 1 when the step may
  * succeed if tried again (connection lost, answer timed out, a retriable
- * partition error; nothing was handed to cb), -1 otherwise.  With prefetch, the Fetch of the offset after the answer's
- * records is sent (*prefetch, at *pf_off) before they are handed on, so
- * the next answer travels while cb works; the caller finishes it.
+ * partition error; nothing was handed to cb), -1 otherwise.  With
+ * prefetch, the Fetch of the offset after the answer's records is sent
+ * (*prefetch, at *pf_off) before they are handed on, so the next answer
+ * travels while cb works; the caller finishes it.
  */
 static int fetch_finish(struct mk *k, struct mk_fetch *f, int64_t o,
     int64_t hi, int snap_only, krec_fn cb, void *arg, int64_t *next,
