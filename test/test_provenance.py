@@ -39,8 +39,13 @@ mc = None
 
 
 def produce(bootstrap, topic, n, tag):
-    """n keyed records to partition 0 (mt.produce_tagged, acks=all)."""
-    mt.produce_tagged(bootstrap, topic, 0, n, tag, keyed=True)
+    """n keyed records to partition 0 (mt.produce_tagged, acks=all), as one
+    batch: the offsets below assume it (a source batch that lands after a
+    foreign write moves the skip-over's anchor by its size).  linger.ms is
+    long so that a loaded machine cannot split the records; the flush
+    sends them at once."""
+    mt.produce_tagged(bootstrap, topic, 0, n, tag, keyed=True,
+                      config={"linger.ms": 5000})
 
 
 def read(bootstrap, topic, end):
