@@ -71,6 +71,7 @@ README quotes them and a BENCH_MB=256 run of mirrord and the re-producer.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -252,8 +253,23 @@ def run_mirrord(src, dst, topics, want, variant, other=False):
         if perf is not None:
             perf.send_signal(2)
             perf.wait(60)
+    r["produce"] = produce_counts(d.metrics())
     d.stop()
     return r
+
+
+def produce_counts(text):
+    """(Produce requests, record batches they carried, peak requests in
+    flight to one broker) from mirrord's metrics."""
+    got = {}
+    for name in ("mirrord_produce_requests_total",
+                 "mirrord_produce_request_batches_total",
+                 "mirrord_produce_broker_inflight_requests_peak"):
+        m = re.search(r"^%s(?:\{[^}]*\})? (\S+)$" % name, text, re.M)
+        got[name] = float(m.group(1)) if m else 0.0
+    return (got["mirrord_produce_requests_total"],
+            got["mirrord_produce_request_batches_total"],
+            got["mirrord_produce_broker_inflight_requests_peak"])
 
 
 def run_reproducer(src, dst, topics, want, variant):
@@ -544,6 +560,11 @@ def main():
             print("%-6s %-13s %.1f MB/s, %.2f CPU-s/GB, peak RSS %.0f MB"
                   % (variant, tool, r["mb_per_s"], r["cpu_s_per_gb"],
                      r["rss_kb"] / 1024.0), flush=True)
+            if r.get("produce") and r["produce"][0] > 0:
+                nrq, nb, peak = r["produce"]
+                print("%-6s %-13s %d Produce requests, %.1f batches each, "
+                      "at most %d in flight" % (variant, tool, nrq, nb / nrq,
+                                                peak), flush=True)
 
     print("\n%-6s %-13s %5s %8s %8s %8s %8s %10s %9s %9s" % (
         "corpus", "tool", "round", "payload", "copy s", "MB/s", "CPU s",
