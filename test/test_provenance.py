@@ -21,6 +21,7 @@ kafka-mirrors CLI against two librdkafka mock clusters:
 """
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -39,11 +40,11 @@ mc = None
 
 
 def produce(bootstrap, topic, n, tag):
-    """n keyed records to partition 0 (mt.produce_tagged, acks=all), as one
-    batch: the offsets below assume it (a source batch that lands after a
-    foreign write moves the skip-over's anchor by its size).  linger.ms is
-    long so that a loaded machine cannot split the records; the flush
-    sends them at once."""
+    """n keyed records to partition 0 (mt.produce_tagged, acks=all).  The
+    producer may still split them into several batches (seen on loaded
+    machines even with a long linger.ms): how many of mirrord's records
+    land after a foreign write depends on it, so the checks below read
+    where the skip-over anchored from the destination's end."""
     mt.produce_tagged(bootstrap, topic, 0, n, tag, keyed=True,
                       config={"linger.ms": 5000})
 
@@ -124,10 +125,16 @@ def main():
     h.check("20..29" in msg and "10 records" in msg,
             "the reason should name offsets 20..29 (10 records): %r" % msg)
     h.check("mirror.foreign.writes=fail" in msg, "the reason should name the policy: %r" % msg)
+    # mirrord's first batch of source 20..24 (all 5 records, or the first
+    # of the batches the producer split them into) landed at 30..
+    dst_end = mt.end_offset(DST, "fw")
+    h.check(31 <= dst_end <= 35 and "mirrord's batches at 30..%d landed"
+            % (dst_end - 1) in msg,
+            "fw-0 should end after mirrord's misplaced batch, at 31..35 "
+            "(%d), as the reason says: %r" % (dst_end, msg))
     # Automatic retries do not bring it back: wait for many retry periods
     # (backoff 100..200 ms) and count the retries logged after the failure.
     n0 = retries_logged(d, "m1/fw-0")
-    dst_end = mt.end_offset(DST, "fw")
     for _ in range(20):
         time.sleep(0.2)
         r = d.row("m1", "fw", 0)
@@ -142,22 +149,34 @@ def main():
     d.cli_ok("--add", "--mirror", "m2", "--topic", "fs")
     wait_end(DST, "fs", 20)
     produce(DST, "fs", 10, "intruder")          # 20..29
-    produce(SRC, "fs", 5, "fs2")                # source 20..24: first lands at 30..34
-    wait_end(DST, "fs", 40)                     # then again at 35..39
-    produce(SRC, "fs", 5, "fs3")                # 25..29 -> 40..44
-    wait_end(DST, "fs", 45)
+    produce(SRC, "fs", 5, "fs2")                # source 20..24: lands at 30..
+    # The first batch of source 20.. lands after the foreign records, at
+    # 30..a-1; the skip-over copies source 20.. again from a on.
+    def anchored():
+        m = re.search(r"m2/fs-0: foreign write: destination offsets 20\.\.29 "
+                      r"\(10 records\) .*mirror\.foreign\.writes=skip-over: "
+                      r"source offset 20 is copied to destination offset (\d+)",
+                      d.log())
+        return int(m.group(1)) if m else None
+    a = h.wait_for(anchored, 60, "fs-0's skip-over to be logged")
+    h.check(31 <= a <= 35, "fs-0 skipped over to destination offset %d, "
+            "want 31..35 (after mirrord's misplaced batch)" % a)
+    wait_end(DST, "fs", a + 5)                  # source 20..24 at a..a+4
+    produce(SRC, "fs", 5, "fs3")                # 25..29 -> a+5..a+9
+    wait_end(DST, "fs", a + 10)
     wait_row(d, "m2", "fs", "MIRRORING", lag=0)
     src = read(SRC, "fs", 30)
-    dst = read(DST, "fs", 45)
+    dst = read(DST, "fs", a + 10)
     h.check([x[1:] for x in dst[:20]] == [x[1:] for x in src[:20]],
             "fs-0: destination 0..19 differ from the source")
     h.check(all(x[1].startswith(b"intruder") for x in dst[20:30]),
             "fs-0: the foreign records 20..29 should stay where they are")
-    h.check([x[1:] for x in dst[35:45]] == [x[1:] for x in src[20:30]],
-            "fs-0: source 20..29 should be at destination 35..44")
-    h.check("foreign write" in d.log() and "skip-over" in d.log(),
-            "the skip-over should be logged")
-    print("foreign write (skip-over): source 20..29 at destination 35..44", flush=True)
+    h.check([x[1:] for x in dst[30:a]] == [x[1:] for x in src[20:20 + a - 30]],
+            "fs-0: the misplaced batch at 30..%d should hold source 20.." % (a - 1))
+    h.check([x[1:] for x in dst[a:a + 10]] == [x[1:] for x in src[20:30]],
+            "fs-0: source 20..29 should be at destination %d..%d" % (a, a + 9))
+    print("foreign write (skip-over): source 20..29 at destination %d..%d"
+          % (a, a + 9), flush=True)
 
     # 3. AddTopics onto an existing non-empty destination topic.
     produce(DST, "pre", 7, "preexisting")
@@ -207,18 +226,19 @@ def main():
                  "--resolution", "skip-over")
     h.check("fw" in r.stdout, "recover output: %r" % r.stdout)
     produce(SRC, "fw", 5, "fw3")                 # source 25..29
-    wait_end(DST, "fw", 45)                      # 35..39 = source 20..24, 40..44 = 25..29
+    e0 = dst_end                                 # source 20..29 at e0..e0+9
+    wait_end(DST, "fw", e0 + 10)
     wait_row(d, "m1", "fw", "MIRRORING", lag=0)
     src = read(SRC, "fw", 30)
-    dst = read(DST, "fw", 45)
+    dst = read(DST, "fw", e0 + 10)
     h.check([x[1:] for x in dst[:20]] == [x[1:] for x in src[:20]],
             "fw-0: destination 0..19 differ from the source")
-    h.check([x[1:] for x in dst[35:45]] == [x[1:] for x in src[20:30]],
-            "fw-0: source 20..29 should be at destination 35..44")
-    h.check("the operator's skip-over: source offset 20 is copied to destination offset 35"
-            in d.log(), "the skip-over anchor should be logged")
+    h.check([x[1:] for x in dst[e0:e0 + 10]] == [x[1:] for x in src[20:30]],
+            "fw-0: source 20..29 should be at destination %d..%d" % (e0, e0 + 9))
+    h.check("the operator's skip-over: source offset 20 is copied to destination "
+            "offset %d" % e0 in d.log(), "the skip-over anchor should be logged")
     print("operator's --recover --resolution skip-over: source 20..29 at "
-          "destination 35..44", flush=True)
+          "destination %d..%d" % (e0, e0 + 9), flush=True)
 
     # 5. storage.data_dir lost: the mirror set up again cannot prove the
     # destination is its own.
