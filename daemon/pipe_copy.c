@@ -570,53 +570,6 @@ static void start_run(struct ppart *p)
 	pl_kick(p->pm->pl);
 }
 
-static void sync_response(struct kconn *c, int err, const char *errstr,
-    struct kr *body, void *arg)
-{
-	struct pctx *x = arg;
-	struct ppart *p = x->e[0].p;
-	struct lo_res r = { .x = x };
-
-	p->step_inflight = 0;
-	if (x->cl->dying || p->dead || x->e[0].gen != p->gen || p->step != PS_SYNC)
-		goto out;
-	if (err != KCONN_E_OK) {
-		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
-		p->live.retries++;
-		pcluster_want_metadata(x->cl);
-		goto out;
-	}
-	if (pw_list_offsets_decode(body, x->version, lo_part, &r) < 0 || !r.found) {
-		log_warnx("%s: ListOffsets v%d response %s", kconn_name(c), x->version,
-		    r.found ? body->why : "lacks the partition asked for");
-		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
-		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
-		goto out;
-	}
-	if (r.error != 0) {
-		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
-		p->live.retries++;
-		if (leader_error(r.error)) {
-			pcluster_want_metadata(x->cl);
-		} else if (pl_is_denial(r.error)) {
-			char who[300];
-
-			pl_part_fail_denied(p, "ListOffsets of topic %s partition %"
-			    PRId32 " answered %s for %s (it needs DESCRIBE on the "
-			    "topic)", p->topic, p->index, kerr_name(r.error),
-			    pcluster_principal(x->cl, who, sizeof(who)));
-		} else {
-			pl_part_fail(p, "ListOffsets on the destination: %s",
-			    kerr_name(r.error));
-		}
-		goto out;
-	}
-	pcopy_sync_done(p, r.offset);
-out:
-	pl_kick(x->pl);
-	ctx_free(x);
-}
-
 /* Checks the destination topic before the first SYNC of a PREPARING
  * partition.  0 to go on, -1 when the partition failed or must wait. */
 static int check_destination_topic(struct ppart *p)
@@ -707,11 +660,262 @@ static int send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
 	return 0;
 }
 
+/*
+ * SYNC: the destination's end of every partition that starts or resumes
+ * (a restart, an uncertain Produce, a retry).  One ListOffsets a partition
+ * cost a broker turnaround each, and Kafka reads a connection's requests
+ * one at a time: 10,000 partitions waited for 10,000 turnarounds (25 s on
+ * a quiet machine) before the first byte was copied, at every start of
+ * mirrord.  So pcopy_sync() only adds the partition to the request of its
+ * destination leader being collected during the sweep, and
+ * pcopy_sync_flush(), at the end of the sweep, sends one ListOffsets per
+ * broker (a broker with more than SYNC_BATCH_MAX waiting gets one request
+ * per SYNC_BATCH_MAX).  The partition is in flight (step_inflight) from
+ * the moment it is added, so the sweep adds it once.
+ */
+#define SYNC_BATCH_MAX 1000
+
+struct sync_pend {
+	struct pbroker *b;
+	struct pctx *x;   /* its partitions, or NULL */
+	size_t cap;       /* entries x has room for */
+};
+
+struct lo_many {
+	const struct pw_tp *tps;
+	size_t n;
+};
+
+static int lo_encode_many(struct kw *w, int16_t version, const void *msg)
+{
+	const struct lo_many *m = msg;
+
+	return pw_list_offsets_encode(w, version, m->tps, m->n);
+}
+
+struct lo_res_many {
+	struct pctx *x;
+	struct lo_got {
+		int found;
+		int16_t error;
+		int64_t offset;
+	} *got;
+};
+
+static void lo_part_many(void *arg, const struct pw_lo_part *lp)
+{
+	struct lo_res_many *r = arg;
+	ssize_t i = ctx_find(r->x, lp->topic, lp->partition);
+
+	if (i < 0)
+		return; /* not asked for (or answered twice): ignored */
+	r->x->e[i].done = 1;
+	r->got[i].found = 1;
+	r->got[i].error = lp->error;
+	r->got[i].offset = lp->offset;
+}
+
+/* The answer for one partition of a SYNC request (p->step == PS_SYNC,
+ * the entry's generation). */
+static void sync_one(struct pctx *x, struct ppart *p, const struct lo_got *g)
+{
+	if (g->error != 0) {
+		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+		p->live.retries++;
+		if (leader_error(g->error)) {
+			pcluster_want_metadata(x->cl);
+		} else if (pl_is_denial(g->error)) {
+			char who[300];
+
+			pl_part_fail_denied(p, "ListOffsets of topic %s partition %"
+			    PRId32 " answered %s for %s (it needs DESCRIBE on the "
+			    "topic)", p->topic, p->index, kerr_name(g->error),
+			    pcluster_principal(x->cl, who, sizeof(who)));
+		} else {
+			pl_part_fail(p, "ListOffsets on the destination: %s",
+			    kerr_name(g->error));
+		}
+		return;
+	}
+	pcopy_sync_done(p, g->offset);
+}
+
+static void sync_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pctx *x = arg;
+	struct lo_res_many r = { .x = x };
+	size_t missing = 0;
+	int ok = err == KCONN_E_OK;
+
+	(void)errstr;
+	if (ok && (r.got = calloc(x->n, sizeof(*r.got))) == NULL)
+		ok = 0;
+	if (ok && pw_list_offsets_decode(body, x->version, lo_part_many, &r) < 0) {
+		log_warnx("%s: ListOffsets v%d response %s", kconn_name(c),
+		    x->version, body->why);
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
+		ok = 0;
+	}
+	for (size_t i = 0; ok && i < x->n; i++)
+		missing += !r.got[i].found;
+	if (missing > 0) {
+		log_warnx("%s: the ListOffsets response lacks %zu of the %zu "
+		    "partitions asked for", kconn_name(c), missing, x->n);
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
+	}
+	/* Each entry holds a reference: a partition lost or failed by the
+	 * answer of one before it is still there, dead or of another
+	 * generation. */
+	for (size_t i = 0; i < x->n; i++) {
+		struct ppart *p = x->e[i].p;
+
+		p->step_inflight = 0;
+		if (x->cl->dying || p->dead || x->e[i].gen != p->gen ||
+		    p->step != PS_SYNC)
+			continue;
+		if (!ok || !r.got[i].found) {
+			p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
+			if (!ok) {
+				p->live.retries++;
+				pcluster_want_metadata(x->cl);
+			}
+			continue;
+		}
+		sync_one(x, p, &r.got[i]);
+	}
+	free(r.got);
+	pl_kick(x->pl);
+	ctx_free(x);
+}
+
+static int sync_cmp(const void *a, const void *b)
+{
+	const struct ppart *p = *(struct ppart *const *)a;
+	const struct ppart *q = *(struct ppart *const *)b;
+	int c = strcmp(p->topic, q->topic);
+
+	return c != 0 ? c : (p->index > q->index) - (p->index < q->index);
+}
+
+/* Sends sp's request (and forgets it): on any failure its partitions
+ * are asked for again by the next sweep. */
+static void sync_send(struct pipeline *pl, struct sync_pend *sp)
+{
+	struct pctx *x = sp->x;
+	struct pcluster *dst = pl->dst;
+	struct kconn *c;
+	struct pw_tp *tps = NULL;
+	struct lo_many m;
+	char err[256];
+	int v = -1;
+
+	sp->x = NULL;
+	sp->cap = 0;
+	if (x == NULL)
+		return;
+	if (x->n == 0 || (c = pbroker_conn(sp->b)) == NULL)
+		goto unsent;
+	v = kconn_pick_version(c, KP_API_LIST_OFFSETS, PW_LIST_OFFSETS_MIN,
+	    PW_LIST_OFFSETS_MAX);
+	if (v < 0) {
+		for (size_t i = 0; i < x->n; i++)
+			pl_part_fail(x->e[i].p, "%s broker %s supports no "
+			    "ListOffsets version in %d..%d", dst->label,
+			    kconn_name(c), PW_LIST_OFFSETS_MIN, PW_LIST_OFFSETS_MAX);
+		goto unsent;
+	}
+	/* Each topic once, its partitions together (the encoder groups
+	 * runs of one topic): the entries sorted whole (their first member
+	 * is the partition). */
+	qsort(x->e, x->n, sizeof(x->e[0]), sync_cmp);
+	ctx_group(x);
+	if ((tps = calloc(x->n, sizeof(*tps))) == NULL)
+		goto unsent;
+	for (size_t i = 0; i < x->n; i++) {
+		tps[i].topic = x->e[i].p->topic;
+		tps[i].partition = x->e[i].p->index;
+		tps[i].offset = PW_TS_LATEST;
+	}
+	x->version = (int16_t)v;
+	m.tps = tps;
+	m.n = x->n;
+	if (kconn_send(c, KP_API_LIST_OFFSETS, (int16_t)v, lo_encode_many, &m,
+	    0, 0, sync_response, x, err, sizeof(err)) != 0) {
+		log_debug("%s: ListOffsets of %zu partitions: %s", dst->label,
+		    x->n, err);
+		goto unsent;
+	}
+	log_debug("%s: ListOffsets of the ends of %zu partitions sent to %s",
+	    dst->label, x->n, kconn_name(c));
+	free(tps);
+	return;
+unsent:
+	for (size_t i = 0; i < x->n; i++)
+		x->e[i].p->step_inflight = 0;
+	free(tps);
+	ctx_free(x);
+}
+
 void pcopy_sync(struct ppart *p)
 {
+	struct pipeline *pl = p->pm->pl;
+	struct sync_pend *sp = NULL;
+	struct pbroker *b;
+
 	if (p->mp->state == MPART_PREPARING && check_destination_topic(p) < 0)
 		return;
-	send_list_offsets(p, p->pm->pl->dst, PW_TS_LATEST, sync_response);
+	if ((b = ppart_leader(p, 1)) == NULL || pbroker_conn(b) == NULL)
+		return; /* the next sweep, once there is a leader and a connection */
+	for (size_t i = 0; i < pl->nsync_pend; i++)
+		if (pl->sync_pend[i].b == b) {
+			sp = &pl->sync_pend[i];
+			break;
+		}
+	if (sp == NULL) {
+		if (pl->nsync_pend == pl->sync_pend_cap) {
+			size_t cap = pl->sync_pend_cap ? 2 * pl->sync_pend_cap : 4;
+			struct sync_pend *a = realloc(pl->sync_pend,
+			    cap * sizeof(*a));
+
+			if (a == NULL)
+				return;
+			pl->sync_pend = a;
+			pl->sync_pend_cap = cap;
+		}
+		sp = &pl->sync_pend[pl->nsync_pend++];
+		sp->b = b;
+		sp->x = NULL;
+		sp->cap = 0;
+	}
+	if (sp->x != NULL && sp->x->n == SYNC_BATCH_MAX)
+		sync_send(pl, sp);
+	if (sp->x == NULL || sp->x->n == sp->cap) {
+		size_t cap = sp->x == NULL ? 16 : MIN(2 * sp->cap, SYNC_BATCH_MAX);
+		struct pctx *x;
+
+		if (sp->x == NULL)
+			x = ctx_new(pl, pl->dst, b, cap);
+		else if ((x = realloc(sp->x, sizeof(*x) +
+		    cap * sizeof(x->e[0]))) != NULL)
+			/* ctx_add() sets only some of an entry (ctx_new()
+			 * zeroes them all). */
+			memset(&x->e[sp->cap], 0, (cap - sp->cap) *
+			    sizeof(x->e[0]));
+		if (x == NULL)
+			return; /* asked for again by the next sweep */
+		sp->x = x;
+		sp->cap = cap;
+	}
+	ctx_add(sp->x, p, PW_TS_LATEST);
+	p->step_inflight = 1;
+}
+
+void pcopy_sync_flush(struct pipeline *pl)
+{
+	for (size_t i = 0; i < pl->nsync_pend; i++)
+		sync_send(pl, &pl->sync_pend[i]);
+	pl->nsync_pend = 0;
 }
 
 static void oor_response(struct kconn *c, int err, const char *errstr,

@@ -34,6 +34,7 @@ struct pacl;
 struct paclorph;
 struct pmarks;
 struct pfsess;
+struct sync_pend;
 
 /* ---- clusters -------------------------------------------------------- */
 
@@ -483,6 +484,10 @@ struct pipeline {
 	void (*leader_hook)(void *arg);
 	void *leader_arg;
 	int leaders_changed;
+	/* The destination ends asked for in this sweep, one ListOffsets
+	 * per broker (pcopy_sync(), pcopy_sync_flush()). */
+	struct sync_pend *sync_pend;
+	size_t nsync_pend, sync_pend_cap;
 };
 
 /* pipeline.c */
@@ -641,7 +646,10 @@ const char *pcluster_principal(const struct pcluster *cl, char *buf,
 /* pipe_copy.c */
 void pcopy_fetch_round(struct pmirror *pm);
 void pcopy_produce_round(struct pipeline *pl);
+/* SYNC: adds p to the ListOffsets of the destination ends that
+ * pcopy_sync_flush() sends at the end of the sweep (one per broker). */
 void pcopy_sync(struct ppart *p);
+void pcopy_sync_flush(struct pipeline *pl);
 void pcopy_oor(struct ppart *p);
 /* pipe_marks.c: 1 when discovery may add topic (cand: every candidate of
  * this pass, asked about together when the answer is not known yet). */

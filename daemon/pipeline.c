@@ -1335,6 +1335,7 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 			pacl_tick(pm, now);
 		}
 	}
+	pcopy_sync_flush(pl); /* the destination ends asked for above */
 	if (pl_controller(pl))
 		pacl_orphans_tick(pl, now);
 	for (size_t i = 0; i < pl->nmirrors; i++)
@@ -1854,6 +1855,7 @@ void pipeline_free(struct pipeline *pl)
 		part_free(pl->graveyard[i]);
 	free(pl->graveyard);
 	free(pl->pmap);
+	free(pl->sync_pend); /* flushed by every sweep: holds no request */
 	groupsync_free(pl->gs);
 	free(pl->instance);
 	pl_loans_orphan(pl);

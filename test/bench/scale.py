@@ -18,7 +18,13 @@ Reported for each:
   * RSS (VmRSS) after the idle period and the peak (VmHWM);
   * DescribeMirrors latency for every partition: the wall time of
     `kafka-mirrors --describe --json` (a separate process: its start-up
-    and JSON printing are included), median and worst of 5.
+    and JSON printing are included), median and worst of 5;
+  * a restart (SCALE_RESTART=0 skips it): mirrord stopped, as many
+    records again written to every source partition, mirrord started;
+    the time from the start until every partition is MIRRORING with lag 0
+    again (each reads its destination end, proves it and copies what is
+    new) and mirrord's CPU over it; the ends of every eighth partition
+    are compared.
 
 Targets of issue 12 for 10,000 partitions: all MIRRORING with lag 0 in
 < 60 s, idle CPU < 2% of a core, RSS < 200 MB, DescribeMirrors < 1 s.
@@ -57,6 +63,7 @@ TIMEOUT = float(os.environ.get("SCALE_TIMEOUT", "600"))
 PERF = os.environ.get("SCALE_PERF") == "1"
 FSYNC = os.environ.get("SCALE_FSYNC", "1") != "0"
 SESSIONS = os.environ.get("SCALE_FETCH_SESSIONS", "1") != "0"
+RESTART = os.environ.get("SCALE_RESTART", "1") != "0"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -112,7 +119,7 @@ class Perf:
 
 def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
     d = mt.Mirrord(destination=dst_boot, name="mirrord-%s" % label,
-                   log_level="info", start=False)
+                   log_level=os.environ.get("SCALE_LOG_LEVEL", "info"), start=False)
     if not FSYNC:
         with open(d.config_path) as f:
             cfg = f.read()
@@ -127,31 +134,7 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
     perf = Perf(pid, "%s-catchup" % label)
     t0 = time.monotonic()
     d.cli_ok("--add", "--mirror", "scale", "--topic", "%s.*" % prefix)
-    lat = []
-    last = {}
-    next_print = t0 + 5
-    while True:
-        dt, parts = describe_timed(d)
-        lat.append(dt)
-        states = {}
-        for p in parts:
-            k = p["state"] if p["state"] != "MIRRORING" or p["lag"] == 0 \
-                else "MIRRORING(lag>0)"
-            states[k] = states.get(k, 0) + 1
-        last = states
-        now = time.monotonic()
-        if states.get("MIRRORING", 0) == want and len(parts) == want:
-            break
-        if now > next_print:
-            print("  %s +%.0fs: %s (describe %.2fs)" % (label, now - t0, states, dt),
-                  flush=True)
-            next_print = now + 5
-        if now - t0 > TIMEOUT:
-            h.fail("%s: not every partition MIRRORING with lag 0 after %.0fs: %s; "
-                   "log %s" % (label, TIMEOUT, states, d.proc.log_path))
-        if not d.proc.alive():
-            h.fail("mirrord exited: %s" % d.proc.tail())
-        time.sleep(max(0.0, 1.0 - dt))
+    lat, last = wait_all(d, label, want, t0)
     catchup = time.monotonic() - t0
     catchup_cpu = cpu_s(pid) - cpu0
     perf.stop()
@@ -184,7 +167,24 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
     lats = sorted(describe_timed(d)[0] for _ in range(5))
     rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
     d.stop()
-    return {"label": label + ("" if FSYNC else " (no fsync)") +
+    restart_s = restart_cpu = None
+    if RESTART:
+        # A restart with RECORDS more records a partition written while
+        # mirrord was down: every partition reads its destination end
+        # again, proves it and copies what is new.
+        produce(src_boot, topics, "%s source, while mirrord is stopped" % label)
+        t1 = time.monotonic()
+        d.start()
+        pid = d.proc.pid
+        perf = Perf(pid, "%s-restart" % label)
+        wait_all(d, "%s restart" % label, want, t1)
+        restart_s = time.monotonic() - t1
+        restart_cpu = cpu_s(pid)
+        perf.stop()
+        same_ends(src_boot, dst_boot, topics, label)
+        d.stop()
+    return {"restart_s": restart_s, "restart_cpu_s": restart_cpu,
+"label": label + ("" if FSYNC else " (no fsync)") +
             ("" if SESSIONS else " (no sessions)"), "partitions": n, "catchup_s": catchup,
             "catchup_cpu_s": catchup_cpu, "idle_core_pct": idle * 100,
             "rss_mb": rss / 1024.0, "hwm_mb": hwm / 1024.0,
@@ -193,6 +193,52 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
             "fetch_sessions": SESSIONS,
             "idle_fetch_requests_per_s": nreq,
             "idle_fetch_request_bytes_per_s": freq["bytes"]}
+
+
+def wait_all(d, label, want, t0):
+    """Describes until every partition is MIRRORING with lag 0: (the
+    describe latencies, the last states)."""
+    lat = []
+    last = {}
+    next_print = t0 + 5
+    while True:
+        dt, parts = describe_timed(d)
+        lat.append(dt)
+        states = {}
+        for p in parts:
+            k = p["state"] if p["state"] != "MIRRORING" or p["lag"] == 0 \
+                else "MIRRORING(lag>0)"
+            states[k] = states.get(k, 0) + 1
+        last = states
+        now = time.monotonic()
+        if states.get("MIRRORING", 0) == want and len(parts) == want:
+            return lat, last
+        if now > next_print:
+            print("  %s +%.0fs: %s (describe %.2fs)" % (label, now - t0, states, dt),
+                  flush=True)
+            next_print = now + 5
+        if now - t0 > TIMEOUT:
+            h.fail("%s: not every partition MIRRORING with lag 0 after %.0fs: %s; "
+                   "log %s" % (label, TIMEOUT, states, d.proc.log_path))
+        if not d.proc.alive():
+            h.fail("mirrord exited: %s" % d.proc.tail())
+        time.sleep(max(0.0, 1.0 - dt))
+
+
+def same_ends(src_boot, dst_boot, topics, label):
+    """Every eighth partition ends at the same offset on both sides."""
+    s, t = kraw.Cluster(src_boot), kraw.Cluster(dst_boot)
+    diff = []
+    for name, np_ in topics:
+        for p in range(0, np_, max(1, np_ // 8)):
+            a, b = s.offsets(name, p)[1], t.offsets(name, p)[1]
+            if a != b:
+                diff.append((name, p, a, b))
+    s.close()
+    t.close()
+    if diff:
+        h.fail("%s: source and destination ends differ after the restart "
+               "(topic, partition, source, destination): %s" % (label, diff[:10]))
 
 
 def fetch_traffic(d):
@@ -262,14 +308,17 @@ def main():
         results.append(run("kafka", src.bootstrap, dst.bootstrap, n, topics,
                            "kscale-", False))
 
-    print("\n%-16s %10s %11s %12s %10s %8s %8s %14s %14s" % (
+    print("\n%-16s %10s %11s %12s %10s %8s %8s %14s %14s %10s %12s" % (
         "where", "partitions", "catch-up s", "catch-up CPU", "idle core",
-        "RSS", "peak", "describe med", "describe max"))
+        "RSS", "peak", "describe med", "describe max", "restart s",
+        "restart CPU"))
     for r in results:
-        print("%-16s %10d %11.1f %11.1fs %9.2f%% %6.0fMB %6.0fMB %13.3fs %13.3fs" % (
+        rs = ("%10.1f %11.1fs" % (r["restart_s"], r["restart_cpu_s"])
+              if r["restart_s"] is not None else "%10s %12s" % ("-", "-"))
+        print("%-16s %10d %11.1f %11.1fs %9.2f%% %6.0fMB %6.0fMB %13.3fs %13.3fs %s" % (
             r["label"], r["partitions"], r["catchup_s"], r["catchup_cpu_s"],
             r["idle_core_pct"], r["rss_mb"], r["hwm_mb"], r["describe_median_s"],
-            r["describe_max_s"]))
+            r["describe_max_s"], rs))
     print("\nTargets (issue 12, 10,000 partitions): catch-up < 60 s, idle < 2% "
           "of a core, RSS < 200 MB, DescribeMirrors < 1 s.")
     out = h.build_path("test", "bench", "results-scale.json")
