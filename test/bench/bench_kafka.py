@@ -424,10 +424,16 @@ def dst_codecs(cluster, topics):
     return out
 
 
+def too_few_ticks(cpu_s):
+    """CPU times come in clock ticks (10 ms each): under 5 ticks a ratio
+    of them says nothing."""
+    return cpu_s < 4.5 / CLK_TCK
+
+
 def cpu_ratio(m, o):
-    """One round's CPU-s/GB ratio, or "-" when either tool's CPU is under
-    5 clock ticks (10 ms each): such a ratio says nothing."""
-    if min(m["cpu_s"], o["cpu_s"]) < 4.5 / CLK_TCK:
+    """One round's CPU-s/GB ratio, or "-" when either tool's CPU is too
+    few clock ticks (too_few_ticks())."""
+    if too_few_ticks(min(m["cpu_s"], o["cpu_s"])):
         return "-"
     return "%.2f" % (m["cpu_s_per_gb"] / o["cpu_s_per_gb"])
 
@@ -450,9 +456,7 @@ def closing_lines(results):
                 continue
             rounds = ("" if len(pairs) == 1 else
                       " (medians of %d rounds)" % len(pairs))
-            # CPU times come in clock ticks (10 ms): below 5 ticks the
-            # ratio says nothing.
-            small = [m["cpu_s"] for m, _ in pairs if m["cpu_s"] < 4.5 / CLK_TCK]
+            small = [m["cpu_s"] for m, _ in pairs if too_few_ticks(m["cpu_s"])]
             cpu = ("%5.2fx less CPU per GB" % median(
                        [o["cpu_s_per_gb"] / m["cpu_s_per_gb"] for m, o in pairs])
                    if not small else
