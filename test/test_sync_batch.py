@@ -34,30 +34,30 @@ NPART = 25
 SENT = re.compile(r"destination: ListOffsets of the ends of (\d+) partitions sent to")
 
 
-def produce_all(src, tag, n):
-    for t in TOPICS:
+def produce_all(src, tag, n, topics=TOPICS):
+    for t in topics:
         for p in range(NPART):
             mt.produce_tagged(src, t, p, n, "%s-%s%d" % (tag, t, p))
 
 
-def wait_copied(d, src, dst, want):
+def wait_copied(d, src, dst, want, topics=TOPICS, mirror="m", timeout=60):
     # mirrord's own view first: the test's reads of the destination are
     # ListOffsets too, and must not take the error injected for mirrord's.
     last = []
 
     def settled():
-        rows = d.describe_json("m")
+        rows = d.describe_json(mirror)
         last[:] = [r for r in rows if r["state"] != "MIRRORING" or
                    r["lag"] != 0 or r["destinationOffset"] != want]
-        return len(rows) == len(TOPICS) * NPART and not last
+        return len(rows) == len(topics) * NPART and not last
     try:
-        h.wait_for(settled, 60, "every partition MIRRORING with %d records "
-                   "copied" % want)
+        h.wait_for(settled, timeout, "every partition MIRRORING with %d "
+                   "records copied" % want)
     except AssertionError as e:
         h.fail("%s; not yet: %s; log %s" % (e, last[:3], d.proc.log_path))
-    for t in TOPICS:
+    for t in topics:
         h.eq(mt.end_offsets(dst, t, NPART), [want] * NPART, "%s ends" % t)
-    for t in TOPICS:
+    for t in topics:
         n = mt.same_batches(src, dst, t, range(NPART))
         h.eq(n, want * NPART, "%s records compared" % t)
 
