@@ -145,10 +145,14 @@ def main():
     got = describe(dst_c, T)
     h.check("min.insync.replicas" not in got,
             "the excluded min.insync.replicas was copied: %r" % got)
-    h.check(metric(d, "mirrord_topic_configs_applied_total", mirror="m1") >= 3,
-            "mirrord_topic_configs_applied_total should count 3 or more")
-    h.check(re.search(r"topic %s: .*retention\.ms=3600000" % re.escape(T), d.log()),
-            "the applied configs were not logged")
+    # Counted and logged when mirrord reads the AlterConfigs answer, which
+    # may be just after the broker applied it (what the wait above saw).
+    h.wait_for(lambda: metric(d, "mirrord_topic_configs_applied_total",
+                              mirror="m1") >= 3, 30,
+               "mirrord_topic_configs_applied_total to count 3 or more")
+    h.wait_for(lambda: re.search(r"topic %s: .*retention\.ms=3600000"
+                                 % re.escape(T), d.log()), 30,
+               "the applied configs logged")
     print("1. retention.ms, max.message.bytes, cleanup.policy followed the source; "
           "min.insync.replicas (excluded) was not copied", flush=True)
 
