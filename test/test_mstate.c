@@ -1672,6 +1672,225 @@ START_TEST(test_async_state_order)
 }
 END_TEST
 
+/* ---- exclusive writes (the operator's commands) ---------------------- */
+
+static int excl_ready_calls;
+
+static void excl_ready(void *arg)
+{
+	(void)arg;
+	excl_ready_calls++;
+}
+
+static void run_until_ready(void)
+{
+	for (int i = 0; i < 20000 && excl_ready_calls == 0; i++) {
+		event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		if (excl_ready_calls == 0)
+			usleep(i < 100 ? 0 : 1000);
+	}
+	ck_assert_int_eq(excl_ready_calls, 1);
+}
+
+/* The callback slot of the operator's write: id 100, n-th callback. */
+static int cb_of(int id)
+{
+	for (int i = 0; i < AC.n; i++)
+		if (AC.id[i] == id)
+			return i;
+	ck_abort_msg("no callback for id %d", id);
+	return -1;
+}
+
+/*
+ * An operator's write waits (without blocking) for the group in flight,
+ * validates against everything before it, and goes as a group of its own;
+ * the data plane's writes meanwhile are held, then handed to the log:
+ * those in the mirror it changed are checked again and refused when they
+ * no longer apply or were decided from a state it changed (a PREPARING ->
+ * MIRRORING would undo the pause, though PAUSING -> MIRRORING is valid),
+ * those elsewhere go unchecked.  Every record in the log applies: the log
+ * reopens to the same model.
+ */
+START_TEST(test_excl_holds_and_rechecks)
+{
+	struct aarg a[4], o, op;
+	struct mstate_async_stats as;
+	int started = 0;
+
+	mk_mirror("o");
+	mk_topic("o", "u", 1);
+	async_parts(a, 4);
+	o = (struct aarg){ 10, part("o", "u", 0) };
+	op = (struct aarg){ 100, a[0].p };
+	excl_ready_calls = 0;
+	/* A group in flight: the operator's write must wait for it. */
+	gate_hold(1);
+	anchor_async(&a[0], 10, 0);
+	gate_wait_inside();
+	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), 0);
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_WAITING);
+	/* A second one is the caller's to queue. */
+	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), -1);
+	/* Written while it waits: held (nothing appended). */
+	state_async(&a[1], MPART_MIRRORING);
+	anchor_async(&o, 5, 0);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.held, 2);
+	ck_assert_uint_eq(as.in_flight, 3);
+	gate_hold(0);
+	run_until_ready();
+	/* Its turn: the group before it applied, the held ones not yet. */
+	ck_assert_int_eq(AC.n, 1);
+	ck_assert_int_eq(AC.code[0], 0);
+	ck_assert_uint_eq(a[0].p->nanchors, 1);
+	ck_assert_int_eq(a[1].p->state, MPART_PREPARING);
+	ck_assert_uint_eq(o.p->nanchors, 0);
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_OPEN);
+	/* The operator pauses m/t (queued in the open batch). */
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(a[2].p->state, MPART_PREPARING);
+	gate_hold(1);
+	CODE(mstate_excl_commit(F.st, acb, &op, &started, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+	gate_wait_inside();
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_FLIGHT);
+	/* Validated against the model before the pause: held too. */
+	state_async(&a[2], MPART_MIRRORING);
+	ck_assert_int_eq(a[2].p->state, MPART_PREPARING);
+	gate_hold(0);
+	run_until(5);
+	/* The pause first, applied before its callback ran. */
+	ck_assert_int_eq(AC.id[1], 100);
+	ck_assert_msg(AC.code[1] == 0, "%s", AC.msg[1]);
+	ck_assert_int_eq(AC.state_seen[1], MPART_PAUSING);
+	/* The held state changes of m/t no longer apply: refused, why said. */
+	for (int k = 1; k <= 2; k++) {
+		int i = cb_of(k);
+
+		ck_assert_int_eq(AC.code[i], KERR_INVALID_CLUSTER_MIRROR_STATES);
+		ck_assert_msg(strstr(AC.msg[i], "not recorded, an operator's "
+		    "command moved it from PREPARING to PAUSING meanwhile") !=
+		    NULL && strstr(AC.msg[i], "m/t-") != NULL, "%s",
+		    AC.msg[i]);
+		ck_assert_int_eq(a[k].p->state, MPART_PAUSING);
+	}
+	/* The other mirror's anchor went through. */
+	ck_assert_int_eq(AC.code[cb_of(10)], 0);
+	ck_assert_uint_eq(o.p->nanchors, 1);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.held, 3);
+	ck_assert_uint_eq(as.held_refused, 2);
+	ck_assert_uint_eq(as.excl_waits, 1);
+	ck_assert_uint_eq(as.in_flight, 0);
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_NONE);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(part("m", "t", i)->state, MPART_PAUSING);
+	reopen_same();
+}
+END_TEST
+
+/*
+ * The operator's write fails (fsync): its callback says so, the writes
+ * held behind it fail too (the log is broken), the model keeps none of
+ * them and the log reopens to the model before.  A write with nothing
+ * queued (the command answered an error) starts nothing and releases the
+ * held writes at once; a cancelled wait releases them too.
+ */
+START_TEST(test_excl_fails_and_empty)
+{
+	struct aarg a[2], op;
+	char *before;
+	int started = 1;
+
+	async_parts(a, 2);
+	op = (struct aarg){ 100, a[0].p };
+	/* Nothing queued: answered now. */
+	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), 1);
+	CODE(mstate_create_mirror(F.st, "x", BOOT, 1, F.msg, sizeof(F.msg)),
+	    0);
+	mstate_excl_discard(F.st);
+	CODE(mstate_excl_commit(F.st, acb, &op, &started, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 0);
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "x"));
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_NONE);
+	/* A cancelled wait: the held write goes. */
+	excl_ready_calls = 0;
+	gate_hold(1);
+	anchor_async(&a[0], 10, 0);
+	gate_wait_inside();
+	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), 0);
+	anchor_async(&a[1], 20, 0);
+	mstate_excl_cancel(F.st);
+	gate_hold(0);
+	run_until(2);
+	ck_assert_int_eq(AC.code[0], 0);
+	ck_assert_int_eq(AC.code[1], 0);
+	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	ck_assert_int_eq(excl_ready_calls, 0);
+	/* The operator's write fails. */
+	before = mstate_dump(F.st);
+	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), 1);
+	CODE(mstate_create_mirror(F.st, "x", BOOT, 1, F.msg, sizeof(F.msg)),
+	    0);
+	F.faults.fsync_errno = EIO;
+	gate_hold(1);
+	CODE(mstate_excl_commit(F.st, acb, &op, &started, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+	gate_wait_inside();
+	anchor_async(&a[0], 30, 10);
+	gate_hold(0);
+	run_until(4);
+	ck_assert_int_eq(AC.id[2], 100);
+	ck_assert_int_eq(AC.code[2], KERR_KAFKA_STORAGE_ERROR);
+	ck_assert_msg(strstr(AC.msg[2], "fsync failed") != NULL, "%s",
+	    AC.msg[2]);
+	ck_assert_int_eq(AC.id[3], 0);
+	ck_assert_int_eq(AC.code[3], KERR_KAFKA_STORAGE_ERROR);
+	ck_assert_ptr_null(mstate_mirror_find(F.st, "x"));
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_NONE);
+	model_unchanged(before);
+	reopen_same();
+	free(before);
+}
+END_TEST
+
+/*
+ * A synchronous write while the operator's write is in flight waits for
+ * it and for the writes held behind it (checked), so the log order stays
+ * the apply order.
+ */
+START_TEST(test_excl_then_sync)
+{
+	struct aarg a[2], op;
+	int started = 0;
+
+	async_parts(a, 2);
+	op = (struct aarg){ 100, a[0].p };
+	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), 1);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	gate_hold(1);
+	CODE(mstate_excl_commit(F.st, acb, &op, &started, F.msg,
+	    sizeof(F.msg)), 0);
+	gate_wait_inside();
+	anchor_async(&a[1], 10, 0);
+	gate_hold(0);
+	/* PAUSING -> PAUSED is valid only once the pause is applied. */
+	CODE(mpart_set_state(F.st, a[0].p, MPART_PAUSED, "test", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	run_until(2);
+	ck_assert_int_eq(AC.code[0], 0);
+	ck_assert_int_eq(AC.code[1], 0);
+	reopen_same();
+	ck_assert_int_eq(part("m", "t", 0)->state, MPART_PAUSED);
+	ck_assert_int_eq(part("m", "t", 1)->state, MPART_PAUSING);
+}
+END_TEST
+
 /*
  * A failed fsync: the state changes of its group and of the next are not
  * made (the model keeps the old states, the callbacks say
@@ -2706,6 +2925,9 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_async_fsync_fails_group_and_later);
 	tcase_add_test(tc, test_sync_after_async);
 	tcase_add_test(tc, test_async_state_order);
+	tcase_add_test(tc, test_excl_holds_and_rechecks);
+	tcase_add_test(tc, test_excl_fails_and_empty);
+	tcase_add_test(tc, test_excl_then_sync);
 	tcase_add_test(tc, test_async_state_fails);
 	tcase_add_test(tc, test_sync_state_after_async_state);
 	tcase_add_test(tc, test_async_compaction_with_groups);

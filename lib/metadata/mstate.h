@@ -495,12 +495,52 @@ struct mstate_async_stats {
 	uint64_t last_group_ops;
 	uint64_t max_group_ops;
 	uint64_t in_flight;    /* started, callback not yet run */
+	uint64_t held;         /* held behind an operator's write */
+	uint64_t held_refused; /* of those, no longer valid after it */
+	uint64_t excl_waits;   /* operator's writes that waited their turn */
 };
 void mstate_async_stats(const struct mstate *st,
     struct mstate_async_stats *out);
 int mstate_batch_commit(struct mstate *st, char *msg, size_t msglen);
 /* Drops every queued operation. */
 void mstate_batch_abort(struct mstate *st);
+
+/*
+ * Exclusive writes: the operator's commands, without blocking the loop.
+ * An operator's change is validated against the model, so the model must
+ * hold every write before it, and no write after it may have been
+ * validated without it.  mstate_excl_begin() asks for that moment:
+ *  - 1: it is now.  A batch is open (as mstate_batch_begin()): run the
+ *    operations (synchronous forms: they validate and queue), then
+ *    mstate_excl_commit();
+ *  - 0: ready(arg) runs later from the loop, once the asynchronous writes
+ *    in flight are applied, with the batch open; do the same there;
+ *  - -1: another exclusive write is wanted or open, a batch is open, or
+ *    the log is not open (one at a time: the caller queues its own).
+ * From the call until the commit's records are applied, new asynchronous
+ * writes are held: encoded, not appended.  Once the operator's records
+ * are applied they go to the log in order; one with a record in a mirror
+ * the operator's change named is first checked again against the model
+ * and, if it no longer applies, refused (its callback gets
+ * KERR_INVALID_CLUSTER_MIRROR_STATES and why).  A synchronous write
+ * meanwhile waits as before (for the operator's write too, if it is in
+ * flight).  mstate_excl_commit() hands the batch to the log as a group of
+ * its own: KERR_NONE with *started 1 (cb runs once applied, or with the
+ * error), or the result now with *started 0 (nothing queued, a failed
+ * batch, no event base: then it wrote synchronously).  Without the log's
+ * event base everything is synchronous.  mstate_excl_cancel() drops a
+ * waiting request, or the callback of the one in flight (shutdown).
+ */
+enum { MSTATE_EXCL_NONE, MSTATE_EXCL_WAITING, MSTATE_EXCL_OPEN,
+	MSTATE_EXCL_FLIGHT };
+typedef void (*mstate_excl_fn)(void *arg);
+int mstate_excl_begin(struct mstate *st, mstate_excl_fn ready, void *arg);
+int mstate_excl_commit(struct mstate *st, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen);
+/* Drops what the open exclusive batch queued (it stays open). */
+void mstate_excl_discard(struct mstate *st);
+void mstate_excl_cancel(struct mstate *st);
+int mstate_excl_state(const struct mstate *st);   /* MSTATE_EXCL_* */
 
 /* ---- data-plane operations ------------------------------------------- */
 

@@ -1108,6 +1108,9 @@ int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
 
 /* ---- persistence -------------------------------------------------------- */
 
+static int scratch_check(struct mstate *st, const struct mlog_rec *recs,
+    size_t n, const char *label, const char *where, char *msg, size_t msglen);
+
 void mstate_batch_clear(struct mstate *st)
 {
 	for (size_t i = 0; i < st->npending; i++)
@@ -1243,16 +1246,20 @@ int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
 	struct kw w;
 	uint8_t **bufs;
 	size_t *lens;
-	int rc = KERR_NONE;
+	int rc = KERR_NONE, recheck = 0;
 	size_t i;
 
 	if (st->ml == NULL) {
 		mstate_fmt(msg, msglen, "%s: the metadata log is not open", what);
 		return KERR_KAFKA_STORAGE_ERROR;
 	}
-	/* The log order is the apply order: asynchronous writes first. */
-	if (!st->batch)
+	/* The log order is the apply order: asynchronous writes first.  An
+	 * operator's write among them may change what the caller validated
+	 * these records against: then they are checked again below. */
+	if (!st->batch) {
+		recheck = st->excl == MSTATE_EXCL_FLIGHT;
 		mstate_async_drain(st);
+	}
 	bufs = calloc(n, sizeof(*bufs));
 	lens = calloc(n, sizeof(*lens));
 	if (bufs == NULL || lens == NULL) {
@@ -1279,6 +1286,26 @@ int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
 	if (st->batch) {
 		rc = queue(st, recs, bufs, lens, n, what, msg, msglen);
 		goto out;
+	}
+	if (recheck) {
+		struct mlog_rec *lr = calloc(n, sizeof(*lr));
+
+		for (i = 0; lr != NULL && i < n; i++)
+			lr[i] = (struct mlog_rec){ .type = recs[i].type,
+			    .p = bufs[i], .len = lens[i] };
+		if (lr == NULL)
+			mstate_fmt(err, sizeof(err), "out of memory");
+		rc = lr == NULL ? KERR_UNKNOWN_SERVER_ERROR :
+		    scratch_check(st, lr, n, "record", "", err, sizeof(err));
+		free(lr);
+		if (rc != KERR_NONE) {
+			mstate_fmt(msg, msglen, "%s: not recorded, an operator's "
+			    "command changed what it depends on meanwhile: %s",
+			    what, err);
+			if (rc == KERR_INVALID_REQUEST)
+				rc = KERR_INVALID_CLUSTER_MIRROR_STATES;
+			goto out;
+		}
 	}
 	for (i = 0; i < n; i++)
 		if (mlog_append(st->ml, recs[i].type, bufs[i], lens[i], err,
@@ -1372,7 +1399,9 @@ static void on_callbacks(evutil_socket_t fd, short what, void *arg)
 			st->done_tail = NULL;
 		if (st->astats.in_flight > 0)
 			st->astats.in_flight--;
-		op->cb(op->arg, op->rc, op->rc == KERR_NONE ? NULL : op->msg);
+		if (op->cb != NULL)   /* NULL: mstate_excl_cancel() */
+			op->cb(op->arg, op->rc, op->rc == KERR_NONE ? NULL :
+			    op->msg);
 		aop_free(op);
 	}
 }
@@ -1405,6 +1434,8 @@ static void fail_ops(struct mstate *st, struct mstate_aop *ops, int rc,
 }
 
 static void start_group(struct mstate *st);
+static void release_held(struct mstate *st, int check);
+static void excl_poke(struct mstate *st);
 
 static void compact_done(void *arg, int rc, int16_t sync_error,
     const char *err)
@@ -1434,7 +1465,18 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 		st->acc_head = st->acc_tail = NULL;
 		fail_ops(st, acc, sync_error != 0 ? sync_error :
 		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
+		if (st->excl == MSTATE_EXCL_FLIGHT) {
+			/* The operator's write failed: so do the held ones. */
+			acc = st->held_head;
+			st->held_head = st->held_tail = NULL;
+			st->excl = MSTATE_EXCL_NONE;
+			st->excl_op = NULL;
+			fail_ops(st, acc, sync_error != 0 ? sync_error :
+			    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err :
+			    "failed");
+		}
 		free(g);
+		excl_poke(st);
 		return;
 	}
 	st->astats.groups++;
@@ -1444,6 +1486,8 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 	for (struct mstate_aop *op = g->ops; op != NULL; op = op->next) {
 		op->rc = KERR_NONE;
 		st->astats.ops++;
+		if (op == st->excl_op)
+			st->excl_op = NULL;
 		/* A follower's log applied them already, live. */
 		for (size_t i = 0; i < op->n && !st->ml->applies_on_sync; i++) {
 			if (apply_payload(st, op->types[i], op->bufs[i],
@@ -1467,7 +1511,14 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 		    compact_done, NULL, aerr, sizeof(aerr)) != 0)
 			log_errorx("metadata log compaction failed: %s", aerr);
 	}
+	if (st->excl == MSTATE_EXCL_FLIGHT && st->excl_op == NULL) {
+		/* The operator's write is applied: the writes held meanwhile
+		 * go now, each checked against it. */
+		st->excl = MSTATE_EXCL_NONE;
+		release_held(st, 1);
+	}
 	start_group(st);
+	excl_poke(st);
 }
 
 /* Hands every accumulated op to the log as one group. */
@@ -1503,6 +1554,53 @@ static void start_group(struct mstate *st)
 	}
 }
 
+/* Appends an op's records and queues it for the next group; -1 when the
+ * log refuses (it is broken: the ops queued before it fail too). */
+static int aop_append(struct mstate *st, struct mstate_aop *op, char *err,
+    size_t errlen)
+{
+	struct mstate_aop *acc;
+	size_t i;
+
+	for (i = 0; i < op->n; i++)
+		if (mlog_append(st->ml, op->types[i], op->bufs[i], op->lens[i],
+		    err, errlen) != 0)
+			break;
+	if (i == op->n) {
+		op->next = NULL;
+		if (st->acc_tail != NULL)
+			st->acc_tail->next = op;
+		else
+			st->acc_head = op;
+		st->acc_tail = op;
+		return 0;
+	}
+	/* Only when the log is broken (encode kept the sizes in bounds). */
+	mlog_discard(st->ml);
+	acc = st->acc_head;
+	st->acc_head = st->acc_tail = NULL;
+	fail_ops(st, acc, KERR_KAFKA_STORAGE_ERROR, err);
+	return -1;
+}
+
+static int ensure_cb_ev(struct mstate *st, const char *what, char *msg,
+    size_t msglen)
+{
+	if (st->cb_ev != NULL)
+		return 0;
+	if (st->ml->base == NULL) {
+		mstate_fmt(msg, msglen, "%s: asynchronous metadata writes need "
+		    "the log's event base", what);
+		return -1;
+	}
+	st->cb_ev = event_new(st->ml->base, -1, 0, on_callbacks, st);
+	if (st->cb_ev == NULL) {
+		mstate_fmt(msg, msglen, "%s: out of memory", what);
+		return -1;
+	}
+	return 0;
+}
+
 int mstate_persist_async(struct mstate *st, const struct mrec *recs,
     size_t n, const char *what, mstate_done_fn cb, void *arg, char *msg,
     size_t msglen)
@@ -1521,18 +1619,8 @@ int mstate_persist_async(struct mstate *st, const struct mrec *recs,
 		    "batch is open", what);
 		return KERR_UNKNOWN_SERVER_ERROR;
 	}
-	if (st->cb_ev == NULL) {
-		if (st->ml->base == NULL) {
-			mstate_fmt(msg, msglen, "%s: asynchronous metadata writes "
-			    "need the log's event base", what);
-			return KERR_UNKNOWN_SERVER_ERROR;
-		}
-		st->cb_ev = event_new(st->ml->base, -1, 0, on_callbacks, st);
-		if (st->cb_ev == NULL) {
-			mstate_fmt(msg, msglen, "%s: out of memory", what);
-			return KERR_UNKNOWN_SERVER_ERROR;
-		}
-	}
+	if (ensure_cb_ev(st, what, msg, msglen) != 0)
+		return KERR_UNKNOWN_SERVER_ERROR;
 	op = calloc(1, sizeof(*op));
 	if (op == NULL || (op->bufs = calloc(n, sizeof(*op->bufs))) == NULL ||
 	    (op->lens = calloc(n, sizeof(*op->lens))) == NULL ||
@@ -1563,37 +1651,355 @@ int mstate_persist_async(struct mstate *st, const struct mrec *recs,
 			return KERR_UNKNOWN_SERVER_ERROR;
 		}
 	}
-	for (i = 0; i < n; i++)
-		if (mlog_append(st->ml, op->types[i], op->bufs[i], op->lens[i],
-		    err, sizeof(err)) != 0)
-			break;
-	if (i < n) {
-		/* Only when the log is broken (encode kept the sizes in
-		 * bounds): the ops waiting for the next group go too. */
-		mlog_discard(st->ml);
-		struct mstate_aop *acc = st->acc_head;
-		st->acc_head = st->acc_tail = NULL;
-		fail_ops(st, acc, KERR_KAFKA_STORAGE_ERROR, err);
+	if (st->excl != MSTATE_EXCL_NONE) {
+		/* An operator's write is wanted or in flight: held, and
+		 * appended once that one is applied (checked against it).
+		 * A state change was decided from the state now: kept. */
+		op->from_state = -1;
+		for (i = 0; i < n; i++) {
+			struct mpart *pp;
+
+			if (recs[i].type == MREC_PART_STATE &&
+			    mstate_record_scope(st, op->types[i], op->bufs[i],
+			    op->lens[i], &pp, err, sizeof(err)) ==
+			    MSTATE_SCOPE_PART && pp != NULL)
+				op->from_state = pp->state;
+		}
+		if (st->held_tail != NULL)
+			st->held_tail->next = op;
+		else
+			st->held_head = op;
+		st->held_tail = op;
+		st->astats.in_flight++;
+		st->astats.held++;
+		return KERR_NONE;
+	}
+	if (aop_append(st, op, err, sizeof(err)) != 0) {
 		mstate_fmt(msg, msglen, "%s: the change was not made, the "
 		    "metadata log cannot persist it: %s", what, err);
 		aop_free(op);
 		return KERR_KAFKA_STORAGE_ERROR;
 	}
-	if (st->acc_tail != NULL)
-		st->acc_tail->next = op;
-	else
-		st->acc_head = op;
-	st->acc_tail = op;
 	st->astats.in_flight++;
 	start_group(st);
 	return KERR_NONE;
+}
+
+/* ---- exclusive writes (the operator's commands) ----------------------- */
+
+/* 1 when the op has a record in a mirror the exclusive write named (or
+ * either names no mirror): only then can that write have changed whether
+ * the op's records apply. */
+static int held_touched(struct mstate *st, const struct mstate_aop *op)
+{
+	char err[256];
+	struct mrec r;
+
+	if (st->excl_all)
+		return 1;
+	for (size_t i = 0; i < op->n; i++) {
+		if (mrec_decode(op->types[i], op->bufs[i], op->lens[i], &r,
+		    st->cfgbuf, MREC_MAX_CONFIGS, err, sizeof(err)) != 0 ||
+		    r.mirror.len < 0)
+			return 1;
+		for (size_t k = 0; k < st->nexcl_mirrors; k++)
+			if (mstate_kcmp(r.mirror, st->excl_mirrors[k]) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+/* 1 (err says how) when the op changes a partition's state and the
+ * operator's write moved that partition since the op was decided: the
+ * change was meant for the state before (a MIRRORING decided from
+ * PREPARING must not undo a pause, although PAUSING -> MIRRORING is a
+ * valid move). */
+static int moved_meanwhile(struct mstate *st, const struct mstate_aop *op,
+    char *err, size_t errlen)
+{
+	char e[256];
+	struct mpart *p;
+
+	if (op->from_state < 0)
+		return 0;
+	for (size_t i = 0; i < op->n; i++) {
+		if (op->types[i] != MREC_PART_STATE)
+			continue;
+		if (mstate_record_scope(st, op->types[i], op->bufs[i],
+		    op->lens[i], &p, e, sizeof(e)) != MSTATE_SCOPE_PART ||
+		    p == NULL)
+			return 0;   /* gone: the scratch check says so */
+		if ((int)p->state != op->from_state) {
+			mstate_fmt(err, errlen, "moved it from %s to %s "
+			    "meanwhile", mpart_state_name(op->from_state),
+			    mpart_state_name(p->state));
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void excl_mirrors_clear(struct mstate *st)
+{
+	for (size_t k = 0; k < st->nexcl_mirrors; k++)
+		free(st->excl_mirrors[k]);
+	free(st->excl_mirrors);
+	st->excl_mirrors = NULL;
+	st->nexcl_mirrors = 0;
+	st->excl_all = 0;
+}
+
+/*
+ * Hands the held ops to the log in the order they came.  With check, an
+ * operator's write was applied since they were validated: an op it could
+ * reach is checked again against the model and refused (its callback
+ * says why) when its records no longer apply, so that every record in
+ * the log still applies at replay.
+ */
+static void release_held(struct mstate *st, int check)
+{
+	struct mstate_aop *op = st->held_head, *next;
+	char err[1024];
+
+	st->held_head = st->held_tail = NULL;
+	for (; op != NULL; op = next) {
+		next = op->next;
+		op->next = NULL;
+		if (check && held_touched(st, op) && moved_meanwhile(st, op,
+		    err, sizeof(err))) {
+			aop_set(op, KERR_INVALID_CLUSTER_MIRROR_STATES, "%s: not "
+			    "recorded, an operator's command %s", op->what, err);
+			st->astats.held_refused++;
+			defer_callbacks(st, op);
+			continue;
+		}
+		if (check && held_touched(st, op)) {
+			struct mlog_rec recs[8];
+			size_t n = op->n < 8 ? op->n : 8;
+			int rc;
+
+			for (size_t i = 0; i < n; i++)
+				recs[i] = (struct mlog_rec){ .type = op->types[i],
+				    .p = op->bufs[i], .len = op->lens[i] };
+			rc = op->n > 8 ? KERR_UNKNOWN_SERVER_ERROR :
+			    scratch_check(st, recs, n, "record", "", err,
+			    sizeof(err));
+			if (rc != KERR_NONE) {
+				aop_set(op, KERR_INVALID_CLUSTER_MIRROR_STATES,
+				    "%s: not recorded, an operator's command "
+				    "changed what it depends on meanwhile: %s",
+				    op->what, op->n > 8 ? "too many records" :
+				    err);
+				st->astats.held_refused++;
+				defer_callbacks(st, op);
+				continue;
+			}
+		}
+		if (aop_append(st, op, err, sizeof(err)) != 0) {
+			aop_set(op, KERR_KAFKA_STORAGE_ERROR, "%s: the change "
+			    "was not made, the metadata log cannot persist "
+			    "it: %s", op->what, err);
+			defer_callbacks(st, op);
+			fail_ops(st, next, KERR_KAFKA_STORAGE_ERROR, err);
+			break;
+		}
+	}
+	start_group(st);
+}
+
+static int quiescent(const struct mstate *st)
+{
+	return st->inflight == NULL && st->acc_head == NULL && !st->batch;
+}
+
+/* The waiting exclusive write's turn: the log holds every write that
+ * came before it, applied. */
+static void on_excl(evutil_socket_t fd, short what, void *arg)
+{
+	struct mstate *st = arg;
+	mstate_excl_fn ready = st->excl_ready;
+
+	(void)fd;
+	(void)what;
+	if (st->excl != MSTATE_EXCL_WAITING || !quiescent(st))
+		return;   /* not yet: the next group's completion comes back */
+	st->excl = MSTATE_EXCL_OPEN;
+	st->batch = 1;
+	st->excl_ready = NULL;
+	ready(st->excl_arg);
+}
+
+static void excl_poke(struct mstate *st)
+{
+	if (st->excl == MSTATE_EXCL_WAITING && st->excl_ev != NULL &&
+	    quiescent(st))
+		event_active(st->excl_ev, 0, 0);
+}
+
+int mstate_excl_begin(struct mstate *st, mstate_excl_fn ready, void *arg)
+{
+	if (st->ml == NULL || st->batch || st->excl != MSTATE_EXCL_NONE)
+		return -1;
+	if (st->ml->base == NULL) {
+		/* Tools and tests: synchronous, as a batch. */
+		mstate_async_drain(st);
+		st->excl = MSTATE_EXCL_OPEN;
+		st->batch = 1;
+		return 1;
+	}
+	if (st->excl_ev == NULL &&
+	    (st->excl_ev = event_new(st->ml->base, -1, 0, on_excl, st)) == NULL)
+		return -1;
+	if (quiescent(st)) {
+		st->excl = MSTATE_EXCL_OPEN;
+		st->batch = 1;
+		return 1;
+	}
+	st->excl = MSTATE_EXCL_WAITING;
+	st->excl_ready = ready;
+	st->excl_arg = arg;
+	st->astats.excl_waits++;
+	return 0;
+}
+
+static void excl_end(struct mstate *st)
+{
+	st->excl = MSTATE_EXCL_NONE;
+	st->excl_op = NULL;
+	st->excl_ready = NULL;
+	release_held(st, 0);
+}
+
+void mstate_excl_discard(struct mstate *st)
+{
+	if (st->excl != MSTATE_EXCL_OPEN)
+		return;
+	mlog_discard(st->ml);
+	mstate_batch_clear(st);
+	st->batch_failed = 0;
+}
+
+int mstate_excl_commit(struct mstate *st, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen)
+{
+	struct mstate_aop *op;
+	struct mrec r;
+	char err[256];
+	int rc;
+
+	*started = 0;
+	if (st->excl != MSTATE_EXCL_OPEN) {
+		mstate_fmt(msg, msglen, "no exclusive write is open");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	if (st->ml->base == NULL || st->batch_failed || st->npending == 0 ||
+	    ensure_cb_ev(st, "the operator's change", msg, msglen) != 0) {
+		/* Nothing to write, a failed batch, or no event loop: the
+		 * batch's own commit says how it went, now. */
+		rc = mstate_batch_commit(st, msg, msglen);
+		excl_end(st);
+		return rc;
+	}
+	op = calloc(1, sizeof(*op));
+	if (op == NULL || (op->bufs = calloc(st->npending,
+	    sizeof(*op->bufs))) == NULL || (op->lens = calloc(st->npending,
+	    sizeof(*op->lens))) == NULL || (op->types = calloc(st->npending,
+	    sizeof(*op->types))) == NULL ||
+	    (op->what = strdup("the operator's change")) == NULL) {
+		if (op != NULL)
+			aop_free(op);
+		mstate_excl_discard(st);
+		st->batch = 0;
+		excl_end(st);
+		mstate_fmt(msg, msglen, "none of the changes were made: out of "
+		    "memory");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	/* Which mirrors it names: the held ops in others need no check. */
+	excl_mirrors_clear(st);
+	for (size_t i = 0; i < st->npending; i++) {
+		struct mstate_pending *q = &st->pending[i];
+		size_t k;
+
+		op->types[i] = q->type;
+		op->bufs[i] = q->buf;
+		op->lens[i] = q->len;
+		q->buf = NULL;
+		if (mrec_decode(q->type, op->bufs[i], op->lens[i], &r,
+		    st->cfgbuf, MREC_MAX_CONFIGS, err, sizeof(err)) != 0 ||
+		    r.mirror.len < 0) {
+			st->excl_all = 1;
+			continue;
+		}
+		for (k = 0; k < st->nexcl_mirrors; k++)
+			if (mstate_kcmp(r.mirror, st->excl_mirrors[k]) == 0)
+				break;
+		if (k < st->nexcl_mirrors)
+			continue;
+		if (mstate_grow(&st->excl_mirrors, st->nexcl_mirrors,
+		    sizeof(*st->excl_mirrors)) != 0 ||
+		    (st->excl_mirrors[st->nexcl_mirrors] = mstate_kdup(r.mirror,
+		    &(int){ 0 })) == NULL)
+			st->excl_all = 1;
+		else
+			st->nexcl_mirrors++;
+	}
+	op->n = st->npending;
+	op->cb = cb;
+	op->arg = arg;
+	op->excl = 1;
+	mstate_batch_clear(st);   /* the buffers are the op's now */
+	st->batch = 0;
+	/* Appended already, by the batch: the log is quiescent, so they go
+	 * as a group of their own. */
+	st->acc_head = st->acc_tail = op;
+	st->excl = MSTATE_EXCL_FLIGHT;
+	st->excl_op = op;
+	st->astats.in_flight++;
+	*started = 1;
+	start_group(st);
+	return KERR_NONE;
+}
+
+void mstate_excl_cancel(struct mstate *st)
+{
+	switch (st->excl) {
+	case MSTATE_EXCL_WAITING:
+		excl_end(st);
+		break;
+	case MSTATE_EXCL_OPEN:
+		mstate_excl_discard(st);
+		st->batch = 0;
+		excl_end(st);
+		break;
+	case MSTATE_EXCL_FLIGHT:
+		st->excl_op->cb = NULL;   /* completes; nobody is told */
+		break;
+	default:
+		break;
+	}
+	/* Applied already, its callback not yet run. */
+	for (struct mstate_aop *op = st->done_head; op != NULL; op = op->next)
+		if (op->excl)
+			op->cb = NULL;
+}
+
+int mstate_excl_state(const struct mstate *st)
+{
+	return st->excl;
 }
 
 void mstate_async_drain(struct mstate *st)
 {
 	if (st->ml == NULL)
 		return;
-	while (st->inflight != NULL || st->acc_head != NULL) {
+	while (st->inflight != NULL || st->acc_head != NULL ||
+	    st->held_head != NULL) {
+		/* Held ops go now unless an operator's write is in flight
+		 * (its completion releases them, checked): none came
+		 * between their validation and now. */
+		if (st->held_head != NULL && st->excl != MSTATE_EXCL_FLIGHT)
+			release_held(st, 0);
 		if (st->inflight == NULL)
 			start_group(st);
 		if (st->inflight != NULL)
@@ -1601,6 +2007,7 @@ void mstate_async_drain(struct mstate *st)
 	}
 	/* A snapshot started from the last group's completion. */
 	mlog_wait(st->ml);
+	excl_poke(st);
 }
 
 int mstate_async_ready(const struct mstate *st)
@@ -1627,6 +2034,11 @@ void mstate_async_free(struct mstate *st)
 		event_free(st->cb_ev);
 		st->cb_ev = NULL;
 	}
+	if (st->excl_ev != NULL) {
+		event_free(st->excl_ev);
+		st->excl_ev = NULL;
+	}
+	excl_mirrors_clear(st);
 }
 
 void mstate_async_stats(const struct mstate *st,
@@ -1692,8 +2104,14 @@ static int scope_of(const struct mrec *r, struct mstate_scope *out, int *oom)
 	return *oom ? -1 : 0;
 }
 
-int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
-    size_t n, char *msg, size_t msglen)
+/*
+ * Whether n encoded records would apply, in order, to the model as it is
+ * now, without touching it: they are applied to a scratch copy of what
+ * they can reach.  KERR_NONE, or the code with msg naming the record
+ * ("<label> i of n").
+ */
+static int scratch_check(struct mstate *st, const struct mlog_rec *recs,
+    size_t n, const char *label, const char *where, char *msg, size_t msglen)
 {
 	struct scratch_sink s = { .base = { .put = scratch_put } };
 	struct mstate_scope *sc = NULL;
@@ -1703,15 +2121,6 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 	size_t i;
 	int rc = KERR_NONE, oom = 0, all = 0;
 
-	if (st->ml == NULL) {
-		mstate_fmt(msg, msglen, "the metadata log is not open");
-		return KERR_KAFKA_STORAGE_ERROR;
-	}
-	if (st->batch) {
-		mstate_fmt(msg, msglen, "a batch is open on the writer");
-		return KERR_UNKNOWN_SERVER_ERROR;
-	}
-	mstate_async_drain(st);
 	s.scratch = mstate_new();
 	if (s.scratch != NULL)
 		s.scratch->sparse = 1;
@@ -1729,9 +2138,8 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 			if (recs[i].type >= MLOG_TYPE_RESERVED)
 				mstate_fmt(err, sizeof(err), "framing type "
 				    "0x%04x", recs[i].type);
-			mstate_fmt(msg, msglen, "forwarded record %zu of %zu "
-			    "(type %u) does not decode: %s", i + 1, n,
-			    recs[i].type, err);
+			mstate_fmt(msg, msglen, "%s %zu of %zu (type %u) does "
+			    "not decode: %s", label, i + 1, n, recs[i].type, err);
 			rc = KERR_INVALID_REQUEST;
 			goto out;
 		}
@@ -1747,8 +2155,8 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 	}
 	if ((all ? mstate_dump_records(st, &s.base) :
 	    mstate_dump_scoped(st, sc, nsc, &s.base)) != 0 || s.base.failed) {
-		mstate_fmt(msg, msglen, "internal error: the writer's model does "
-		    "not copy: %s", s.err);
+		mstate_fmt(msg, msglen, "internal error: the model does not "
+		    "copy: %s", s.err);
 		rc = KERR_UNKNOWN_SERVER_ERROR;
 		goto out;
 	}
@@ -1756,36 +2164,13 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 	for (i = 0; i < n; i++) {
 		if (apply_payload(s.scratch, recs[i].type, recs[i].p, recs[i].len,
 		    0, 0, err, sizeof(err)) != 0) {
-			mstate_fmt(msg, msglen, "forwarded record %zu of %zu (%s) "
-			    "does not apply to the writer's model: %s", i + 1, n,
-			    mrec_type_name(recs[i].type), err);
+			mstate_fmt(msg, msglen, "%s %zu of %zu (%s) does not "
+			    "apply%s: %s", label, i + 1, n,
+			    mrec_type_name(recs[i].type), where, err);
 			rc = KERR_INVALID_REQUEST;
 			goto out;
 		}
 	}
-	for (i = 0; i < n; i++)
-		if (mlog_append(st->ml, recs[i].type, recs[i].p, recs[i].len,
-		    err, sizeof(err)) != 0)
-			break;
-	if (i < n || mlog_sync(st->ml, err, sizeof(err)) != 0) {
-		mlog_discard(st->ml);
-		mstate_fmt(msg, msglen, "the change was not made, the metadata "
-		    "log cannot persist it: %s", err);
-		rc = KERR_KAFKA_STORAGE_ERROR;
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		if (apply_payload(st, recs[i].type, recs[i].p, recs[i].len, 1, 0,
-		    err, sizeof(err)) != 0) {
-			/* It applied to the copy: a bug. */
-			log_errorx("a forwarded %s record does not apply after it "
-			    "was persisted: %s", mrec_type_name(recs[i].type), err);
-			mstate_fmt(msg, msglen, "internal error: %s", err);
-			rc = KERR_UNKNOWN_SERVER_ERROR;
-			goto out;
-		}
-	}
-	mstate_maybe_compact(st);
 out:
 	if (sc != NULL)
 		for (i = 0; i < nsc; i++) {
@@ -1795,6 +2180,50 @@ out:
 	free(sc);
 	mstate_free(s.scratch);
 	return rc;
+}
+
+int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
+    size_t n, char *msg, size_t msglen)
+{
+	char err[1024];
+	size_t i;
+	int rc;
+
+	if (st->ml == NULL) {
+		mstate_fmt(msg, msglen, "the metadata log is not open");
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	if (st->batch) {
+		mstate_fmt(msg, msglen, "a batch is open on the writer");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	mstate_async_drain(st);
+	rc = scratch_check(st, recs, n, "forwarded record",
+	    " to the writer's model", msg, msglen);
+	if (rc != KERR_NONE)
+		return rc;
+	for (i = 0; i < n; i++)
+		if (mlog_append(st->ml, recs[i].type, recs[i].p, recs[i].len,
+		    err, sizeof(err)) != 0)
+			break;
+	if (i < n || mlog_sync(st->ml, err, sizeof(err)) != 0) {
+		mlog_discard(st->ml);
+		mstate_fmt(msg, msglen, "the change was not made, the metadata "
+		    "log cannot persist it: %s", err);
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	for (i = 0; i < n; i++) {
+		if (apply_payload(st, recs[i].type, recs[i].p, recs[i].len, 1, 0,
+		    err, sizeof(err)) != 0) {
+			/* It applied to the copy: a bug. */
+			log_errorx("a forwarded %s record does not apply after it "
+			    "was persisted: %s", mrec_type_name(recs[i].type), err);
+			mstate_fmt(msg, msglen, "internal error: %s", err);
+			return KERR_UNKNOWN_SERVER_ERROR;
+		}
+	}
+	mstate_maybe_compact(st);
+	return KERR_NONE;
 }
 
 void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,

@@ -59,6 +59,19 @@ struct mstate {
 	struct mstate_aop *done_head, *done_tail;
 	struct event *cb_ev;
 	struct mstate_async_stats astats;
+	/* An exclusive write (mstate_excl_begin(), the operator's commands):
+	 * while one is wanted or in flight, new asynchronous writes are held
+	 * (encoded, not appended) and handed to the log once it is applied,
+	 * checked against it when it named their mirror. */
+	int excl;                  /* MSTATE_EXCL_* */
+	mstate_excl_fn excl_ready; /* WAITING: runs when it is its turn */
+	void *excl_arg;
+	struct event *excl_ev;
+	struct mstate_aop *excl_op; /* FLIGHT: its op, until applied */
+	struct mstate_aop *held_head, *held_tail;
+	char **excl_mirrors;       /* the mirrors its records name */
+	size_t nexcl_mirrors;
+	int excl_all;              /* a record names none: check every op */
 	/* A scratch model of mstate_apply_forwarded(): a restored topic's
 	 * partitions are made only when a record names one (a NULL slot is
 	 * a partition the scratch does not hold). */
@@ -75,6 +88,8 @@ struct mstate_aop {
 	char *what;
 	mstate_done_fn cb;
 	void *arg;
+	int excl;              /* the exclusive write's op */
+	int from_state;        /* held state change: the state it left */
 	int rc;                /* a Kafka error code, once done */
 	char *msg;             /* its message (NULL: none) */
 };
