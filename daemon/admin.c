@@ -57,6 +57,9 @@ struct admin {
 	int loopback_only;       /* server.listen reaches this machine only */
 	const struct admin_cluster_view *cv; /* several instances, or NULL */
 	void *cv_arg;
+	/* The operator's writes, one at a time (struct awrite). */
+	struct awrite *wq_head, *wq_tail;
+	int wq_busy;             /* the head has the log (excl) */
 };
 
 /* An AddTopicsToMirror waiting for its source lookup. */
@@ -67,6 +70,45 @@ struct pending {
 	struct kp_add_topics_to_mirror_request req;
 	char *mirror;
 	struct srclookup *lookup;
+	/* What the lookup found, copied into the request's arena. */
+	int ok;
+	const char *errstr, *cluster_id;
+	struct srctopic *topics;
+	size_t ntopics;
+};
+
+/*
+ * An operator's command that changes the metadata.  The commands run one
+ * at a time, each when the metadata log is exclusively its own
+ * (mstate_excl_begin(): every write before it applied, later ones held),
+ * so it validates against everything before it; its records go as one
+ * group and the answer waits until they are durable and applied.  The
+ * loop never waits for the disk (or the replicated log) meanwhile.
+ * run() validates and queues (the synchronous mstate forms queue in the
+ * open batch); it either answers at once (nothing to write: kind stays
+ * AW_NONE and anything queued is dropped) or sets kind and what the
+ * answer needs, for awrite_finish().
+ */
+enum { AW_NONE, AW_CREATE, AW_DELETE, AW_TOPICS, AW_ADD, AW_RESOLVE };
+
+struct results {
+	struct karena *a;
+	struct kp_add_topics_to_mirror_response_topic_result *v;
+	int32_t n, cap;
+	int32_t *slots;   /* index + 1 into v, 0 = empty; 2 * cap of them */
+	int oom;          /* the arena ran out: some result is missing */
+};
+
+struct awrite {
+	struct awrite *next;
+	struct admin *adm;
+	struct adminsrv_req *rq;  /* NULL: the daemon's own (AW_RESOLVE) */
+	void (*run)(struct awrite *w);
+	int kind;                 /* AW_* */
+	const char *name;         /* the mirror (create, delete, topics) */
+	struct results rs;        /* topics, add */
+	struct pending *pd;       /* add: freed at the answer */
+	char *mirror, *cluster_id; /* resolve: heap */
 };
 
 /* ---- helpers -------------------------------------------------------- */
@@ -622,12 +664,43 @@ static void resolve_source_id(struct admin *adm, const struct mirror *m)
 	resolve_start(rs);
 }
 
+static void awrite_queue(struct admin *adm, struct awrite *w);
+
+/* The source cluster id of a mirror, recorded as an operator's write
+ * would be (the daemon's own: nobody is answered). */
+static void aw_resolve(struct awrite *w)
+{
+	struct mirror *m = mstate_mirror_find(w->adm->st, w->mirror);
+	char msg[MSG_LEN];
+
+	if (m == NULL || m->source_cluster_id != NULL)
+		return;   /* deleted, or learnt meanwhile */
+	if (mstate_set_source_cluster_id(w->adm->st, w->mirror, w->cluster_id,
+	    msg, sizeof(msg)) != 0) {
+		log_warnx("mirror %s: %s", w->mirror, msg);
+		return;
+	}
+	w->kind = AW_RESOLVE;
+}
+
+static void resolve_record(struct admin *adm, const char *mirror,
+    const char *cluster_id)
+{
+	struct awrite *w = calloc(1, sizeof(*w));
+
+	if (w == NULL || (w->mirror = strdup(mirror)) == NULL ||
+	    (w->cluster_id = strdup(cluster_id)) == NULL)
+		fatal("admin: out of memory");
+	w->adm = adm;
+	w->run = aw_resolve;
+	awrite_queue(adm, w);
+}
+
 static void resolve_done(void *arg, int ok, const char *errstr,
     const char *cluster_id, const struct srctopic *topics, size_t ntopics)
 {
 	struct resolve *rs = arg;
 	struct mirror *m = mstate_mirror_find(rs->adm->st, rs->mirror);
-	char msg[MSG_LEN];
 
 	(void)topics;
 	(void)ntopics;
@@ -644,15 +717,15 @@ static void resolve_done(void *arg, int ok, const char *errstr,
 		resolve_retry_later(rs);
 		return;
 	}
-	if (m != NULL && m->source_cluster_id == NULL &&
-	    mstate_set_source_cluster_id(rs->adm->st, rs->mirror, cluster_id, msg,
-	    sizeof(msg)) != 0)
-		log_warnx("mirror %s: %s", rs->mirror, msg);
+	if (m != NULL && m->source_cluster_id == NULL)
+		resolve_record(rs->adm, rs->mirror, cluster_id);
 	resolve_free(rs);
 }
 
-static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
+static void aw_create(struct awrite *w)
 {
+	struct admin *adm = w->adm;
+	struct adminsrv_req *rq = w->rq;
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_create_mirror_request req;
 	struct kp_create_mirror_response resp;
@@ -729,23 +802,22 @@ static void h_create_mirror(struct admin *adm, struct adminsrv_req *rq)
 		code = (int16_t)mstate_create_mirror(adm->st, name, cfgs, (size_t)n,
 		    msg, sizeof(msg));
 	if (code == 0) {
-		struct mirror *m = mstate_mirror_find(adm->st, name);
-
-		log_info("mirror %s created (source %s) by %s", name,
-		    mirror_bootstrap(m), adminsrv_req_peer(rq));
-		if (m->source_cluster_id == NULL)
-			resolve_source_id(adm, m);
-	} else {
-		log_info("CreateMirror %s from %s refused: %s: %s", name,
-		    adminsrv_req_peer(rq), kerr_name(code), msg);
+		/* Queued: answered once durable (awrite_finish()). */
+		w->kind = AW_CREATE;
+		w->name = name;
+		return;
 	}
+	log_info("CreateMirror %s from %s refused: %s: %s", name,
+	    adminsrv_req_peer(rq), kerr_name(code), msg);
 	resp.error_code = code;
-	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
+	resp.error_message = arena_kstr(a, msg);
 	respond(adm, rq, &resp, code);
 }
 
-static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
+static void aw_delete(struct awrite *w)
 {
+	struct admin *adm = w->adm;
+	struct adminsrv_req *rq = w->rq;
 	struct karena *a = adminsrv_req_arena(rq);
 	struct kp_delete_mirror_request req;
 	struct kp_delete_mirror_response resp;
@@ -764,10 +836,13 @@ static void h_delete_mirror(struct admin *adm, struct adminsrv_req *rq)
 	code = authorize(adm, rq, AUTHZ_ALTER, name, 0, msg, sizeof(msg));
 	if (code == 0)
 		code = (int16_t)mstate_delete_mirror(adm->st, name, msg, sizeof(msg));
-	if (code == 0)
-		log_info("mirror %s deleted by %s", name, adminsrv_req_peer(rq));
+	if (code == 0) {
+		w->kind = AW_DELETE;
+		w->name = name;
+		return;
+	}
 	resp.error_code = code;
-	resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
+	resp.error_message = arena_kstr(a, msg);
 	respond(adm, rq, &resp, code);
 }
 
@@ -1081,14 +1156,6 @@ arena:
  * of the names so results_has() stays O(1) for requests naming or matching
  * many thousands of topics.
  */
-struct results {
-	struct karena *a;
-	struct kp_add_topics_to_mirror_response_topic_result *v;
-	int32_t n, cap;
-	int32_t *slots;   /* index + 1 into v, 0 = empty; 2 * cap of them */
-	int oom;          /* the arena ran out: some result is missing */
-};
-
 static void results_index(struct results *rs, int32_t i)
 {
 	size_t mask = (size_t)rs->cap * 2 - 1;
@@ -1275,7 +1342,8 @@ static int patterns_over_limit(struct admin *adm, const struct mirror *m,
 static void pattern_result(void *arg, const char *topic, int code,
     const char *msg)
 {
-	results_add(arg, topic, code, msg);
+	if (!results_has(arg, topic))   /* named, or matched twice */
+		results_add(arg, topic, code, msg);
 }
 
 /*
@@ -1305,8 +1373,10 @@ static int refuse_topics(struct admin *adm, struct adminsrv_req *rq,
 
 /* RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics and
  * RecoverMirrorTopics. */
-static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
+static void aw_topics(struct awrite *w)
 {
+	struct admin *adm = w->adm;
+	struct adminsrv_req *rq = w->rq;
 	struct karena *a = adminsrv_req_arena(rq);
 	int16_t key = adminsrv_req_api_key(rq);
 	struct results rs = { .a = a };
@@ -1315,7 +1385,7 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 	char msg[MSG_LEN];
 	const struct mirror *m;
 	char *mirror, **tnames, *resolution = NULL;
-	int code, batched;
+	int code;
 
 	/* Each request type keeps its own struct; the fields are the same. */
 #define TOPIC_NAMES(req) do { \
@@ -1394,11 +1464,12 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 		return;
 	}
 	/*
-	 * The named topics in one batch: one fsync however many are named (a
-	 * fsync each would stall the loop for minutes on a long list).  A
-	 * batch wants each topic once, and a topic named twice has one result.
+	 * Everything the command changes goes in one batch: one write however
+	 * many topics are named or matched.  A batch validates each operation
+	 * against the model as it was before the command, so it wants each
+	 * topic once: a topic named twice, or named and matched by a pattern,
+	 * has one result (and a second move of it would be a no-op).
 	 */
-	batched = mstate_batch_begin(adm->st) == 0;
 	for (int32_t i = 0; i < nn && !rs.oom; i++) {
 		const char *t = tnames[i];
 
@@ -1417,20 +1488,9 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 		results_add(&rs, t, code, msg);
 	}
 	if (rs.oom) {
-		if (batched)
-			mstate_batch_abort(adm->st);
+		/* Nothing is made (AW_NONE) when a result is missing. */
 		respond_results(adm, rq, mirror, 0, NULL, &rs);   /* closes */
 		return;
-	}
-	if (batched) {
-		code = mstate_batch_commit(adm->st, msg, sizeof(msg));
-		/* Nothing queued was made durable: say so for each of them. */
-		for (int32_t i = 0; code != 0 && i < rs.n; i++) {
-			if (rs.v[i].error_code != 0)
-				continue;
-			rs.v[i].error_code = (int16_t)code;
-			rs.v[i].error_message = arena_kstr(a, msg);
-		}
 	}
 	for (int32_t i = 0; i < np && !rs.oom; i++) {
 		char *p = arena_strdup(a, pats[i]);
@@ -1448,9 +1508,13 @@ static void h_topics_op(struct admin *adm, struct adminsrv_req *rq)
 			return;
 		}
 	}
-	log_info("%s %s from %s: %d topic result(s)", kp_api_name(key), mirror,
-	    adminsrv_req_peer(rq), rs.n);
-	respond_results(adm, rq, mirror, 0, NULL, &rs);
+	if (rs.oom) {
+		respond_results(adm, rq, mirror, 0, NULL, &rs);   /* closes */
+		return;
+	}
+	w->kind = AW_TOPICS;
+	w->name = mirror;
+	w->rs = rs;
 }
 
 /* ---- AddTopicsToMirror -------------------------------------------------- */
@@ -1562,10 +1626,56 @@ static int loop_check(struct admin *adm, const struct mirror *m,
 	return KERR_INVALID_REQUEST;
 }
 
+static void awrite_submit(struct admin *adm, struct adminsrv_req *rq,
+    void (*run)(struct awrite *), struct pending *pd);
+static void aw_add(struct awrite *w);
+
+static const char *arena_cstr(struct karena *a, const char *s, int *oom)
+{
+	struct kstr k;
+
+	if (s == NULL)
+		return NULL;
+	k = arena_kstr(a, s);
+	if (k.p == NULL)
+		*oom = 1;
+	return k.p;
+}
+
+/* The source answered: what it said is kept (the lookup goes), and the
+ * topics are added when the metadata log is the command's own. */
 static void add_lookup_done(void *arg, int ok, const char *errstr,
     const char *cluster_id, const struct srctopic *topics, size_t ntopics)
 {
 	struct pending *pd = arg;
+	struct karena *a = adminsrv_req_arena(pd->rq);
+	int oom = 0;
+
+	pd->ok = ok;
+	pd->errstr = arena_cstr(a, errstr, &oom);
+	pd->cluster_id = arena_cstr(a, cluster_id, &oom);
+	if (ntopics > 0 &&
+	    (pd->topics = arena_array(a, ntopics, sizeof(*pd->topics))) == NULL)
+		oom = 1;
+	for (size_t i = 0; !oom && i < ntopics; i++) {
+		pd->topics[i] = topics[i];
+		pd->topics[i].name = arena_cstr(a, topics[i].name, &oom);
+		pd->topics[i].mark = arena_cstr(a, topics[i].mark, &oom);
+	}
+	pd->ntopics = oom ? 0 : ntopics;
+	srclookup_free(pd->lookup);   /* safe inside its own callback */
+	pd->lookup = NULL;
+	if (oom) {
+		reject_arena(pd->rq, "the source's topics");
+		pending_free(pd);
+		return;
+	}
+	awrite_submit(pd->adm, pd->rq, aw_add, pd);
+}
+
+static void aw_add(struct awrite *w)
+{
+	struct pending *pd = w->pd;
 	struct admin *adm = pd->adm;
 	struct adminsrv_req *rq = pd->rq;
 	struct karena *a = adminsrv_req_arena(rq);
@@ -1575,10 +1685,15 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	struct mirror *m = mstate_mirror_find(adm->st, mirror);
 	char msg[MSG_LEN];
 	const char **inc = NULL, **exc = NULL;
+	const struct srctopic *topics = pd->topics;
+	size_t ntopics = pd->ntopics;
+	int ok = pd->ok;
+	const char *errstr = pd->errstr != NULL ? pd->errstr : "no answer";
+	const char *cluster_id = pd->cluster_id;
 	struct topic_index tix = { .topics = topics, .ntopics = ntopics };
 	int32_t ni = MAX(req->include_patterns_n, 0);
 	int32_t ne = MAX(req->exclude_patterns_n, 0);
-	int batched, code;
+	int code;
 
 	if (m == NULL) {
 		/* Deleted while we looked at the source. */
@@ -1621,7 +1736,6 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 	}
 	if (ok && MAX(req->topics_n, 0) > 0)
 		topic_index_build(a, topics, ntopics, &tix);
-	batched = mstate_batch_begin(adm->st) == 0;
 	/* Named topics: each must exist on the source. */
 	for (int32_t i = 0; i < MAX(req->topics_n, 0); i++) {
 		char *t = arena_strdup(a, req->topics[i].name);
@@ -1667,8 +1781,6 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 		code = mstate_add_patterns(adm->st, mirror, inc, (size_t)ni, exc,
 		    (size_t)ne, msg, sizeof(msg));
 		if (code != 0) {
-			if (batched)
-				mstate_batch_abort(adm->st);
 			respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
 			pending_free(pd);
 			return;
@@ -1716,28 +1828,14 @@ static void add_lookup_done(void *arg, int ok, const char *errstr,
 			    "pass", mirror, errstr);
 	}
 	if (rs.oom) {
-		/* Nothing is committed when a result could not be recorded. */
-		if (batched)
-			mstate_batch_abort(adm->st);
+		/* Nothing is made (AW_NONE) when a result is missing. */
 		respond_results(adm, rq, mirror, 0, NULL, &rs);
 		pending_free(pd);
 		return;
 	}
-	if (batched) {
-		code = mstate_batch_commit(adm->st, msg, sizeof(msg));
-
-		/* Nothing queued was made durable: say so for each of them. */
-		for (int32_t i = 0; code != 0 && i < rs.n; i++) {
-			if (rs.v[i].error_code != 0)
-				continue;
-			rs.v[i].error_code = (int16_t)code;
-			rs.v[i].error_message = arena_kstr(a, msg);
-		}
-	}
-	log_info("AddTopicsToMirror %s from %s: %d topic result(s)", mirror,
-	    adminsrv_req_alive(rq) ? adminsrv_req_peer(rq) : "(gone)", rs.n);
-	respond_results(adm, rq, mirror, 0, NULL, &rs);
-	pending_free(pd);
+	w->kind = AW_ADD;
+	w->name = mirror;
+	w->rs = rs;
 }
 
 static void h_add_topics(struct admin *adm, struct adminsrv_req *rq)
@@ -1840,6 +1938,196 @@ bad_request:
 	free(pd);
 }
 
+/* ---- the operator's writes, one at a time ------------------------------ */
+
+static void awrite_free(struct awrite *w)
+{
+	free(w->mirror);
+	free(w->cluster_id);
+	free(w);
+}
+
+/* The answer, once the command's records are durable and applied (code
+ * 0), or with the reason none of them was made. */
+static void awrite_finish(struct admin *adm, struct awrite *w, int code,
+    const char *msg)
+{
+	struct adminsrv_req *rq = w->rq;
+	struct karena *a = rq != NULL ? adminsrv_req_arena(rq) : NULL;
+
+	if (msg == NULL)
+		msg = "the metadata log did not say why";
+	switch (w->kind) {
+	case AW_CREATE: {
+		struct kp_create_mirror_response resp;
+		const struct mirror *m = mstate_mirror_find(adm->st, w->name);
+
+		kp_create_mirror_response_init(&resp);
+		if (code == 0) {
+			log_info("mirror %s created (source %s) by %s", w->name,
+			    m != NULL ? mirror_bootstrap(m) : "?",
+			    adminsrv_req_peer(rq));
+			if (m != NULL && m->source_cluster_id == NULL)
+				resolve_source_id(adm, m);
+		} else {
+			log_info("CreateMirror %s from %s refused: %s: %s",
+			    w->name, adminsrv_req_peer(rq),
+			    kerr_name((int16_t)code), msg);
+		}
+		resp.error_code = (int16_t)code;
+		resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
+		respond(adm, rq, &resp, (int16_t)code);
+		break;
+	}
+	case AW_DELETE: {
+		struct kp_delete_mirror_response resp;
+
+		kp_delete_mirror_response_init(&resp);
+		if (code == 0)
+			log_info("mirror %s deleted by %s", w->name,
+			    adminsrv_req_peer(rq));
+		else
+			log_info("DeleteMirror %s from %s failed: %s: %s",
+			    w->name, adminsrv_req_peer(rq),
+			    kerr_name((int16_t)code), msg);
+		resp.error_code = (int16_t)code;
+		resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
+		respond(adm, rq, &resp, (int16_t)code);
+		break;
+	}
+	case AW_TOPICS:
+	case AW_ADD: {
+		struct results *rs = &w->rs;
+
+		/* Nothing queued was made durable: say so for each of them. */
+		for (int32_t i = 0; code != 0 && i < rs->n; i++) {
+			if (rs->v[i].error_code != 0)
+				continue;
+			rs->v[i].error_code = (int16_t)code;
+			rs->v[i].error_message = arena_kstr(a, msg);
+			if (rs->v[i].error_message.p == NULL)
+				rs->oom = 1;
+		}
+		log_info("%s %s from %s: %d topic result(s)%s%s",
+		    kp_api_name(adminsrv_req_api_key(rq)), w->name,
+		    adminsrv_req_alive(rq) ? adminsrv_req_peer(rq) : "(gone)",
+		    rs->n, code != 0 ? ", none made: " : "",
+		    code != 0 ? msg : "");
+		respond_results(adm, rq, w->name, 0, NULL, rs);
+		if (w->kind == AW_ADD)
+			pending_free(w->pd);
+		break;
+	}
+	case AW_RESOLVE:
+		if (code != 0)
+			log_warnx("mirror %s: cannot record the source cluster id "
+			    "%s: %s", w->mirror, w->cluster_id, msg);
+		break;
+	default:
+		break;   /* run() answered already */
+	}
+}
+
+static void awrite_next(struct admin *adm);
+
+/* The head's records are durable and applied, or failed. */
+static void awrite_done(void *arg, int code, const char *msg)
+{
+	struct admin *adm = arg;
+	struct awrite *w = adm->wq_head;
+
+	adm->wq_head = w->next;
+	if (adm->wq_head == NULL)
+		adm->wq_tail = NULL;
+	adm->wq_busy = 0;
+	awrite_finish(adm, w, code, msg);
+	awrite_free(w);
+}
+
+/* mstate's callback: the next command's turn. */
+static void awrite_done_cb(void *arg, int code, const char *msg)
+{
+	awrite_done(arg, code, msg);
+	awrite_next(arg);
+}
+
+/* The log is the head's: validate, queue, and hand the batch over. */
+static void awrite_run(struct admin *adm)
+{
+	struct awrite *w = adm->wq_head;
+	char msg[MSG_LEN] = "";
+	int started = 0, code;
+
+	w->run(w);
+	if (w->kind == AW_NONE)
+		mstate_excl_discard(adm->st);   /* answered: nothing is made */
+	code = mstate_excl_commit(adm->st, awrite_done_cb, adm, &started, msg,
+	    sizeof(msg));
+	if (!started) {
+		awrite_done(adm, code, msg);
+		return;
+	}
+	if (w->rq != NULL)
+		log_debug("admin: %s from %s: its change is being written to "
+		    "the metadata log; answered once durable",
+		    kp_api_name(adminsrv_req_api_key(w->rq)),
+		    adminsrv_req_peer(w->rq));
+}
+
+static void awrite_ready(void *arg)
+{
+	struct admin *adm = arg;
+
+	awrite_run(adm);
+	awrite_next(adm);
+}
+
+static void awrite_next(struct admin *adm)
+{
+	while (adm->wq_head != NULL && !adm->wq_busy) {
+		int r;
+
+		adm->wq_busy = 1;
+		r = mstate_excl_begin(adm->st, awrite_ready, adm);
+		if (r == 0)
+			return;   /* awrite_ready() when the log is quiet */
+		if (r == 1) {
+			awrite_run(adm);   /* in flight: busy until done */
+			continue;
+		}
+		awrite_done(adm, KERR_KAFKA_STORAGE_ERROR, "the metadata log "
+		    "cannot take an operator's change now");
+	}
+}
+
+static void awrite_queue(struct admin *adm, struct awrite *w)
+{
+	if (adm->wq_tail != NULL && w->rq != NULL)
+		log_debug("admin: %s from %s waits for the change before it",
+		    kp_api_name(adminsrv_req_api_key(w->rq)),
+		    adminsrv_req_peer(w->rq));
+	if (adm->wq_tail != NULL)
+		adm->wq_tail->next = w;
+	else
+		adm->wq_head = w;
+	adm->wq_tail = w;
+	awrite_next(adm);
+}
+
+static void awrite_submit(struct admin *adm, struct adminsrv_req *rq,
+    void (*run)(struct awrite *), struct pending *pd)
+{
+	struct awrite *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		fatal("admin: out of memory");
+	w->adm = adm;
+	w->rq = rq;
+	w->run = run;
+	w->pd = pd;
+	awrite_queue(adm, w);
+}
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 static void dispatch(struct adminsrv_req *rq, void *arg)
@@ -1867,15 +2155,17 @@ static void dispatch(struct adminsrv_req *rq, void *arg)
 	switch (key) {
 	case KP_API_API_VERSIONS: h_api_versions(adm, rq); break;
 	case KP_API_METADATA: h_metadata(adm, rq); break;
-	case KP_API_CREATE_MIRROR: h_create_mirror(adm, rq); break;
+	case KP_API_CREATE_MIRROR: awrite_submit(adm, rq, aw_create, NULL); break;
 	case KP_API_ADD_TOPICS_TO_MIRROR: h_add_topics(adm, rq); break;
 	case KP_API_REMOVE_TOPICS_FROM_MIRROR:
 	case KP_API_PAUSE_MIRROR_TOPICS:
 	case KP_API_RESUME_MIRROR_TOPICS:
-	case KP_API_RECOVER_MIRROR_TOPICS: h_topics_op(adm, rq); break;
+	case KP_API_RECOVER_MIRROR_TOPICS:
+		awrite_submit(adm, rq, aw_topics, NULL);
+		break;
 	case KP_API_LIST_MIRRORS: h_list_mirrors(adm, rq); break;
 	case KP_API_DESCRIBE_MIRRORS: h_describe_mirrors(adm, rq); break;
-	case KP_API_DELETE_MIRROR: h_delete_mirror(adm, rq); break;
+	case KP_API_DELETE_MIRROR: awrite_submit(adm, rq, aw_delete, NULL); break;
 	default:
 		adminsrv_reject(rq, ADMINSRV_REJECT_UNKNOWN_API, "no handler");
 		break;
@@ -2016,6 +2306,16 @@ void admin_free(struct admin *adm)
 {
 	if (adm == NULL)
 		return;
+	/* Commands waiting or in flight: never answered (adminsrv_free()). */
+	if (adm->wq_busy)
+		mstate_excl_cancel(adm->st);
+	while (adm->wq_head != NULL) {
+		struct awrite *w = adm->wq_head;
+
+		adm->wq_head = w->next;
+		awrite_free(w);
+	}
+	adm->wq_tail = NULL;
 	while (adm->pending != NULL) {
 		struct pending *pd = adm->pending;
 

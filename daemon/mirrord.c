@@ -57,6 +57,7 @@ struct daemon {
 	struct event *ev_term, *ev_int, *ev_hup, *ev_watchdog, *ev_housekeep;
 	struct event *ev_deadline;
 	struct mlog_stats mlog_seen; /* as of the last sync, for the metrics */
+	struct mstate_async_stats as_seen; /* likewise, of mstate's writes */
 	bool log_loaded;
 	bool listening;
 	int stopping;
@@ -350,6 +351,20 @@ static void on_mlog_sync(void *arg, const struct mlog_stats *st)
 		metrics_histogram_observe(METRICS_SERIES(MSTD(&d->ms,
 		    METADATA_LOG_FSYNC_DURATION)), (double)st->last_fsync_us / 1e6);
 	*seen = *st;
+	if (d->st != NULL) {
+		struct mstate_async_stats as;
+
+		mstate_async_stats(d->st, &as);
+		if (as.held > d->as_seen.held)
+			metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
+			    METADATA_LOG_HELD)), (double)(as.held -
+			    d->as_seen.held));
+		if (as.held_refused > d->as_seen.held_refused)
+			metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
+			    METADATA_LOG_HELD_REFUSED)), (double)(as.held_refused -
+			    d->as_seen.held_refused));
+		d->as_seen = as;
+	}
 }
 
 /* Scrape time: mirrord_mirror_partitions{mirror,state} counted from the

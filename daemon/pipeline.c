@@ -389,11 +389,19 @@ static void swrite_done(void *arg, int code, const char *msg)
 	if (!p->dead && p->mp != NULL && p->own_gen == p->swrite_og) {
 		if (code != 0) {
 			/* Still in its old state (the model shows only durable
-			 * states): part_step() tries again in a second. */
-			log_warnx("%s: cannot record the move to %s, staying %s: %s",
-			    part_name(p, name, sizeof(name)),
-			    mpart_state_name(p->swrite_to),
-			    mpart_state_name(p->mp->state), msg);
+			 * states): part_step() tries again in a second.  An
+			 * operator's command that moved it meanwhile is not a
+			 * fault (mstate_excl_begin()). */
+			if (code == KERR_INVALID_CLUSTER_MIRROR_STATES)
+				log_info("%s: the move to %s is dropped, it is %s "
+				    "now: %s", part_name(p, name, sizeof(name)),
+				    mpart_state_name(p->swrite_to),
+				    mpart_state_name(p->mp->state), msg);
+			else
+				log_warnx("%s: cannot record the move to %s, "
+				    "staying %s: %s", part_name(p, name,
+				    sizeof(name)), mpart_state_name(p->swrite_to),
+				    mpart_state_name(p->mp->state), msg);
 			p->step = PS_IDLE;
 			p->not_before = clock_mono_ms() + 1000;
 			if (p->swrite_to == MPART_PREPARING)

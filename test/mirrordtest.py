@@ -401,8 +401,10 @@ def metric_value(d, family, **labels):
     these (label=value), 0 when there is none."""
     want = sorted('%s="%s"' % kv for kv in labels.items())
     for line in d.metrics().splitlines():
-        m = re.match(r"^%s\{([^}]*)\} (\S+)$" % re.escape(family), line)
-        if m and sorted(m.group(1).split(",")) == want:
+        m = re.match(r"^%s(?:\{([^}]*)\})? (\S+)$" % re.escape(family),
+                     line)
+        got = sorted(m.group(1).split(",")) if m and m.group(1) else []
+        if m and got == want:
             return float(m.group(2))
     return 0.0
 

@@ -148,11 +148,15 @@ def main():
     i2 = log.find("CreateMirror m2 from")
     h.check(0 <= i1 < i2, "the duplicate was not checked after the first "
             "create was applied (log order %d, %d)" % (i1, i2))
+    print("data-plane writes held behind the commands: %.0f, dropped as "
+          "stale: %.0f" % (mt.metric_value(
+              d, "mirrord_metadata_log_held_writes_total"), mt.metric_value(
+              d, "mirrord_metadata_log_held_refused_total")), flush=True)
     h.wait_for(lambda: all(r["state"] == "PAUSED"
                            for r in d.describe_json("m1")), 60,
                "m1's partitions to pause")
     h.check(listed(d) == ["m1", "m2"], "mirrors: %r" % listed(d))
-    for bad in ("does not apply", "internal error"):
+    for bad in ("record does not apply", "internal error"):
         h.check(bad not in log, "mirrord logged %r:\n%s" % (bad, log[-3000:]))
 
     # ---- the copy goes on; a crash replays to the same state -------------

@@ -91,9 +91,12 @@ POLL_SYSCALLS = {"202"}
 
 
 def stop_in_poll(pid, timeout):
-    """SIGSTOP pid the moment its main thread waits for the metadata log's
-    network thread (a futex: mirrord's loop waits in epoll_wait; only a
-    synchronous metadata write waits on a condition variable).  True if caught there; else stops it anyway at the deadline."""
+    """SIGSTOP pid the moment its main thread is in a futex wait (a
+    handoff with the metadata log's network thread; mirrord's loop
+    otherwise waits in epoll_wait).  An operator's command no longer
+    waits for its write on the loop, so this is a random moment of the
+    write in flight, best effort.  True if caught there; else stops it
+    anyway at the deadline."""
     import time
     deadline = time.monotonic() + timeout
     try:
@@ -310,10 +313,11 @@ def main():
     c.stop()
 
     # ---- the writer paused inside its Produce round trip ----------------
-    # e is the writer.  Its main thread is caught waiting on a futex (the
-    # Produce of CreateMirror m6 sent, the answer not read) and stopped;
-    # the broker appends the batch meanwhile, before the next claim, so the
-    # new writer replays m6 and the paused one, continued, acknowledges it.
+    # e is the writer, stopped with CreateMirror m6's write in flight
+    # (its Produce sent or about to be): either the broker appended the
+    # batch before the next claim, so the new writer replays m6 and the
+    # paused one, continued, acknowledges it, or m6 is refused as fenced
+    # and absent (race_settled()).
     racing = racing_create(e, "m6", props)
     caught = stop_in_poll(e.proc.pid, 20)
     g2 = kafka_daemon(DST, "g2", topic)

@@ -252,6 +252,15 @@
 	    NONE, NONE, NO, "Asynchronous write groups of the metadata log " \
 	    "completed (group commit: records_total over fsyncs shows the " \
 	    "group size)") \
+	X(METADATA_LOG_HELD, "mirrord_metadata_log_held_writes_total", \
+	    COUNTER, NONE, NONE, NO, "Data-plane metadata writes held back " \
+	    "while an operator's change was being written (they go once it " \
+	    "is applied)") \
+	X(METADATA_LOG_HELD_REFUSED, \
+	    "mirrord_metadata_log_held_refused_total", COUNTER, NONE, NONE, \
+	    NO, "Held writes dropped because the operator's change made them " \
+	    "stale (decided from a state it changed); the data plane " \
+	    "decides again") \
 	X(METADATA_LOG_SNAPSHOT_AGE, \
 	    "mirrord_metadata_log_snapshot_age_seconds", GAUGE, NONE, NONE, NO, \
 	    "Seconds since the last metadata log snapshot was written") \
