@@ -1437,6 +1437,20 @@ static void start_group(struct mstate *st);
 static void release_held(struct mstate *st, int check);
 static void excl_poke(struct mstate *st);
 
+/* The operator's write in flight failed (the log is broken): the writes
+ * held behind it fail the same way. */
+static void excl_failed(struct mstate *st, int code, const char *why)
+{
+	struct mstate_aop *held = st->held_head;
+
+	if (st->excl != MSTATE_EXCL_FLIGHT)
+		return;
+	st->held_head = st->held_tail = NULL;
+	st->excl = MSTATE_EXCL_NONE;
+	st->excl_op = NULL;
+	fail_ops(st, held, code, why);
+}
+
 static void compact_done(void *arg, int rc, int16_t sync_error,
     const char *err)
 {
@@ -1465,16 +1479,8 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 		st->acc_head = st->acc_tail = NULL;
 		fail_ops(st, acc, sync_error != 0 ? sync_error :
 		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
-		if (st->excl == MSTATE_EXCL_FLIGHT) {
-			/* The operator's write failed: so do the held ones. */
-			acc = st->held_head;
-			st->held_head = st->held_tail = NULL;
-			st->excl = MSTATE_EXCL_NONE;
-			st->excl_op = NULL;
-			fail_ops(st, acc, sync_error != 0 ? sync_error :
-			    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err :
-			    "failed");
-		}
+		excl_failed(st, sync_error != 0 ? sync_error :
+		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
 		free(g);
 		excl_poke(st);
 		return;
@@ -1536,6 +1542,7 @@ static void start_group(struct mstate *st)
 		struct mstate_aop *acc = st->acc_head;
 		st->acc_head = st->acc_tail = NULL;
 		fail_ops(st, acc, KERR_KAFKA_STORAGE_ERROR, "out of memory");
+		excl_failed(st, KERR_KAFKA_STORAGE_ERROR, "out of memory");
 		return;
 	}
 	g->st = st;
@@ -1549,6 +1556,8 @@ static void start_group(struct mstate *st)
 		st->inflight = NULL;
 		mlog_discard(st->ml);
 		fail_ops(st, g->ops, st->ml->sync_error != 0 ?
+		    st->ml->sync_error : KERR_KAFKA_STORAGE_ERROR, err);
+		excl_failed(st, st->ml->sync_error != 0 ?
 		    st->ml->sync_error : KERR_KAFKA_STORAGE_ERROR, err);
 		free(g);
 	}
@@ -2000,6 +2009,14 @@ void mstate_async_drain(struct mstate *st)
 		 * between their validation and now. */
 		if (st->held_head != NULL && st->excl != MSTATE_EXCL_FLIGHT)
 			release_held(st, 0);
+		else if (st->held_head != NULL && st->inflight == NULL &&
+		    st->acc_head == NULL) {
+			/* Cannot happen (the operator's op is always in a
+			 * group or queued for one); never spin on it. */
+			st->excl = MSTATE_EXCL_NONE;
+			st->excl_op = NULL;
+			release_held(st, 1);
+		}
 		if (st->inflight == NULL)
 			start_group(st);
 		if (st->inflight != NULL)
