@@ -109,6 +109,7 @@ struct awrite {
 	struct results rs;        /* topics, add */
 	struct pending *pd;       /* add: freed at the answer */
 	char *mirror, *cluster_id; /* resolve: heap */
+	char *bootstrap;          /* resolve: the source it looked at */
 };
 
 /* ---- helpers -------------------------------------------------------- */
@@ -673,8 +674,9 @@ static void aw_resolve(struct awrite *w)
 	struct mirror *m = mstate_mirror_find(w->adm->st, w->mirror);
 	char msg[MSG_LEN];
 
-	if (m == NULL || m->source_cluster_id != NULL)
-		return;   /* deleted, or learnt meanwhile */
+	if (m == NULL || m->source_cluster_id != NULL ||
+	    strcmp(mirror_bootstrap(m), w->bootstrap) != 0)
+		return;   /* deleted (or made again), or learnt meanwhile */
 	if (mstate_set_source_cluster_id(w->adm->st, w->mirror, w->cluster_id,
 	    msg, sizeof(msg)) != 0) {
 		log_warnx("mirror %s: %s", w->mirror, msg);
@@ -683,13 +685,14 @@ static void aw_resolve(struct awrite *w)
 	w->kind = AW_RESOLVE;
 }
 
-static void resolve_record(struct admin *adm, const char *mirror,
+static void resolve_record(struct admin *adm, const struct mirror *m,
     const char *cluster_id)
 {
 	struct awrite *w = calloc(1, sizeof(*w));
 
-	if (w == NULL || (w->mirror = strdup(mirror)) == NULL ||
-	    (w->cluster_id = strdup(cluster_id)) == NULL)
+	if (w == NULL || (w->mirror = strdup(m->name)) == NULL ||
+	    (w->cluster_id = strdup(cluster_id)) == NULL ||
+	    (w->bootstrap = strdup(mirror_bootstrap(m))) == NULL)
 		fatal("admin: out of memory");
 	w->adm = adm;
 	w->run = aw_resolve;
@@ -718,7 +721,7 @@ static void resolve_done(void *arg, int ok, const char *errstr,
 		return;
 	}
 	if (m != NULL && m->source_cluster_id == NULL)
-		resolve_record(rs->adm, rs->mirror, cluster_id);
+		resolve_record(rs->adm, m, cluster_id);
 	resolve_free(rs);
 }
 
@@ -1944,6 +1947,7 @@ static void awrite_free(struct awrite *w)
 {
 	free(w->mirror);
 	free(w->cluster_id);
+	free(w->bootstrap);
 	free(w);
 }
 

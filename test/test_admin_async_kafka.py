@@ -15,7 +15,11 @@ kafka) on a private destination cluster:
     applied), the pause lands, all in the order sent;
   * the copy goes on (records written during the stop arrive, the same
     offsets and bytes), and after kill -9 and a restart the metadata log
-    replays to the same mirrors and states.
+    replays to the same mirrors and states;
+  * with a short storage.kafka.timeout_ms, a CreateMirror whose write
+    cannot complete is answered with the unknown outcome (not left
+    hanging), the log turns read-only, and a restart finds the mirrors and
+    states intact and copies on.
 
 Before the fix the loop itself waited for the metadata write: nothing was
 answered until the broker came back.
@@ -178,6 +182,48 @@ def main():
     print("after kill -9: mirrors %r and %d partition states replayed; "
           "%d partitions copied byte for byte at the same offsets"
           % (before[0], len(before[1]), PARTS), flush=True)
+
+    # ---- a write that cannot complete: answered with the error ----------
+    # The same log, a short storage.kafka.timeout_ms: the broker stopped
+    # past it leaves the CreateMirror's outcome unknown.  It is answered
+    # with that (not left hanging); the log is then read-only, and a
+    # restart re-reads what is really there: m3 or not, the rest intact.
+    d.stop()
+    d2 = mt.Mirrord(destination=dst_c.bootstrap, name="mirrord2",
+                    storage_kafka={"secret_key_file": key, "topic": META,
+                                   "timeout_ms": 3000})
+    h.wait_for(lambda: state(d2) == before, 60, "the second mirrord to "
+               "replay the same mirrors and states")
+    os.kill(dst_c.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        r = d2.cli("--create", "--mirror", "m3", "--mirror-config",
+                   props(d2, "m3", src_c.bootstrap), timeout=25)
+        took = time.monotonic() - t0
+    finally:
+        os.kill(dst_c.pid, signal.SIGCONT)
+    h.check(r.returncode == 1 and "KAFKA_STORAGE_ERROR" in r.stderr and
+            "it may or may not be made" in r.stderr and
+            "outcome is unknown" in r.stderr,
+            "a CreateMirror whose write timed out: exit %d %s %s"
+            % (r.returncode, r.stdout, r.stderr))
+    print("write past storage.kafka.timeout_ms: answered in %.1f s: %s"
+          % (took, r.stderr.strip()[:160]), flush=True)
+    h.wait_for(lambda: "metadata log is read-only" in d2.log(), 30,
+               "mirrord to say its metadata log is read-only")
+    d2.kill9()
+    d2.start()
+    names, rows = state(d2)
+    h.check(names in (["m1", "m2"], ["m1", "m2", "m3"]) and
+            rows == before[1], "after the unknown outcome and a restart: "
+            "%r, %r (before: %r)" % (names, rows, before))
+    for p in range(PARTS):
+        mt.produce_tagged(src_c.bootstrap, T, p, 10, "after-%d" % p)
+    mt.wait_caught_up(d2, "m1", 120, "the records after the restart",
+                      count=PARTS)
+    mt.same_batches(src_c.bootstrap, dst_c.bootstrap, T, range(PARTS))
+    print("restarted: mirrors %r, the states as before, copying on"
+          % (names,), flush=True)
 
 
 if __name__ == "__main__":

@@ -1424,12 +1424,26 @@ static void defer_callbacks(struct mstate *st, struct mstate_aop *ops)
 		event_active(st->cb_ev, 0, 0);
 }
 
+/* The replicated log could not confirm a write (mlog_kafka: no answer
+ * within storage.kafka.timeout_ms): it may have landed. */
+static int outcome_unknown(const char *why)
+{
+	return strstr(why, "outcome is unknown") != NULL ||
+	    strstr(why, "outcome unknown") != NULL;
+}
+
 static void fail_ops(struct mstate *st, struct mstate_aop *ops, int rc,
     const char *why)
 {
-	for (struct mstate_aop *op = ops; op != NULL; op = op->next)
-		aop_set(op, rc, "%s: the change was not made, the metadata log "
-		    "cannot persist it: %s", op->what, why);
+	for (struct mstate_aop *op = ops; op != NULL; op = op->next) {
+		if (outcome_unknown(why))
+			aop_set(op, rc, "%s: the metadata log could not confirm "
+			    "the change, it may or may not be made (a restart "
+			    "shows which): %s", op->what, why);
+		else
+			aop_set(op, rc, "%s: the change was not made, the "
+			    "metadata log cannot persist it: %s", op->what, why);
+	}
 	defer_callbacks(st, ops);
 }
 
