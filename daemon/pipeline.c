@@ -967,7 +967,9 @@ void pl_source_metadata(struct pmirror *pm)
 	if (m->nincludes == 0 || !pl_controller(pl))
 		return;
 	char **cand = NULL;
-	size_t ncand = 0;
+	const struct kcluster_topic **added = NULL;
+	size_t ncand = 0, nadded = 0;
+	int batched = 0;
 
 	for (int pass = 0; pass < 2; pass++)
 	for (size_t i = 0; i < kcluster_topic_count(pm->src->kc); i++) {
@@ -991,17 +993,41 @@ void pl_source_metadata(struct pmirror *pm)
 			ncand = 0; /* asked once per pass */
 			continue;
 		}
+		/* The topics found in one pass are written in one batch: one
+		 * write for a pattern that matches thousands, not one each. */
+		if (!batched && mstate_batch_begin(pl->st) == 0)
+			batched = 1;
 		if (mstate_add_topic(pl->st, pm->name, md->name, md->npart, msg,
-		    sizeof(msg)) != 0)
+		    sizeof(msg)) != 0) {
 			log_warnx("mirror %s: discovered topic %s: %s", pm->name,
 			    md->name, msg);
-		else
+		} else if (!batched) {
 			log_info("mirror %s: discovered topic %s (%d partitions)",
 			    pm->name, md->name, md->npart);
-		if ((m = pm->m) == NULL || pm->dead)
+		} else {
+			const struct kcluster_topic **na = realloc(added,
+			    (nadded + 1) * sizeof(*added));
+
+			if (na != NULL) {
+				added = na;
+				added[nadded++] = md;
+			}
+		}
+		if (!batched && ((m = pm->m) == NULL || pm->dead))
 			goto out;   /* deleted by what a write applied */
 	}
+	if (batched) {
+		/* Logged before the commit: its hooks may change the source
+		 * metadata's topic list (the names point into it). */
+		for (size_t i = 0; i < nadded; i++)
+			log_info("mirror %s: discovered topic %s (%d partitions)",
+			    pm->name, added[i]->name, added[i]->npart);
+		if (mstate_batch_commit(pl->st, msg, sizeof(msg)) != 0)
+			log_warnx("mirror %s: the %zu discovered topic(s) above "
+			    "were not added: %s", pm->name, nadded, msg);
+	}
 out:
+	free((void *)added);
 	free(cand);
 }
 
