@@ -1957,10 +1957,13 @@ static void awrite_finish(struct admin *adm, struct awrite *w, int code,
     const char *msg)
 {
 	struct adminsrv_req *rq = w->rq;
-	struct karena *a = rq != NULL ? adminsrv_req_arena(rq) : NULL;
+	struct karena *a;
 
+	if (w->kind == AW_NONE)
+		return;   /* run() answered already: rq is gone */
 	if (msg == NULL)
 		msg = "the metadata log did not say why";
+	a = rq != NULL ? adminsrv_req_arena(rq) : NULL;
 	switch (w->kind) {
 	case AW_CREATE: {
 		struct kp_create_mirror_response resp;
