@@ -289,15 +289,17 @@ static int leader_error(int16_t e)
 
 /* ---- ListOffsets steps ------------------------------------------------------- */
 
-struct lo_one {
-	struct pw_tp tp;
+/* A ListOffsets request of n partitions (send_list_offsets(): one). */
+struct lo_many {
+	const struct pw_tp *tps;
+	size_t n;
 };
 
-static int lo_encode(struct kw *w, int16_t version, const void *msg)
+static int lo_encode_many(struct kw *w, int16_t version, const void *msg)
 {
-	const struct lo_one *o = msg;
+	const struct lo_many *m = msg;
 
-	return pw_list_offsets_encode(w, version, &o->tp, 1);
+	return pw_list_offsets_encode(w, version, m->tps, m->n);
 }
 
 struct lo_res {
@@ -627,7 +629,8 @@ static int send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
 	struct pipeline *pl = p->pm->pl;
 	struct pbroker *b = ppart_leader(p, cl == p->pm->pl->dst);
 	struct kconn *c = b ? pbroker_conn(b) : NULL;
-	struct lo_one o;
+	struct pw_tp tp;
+	struct lo_many m = { &tp, 1 };
 	struct pctx *x;
 	char err[256], name[300];
 	int v;
@@ -646,12 +649,12 @@ static int send_list_offsets(struct ppart *p, struct pcluster *cl, int64_t ts,
 		return -1;
 	x->version = (int16_t)v;
 	ctx_add(x, p, ts);
-	memset(&o, 0, sizeof(o));
-	o.tp.topic = p->topic;
-	o.tp.partition = p->index;
-	o.tp.offset = ts;
-	if (kconn_send(c, KP_API_LIST_OFFSETS, (int16_t)v, lo_encode, &o, 0, 0, cb,
-	    x, err, sizeof(err)) != 0) {
+	memset(&tp, 0, sizeof(tp));
+	tp.topic = p->topic;
+	tp.partition = p->index;
+	tp.offset = ts;
+	if (kconn_send(c, KP_API_LIST_OFFSETS, (int16_t)v, lo_encode_many, &m, 0,
+	    0, cb, x, err, sizeof(err)) != 0) {
 		log_debug("%s: ListOffsets: %s", pname(p, name, sizeof(name)), err);
 		ctx_free(x);
 		return -1;
@@ -680,18 +683,6 @@ struct sync_pend {
 	struct pctx *x;   /* its partitions, or NULL */
 	size_t cap;       /* entries x has room for */
 };
-
-struct lo_many {
-	const struct pw_tp *tps;
-	size_t n;
-};
-
-static int lo_encode_many(struct kw *w, int16_t version, const void *msg)
-{
-	const struct lo_many *m = msg;
-
-	return pw_list_offsets_encode(w, version, m->tps, m->n);
-}
 
 struct lo_res_many {
 	struct pctx *x;
