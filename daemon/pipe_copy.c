@@ -1526,11 +1526,19 @@ out:
 	ptxn_fini(&txn);
 }
 
+static void mwrite_begin(struct ppart *p, uint32_t og, int kind, int64_t off,
+    const char *what);
+static void mwrite_cancel(struct ppart *p);
+static void mwrite_done(void *arg, int code, const char *msg);
+enum { MW_EPOCH, MW_SENDING, MW_ANCHOR, MW_PRODUCER, MW_TRIM };
+
 /*
  * Drops the translation anchors and epoch-history entries below both logs'
  * start offsets (nobody can ask for those offsets any more).  Checking is
  * two bisections; a record is written only when something goes, and then
- * not again for PL_TRIM_EVERY_MS on that partition.
+ * not again for PL_TRIM_EVERY_MS on that partition.  Asynchronous, as p's
+ * other metadata writes (one in flight at a time: with one in flight the
+ * trim waits for a later call); mwrite_done() logs the outcome.
  */
 #define PL_TRIM_EVERY_MS 60000
 static void maybe_trim(struct ppart *p)
@@ -1538,24 +1546,39 @@ static void maybe_trim(struct ppart *p)
 	struct mpart *mp = p->mp;
 	int64_t s = p->live.source_log_start, d = p->dst_log_start, now;
 	char msg[512], name[300];
+	uint32_t og = p->own_gen;
 	size_t dropped;
+	int r, started;
 
 	if (mp == NULL || s < 0 || d < 0 || (mp->nanchors < 2 && mp->nepochs < 2))
 		return;
 	now = clock_mono_ms();
-	if (now < p->trim_at)
+	if (now < p->trim_at || p->mwrite)
 		return;
-	if (mpart_trim(p->pm->pl->st, mp, s, d, &dropped, msg, sizeof(msg)) != 0) {
+	mwrite_begin(p, og, MW_TRIM, 0, "the trim of the translation map");
+	r = mpart_trim_async(p->pm->pl->st, mp, s, d, &dropped, mwrite_done, p,
+	    &started, msg, sizeof(msg));
+	if (!started)
+		mwrite_cancel(p);
+	if (p->own_gen != og)
+		return;
+	if (r != 0) {
 		p->trim_at = now + PL_TRIM_EVERY_MS;
 		log_warnx("%s: trimming the translation map: %s",
 		    pname(p, name, sizeof(name)), msg);
 	} else if (dropped > 0) {
 		p->trim_at = now + PL_TRIM_EVERY_MS;
-		log_info("%s: translation map trimmed below source offset %" PRId64
-		    " and destination offset %" PRId64 " (the log starts): %zu "
-		    "entries dropped, %zu anchors and %zu epochs kept",
-		    pname(p, name, sizeof(name)), s, d, dropped, mp->nanchors,
-		    mp->nepochs);
+		if (started)   /* for the line mwrite_done() logs */
+			snprintf(p->mwrite_what, sizeof(p->mwrite_what), "source "
+			    "offset %" PRId64 " and destination offset %" PRId64
+			    " (the log starts): %zu entries dropped", s, d,
+			    dropped);
+		else           /* written at once (no event loop) */
+			log_info("%s: translation map trimmed below source offset "
+			    "%" PRId64 " and destination offset %" PRId64 " (the "
+			    "log starts): %zu entries dropped, %zu anchors and %zu "
+			    "epochs kept", pname(p, name, sizeof(name)), s, d,
+			    dropped, mp->nanchors, mp->nepochs);
 	}
 }
 
@@ -2738,8 +2761,6 @@ static struct xlate *recorded_map(struct ppart *p)
 	return m;
 }
 
-enum { MW_EPOCH, MW_SENDING, MW_ANCHOR, MW_PRODUCER };
-
 /*
  * The completion of p's asynchronous metadata write (group commit: the
  * records are durable and applied to the model when it runs, or the log is
@@ -2758,6 +2779,14 @@ static void mwrite_done(void *arg, int code, const char *msg)
 		if (code != 0 && p->mwrite_kind == MW_EPOCH)
 			log_warnx("%s: epoch history: %s", pname(p, name,
 			    sizeof(name)), msg);
+		else if (code != 0 && p->mwrite_kind == MW_TRIM)
+			log_warnx("%s: trimming the translation map: %s",
+			    pname(p, name, sizeof(name)), msg);
+		else if (p->mwrite_kind == MW_TRIM && p->mp != NULL)
+			log_info("%s: translation map trimmed below %s, %zu "
+			    "anchors and %zu epochs kept", pname(p, name,
+			    sizeof(name)), p->mwrite_what, p->mp->nanchors,
+			    p->mp->nepochs);
 		else if (code != 0)
 			pl_part_fail(p, "cannot record %s: %s", p->mwrite_what, msg);
 		else if (p->mwrite_kind == MW_PRODUCER) {

@@ -1505,6 +1505,41 @@ START_TEST(test_async_apply_order)
 END_TEST
 
 /*
+ * The asynchronous trim: *dropped is what goes, the model keeps the
+ * entries until the group completed, then drops them before the callback
+ * runs; nothing to drop starts nothing; the log reopens the same.
+ */
+START_TEST(test_async_trim)
+{
+	struct aarg a[1];
+	size_t dropped = 0;
+	int started = 0;
+
+	async_parts(a, 1);
+	CODE(anchor_now(F.st, a[0].p, 10, 10, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, a[0].p, 30, 25, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, a[0].p, 50, 40, F.msg, sizeof(F.msg)), 0);
+	gate_hold(1);
+	CODE(mpart_trim_async(F.st, a[0].p, 35, 27, &dropped, acb, &a[0],
+	    &started, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+	ck_assert_uint_eq(dropped, 1);
+	gate_wait_inside();
+	ck_assert_uint_eq(a[0].p->nanchors, 3);   /* not applied yet */
+	gate_hold(0);
+	run_until(1);
+	ck_assert_int_eq(AC.code[0], 0);
+	ck_assert_uint_eq(AC.anchors_seen[0], 2);
+	CODE(mpart_trim_async(F.st, a[0].p, 35, 27, &dropped, acb, &a[0],
+	    &started, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 0);
+	ck_assert_uint_eq(dropped, 0);
+	reopen_same();
+	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 2);
+}
+END_TEST
+
+/*
  * A failed fsync fails its group (KAFKA_STORAGE_ERROR, the partition and
  * the file's error named) and the group written after it; the model keeps
  * neither; later writes are refused until restart.
@@ -2925,6 +2960,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_async_fsync_fails_group_and_later);
 	tcase_add_test(tc, test_sync_after_async);
 	tcase_add_test(tc, test_async_state_order);
+	tcase_add_test(tc, test_async_trim);
 	tcase_add_test(tc, test_excl_holds_and_rechecks);
 	tcase_add_test(tc, test_excl_fails_and_empty);
 	tcase_add_test(tc, test_excl_then_sync);

@@ -630,6 +630,11 @@ int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
  */
 int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
     int64_t dst_min, size_t *dropped, char *msg, size_t msglen);
+/* The asynchronous form (as the other _async forms): *dropped is what the
+ * record will drop once applied. */
+int mpart_trim_async(struct mstate *st, struct mpart *p, int64_t src_min,
+    int64_t dst_min, size_t *dropped, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen);
 int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
     const char *cluster_id, char *msg, size_t msglen);
 /* Sets one identity field of t (which: MTOPIC_IDENT_*) to value (NULL

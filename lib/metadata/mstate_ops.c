@@ -922,13 +922,16 @@ int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
 	return note_sending(st, p, dst, cb, arg, started, msg, msglen);
 }
 
-int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
-    int64_t dst_min, size_t *dropped, char *msg, size_t msglen)
+static int part_trim(struct mstate *st, struct mpart *p, int64_t src_min,
+    int64_t dst_min, size_t *dropped, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen)
 {
 	struct mrec r;
 	char what[520];
 	size_t ne, na;
 
+	if (started != NULL)
+		*started = 0;
 	if (dropped != NULL)
 		*dropped = 0;
 	part_what(p, what, sizeof(what));
@@ -946,7 +949,22 @@ int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
 	r.off2 = dst_min;
 	if (dropped != NULL)
 		*dropped = ne + na;
-	return mstate_persist(st, &r, 1, what, msg, msglen);
+	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
+}
+
+int mpart_trim(struct mstate *st, struct mpart *p, int64_t src_min,
+    int64_t dst_min, size_t *dropped, char *msg, size_t msglen)
+{
+	return part_trim(st, p, src_min, dst_min, dropped, NULL, NULL, NULL,
+	    msg, msglen);
+}
+
+int mpart_trim_async(struct mstate *st, struct mpart *p, int64_t src_min,
+    int64_t dst_min, size_t *dropped, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen)
+{
+	return part_trim(st, p, src_min, dst_min, dropped, cb, arg, started,
+	    msg, msglen);
 }
 
 int mtopic_set_ident(struct mstate *st, struct mtopic *t, int which,
