@@ -488,6 +488,10 @@ struct pipeline {
 	 * per broker (pcopy_sync(), pcopy_sync_flush()). */
 	struct sync_pend *sync_pend;
 	size_t nsync_pend, sync_pend_cap;
+	/* Topic identities learnt in this Metadata pass, written together
+	 * at its end (pident_flush()). */
+	struct pident_pend *ident_pend;
+	size_t nident_pend;
 };
 
 /* pipeline.c */
@@ -757,5 +761,9 @@ void pident_forget(struct pmirror *pm);
 int pident_dest_id(const struct ppart *p, struct kuuid *id);
 /* 1 if error is a reason pipe_ident.c gives. */
 int pident_is_identity_failure(const char *error);
+/* Records the topic identities the pass learnt, in one metadata write
+ * (a first start with thousands of topics wrote three each, one fsync or
+ * replicated round trip apiece, on the loop); at the end of every pass. */
+void pident_flush(struct pipeline *pl);
 
 #endif

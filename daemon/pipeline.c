@@ -922,8 +922,19 @@ static void model_sync(struct pipeline *pl)
 	pl->model_dirty = 0;
 }
 
-/* Source metadata arrived: discover topics and partitions, notice deletions. */
+static void source_metadata(struct pmirror *pm);
+
+/* Source metadata arrived: discover topics and partitions, notice
+ * deletions; then record the topic identities the pass learnt. */
 void pl_source_metadata(struct pmirror *pm)
+{
+	struct pipeline *pl = pm->pl;
+
+	source_metadata(pm);
+	pident_flush(pl);
+}
+
+static void source_metadata(struct pmirror *pm)
 {
 	struct pipeline *pl = pm->pl;
 	const struct mirror *m = pm->m;
@@ -1890,6 +1901,7 @@ void pipeline_free(struct pipeline *pl)
 	free(pl->graveyard);
 	free(pl->pmap);
 	free(pl->sync_pend); /* flushed by every sweep: holds no request */
+	free(pl->ident_pend); /* empty: every Metadata pass flushes it */
 	groupsync_free(pl->gs);
 	free(pl->instance);
 	pl_loans_orphan(pl);
