@@ -8,6 +8,9 @@ writes made meanwhile are held and checked again once it is applied):
     and over (each answer a success, or the refusal the state calls for:
     already paused, not paused), one creates and deletes mirrors and
     lists them;
+  * half way mirrord is killed (-9) and started again: it replays its
+    log (no record that does not apply: it would not start), and the
+    clients go on; only the commands it was serving then are cut;
   * nothing is answered with an internal or storage error, mirrord logs
     no record that does not apply, and the data plane's writes held
     behind the commands are counted (/metrics);
@@ -60,12 +63,21 @@ def main():
                       count=sum(TOPICS.values()))
 
     rnd = random.Random(12)
-    errors, counts = [], {"ok": 0, "refused": 0}
+    errors, counts = [], {"ok": 0, "refused": 0, "cut": 0}
     lock = threading.Lock()
     deadline = time.monotonic() + SECONDS
+    # mirrord is killed (-9) once, half way: a command it was serving then
+    # is cut (the client sees the connection go), and that is all.
+    crash = {"epoch": 0, "down": False}
 
-    def answered(r, what):
+    def run(what, fn):
+        """fn()'s CompletedProcess, or None when a crash cut it."""
+        e0 = crash["epoch"]
+        r = fn()
         with lock:
+            if r.returncode != 0 and (crash["down"] or crash["epoch"] != e0):
+                counts["cut"] += 1
+                return None
             if r.returncode == 0:
                 counts["ok"] += 1
             elif any(x in r.stderr for x in OK_REFUSALS):
@@ -73,13 +85,14 @@ def main():
             else:
                 errors.append("%s: exit %d: %s %s" % (what, r.returncode,
                                                       r.stdout, r.stderr))
+        return r
 
     def flipper(topic, seed):
         my = random.Random(seed)
         while time.monotonic() < deadline:
             op = my.choice(("--pause", "--resume"))
-            answered(d.cli(op, "--mirror", "m1", "--topic", topic,
-                           timeout=30), "%s %s" % (op, topic))
+            run("%s %s" % (op, topic), lambda: d.cli(
+                op, "--mirror", "m1", "--topic", topic, timeout=30))
             time.sleep(my.random() * 0.2)
 
     def mirrors():
@@ -87,15 +100,19 @@ def main():
         while time.monotonic() < deadline:
             k += 1
             name = "x%d" % k
-            answered(d.create(name, {"bootstrap.servers": src},
-                              expect_ok=False), "create %s" % name)
-            names = listed(d)
-            with lock:
-                if "m1" not in names or name not in names:
-                    errors.append("list after creating %s: %r" % (name, names))
+            r = run("create %s" % name, lambda: d.create(
+                name, {"bootstrap.servers": src}, expect_ok=False))
+            lr = run("list", lambda: d.cli("--list", timeout=30))
+            if r is not None and r.returncode == 0 and lr is not None:
+                names = [x.split()[0] for x in lr.stdout.splitlines()[1:]
+                         if x.strip()]
+                with lock:
+                    if "m1" not in names or name not in names:
+                        errors.append("list after creating %s: %r"
+                                      % (name, names))
             if k % 2 == 0:
-                answered(d.cli("--delete", "--mirror", name, timeout=30),
-                         "delete %s" % name)
+                run("delete %s" % name, lambda: d.cli(
+                    "--delete", "--mirror", name, timeout=30))
             time.sleep(rnd.random() * 0.1)
 
     threads = [threading.Thread(target=flipper, args=(t, i))
@@ -103,6 +120,17 @@ def main():
     threads.append(threading.Thread(target=mirrors))
     for t in threads:
         t.start()
+    time.sleep(SECONDS / 2)
+    with lock:
+        crash["down"] = True
+        crash["epoch"] += 1
+    d.kill9()
+    d.start()
+    time.sleep(0.5)
+    with lock:
+        crash["down"] = False
+        crash["epoch"] += 1
+    print("killed (-9) and restarted half way: the log replayed", flush=True)
     for t in threads:
         t.join(SECONDS + 120)
     h.check(not any(t.is_alive() for t in threads), "a client hung")
@@ -110,9 +138,11 @@ def main():
             % (len(errors), errors[:3]))
     held = mt.metric_value(d, "mirrord_metadata_log_held_writes_total")
     refused = mt.metric_value(d, "mirrord_metadata_log_held_refused_total")
-    print("%d commands answered, %d refused as the state called for; %.0f "
-          "data-plane writes held behind them, %.0f dropped as stale"
-          % (counts["ok"], counts["refused"], held, refused), flush=True)
+    print("%d commands answered, %d refused as the state called for, %d "
+          "cut by the crash; since the restart %.0f data-plane writes held "
+          "behind them, %.0f dropped as stale"
+          % (counts["ok"], counts["refused"], counts["cut"], held, refused),
+          flush=True)
     h.check(counts["ok"] > 20, "too few commands went through: %r" % counts)
     log = d.log()
     for bad in ("record does not apply", "internal error", "cannot record"):
