@@ -1451,17 +1451,24 @@ static void start_group(struct mstate *st);
 static void release_held(struct mstate *st, int check);
 static void excl_poke(struct mstate *st);
 
-/* The operator's write in flight failed (the log is broken): the writes
- * held behind it fail the same way. */
+/* The operator's write in flight failed.  When the log is broken the
+ * writes held behind it fail the same way; when it is not (a follower's
+ * write the writer refused) they go on, checked, as after a success. */
 static void excl_failed(struct mstate *st, int code, const char *why)
 {
 	struct mstate_aop *held = st->held_head;
+	struct mlog_stats ls;
 
 	if (st->excl != MSTATE_EXCL_FLIGHT)
 		return;
-	st->held_head = st->held_tail = NULL;
 	st->excl = MSTATE_EXCL_NONE;
 	st->excl_op = NULL;
+	mlog_stats(st->ml, &ls);
+	if (!ls.broken) {
+		release_held(st, 1);
+		return;
+	}
+	st->held_head = st->held_tail = NULL;
 	fail_ops(st, held, code, why);
 }
 
