@@ -4,9 +4,10 @@ goes away (storage.backend: kafka, real Kafka 4.4; the log talks to Kafka
 through kconn on a network thread of its own, lib/metadata/mlog_kafka_net.c):
 
   * the destination broker stopped while a write is in flight (a
-    CreateMirror waiting for its Produce) and started again within
-    storage.kafka.timeout_ms: the write completes on a new connection, the
-    next write works, and a restarted mirrord replays both;
+    CreateMirror waiting for its Produce; ListMirrors answered meanwhile,
+    without it) and started again within storage.kafka.timeout_ms: the
+    write completes on a new connection, the next write works, and a
+    restarted mirrord replays both;
   * the broker down for longer than storage.kafka.timeout_ms: the write
     fails with a message naming the topic, the broker's address and the
     timeout, and the daemon stays up; as nothing was sent (the connection
@@ -45,18 +46,7 @@ def mirror_props(d, src, n):
     return path
 
 
-# x86_64 futex, nanosleep, clock_nanosleep: the loop thread waiting for
-# the metadata log's network thread or between two attempts (its idle
-# wait is epoll_wait).
-WAIT_SYSCALLS = {"202", "35", "230"}
-
-
-def main_thread_waits(pid):
-    try:
-        with open("/proc/%d/syscall" % pid) as f:
-            return f.read().split(" ", 1)[0] in WAIT_SYSCALLS
-    except OSError:
-        return False
+WRITING = "its change is being written to the metadata log"
 
 
 class Silent:
@@ -98,20 +88,24 @@ def main():
     cmd = os.path.join(a.dir, "slow.properties")
     with open(cmd, "w") as f:
         f.write("request.timeout.ms=150000\n")
+    writing = a.log().count(WRITING)
     racing = subprocess.Popen(
         [h.build_path("daemon", "kafka-mirrors"), "--bootstrap-server",
          a.bootstrap, "--command-config", cmd, "--create", "--mirror", "m2",
          "--mirror-config", mirror_props(a, src, 2)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # The write cannot land while the broker is down: mirrord's loop
-    # waits for it (on the network thread's answer, or between attempts)
-    # and the CLI waits for mirrord.
+    # The write cannot land while the broker is down: the command waits
+    # for it, and the CLI for mirrord.  The loop does not: it answers
+    # ListMirrors meanwhile, from the durable state.
     h.wait_for(lambda: racing.poll() is not None or
-               main_thread_waits(a.proc.p.pid), 60,
-               "mirrord's loop waiting for the metadata write of m2")
+               a.log().count(WRITING) > writing, 60,
+               "the metadata write of m2 to start")
+    listed = a.cli_ok("--list").stdout.split()
     if racing.poll() is not None:
         h.fail("CreateMirror m2 answered while the metadata log's broker "
                "is down: %r" % (racing.communicate(),))
+    h.check("m1" in listed and "m2" not in listed, "ListMirrors while m2 "
+            "is being written: %r" % listed)
     print("%s the write waits; starting the broker again"
           % time.strftime("%H:%M:%S"), flush=True)
     dst.launch()

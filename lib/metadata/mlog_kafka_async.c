@@ -167,9 +167,12 @@ static void run_job(struct mk *k, struct mk_job *j)
 	on_thread = j;
 	switch (j->kind) {
 	case JOB_PRODUCE:
-		/* After a failed group nothing more is written: its outcome
-		 * may be unknown, and the next sequence would make the
-		 * broker take a resend of different records for it. */
+		/* After a group whose outcome is unknown (or a fence)
+		 * nothing more is written: the next sequence would make the
+		 * broker take a resend of different records for it.  A group
+		 * that was never sent (no broker within the timeout) leaves
+		 * the sequence where it was: the log stays writable, as after
+		 * the same failure of mlog_sync(). */
 		if (k->async->failed[0] != '\0') {
 			seterr(j->err, sizeof(j->err), "an earlier write failed: "
 			    "%s", k->async->failed);
@@ -178,7 +181,7 @@ static void run_job(struct mk *k, struct mk_job *j)
 		}
 		j->rc = mk_produce_frames(k, j->buf, j->len, j->count, 0,
 		    &j->base, j->err, sizeof(j->err));
-		if (j->rc != 0)
+		if (j->rc != 0 && (j->broken || j->fenced))
 			seterr(k->async->failed, sizeof(k->async->failed), "%s",
 			    j->err);
 		break;
@@ -432,10 +435,11 @@ static void complete(struct mk *k, struct mk_job *j)
 			k->st.bytes += j->len;
 			mlog_group_done(&k->base, j->done, j->arg, 0, 0, "");
 		} else {
-			/* A failed group fails the log (and so every later
-			 * group): as after a failed mlog_sync(). */
-			if (!k->broken && k->writer)
-				mk_set_broken(k, j->err);
+			/* As after a failed mlog_sync(): the log is broken
+			 * (every later group fails) when the outcome is
+			 * unknown or the writer was fenced (complete() took
+			 * j->broken, j->fenced above), not when nothing was
+			 * sent. */
 			mlog_group_done(&k->base, j->done, j->arg, -1, 0, j->err);
 		}
 		job_free(j);
