@@ -1951,6 +1951,30 @@ static void awrite_free(struct awrite *w)
 	free(w);
 }
 
+/* CreateMirror's or DeleteMirror's answer: a code, and why unless 0. */
+static void respond_mirror_op(struct admin *adm, struct adminsrv_req *rq,
+    int16_t code, const char *msg)
+{
+	struct kstr why = code != 0 ? arena_kstr(adminsrv_req_arena(rq), msg) :
+	    KSTR_NULL;
+
+	if (adminsrv_req_api_key(rq) == KP_API_CREATE_MIRROR) {
+		struct kp_create_mirror_response resp;
+
+		kp_create_mirror_response_init(&resp);
+		resp.error_code = code;
+		resp.error_message = why;
+		respond(adm, rq, &resp, code);
+	} else {
+		struct kp_delete_mirror_response resp;
+
+		kp_delete_mirror_response_init(&resp);
+		resp.error_code = code;
+		resp.error_message = why;
+		respond(adm, rq, &resp, code);
+	}
+}
+
 /* The answer, once the command's records are durable and applied (code
  * 0), or with the reason none of them was made. */
 static void awrite_finish(struct admin *adm, struct awrite *w, int code,
@@ -1966,10 +1990,8 @@ static void awrite_finish(struct admin *adm, struct awrite *w, int code,
 	a = rq != NULL ? adminsrv_req_arena(rq) : NULL;
 	switch (w->kind) {
 	case AW_CREATE: {
-		struct kp_create_mirror_response resp;
 		const struct mirror *m = mstate_mirror_find(adm->st, w->name);
 
-		kp_create_mirror_response_init(&resp);
 		if (code == 0) {
 			log_info("mirror %s created (source %s) by %s", w->name,
 			    m != NULL ? mirror_bootstrap(m) : "?",
@@ -1981,15 +2003,10 @@ static void awrite_finish(struct admin *adm, struct awrite *w, int code,
 			    w->name, adminsrv_req_peer(rq),
 			    kerr_name((int16_t)code), msg);
 		}
-		resp.error_code = (int16_t)code;
-		resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-		respond(adm, rq, &resp, (int16_t)code);
+		respond_mirror_op(adm, rq, (int16_t)code, msg);
 		break;
 	}
-	case AW_DELETE: {
-		struct kp_delete_mirror_response resp;
-
-		kp_delete_mirror_response_init(&resp);
+	case AW_DELETE:
 		if (code == 0)
 			log_info("mirror %s deleted by %s", w->name,
 			    adminsrv_req_peer(rq));
@@ -1997,11 +2014,8 @@ static void awrite_finish(struct admin *adm, struct awrite *w, int code,
 			log_info("DeleteMirror %s from %s failed: %s: %s",
 			    w->name, adminsrv_req_peer(rq),
 			    kerr_name((int16_t)code), msg);
-		resp.error_code = (int16_t)code;
-		resp.error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
-		respond(adm, rq, &resp, (int16_t)code);
+		respond_mirror_op(adm, rq, (int16_t)code, msg);
 		break;
-	}
 	case AW_TOPICS:
 	case AW_ADD: {
 		struct results *rs = &w->rs;
