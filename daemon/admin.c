@@ -2329,7 +2329,7 @@ void admin_free(struct admin *adm)
 		return;
 	/* Commands waiting or in flight: never answered (adminsrv_free()). */
 	if (adm->wq_busy)
-		mstate_excl_cancel(adm->st);
+		mstate_excl_cancel(adm->st, adm);
 	while (adm->wq_head != NULL) {
 		struct awrite *w = adm->wq_head;
 

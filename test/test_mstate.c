@@ -1765,8 +1765,10 @@ START_TEST(test_excl_holds_and_rechecks)
 	gate_wait_inside();
 	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), 0);
 	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_WAITING);
-	/* A second one is the caller's to queue. */
-	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), -1);
+	/* A second one waits its turn; cancelled, it never gets it. */
+	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, &o), 0);
+	mstate_excl_cancel(F.st, &o);
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_WAITING);
 	/* Written while it waits: held (nothing appended). */
 	state_async(&a[1], MPART_MIRRORING);
 	anchor_async(&o, 5, 0);
@@ -1817,7 +1819,7 @@ START_TEST(test_excl_holds_and_rechecks)
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.held, 3);
 	ck_assert_uint_eq(as.held_refused, 2);
-	ck_assert_uint_eq(as.excl_waits, 1);
+	ck_assert_uint_eq(as.excl_waits, 2);
 	ck_assert_uint_eq(as.in_flight, 0);
 	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_NONE);
 	for (int i = 0; i < 4; i++)
@@ -1858,7 +1860,7 @@ START_TEST(test_excl_fails_and_empty)
 	gate_wait_inside();
 	ck_assert_int_eq(mstate_excl_begin(F.st, excl_ready, NULL), 0);
 	anchor_async(&a[1], 20, 0);
-	mstate_excl_cancel(F.st);
+	mstate_excl_cancel(F.st, NULL);
 	gate_hold(0);
 	run_until(2);
 	ck_assert_int_eq(AC.code[0], 0);
@@ -1890,6 +1892,91 @@ START_TEST(test_excl_fails_and_empty)
 	model_unchanged(before);
 	reopen_same();
 	free(before);
+}
+END_TEST
+
+/* test_excl_queue: the turns given, in order. */
+static struct {
+	void *who[8];
+	int n;
+	int state_seen[8];       /* m/t-0's state when the turn came */
+	size_t anchors_seen[8];  /* m/t-1's anchors then */
+	struct aarg *a;
+} XQ;
+
+static void xq_ready(void *arg)
+{
+	struct aarg *op = arg;
+	int started = 0;
+
+	ck_assert_int_lt(XQ.n, 8);
+	XQ.who[XQ.n] = arg;
+	XQ.state_seen[XQ.n] = XQ.a[0].p->state;
+	XQ.anchors_seen[XQ.n] = XQ.a[1].p->nanchors;
+	XQ.n++;
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_OPEN);
+	/* The second resumes what the first paused. */
+	CODE(mstate_resume_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_excl_commit(F.st, acb, op, &started, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+}
+
+/*
+ * Exclusive writes asked for while one is open or in flight (the
+ * operator's commands and the data plane's metadata passes share the
+ * turn) wait in the order they asked: the next opens once the one before
+ * is applied and the writes held behind it are written and applied, so it
+ * validates against all of them; a cancelled one never opens.
+ */
+START_TEST(test_excl_queue)
+{
+	struct aarg a[2], op1, op2, op3;
+	struct mstate_async_stats as;
+	int started = 0;
+
+	async_parts(a, 2);
+	XQ.a = a;
+	op1 = (struct aarg){ 100, a[0].p };
+	op2 = (struct aarg){ 200, a[0].p };
+	op3 = (struct aarg){ 300, a[0].p };
+	ck_assert_int_eq(mstate_excl_begin(F.st, xq_ready, &op1), 1);
+	/* Asked for while the first is open: queued. */
+	ck_assert_int_eq(mstate_excl_begin(F.st, xq_ready, &op2), 0);
+	ck_assert_int_eq(mstate_excl_begin(F.st, xq_ready, &op3), 0);
+	mstate_excl_cancel(F.st, &op3);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	gate_hold(1);
+	CODE(mstate_excl_commit(F.st, acb, &op1, &started, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+	gate_wait_inside();
+	/* Held behind the first, written before the second opens. */
+	anchor_async(&a[1], 10, 0);
+	gate_hold(0);
+	run_until(3);
+	ck_assert_int_eq(XQ.n, 1);
+	ck_assert_ptr_eq(XQ.who[0], &op2);
+	ck_assert_int_eq(XQ.state_seen[0], MPART_PAUSING);
+	ck_assert_uint_eq(XQ.anchors_seen[0], 1);
+	ck_assert_int_eq(AC.id[0], 100);
+	ck_assert_int_eq(AC.code[0], 0);
+	ck_assert_int_eq(AC.code[cb_of(1)], 0);
+	ck_assert_int_eq(AC.code[cb_of(200)], 0);
+	ck_assert_int_eq(AC.state_seen[cb_of(200)], MPART_MIRRORING);
+	/* The cancelled one never opened. */
+	for (int i = 0; i < 50; i++)
+		event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_int_eq(XQ.n, 1);
+	ck_assert_int_eq(AC.n, 3);
+	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_NONE);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.excl_waits, 2);
+	ck_assert_uint_eq(as.in_flight, 0);
+	reopen_same();
+	ck_assert_int_eq(part("m", "t", 0)->state, MPART_MIRRORING);
+	ck_assert_int_eq(part("m", "t", 1)->state, MPART_MIRRORING);
+	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 1);
 }
 END_TEST
 
@@ -2964,6 +3051,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_excl_holds_and_rechecks);
 	tcase_add_test(tc, test_excl_fails_and_empty);
 	tcase_add_test(tc, test_excl_then_sync);
+	tcase_add_test(tc, test_excl_queue);
 	tcase_add_test(tc, test_async_state_fails);
 	tcase_add_test(tc, test_sync_state_after_async_state);
 	tcase_add_test(tc, test_async_compaction_with_groups);

@@ -497,7 +497,7 @@ struct mstate_async_stats {
 	uint64_t in_flight;    /* started, callback not yet run */
 	uint64_t held;         /* held behind an operator's write */
 	uint64_t held_refused; /* of those, no longer valid after it */
-	uint64_t excl_waits;   /* operator's writes that waited their turn */
+	uint64_t excl_waits;   /* exclusive writes that waited their turn */
 };
 void mstate_async_stats(const struct mstate *st,
     struct mstate_async_stats *out);
@@ -514,9 +514,13 @@ void mstate_batch_abort(struct mstate *st);
  *    operations (synchronous forms: they validate and queue), then
  *    mstate_excl_commit();
  *  - 0: ready(arg) runs later from the loop, once the asynchronous writes
- *    in flight are applied, with the batch open; do the same there;
- *  - -1: another exclusive write is wanted or open, a batch is open, or
- *    the log is not open (one at a time: the caller queues its own).
+ *    in flight are applied (and the exclusive writes asked for before it,
+ *    one at a time, in the order they were asked for: the operator's
+ *    commands and the data plane's metadata passes share the turn), with
+ *    the batch open; do the same there;
+ *  - -1: a batch of the caller's own is open (mstate_batch_begin()), the
+ *    log is not open, out of memory, or (without the log's event base)
+ *    another exclusive write is open.
  * From the call until the commit's records are applied, new asynchronous
  * writes are held: encoded, not appended.  Once the operator's records
  * are applied they go to the log in order; one with a record in a mirror
@@ -528,8 +532,10 @@ void mstate_batch_abort(struct mstate *st);
  * its own: KERR_NONE with *started 1 (cb runs once applied, or with the
  * error), or the result now with *started 0 (nothing queued, a failed
  * batch, no event base: then it wrote synchronously).  Without the log's
- * event base everything is synchronous.  mstate_excl_cancel() drops a
- * waiting request, or the callback of the one in flight (shutdown).
+ * event base everything is synchronous.  mstate_excl_cancel() drops what
+ * the caller arg (the arg given to mstate_excl_begin()) asked for: its
+ * turns to come, its waiting request, or the callback of its write in
+ * flight (shutdown).
  */
 enum { MSTATE_EXCL_NONE, MSTATE_EXCL_WAITING, MSTATE_EXCL_OPEN,
 	MSTATE_EXCL_FLIGHT };
@@ -539,7 +545,7 @@ int mstate_excl_commit(struct mstate *st, mstate_done_fn cb, void *arg,
     int *started, char *msg, size_t msglen);
 /* Drops what the open exclusive batch queued (it stays open). */
 void mstate_excl_discard(struct mstate *st);
-void mstate_excl_cancel(struct mstate *st);
+void mstate_excl_cancel(struct mstate *st, void *arg);
 int mstate_excl_state(const struct mstate *st);   /* MSTATE_EXCL_* */
 
 /* ---- data-plane operations ------------------------------------------- */

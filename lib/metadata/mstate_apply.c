@@ -1450,6 +1450,7 @@ static void fail_ops(struct mstate *st, struct mstate_aop *ops, int rc,
 static void start_group(struct mstate *st);
 static void release_held(struct mstate *st, int check);
 static void excl_poke(struct mstate *st);
+static void excl_next(struct mstate *st);
 
 /* The operator's write in flight failed.  When the log is broken the
  * writes held behind it fail the same way; when it is not (a follower's
@@ -1466,10 +1467,11 @@ static void excl_failed(struct mstate *st, int code, const char *why)
 	mlog_stats(st->ml, &ls);
 	if (!ls.broken) {
 		release_held(st, 1);
-		return;
+	} else {
+		st->held_head = st->held_tail = NULL;
+		fail_ops(st, held, code, why);
 	}
-	st->held_head = st->held_tail = NULL;
-	fail_ops(st, held, code, why);
+	excl_next(st);
 }
 
 static void compact_done(void *arg, int rc, int16_t sync_error,
@@ -1543,6 +1545,7 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 		 * go now, each checked against it. */
 		st->excl = MSTATE_EXCL_NONE;
 		release_held(st, 1);
+		excl_next(st);
 	}
 	start_group(st);
 	excl_poke(st);
@@ -1866,22 +1869,62 @@ static void excl_poke(struct mstate *st)
 		event_active(st->excl_ev, 0, 0);
 }
 
+/* The exclusive write that ended leaves the turn to the next one asked
+ * for: it waits (WAITING: writes are held again) for the writes released
+ * meanwhile, then on_excl() opens it. */
+static void excl_next(struct mstate *st)
+{
+	struct mstate_xwait *w = st->xq_head;
+
+	if (st->excl != MSTATE_EXCL_NONE || w == NULL)
+		return;
+	st->xq_head = w->next;
+	if (st->xq_head == NULL)
+		st->xq_tail = NULL;
+	st->excl = MSTATE_EXCL_WAITING;
+	st->excl_ready = w->ready;
+	st->excl_arg = w->arg;
+	free(w);
+	excl_poke(st);
+}
+
 int mstate_excl_begin(struct mstate *st, mstate_excl_fn ready, void *arg)
 {
-	if (st->ml == NULL || st->batch || st->excl != MSTATE_EXCL_NONE)
-		return -1;
+	if (st->ml == NULL || (st->batch && (st->ml->base == NULL ||
+	    st->excl != MSTATE_EXCL_OPEN)))
+		return -1;   /* a batch of its own is open (not a turn's) */
 	if (st->ml->base == NULL) {
 		/* Tools and tests: synchronous, as a batch. */
+		if (st->excl != MSTATE_EXCL_NONE)
+			return -1;
 		mstate_async_drain(st);
 		st->excl = MSTATE_EXCL_OPEN;
+		st->excl_arg = arg;
 		st->batch = 1;
 		return 1;
 	}
 	if (st->excl_ev == NULL &&
 	    (st->excl_ev = event_new(st->ml->base, -1, 0, on_excl, st)) == NULL)
 		return -1;
+	if (st->excl != MSTATE_EXCL_NONE) {
+		/* Another one is wanted or in flight: after it, in turn. */
+		struct mstate_xwait *w = calloc(1, sizeof(*w));
+
+		if (w == NULL)
+			return -1;
+		w->ready = ready;
+		w->arg = arg;
+		if (st->xq_tail != NULL)
+			st->xq_tail->next = w;
+		else
+			st->xq_head = w;
+		st->xq_tail = w;
+		st->astats.excl_waits++;
+		return 0;
+	}
 	if (quiescent(st)) {
 		st->excl = MSTATE_EXCL_OPEN;
+		st->excl_arg = arg;
 		st->batch = 1;
 		return 1;
 	}
@@ -1898,6 +1941,7 @@ static void excl_end(struct mstate *st)
 	st->excl_op = NULL;
 	st->excl_ready = NULL;
 	release_held(st, 0);
+	excl_next(st);
 }
 
 void mstate_excl_discard(struct mstate *st)
@@ -1991,8 +2035,23 @@ int mstate_excl_commit(struct mstate *st, mstate_done_fn cb, void *arg,
 	return KERR_NONE;
 }
 
-void mstate_excl_cancel(struct mstate *st)
+void mstate_excl_cancel(struct mstate *st, void *arg)
 {
+	struct mstate_xwait **pp = &st->xq_head, *w;
+
+	/* Its turns still to come. */
+	st->xq_tail = NULL;
+	while ((w = *pp) != NULL) {
+		if (w->arg == arg) {
+			*pp = w->next;
+			free(w);
+			continue;
+		}
+		st->xq_tail = w;
+		pp = &w->next;
+	}
+	if (st->excl_arg != arg)
+		return;
 	switch (st->excl) {
 	case MSTATE_EXCL_WAITING:
 		excl_end(st);
@@ -2008,10 +2067,6 @@ void mstate_excl_cancel(struct mstate *st)
 	default:
 		break;
 	}
-	/* Applied already, its callback not yet run. */
-	for (struct mstate_aop *op = st->done_head; op != NULL; op = op->next)
-		if (op->excl)
-			op->cb = NULL;
 }
 
 int mstate_excl_state(const struct mstate *st)
@@ -2076,6 +2131,13 @@ void mstate_async_free(struct mstate *st)
 		event_free(st->excl_ev);
 		st->excl_ev = NULL;
 	}
+	while (st->xq_head != NULL) {
+		struct mstate_xwait *w = st->xq_head;
+
+		st->xq_head = w->next;
+		free(w);
+	}
+	st->xq_tail = NULL;
 	excl_mirrors_clear(st);
 }
 

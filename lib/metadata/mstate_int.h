@@ -65,7 +65,10 @@ struct mstate {
 	 * checked against it when it named their mirror. */
 	int excl;                  /* MSTATE_EXCL_* */
 	mstate_excl_fn excl_ready; /* WAITING: runs when it is its turn */
-	void *excl_arg;
+	void *excl_arg;            /* its caller (WAITING, OPEN, FLIGHT) */
+	/* Exclusive writes asked for while one was wanted or in flight, in
+	 * the order they asked: the next becomes WAITING when it ends. */
+	struct mstate_xwait *xq_head, *xq_tail;
 	struct event *excl_ev;
 	struct mstate_aop *excl_op; /* FLIGHT: its op, until applied */
 	struct mstate_aop *held_head, *held_tail;
@@ -76,6 +79,12 @@ struct mstate {
 	 * partitions are made only when a record names one (a NULL slot is
 	 * a partition the scratch does not hold). */
 	int sparse;
+};
+
+struct mstate_xwait {
+	struct mstate_xwait *next;
+	mstate_excl_fn ready;
+	void *arg;
 };
 
 /* One asynchronous persist: its records (encoded) and its caller. */
