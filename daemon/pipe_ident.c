@@ -372,82 +372,6 @@ int pident_source(struct pmirror *pm)
 	return -1;
 }
 
-/* An identity learnt in this pass, written by pident_flush(). */
-struct pident_pend {
-	char *mirror, *topic, *value;
-	int which;
-};
-
-static void ident_defer(struct pmirror *pm, const struct mtopic *mt,
-    int which, const char *value)
-{
-	struct pipeline *pl = pm->pl;
-	struct pident_pend *v, *e;
-
-	v = realloc(pl->ident_pend, (pl->nident_pend + 1) * sizeof(*v));
-	if (v == NULL)
-		fatal("pipeline: out of memory");
-	pl->ident_pend = v;
-	e = &v[pl->nident_pend];
-	e->mirror = strdup(pm->name);
-	e->topic = strdup(mt->name);
-	e->value = strdup(value);
-	e->which = which;
-	if (e->mirror == NULL || e->topic == NULL || e->value == NULL)
-		fatal("pipeline: out of memory");
-	pl->nident_pend++;
-}
-
-static const char *ident_of(const struct mtopic *mt, int which)
-{
-	switch (which) {
-	case MTOPIC_IDENT_SOURCE: return mt->src_topic_id;
-	case MTOPIC_IDENT_DEST: return mt->dst_topic_id;
-	case MTOPIC_IDENT_DEST_CLUSTER: return mt->dst_cluster_id;
-	default: return mt->note;
-	}
-}
-
-void pident_flush(struct pipeline *pl)
-{
-	struct mstate *st = pl->st;
-	struct pident_pend *v = pl->ident_pend;
-	size_t n = pl->nident_pend, made = 0;
-	char msg[512];
-	int batched;
-
-	if (n == 0)
-		return;
-	/* Taken off first: the hooks of the writes may start another pass. */
-	pl->ident_pend = NULL;
-	pl->nident_pend = 0;
-	batched = mstate_batch_begin(st) == 0;
-	for (size_t i = 0; i < n; i++) {
-		struct pident_pend *e = &v[i];
-		struct mirror *m = mstate_mirror_find(st, e->mirror);
-		struct mtopic *mt = m != NULL ? mirror_topic_find(m, e->topic) :
-		    NULL;
-
-		/* Gone, or recorded meanwhile (the check comes again). */
-		if (mt != NULL && ident_of(mt, e->which) == NULL) {
-			if (mtopic_set_ident(st, mt, e->which, e->value, msg,
-			    sizeof(msg)) != 0)
-				log_warnx("mirror %s: %s", e->mirror, msg);
-			else
-				made++;
-		}
-	}
-	if (batched && mstate_batch_commit(st, msg, sizeof(msg)) != 0)
-		log_warnx("pipeline: %zu topic identities not recorded: %s",
-		    made, msg);
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].mirror);
-		free(v[i].topic);
-		free(v[i].value);
-	}
-	free(v);
-}
-
 int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
     const struct kcluster_topic *md)
 {
@@ -476,7 +400,8 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 		return 0;
 	uuid_str(&md->id, id);
 	if (mt->src_topic_id == NULL) {
-		ident_defer(pm, mt, MTOPIC_IDENT_SOURCE, id);
+		pmeta_defer(pm->pl, PMETA_IDENT, pm->name, mt->name,
+		    MTOPIC_IDENT_SOURCE, id, 0);
 		return 0;
 	}
 	if (strcmp(mt->src_topic_id, id) == 0)
@@ -521,9 +446,11 @@ static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 		return;
 	}
 	if (cid != NULL && mt->dst_cluster_id == NULL)
-		ident_defer(pm, mt, MTOPIC_IDENT_DEST_CLUSTER, cid);
+		pmeta_defer(pm->pl, PMETA_IDENT, pm->name, mt->name,
+		    MTOPIC_IDENT_DEST_CLUSTER, cid, 0);
 	if (mt->dst_topic_id == NULL) {
-		ident_defer(pm, mt, MTOPIC_IDENT_DEST, id);
+		pmeta_defer(pm->pl, PMETA_IDENT, pm->name, mt->name,
+		    MTOPIC_IDENT_DEST, id, 0);
 		return;
 	}
 	if (strcmp(mt->dst_topic_id, id) == 0)
@@ -587,7 +514,7 @@ void pident_destination(struct pipeline *pl)
 				break;
 		}
 	}
-	pident_flush(pl);
+	pmeta_flush(pl);
 }
 
 void pident_forget(struct pmirror *pm)

@@ -488,10 +488,16 @@ struct pipeline {
 	 * per broker (pcopy_sync(), pcopy_sync_flush()). */
 	struct sync_pend *sync_pend;
 	size_t nsync_pend, sync_pend_cap;
-	/* Topic identities learnt in this Metadata pass, written together
-	 * at its end (pident_flush()). */
-	struct pident_pend *ident_pend;
-	size_t nident_pend;
+	/* What Metadata passes learnt for the metadata log, written in
+	 * an exclusive turn (pipe_meta.c): the noted changes, a hash table
+	 * of them (index + 1), the turn (waiting or in flight) and how many
+	 * changes the write in flight carries. */
+	struct pmeta_w *mw;
+	size_t nmw, mw_cap;
+	size_t *mw_table;
+	size_t mw_tcap;
+	int mw_turn;
+	size_t mw_queued;
 };
 
 /* pipeline.c */
@@ -761,9 +767,20 @@ void pident_forget(struct pmirror *pm);
 int pident_dest_id(const struct ppart *p, struct kuuid *id);
 /* 1 if error is a reason pipe_ident.c gives. */
 int pident_is_identity_failure(const char *error);
-/* Records the topic identities the pass learnt, in one metadata write
- * (a first start with thousands of topics wrote three each, one fsync or
- * replicated round trip apiece, on the loop); at the end of every pass. */
-void pident_flush(struct pipeline *pl);
+
+/* pipe_meta.c: what a Metadata pass learnt, noted during the pass and
+ * written at its end in one group, without blocking the loop (the
+ * identities of thousands of topics at a first start, the topics a pattern
+ * discovers, growth, the source cluster id).  kind PMETA_*; topic NULL for
+ * PMETA_SOURCE_ID; which (MTOPIC_IDENT_*) for PMETA_IDENT; value the id;
+ * npart for PMETA_GROW and PMETA_ADD.  A change noted again before it is
+ * written is kept once (growth: the largest count). */
+enum { PMETA_SOURCE_ID, PMETA_GROW, PMETA_ADD, PMETA_IDENT };
+void pmeta_defer(struct pipeline *pl, int kind, const char *mirror,
+    const char *topic, int which, const char *value, int32_t npart);
+/* At the end of every pass: asks for the turn (mstate_excl_begin()). */
+void pmeta_flush(struct pipeline *pl);
+/* Shutdown: the turn asked for is given back, the notes dropped. */
+void pmeta_free(struct pipeline *pl);
 
 #endif

@@ -925,32 +925,26 @@ static void model_sync(struct pipeline *pl)
 static void source_metadata(struct pmirror *pm);
 
 /* Source metadata arrived: discover topics and partitions, notice
- * deletions; then record the topic identities the pass learnt. */
+ * deletions; then record what the pass learnt (pipe_meta.c). */
 void pl_source_metadata(struct pmirror *pm)
 {
 	struct pipeline *pl = pm->pl;
 
 	source_metadata(pm);
-	pident_flush(pl);
+	pmeta_flush(pl);
 }
 
 static void source_metadata(struct pmirror *pm)
 {
 	struct pipeline *pl = pm->pl;
 	const struct mirror *m = pm->m;
-	char msg[512];
 
 	if (m == NULL || pm->dead)
 		return;
 	if (pl_controller(pl) && m->source_cluster_id == NULL &&
-	    pm->src->cluster_id != NULL &&
-	    mstate_set_source_cluster_id(pl->st, pm->name, pm->src->cluster_id,
-	    msg, sizeof(msg)) != 0)
-		log_warnx("mirror %s: %s", pm->name, msg);
-	/* After each write: a follower's may have applied the mirror's
-	 * deletion (m freed; pipe_int.h pl_part_kept()). */
-	if ((m = pm->m) == NULL || pm->dead)
-		return;
+	    pm->src->cluster_id != NULL)
+		pmeta_defer(pl, PMETA_SOURCE_ID, pm->name, NULL, 0,
+		    pm->src->cluster_id, 0);
 	if (pident_source(pm) != 0)
 		return; /* another cluster: no growth, no discovery */
 	/* Growth and deletion (pipe_ident.c) of the mirror's topics. */
@@ -966,21 +960,16 @@ static void source_metadata(struct pmirror *pm)
 				return;
 			continue;
 		}
-		if (md->error == 0 && md->npart > mt->npart && pl_controller(pl) &&
-		    mstate_grow_topic(pl->st, pm->name, mt->name, md->npart, msg,
-		    sizeof(msg)) != 0)
-			log_warnx("mirror %s: %s", pm->name, msg);
-		if ((m = pm->m) == NULL || pm->dead)
-			return;
+		if (md->error == 0 && md->npart > mt->npart && pl_controller(pl))
+			pmeta_defer(pl, PMETA_GROW, pm->name, mt->name, 0, NULL,
+			    md->npart);
 	}
 	/* Patterns: source topics that match and are not mirrored yet, and
 	 * are not a mirror's destination there (pipe_marks.c). */
 	if (m->nincludes == 0 || !pl_controller(pl))
 		return;
 	char **cand = NULL;
-	const struct kcluster_topic **added = NULL;
-	size_t ncand = 0, nadded = 0;
-	int batched = 0;
+	size_t ncand = 0;
 
 	for (int pass = 0; pass < 2; pass++)
 	for (size_t i = 0; i < kcluster_topic_count(pm->src->kc); i++) {
@@ -1004,41 +993,12 @@ static void source_metadata(struct pmirror *pm)
 			ncand = 0; /* asked once per pass */
 			continue;
 		}
-		/* The topics found in one pass are written in one batch: one
-		 * write for a pattern that matches thousands, not one each. */
-		if (!batched && mstate_batch_begin(pl->st) == 0)
-			batched = 1;
-		if (mstate_add_topic(pl->st, pm->name, md->name, md->npart, msg,
-		    sizeof(msg)) != 0) {
-			log_warnx("mirror %s: discovered topic %s: %s", pm->name,
-			    md->name, msg);
-		} else if (!batched) {
-			log_info("mirror %s: discovered topic %s (%d partitions)",
-			    pm->name, md->name, md->npart);
-		} else {
-			const struct kcluster_topic **na = realloc(added,
-			    (nadded + 1) * sizeof(*added));
-
-			if (na != NULL) {
-				added = na;
-				added[nadded++] = md;
-			}
-		}
-		if (!batched && ((m = pm->m) == NULL || pm->dead))
-			goto out;   /* deleted by what a write applied */
+		/* Written with everything else the pass learnt, in one
+		 * group (pipe_meta.c): one write for a pattern that matches
+		 * thousands, and the loop goes on meanwhile. */
+		pmeta_defer(pl, PMETA_ADD, pm->name, md->name, 0, NULL,
+		    md->npart);
 	}
-	if (batched) {
-		/* Logged before the commit: its hooks may change the source
-		 * metadata's topic list (the names point into it). */
-		for (size_t i = 0; i < nadded; i++)
-			log_info("mirror %s: discovered topic %s (%d partitions)",
-			    pm->name, added[i]->name, added[i]->npart);
-		if (mstate_batch_commit(pl->st, msg, sizeof(msg)) != 0)
-			log_warnx("mirror %s: the %zu discovered topic(s) above "
-			    "were not added: %s", pm->name, nadded, msg);
-	}
-out:
-	free((void *)added);
 	free(cand);
 }
 
@@ -1901,7 +1861,7 @@ void pipeline_free(struct pipeline *pl)
 	free(pl->graveyard);
 	free(pl->pmap);
 	free(pl->sync_pend); /* flushed by every sweep: holds no request */
-	free(pl->ident_pend); /* empty: every Metadata pass flushes it */
+	pmeta_free(pl);
 	groupsync_free(pl->gs);
 	free(pl->instance);
 	pl_loans_orphan(pl);
