@@ -1973,10 +1973,28 @@ START_TEST(test_excl_queue)
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.excl_waits, 2);
 	ck_assert_uint_eq(as.in_flight, 0);
+	/* Cancelled once applied, before its callback ran (shutdown): the
+	 * change stands, the callback is dropped, another caller's is not. */
+	op3 = (struct aarg){ 400, a[0].p };
+	ck_assert_int_eq(mstate_excl_begin(F.st, xq_ready, &op3), 1);
+	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_excl_commit(F.st, acb, &op3, &started, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(started, 1);
+	anchor_async(&a[1], 20, 15);
+	mstate_async_wait(F.st);
+	ck_assert_int_eq(a[0].p->state, MPART_PAUSING);
+	mstate_excl_cancel(F.st, &op3);
+	run_until(4);
+	for (int i = 0; i < 50; i++)
+		event_base_loop(B, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_int_eq(AC.n, 4);
+	ck_assert_int_eq(AC.id[3], 1);
+	ck_assert_int_eq(AC.code[3], 0);
 	reopen_same();
-	ck_assert_int_eq(part("m", "t", 0)->state, MPART_MIRRORING);
-	ck_assert_int_eq(part("m", "t", 1)->state, MPART_MIRRORING);
-	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 1);
+	ck_assert_int_eq(part("m", "t", 0)->state, MPART_PAUSING);
+	ck_assert_int_eq(part("m", "t", 1)->state, MPART_PAUSING);
+	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 2);
 }
 END_TEST
 

@@ -533,9 +533,10 @@ void mstate_batch_abort(struct mstate *st);
  * error), or the result now with *started 0 (nothing queued, a failed
  * batch, no event base: then it wrote synchronously).  Without the log's
  * event base everything is synchronous.  mstate_excl_cancel() drops what
- * the caller arg (the arg given to mstate_excl_begin()) asked for: its
- * turns to come, its waiting request, or the callback of its write in
- * flight (shutdown).
+ * the caller arg (the arg it gives both mstate_excl_begin() and
+ * mstate_excl_commit()) asked for: its turns to come, its waiting
+ * request, the callback of its write in flight or applied and not yet
+ * called back (shutdown).
  */
 enum { MSTATE_EXCL_NONE, MSTATE_EXCL_WAITING, MSTATE_EXCL_OPEN,
 	MSTATE_EXCL_FLIGHT };

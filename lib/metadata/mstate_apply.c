@@ -2050,6 +2050,10 @@ void mstate_excl_cancel(struct mstate *st, void *arg)
 		st->xq_tail = w;
 		pp = &w->next;
 	}
+	/* Applied already, its callback not yet run. */
+	for (struct mstate_aop *op = st->done_head; op != NULL; op = op->next)
+		if (op->excl && op->arg == arg)
+			op->cb = NULL;
 	if (st->excl_arg != arg)
 		return;
 	switch (st->excl) {
