@@ -363,6 +363,10 @@ static void on_mlog_sync(void *arg, const struct mlog_stats *st)
 			metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
 			    METADATA_LOG_HELD_REFUSED)), (double)(as.held_refused -
 			    d->as_seen.held_refused));
+		if (as.sync_writes > d->as_seen.sync_writes)
+			metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
+			    METADATA_LOG_LOOP_WRITES)), (double)(as.sync_writes -
+			    d->as_seen.sync_writes));
 		d->as_seen = as;
 	}
 }

@@ -58,7 +58,9 @@ def main():
     found = log.count("discovered topic many-")
     h.eq(found, N, "topics logged as discovered")
     print("%d topics discovered and caught up; the metadata log took %d "
-          "fsyncs meanwhile" % (len(rows), used), flush=True)
+          "fsyncs meanwhile, %d of them writes the loop waited for"
+          % (len(rows), used, mt.metric_value(
+              d, "mirrord_metadata_log_loop_writes_total")), flush=True)
     h.check(used < N / 2, "%d fsyncs for %d discovered topics: the adds "
             "were not written together" % (used, N))
     for t in names[:10]:

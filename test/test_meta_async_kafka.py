@@ -17,7 +17,8 @@ destination cluster:
     DescribeMirrors shows only what is durable (not the new topics);
   * the broker continues (SIGCONT): the new topics and the new partition
     are added in order, each logged as discovered exactly once, and copied
-    byte for byte at the same offsets;
+    byte for byte at the same offsets; none of it was a metadata write the
+    loop waited for (mirrord_metadata_log_loop_writes_total);
   * kill -9 and a restart replay the same topics, partitions and states;
     no record that does not apply was written.
 
@@ -94,6 +95,7 @@ def main():
 
     # ---- the log's broker stops: the passes' writes wait ----------------
     new = [PAT + str(i) for i in (1, 2, 3)]
+    loop_writes = mt.metric_value(d, "mirrord_metadata_log_loop_writes_total")
     waiting = "Metadata answers wait for their turn in the metadata log"
     n_wait = d.log().count(waiting)
     os.kill(dst_c.pid, signal.SIGSTOP)
@@ -149,9 +151,13 @@ def main():
                  "end of %s-%d" % (t, p))
     for bad in ("record does not apply", "internal error"):
         h.check(bad not in log, "mirrord logged %r:\n%s" % (bad, log[-3000:]))
+    sync = mt.metric_value(d, "mirrord_metadata_log_loop_writes_total") - \
+        loop_writes
+    h.eq(sync, 0, "metadata writes the loop waited for while 3 topics were "
+         "discovered, one grew and 7 partitions started")
     print("after SIGCONT: 3 topics discovered once each and one partition "
-          "added; 10 partitions copied byte for byte at the same offsets",
-          flush=True)
+          "added; 10 partitions copied byte for byte at the same offsets; "
+          "no metadata write on the loop", flush=True)
 
     # ---- a crash replays the same state ---------------------------------
     before = state(d)

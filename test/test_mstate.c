@@ -2006,6 +2006,7 @@ END_TEST
 START_TEST(test_excl_then_sync)
 {
 	struct aarg a[2], op;
+	struct mstate_async_stats as;
 	int started = 0;
 
 	async_parts(a, 2);
@@ -2019,9 +2020,14 @@ START_TEST(test_excl_then_sync)
 	anchor_async(&a[1], 10, 0);
 	gate_hold(0);
 	/* PAUSING -> PAUSED is valid only once the pause is applied. */
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.sync_writes, 0);
 	CODE(mpart_set_state(F.st, a[0].p, MPART_PAUSED, "test", F.msg,
 	    sizeof(F.msg)), 0);
 	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	/* Counted: the loop waited for it (the metric of the loop's writes). */
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.sync_writes, 1);
 	run_until(2);
 	ck_assert_int_eq(AC.code[0], 0);
 	ck_assert_int_eq(AC.code[1], 0);

@@ -498,6 +498,8 @@ struct mstate_async_stats {
 	uint64_t held;         /* held behind an operator's write */
 	uint64_t held_refused; /* of those, no longer valid after it */
 	uint64_t excl_waits;   /* exclusive writes that waited their turn */
+	uint64_t sync_writes;  /* synchronous writes while the log had an
+	                        * event base: the loop waited for each */
 };
 void mstate_async_stats(const struct mstate *st,
     struct mstate_async_stats *out);

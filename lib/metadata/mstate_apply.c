@@ -1193,6 +1193,8 @@ int mstate_batch_commit(struct mstate *st, char *msg, size_t msglen)
 	}
 	if (st->npending == 0)
 		return KERR_NONE;
+	if (st->ml->base != NULL)
+		st->astats.sync_writes++;   /* the loop waits for it */
 	if (mlog_sync(st->ml, err, sizeof(err)) != 0) {
 		int16_t code = st->ml->sync_error;
 
@@ -1311,6 +1313,8 @@ int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
 		if (mlog_append(st->ml, recs[i].type, bufs[i], lens[i], err,
 		    sizeof(err)) != 0)
 			break;
+	if (i == n && st->ml->base != NULL)
+		st->astats.sync_writes++;
 	if (i < n || mlog_sync(st->ml, err, sizeof(err)) != 0) {
 		mlog_discard(st->ml);
 		if (i == n && st->ml->sync_error != 0) {
@@ -2310,6 +2314,8 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 		if (mlog_append(st->ml, recs[i].type, recs[i].p, recs[i].len,
 		    err, sizeof(err)) != 0)
 			break;
+	if (i == n && st->ml->base != NULL)
+		st->astats.sync_writes++;
 	if (i < n || mlog_sync(st->ml, err, sizeof(err)) != 0) {
 		mlog_discard(st->ml);
 		mstate_fmt(msg, msglen, "the change was not made, the metadata "

@@ -254,13 +254,19 @@
 	    "group size)") \
 	X(METADATA_LOG_HELD, "mirrord_metadata_log_held_writes_total", \
 	    COUNTER, NONE, NONE, NO, "Data-plane metadata writes held back " \
-	    "while an operator's change was being written (they go once it " \
-	    "is applied)") \
+	    "while an exclusive change (an operator's command, or what a " \
+	    "Metadata pass learnt) was being written (they go once it is " \
+	    "applied)") \
 	X(METADATA_LOG_HELD_REFUSED, \
 	    "mirrord_metadata_log_held_refused_total", COUNTER, NONE, NONE, \
-	    NO, "Held writes dropped because the operator's change made them " \
+	    NO, "Held writes dropped because the exclusive change made them " \
 	    "stale (decided from a state it changed); the data plane " \
 	    "decides again") \
+	X(METADATA_LOG_LOOP_WRITES, "mirrord_metadata_log_loop_writes_total", \
+	    COUNTER, NONE, NONE, NO, "Metadata log writes made synchronously " \
+	    "on the event loop, which waits for each (the few kinds still " \
+	    "written so, and a writer's handling of forwarded writes); the " \
+	    "rest are written in groups off the loop") \
 	X(METADATA_LOG_SNAPSHOT_AGE, \
 	    "mirrord_metadata_log_snapshot_age_seconds", GAUGE, NONE, NONE, NO, \
 	    "Seconds since the last metadata log snapshot was written") \
