@@ -138,6 +138,11 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
     catchup = time.monotonic() - t0
     catchup_cpu = cpu_s(pid) - cpu0
     perf.stop()
+    # Metadata writes the loop waited for (the rest go in groups off it).
+    loop_writes = mt.metric_value(d, "mirrord_metadata_log_loop_writes_total")
+    print("  %s catch-up: %d metadata writes on the event loop, %d groups "
+          "off it" % (label, loop_writes, mt.metric_value(
+              d, "mirrord_metadata_log_groups_total")), flush=True)
     # Every record is there (the describe said lag 0; check the ends too).
     c = kraw.Cluster(dst_boot)
     short = []
@@ -190,7 +195,7 @@ def run(label, src_boot, dst_boot, n, topics, prefix, pre_created):
             "rss_mb": rss / 1024.0, "hwm_mb": hwm / 1024.0,
             "describe_median_s": lats[2], "describe_max_s": lats[-1],
             "describe_during_catchup_max_s": max(lat), "states": last,
-            "fetch_sessions": SESSIONS,
+            "fetch_sessions": SESSIONS, "catchup_loop_writes": loop_writes,
             "idle_fetch_requests_per_s": nreq,
             "idle_fetch_request_bytes_per_s": freq["bytes"]}
 
