@@ -1368,6 +1368,7 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 	struct kp_delete_acls_response resp;
 	struct karena *a = NULL;
 	char text[800];
+	int batched;
 
 	o->inflight = 0;
 	if (o->pl == NULL)
@@ -1381,6 +1382,8 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 	if (acl_decode(c, KP_API_DELETE_ACLS, o->version, body, 4u << 20,
 	    &resp, &a, "(deleted)", "destination") != 0)
 		goto out;
+	/* Forgotten in one write, as a round's (round_finish()). */
+	batched = mstate_batch_begin(o->pl->st) == 0;
 	for (size_t i = 0; i < o->ndl && (int32_t)i < resp.filter_results_n; i++) {
 		int16_t e = resp.filter_results[i].error_code;
 
@@ -1401,6 +1404,9 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 		    o->mirror[i], abind_text(&o->dl[i].b, text, sizeof(text)));
 		(void)note(o->pl, o->mirror[i], MACL_READONLY, &o->dl[i].b, 0);
 	}
+	if (batched && mstate_batch_commit(o->pl->st, text, sizeof(text)) != 0)
+		log_warnx("the deleted mirrors' ACL bindings deleted now are "
+		    "forgotten at the next try: %s", text);
 out:
 	karena_free(a);
 	if (o->pl != NULL)
