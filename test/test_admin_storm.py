@@ -138,11 +138,13 @@ def main():
             % (len(errors), errors[:3]))
     held = mt.metric_value(d, "mirrord_metadata_log_held_writes_total")
     refused = mt.metric_value(d, "mirrord_metadata_log_held_refused_total")
+    loop = mt.metric_value(d, "mirrord_metadata_log_loop_writes_total")
     print("%d commands answered, %d refused as the state called for, %d "
           "cut by the crash; since the restart %.0f data-plane writes held "
-          "behind them, %.0f dropped as stale"
-          % (counts["ok"], counts["refused"], counts["cut"], held, refused),
-          flush=True)
+          "behind them, %.0f dropped as stale, %.0f metadata writes on the "
+          "event loop"
+          % (counts["ok"], counts["refused"], counts["cut"], held, refused,
+             loop), flush=True)
     h.check(counts["ok"] > 20, "too few commands went through: %r" % counts)
     log = d.log()
     for bad in ("record does not apply", "internal error", "cannot record"):

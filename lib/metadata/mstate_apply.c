@@ -1800,17 +1800,19 @@ static void release_held(struct mstate *st, int check)
 
 	st->held_head = st->held_tail = NULL;
 	for (; op != NULL; op = next) {
+		/* Decoded once: did the exclusive write name its mirror? */
+		int touched = check && held_touched(st, op);
+
 		next = op->next;
 		op->next = NULL;
-		if (check && held_touched(st, op) && moved_meanwhile(st, op,
-		    err, sizeof(err))) {
+		if (touched && moved_meanwhile(st, op, err, sizeof(err))) {
 			aop_set(op, KERR_INVALID_CLUSTER_MIRROR_STATES, "%s: not "
 			    "recorded, an operator's command %s", op->what, err);
 			st->astats.held_refused++;
 			defer_callbacks(st, op);
 			continue;
 		}
-		if (check && held_touched(st, op)) {
+		if (touched) {
 			struct mlog_rec recs[8];
 			size_t n = op->n < 8 ? op->n : 8;
 			int rc;
