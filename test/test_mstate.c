@@ -1998,6 +1998,77 @@ START_TEST(test_excl_queue)
 }
 END_TEST
 
+/* A log that refuses a group without breaking, as the replicated log
+ * does when the writer refuses a follower's write: the file backend with
+ * its sync replaced (and written through the generic path: the sync runs
+ * at once, its completion later from the loop). */
+static const struct mlog_ops *wrap_orig;
+static struct mlog_ops wrap_ops;
+static int wrap_refuse;
+
+static int wrap_sync(struct mlog *ml, char *err, size_t errlen)
+{
+	if (wrap_refuse > 0) {
+		wrap_refuse--;
+		wrap_orig->discard(ml);
+		ml->sync_error = KERR_INVALID_REQUEST;
+		snprintf(err, errlen, "the writer refused the group (test)");
+		return -1;
+	}
+	return wrap_orig->sync(ml, err, errlen);
+}
+
+static void wrap_log(void)
+{
+	wrap_orig = F.ml->ops;
+	wrap_ops = *wrap_orig;
+	wrap_ops.sync = wrap_sync;
+	wrap_ops.sync_async = NULL;
+	F.ml->ops = &wrap_ops;
+}
+
+/*
+ * A group refused while the log stays usable fails its own writes only:
+ * the writes queued behind it (validated without it) go as the next
+ * group, and the log goes on.  They used to fail with it, so a follower's
+ * partitions went FAILED for another partition's refused record.
+ */
+START_TEST(test_refused_group_keeps_next)
+{
+	struct aarg a[3];
+	struct mstate_async_stats as;
+
+	async_parts(a, 3);
+	wrap_log();
+	wrap_refuse = 1;
+	anchor_async(&a[0], 10, 0);          /* its group: refused */
+	anchor_async(&a[1], 20, 5);          /* queued behind it */
+	state_async(&a[2], MPART_MIRRORING);
+	run_until(3);
+	ck_assert_int_eq(AC.id[0], 0);
+	ck_assert_int_eq(AC.code[0], KERR_INVALID_REQUEST);
+	ck_assert_msg(strstr(AC.msg[0], "the writer refused the group") !=
+	    NULL && strstr(AC.msg[0], "m/t-0") != NULL, "%s", AC.msg[0]);
+	ck_assert_msg(AC.code[cb_of(1)] == 0, "%s", AC.msg[cb_of(1)]);
+	ck_assert_msg(AC.code[cb_of(2)] == 0, "%s", AC.msg[cb_of(2)]);
+	ck_assert_uint_eq(a[0].p->nanchors, 0);
+	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	ck_assert_int_eq(a[2].p->state, MPART_MIRRORING);
+	/* The log goes on. */
+	anchor_async(&a[0], 30, 10);
+	run_until(4);
+	ck_assert_int_eq(AC.code[3], 0);
+	ck_assert_uint_eq(a[0].p->nanchors, 1);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.in_flight, 0);
+	reopen_same();
+	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 1);
+	ck_assert_int_eq(part("m", "t", 0)->anchors[0].src, 30);
+	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 1);
+	ck_assert_int_eq(part("m", "t", 2)->state, MPART_MIRRORING);
+}
+END_TEST
+
 /*
  * A synchronous write while the operator's write is in flight waits for
  * it and for the writes held behind it (checked), so the log order stays
@@ -3076,6 +3147,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_excl_fails_and_empty);
 	tcase_add_test(tc, test_excl_then_sync);
 	tcase_add_test(tc, test_excl_queue);
+	tcase_add_test(tc, test_refused_group_keeps_next);
 	tcase_add_test(tc, test_async_state_fails);
 	tcase_add_test(tc, test_sync_state_after_async_state);
 	tcase_add_test(tc, test_async_compaction_with_groups);

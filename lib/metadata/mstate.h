@@ -473,8 +473,9 @@ int mstate_batch_begin(struct mstate *st);   /* 0, or -1 if one is open */
  * (one fsync per group).  At completion the records are applied to the
  * model in log order (hooks run then) and cb runs from a deferred event on
  * the loop thread (never inside an mstate call) with KERR_NONE, or the
- * error code and message (a failed group fails every later one: the log is
- * broken).  The model does not show a record before its cb's group
+ * error code and message (a group failed because the log is broken fails
+ * every later one; one refused with the log usable, such as a follower's
+ * group the writer refused, fails only its own writes).  The model does not show a record before its cb's group
  * completed: validation sees only completed writes, so give each object at
  * most one asynchronous write in flight.  cb must re-check that its
  * objects still exist.  A synchronous write (and a batch, a compaction)

@@ -1487,6 +1487,30 @@ static void compact_done(void *arg, int rc, int16_t sync_error,
 		log_errorx("metadata log compaction failed: %s", err);
 }
 
+static int aop_append(struct mstate *st, struct mstate_aop *op, char *err,
+    size_t errlen);
+
+/* Appends ops again, in order, for the next group; one the log refuses
+ * fails with the ones after it (aop_append() fails those before). */
+static void requeue_ops(struct mstate *st, struct mstate_aop *ops)
+{
+	struct mstate_aop *op, *next;
+	char err[1024];
+
+	for (op = ops; op != NULL; op = next) {
+		next = op->next;
+		op->next = NULL;
+		if (aop_append(st, op, err, sizeof(err)) != 0) {
+			aop_set(op, KERR_KAFKA_STORAGE_ERROR, "%s: the change "
+			    "was not made, the metadata log cannot persist "
+			    "it: %s", op->what, err);
+			defer_callbacks(st, op);
+			fail_ops(st, next, KERR_KAFKA_STORAGE_ERROR, err);
+			return;
+		}
+	}
+}
+
 /* The log's completion of a group: apply its records in order, defer the
  * callbacks, maybe snapshot, then start the next group. */
 static void group_done(void *arg, int rc, int16_t sync_error,
@@ -1498,17 +1522,30 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 
 	st->inflight = NULL;
 	if (rc != 0) {
-		mlog_discard(st->ml);
-		fail_ops(st, g->ops, sync_error != 0 ? sync_error :
-		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
-		/* The log is broken: the next group fails the same way. */
+		int code = sync_error != 0 ? sync_error :
+		    KERR_KAFKA_STORAGE_ERROR;
+		const char *why = err != NULL ? err : "failed";
 		struct mstate_aop *acc = st->acc_head;
+		struct mlog_stats ls;
+
+		/* The records appended since (the ops queued for the next
+		 * group) go too. */
+		mlog_discard(st->ml);
+		fail_ops(st, g->ops, code, why);
 		st->acc_head = st->acc_tail = NULL;
-		fail_ops(st, acc, sync_error != 0 ? sync_error :
-		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
-		excl_failed(st, sync_error != 0 ? sync_error :
-		    KERR_KAFKA_STORAGE_ERROR, err != NULL ? err : "failed");
+		mlog_stats(st->ml, &ls);
+		if (ls.broken)
+			/* The next group would fail the same way. */
+			fail_ops(st, acc, code, why);
+		else
+			/* Refused (a follower's group the writer refused) or
+			 * never sent: the log is usable.  The ops queued after
+			 * it were validated without it (the model shows only
+			 * completed writes): appended again, the next group. */
+			requeue_ops(st, acc);
+		excl_failed(st, code, why);
 		free(g);
+		start_group(st);
 		excl_poke(st);
 		return;
 	}
