@@ -5,7 +5,9 @@
  * real listener (daemon/adminsrv.c: framing, size cap, pipelining, one
  * request at a time) hands them to the real handlers (daemon/admin.c) on
  * top of the real state model (lib/mstate) with a metadata log in a
- * temporary directory, and source lookups go through the real srclookup and
+ * temporary directory, written asynchronously as in the daemon (the
+ * commands take the exclusive turn and are answered once their group is
+ * applied), and source lookups go through the real srclookup and
  * kcluster.  The harness writes the stream, runs the event loop until the
  * server has answered every complete frame (or closed the connection), and
  * reads the answers.  Everything lives on one event_base created once per
@@ -445,6 +447,11 @@ static void setup(void)
 	G.st = mstate_new();
 	if (G.st == NULL || mstate_open(G.st, G.ml, err, sizeof(err)) < 0)
 		die("mstate_open", G.st == NULL ? "out of memory" : err);
+	/* As in the daemon: the commands' writes go through the exclusive
+	 * turn asynchronously (waiting for the group in flight, in flight
+	 * themselves while later requests arrive), on the log's writer
+	 * thread. */
+	mlog_set_event_base(G.ml, G.base);
 	G.dataplane_ev = evtimer_new(G.base, dataplane_cb, NULL);
 	if (G.dataplane_ev == NULL || mstate_add_hook(G.st, dataplane_hook,
 	    NULL) != 0)
