@@ -1490,24 +1490,33 @@ static void compact_done(void *arg, int rc, int16_t sync_error,
 static int aop_append(struct mstate *st, struct mstate_aop *op, char *err,
     size_t errlen);
 
-/* Appends ops again, in order, for the next group; one the log refuses
- * fails with the ones after it (aop_append() fails those before). */
+/* Appends op (taken off its list; next is the rest) for the next group:
+ * 0, or -1 when the log refuses it: then op and next fail (aop_append()
+ * failed the ones appended before). */
+static int append_or_fail(struct mstate *st, struct mstate_aop *op,
+    struct mstate_aop *next)
+{
+	char err[1024];
+
+	if (aop_append(st, op, err, sizeof(err)) == 0)
+		return 0;
+	aop_set(op, KERR_KAFKA_STORAGE_ERROR, "%s: the change was not made, "
+	    "the metadata log cannot persist it: %s", op->what, err);
+	defer_callbacks(st, op);
+	fail_ops(st, next, KERR_KAFKA_STORAGE_ERROR, err);
+	return -1;
+}
+
+/* Appends ops again, in order, for the next group. */
 static void requeue_ops(struct mstate *st, struct mstate_aop *ops)
 {
 	struct mstate_aop *op, *next;
-	char err[1024];
 
 	for (op = ops; op != NULL; op = next) {
 		next = op->next;
 		op->next = NULL;
-		if (aop_append(st, op, err, sizeof(err)) != 0) {
-			aop_set(op, KERR_KAFKA_STORAGE_ERROR, "%s: the change "
-			    "was not made, the metadata log cannot persist "
-			    "it: %s", op->what, err);
-			defer_callbacks(st, op);
-			fail_ops(st, next, KERR_KAFKA_STORAGE_ERROR, err);
+		if (append_or_fail(st, op, next) != 0)
 			return;
-		}
 	}
 }
 
@@ -1871,14 +1880,8 @@ static void release_held(struct mstate *st, int check)
 				continue;
 			}
 		}
-		if (aop_append(st, op, err, sizeof(err)) != 0) {
-			aop_set(op, KERR_KAFKA_STORAGE_ERROR, "%s: the change "
-			    "was not made, the metadata log cannot persist "
-			    "it: %s", op->what, err);
-			defer_callbacks(st, op);
-			fail_ops(st, next, KERR_KAFKA_STORAGE_ERROR, err);
+		if (append_or_fail(st, op, next) != 0)
 			break;
-		}
 	}
 	start_group(st);
 }
