@@ -850,6 +850,10 @@ static void admin_restart(void)
 	admin_free(G.adm);
 	G.adm = NULL;
 	G.admin_port = 0;
+	/* A command of the last input may still be in flight (its answer
+	 * cancelled, its write not): the reset validates against the model
+	 * once it is applied. */
+	mstate_async_wait(G.st);
 	event_base_loop(G.base, EVLOOP_NONBLOCK); /* deferred frees */
 	reset_state();
 	/* No pipeline: the data plane is not the admin plane (see above). */
