@@ -311,43 +311,6 @@ static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 		    pm->name, name, why);
 }
 
-/*
- * The source topic was deleted: mp goes STOPPING (asynchronously as
- * above; without a pipeline record synchronously), unless it is there
- * already or on its way.  The topic's note was written before.
- */
-static void stop_deleted(struct pmirror *pm, struct mpart *mp,
-    const char *why)
-{
-	struct mstate *st = pm->pl->st;
-	struct ppart *p;
-	char msg[512], name[300];
-
-	if (mp->state == MPART_STOPPING || mp->state == MPART_STOPPED ||
-	    !mpart_owned_by(mp, pm->pl->instance))
-		return;
-	snprintf(name, sizeof(name), "%s-%d", mp->topic->name, (int)mp->index);
-	if ((p = find_ppart(pm, mp)) != NULL) {
-		struct pl_state_req rq = { .to = MPART_STOPPING, .why = why };
-
-		if (p->swrite && p->swrite_to == MPART_STOPPING)
-			return;
-		/* As part_step() does for a STOPPING partition, now: the
-		 * model shows MIRRORING until the record is durable, and
-		 * nothing more is fetched meanwhile (an uncertain Produce
-		 * is still resolved first). */
-		if (p->step == PS_RUN || p->step == PS_OOR)
-			pl_drop_queue(p);
-		if (p->step != PS_SYNC)
-			p->step = PS_IDLE;
-		if (pl_part_state(p, &rq, msg, sizeof(msg)) < 0)
-			log_warnx("mirror %s: %s: %s", pm->name, name, msg);
-		return;
-	}
-	if (mpart_set_state(st, mp, MPART_STOPPING, why, msg, sizeof(msg)) != 0)
-		log_warnx("mirror %s: %s: %s", pm->name, name, msg);
-}
-
 /* Stops early when a follower's write deleted the mirror (mt is gone). */
 static void fail_topic(struct pmirror *pm, struct mtopic *mt, const char *why)
 {
@@ -375,12 +338,15 @@ int pident_source(struct pmirror *pm)
 int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
     const struct kcluster_topic *md)
 {
-	struct mstate *st = pm->pl->st;
-	char msg[512], why[700], id[23];
+	char why[700], id[23];
 	int answers;
 	double secs;
 
 	if (md == NULL || md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+		/* Confirmed already, waiting for its turn in the log: not
+		 * counted again. */
+		if (pmeta_noted(pm->pl, PMETA_DELETED, pm->name, mt->name, 0))
+			return 1;
 		if (!absent_note(pm, SIDE_SOURCE, mt->name, &answers, &secs))
 			return 1;
 		snprintf(why, sizeof(why), "the source topic %s was deleted "
@@ -388,11 +354,9 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 		    mt->name, answers, secs);
 		log_warnx("mirror %s: %s; its partitions go STOPPING", pm->name,
 		    why);
-		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_NOTE, why, msg,
-		    sizeof(msg)) != 0)
-			log_warnx("mirror %s: %s", pm->name, msg);
-		for (int32_t k = 0; k < mt->npart && !pm_gone(pm); k++)
-			stop_deleted(pm, mt->parts[k], why);
+		/* The topic's note and its partitions' STOPPING in one group
+		 * at the pass's end (pipe_meta.c), not on the loop. */
+		pmeta_defer(pm->pl, PMETA_DELETED, pm->name, mt->name, 0, why, 0);
 		return 1;
 	}
 	absent_clear(pm, SIDE_SOURCE, mt->name);

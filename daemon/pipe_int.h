@@ -771,13 +771,18 @@ int pident_is_identity_failure(const char *error);
 /* pipe_meta.c: what a Metadata pass learnt, noted during the pass and
  * written at its end in one group, without blocking the loop (the
  * identities of thousands of topics at a first start, the topics a pattern
- * discovers, growth, the source cluster id).  kind PMETA_*; topic NULL for
- * PMETA_SOURCE_ID; which (MTOPIC_IDENT_*) for PMETA_IDENT; value the id;
- * npart for PMETA_GROW and PMETA_ADD.  A change noted again before it is
- * written is kept once (growth: the largest count). */
-enum { PMETA_SOURCE_ID, PMETA_GROW, PMETA_ADD, PMETA_IDENT };
+ * discovers, growth, the source cluster id, a source topic deleted).  kind
+ * PMETA_*; topic NULL for PMETA_SOURCE_ID; which (MTOPIC_IDENT_*) for
+ * PMETA_IDENT; value the id, or for PMETA_DELETED the reason (the topic's
+ * note, and why its partitions go STOPPING); npart for PMETA_GROW and
+ * PMETA_ADD.  A change noted again before it is written is kept once
+ * (growth: the largest count). */
+enum { PMETA_SOURCE_ID, PMETA_GROW, PMETA_ADD, PMETA_IDENT, PMETA_DELETED };
 void pmeta_defer(struct pipeline *pl, int kind, const char *mirror,
     const char *topic, int which, const char *value, int32_t npart);
+/* 1 if that change is noted and waits for its turn (not yet in flight). */
+int pmeta_noted(const struct pipeline *pl, int kind, const char *mirror,
+    const char *topic, int which);
 /* At the end of every pass: asks for the turn (mstate_excl_begin()). */
 void pmeta_flush(struct pipeline *pl);
 /* Shutdown: the turn asked for is given back, the notes dropped. */

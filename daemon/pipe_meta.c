@@ -1,8 +1,8 @@
 /*
  * pipe_meta.c: the metadata the data plane learns from Metadata answers
  * (a mirror's source cluster id, topics its patterns discover, partitions
- * a source topic grows, topic identities), written without blocking the
- * loop.
+ * a source topic grows, topic identities, a source topic deleted), written
+ * without blocking the loop.
  *
  * A pass over a Metadata answer only notes what it learnt (pmeta_defer());
  * at its end pmeta_flush() asks mstate for an exclusive turn
@@ -103,27 +103,42 @@ static int table_grow(struct pipeline *pl)
 	return 0;
 }
 
+static struct pmeta_w *noted(const struct pipeline *pl, uint64_t h,
+    int kind, int which, const char *mirror, const char *topic)
+{
+	size_t mask = pl->mw_tcap - 1;
+
+	if (pl->mw_tcap == 0)
+		return NULL;
+	for (size_t i = (size_t)h & mask; pl->mw_table[i] != 0;
+	    i = (i + 1) & mask) {
+		struct pmeta_w *w = &pl->mw[pl->mw_table[i] - 1];
+
+		if (w->hash == h && key_same(w, kind, which, mirror, topic))
+			return w;
+	}
+	return NULL;
+}
+
+int pmeta_noted(const struct pipeline *pl, int kind, const char *mirror,
+    const char *topic, int which)
+{
+	return noted(pl, key_hash(kind, which, mirror, topic), kind, which,
+	    mirror, topic) != NULL;
+}
+
 void pmeta_defer(struct pipeline *pl, int kind, const char *mirror,
     const char *topic, int which, const char *value, int32_t npart)
 {
 	uint64_t h = key_hash(kind, which, mirror, topic);
 	struct pmeta_w *w;
 
-	if (pl->mw_tcap != 0) {
-		size_t mask = pl->mw_tcap - 1;
-
-		for (size_t i = (size_t)h & mask; pl->mw_table[i] != 0;
-		    i = (i + 1) & mask) {
-			w = &pl->mw[pl->mw_table[i] - 1];
-			if (w->hash != h || !key_same(w, kind, which, mirror,
-			    topic))
-				continue;
-			/* Noted already: growth keeps the largest count, the
-			 * rest the first value learnt. */
-			if (kind == PMETA_GROW && npart > w->npart)
-				w->npart = npart;
-			return;
-		}
+	if ((w = noted(pl, h, kind, which, mirror, topic)) != NULL) {
+		/* Noted already: growth keeps the largest count, the rest
+		 * the first value learnt. */
+		if (kind == PMETA_GROW && npart > w->npart)
+			w->npart = npart;
+		return;
 	}
 	if ((pl->nmw + 1) * 2 > pl->mw_tcap && table_grow(pl) != 0)
 		fatal("pipeline: out of memory");
@@ -157,6 +172,48 @@ static const char *ident_of(const struct mtopic *mt, int which)
 	case MTOPIC_IDENT_DEST_CLUSTER: return mt->dst_cluster_id;
 	default: return mt->note;
 	}
+}
+
+/*
+ * The source topic of mt was deleted: its note (why mirrord stopped it,
+ * which DescribeMirrors shows) and STOPPING for each of its partitions
+ * this instance owns that is not stopping already, in the turn's group
+ * like an operator's RemoveTopicsFromMirror; the partitions then report
+ * their last offsets and go STOPPED (part_step()).  An operator's failover
+ * meanwhile has stopped them already: nothing is left to do.  1 if
+ * anything was queued.
+ */
+static int queue_deleted(struct pipeline *pl, struct mtopic *mt,
+    const char *why)
+{
+	struct mstate *st = pl->st;
+	char msg[512];
+	int queued = 0, any = 0;
+
+	for (int32_t k = 0; k < mt->npart; k++) {
+		struct mpart *mp = mt->parts[k];
+
+		if (mp->state == MPART_STOPPING || mp->state == MPART_STOPPED ||
+		    !mpart_owned_by(mp, pl->instance))
+			continue;
+		any = 1;
+		if (mpart_set_state(st, mp, MPART_STOPPING, why, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("mirror %s: %s-%d: %s", mt->mirror->name,
+			    mt->name, (int)k, msg);
+		else
+			queued = 1;
+	}
+	if (!any)
+		return 0;
+	if (mt->note == NULL || strcmp(mt->note, why) != 0) {
+		if (mtopic_set_ident(st, mt, MTOPIC_IDENT_NOTE, why, msg,
+		    sizeof(msg)) != 0)
+			log_warnx("mirror %s: %s", mt->mirror->name, msg);
+		else
+			queued = 1;
+	}
+	return queued;
 }
 
 /*
@@ -209,6 +266,8 @@ static int queue_one(struct pipeline *pl, const struct pmeta_w *w)
 			log_warnx("mirror %s: discovered topic %s: %s",
 			    w->mirror, w->topic, msg);
 		return r == 0;
+	case PMETA_DELETED:
+		return mt != NULL ? queue_deleted(pl, mt, w->value) : 0;
 	default:   /* PMETA_IDENT */
 		if (mt == NULL || ident_of(mt, w->which) != NULL)
 			return 0;

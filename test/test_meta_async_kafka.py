@@ -19,6 +19,12 @@ destination cluster:
     are added in order, each logged as discovered exactly once, and copied
     byte for byte at the same offsets; none of it was a metadata write the
     loop waited for (mirrord_metadata_log_loop_writes_total);
+  * the broker is stopped again and one of the discovered topics is
+    deleted on the source: mirrord confirms the deletion (3 answers, 1 s)
+    and its note and its partitions' STOPPING wait for the log like the
+    rest, the daemon answering at once and DescribeMirrors still showing
+    them MIRRORING; after SIGCONT they go STOPPED with the note as their
+    reason, the others keep copying, still no write on the loop;
   * kill -9 and a restart replay the same topics, partitions and states;
     no record that does not apply was written.
 
@@ -75,6 +81,7 @@ def main():
     src_c.create_topic(T, partitions=2)
     key = os.path.join(h.test_dir(), "secret.key")
     d = mt.Mirrord(destination=dst_c.bootstrap, log_level="debug",
+                   extra_yaml="pipeline:\n  topic_deletion_confirm_ms: 1000\n",
                    storage_kafka={"secret_key_file": key, "topic": META,
                                   "timeout_ms": 120000})
     d.create("m1", {"bootstrap.servers": src_c.bootstrap,
@@ -158,6 +165,52 @@ def main():
     print("after SIGCONT: 3 topics discovered once each and one partition "
           "added; 10 partitions copied byte for byte at the same offsets; "
           "no metadata write on the loop", flush=True)
+
+    # ---- a source topic deleted while the log's broker is stopped ------
+    gone = new[2]
+    n_wait = d.log().count(waiting)
+    deleted = "the source topic %s was deleted" % gone
+    os.kill(dst_c.pid, signal.SIGSTOP)
+    try:
+        list(sadm.delete_topics([gone]).values())[0].result(30)
+        h.wait_for(lambda: deleted in d.log(), 60,
+                   "mirrord to confirm the deletion of %s" % gone)
+        h.wait_for(lambda: d.log().count(waiting) > n_wait, 30,
+                   "the deletion's records to wait for the metadata log")
+        for _ in range(3):
+            metrics = quick("/metrics", d.metrics)
+            h.check("mirrord_" in metrics, "no metrics: %r" % metrics[:200])
+            rows = quick("DescribeMirrors",
+                         lambda: [r for r in d.describe_json("m1")
+                                 if r["topic"] == gone])
+            h.eq(sorted(r["state"] for r in rows), ["MIRRORING"] * 2,
+                 "%s while its STOPPING waits (durable only)" % gone)
+            time.sleep(1)
+        print("broker stopped, source topic deleted: its STOPPING waits for "
+              "the log; /metrics and DescribeMirrors answered at once",
+              flush=True)
+    finally:
+        os.kill(dst_c.pid, signal.SIGCONT)
+
+    def stopped():
+        rows = [r for r in d.describe_json("m1") if r["topic"] == gone]
+        return (len(rows) == 2 and
+                all(r["state"] == "STOPPED" for r in rows)) and rows
+    rows = h.wait_for(stopped, 120, "%s to go STOPPED" % gone)
+    for r in rows:
+        h.check(deleted in (r.get("errorMessage") or ""),
+                "%s-%d: reason %r" % (gone, r["partition"],
+                                      r.get("errorMessage")))
+    others = [r for r in d.describe_json("m1") if r["topic"] != gone]
+    h.eq(sorted(r["state"] for r in others), ["MIRRORING"] * 8,
+         "the other partitions after the deletion")
+    h.eq(d.log().count("; its partitions go STOPPING"), 1,
+         "times the deletion was confirmed")
+    sync = mt.metric_value(d, "mirrord_metadata_log_loop_writes_total") - \
+        loop_writes
+    h.eq(sync, 0, "metadata writes the loop waited for, with the deletion")
+    print("after SIGCONT: %s STOPPED with its note, the other 8 partitions "
+          "MIRRORING, no metadata write on the loop" % gone, flush=True)
 
     # ---- a crash replays the same state ---------------------------------
     before = state(d)
