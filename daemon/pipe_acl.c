@@ -277,18 +277,182 @@ static int recorded(const struct mstate *st, const char *mirror, int kind,
 	return 0;
 }
 
-static int note(struct pipeline *pl, const char *mirror, int kind,
+/* ---- records in the metadata log ----------------------------------------- */
+
+/*
+ * The records of a round (or of the deleted mirrors' sweep) go to the
+ * metadata log as one group through the exclusive turn (mstate_excl_begin(),
+ * as the operator's commands and the Metadata passes do), so the loop goes
+ * on copying while they are written: aw_add() notes each, aw_write() asks
+ * for the turn and then(arg, ok, msg) runs once the group is durable (ok 1)
+ * or not written (0, msg why: the log refused or failed, a record could not
+ * be queued, the mirror of a binding to record was deleted meanwhile, or
+ * shutdown).  Records that would change nothing are dropped when the turn
+ * comes.  Adds are write-ahead records: nothing of a group is sent to the
+ * destination unless ok.
+ */
+struct anote {
+	char *mirror;
+	char *key;
+	int kind;
+	int add;
+};
+
+typedef void (*aw_fn)(void *arg, int ok, const char *msg);
+
+struct awrite {
+	struct pipeline *pl;
+	struct awrite *next;         /* pl->acl_writes */
+	struct anote *v;
+	size_t n, cap;
+	int failed;                  /* a note could not be taken */
+	aw_fn then;
+	void *arg;
+};
+
+static struct awrite *aw_new(struct pipeline *pl)
+{
+	struct awrite *aw = calloc(1, sizeof(*aw));
+
+	if (aw == NULL)
+		fatal("pipeline: out of memory");
+	aw->pl = pl;
+	return aw;
+}
+
+static void aw_free(struct awrite *aw)
+{
+	for (size_t i = 0; i < aw->n; i++) {
+		free(aw->v[i].mirror);
+		free(aw->v[i].key);
+	}
+	free(aw->v);
+	free(aw);
+}
+
+/* 0, or -1 (a binding too long to record: logged, nothing noted). */
+static int aw_add(struct awrite *aw, const char *mirror, int kind,
     const struct abind *b, int add)
 {
-	char key[MACL_MAX_BINDING + 1], msg[512];
+	char key[MACL_MAX_BINDING + 1];
+	struct anote *a;
 
-	if (abind_key(b, key, sizeof(key)) != 0)
-		return -1;
-	if (mstate_acl_note(pl->st, mirror, kind, key, add, msg, sizeof(msg)) != 0) {
-		log_warnx("mirror %s: %s", mirror, msg);
+	if (abind_key(b, key, sizeof(key)) != 0) {
+		log_warnx("mirror %s: an ACL binding of %s is too long to record",
+		    mirror, b->name);
 		return -1;
 	}
+	if (aw->n == aw->cap) {
+		size_t cap = aw->cap != 0 ? aw->cap * 2 : 16;
+		struct anote *v = realloc(aw->v, cap * sizeof(*v));
+
+		if (v == NULL)
+			fatal("pipeline: out of memory");
+		aw->v = v;
+		aw->cap = cap;
+	}
+	a = &aw->v[aw->n];
+	a->kind = kind;
+	a->add = add;
+	a->mirror = strdup(mirror);
+	a->key = strdup(key);
+	if (a->mirror == NULL || a->key == NULL)
+		fatal("pipeline: out of memory");
+	aw->n++;
 	return 0;
+}
+
+static void aw_unlink(struct awrite *aw)
+{
+	for (struct awrite **pp = &aw->pl->acl_writes; *pp != NULL;
+	    pp = &(*pp)->next)
+		if (*pp == aw) {
+			*pp = aw->next;
+			break;
+		}
+}
+
+static void aw_end(struct awrite *aw, int ok, const char *msg)
+{
+	aw_fn then = aw->then;
+	void *arg = aw->arg;
+
+	aw_unlink(aw);
+	aw_free(aw);
+	then(arg, ok, msg);
+}
+
+static void aw_done(void *arg, int code, const char *msg)
+{
+	struct awrite *aw = arg;
+
+	aw_end(aw, code == 0 && !aw->failed, code != 0 ? msg :
+	    "an ACL record could not be queued (logged)");
+}
+
+/* The turn: the group's records, checked against the model as it is now. */
+static void aw_ready(void *arg)
+{
+	struct awrite *aw = arg;
+	struct mstate *st = aw->pl->st;
+	char msg[512], why[512] = "";
+	int started = 0, code;
+
+	for (size_t i = 0; i < aw->n; i++)
+		if (aw->v[i].add &&
+		    mstate_mirror_find(st, aw->v[i].mirror) == NULL) {
+			snprintf(why, sizeof(why), "mirror %s was deleted",
+			    aw->v[i].mirror);
+			break;
+		}
+	for (size_t i = 0; why[0] == '\0' && i < aw->n; i++) {
+		const struct anote *a = &aw->v[i];
+
+		if (mstate_acl_note(st, a->mirror, a->kind, a->key, a->add, msg,
+		    sizeof(msg)) != 0) {
+			log_warnx("mirror %s: %s", a->mirror, msg);
+			aw->failed = 1;
+		}
+	}
+	code = mstate_excl_commit(st, aw_done, aw, &started, msg, sizeof(msg));
+	if (started)
+		return;
+	if (why[0] != '\0')
+		aw_end(aw, 0, why);
+	else
+		aw_done(aw, code, msg);
+}
+
+/* Takes aw: then() runs now (nothing to write, or the turn refused) or
+ * once the group is written. */
+static void aw_write(struct awrite *aw, aw_fn then, void *arg)
+{
+	struct pipeline *pl = aw->pl;
+	int r;
+
+	aw->then = then;
+	aw->arg = arg;
+	if (aw->n == 0) {
+		aw_end(aw, !aw->failed, "an ACL record could not be queued");
+		return;
+	}
+	aw->next = pl->acl_writes;
+	pl->acl_writes = aw;
+	r = mstate_excl_begin(pl->st, aw_ready, aw);
+	if (r == 1)
+		aw_ready(aw);
+	else if (r < 0)
+		aw_end(aw, 0, "the metadata log cannot take a write now");
+}
+
+void pacl_writes_free(struct pipeline *pl)
+{
+	struct awrite *aw;
+
+	while ((aw = pl->acl_writes) != NULL) {
+		mstate_excl_cancel(pl->st, aw);
+		aw_end(aw, 0, "mirrord is stopping");
+	}
 }
 
 /* ---- scope --------------------------------------------------------------- */
@@ -629,6 +793,8 @@ static int acl_decode(struct kconn *c, int16_t api_key, int16_t version,
 
 static void round_plan(struct acround *r);
 static void round_finish(struct acround *r);
+static void round_end(struct acround *r);
+static void plan_written(void *arg, int ok, const char *msg);
 
 static void describe_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
@@ -927,11 +1093,11 @@ static void round_plan(struct acround *r)
 	struct pmirror *pm = pa->pm;
 	struct pipeline *pl = pm->pl;
 	const struct mirror *m = pm->m;
-	struct aop *want = NULL, *ro = NULL, *fg = NULL;
-	size_t nwant = 0, nro = 0, nfg = 0;
+	struct aop *want = NULL, *ro = NULL, *fg = NULL, *tk = NULL;
+	size_t nwant = 0, nro = 0, nfg = 0, ntk = 0;
 	char mbuf[300], text[800];
 	const char *mine = my_principal(pl, mbuf, sizeof(mbuf));
-	struct kconn *c;
+	struct awrite *aw;
 
 	if (m == NULL)
 		goto done;
@@ -968,7 +1134,7 @@ static void round_plan(struct acround *r)
 		    recorded(pl->st, pm->name, MACL_READONLY, &want[i].b)) {
 			/* The guard's DENY is also the source's: the sync owns it
 			 * now, so lifting the guard keeps it. */
-			(void)note(pl, pm->name, MACL_SYNC, &want[i].b, 1);
+			(void)op_add(&tk, &ntk, &want[i].b, MACL_SYNC);
 		}
 	}
 	/* What the read-only guard wants. */
@@ -1046,7 +1212,7 @@ static void round_plan(struct acround *r)
 			    ops_has(ro, nro, &b)) {
 				/* A DENY the source dropped that the guard wants:
 				 * the guard owns it now, it stays. */
-				(void)note(pl, pm->name, MACL_READONLY, &b, 1);
+				(void)op_add(&tk, &ntk, &b, MACL_READONLY);
 				(void)op_add(&fg, &nfg, &b, MACL_SYNC);
 			} else if (gone && set_has(r->dst, r->ndst, &b) &&
 			    in_scope(pm, &b)) {
@@ -1073,57 +1239,74 @@ static void round_plan(struct acround *r)
 		}
 		abind_fini(&b);
 	}
-	/* Forgotten after the walk (a note changes the list walked), in one
-	 * write. */
-	if (nfg > 0) {
-		int batched = mstate_batch_begin(pl->st) == 0;
-
-		for (size_t i = 0; i < nfg; i++)
-			(void)note(pl, pm->name, fg[i].kind, &fg[i].b, 0);
-		if (batched && mstate_batch_commit(pl->st, text,
-		    sizeof(text)) != 0)
-			log_warnx("mirror %s: %zu ACL binding(s) could not be "
-			    "forgotten (next round): %s", pm->name, nfg, text);
+	/* The round's records, in one group written off the loop: the
+	 * bindings the sync or the guard takes over and those forgotten
+	 * (noted after the walk: a note changes the list walked), and the
+	 * write-ahead records of what it creates.  Recorded before created,
+	 * so a crash in between leaves a record of a binding that may exist,
+	 * never a binding without one; nothing is sent unless the group is
+	 * durable (a mirror of a thousand topics that a PREFIXED grant lets
+	 * someone write needs a thousand DENYs: one write, not a thousand). */
+	aw = aw_new(pl);
+	for (size_t i = 0; i < ntk; i++)
+		(void)aw_add(aw, pm->name, tk[i].kind, &tk[i].b, 1);
+	for (size_t i = 0; i < nfg; i++)
+		(void)aw_add(aw, pm->name, fg[i].kind, &fg[i].b, 0);
+	for (size_t i = 0; i < r->ncr; i++) {
+		if (recorded(pl->st, pm->name, r->cr[i].kind, &r->cr[i].b))
+			continue;
+		if (aw_add(aw, pm->name, r->cr[i].kind, &r->cr[i].b, 1) != 0) {
+			r->cr[i].err = -2; /* not sent */
+			continue;
+		}
+		r->cr[i].fresh = 1;
 	}
 	ops_free(want, nwant);
 	ops_free(ro, nro);
 	ops_free(fg, nfg);
-	want = ro = fg = NULL;
-	nwant = nro = nfg = 0;
-	if (r->ncr == 0 && r->ndl == 0)
-		goto done;
-	if ((c = pcluster_ctl(pl->dst)) == NULL)
-		goto done;
-	/* Write-ahead: recorded before created, so a crash in between leaves a
-	 * record of a binding that may exist, never a binding without one.
-	 * The round's records go in one write (a mirror of a thousand topics
-	 * that a PREFIXED grant lets someone write needs a thousand DENYs):
-	 * none is sent unless the write is durable. */
-	{
-		int batched = r->ncr > 0 && mstate_batch_begin(pl->st) == 0;
-		size_t nfresh = 0;
+	ops_free(tk, ntk);
+	if (aw->n == 0 && r->ncr == 0 && r->ndl == 0) {
+		aw_free(aw);
+		round_end(r);
+		return;
+	}
+	aw_write(aw, plan_written, r);
+	return;
+done:
+	ops_free(want, nwant);
+	ops_free(ro, nro);
+	ops_free(fg, nfg);
+	ops_free(tk, ntk);
+	round_end(r);
+}
 
-		for (size_t i = 0; i < r->ncr; i++) {
-			if (recorded(pl->st, pm->name, r->cr[i].kind, &r->cr[i].b))
-				continue;
-			if (note(pl, pm->name, r->cr[i].kind, &r->cr[i].b, 1) != 0) {
-				r->cr[i].err = -2; /* not sent */
-				continue;
+/* The round's records are durable (ok) or not: creates and deletes go. */
+static void plan_written(void *arg, int ok, const char *msg)
+{
+	struct acround *r = arg;
+	struct pmirror *pm = r->pa->pm;
+	struct kconn *c;
+	size_t nfresh = 0;
+
+	if (pm == NULL) {
+		round_free(r);
+		return;
+	}
+	if (!ok) {
+		for (size_t i = 0; i < r->ncr; i++)
+			if (r->cr[i].fresh) {
+				r->cr[i].fresh = 0;
+				r->cr[i].err = -2;
+				nfresh++;
 			}
-			r->cr[i].fresh = 1;
-			nfresh++;
-		}
-		if (batched && mstate_batch_commit(pl->st, text,
-		    sizeof(text)) != 0) {
-			log_warnx("mirror %s: %zu ACL binding(s) not created this "
-			    "round, they could not be recorded first: %s",
-			    pm->name, nfresh, text);
-			for (size_t i = 0; i < r->ncr; i++)
-				if (r->cr[i].fresh) {
-					r->cr[i].fresh = 0;
-					r->cr[i].err = -2;
-				}
-		}
+		log_warnx("mirror %s: this round's ACL records were not written "
+		    "(%s): %zu binding(s) not created, the rest retried next "
+		    "round", pm->name, msg, nfresh);
+	}
+	if ((r->ncr == 0 && r->ndl == 0) ||
+	    (c = pcluster_ctl(pm->pl->dst)) == NULL) {
+		round_end(r);
+		return;
 	}
 	if (r->ncr > 0) {
 		struct kp_create_acls_request req;
@@ -1158,32 +1341,37 @@ static void round_plan(struct acround *r)
 	if (r->pending > 0)
 		return;
 	round_finish(r);
-	return;
-done:
-	ops_free(want, nwant);
-	ops_free(ro, nro);
-	ops_free(fg, nfg);
-	/* No answer from the destination says nothing new: the warning stays. */
-	if (r->dst_ok || r->dst_err != 0) {
-		warn_update(pa, r->warn);
-		quiet_update(pa, r->quiet);
+}
+
+/* The round ends without creating or deleting anything. */
+static void round_end(struct acround *r)
+{
+	/* No answer from the destination says nothing new: the warning
+	 * stays. */
+	if (r->pa->pm != NULL && (r->dst_ok || r->dst_err != 0)) {
+		warn_update(r->pa, r->warn);
+		quiet_update(r->pa, r->quiet);
 	}
 	round_free(r);
 }
+
+static void finish_written(void *arg, int ok, const char *msg);
 
 static void round_finish(struct acround *r)
 {
 	struct pacl *pa = r->pa;
 	struct pmirror *pm = pa->pm;
 	char text[800];
-	int batched;
+	struct awrite *aw;
 
-	if (pm == NULL)
-		goto out;
-	/* The records the round's answers make us forget, in one write (a
+	if (pm == NULL) {
+		round_free(r);
+		return;
+	}
+	/* The records the round's answers make us forget, in one group (a
 	 * failover of a thousand guarded topics lifts a thousand DENYs); one
 	 * not written is forgotten next round (its binding is gone). */
-	batched = mstate_batch_begin(pm->pl->st) == 0;
+	aw = aw_new(pm->pl);
 	for (size_t i = 0; i < r->ncr; i++) {
 		struct aop *o = &r->cr[i];
 		const char *kind = o->kind == MACL_SYNC ? "sync" : "read-only";
@@ -1202,7 +1390,7 @@ static void round_finish(struct acround *r)
 		}
 		/* Not created: a fresh record goes (nothing of ours is there). */
 		if (o->err > 0 && o->fresh)
-			(void)note(pm->pl, pm->name, o->kind, &o->b, 0);
+			(void)aw_add(aw, pm->name, o->kind, &o->b, 0);
 		if (o->err > 0)
 			problem(r, o->kind == MACL_READONLY, o->err, "the destination refuses to create %s "
 			    "(CreateAcls: %s%s%s)", abind_text(&o->b, text, sizeof(text)),
@@ -1222,7 +1410,7 @@ static void round_finish(struct acround *r)
 			    "(%s)", pm->name, abind_text(&o->b, text, sizeof(text)),
 			    o->kind == MACL_SYNC ? "gone from the source" :
 			    "the topic's read-only guard is lifted");
-			(void)note(pm->pl, pm->name, o->kind, &o->b, 0);
+			(void)aw_add(aw, pm->name, o->kind, &o->b, 0);
 			if (pm->pl->ms != NULL)
 				metrics_counter_inc(METRICS_SERIES(MSTD(pm->pl->ms,
 				    ACL_BINDINGS_DELETED), pm->name, kind));
@@ -1237,13 +1425,21 @@ static void round_finish(struct acround *r)
 			    pm->conf->metadata_refresh_interval_ms);
 		}
 	}
-	if (batched && mstate_batch_commit(pm->pl->st, text,
-	    sizeof(text)) != 0)
-		log_warnx("mirror %s: the ACL bindings deleted this round are "
-		    "forgotten next round: %s", pm->name, text);
-	warn_update(pa, r->warn);
-	quiet_update(pa, r->quiet);
-out:
+	aw_write(aw, finish_written, r);
+}
+
+static void finish_written(void *arg, int ok, const char *msg)
+{
+	struct acround *r = arg;
+	struct pacl *pa = r->pa;
+
+	if (pa->pm != NULL) {
+		if (!ok)
+			log_warnx("mirror %s: the ACL bindings deleted this round "
+			    "are forgotten next round: %s", pa->pm->name, msg);
+		warn_update(pa, r->warn);
+		quiet_update(pa, r->quiet);
+	}
 	round_free(r);
 }
 
@@ -1334,7 +1530,8 @@ void pacl_tick(struct pmirror *pm, int64_t now)
 struct paclorph {
 	struct pipeline *pl;         /* NULL once the pipeline is gone */
 	int refs;
-	int inflight;
+	int inflight;                /* DeleteAcls, then its records */
+	int fg_inflight;             /* the SYNC records being forgotten */
 	int16_t version;
 	int16_t refused;             /* the last refusal said, 0 none */
 	int64_t next_at;
@@ -1361,6 +1558,8 @@ static void orph_clear(struct paclorph *o)
 	o->ndl = 0;
 }
 
+static void orph_written(void *arg, int ok, const char *msg);
+
 static void orph_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
@@ -1368,9 +1567,8 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 	struct kp_delete_acls_response resp;
 	struct karena *a = NULL;
 	char text[800];
-	int batched;
+	struct awrite *aw;
 
-	o->inflight = 0;
 	if (o->pl == NULL)
 		goto out;
 	if (err != KCONN_E_OK) {
@@ -1382,8 +1580,8 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 	if (acl_decode(c, KP_API_DELETE_ACLS, o->version, body, 4u << 20,
 	    &resp, &a, "(deleted)", "destination") != 0)
 		goto out;
-	/* Forgotten in one write, as a round's (round_finish()). */
-	batched = mstate_batch_begin(o->pl->st) == 0;
+	/* Forgotten in one group, as a round's (round_finish()). */
+	aw = aw_new(o->pl);
 	for (size_t i = 0; i < o->ndl && (int32_t)i < resp.filter_results_n; i++) {
 		int16_t e = resp.filter_results[i].error_code;
 
@@ -1402,15 +1600,43 @@ static void orph_response(struct kconn *c, int err, const char *errstr,
 		log_info("mirror %s (deleted): ACL binding %s deleted from the "
 		    "destination (the mirror's read-only guard is lifted)",
 		    o->mirror[i], abind_text(&o->dl[i].b, text, sizeof(text)));
-		(void)note(o->pl, o->mirror[i], MACL_READONLY, &o->dl[i].b, 0);
+		(void)aw_add(aw, o->mirror[i], MACL_READONLY, &o->dl[i].b, 0);
 	}
-	if (batched && mstate_batch_commit(o->pl->st, text, sizeof(text)) != 0)
-		log_warnx("the deleted mirrors' ACL bindings deleted now are "
-		    "forgotten at the next try: %s", text);
+	karena_free(a);
+	aw_write(aw, orph_written, o);
+	return;
 out:
 	karena_free(a);
+	o->inflight = 0;
 	if (o->pl != NULL)
 		orph_clear(o);
+	orph_unref(o);
+}
+
+/* The records of the bindings DeleteAcls removed (orph_response()). */
+static void orph_written(void *arg, int ok, const char *msg)
+{
+	struct paclorph *o = arg;
+
+	o->inflight = 0;
+	if (o->pl != NULL) {
+		if (!ok)
+			log_warnx("the deleted mirrors' ACL bindings deleted now are "
+			    "forgotten at the next try: %s", msg);
+		orph_clear(o);
+	}
+	orph_unref(o);
+}
+
+/* The SYNC records of deleted mirrors (pacl_orphans_tick()). */
+static void orph_fg_written(void *arg, int ok, const char *msg)
+{
+	struct paclorph *o = arg;
+
+	o->fg_inflight = 0;
+	if (o->pl != NULL && !ok)
+		log_warnx("the deleted mirrors' synced ACL bindings are "
+		    "forgotten at the next try: %s", msg);
 	orph_unref(o);
 }
 
@@ -1419,9 +1645,8 @@ void pacl_orphans_tick(struct pipeline *pl, int64_t now)
 	struct paclorph *o = pl->acl_orph;
 	struct kp_delete_acls_request req;
 	struct kp_delete_acls_request_delete_acls_filter *f;
-	struct aop *fg = NULL;
-	char **fmir = NULL, err[256];
-	size_t nfg = 0;
+	struct awrite *fg;
+	char err[256];
 	struct kconn *c;
 	int rc;
 
@@ -1437,6 +1662,7 @@ void pacl_orphans_tick(struct pipeline *pl, int64_t now)
 	if (o->inflight || now < o->next_at)
 		return;
 	o->next_at = now + AC_CHECK_MS;
+	fg = aw_new(pl);
 	for (size_t i = 0; i < mstate_acl_count(pl->st); i++) {
 		const struct macl *a = mstate_acl_get(pl->st, i);
 		struct abind b;
@@ -1446,15 +1672,9 @@ void pacl_orphans_tick(struct pipeline *pl, int64_t now)
 			continue;
 		if (a->kind == MACL_SYNC) {
 			/* The copies stay: they are the destination's own now;
-			 * forgotten after the walk. */
-			char **mv = realloc(fmir, (nfg + 1) * sizeof(*mv));
-
-			if (mv != NULL) {
-				fmir = mv;
-				if ((mv[nfg] = strdup(a->mirror)) != NULL &&
-				    op_add(&fg, &nfg, &b, MACL_SYNC) != 0)
-					free(mv[nfg]);
-			}
+			 * forgotten after the walk, in one group. */
+			if (!o->fg_inflight)
+				(void)aw_add(fg, a->mirror, MACL_SYNC, &b, 0);
 		} else if (o->ndl < 1000) {
 			char **mv = realloc(o->mirror, (o->ndl + 1) * sizeof(*mv));
 
@@ -1467,12 +1687,13 @@ void pacl_orphans_tick(struct pipeline *pl, int64_t now)
 		}
 		abind_fini(&b);
 	}
-	for (size_t i = 0; i < nfg; i++) {
-		(void)note(pl, fmir[i], MACL_SYNC, &fg[i].b, 0);
-		free(fmir[i]);
+	if (fg->n > 0) {
+		o->fg_inflight = 1;
+		o->refs++;
+		aw_write(fg, orph_fg_written, o);
+	} else {
+		aw_free(fg);
 	}
-	ops_free(fg, nfg);
-	free(fmir);
 	if (o->ndl == 0)
 		return;
 	if ((c = pcluster_ctl(pl->dst)) == NULL) {

@@ -32,6 +32,7 @@ struct ptcreate;
 struct ptconf;
 struct pacl;
 struct paclorph;
+struct awrite;
 struct pmarks;
 struct pfsess;
 struct sync_pend;
@@ -471,6 +472,7 @@ struct pipeline {
 	int pmap_ok;
 	struct groupsync *gs;        /* consumer-group offset sync */
 	struct paclorph *acl_orph;   /* deleted mirrors' ACL bindings (pipe_acl.c) */
+	struct awrite *acl_writes;   /* ACL records waiting or in flight (pipe_acl.c) */
 	struct ppart **graveyard;    /* dead partitions with refs left */
 	/* Bumps whenever a partition is lost or its mirror deleted (also in
 	 * the middle of a metadata write, see pl_part_kept()). */
@@ -714,12 +716,15 @@ void ptconf_forget(struct pmirror *pm);
  * topic's guard must be lifted); pacl_warning() gives the mirror's
  * warning (1, in buf) or 0; pacl_forget() when the mirror's struct goes.
  * pacl_orphans_tick() removes the read-only bindings of deleted mirrors;
- * pacl_orphans_free() when the pipeline goes. */
+ * pacl_orphans_free() when the pipeline goes, and pacl_writes_free() once
+ * the mirrors are gone (their records waiting for the metadata log's turn
+ * are dropped: their bindings are neither created nor forgotten). */
 void pacl_tick(struct pmirror *pm, int64_t now);
 int pacl_warning(struct pmirror *pm, char *buf, size_t len);
 void pacl_forget(struct pmirror *pm);
 void pacl_orphans_tick(struct pipeline *pl, int64_t now);
 void pacl_orphans_free(struct pipeline *pl);
+void pacl_writes_free(struct pipeline *pl);
 
 /* pipe_epoch.c: source leader epochs.  pepoch_start() before a partition
  * (re)starts at destination end d, source offset s, with the last mirrored

@@ -1861,6 +1861,7 @@ void pipeline_free(struct pipeline *pl)
 	free(pl->graveyard);
 	free(pl->pmap);
 	free(pl->sync_pend); /* flushed by every sweep: holds no request */
+	pacl_writes_free(pl);
 	pmeta_free(pl);
 	groupsync_free(pl->gs);
 	free(pl->instance);

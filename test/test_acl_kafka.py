@@ -109,18 +109,8 @@ def main():
     hand = lit("TOPIC", T, "User:erin", "READ")
     h.check(hand in dst_c.acls(), "the hand-made binding is not there")
 
-    d = mt.Mirrord(destination=dst_c.bootstrap, start=False)
-    with open(d.config_path) as f:
-        text = f.read()
-    text = text.replace("destination:\n", "destination:\n"
-                        "  client:\n"
-                        "    security.protocol: SASL_PLAINTEXT\n"
-                        "    sasl.mechanism: PLAIN\n"
-                        "    sasl.username: bob\n"
-                        "    sasl.password: %s\n" % rk.USERS["bob"], 1)
-    with open(d.config_path, "w") as f:
-        f.write(text)
-    d.start()
+    d = mt.Mirrord(destination=dst_c.bootstrap,
+                   destination_client=mt.sasl_plain("bob"))
     d.create("m1", {"bootstrap.servers": src_c.bootstrap,
                     "security.protocol": "SASL_PLAINTEXT",
                     "sasl.mechanism": "PLAIN", "sasl.username": "admin",
