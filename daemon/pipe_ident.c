@@ -281,15 +281,14 @@ static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 	if ((p = find_ppart(pm, mp)) != NULL) {
 		struct pl_state_req rq = { .to = MPART_FAILED, .why = why,
 		    .retry = -1, .then = failed_then };
-		int r;
+		void (*then)(struct ppart *);
+		int r, to = pl_part_heading(p, &then);
 
 		/* Going STOPPING (the model shows it once durable): as
-		 * above.  Our final failure in flight: the next answer
+		 * above.  Our final failure on its way: the next answer
 		 * compares the reason again once it is durable. */
-		if (p->swrite && (p->swrite_to == MPART_STOPPING ||
-		    p->swrite_to == MPART_STOPPED ||
-		    (p->swrite_to == MPART_FAILED &&
-		    p->swrite_then == failed_then)))
+		if (to == MPART_STOPPING || to == MPART_STOPPED ||
+		    (to == MPART_FAILED && then == failed_then))
 			return;
 		pl_drop_queue(p);
 		p->step = PS_IDLE;

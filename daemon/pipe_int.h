@@ -32,6 +32,7 @@ struct ptcreate;
 struct ptconf;
 struct pacl;
 struct paclorph;
+struct pl_snext;
 struct awrite;
 struct pmarks;
 struct pfsess;
@@ -371,6 +372,10 @@ struct ppart {
 	uint32_t swrite_gen, swrite_og;
 	int swrite_to;
 	void (*swrite_then)(struct ppart *p);
+	/* State changes asked for while one is in flight, in order: each is
+	 * started (validated against the model) once the one before it
+	 * completes, so the loop never waits for the first. */
+	struct pl_snext *snext_head, *snext_tail;
 };
 
 /*
@@ -544,9 +549,12 @@ void pl_part_unref(struct ppart *p);
  * asynchronously when the log can (1: p is frozen until it is durable,
  * then `then` runs if p is still where it was, gens unchanged, in state
  * to; a failure is logged with p left in its old state, retried by
- * part_step() a second later); synchronously (0: done, then not called)
- * when another state write of p is in flight or the log has no event base;
- * -1 with msg when refused (not an allowed transition, broken log).
+ * part_step() a second later).  Asked for while another state write of p
+ * is in flight, it is queued behind it (1 as well; validated and started
+ * when the one before completes, whose `then` then does not run; a refusal
+ * then is logged like a failure).  Synchronously (0: done, then not
+ * called) only when the log has no event base or a batch is open; -1 with
+ * msg when refused (not an allowed transition, broken log).
  */
 struct pl_state_req {
 	int to;
@@ -560,6 +568,9 @@ struct pl_state_req {
 };
 int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
     size_t msglen);
+/* The state p's last state change asked for goes to (in flight or queued
+ * behind it), with its continuation in *then; -1 when none is. */
+int pl_part_heading(const struct ppart *p, void (**then)(struct ppart *p));
 void pl_drop_queue(struct ppart *p);
 /* Everything held for record data now (see struct pipeline), and the
  * Produce request bytes not yet written to the destination alone;

@@ -343,6 +343,26 @@ void pl_part_resync(struct ppart *p, const char *why)
 	pl_kick(p->pm->pl);
 }
 
+/* A state change asked for while another was in flight (pl_part_state()). */
+struct pl_snext {
+	struct pl_snext *next;
+	struct pl_state_req rq;      /* why and fo point into this */
+	char why[1024];
+	struct mfailover fo;
+	uint32_t gen, og;
+};
+
+static void snext_drop(struct ppart *p)
+{
+	struct pl_snext *q;
+
+	while ((q = p->snext_head) != NULL) {
+		p->snext_head = q->next;
+		free(q);
+	}
+	p->snext_tail = NULL;
+}
+
 static void part_free(struct ppart *p)
 {
 	struct pbatch *b;
@@ -354,6 +374,7 @@ static void part_free(struct ppart *p)
 	pl_free_batches(&p->inflight);
 	pl_free_batches(&p->failed);
 	pl_free_batches(&p->unsure);
+	snext_drop(p);
 	free(p->pv_topic);
 	free(p->pv_buf);
 	free(p->topic);
@@ -376,43 +397,121 @@ void pl_part_unref(struct ppart *p)
 	part_free(p);
 }
 
+static int swrite_start(struct ppart *p, const struct pl_state_req *rq,
+    uint32_t gen, uint32_t og, int *code, char *msg, size_t msglen);
+
+/* p's state write to `to` failed with code: p stays in its old state (the
+ * model shows only durable states) and part_step() tries again in a
+ * second.  An operator's command that moved it meanwhile is not a fault
+ * (mstate_excl_begin()). */
+static void swrite_failed(struct ppart *p, int to, int code, const char *msg)
+{
+	char name[300];
+
+	if (code == KERR_INVALID_CLUSTER_MIRROR_STATES)
+		log_info("%s: the move to %s is dropped, it is %s now: %s",
+		    part_name(p, name, sizeof(name)), mpart_state_name(to),
+		    mpart_state_name(p->mp->state), msg);
+	else
+		log_warnx("%s: cannot record the move to %s, staying %s: %s",
+		    part_name(p, name, sizeof(name)), mpart_state_name(to),
+		    mpart_state_name(p->mp->state), msg);
+	p->step = PS_IDLE;
+	p->not_before = clock_mono_ms() + 1000;
+	if (to == MPART_PREPARING)
+		p->retry_at = p->not_before;  /* FAILED: retry */
+}
+
+/* The state changes queued behind the one that completed, in order, until
+ * one is in flight.  One that completes at once (nothing to write) runs
+ * its continuation when it is the last. */
+static void snext_run(struct ppart *p)
+{
+	struct pl_snext *q;
+	char msg[512];
+	int r, code;
+
+	while ((q = p->snext_head) != NULL) {
+		if ((p->snext_head = q->next) == NULL)
+			p->snext_tail = NULL;
+		if (p->dead || p->mp == NULL || p->own_gen != q->og) {
+			free(q);   /* p lost or gone: so are its changes */
+			continue;
+		}
+		r = swrite_start(p, &q->rq, q->gen, q->og, &code, msg,
+		    sizeof(msg));
+		if (r < 0)
+			swrite_failed(p, q->rq.to, code, msg);
+		else if (r == 0 && q->rq.then != NULL && p->snext_head == NULL &&
+		    p->gen == q->gen && (int)p->mp->state == q->rq.to)
+			q->rq.then(p);
+		free(q);
+		if (r > 0)
+			return;
+	}
+}
+
 /* The completion of p's asynchronous state write (pl_part_state()). */
 static void swrite_done(void *arg, int code, const char *msg)
 {
 	struct ppart *p = arg;
 	struct pipeline *pl = p->pm->pl;
 	void (*then)(struct ppart *) = p->swrite_then;
-	char name[300];
 
 	p->swrite = 0;
 	p->swrite_then = NULL;
 	if (!p->dead && p->mp != NULL && p->own_gen == p->swrite_og) {
-		if (code != 0) {
-			/* Still in its old state (the model shows only durable
-			 * states): part_step() tries again in a second.  An
-			 * operator's command that moved it meanwhile is not a
-			 * fault (mstate_excl_begin()). */
-			if (code == KERR_INVALID_CLUSTER_MIRROR_STATES)
-				log_info("%s: the move to %s is dropped, it is %s "
-				    "now: %s", part_name(p, name, sizeof(name)),
-				    mpart_state_name(p->swrite_to),
-				    mpart_state_name(p->mp->state), msg);
-			else
-				log_warnx("%s: cannot record the move to %s, "
-				    "staying %s: %s", part_name(p, name,
-				    sizeof(name)), mpart_state_name(p->swrite_to),
-				    mpart_state_name(p->mp->state), msg);
-			p->step = PS_IDLE;
-			p->not_before = clock_mono_ms() + 1000;
-			if (p->swrite_to == MPART_PREPARING)
-				p->retry_at = p->not_before;  /* FAILED: retry */
-		} else if (then != NULL && p->gen == p->swrite_gen &&
-		    (int)p->mp->state == p->swrite_to) {
-			then(p);
-		}
+		if (code != 0)
+			swrite_failed(p, p->swrite_to, code, msg);
+		else if (then != NULL && p->snext_head == NULL &&
+		    p->gen == p->swrite_gen && (int)p->mp->state == p->swrite_to)
+			then(p);   /* not when a later change is queued */
+		snext_run(p);
 		pl_kick(pl);
+	} else {
+		snext_drop(p);
 	}
 	pl_part_unref(p);
+}
+
+int pl_part_heading(const struct ppart *p, void (**then)(struct ppart *p))
+{
+	if (p->snext_tail != NULL) {
+		*then = p->snext_tail->rq.then;
+		return p->snext_tail->rq.to;
+	}
+	*then = p->swrite_then;
+	return p->swrite ? p->swrite_to : -1;
+}
+
+/* Queued behind the state write in flight: copied (why, fo), started when
+ * that one completes (snext_run()). */
+static void snext_add(struct ppart *p, const struct pl_state_req *rq)
+{
+	struct pl_snext *q = calloc(1, sizeof(*q));
+	char name[300];
+
+	if (q == NULL)
+		fatal("pipeline: out of memory");
+	q->rq = *rq;
+	if (rq->why != NULL) {
+		snprintf(q->why, sizeof(q->why), "%s", rq->why);
+		q->rq.why = q->why;
+	}
+	if (rq->fo != NULL) {
+		q->fo = *rq->fo;
+		q->rq.fo = &q->fo;
+	}
+	q->gen = p->gen;
+	q->og = p->own_gen;
+	if (p->snext_tail != NULL)
+		p->snext_tail->next = q;
+	else
+		p->snext_head = q;
+	p->snext_tail = q;
+	log_debug("%s: the move to %s waits for the move to %s in flight",
+	    part_name(p, name, sizeof(name)), mpart_state_name(rq->to),
+	    mpart_state_name(p->swrite_to));
 }
 
 int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
@@ -420,14 +519,20 @@ int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
 {
 	struct mstate *st = p->pm->pl->st;
 	struct mpart *mp = p->mp;
-	int started = 0, r;
+	int r;
 
 	if (mp == NULL || p->dead) {
 		snprintf(msg, msglen, "the partition is no longer mirrored");
 		return -1;
 	}
-	if (p->swrite || !mstate_async_ready(st)) {
-		/* Synchronous: waits for the write in flight first. */
+	if (p->swrite) {
+		/* One state write of p in flight at a time (each validated
+		 * against the model, which shows only completed writes). */
+		snext_add(p, rq);
+		return 1;
+	}
+	if (!mstate_async_ready(st)) {
+		/* Synchronous (no event base, or in a batch). */
 		if (rq->last)
 			r = mpart_stopped_report(st, mp, rq->last_offset,
 			    rq->last_epoch, rq->fo, rq->why, msg, msglen);
@@ -437,11 +542,24 @@ int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
 			r = mpart_set_state(st, mp, rq->to, rq->why, msg, msglen);
 		return r != 0 ? -1 : 0;
 	}
+	return swrite_start(p, rq, p->gen, p->own_gen, &r, msg, msglen);
+}
+
+/* Starts p's state write, asked for under gens gen and og: -1 refused
+ * (*code, msg), 0 done (nothing to write), 1 in flight (swrite_done()
+ * follows). */
+static int swrite_start(struct ppart *p, const struct pl_state_req *rq,
+    uint32_t gen, uint32_t og, int *code, char *msg, size_t msglen)
+{
+	struct mstate *st = p->pm->pl->st;
+	struct mpart *mp = p->mp;
+	int started = 0, r;
+
 	/* The ref: a follower's write may apply other instances' records
 	 * first and lose p or bury it; the callback still finds it. */
 	p->swrite = 1;
-	p->swrite_gen = p->gen;
-	p->swrite_og = p->own_gen;
+	p->swrite_gen = gen;
+	p->swrite_og = og;
 	p->swrite_to = rq->to;
 	p->swrite_then = rq->then;
 	p->refs++;
@@ -460,6 +578,7 @@ int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
 		p->swrite_then = NULL;
 		p->refs--;
 	}
+	*code = r;
 	if (r != 0)
 		return -1;
 	return started ? 1 : 0;
