@@ -261,7 +261,7 @@ static void failed_then(struct ppart *p)
  * (pl_part_state(): asynchronous, the partition frozen until the record is
  * durable, so nothing more is fetched or produced for it meanwhile; the
  * queue is dropped first).  A partition without its pipeline record (not
- * set up yet) is written synchronously, as before.
+ * set up yet) goes FAILED in the pass's group (PMETA_FAIL).
  */
 static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 {
@@ -302,12 +302,9 @@ static void fail_final(struct pmirror *pm, struct mpart *mp, const char *why)
 			    "%s", pm->name, name, why);
 		return;
 	}
-	if (mpart_fail(pm->pl->st, mp, why, -1, msg, sizeof(msg)) != 0)
-		log_warnx("mirror %s: %s: cannot record the failure (%s): %s",
-		    pm->name, name, why, msg);
-	else
-		log_warnx("mirror %s: %s FAILED (no automatic retry): %s",
-		    pm->name, name, why);
+	/* Not set up yet: in the pass's group (pipe_meta.c). */
+	pmeta_defer(pm->pl, PMETA_FAIL, pm->name, mp->topic->name, mp->index,
+	    why, 0);
 }
 
 /* Stops early when a follower's write deleted the mirror (mt is gone). */

@@ -789,11 +789,14 @@ int pident_is_identity_failure(const char *error);
  * identities of thousands of topics at a first start, the topics a pattern
  * discovers, growth, the source cluster id, a source topic deleted).  kind
  * PMETA_*; topic NULL for PMETA_SOURCE_ID; which (MTOPIC_IDENT_*) for
- * PMETA_IDENT; value the id, or for PMETA_DELETED the reason (the topic's
- * note, and why its partitions go STOPPING); npart for PMETA_GROW and
+ * PMETA_IDENT, the partition for PMETA_FAIL; value the id, or for
+ * PMETA_DELETED the reason (the topic's note, and why its partitions go
+ * STOPPING), for PMETA_FAIL why the partition goes FAILED with no automatic
+ * retry (one without its pipeline record yet); npart for PMETA_GROW and
  * PMETA_ADD.  A change noted again before it is written is kept once
  * (growth: the largest count). */
-enum { PMETA_SOURCE_ID, PMETA_GROW, PMETA_ADD, PMETA_IDENT, PMETA_DELETED };
+enum { PMETA_SOURCE_ID, PMETA_GROW, PMETA_ADD, PMETA_IDENT, PMETA_DELETED,
+	PMETA_FAIL };
 void pmeta_defer(struct pipeline *pl, int kind, const char *mirror,
     const char *topic, int which, const char *value, int32_t npart);
 /* 1 if that change is noted and waits for its turn (not yet in flight). */

@@ -1,8 +1,9 @@
 /*
  * pipe_meta.c: the metadata the data plane learns from Metadata answers
  * (a mirror's source cluster id, topics its patterns discover, partitions
- * a source topic grows, topic identities, a source topic deleted), written
- * without blocking the loop.
+ * a source topic grows, topic identities, a source topic deleted, a
+ * partition not set up yet that must fail), written without blocking the
+ * loop.
  *
  * A pass over a Metadata answer only notes what it learnt (pmeta_defer());
  * at its end pmeta_flush() asks mstate for an exclusive turn
@@ -216,6 +217,29 @@ static int queue_deleted(struct pipeline *pl, struct mtopic *mt,
 	return queued;
 }
 
+/* Partition k of mt FAILED with no automatic retry for why, unless it is
+ * stopping, another instance's, or FAILED so already. */
+static int queue_fail(struct pipeline *pl, struct mtopic *mt, int k,
+    const char *why)
+{
+	struct mpart *mp = k >= 0 && k < mt->npart ? mt->parts[k] : NULL;
+	char msg[512];
+
+	if (mp == NULL || mp->state == MPART_STOPPING ||
+	    mp->state == MPART_STOPPED || !mpart_owned_by(mp, pl->instance) ||
+	    (mp->state == MPART_FAILED && mp->retry_attempt == -1 &&
+	    mp->error != NULL && strcmp(mp->error, why) == 0))
+		return 0;
+	if (mpart_fail(pl->st, mp, why, -1, msg, sizeof(msg)) != 0) {
+		log_warnx("mirror %s: %s-%d: cannot record the failure (%s): %s",
+		    mt->mirror->name, mt->name, k, why, msg);
+		return 0;
+	}
+	log_warnx("mirror %s: %s-%d FAILED (no automatic retry): %s",
+	    mt->mirror->name, mt->name, k, why);
+	return 1;
+}
+
 /*
  * Queues one noted change in the open batch when it still applies: 1
  * queued, 0 no longer needed (or refused: logged).  The batch validates
@@ -268,6 +292,8 @@ static int queue_one(struct pipeline *pl, const struct pmeta_w *w)
 		return r == 0;
 	case PMETA_DELETED:
 		return mt != NULL ? queue_deleted(pl, mt, w->value) : 0;
+	case PMETA_FAIL:
+		return mt != NULL ? queue_fail(pl, mt, w->which, w->value) : 0;
 	default:   /* PMETA_IDENT */
 		if (mt == NULL || ident_of(mt, w->which) != NULL)
 			return 0;
