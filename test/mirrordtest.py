@@ -56,6 +56,34 @@ def storage_kafka_yaml(kafka, indent="  "):
         "%s  %s: %s\n" % (indent, k, val(v)) for k, v in keys.items())
 
 
+def sasl_source(bootstrap, user="admin", **configs):
+    """Mirror configs for a SASL/PLAIN source (a realkafka cluster started
+    with security="sasl") as `user`, polled quickly (fetch wait 100 ms,
+    metadata every second), plus configs (names with dots: pass a dict
+    as **{...})."""
+    out = {"bootstrap.servers": bootstrap,
+           "mirror.fetch.wait.max.ms": "100",
+           "mirror.metadata.refresh.interval.ms": "1000"}
+    out.update(sasl_plain(user))
+    out.update(configs)
+    return out
+
+
+def answered_quickly(what, fn, limit=10.0,
+                     while_what="the metadata log's broker is stopped"):
+    """fn()'s value, failing the test unless it came within limit seconds
+    (the event loop is free) while_what."""
+    t0 = time.monotonic()
+    try:
+        v = fn()
+    except Exception as e:  # noqa: BLE001 -- a timeout: the loop is blocked
+        h.fail("%s was not answered while %s (%.1f s): %s"
+               % (what, while_what, time.monotonic() - t0, e))
+    took = time.monotonic() - t0
+    h.check(took < limit, "%s took %.1f s" % (what, took))
+    return v
+
+
 def sasl_plain(user, password=None):
     """Client properties for SASL/PLAIN as `user` on a realkafka cluster
     started with security="sasl" (password: realkafka.USERS)."""

@@ -64,7 +64,6 @@ def produce_as_alice(dst_c, topic):
 
 def main():
     src_c, dst_c = h.private_kafka(2, "acl")
-    rk = h.realkafka()
     topics = [PFX + "%02d" % i for i in range(N)]
     for cl in (src_c, dst_c):
         for t in topics:
@@ -75,12 +74,7 @@ def main():
 
     d = mt.Mirrord(destination=dst_c.bootstrap,
                    destination_client=mt.sasl_plain("bob"))
-    d.create("m1", {"bootstrap.servers": src_c.bootstrap,
-                    "security.protocol": "SASL_PLAINTEXT",
-                    "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-                    "sasl.password": rk.USERS["admin"],
-                    "mirror.fetch.wait.max.ms": "100",
-                    "mirror.metadata.refresh.interval.ms": "1000"})
+    d.create("m1", mt.sasl_source(src_c.bootstrap))
     for t in topics[:5]:
         mt.produce_tagged(src_c.admin_bootstrap, t, 0, 10, "before")
 
@@ -144,12 +138,7 @@ def main():
     for cl in (src_c, dst_c):
         for t in more:
             cl.create_topic(t, partitions=1)
-    d.create("m2", {"bootstrap.servers": src_c.bootstrap,
-                    "security.protocol": "SASL_PLAINTEXT",
-                    "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-                    "sasl.password": rk.USERS["admin"],
-                    "mirror.fetch.wait.max.ms": "100",
-                    "mirror.metadata.refresh.interval.ms": "1000"})
+    d.create("m2", mt.sasl_source(src_c.bootstrap))
     before = loop_writes(d)
     d.cli_ok("--add", "--mirror", "m2", "--topic", PFX + "x.*")
     want2 = {deny(t) for t in more}

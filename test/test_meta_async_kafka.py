@@ -60,17 +60,6 @@ def state(d):
                   for r in d.describe_json("m1"))
 
 
-def quick(what, fn, limit=10.0):
-    """fn() answered within limit seconds (the loop is free)."""
-    t0 = time.monotonic()
-    try:
-        v = fn()
-    except Exception as e:  # a timeout: the loop is blocked
-        h.fail("%s was not answered while the metadata log's broker is "
-               "stopped (%.1f s): %s" % (what, time.monotonic() - t0, e))
-    took = time.monotonic() - t0
-    h.check(took < limit, "%s took %.1f s" % (what, took))
-    return v
 
 
 def main():
@@ -122,13 +111,14 @@ def main():
                    "a pass's changes to wait for the metadata log")
         time.sleep(3)
         for _ in range(3):
-            metrics = quick("/metrics", d.metrics)
+            metrics = mt.answered_quickly("/metrics", d.metrics)
             h.check("mirrord_" in metrics, "no metrics: %r" % metrics[:200])
-            status, _ = quick("/readyz", d.readyz)
+            status, _ = mt.answered_quickly("/readyz", d.readyz)
             h.check(status in (200, 503), "readyz answered %r" % status)
-            r = quick("ListMirrors", lambda: d.cli_ok("--list"))
+            r = mt.answered_quickly("ListMirrors", lambda: d.cli_ok("--list"))
             h.check("m1" in r.stdout, "ListMirrors: %r" % r.stdout)
-            seen = quick("DescribeMirrors", lambda: rows_by_topic(d))
+            seen = mt.answered_quickly("DescribeMirrors",
+                                       lambda: rows_by_topic(d))
             h.eq(seen, {T: {0, 1}, PAT + "0": {0}},
                  "DescribeMirrors while the write waits (durable only)")
             time.sleep(1)
@@ -178,9 +168,9 @@ def main():
         h.wait_for(lambda: d.log().count(waiting) > n_wait, 30,
                    "the deletion's records to wait for the metadata log")
         for _ in range(3):
-            metrics = quick("/metrics", d.metrics)
+            metrics = mt.answered_quickly("/metrics", d.metrics)
             h.check("mirrord_" in metrics, "no metrics: %r" % metrics[:200])
-            rows = quick("DescribeMirrors",
+            rows = mt.answered_quickly("DescribeMirrors",
                          lambda: [r for r in d.describe_json("m1")
                                  if r["topic"] == gone])
             h.eq(sorted(r["state"] for r in rows), ["MIRRORING"] * 2,

@@ -48,17 +48,6 @@ def row(d):
     return r[0]
 
 
-def quick(what, fn, limit=10.0):
-    """fn() answered within limit seconds (the loop is free)."""
-    t0 = time.monotonic()
-    try:
-        v = fn()
-    except Exception as e:  # a timeout: the loop is blocked
-        h.fail("%s was not answered while the metadata log's broker is "
-               "stopped (%.1f s): %s" % (what, time.monotonic() - t0, e))
-    took = time.monotonic() - t0
-    h.check(took < limit, "%s took %.1f s" % (what, took))
-    return v
 
 
 def main():
@@ -116,17 +105,17 @@ def main():
             "PAUSED in flight" % T
         deadline = time.monotonic() + 60
         while waiting not in d.log():
-            quick("/metrics", d.metrics)
+            mt.answered_quickly("/metrics", d.metrics)
             h.check(time.monotonic() < deadline,
                     "the move to FAILED never waited for PAUSED:\n%s"
                     % d.log()[-3000:])
             time.sleep(0.5)
         for _ in range(3):
-            metrics = quick("/metrics", d.metrics)
+            metrics = mt.answered_quickly("/metrics", d.metrics)
             h.check("mirrord_" in metrics, "no metrics: %r" % metrics[:200])
-            status, _ = quick("/readyz", d.readyz)
+            status, _ = mt.answered_quickly("/readyz", d.readyz)
             h.check(status in (200, 503), "readyz answered %r" % status)
-            r = quick("DescribeMirrors", lambda: row(d))
+            r = mt.answered_quickly("DescribeMirrors", lambda: row(d))
             h.eq(r["state"], "PAUSING", "state while both writes wait "
                  "(durable only)")
             time.sleep(1)

@@ -29,7 +29,6 @@ TB = "tcb-" + RUN
 
 def main():
     src_c, dst_c = h.real_kafka(2, security="acl")
-    rk = h.realkafka()
     for cl in (src_c, dst_c):
         for t in (TA, TB):
             cl.create_topic(t, partitions=1)
@@ -40,12 +39,7 @@ def main():
 
     d = mt.Mirrord(destination=dst_c.bootstrap,
                    destination_client=mt.sasl_plain("bob"))
-    d.create("m1", {"bootstrap.servers": src_c.bootstrap,
-                    "security.protocol": "SASL_PLAINTEXT",
-                    "sasl.mechanism": "PLAIN", "sasl.username": "admin",
-                    "sasl.password": rk.USERS["admin"],
-                    "mirror.fetch.wait.max.ms": "100",
-                    "mirror.metadata.refresh.interval.ms": "1000"})
+    d.create("m1", mt.sasl_source(src_c.bootstrap))
     d.cli_ok("--add", "--mirror", "m1", "--topic", TA)
     d.cli_ok("--add", "--mirror", "m1", "--topic", TB)
     h.wait_for(lambda: len(rows(d, TA)) == 1 and len(rows(d, TB)) == 1 and all(
