@@ -1083,6 +1083,10 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	mlog_kafka_set_rebuild(ml, mstate_rebuild_fresh_cb,
 	    mstate_rebuild_adopt_cb, mstate_rebuild_drop_cb, st);
 	pipeline_set_instance(pl, c->instance_id);
+	if (mstate_set_instance(st, c->instance_id) != 0) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
 	pipeline_set_leader_hook(pl, on_leaders, c);
 	pipeline_set_destination_refresh_ms(pl, cfg->cluster_session_timeout_ms / 2);
 	c->view.may_mutate = view_may_mutate;

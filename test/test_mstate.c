@@ -2005,13 +2005,14 @@ END_TEST
 static const struct mlog_ops *wrap_orig;
 static struct mlog_ops wrap_ops;
 static int wrap_refuse;
+static int16_t wrap_code = KERR_INVALID_REQUEST;
 
 static int wrap_sync(struct mlog *ml, char *err, size_t errlen)
 {
 	if (wrap_refuse > 0) {
 		wrap_refuse--;
 		wrap_orig->discard(ml);
-		ml->sync_error = KERR_INVALID_REQUEST;
+		ml->sync_error = wrap_code;
 		snprintf(err, errlen, "the writer refused the group (test)");
 		return -1;
 	}
@@ -2066,6 +2067,76 @@ START_TEST(test_refused_group_keeps_next)
 	ck_assert_int_eq(part("m", "t", 0)->anchors[0].src, 30);
 	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 1);
 	ck_assert_int_eq(part("m", "t", 2)->state, MPART_MIRRORING);
+}
+END_TEST
+
+/*
+ * A follower's group refused because one of its partitions moved to
+ * another instance while it was out (the writer validates the group
+ * whole): only that partition's write fails; the others go again, in
+ * order, before the writes queued after them, and land.  Without this
+ * instance's id (single mode) the whole group fails as before.
+ */
+START_TEST(test_refused_group_splits_lost)
+{
+	struct aarg a[4];
+	struct mstate_async_stats as;
+	struct mmember mem[2] = {
+		{ (char *)"i1", (char *)"i1-a", -1, (char *)"", (char *)"" },
+		{ (char *)"i2", (char *)"i2-a", -1, (char *)"", (char *)"" },
+	};
+	struct mpart *parts[4];
+	const char *owners[4] = { "i2", "i1", "i1", "i1" };
+
+	async_parts(a, 4);
+	CODE(mstate_set_members(F.st, 1, mem, 2, F.msg, sizeof(F.msg)), 0);
+	for (int i = 0; i < 4; i++)
+		parts[i] = a[i].p;
+	CODE(mpart_set_owners(F.st, parts, owners, 4, 1, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(mstate_set_instance(F.st, "i1"), 0);
+	wrap_log();
+	wrap_code = KERR_NOT_LEADER_OR_FOLLOWER;
+	anchor_async(&a[3], 10, 0);          /* its group: written at once */
+	anchor_async(&a[1], 20, 5);          /* the next group: refused ... */
+	anchor_async(&a[0], 30, 10);         /* ... for t-0, i2's now */
+	state_async(&a[2], MPART_MIRRORING);
+	wrap_refuse = 1;
+	run_until(4);
+	ck_assert_int_eq(AC.id[0], 3);
+	ck_assert_int_eq(AC.code[0], 0);
+	ck_assert_int_eq(AC.code[cb_of(0)], KERR_NOT_LEADER_OR_FOLLOWER);
+	ck_assert_msg(strstr(AC.msg[cb_of(0)], "m/t-0") != NULL &&
+	    strstr(AC.msg[cb_of(0)], "the writer refused the group") != NULL,
+	    "%s", AC.msg[cb_of(0)]);
+	ck_assert_msg(AC.code[cb_of(1)] == 0, "%s", AC.msg[cb_of(1)]);
+	ck_assert_msg(AC.code[cb_of(2)] == 0, "%s", AC.msg[cb_of(2)]);
+	/* In order: t-1's anchor before t-2's state change, as written. */
+	ck_assert_int_lt(cb_of(1), cb_of(2));
+	ck_assert_uint_eq(a[0].p->nanchors, 0);
+	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	ck_assert_int_eq(a[2].p->state, MPART_MIRRORING);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.split_groups, 1);
+	ck_assert_uint_eq(as.in_flight, 0);
+	/* Single mode: all or nothing, as before. */
+	ck_assert_int_eq(mstate_set_instance(F.st, NULL), 0);
+	anchor_async(&a[3], 40, 20);
+	anchor_async(&a[1], 50, 25);
+	anchor_async(&a[0], 60, 30);
+	wrap_refuse = 1;
+	run_until(7);
+	ck_assert_int_eq(AC.code[4], 0);
+	ck_assert_int_eq(AC.code[5], KERR_NOT_LEADER_OR_FOLLOWER);
+	ck_assert_int_eq(AC.code[6], KERR_NOT_LEADER_OR_FOLLOWER);
+	mstate_async_stats(F.st, &as);
+	ck_assert_uint_eq(as.split_groups, 1);
+	wrap_code = KERR_INVALID_REQUEST;
+	reopen_same();
+	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 0);
+	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 1);
+	ck_assert_int_eq(part("m", "t", 2)->state, MPART_MIRRORING);
+	ck_assert_uint_eq(part("m", "t", 3)->nanchors, 2);
 }
 END_TEST
 
@@ -3148,6 +3219,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_excl_then_sync);
 	tcase_add_test(tc, test_excl_queue);
 	tcase_add_test(tc, test_refused_group_keeps_next);
+	tcase_add_test(tc, test_refused_group_splits_lost);
 	tcase_add_test(tc, test_async_state_fails);
 	tcase_add_test(tc, test_sync_state_after_async_state);
 	tcase_add_test(tc, test_async_compaction_with_groups);

@@ -337,6 +337,17 @@ int mpart_owned_by(const struct mpart *p, const char *instance_id)
 	return p->owner != NULL && strcmp(p->owner, instance_id) == 0;
 }
 
+int mstate_set_instance(struct mstate *st, const char *instance_id)
+{
+	char *id = NULL;
+
+	if (instance_id != NULL && (id = strdup(instance_id)) == NULL)
+		return -1;
+	free(st->instance);
+	st->instance = id;
+	return 0;
+}
+
 /* ---- validation helpers ------------------------------------------------- */
 
 static int legal_name_chars(const char *s)
@@ -529,6 +540,7 @@ void mstate_free(struct mstate *st)
 		mlog_discard(st->ml);
 	mstate_batch_clear(st);
 	mstate_async_free(st);
+	free(st->instance);
 	for (size_t i = 0; i < st->nmirrors; i++)
 		mstate_mirror_free(st->mirrors[i]);
 	free(st->mirrors);

@@ -394,6 +394,16 @@ const struct mmember *mstate_member_find(const struct mstate *st,
     const char *instance_id);
 /* 1 if p's owner is instance_id (instance_id NULL: single mode, always 1). */
 int mpart_owned_by(const struct mpart *p, const char *instance_id);
+/*
+ * This instance's id in multi-instance mode (copied; NULL: single mode).
+ * A group the writer refuses (it validates a follower's group whole) then
+ * fails only the writes of partitions this instance no longer owns in the
+ * model (the part-owner records that moved them are applied before the
+ * refusal is read) and writes the others again, in order, as the next
+ * group; without such a write, or with the operator's write in it, the
+ * whole group fails as before.  0, or -1 out of memory.
+ */
+int mstate_set_instance(struct mstate *st, const char *instance_id);
 
 /* ---- validation helpers (also used by the admin server) ------------------ */
 
@@ -501,6 +511,8 @@ struct mstate_async_stats {
 	uint64_t excl_waits;   /* exclusive writes that waited their turn */
 	uint64_t sync_writes;  /* synchronous writes while the log had an
 	                        * event base: the loop waited for each */
+	uint64_t split_groups; /* refused groups whose writes of partitions
+	                        * still owned went again (mstate_set_instance()) */
 };
 void mstate_async_stats(const struct mstate *st,
     struct mstate_async_stats *out);

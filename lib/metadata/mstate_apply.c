@@ -1520,6 +1520,55 @@ static void requeue_ops(struct mstate *st, struct mstate_aop *ops)
 	}
 }
 
+/*
+ * A follower's group the writer refused (mstate_set_instance()): its ops
+ * with a record of a partition this instance no longer owns go to *lost,
+ * the others to *keep, both in order.  0 (ops untouched) unless both are
+ * non-empty and the operator's write is not among them.
+ */
+static int split_lost(struct mstate *st, struct mstate_aop *ops,
+    struct mstate_aop **lost, struct mstate_aop **keep)
+{
+	struct mstate_aop *op, *next, **lt = lost, **kt = keep;
+	size_t nlost = 0, n = 0;
+	char err[512];
+
+	*lost = *keep = NULL;
+	if (st->instance == NULL)
+		return 0;
+	for (op = ops; op != NULL; op = op->next) {
+		if (op->excl)
+			return 0;
+		n++;
+		op->from_lost = 0;
+		for (size_t i = 0; i < op->n && !op->from_lost; i++) {
+			struct mpart *p = NULL;
+			int scope = mstate_record_scope(st, op->types[i],
+			    op->bufs[i], op->lens[i], &p, err, sizeof(err));
+
+			/* Gone with its topic or mirror, or moved. */
+			if (scope < 0 || (scope == MSTATE_SCOPE_PART &&
+			    !mpart_owned_by(p, st->instance)))
+				op->from_lost = 1;
+		}
+		nlost += (size_t)op->from_lost;
+	}
+	if (nlost == 0 || nlost == n)
+		return 0;
+	for (op = ops; op != NULL; op = next) {
+		next = op->next;
+		op->next = NULL;
+		if (op->from_lost) {
+			*lt = op;
+			lt = &op->next;
+		} else {
+			*kt = op;
+			kt = &op->next;
+		}
+	}
+	return 1;
+}
+
 /* The log's completion of a group: apply its records in order, defer the
  * callbacks, maybe snapshot, then start the next group. */
 static void group_done(void *arg, int rc, int16_t sync_error,
@@ -1534,15 +1583,39 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 		int code = sync_error != 0 ? sync_error :
 		    KERR_KAFKA_STORAGE_ERROR;
 		const char *why = err != NULL ? err : "failed";
-		struct mstate_aop *acc = st->acc_head;
+		struct mstate_aop *acc = st->acc_head, *lost, *keep;
 		struct mlog_stats ls;
 
 		/* The records appended since (the ops queued for the next
 		 * group) go too. */
 		mlog_discard(st->ml);
-		fail_ops(st, g->ops, code, why);
 		st->acc_head = st->acc_tail = NULL;
 		mlog_stats(st->ml, &ls);
+		if (!ls.broken && split_lost(st, g->ops, &lost, &keep)) {
+			/* Some of its partitions moved to another instance
+			 * while it was out: those writes fail, the others go
+			 * again, before the ones queued after them. */
+			size_t nl = 0, nk = 0;
+
+			for (struct mstate_aop *o = lost; o != NULL; o = o->next)
+				nl++;
+			for (struct mstate_aop *o = keep; o != NULL; o = o->next)
+				nk++;
+			log_info("metadata log: the writer refused a group (%s); "
+			    "%zu write(s) of partitions this instance no longer "
+			    "owns fail, the other %zu go again", why, nl, nk);
+			fail_ops(st, lost, code, why);
+			st->astats.split_groups++;
+			requeue_ops(st, keep);
+			if (st->acc_head == NULL && keep != NULL) {
+				/* The log refused them: failed with acc. */
+				fail_ops(st, acc, KERR_KAFKA_STORAGE_ERROR,
+				    "the metadata log refused a write");
+				acc = NULL;
+			}
+		} else {
+			fail_ops(st, g->ops, code, why);
+		}
 		if (ls.broken)
 			/* The next group would fail the same way. */
 			fail_ops(st, acc, code, why);

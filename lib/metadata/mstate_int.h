@@ -30,6 +30,9 @@ struct mstate {
 	} hooks[MAX_HOOKS];
 	size_t nhooks;
 	struct mrec_config *cfgbuf; /* decode scratch, MREC_MAX_CONFIGS */
+	/* Multi-instance mode: this instance's id (mstate_set_instance()),
+	 * NULL in single mode. */
+	char *instance;
 	/* An open batch (mstate_batch_begin): records appended, not yet
 	 * synced, applied at commit in this order. */
 	int batch;
@@ -99,6 +102,7 @@ struct mstate_aop {
 	void *arg;
 	int excl;              /* the exclusive write's op */
 	int from_state;        /* held state change: the state it left */
+	int from_lost;         /* split_lost(): of a partition moved away */
 	int rc;                /* a Kafka error code, once done */
 	char *msg;             /* its message (NULL: none) */
 };
