@@ -497,14 +497,17 @@ struct pipeline {
 	size_t nsync_pend, sync_pend_cap;
 	/* What Metadata passes learnt for the metadata log, written in
 	 * an exclusive turn (pipe_meta.c): the noted changes, a hash table
-	 * of them (index + 1), the turn (waiting or in flight) and how many
-	 * changes the write in flight carries. */
+	 * of them (index + 1), the turn (waiting or in flight), how many
+	 * changes the write in flight carries and the changes it was made
+	 * from (kept until it completes: pmeta_noted()). */
 	struct pmeta_w *mw;
 	size_t nmw, mw_cap;
 	size_t *mw_table;
 	size_t mw_tcap;
 	int mw_turn;
 	size_t mw_queued;
+	struct pmeta_w *mw_fl;
+	size_t nmw_fl;
 };
 
 /* pipeline.c */
@@ -799,7 +802,7 @@ enum { PMETA_SOURCE_ID, PMETA_GROW, PMETA_ADD, PMETA_IDENT, PMETA_DELETED,
 	PMETA_FAIL };
 void pmeta_defer(struct pipeline *pl, int kind, const char *mirror,
     const char *topic, int which, const char *value, int32_t npart);
-/* 1 if that change is noted and waits for its turn (not yet in flight). */
+/* 1 if that change is noted and waits for its turn or is being written. */
 int pmeta_noted(const struct pipeline *pl, int kind, const char *mirror,
     const char *topic, int which);
 /* At the end of every pass: asks for the turn (mstate_excl_begin()). */

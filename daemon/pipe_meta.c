@@ -124,8 +124,29 @@ static struct pmeta_w *noted(const struct pipeline *pl, uint64_t h,
 int pmeta_noted(const struct pipeline *pl, int kind, const char *mirror,
     const char *topic, int which)
 {
-	return noted(pl, key_hash(kind, which, mirror, topic), kind, which,
-	    mirror, topic) != NULL;
+	uint64_t h = key_hash(kind, which, mirror, topic);
+
+	if (noted(pl, h, kind, which, mirror, topic) != NULL)
+		return 1;
+	/* The turn's write in flight (a short list, asked about rarely: a
+	 * topic missing from an answer). */
+	for (size_t i = 0; i < pl->nmw_fl; i++)
+		if (pl->mw_fl[i].hash == h &&
+		    key_same(&pl->mw_fl[i], kind, which, mirror, topic))
+			return 1;
+	return 0;
+}
+
+static void flight_free(struct pipeline *pl)
+{
+	for (size_t i = 0; i < pl->nmw_fl; i++) {
+		free(pl->mw_fl[i].mirror);
+		free(pl->mw_fl[i].topic);
+		free(pl->mw_fl[i].value);
+	}
+	free(pl->mw_fl);
+	pl->mw_fl = NULL;
+	pl->nmw_fl = 0;
 }
 
 void pmeta_defer(struct pipeline *pl, int kind, const char *mirror,
@@ -311,6 +332,7 @@ static void meta_done(void *arg, int code, const char *msg)
 	struct pipeline *pl = arg;
 
 	pl->mw_turn = TURN_NONE;
+	flight_free(pl);
 	if (code != 0)
 		log_warnx("pipeline: %zu metadata change(s) learnt from "
 		    "Metadata answers were not recorded (the next pass learns "
@@ -338,12 +360,9 @@ static void meta_ready(void *arg)
 	pl->mw_turn = TURN_FLIGHT;
 	for (size_t i = 0; i < n; i++)
 		queued += (size_t)queue_one(pl, &v[i]);
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].mirror);
-		free(v[i].topic);
-		free(v[i].value);
-	}
-	free(v);
+	flight_free(pl);
+	pl->mw_fl = v;   /* until the write completes (pmeta_noted()) */
+	pl->nmw_fl = n;
 	pl->mw_queued = queued;
 	if (queued > 0)
 		log_debug("pipeline: %zu metadata change(s) learnt from "
@@ -391,6 +410,7 @@ void pmeta_free(struct pipeline *pl)
 	}
 	free(pl->mw);
 	free(pl->mw_table);
+	flight_free(pl);
 	pl->mw = NULL;
 	pl->mw_table = NULL;
 	pl->nmw = pl->mw_cap = pl->mw_tcap = 0;
