@@ -367,6 +367,10 @@ static void on_mlog_sync(void *arg, const struct mlog_stats *st)
 			metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
 			    METADATA_LOG_LOOP_WRITES)), (double)(as.sync_writes -
 			    d->as_seen.sync_writes));
+		if (as.split_groups > d->as_seen.split_groups)
+			metrics_counter_add(METRICS_SERIES(MSTD(&d->ms,
+			    METADATA_LOG_SPLIT_GROUPS)), (double)(as.split_groups -
+			    d->as_seen.split_groups));
 		d->as_seen = as;
 	}
 }

@@ -264,9 +264,15 @@
 	    "decides again") \
 	X(METADATA_LOG_LOOP_WRITES, "mirrord_metadata_log_loop_writes_total", \
 	    COUNTER, NONE, NONE, NO, "Metadata log writes made synchronously " \
-	    "on the event loop, which waits for each (the few kinds still " \
-	    "written so, and a writer's handling of forwarded writes); the " \
-	    "rest are written in groups off the loop") \
+	    "on the event loop, which waits for each (none in a single " \
+	    "instance once started; the writer of several instances handles " \
+	    "forwarded writes and a rebalance's records so); the rest are " \
+	    "written in groups off the loop") \
+	X(METADATA_LOG_SPLIT_GROUPS, \
+	    "mirrord_metadata_log_split_groups_total", COUNTER, NONE, NONE, \
+	    NO, "Groups the metadata writer refused because some of their " \
+	    "partitions had moved to another instance: those writes failed, " \
+	    "the others were written again") \
 	X(METADATA_LOG_SNAPSHOT_AGE, \
 	    "mirrord_metadata_log_snapshot_age_seconds", GAUGE, NONE, NONE, NO, \
 	    "Seconds since the last metadata log snapshot was written") \
