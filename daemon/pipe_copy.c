@@ -1933,11 +1933,26 @@ out:
  * A partition a Fetch could carry now, leaving out the answer's budget
  * (that depends on what the request holds before it) and the leader.
  */
+/*
+ * A partition may be fetched while it holds at most half its cap: one
+ * that is behind (its queue filled up because the destination takes
+ * batches more slowly than the source gives them) waits until half has
+ * been written and then asks for that half at once, rather than for the
+ * few KiB each Produce answer frees.  Fetching those few KiB at a time
+ * made one Fetch per two Produce requests on a small-batch source (the
+ * source broker's CPU for nothing).  A partition that keeps up holds far
+ * less than half, so its latency does not change.
+ */
+static int fetch_room_ok(const struct pipeline *pl, const struct ppart *p)
+{
+	return (int64_t)p->qbytes <= pcap(pl) / 2;
+}
+
 static int fetch_candidate(struct pipeline *pl, struct pcluster *cl,
     struct ppart *p, int64_t now)
 {
 	return p->step == PS_RUN && !p->fetch_inflight && now >= p->not_before &&
-	    pl_part_wants_run(p) && pcap(pl) - (int64_t)p->qbytes > 0 &&
+	    pl_part_wants_run(p) && fetch_room_ok(pl, p) &&
 	    !(p->src_gone && p->src_gone_gen == cl->md_gen);
 }
 

@@ -98,6 +98,7 @@ def run(depth, src, dst, want, payload):
                "mirrord (depth %d) to write its first batch (log %s)"
                % (depth, d.proc.log_path), interval=0.01)
     cpu0 = proc_cpu_s(pid)
+    bcpu0 = (proc_cpu_s(src.pid), proc_cpu_s(dst.pid))
     t0 = time.monotonic()
     first = sum(ends(dst.bootstrap))
     h.wait_for(lambda: ends(dst.bootstrap) == want, 1200,
@@ -105,10 +106,11 @@ def run(depth, src, dst, want, payload):
                % (depth, d.proc.log_path), interval=0.02)
     wall = time.monotonic() - t0
     cpu = proc_cpu_s(pid) - cpu0
+    bcpu = (proc_cpu_s(src.pid) - bcpu0[0], proc_cpu_s(dst.pid) - bcpu0[1])
     payload = payload * (sum(want) - first) / sum(want)
     hwm = proc_hwm_kb(pid)
     peak = None
-    reqs = batches = 0
+    reqs = batches = fetches = 0
     for line in d.metrics().splitlines():
         if line.startswith("mirrord_produce_partition_inflight_batches_peak"):
             peak = int(float(line.split()[-1]))
@@ -116,11 +118,14 @@ def run(depth, src, dst, want, payload):
             reqs += int(float(line.split()[-1]))
         elif line.startswith("mirrord_produce_request_batches_total"):
             batches += int(float(line.split()[-1]))
+        elif line.startswith("mirrord_fetch_requests_total"):
+            fetches += int(float(line.split()[-1]))
     d.stop()
     return {"depth": depth, "wall_s": wall, "cpu_s": cpu, "rss_kb": hwm,
             "mb_s": payload / 1e6 / wall,
             "cpu_s_gb": cpu / (payload / 1e9), "peak": peak,
-            "reqs": reqs, "per_req": batches / reqs if reqs else 0}
+            "reqs": reqs, "per_req": batches / reqs if reqs else 0,
+            "fetches": fetches, "src_cpu_s": bcpu[0], "dst_cpu_s": bcpu[1]}
 
 
 def main():
@@ -145,9 +150,12 @@ def main():
         res.append(r)
         print("depth %d: %.1f MB/s, %.2f CPU-s/GB, %.1f s, CPU %.2f s, peak RSS "
               "%d KiB, peak batches of a partition in flight %s, %d Produce "
-              "requests of %.1f batches on average"
+              "requests of %.1f batches on average, %d Fetch requests; "
+              "the brokers' CPU over the copy: source %.2f s, destination "
+              "%.2f s"
               % (depth, r["mb_s"], r["cpu_s_gb"], r["wall_s"], r["cpu_s"],
-                 r["rss_kb"], r["peak"], r["reqs"], r["per_req"]), flush=True)
+                 r["rss_kb"], r["peak"], r["reqs"], r["per_req"],
+                 r["fetches"], r["src_cpu_s"], r["dst_cpu_s"]), flush=True)
     base = res[0]
     for r in res[1:]:
         print("depth %d vs %d: %.2fx MB/s, %.2fx CPU-s/GB"
