@@ -19,6 +19,12 @@ every partition that has one ready (pipe_copy.c, produce_conn_cap()):
     _request_batches_total over mirrord_produce_requests_total); before the
     cap, partitions that started at different moments stayed out of step and
     a request carried a single batch, dozens of them in flight;
+  * while that backlog drains, each partition at its 64 KiB cap
+    (pipeline.max_inflight_bytes_per_partition) is fetched again once half
+    of it is written, for that half, not for the 1 KiB each Produce answer
+    frees: the Fetch requests (mirrord_fetch_requests_total) are far fewer
+    than the Produce requests (before, about one Fetch per two Produce
+    requests: the source broker's CPU spent on tiny answers);
   * the destination broker held (SIGSTOP) past pipeline.request_timeout_ms
     while requests carrying batches of many partitions are in flight: every
     request times out with the batches of all its partitions, the broker
@@ -50,6 +56,12 @@ def request_counts(d):
             tpk.gauge(d, "mirrord_produce_request_batches_total"))
 
 
+def fetch_requests(d):
+    """mirrord_fetch_requests_total over its result labels."""
+    return sum(float(line.split()[-1]) for line in d.metrics().splitlines()
+               if line.startswith("mirrord_fetch_requests_total{"))
+
+
 def main():
     tpk.NPART = NPART  # the helpers spread and compare over NPART partitions
     tpk.MIRROR = "pr"
@@ -57,11 +69,12 @@ def main():
     src.create_topic(TOPIC, NPART)
 
     # 1. A backlog of small batches in 8 partitions.
-    n_backlog = 300 * NPART
+    n_backlog = 600 * NPART
     tpk.write(src.bootstrap, TOPIC, n_backlog, "backlog")
     d = mt.Mirrord(destination=dst.bootstrap, log_level="info",
                    extra_yaml="pipeline:\n  request_timeout_ms: %d\n"
                    "  max_inflight_batches_per_partition: %d\n"
+                   "  max_inflight_bytes_per_partition: 64KiB\n"
                    % (TIMEOUT_MS, DEPTH))
     d.create(tpk.MIRROR, {"bootstrap.servers": src.bootstrap,
                           "mirror.fetch.wait.max.ms": "100",
@@ -86,8 +99,13 @@ def main():
     h.check(batches / reqs >= NPART / 2.0, "backlog: %d batches in %d Produce "
             "requests (%.1f a request), want at least %d of the %d partitions "
             "a request" % (batches, reqs, batches / reqs, NPART // 2, NPART))
+    fetches = fetch_requests(d)
+    h.check(fetches * 4 <= reqs, "backlog: %d Fetch requests for %d Produce "
+            "requests, want at most a quarter: a partition at its cap is "
+            "fetched in halves, not a batch at a time" % (fetches, reqs))
     log("backlog: %d batches equal, %d Produce requests (%.1f batches each), "
-        "at most %d in flight" % (n, reqs, batches / reqs, peak))
+        "at most %d in flight, %d Fetch requests"
+        % (n, reqs, batches / reqs, peak, fetches))
 
     # 2. The destination broker held past the request timeout while requests
     #    carrying batches of many partitions are in flight.

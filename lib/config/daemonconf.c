@@ -212,7 +212,8 @@ const struct ckey config_keys[] = {
 	  "The value 1 sends one batch of a partition at a time and waits for its answer." },
 	{ "pipeline.max_inflight_bytes_per_partition", CT_SIZE, F(pipeline_max_inflight_bytes_per_partition), "8MiB", 64 * KiB, 1 * GiB, NULL, KF_RELOAD, NULL,
 	  "Most bytes of one partition fetched from the source and not yet acknowledged by the destination. "
-	  "When reached, that partition stops fetching until the destination catches up." },
+	  "When reached, that partition stops fetching until the destination has acknowledged half of it, and then fetches that half at once: "
+	  "a partition that is behind is fetched in large pieces, not a few KiB per Produce answer." },
 	{ "pipeline.max_inflight_bytes_total", CT_SIZE, F(pipeline_max_inflight_bytes_total), "256MiB", 1 * MiB, 64 * GiB, NULL, KF_RELOAD, NULL,
 	  "Most bytes held for record data across all partitions, which bounds the memory used for it: batches fetched and not yet acknowledged (queued, in flight, kept after an uncertain Produce), the largest answer of every Fetch in flight with the copies of its batches (reserved before the Fetch is sent, which asks for at most half of what is left), and encoded Produce requests not yet written to the destination. "
 	  "Only a single batch larger than what is left may pass it (a broker returns the first batch of a Fetch whole), so that copying moves on; mirrord_memory_held_bytes shows each kind. "
