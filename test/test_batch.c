@@ -674,6 +674,17 @@ START_TEST(test_validator_rules)
 		ck_assert_int_eq(batch_validate_produce_flags(q, tl, 0,
 		    BATCH_VP_RECORDS_WALKED, err, sizeof(err)), -1);
 		ck_assert_msg(strstr(err, "corrupt record") != NULL, "%s", err);
+		/* a CRC carried from intake is not recomputed (the broker
+		 * checks it), the header rules still are */
+		ck_assert_int_eq(batch_validate_produce_flags(q, tl, 0,
+		    BATCH_VP_RECORDS_WALKED | BATCH_VP_CRC_CARRIED, err,
+		    sizeof(err)), 0);
+		be64_store(q, 7); /* BaseOffset */
+		ck_assert_int_eq(batch_validate_produce_flags(q, tl, 0,
+		    BATCH_VP_RECORDS_WALKED | BATCH_VP_CRC_CARRIED, err,
+		    sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "base offset: BaseOffset 7") != NULL,
+		    "%s", err);
 		free(q);
 	}
 

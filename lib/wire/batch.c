@@ -446,7 +446,8 @@ int batch_validate_produce_flags(const uint8_t *records, size_t len,
 		    "one-batch rule: %zu bytes follow the first batch (offset %" PRId64
 		    ", %zu bytes); a Produce carries exactly one batch per partition",
 		    len - b.len, b.base_offset, b.len);
-	if (batch_verify_crc(&b, why, sizeof(why)) < 0)
+	if (!(flags & BATCH_VP_CRC_CARRIED) &&
+	    batch_verify_crc(&b, why, sizeof(why)) < 0)
 		return fail(err, errlen, "corrupt record: %s", why);
 	if (max_batch_bytes > 0 && b.len > max_batch_bytes)
 		return fail(err, errlen,

@@ -265,6 +265,17 @@ int batch_validate_produce(const uint8_t *records, size_t len,
  * it: batch_rewrite_header()).
  */
 #define BATCH_VP_RECORDS_WALKED 1
+/*
+ * BATCH_VP_CRC_CARRIED: the CRC is not computed again.  For a batch whose
+ * stored CRC the caller verified when it took the batch in and then
+ * carried over a header rewrite (batch_rewrite_header()'s fix-up): a
+ * second pass over every byte found nothing the first did not, and the
+ * broker checks the CRC of every batch a client produces anyway (Kafka
+ * answers CORRUPT_MESSAGE and appends nothing), so a batch changed in
+ * between is still refused whole, by the broker, with the partition
+ * failed and its reason named.  The header rules are still checked.
+ */
+#define BATCH_VP_CRC_CARRIED 2
 int batch_validate_produce_flags(const uint8_t *records, size_t len,
     size_t max_batch_bytes, int flags, char *err, size_t errlen);
 
