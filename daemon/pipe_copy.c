@@ -1930,10 +1930,6 @@ out:
 }
 
 /*
- * A partition a Fetch could carry now, leaving out the answer's budget
- * (that depends on what the request holds before it) and the leader.
- */
-/*
  * A partition may be fetched while it holds at most half its cap: one
  * that is behind (its queue filled up because the destination takes
  * batches more slowly than the source gives them) waits until half has
@@ -1948,6 +1944,10 @@ static int fetch_room_ok(const struct pipeline *pl, const struct ppart *p)
 	return (int64_t)p->qbytes <= pcap(pl) / 2;
 }
 
+/*
+ * A partition a Fetch could carry now, leaving out the answer's budget
+ * (that depends on what the request holds before it) and the leader.
+ */
 static int fetch_candidate(struct pipeline *pl, struct pcluster *cl,
     struct ppart *p, int64_t now)
 {

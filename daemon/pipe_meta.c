@@ -137,13 +137,19 @@ int pmeta_noted(const struct pipeline *pl, int kind, const char *mirror,
 	return 0;
 }
 
+/* Frees n noted changes (their strings; not the array). */
+static void notes_fini(struct pmeta_w *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].mirror);
+		free(v[i].topic);
+		free(v[i].value);
+	}
+}
+
 static void flight_free(struct pipeline *pl)
 {
-	for (size_t i = 0; i < pl->nmw_fl; i++) {
-		free(pl->mw_fl[i].mirror);
-		free(pl->mw_fl[i].topic);
-		free(pl->mw_fl[i].value);
-	}
+	notes_fini(pl->mw_fl, pl->nmw_fl);
 	free(pl->mw_fl);
 	pl->mw_fl = NULL;
 	pl->nmw_fl = 0;
@@ -403,11 +409,7 @@ void pmeta_free(struct pipeline *pl)
 	if (pl->mw_turn != TURN_NONE)
 		mstate_excl_cancel(pl->st, pl);
 	pl->mw_turn = TURN_NONE;
-	for (size_t i = 0; i < pl->nmw; i++) {
-		free(pl->mw[i].mirror);
-		free(pl->mw[i].topic);
-		free(pl->mw[i].value);
-	}
+	notes_fini(pl->mw, pl->nmw);
 	free(pl->mw);
 	free(pl->mw_table);
 	flight_free(pl);

@@ -260,9 +260,10 @@ int batch_validate_produce(const uint8_t *records, size_t len,
  * batch_validate_produce() with flags.  BATCH_VP_RECORDS_WALKED: the
  * caller already walked these records (batch_has_holes() returned 0 for
  * them, before a header rewrite that leaves the records as they are), so
- * they are not walked again; the CRC, still verified, proves they did not
- * change since (a header rewrite fixes the CRC up, it does not recompute
- * it: batch_rewrite_header()).
+ * they are not walked again; the CRC proves they did not change since (a
+ * header rewrite fixes the CRC up, it does not recompute it:
+ * batch_rewrite_header()): verified here, or by the broker with
+ * BATCH_VP_CRC_CARRIED.
  */
 #define BATCH_VP_RECORDS_WALKED 1
 /*
