@@ -100,11 +100,24 @@ static void state_hook(void *arg, const struct mstate_event *ev)
 	}
 }
 
+static void handler_arm(void *arg, int on)
+{
+	(void)arg;
+	mlog_kafka_reply_arm(ml, on);
+}
+
+static void handler_done(void *arg, int code, const char *msg)
+{
+	(void)arg;
+	mlog_kafka_request_done(ml, code, msg);
+}
+
 static int handler(void *arg, const char *inst, const char *member,
     int32_t generation, const struct mlog_rec *recs, size_t n, char *why,
     size_t whylen)
 {
 	char err[512];
+	int code, started;
 
 	(void)arg;
 	(void)member;
@@ -124,7 +137,12 @@ static int handler(void *arg, const char *inst, const char *member,
 			return KERR_POLICY_VIOLATION;
 		}
 	}
-	return mstate_apply_forwarded(st, recs, n, why, whylen);
+	if (getenv("MLOGK_SYNC_HANDLER") != NULL)
+		return mstate_apply_forwarded(st, recs, n, why, whylen);
+	/* As mirrord's writer: off the loop, answered later. */
+	code = mstate_apply_forwarded_async(st, recs, n, handler_arm,
+	    handler_done, NULL, &started, why, whylen);
+	return started ? MLOG_KAFKA_PENDING : code;
 }
 
 static struct mpart *part(const char *m, const char *t, const char *p,

@@ -93,13 +93,22 @@
  * nothing), then the request topic from the offset after the last request
  * it finds answered (every REPLY names its request's offset; a snapshot's
  * MLOG_T_SNAPSHOT record, version 2, carries that offset so trimming loses
- * nothing), and hands each request to the request handler.  On accept the
- * handler calls mstate_apply_forwarded() (validate on a scratch copy of
- * only the objects the records name, append, sync, apply): the first sync made while a request is handled carries
- * its REPLY in the same batch, so the records and their answer land
- * together or not at all, and a new writer never answers twice.  A
+ * nothing), and hands each request to the request handler, one at a time,
+ * in order.  On accept the handler writes the records: synchronously
+ * (mstate_apply_forwarded(): validate on a scratch copy of only the
+ * objects the records name, append, sync, apply), the first sync made
+ * while the handler runs carrying the REPLY; or, with the log's event
+ * base, later (mstate_apply_forwarded_async() in mstate's exclusive turn,
+ * the REPLY armed for the records' group, mlog_kafka_request_done() when
+ * it is durable).  Either way the records and their answer land in one
+ * batch, together or not at all, and a new writer never answers twice.  A
  * refusal, or a request that does not decode (named: version, header,
- * which frame is torn or of a framing type), gets only its REPLY.
+ * which frame is torn or of a framing type), gets only its REPLY.  With
+ * an event base both reads are jobs of the log's thread (PEEK, REQFETCH
+ * in mlog_kafka_async.c) and a REPLY written alone is one too, so the
+ * writer's loop waits for none of it; only records of another writer
+ * found after its own (a newer writer's claim) are read on the loop, once
+ * the thread is idle, to demote it.
  *
  * Roles.  mlog_kafka_promote() turns a follower into the writer exactly
  * as the open of a writer does: InitProducerId, claim, then read to the
@@ -126,9 +135,11 @@
  *
  * Off the loop (mlog_kafka_async.c): mlog_sync_async() (ops->sync_async,
  * ops->wait) hands a group to the log's I/O thread (the writer's Produce,
- * the follower's request, completed when the tail reads its REPLY), and a
+ * the follower's request, completed when the tail reads its REPLY), a
  * follower's mlog_kafka_poll() starts the next Fetch there and applies
- * the records the previous one brought; the loop never waits for them.
+ * the records the previous one brought, and the writer's starts its look
+ * at the log and its Fetch of the requests there; the loop never waits
+ * for them.
  *
  * Connections (mlog_kafka_net.c): every request is a kconn request on a
  * kcluster of the log's own (destination.client's connection and
@@ -750,6 +761,10 @@ void mk_fire_role(struct mk *k)
 
 static void become_follower(struct mk *k, const char *why)
 {
+	/* The requests fetched and not answered: the new writer's now.  One
+	 * with the handler is dropped when the handler's call returns. */
+	if (!k->rq_in_handler)
+		mk_rq_drop(k);
 	k->writer = 0;
 	k->base.applies_on_sync = 1;
 	k->role_pending = 1;
@@ -932,12 +947,12 @@ static int writer_sync(struct mk *k, int16_t error, const char *msg,
 	int64_t t0, base;
 	size_t bytes = k->pend.len;
 	uint32_t n = k->npend, reply = 0;
-	int rc;
+	int rc, carry = (k->cur_active || k->reply_armed) && !k->cur_replied;
 
-	if (n == 0 && !(k->cur_active && !k->cur_replied))
+	if (n == 0 && !carry)
 		return 0;
 	/* Handling a follower's request: its REPLY goes into this batch. */
-	if (k->cur_active && !k->cur_replied) {
+	if (carry) {
 		if (pend_reply(k, error, msg, err, errlen) != 0) {
 			kafka_discard(&k->base);
 			return -1;
@@ -1362,6 +1377,8 @@ int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
 	}
 	k->writer = 1;
 	ml->applies_on_sync = 0;
+	mk_rq_drop(k);
+	k->foreign = 0;
 	mk_async_promoted(k);
 	k->role_pending = 1;
 	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
@@ -1376,16 +1393,10 @@ static int reply_alone(struct mk *k, int16_t error, const char *msg,
     char *err, size_t errlen)
 {
 	kafka_discard(&k->base);
+	k->cur_active = 1;
 	k->cur_replied = 0;
 	return writer_sync(k, error, msg, err, errlen);
 }
-
-struct req_ctx {
-	struct mk *k;
-	int handled;
-	int stop;
-	char err[768];
-};
 
 struct frame_list {
 	struct mlog_rec *recs;
@@ -1405,92 +1416,157 @@ static int collect_frame(void *arg, uint16_t type, const uint8_t *p,
 	return 0;
 }
 
+/* Forgets the request being handled (not its place in the topic). */
+static void cur_clear(struct mk *k)
+{
+	free(k->cur_inst);
+	free(k->cur_mem);
+	free(k->cur_recs);
+	k->cur_inst = k->cur_mem = NULL;
+	k->cur_recs = NULL;
+	k->cur_instance = NULL;
+	k->cur_active = 0;
+	k->reply_armed = 0;
+}
+
+static char *dup_n(const char *p, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	if (s != NULL) {
+		if (n > 0)
+			memcpy(s, p, n);
+		s[n] = '\0';
+	}
+	return s;
+}
+
+/*
+ * Hands one request (record r of the request topic) to the handler.
+ * 0 with *code: 0 accepted (written by the handler), else refused with
+ * why; 1: the handler answers later (mlog_kafka_request_done()); -1 out
+ * of memory.  k->cur_* describe the request until cur_clear().
+ */
+static int decide(struct mk *k, const struct krec *r, int16_t *code,
+    char *why, size_t whylen)
+{
+	struct mlog_kafka_req q;
+	struct mlog_scan_result res;
+	struct frame_list fl = { 0 };
+	char e[512];
+	int rc;
+
+	cur_clear(k);
+	k->cur_replied = 0;
+	k->cur_off = r->offset;
+	why[0] = '\0';
+	if (mlog_kafka_decode_request(r->p, r->len, k->base.opts.max_record,
+	    &q, e, sizeof(e)) != 0) {
+		/* Answer whoever the key or the header names. */
+		k->cur_inst = q.instance_id != NULL ?
+		    dup_n(q.instance_id, q.instance_len) :
+		    dup_n(r->key != NULL ? (const char *)r->key : "",
+		    r->key != NULL ? r->key_len : 0);
+		if (k->cur_inst == NULL)
+			return -1;
+		k->cur_instance = k->cur_inst;
+		k->cur_id = q.id;
+		seterr(why, whylen, "request at offset %" PRId64 " of topic %s "
+		    "from instance \"%s\" is malformed: %s", r->offset,
+		    k->req->topic, k->cur_inst, e);
+		log_warnx("metadata log: %s", why);
+		*code = KERR_INVALID_REQUEST;
+		return 0;
+	}
+	k->cur_inst = dup_n(q.instance_id, q.instance_len);
+	k->cur_mem = dup_n(q.member_id, q.member_len);
+	fl.recs = calloc(q.nframes + 1, sizeof(*fl.recs));
+	k->cur_recs = fl.recs;
+	if (k->cur_inst == NULL || k->cur_mem == NULL || fl.recs == NULL)
+		return -1;
+	k->cur_instance = k->cur_inst;
+	k->cur_id = q.id;
+	fl.file = k->req->topic;
+	fl.base = (uint64_t)r->offset;
+	mlog_scan(q.frames, q.frames_len, k->base.opts.max_record,
+	    collect_frame, &fl, &res);
+	if (k->req_fn == NULL) {
+		*code = KERR_NOT_CONTROLLER;
+		seterr(why, whylen, "the writer has no request handler");
+		return 0;
+	}
+	/* A sync the handler makes now carries the REPLY (writer_sync()). */
+	k->cur_active = 1;
+	k->rq_in_handler = 1;
+	rc = k->req_fn(k->req_arg, k->cur_inst, k->cur_mem, q.generation,
+	    fl.recs, fl.n, why, whylen);
+	k->rq_in_handler = 0;
+	k->cur_active = 0;
+	if (rc == MLOG_KAFKA_PENDING)
+		return 1;
+	*code = (int16_t)rc;
+	if (*code != 0 && why[0] == '\0')
+		seterr(why, whylen, "refused by the writer: %s", kerr_name(*code));
+	return 0;
+}
+
+struct req_ctx {
+	struct mk *k;
+	int handled;
+	int stop;
+	char err[768];
+};
+
+/* Without an event base: each request decided and answered here. */
 static int request_cb(void *arg, const struct krec *r, char *err,
     size_t errlen)
 {
 	struct req_ctx *rc = arg;
 	struct mk *k = rc->k;
-	struct mlog_kafka_req q;
-	struct mlog_scan_result res;
-	struct frame_list fl = { 0 };
-	char why[MLOG_KAFKA_REPLY_MSG_MAX], e[512], inst[512], mem[512];
-	int16_t code;
+	char why[MLOG_KAFKA_REPLY_MSG_MAX];
+	int16_t code = 0;
+	int d;
 
 	(void)err;
 	(void)errlen;
 	if (!k->writer || rc->stop)
 		return 1;
-	k->cur_active = 1;
-	k->cur_replied = 0;
-	k->cur_off = r->offset;
-	if (mlog_kafka_decode_request(r->p, r->len, k->base.opts.max_record,
-	    &q, e, sizeof(e)) != 0) {
-		/* Answer whoever the key or the header names. */
-		if (q.instance_id != NULL)
-			seterr(inst, sizeof(inst), "%.*s", (int)q.instance_len,
-			    q.instance_id);
-		else
-			seterr(inst, sizeof(inst), "%.*s", (int)r->key_len,
-			    r->key != NULL ? (const char *)r->key : "");
-		k->cur_id = q.id;
-		k->cur_instance = inst;
-		seterr(why, sizeof(why), "request at offset %" PRId64 " of topic "
-		    "%s from instance \"%s\" is malformed: %s", r->offset,
-		    k->req->topic, inst, e);
-		log_warnx("metadata log: %s", why);
-		code = KERR_INVALID_REQUEST;
-		goto reply;
-	}
-	seterr(inst, sizeof(inst), "%.*s", (int)q.instance_len, q.instance_id);
-	seterr(mem, sizeof(mem), "%.*s", (int)q.member_len, q.member_id);
-	k->cur_id = q.id;
-	k->cur_instance = inst;
-	fl.recs = calloc(q.nframes, sizeof(*fl.recs));
-	if (fl.recs == NULL) {
+	k->rq_state = MK_RQ_HANDLER;
+	d = decide(k, r, &code, why, sizeof(why));
+	k->rq_state = MK_RQ_IDLE;
+	if (d < 0) {
 		seterr(rc->err, sizeof(rc->err), "out of memory");
+		cur_clear(k);
 		rc->stop = 1;
-		k->cur_active = 0;
 		return 1;
 	}
-	fl.file = k->req->topic;
-	fl.base = (uint64_t)r->offset;
-	mlog_scan(q.frames, q.frames_len, k->base.opts.max_record,
-	    collect_frame, &fl, &res);
-	why[0] = '\0';
-	if (k->req_fn == NULL) {
-		code = KERR_NOT_CONTROLLER;
-		seterr(why, sizeof(why), "the writer has no request handler");
-	} else {
-		code = (int16_t)k->req_fn(k->req_arg, inst, mem, q.generation,
-		    fl.recs, fl.n, why, sizeof(why));
-		if (code != 0 && why[0] == '\0')
-			seterr(why, sizeof(why), "refused by the writer: %s",
-			    kerr_name(code));
+	if (d == 1) {
+		/* Only with an event base may a handler answer later. */
+		code = KERR_UNKNOWN_SERVER_ERROR;
+		seterr(why, sizeof(why), "internal error: the handler of a "
+		    "writer without an event loop cannot answer later");
 	}
-	free(fl.recs);
-reply:
 	if (!k->writer) {
 		/* Demoted (fenced) while handling it: the new writer answers. */
-		k->cur_active = 0;
+		cur_clear(k);
 		rc->stop = 1;
 		return 1;
 	}
 	if (!k->cur_replied && reply_alone(k, code, why, rc->err,
 	    sizeof(rc->err)) != 0) {
-		k->cur_active = 0;
+		cur_clear(k);
 		rc->stop = 1;
 		return 1;
 	}
 	if (k->cur_off + 1 > k->req_next)
 		k->req_next = k->cur_off + 1;
-	k->cur_active = 0;
-	k->cur_instance = NULL;
+	cur_clear(k);
 	rc->handled++;
 	return 0;
 }
 
-/* The writer: every request not yet answered, in order.  Idle, one
- * Fetch from the first unanswered offset. */
+/* The writer without an event base: every request not yet answered, in
+ * order.  Idle, one Fetch from the first unanswered offset. */
 static int handle_requests(struct mk *k, char *err, size_t errlen)
 {
 	struct mk *q = k->req;
@@ -1541,6 +1617,129 @@ static int handle_requests(struct mk *k, char *err, size_t errlen)
 	return rc.handled;
 }
 
+/* ---- the writer's requests off the loop (an event base) ----------------- */
+
+uint8_t *mk_reply_frame(struct mk *k, int16_t error, const char *msg,
+    size_t *len)
+{
+	uint8_t *p, *f;
+	size_t plen;
+
+	p = mlog_kafka_encode_reply(k->cur_instance, k->cur_id, k->cur_off,
+	    error, msg, &plen);
+	if (p == NULL)
+		return NULL;
+	if ((f = malloc(MLOG_FRAME_HDR + plen)) != NULL) {
+		mlog_frame_header(f, MLOG_T_REPLY, p, (uint32_t)plen);
+		memcpy(f + MLOG_FRAME_HDR, p, plen);
+		*len = MLOG_FRAME_HDR + plen;
+	}
+	free(p);
+	return f;
+}
+
+void mk_rq_next(struct mk *k)
+{
+	if (k->cur_off + 1 > k->req_next)
+		k->req_next = k->cur_off + 1;
+	cur_clear(k);
+	k->rq_state = MK_RQ_IDLE;
+	k->rq_answered++;
+}
+
+void mk_rq_drop(struct mk *k)
+{
+	cur_clear(k);
+	k->rq_state = MK_RQ_IDLE;
+	mk_async_rq_clear(k);
+}
+
+/* The handler decided (code, why): the REPLY is in the log already (it
+ * joined the records' group), or it goes alone now. */
+static void answer(struct mk *k, int16_t code, const char *why)
+{
+	char err[1024];
+
+	if (!k->writer) {
+		mk_rq_drop(k);         /* the new writer answers */
+		return;
+	}
+	if (k->cur_replied) {
+		mk_rq_next(k);
+		return;
+	}
+	if (mk_async_reply_alone(k, code, why, err, sizeof(err)) != 0) {
+		log_warnx("metadata log: cannot answer request at offset %"
+		    PRId64 " of topic %s: %s; reading it again later",
+		    k->cur_off, k->req->topic, err);
+		mk_rq_drop(k);
+		return;
+	}
+	k->rq_state = MK_RQ_REPLY;
+}
+
+void mk_rq_pump(struct mk *k)
+{
+	char why[MLOG_KAFKA_REPLY_MSG_MAX];
+	struct krec r;
+	int16_t code = 0;
+	int d;
+
+	while (k->writer && !k->broken && k->rq_state == MK_RQ_IDLE &&
+	    mk_async_rq_take(k, &r)) {
+		k->rq_state = MK_RQ_HANDLER;
+		k->rq_code = 0;
+		k->rq_why[0] = '\0';
+		d = decide(k, &r, &code, why, sizeof(why));
+		if (d < 0) {
+			log_warnx("metadata log: out of memory handling request "
+			    "at offset %" PRId64 " of topic %s; reading it again "
+			    "later", r.offset, k->req->topic);
+			mk_rq_drop(k);
+			return;
+		}
+		if (d == 1) {
+			if (k->rq_state != MK_RQ_ANSWERED)
+				return;        /* mlog_kafka_request_done() */
+			code = k->rq_code;
+			seterr(why, sizeof(why), "%s", k->rq_why);
+		}
+		answer(k, code, why);
+	}
+}
+
+void mlog_kafka_request_done(struct mlog *ml, int code, const char *why)
+{
+	struct mk *k = (struct mk *)ml;
+
+	if (k->rq_state != MK_RQ_HANDLER)
+		return;                /* dropped meanwhile (demoted) */
+	k->reply_armed = 0;
+	if (why == NULL || why[0] == '\0')
+		why = code != 0 ? kerr_name((int16_t)code) : "";
+	if (k->rq_in_handler) {
+		/* From inside the handler's call: mk_rq_pump() answers. */
+		k->rq_state = MK_RQ_ANSWERED;
+		k->rq_code = (int16_t)code;
+		seterr(k->rq_why, sizeof(k->rq_why), "%s", why);
+		return;
+	}
+	answer(k, (int16_t)code, why);
+	mk_rq_pump(k);
+}
+
+void mlog_kafka_reply_arm(struct mlog *ml, int arm)
+{
+	struct mk *k = (struct mk *)ml;
+
+	k->reply_armed = arm && k->rq_state == MK_RQ_HANDLER && k->writer;
+}
+
+int mlog_kafka_request_pending(const struct mlog *ml)
+{
+	return ((const struct mk *)ml)->rq_state != MK_RQ_IDLE;
+}
+
 int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
     size_t errlen)
 {
@@ -1561,6 +1760,29 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
 		/* The follower's tail: a Fetch on the log's thread, its
 		 * records applied here when it is back. */
 		rc = mk_async_poll(k, &n, err, errlen);
+		return rc != 0 ? -1 : n;
+	}
+	if (k->base.base != NULL) {
+		/* Off the loop: the writer's look at its log and its Fetch of
+		 * the requests are jobs of the log's thread, the requests are
+		 * handed to the handler as they come, and it may answer
+		 * later.  Only another writer's records in the log (a newer
+		 * writer's claim) are read here, once the thread is idle. */
+		uint64_t answered = k->rq_answered;
+
+		rc = mk_async_writer_poll(k, err, errlen);
+		if (rc == 0 && k->foreign && k->writer) {
+			k->foreign = 0;
+			mk_quiesce(k);
+			before = k->tail->applied;
+			if (tail_once(k, 0, err, errlen) != 0)
+				rc = -1;
+			n = (int)(k->tail->applied - (k->rebuilds == rebuilds ?
+			    before : 0));
+			k->st.records += (uint64_t)n;
+		}
+		n += (int)(k->rq_answered - answered);
+		mk_fire_role(k);
 		return rc != 0 ? -1 : n;
 	}
 	/* The writer's groups on the thread first: its reads below use the
@@ -1599,6 +1821,7 @@ static void kafka_free(struct mlog *ml)
 	struct mk *k = (struct mk *)ml;
 
 	mk_async_free(k);
+	cur_clear(k);
 	mk_drop_conn(k);
 	if (k->req != NULL)
 		kafka_free(&k->req->base);

@@ -86,12 +86,29 @@ void mlog_kafka_set_identity(struct mlog *ml, const char *instance_id,
  * (mstate_apply_forwarded()); the backend puts the REPLY into that same
  * sync.  Non-zero refuses: why (the follower's error message) is sent
  * back in the REPLY, which is all the backend appends.
+ *
+ * With the log's event base the writer reads the requests off the loop
+ * and the handler may answer later: it returns MLOG_KAFKA_PENDING and
+ * calls mlog_kafka_request_done() from the loop once it has decided
+ * (recs, instance_id and member_id stay valid until then; no other
+ * request is handed to it meanwhile).  To accept, it arms the REPLY
+ * (mlog_kafka_reply_arm(ml, 1)) just before it hands the records to the
+ * log as a group (mlog_sync_async(), through mstate_excl_commit()), and
+ * disarms it after: the REPLY goes into that group, so the records and
+ * their answer land together or not at all.  A REPLY that went into no
+ * group (a refusal, a failed write) is written alone with the code and
+ * why given to mlog_kafka_request_done().
  */
 typedef int (*mlog_kafka_request_fn)(void *arg, const char *instance_id,
     const char *member_id, int32_t generation,
     const struct mlog_rec *recs, size_t n, char *why, size_t whylen);
+#define MLOG_KAFKA_PENDING (-1)
 void mlog_kafka_set_request_handler(struct mlog *ml,
     mlog_kafka_request_fn fn, void *arg);
+void mlog_kafka_request_done(struct mlog *ml, int code, const char *why);
+void mlog_kafka_reply_arm(struct mlog *ml, int arm);
+/* 1 while a request is with the handler (it answers later). */
+int mlog_kafka_request_pending(const struct mlog *ml);
 /* fn(arg, is_writer, why) after a promotion or a demotion (asked for, or
  * automatic when the leader refuses an append as fenced or a newer
  * writer's claim is read).  Without a role hook a fenced writer's log is

@@ -11,7 +11,16 @@
  *   REQUEST  a follower's group: one record to the request topic;
  *   FETCH    the follower's tail: one Fetch from the offset after the last
  *            record read, the records copied out of the response;
- *   EMPTY    a group with nothing to write (completes in order).
+ *   EMPTY    a group with nothing to write (completes in order);
+ *   PEEK     the writer's look at its log after its own records (from
+ *            where the jobs before it left the read position): any record
+ *            there is another writer's, read and applied by the loop
+ *            once the thread is idle (mlog_kafka_poll());
+ *   REQFETCH the writer's Fetch of the request topic from the first
+ *            request not answered, the records copied out; the loop hands
+ *            them to the request handler one at a time (mk_rq_pump()),
+ *            and a REPLY goes into the accepted records' group (PRODUCE)
+ *            or alone (a PRODUCE of its own).
  * Finished jobs go back to the loop thread (a pipe read by an event of the
  * log's event base; without one, mlog_kafka_poll() and ops->wait collect
  * them), which does everything else: applies fetched records through the
@@ -45,7 +54,8 @@
 #include "log.h"
 #include "mlog_kafka_int.h"
 
-enum { JOB_PRODUCE, JOB_REQUEST, JOB_FETCH, JOB_EMPTY };
+enum { JOB_PRODUCE, JOB_REQUEST, JOB_FETCH, JOB_EMPTY, JOB_PEEK,
+	JOB_REQFETCH };
 
 /* Waits this long on the broker for the REPLY of a request (the thread's
  * Fetch; the loop is not waiting). */
@@ -67,11 +77,18 @@ struct mk_job {
 	int replied;
 	int16_t reply_error;
 	char *reply_msg;
-	/* FETCH */
-	int64_t from;
+	/* PRODUCE (writer): the last frame is the REPLY of the request at
+	 * reply_off (it joined the group, or is the whole group) */
+	int reply;
+	int64_t reply_off;
+	/* FETCH, PEEK, REQFETCH */
+	int64_t from;            /* REQFETCH: -1 from the topic's start */
 	int max_wait_ms;
-	struct kw recs;          /* copied records: struct copied + payload */
+	struct kw recs;          /* copied records: struct copied + payload
+	                          * (+ key for REQFETCH) */
 	int64_t fnext, hw;
+	uint32_t nread;          /* PEEK: records found */
+	int64_t expired_from;    /* REQFETCH: below the start from here, -1 */
 	/* results */
 	int rc;                  /* 0, -1, -2 (FETCH below the log start) */
 	int64_t base;
@@ -88,6 +105,7 @@ struct copied {
 	int snapshot;
 	uint16_t type;
 	uint32_t len;
+	uint32_t key_len;        /* REQFETCH */
 };
 
 struct mk_async {
@@ -107,6 +125,13 @@ struct mk_async {
 	char tail_err[1024];     /* the last FETCH's failure, "" none */
 	char failed[1024];       /* thread only: a PRODUCE failed, why */
 	int skipped_polls;       /* the writer's polls skipped while busy */
+	/* The writer off the loop: its look at the log, and the requests
+	 * one REQFETCH brought, handed out from rq_pos. */
+	int peeking, rq_fetching;
+	struct kw rq;
+	size_t rq_pos;
+	int rq_more;             /* the last REQFETCH stopped below the end */
+	char peek_err[1024], rq_err[1024];
 };
 
 static __thread struct mk_job *on_thread;
@@ -133,7 +158,7 @@ static void job_free(struct mk_job *j)
 	free(j->reply_msg);
 	free(j->member_id);
 	free(j->instance_id);
-	if (j->kind == JOB_FETCH)
+	if (j->kind == JOB_FETCH || j->kind == JOB_REQFETCH)
 		kw_fini(&j->recs);
 	free(j);
 }
@@ -156,6 +181,72 @@ static int copy_rec(void *arg, const struct krec *r, char *err,
 		return -1;
 	}
 	return 0;
+}
+
+/* REQFETCH: a request record, its key after the value. */
+static int copy_req(void *arg, const struct krec *r, char *err,
+    size_t errlen)
+{
+	struct mk_job *j = arg;
+	struct copied c = { .offset = r->offset, .len = r->len,
+	    .key_len = r->key != NULL ? (uint32_t)r->key_len : 0 };
+
+	kw_raw(&j->recs, &c, sizeof(c));
+	if (r->len > 0)
+		kw_raw(&j->recs, r->p, r->len);
+	if (c.key_len > 0)
+		kw_raw(&j->recs, r->key, c.key_len);
+	if (j->recs.err) {
+		seterr(err, errlen, "out of memory copying fetched requests");
+		return -1;
+	}
+	return 0;
+}
+
+/* PEEK: only counted (the loop reads them again once idle). */
+static int count_rec(void *arg, const struct krec *r, char *err,
+    size_t errlen)
+{
+	struct mk_job *j = arg;
+
+	(void)r;
+	(void)err;
+	(void)errlen;
+	j->nread++;
+	return 0;
+}
+
+/* REQFETCH, on the thread: the request topic from j->from. */
+static void run_reqfetch(struct mk *k, struct mk_job *j)
+{
+	struct mk *q = k->req;
+	int64_t start;
+
+	j->rc = -1;
+	j->expired_from = -1;
+	if (q->conn == NULL && mk_ensure_topic(q, j->err, sizeof(j->err)) != 0)
+		return;
+	if (j->from < 0 && mk_list_offset(q, -2, &j->from, j->err,
+	    sizeof(j->err)) != 0) {
+		mk_drop_conn(q);
+		return;
+	}
+	j->rc = mk_fetch(q, j->from, INT64_MAX, 0, copy_req, j, &j->fnext,
+	    &j->hw, j->err, sizeof(j->err));
+	if (j->rc != -2)
+		return;
+	/* Below the start: expired unanswered (retention). */
+	if (mk_list_offset(q, -2, &start, j->err, sizeof(j->err)) != 0) {
+		j->rc = -1;
+		return;
+	}
+	j->expired_from = j->from;
+	j->from = start;
+	kw_reset(&j->recs);
+	j->rc = mk_fetch(q, j->from, INT64_MAX, 0, copy_req, j, &j->fnext,
+	    &j->hw, j->err, sizeof(j->err));
+	if (j->rc == -2)
+		j->rc = -1;
 }
 
 static void run_job(struct mk *k, struct mk_job *j)
@@ -214,6 +305,16 @@ static void run_job(struct mk *k, struct mk_job *j)
 		break;
 	case JOB_EMPTY:
 		j->rc = 0;
+		break;
+	case JOB_PEEK:
+		/* The jobs before it moved the read position past the
+		 * writer's own records: what lies after is another's. */
+		j->from = k->next;
+		j->rc = mk_fetch(k, j->from, INT64_MAX, 0, count_rec, j,
+		    &j->fnext, &j->hw, j->err, sizeof(j->err));
+		break;
+	case JOB_REQFETCH:
+		run_reqfetch(k, j);
 		break;
 	}
 	on_thread = NULL;
@@ -427,10 +528,20 @@ static void complete(struct mk *k, struct mk_job *j)
 	switch (j->kind) {
 	case JOB_PRODUCE:
 		if (j->rc == 0) {
+			uint32_t n = j->count - (j->reply ? 1 : 0);
+
+			if (j->reply) {
+				/* Answered, durably: a snapshot from now on
+				 * carries the request as answered. */
+				if (j->reply_off == k->cur_off)
+					k->cur_replied = 1;
+				if (j->reply_off + 1 > k->req_next)
+					k->req_next = j->reply_off + 1;
+			}
 			k->st.last_fsync_us = j->us;
 			k->st.syncs++;
-			k->st.records += j->count;
-			k->st.records_since_snapshot += j->count;
+			k->st.records += n;
+			k->st.records_since_snapshot += n;
 			k->st.bytes_since_snapshot += j->len;
 			k->st.bytes += j->len;
 			mlog_group_done(&k->base, j->done, j->arg, 0, 0, "");
@@ -469,6 +580,42 @@ static void complete(struct mk *k, struct mk_job *j)
 		}
 		job_free(j);
 		break;
+	case JOB_PEEK:
+		a->peeking = 0;
+		a->peek_err[0] = '\0';
+		if (j->rc == -2 || (j->rc == 0 && j->nread > 0))
+			k->foreign = 1;
+		else if (j->rc != 0)
+			seterr(a->peek_err, sizeof(a->peek_err), "topic %s: reading "
+			    "at offset %" PRId64 ": %s", k->topic, j->from, j->err);
+		job_free(j);
+		break;
+	case JOB_REQFETCH:
+		a->rq_fetching = 0;
+		a->rq_err[0] = '\0';
+		if (j->rc != 0) {
+			seterr(a->rq_err, sizeof(a->rq_err), "topic %s: reading the "
+			    "requests at offset %" PRId64 ": %s", k->req->topic,
+			    j->from, j->err);
+			job_free(j);
+			break;
+		}
+		if (j->expired_from >= 0 && j->from > j->expired_from)
+			log_warnx("metadata log: requests %" PRId64 "..%" PRId64
+			    " of topic %s expired unanswered (retention)",
+			    j->expired_from, j->from - 1, k->req->topic);
+		/* Nothing before the first one read is left to answer. */
+		if (j->from > k->req_next)
+			k->req_next = j->from;
+		if (k->writer) {
+			kw_fini(&a->rq);
+			a->rq = j->recs;        /* taken over */
+			kw_init(&j->recs, 0);
+			a->rq_pos = 0;
+			a->rq_more = j->fnext > j->from && j->fnext < j->hw;
+		}
+		job_free(j);
+		break;
 	case JOB_EMPTY:
 		if (j->req_id == 0) {
 			mlog_group_done(&k->base, j->done, j->arg, 0, 0, "");
@@ -498,6 +645,145 @@ static void start_fetch(struct mk *k, int max_wait_ms)
 	kw_init(&j->recs, (size_t)64 << 20);
 	a->fetching = 1;
 	push(k, j);
+}
+
+/* The writer's look at its log after its own records (one at a time). */
+static void start_peek(struct mk *k)
+{
+	struct mk_async *a = k->async;
+	struct mk_job *j;
+
+	if (a->peeking || k->broken || !k->writer)
+		return;
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return;
+	j->kind = JOB_PEEK;
+	a->peeking = 1;
+	push(k, j);
+}
+
+/* The next Fetch of the requests: once those fetched before are all
+ * answered (the handler has none and no REPLY is being written). */
+static void start_reqfetch(struct mk *k)
+{
+	struct mk_async *a = k->async;
+	struct mk_job *j;
+
+	if (a->rq_fetching || k->broken || !k->writer || k->req == NULL ||
+	    k->rq_state != MK_RQ_IDLE || a->rq_pos < a->rq.len)
+		return;
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return;
+	j->kind = JOB_REQFETCH;
+	j->from = k->req_next;
+	kw_init(&j->recs, (size_t)64 << 20);
+	a->rq_fetching = 1;
+	a->rq_more = 0;
+	push(k, j);
+}
+
+int mk_async_rq_take(struct mk *k, struct krec *r)
+{
+	struct mk_async *a = k->async;
+	struct copied c;
+
+	if (a == NULL || a->rq_pos + sizeof(c) > a->rq.len)
+		return 0;
+	memcpy(&c, a->rq.buf + a->rq_pos, sizeof(c));
+	a->rq_pos += sizeof(c);
+	*r = (struct krec){ .offset = c.offset, .p = a->rq.buf + a->rq_pos,
+	    .len = c.len };
+	a->rq_pos += c.len;
+	if (c.key_len > 0) {
+		r->key = a->rq.buf + a->rq_pos;
+		r->key_len = c.key_len;
+		a->rq_pos += c.key_len;
+	}
+	return 1;
+}
+
+void mk_async_rq_clear(struct mk *k)
+{
+	struct mk_async *a = k->async;
+
+	if (a == NULL)
+		return;
+	kw_reset(&a->rq);
+	a->rq_pos = 0;
+	a->rq_more = 0;
+}
+
+int mk_async_writer_poll(struct mk *k, char *err, size_t errlen)
+{
+	struct mk_async *a;
+
+	if (async_start(k, err, errlen) != 0)
+		return -1;
+	a = k->async;
+	mk_async_collect(k);
+	if (!k->writer || k->broken)
+		return 0;
+	start_peek(k);
+	if (k->req_fn != NULL)
+		start_reqfetch(k);
+	if (a->rq_err[0] != '\0') {
+		seterr(err, errlen, "%s", a->rq_err);
+		return -1;
+	}
+	if (a->peek_err[0] != '\0') {
+		seterr(err, errlen, "%s", a->peek_err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The REPLY written alone is durable (or not): the request is answered,
+ * or it is read again from the topic later. */
+static void reply_done(void *arg, int rc, int16_t sync_error,
+    const char *err)
+{
+	struct mk *k = arg;
+
+	(void)sync_error;
+	if (k->rq_state != MK_RQ_REPLY)
+		return;
+	if (rc == 0) {
+		mk_rq_next(k);        /* mk_async_collect() hands out the next */
+		return;
+	}
+	log_warnx("metadata log: the answer to request at offset %" PRId64
+	    " of topic %s was not written: %s; reading it again later",
+	    k->cur_off, k->req->topic, err);
+	mk_rq_drop(k);
+}
+
+int mk_async_reply_alone(struct mk *k, int16_t error, const char *msg,
+    char *err, size_t errlen)
+{
+	struct mk_job *j;
+
+	if (k->broken) {
+		seterr(err, errlen, "metadata log is read-only after an earlier "
+		    "failure: %s", k->broken_why);
+		return -1;
+	}
+	if (async_start(k, err, errlen) != 0)
+		return -1;
+	if ((j = calloc(1, sizeof(*j))) == NULL ||
+	    (j->buf = mk_reply_frame(k, error, msg, &j->len)) == NULL) {
+		free(j);
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	j->kind = JOB_PRODUCE;
+	j->count = 1;
+	j->reply = 1;
+	j->reply_off = k->cur_off;
+	j->done = reply_done;
+	j->arg = k;
+	k->base.groups_in_flight++;   /* a group of the log's own */
+	push(k, j);
+	return 0;
 }
 
 /* Completes the finished jobs one at a time, oldest first: a done
@@ -544,6 +830,13 @@ int mk_async_collect(struct mk *k)
 	/* A follower waiting for REPLYs keeps reading (on the thread). */
 	if (a->wait_head != NULL)
 		start_fetch(k, REPLY_FETCH_WAIT_MS);
+	/* The writer's requests: the next one to the handler, or the next
+	 * Fetch of them when the last one stopped below the end. */
+	if (k->writer && k->base.base != NULL && k->req_fn != NULL) {
+		mk_rq_pump(k);
+		if (a->rq_more)
+			start_reqfetch(k);
+	}
 	mk_fire_role(k);
 	return any;
 }
@@ -630,6 +923,31 @@ int mk_sync_async(struct mlog *ml, mlog_done_fn done, void *arg, char *err,
 	}
 	j->done = done;
 	j->arg = arg;
+	if (k->writer && k->reply_armed && !k->cur_replied) {
+		/* The handler's accepted records: their REPLY joins them. */
+		uint8_t *f;
+		size_t flen;
+
+		k->reply_armed = 0;
+		if ((f = mk_reply_frame(k, 0, "", &flen)) == NULL) {
+			free(j);
+			seterr(err, errlen, "out of memory");
+			mk_discard(k);
+			return -1;
+		}
+		kw_raw(&k->pend, f, flen);
+		free(f);
+		if (k->pend.err) {
+			free(j);
+			seterr(err, errlen, "the reply does not fit in one batch "
+			    "of topic %s", k->topic);
+			mk_discard(k);
+			return -1;
+		}
+		k->npend++;
+		j->reply = 1;
+		j->reply_off = k->cur_off;
+	}
 	j->count = k->npend;
 	j->len = k->pend.len;
 	if (j->len > 0 && (j->buf = malloc(j->len)) == NULL) {
@@ -747,6 +1065,7 @@ void mk_async_free(struct mk *k)
 		pthread_mutex_destroy(&a->mu);
 		pthread_cond_destroy(&a->cv);
 	}
+	kw_fini(&a->rq);
 	if (a->ev != NULL)
 		event_free(a->ev);
 	if (a->fd[0] >= 0)

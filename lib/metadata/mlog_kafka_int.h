@@ -73,11 +73,26 @@ struct mk {
 	uint64_t wait_id;
 	int16_t wait_error;
 	char wait_msg[MLOG_KAFKA_REPLY_MSG_MAX + 1];
-	/* The writer handling one request (its REPLY joins the next sync). */
-	int cur_active, cur_replied;
+	/* The writer handling one request.  Its REPLY joins the next sync
+	 * made while the handler runs (cur_active), or the next group
+	 * handed to the log while reply_armed (mlog_kafka_reply_arm()). */
+	int cur_active, cur_replied, reply_armed;
 	int64_t cur_off;
 	uint64_t cur_id;
 	char *cur_instance;
+	/* The writer's requests off the loop (an event base): the ones one
+	 * Fetch brought (struct mk_async), handled one at a time; rq_state
+	 * says where the current one is; cur_inst and cur_recs are its own
+	 * (they outlive the handler's call while it answers later). */
+	int rq_state;               /* MK_RQ_* */
+	int rq_in_handler;          /* inside req_fn */
+	int16_t rq_code;            /* MK_RQ_ANSWERED: the handler's answer */
+	char rq_why[MLOG_KAFKA_REPLY_MSG_MAX];
+	uint64_t rq_answered;       /* requests answered so far */
+	char *cur_inst, *cur_mem;
+	struct mlog_rec *cur_recs;
+	int foreign;                /* the writer's look at its log found
+	                             * records it did not write */
 	mlog_kafka_request_fn req_fn;
 	void *req_arg;
 	void (*role_fn)(void *arg, int is_writer, const char *why);
@@ -92,6 +107,11 @@ struct mk {
 	uint64_t rebuilds;          /* models rebuilt so far */
 	struct mk_async *async;     /* the I/O thread (mlog_kafka_async.c) */
 };
+
+/* The writer's current request: none; with the handler; answered from
+ * inside the handler's call (mk_rq_pump() writes the REPLY); its REPLY
+ * being written alone. */
+enum { MK_RQ_IDLE, MK_RQ_HANDLER, MK_RQ_ANSWERED, MK_RQ_REPLY };
 
 /* What mk_read_range() hands its callback for each record. */
 struct krec {
@@ -210,6 +230,18 @@ int mk_behind(struct mk *k, const char *fetch_err, char *err,
     size_t errlen);
 /* The request producer, ready (connection, producer id). */
 int mk_req_ready(struct mk *k, char *err, size_t errlen);
+/* The REPLY frame (header and payload) of the request being handled:
+ * malloc'ed, NULL when out of memory. */
+uint8_t *mk_reply_frame(struct mk *k, int16_t error, const char *msg,
+    size_t *len);
+/* The writer's requests off the loop: hands the next ones to the
+ * handler, one at a time, until one answers later or none is left. */
+void mk_rq_pump(struct mk *k);
+/* The current request is answered: the next one may go. */
+void mk_rq_next(struct mk *k);
+/* Drops the current request and the ones fetched after it (a demoted
+ * writer: the new one answers them; a failed REPLY: read again). */
+void mk_rq_drop(struct mk *k);
 
 /* mlog_kafka_async.c: the I/O thread */
 /* On the I/O thread (main log): records the fence / failure in the job,
@@ -222,9 +254,22 @@ void mk_wait(struct mlog *ml);
 void mk_quiesce(struct mk *k);
 /* Collects finished jobs without waiting; 1 if any. */
 int mk_async_collect(struct mk *k);
-/* The writer's poll: 1 to skip this round (a job is out); every tenth
- * time it waits for the thread instead (mk_quiesce()) and says 0. */
+/* The writer's poll without an event base: 1 to skip this round (a job
+ * is out); every tenth time it waits for the thread instead
+ * (mk_quiesce()) and says 0. */
 int mk_async_busy(struct mk *k);
+/* The writer's poll with an event base: collects, starts a look at the
+ * log after its own records and, with a request handler, a Fetch of the
+ * requests when the ones fetched before are all answered; never waits. */
+int mk_async_writer_poll(struct mk *k, char *err, size_t errlen);
+/* The next fetched request, not yet handed out; 0 when none is left. */
+int mk_async_rq_take(struct mk *k, struct krec *r);
+/* Forgets the fetched requests not yet handed out. */
+void mk_async_rq_clear(struct mk *k);
+/* Writes the REPLY of the current request alone (error, msg), off the
+ * loop; the request is answered when it is durable.  0, or -1. */
+int mk_async_reply_alone(struct mk *k, int16_t error, const char *msg,
+    char *err, size_t errlen);
 /* The follower's poll: collects, starts the next Fetch on the thread. */
 int mk_async_poll(struct mk *k, int *applied, char *err, size_t errlen);
 /* A REPLY read by the tail, for the follower group waiting for it. */

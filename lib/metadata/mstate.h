@@ -268,6 +268,24 @@ int mstate_dump_records(void *arg, struct mlog_sink *sink);
 int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
     size_t n, char *msg, size_t msglen);
 /*
+ * The same without blocking the loop (the log's event base): it takes
+ * the exclusive turn (mstate_excl_begin()), so the records are checked
+ * against a model holding every write before them, then appends them and
+ * hands them to the log as a group of their own, calling arm(arg, 1) just
+ * before and arm(arg, 0) just after (mlog_kafka_reply_arm(): the
+ * follower's REPLY joins that group).  Returns KERR_NONE with *started 1:
+ * cb(arg, code, msg) runs later on the loop (KERR_NONE once the records
+ * are durable and applied, or the refusal or failure); otherwise the
+ * result now (*started 0, cb never runs).  recs must stay valid until cb
+ * runs.  One forwarded request at a time; mstate_forwarded_cancel()
+ * drops the callback of the one in progress (a demoted writer).
+ */
+int mstate_apply_forwarded_async(struct mstate *st,
+    const struct mlog_rec *recs, size_t n, void (*arm)(void *arg, int on),
+    void (*cb)(void *arg, int code, const char *msg), void *arg,
+    int *started, char *msg, size_t msglen);
+void mstate_forwarded_cancel(struct mstate *st);
+/*
  * Rebuilding the model from the log without a restart (a follower of the
  * replicated log that fell behind the log start; mstate_rebuild.c):
  * mstate_rebuild_new() is an empty model to replay the newest snapshot and
@@ -642,7 +660,8 @@ int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
  * destination offset dst (mpart.sending_dst); no-op when it is already.
  * cb NULL: synchronous, as for anchors. */
 int mpart_note_sending_async(struct mstate *st, struct mpart *p, int64_t dst,
-    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen);
+    void (*cb)(void *arg, int code, const char *msg), void *arg,
+    int *started, char *msg, size_t msglen);
 /*
  * Forgets what no one can ask for any more once the source log starts at
  * src_min and the destination log at dst_min: the anchors below both

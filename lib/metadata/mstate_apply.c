@@ -8,6 +8,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2449,6 +2450,140 @@ int mstate_apply_forwarded(struct mstate *st, const struct mlog_rec *recs,
 	}
 	mstate_maybe_compact(st);
 	return KERR_NONE;
+}
+
+/* Copies and queues n records in the open batch (the exclusive turn's). */
+static int queue_copies(struct mstate *st, const struct mlog_rec *recs,
+    size_t n, char *msg, size_t msglen)
+{
+	struct mrec *mr = calloc(n + 1, sizeof(*mr));
+	uint8_t **bufs = calloc(n + 1, sizeof(*bufs));
+	size_t *lens = calloc(n + 1, sizeof(*lens)), i;
+	int rc = KERR_UNKNOWN_SERVER_ERROR;
+
+	mstate_fmt(msg, msglen, "out of memory");
+	if (mr == NULL || bufs == NULL || lens == NULL)
+		goto out;
+	for (i = 0; i < n; i++) {
+		mr[i].type = recs[i].type;
+		lens[i] = recs[i].len;
+		if ((bufs[i] = malloc(recs[i].len + 1)) == NULL)
+			goto out;
+		memcpy(bufs[i], recs[i].p, recs[i].len);
+	}
+	rc = queue(st, mr, bufs, lens, n, "forwarded records", msg, msglen);
+out:
+	if (bufs != NULL)
+		for (i = 0; i < n; i++)
+			free(bufs[i]);   /* NULL once queued */
+	free(bufs);
+	free(lens);
+	free(mr);
+	return rc;
+}
+
+static struct mstate *fwd_st(void *arg)
+{
+	return (struct mstate *)((char *)arg - offsetof(struct mstate, fwd));
+}
+
+static void fwd_done(void *arg, int code, const char *msg)
+{
+	struct mstate *st = fwd_st(arg);
+	struct mstate_fwd f = st->fwd;
+
+	st->fwd.busy = 0;
+	if (f.cb != NULL)
+		f.cb(f.arg, code, msg);
+}
+
+/* The forwarded request's turn: the model holds every write before it. */
+static int fwd_turn(struct mstate *st, int *started, char *msg,
+    size_t msglen)
+{
+	struct mstate_fwd *f = &st->fwd;
+	char e[256];
+	int rc;
+
+	*started = 0;
+	rc = scratch_check(st, f->recs, f->n, "forwarded record",
+	    " to the writer's model", msg, msglen);
+	if (rc == KERR_NONE)
+		rc = queue_copies(st, f->recs, f->n, msg, msglen);
+	if (rc != KERR_NONE) {
+		/* Nothing queued: the commit only ends the turn. */
+		mstate_excl_discard(st);
+		(void)mstate_excl_commit(st, NULL, NULL, started, e, sizeof(e));
+		*started = 0;
+		return rc;
+	}
+	if (f->arm != NULL)
+		f->arm(f->arg, 1);
+	rc = mstate_excl_commit(st, fwd_done, f, started, msg, msglen);
+	if (f->arm != NULL)
+		f->arm(f->arg, 0);
+	return rc;
+}
+
+static void fwd_ready(void *arg)
+{
+	struct mstate *st = fwd_st(arg);
+	struct mstate_fwd f;
+	char msg[1024];
+	int started, rc = fwd_turn(st, &started, msg, sizeof(msg));
+
+	if (started)
+		return;
+	f = st->fwd;
+	st->fwd.busy = 0;
+	if (f.cb != NULL)
+		f.cb(f.arg, rc, msg);
+}
+
+int mstate_apply_forwarded_async(struct mstate *st,
+    const struct mlog_rec *recs, size_t n, void (*arm)(void *arg, int on),
+    void (*cb)(void *arg, int code, const char *msg), void *arg,
+    int *started, char *msg, size_t msglen)
+{
+	int r, rc;
+
+	*started = 0;
+	if (st->ml == NULL) {
+		mstate_fmt(msg, msglen, "the metadata log is not open");
+		return KERR_KAFKA_STORAGE_ERROR;
+	}
+	if (st->fwd.busy) {
+		mstate_fmt(msg, msglen, "internal error: the writer is handling "
+		    "another forwarded request");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	st->fwd = (struct mstate_fwd){ .recs = recs, .n = n, .arm = arm,
+	    .cb = cb, .arg = arg, .busy = 1 };
+	/* &st->fwd names the turn (mstate_excl_cancel()). */
+	r = mstate_excl_begin(st, fwd_ready, &st->fwd);
+	if (r < 0) {
+		st->fwd.busy = 0;
+		mstate_fmt(msg, msglen, "the writer cannot take its turn to "
+		    "write (a batch of its own is open, or out of memory)");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	if (r == 0) {
+		*started = 1;      /* fwd_ready() when it is its turn */
+		return KERR_NONE;
+	}
+	rc = fwd_turn(st, started, msg, msglen);
+	if (!*started)
+		st->fwd.busy = 0;
+	return rc;
+}
+
+void mstate_forwarded_cancel(struct mstate *st)
+{
+	if (!st->fwd.busy)
+		return;
+	st->fwd.cb = NULL;
+	mstate_excl_cancel(st, &st->fwd);
+	st->fwd.busy = 0;
 }
 
 void mstate_rec_init(struct mrec *r, uint16_t type, const char *mirror,

@@ -78,6 +78,16 @@ struct mstate {
 	char **excl_mirrors;       /* the mirrors its records name */
 	size_t nexcl_mirrors;
 	int excl_all;              /* a record names none: check every op */
+	/* mstate_apply_forwarded_async(): the one forwarded request waiting
+	 * for its exclusive turn or in flight (busy). */
+	struct mstate_fwd {
+		const struct mlog_rec *recs;
+		size_t n;
+		void (*arm)(void *arg, int on);
+		mstate_done_fn cb;
+		void *arg;
+		int busy;
+	} fwd;
 	/* A scratch model of mstate_apply_forwarded(): a restored topic's
 	 * partitions are made only when a record names one (a NULL slot is
 	 * a partition the scratch does not hold). */
