@@ -5,7 +5,8 @@
  * it promotes the metadata log (InitProducerId + claim: every earlier
  * writer is fenced by the broker), records the members (cluster-members)
  * and assigns the partitions (part-owner records, only those that change,
- * in one sync).  A member that is not the leader, or whose membership is
+ * in one group), each in an exclusive turn of mstate (rebalance()), so
+ * the loop never waits for the log.  A member that is not the leader, or whose membership is
  * revoked, demotes the log: it never appends again in that role, and goes
  * on tailing from where its model is.
  *
@@ -20,12 +21,16 @@
  * only from a member of the recorded generation (or a newer one the
  * writer has not recorded yet: a rebalance in flight) whose member id
  * matches, and every partition-scoped record in it only from the
- * partition's owner; then mstate_apply_forwarded() validates, appends and
- * applies all of it or nothing.
+ * partition's owner; then mstate_apply_forwarded_async() validates it in
+ * the exclusive turn and writes all of it or nothing, the follower's REPLY
+ * in the same group (fwd_arm()), and applies it once durable; fwd_done()
+ * gives the answer to the log (mlog_kafka_request_done()).  The writer
+ * reads the requests, and its own log, on the log's thread: its loop
+ * waits for none of it (test_ha_loop_kafka.py).
  *
- * Followers tail the log every POLL_MS (mlog_kafka_poll, a Fetch bounded
- * by storage.kafka.timeout_ms on the loop, as every metadata write is);
- * the records they apply fire the mstate hooks, so a part-owner record
+ * Followers tail the log every POLL_MS (mlog_kafka_poll, a Fetch on the
+ * log's thread, the records applied on the loop when it is back); the
+ * records they apply fire the mstate hooks, so a part-owner record
  * naming this instance starts the partition here (pipeline).
  */
 #include "config.h"
@@ -105,6 +110,19 @@ struct cluster {
 	void (*leave_done)(void *arg);
 	void *leave_arg;
 	struct admin_cluster_view view;
+
+	/* The writer: the forwarded request being written off the loop
+	 * (mstate_apply_forwarded_async()), whose instance it came from. */
+	int fwd_active;
+	char fwd_inst[1025];
+	/* The writer's rebalance records in the exclusive turn (rebalance()):
+	 * one turn out (rb_busy), another assignment asked for meanwhile
+	 * (rb_again); the turn writes the members (rb_members) or the
+	 * owners (rb_nchg of rb_np partitions moved); rb_code, rb_msg: the
+	 * operation's refusal, when it queued nothing. */
+	int rb_busy, rb_again, rb_members, rb_code;
+	size_t rb_nchg, rb_np;
+	char rb_why[96], rb_msg[1024];
 };
 
 /* ---- member metadata ------------------------------------------------ */
@@ -241,8 +259,26 @@ void cluster_instance_id_of(const struct config *cfg, int admin_port,
 
 /* ---- metrics ---------------------------------------------------------- */
 
+static void rb_cancel(struct cluster *c);
+static void schedule_reassign(struct cluster *c);
+
+static void fwd_cancel(struct cluster *c)
+{
+	if (!c->fwd_active)
+		return;
+	c->fwd_active = 0;
+	mstate_forwarded_cancel(c->st);
+}
+
 static void set_role(struct cluster *c, enum role r)
 {
+	/* A demoted writer's request in progress: the new writer answers
+	 * it (its records may still land, with their REPLY; the tail then
+	 * applies them). */
+	if (r != ROLE_WRITER) {
+		fwd_cancel(c);
+		rb_cancel(c);
+	}
 	if (c->role != r)
 		log_info("cluster: instance %s is now %s (generation %" PRId32 ")",
 		    c->instance_id, role_names[r], c->generation);
@@ -285,7 +321,9 @@ static int32_t dst_leader(struct cluster *c, const struct mtopic *t,
 	return pipeline_destination_leader(c->pl, t->name, p);
 }
 
-static void reassign_now(struct cluster *c, const char *why)
+/* Runs the assignment on the model and queues the owners that change
+ * (in the exclusive turn's batch): rb_nchg of rb_np, rb_code. */
+static void assign_queue(struct cluster *c, const char *why)
 {
 	const struct mmember *mv;
 	size_t nm = 0, np = 0, cap = 0, nchg = 0;
@@ -298,8 +336,7 @@ static void reassign_now(struct cluster *c, const char *why)
 	int32_t gen;
 	char msg[1024];
 
-	if (c->role != ROLE_WRITER)
-		return;
+	c->rb_nchg = c->rb_np = 0;
 	gen = mstate_members(c->st, &mv, &nm);
 	if (gen < 0 || nm == 0)
 		return;
@@ -365,18 +402,10 @@ static void reassign_now(struct cluster *c, const char *why)
 		nchg++;
 	}
 	if (nchg > 0) {
-		int code = mpart_set_owners(c->st, chg, chg_owner, nchg, gen, msg,
-		    sizeof(msg));
-
-		if (code != 0)
-			log_warnx("cluster: assigning %zu partition%s (%s) failed: "
-			    "%s: %s", nchg, nchg == 1 ? "" : "s", why,
-			    kerr_name((int16_t)code), msg);
-		else
-			log_info("cluster: %zu partition%s of %zu assigned anew "
-			    "(%s, generation %" PRId32 ", %zu member%s)", nchg,
-			    nchg == 1 ? "" : "s", np, why, gen, nm,
-			    nm == 1 ? "" : "s");
+		c->rb_code = mpart_set_owners(c->st, chg, chg_owner, nchg, gen,
+		    c->rb_msg, sizeof(c->rb_msg));
+		c->rb_nchg = nchg;
+		c->rb_np = np;
 	}
 	free(am);
 	free(ap);
@@ -386,6 +415,117 @@ static void reassign_now(struct cluster *c, const char *why)
 	free(chg_owner);
 }
 
+/*
+ * The writer's rebalance records, off the loop: the members of the
+ * generation it leads (when they are to be recorded), then the partition
+ * owners the assignment gives, each in an exclusive turn (the model then
+ * holds every write before them, so the assignment reads the members just
+ * recorded and every partition as it is).  One turn at a time: asked
+ * again while one is out, the assignment runs once more after it.
+ */
+static void rb_ready(void *arg);
+static void rb_done(void *arg, int code, const char *msg);
+
+static void rebalance(struct cluster *c, const char *why)
+{
+	int r;
+
+	if (c->role != ROLE_WRITER)
+		return;
+	if (c->rb_busy) {
+		c->rb_again = 1;
+		return;
+	}
+	snprintf(c->rb_why, sizeof(c->rb_why), "%s", why);
+	c->rb_busy = 1;
+	r = mstate_excl_begin(c->st, rb_ready, &c->rb_busy);
+	if (r < 0) {
+		c->rb_busy = 0;
+		log_warnx("cluster: the assignment (%s) cannot take its turn to "
+		    "write; trying again", why);
+		schedule_reassign(c);
+	} else if (r == 1) {
+		rb_ready(&c->rb_busy);
+	}
+}
+
+static void rb_ready(void *arg)
+{
+	struct cluster *c = container_of(arg, struct cluster, rb_busy);
+	char msg[1024];
+	int code, started = 0;
+
+	c->rb_code = 0;
+	c->rb_msg[0] = '\0';
+	c->rb_nchg = 0;
+	c->rb_members = 0;
+	if (c->role != ROLE_WRITER) {
+		/* Demoted while it waited: nothing to write. */
+	} else if (c->members_pending) {
+		c->members_pending = 0;
+		c->rb_members = 1;
+		c->rb_code = mstate_set_members(c->st, c->generation,
+		    c->joined_members, c->njoined, c->rb_msg,
+		    sizeof(c->rb_msg));
+	} else {
+		assign_queue(c, c->rb_why);
+	}
+	code = mstate_excl_commit(c->st, rb_done, &c->rb_busy, &started, msg,
+	    sizeof(msg));
+	if (!started)
+		rb_done(&c->rb_busy, code, msg);
+}
+
+static void rb_done(void *arg, int code, const char *msg)
+{
+	struct cluster *c = container_of(arg, struct cluster, rb_busy);
+	const struct mmember *mv;
+	size_t nm = 0;
+	int32_t gen = mstate_members(c->st, &mv, &nm);
+
+	c->rb_busy = 0;
+	if (c->rb_code != 0) {
+		code = c->rb_code;
+		msg = c->rb_msg;
+	}
+	if (c->rb_members) {
+		c->rb_members = 0;
+		if (code != 0) {
+			log_warnx("cluster: recording the %zu members of generation "
+			    "%" PRId32 " failed: %s: %s", c->njoined, c->generation,
+			    kerr_name((int16_t)code), msg);
+		} else {
+			/* The members are recorded: assign among them. */
+			c->rb_again = 0;
+			rebalance(c, "rebalance");
+			return;
+		}
+	} else if (c->rb_nchg > 0 && code != 0) {
+		log_warnx("cluster: assigning %zu partition%s (%s) failed: %s: %s",
+		    c->rb_nchg, c->rb_nchg == 1 ? "" : "s", c->rb_why,
+		    kerr_name((int16_t)code), msg);
+	} else if (c->rb_nchg > 0) {
+		log_info("cluster: %zu partition%s of %zu assigned anew (%s, "
+		    "generation %" PRId32 ", %zu member%s)", c->rb_nchg,
+		    c->rb_nchg == 1 ? "" : "s", c->rb_np, c->rb_why, gen, nm,
+		    nm == 1 ? "" : "s");
+	}
+	if (c->rb_again) {
+		c->rb_again = 0;
+		rebalance(c, "partitions or destination leaders changed");
+	}
+}
+
+static void rb_cancel(struct cluster *c)
+{
+	if (!c->rb_busy)
+		return;
+	c->rb_busy = 0;
+	c->rb_again = 0;
+	c->rb_members = 0;
+	mstate_excl_cancel(c->st, &c->rb_busy);
+}
+
 static void reassign_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cluster *c = arg;
@@ -393,7 +533,7 @@ static void reassign_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	c->reassign_pending = 0;
-	reassign_now(c, "partitions or destination leaders changed");
+	rebalance(c, "partitions or destination leaders changed");
 }
 
 static void schedule_reassign(struct cluster *c)
@@ -434,21 +574,8 @@ static void on_leaders(void *arg)
 /* Records the members of the generation this writer leads, then assigns. */
 static void record_members(struct cluster *c)
 {
-	char msg[1024];
-	int code;
-
-	if (!c->members_pending || c->role != ROLE_WRITER)
-		return;
-	c->members_pending = 0;
-	code = mstate_set_members(c->st, c->generation, c->joined_members,
-	    c->njoined, msg, sizeof(msg));
-	if (code != 0) {
-		log_warnx("cluster: recording the %zu members of generation %"
-		    PRId32 " failed: %s: %s", c->njoined, c->generation,
-		    kerr_name((int16_t)code), msg);
-		return;
-	}
-	reassign_now(c, "rebalance");
+	if (c->members_pending && c->role == ROLE_WRITER)
+		rebalance(c, "rebalance");
 }
 
 static void try_promote(struct cluster *c)
@@ -597,6 +724,36 @@ static void g_revoked(void *arg, const char *why)
 
 /* ---- the writer's request handler ------------------------------------ */
 
+/* How a forwarded request ended: counted, and a refusal logged. */
+static void fwd_outcome(struct cluster *c, const char *instance_id,
+    int code, const char *why)
+{
+	if (code != 0)
+		log_warnx("cluster: request of instance %s refused: %s: %s",
+		    instance_id, kerr_name((int16_t)code), why);
+	metrics_counter_inc(metrics_series(MSTD(c->ms, CLUSTER_FORWARDED), 1,
+	    (const char *[]){ code == 0 ? "accepted" : "refused" }));
+}
+
+/* The follower's REPLY joins the group of its records. */
+static void fwd_arm(void *arg, int on)
+{
+	struct cluster *c = arg;
+
+	mlog_kafka_reply_arm(c->ml, on);
+}
+
+static void fwd_done(void *arg, int code, const char *msg)
+{
+	struct cluster *c = arg;
+
+	if (!c->fwd_active)
+		return;
+	c->fwd_active = 0;
+	fwd_outcome(c, c->fwd_inst, code, msg);
+	mlog_kafka_request_done(c->ml, code, msg);
+}
+
 static int on_request(void *arg, const char *instance_id,
     const char *member_id, int32_t generation, const struct mlog_rec *recs,
     size_t n, char *why, size_t whylen)
@@ -605,7 +762,7 @@ static int on_request(void *arg, const char *instance_id,
 	const struct mmember *mv, *me;
 	size_t nm = 0;
 	int32_t gen;
-	int code;
+	int code, started;
 
 	gen = mstate_members(c->st, &mv, &nm);
 	me = mstate_member_find(c->st, instance_id);
@@ -613,7 +770,7 @@ static int on_request(void *arg, const char *instance_id,
 		snprintf(why, whylen, "instance %s is not a member of the group "
 		    "as recorded (generation %" PRId32 ")", instance_id, gen);
 		code = KERR_UNKNOWN_MEMBER_ID;
-		goto refused;
+		goto out;
 	}
 	if (generation < gen || (generation == gen &&
 	    strcmp(me->member_id, member_id) != 0)) {
@@ -622,7 +779,7 @@ static int on_request(void *arg, const char *instance_id,
 		    " (member %s)", instance_id, generation, member_id, gen,
 		    me->member_id);
 		code = KERR_ILLEGAL_GENERATION;
-		goto refused;
+		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct mpart *p = NULL;
@@ -634,7 +791,7 @@ static int on_request(void *arg, const char *instance_id,
 			snprintf(why, whylen, "record %zu of instance %s: %s", i,
 			    instance_id, err);
 			code = KERR_INVALID_REQUEST;
-			goto refused;
+			goto out;
 		}
 		if (scope == MSTATE_SCOPE_PART &&
 		    !mpart_owned_by(p, instance_id)) {
@@ -645,20 +802,24 @@ static int on_request(void *arg, const char *instance_id,
 			    p->owner != NULL && p->owner[0] != '\0' ? p->owner :
 			    "(none)", p->owner_generation, instance_id);
 			code = KERR_NOT_LEADER_OR_FOLLOWER;
-			goto refused;
+			goto out;
 		}
 	}
-	code = mstate_apply_forwarded(c->st, recs, n, why, whylen);
-	if (code != 0)
-		goto refused;
-	metrics_counter_inc(metrics_series(MSTD(c->ms, CLUSTER_FORWARDED), 1,
-	    (const char *[]){ "accepted" }));
-	return 0;
-refused:
-	log_warnx("cluster: request of instance %s refused: %s: %s",
-	    instance_id, kerr_name((int16_t)code), why);
-	metrics_counter_inc(metrics_series(MSTD(c->ms, CLUSTER_FORWARDED), 1,
-	    (const char *[]){ "refused" }));
+	if (!mstate_async_ready(c->st)) {
+		code = mstate_apply_forwarded(c->st, recs, n, why, whylen);
+		goto out;
+	}
+	/* Off the loop: checked again and written in the exclusive turn,
+	 * the REPLY in the records' group (fwd_arm()); fwd_done() answers. */
+	snprintf(c->fwd_inst, sizeof(c->fwd_inst), "%s", instance_id);
+	c->fwd_active = 1;
+	code = mstate_apply_forwarded_async(c->st, recs, n, fwd_arm, fwd_done,
+	    c, &started, why, whylen);
+	if (started)
+		return MLOG_KAFKA_PENDING;
+	c->fwd_active = 0;
+out:
+	fwd_outcome(c, instance_id, code, why);
 	return code;
 }
 
@@ -1140,6 +1301,8 @@ void cluster_free(struct cluster *c)
 		return;
 	if (c->adm != NULL)
 		admin_set_cluster(c->adm, NULL, NULL);
+	fwd_cancel(c);
+	rb_cancel(c);
 	cstatus_free(c->status);    /* before c->kc, which it uses */
 	c->status = NULL;
 	if (c->g != NULL)

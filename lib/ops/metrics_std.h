@@ -264,10 +264,10 @@
 	    "decides again") \
 	X(METADATA_LOG_LOOP_WRITES, "mirrord_metadata_log_loop_writes_total", \
 	    COUNTER, NONE, NONE, NO, "Metadata log writes made synchronously " \
-	    "on the event loop, which waits for each (none in a single " \
-	    "instance once started; the writer of several instances handles " \
-	    "forwarded writes and a rebalance's records so); the rest are " \
-	    "written in groups off the loop") \
+	    "on the event loop, which waits for each (none once started, " \
+	    "in a single instance or as the writer of several; a writer's " \
+	    "promotion records the cluster id so); the rest are written in " \
+	    "groups off the loop") \
 	X(METADATA_LOG_SPLIT_GROUPS, \
 	    "mirrord_metadata_log_split_groups_total", COUNTER, NONE, NONE, \
 	    NO, "Groups the metadata writer refused because some of their " \
