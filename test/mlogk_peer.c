@@ -12,18 +12,22 @@
  *   role | autopoll on|off | compact | delete M | quit
  *   aanchor M T P SRC DST: the asynchronous anchor write, answered at once
  *   ("rc 0 started ID"), its completion an event line.
+ *   acompact: a snapshot started as mstate starts one (mlog_compact_async()),
+ *   answered at once, its completion an event line.
  * It runs on a libevent loop (the log's completions come back through it)
  * and polls the log every 50 ms (autopoll on, default): a follower tails
  * (a Fetch on the log's thread), the writer answers requests.
  * Asynchronous lines:
  *   event done ID CODE MESSAGE         (an aanchor's group completed)
+ *   event compacted ID RC ERROR        (an acompact's snapshot ended)
  *   event role writer|follower WHY      (the role hook)
  *   event hook KIND MIRROR[/TOPIC-P FROM->TO]   (mstate hooks, live only)
  *
  * The request handler (on the writer) applies a test ownership rule: a
  * record of a topic whose name holds "refuse" is refused (POLICY_VIOLATION,
  * naming the partition and its "owner"); everything else goes through
- * mstate_apply_forwarded().
+ * mstate_apply_forwarded_async(), as mirrord's writer does
+ * (MLOGK_SYNC_HANDLER=1: mstate_apply_forwarded()).
  */
 #include "config.h"
 
@@ -192,6 +196,16 @@ static void async_done(void *arg, int code, const char *msg)
 	out("event done %d %d %s", (int)(intptr_t)arg, code, oneline(m));
 }
 
+static void compact_done(void *arg, int rc, int16_t sync_error,
+    const char *err)
+{
+	char m[2048];
+
+	(void)sync_error;
+	snprintf(m, sizeof(m), "%s", err != NULL ? err : "");
+	out("event compacted %d %d %s", (int)(intptr_t)arg, rc, oneline(m));
+}
+
 static int command(char *line)
 {
 	char *argv[8], msg[4096] = "", *save = NULL;
@@ -265,6 +279,15 @@ static int command(char *line)
 		return 0;
 	} else if (strcmp(argv[0], "compact") == 0) {
 		code = mstate_compact(st, msg, sizeof(msg));
+	} else if (strcmp(argv[0], "acompact") == 0) {
+		/* A snapshot as mstate starts one between groups (give it
+		 * none in flight): answers at once, "event compacted ID RC
+		 * ERROR" when it is written. */
+		code = mlog_compact_async(ml, mstate_dump_records, st,
+		    compact_done, (void *)(intptr_t)++async_id, msg,
+		    sizeof(msg));
+		if (code == 0)
+			snprintf(msg, sizeof(msg), "started %d", async_id);
 	} else {
 		out("rc -1 unknown command %s (%d words)", argv[0], argc);
 		return 0;

@@ -7,6 +7,9 @@ a local broker that does not exist, so that the assignment shares the
 partitions out rather than giving them all to the instance beside their
 leader), under continuous load:
 
+  * the writer snapshots its log every 8 records (storage.
+    snapshot_every_records), so its snapshots are written while all this
+    goes on, by the log's thread;
   * a starts alone and writes; b joins.  A mirror is created through a
     and its topic added: the writer records the members and the partition
     owners, and b's share of the partitions comes back to it as forwarded
@@ -23,10 +26,13 @@ leader), under continuous load:
     waiting up to the timeout: the answers time out);
   * the broker continues (SIGCONT): one writer, every destination
     partition equal to its source partition record by record (nothing
-    lost, duplicated or changed), the same metadata on both instances.
+    lost, duplicated or changed), the same metadata on both instances;
+  * the follower killed (kill -9) and started again replays the newest
+    snapshot and the log after it: the same metadata again.
 """
 
 import os
+import re
 import signal
 import sys
 import time
@@ -44,10 +50,12 @@ STOP_S = 16              # the broker stopped longer than that
 ANSWER_S = 5             # what the writer answers within meanwhile
 LOOP = "mirrord_metadata_log_loop_writes_total"
 FWD = "mirrord_cluster_forwarded_requests_total"
+SNAP_EVERY = 8
+SNAPSHOT = re.compile(r"snapshot of \d+ records at offset \d+")
 
 
 def instance(dst, name, local):
-    return mt.Mirrord(
+    d = mt.Mirrord(
         destination=dst, name=name, start=False, log_level="info",
         storage_kafka={"secret_key_file": os.path.join(h.test_dir(),
                                                        "secret.key"),
@@ -60,6 +68,13 @@ def instance(dst, name, local):
                     "  session_timeout_ms: 30000\n"
                     "  heartbeat_interval_ms: 1000\n"
                     "  status_interval_ms: 1000\n" % (RUN, name, local)))
+    with open(d.config_path) as f:
+        cfg = f.read()
+    cfg = cfg.replace("storage:\n", "storage:\n  snapshot_every_records: %d\n"
+                      % SNAP_EVERY, 1)
+    with open(d.config_path, "w") as f:
+        f.write(cfg)
+    return d
 
 
 def main():
@@ -146,7 +161,20 @@ def main():
         return views[0] == views[1] and len(views[0]) == PARTS
     h.wait_for(same, 60, "the same metadata on both instances: %r"
                % {d.name: ha.metadata_view(d) for d in ds})
-    print("ok (%.0fs)" % (time.monotonic() - t0))
+    w = ha.writers(ds)[0]
+    snaps = len(SNAPSHOT.findall(w.log()))
+    h.check(snaps >= 2, "the writer %s wrote %d snapshots (every %d records)"
+            % (w.name, snaps, SNAP_EVERY))
+
+    # ---- the follower restarted: the snapshot and the log after it -----
+    f = [d for d in ds if d is not w][0]
+    f.kill9()
+    f.start()
+    ha.one_writer(ds, "%s restarted" % f.name, timeout=120)
+    h.wait_for(same, 60, "the same metadata after %s restarted: %r"
+               % (f.name, {d.name: ha.metadata_view(d) for d in ds}))
+    print("%d snapshots by %s; %s restarted with the same metadata: ok "
+          "(%.0fs)" % (snaps, w.name, f.name, time.monotonic() - t0))
 
 
 if __name__ == "__main__":

@@ -63,7 +63,12 @@
  * unfinished snapshot of a fenced writer) are skipped.  After a snapshot
  * the writer also deletes the records before it (DeleteRecords), so the
  * log normally starts at its newest snapshot.  Either way start-up reads
- * the newest snapshot and the log after it, not the history.
+ * the newest snapshot and the log after it, not the history.  The
+ * snapshot mstate starts between groups (mlog_compact_async()) is read
+ * from the model on the loop and written by the log's thread
+ * (mk_compact_async(), a SNAPSHOT job), after the groups before it and
+ * before those after it, so the loop does not wait for it; records
+ * appended meanwhile stay pending for the next group, after it.
  *
  * Followers (issue 10).  With mlog_kafka_opts.follower the open claims
  * nothing: it replays the newest snapshot and the log after it, and the
@@ -1101,8 +1106,34 @@ struct ksink {
 	struct kw buf;
 	uint32_t n;
 	int64_t begin;          /* offset of the MLOG_T_SNAPSHOT record */
+	struct mk_snap *collect; /* non-NULL: batches kept, not produced */
 	char err[768];
 };
+
+/* A snapshot's records in batches, read from the model on the loop and
+ * written with mk_snap_write() there or on the log's thread. */
+struct mk_snap {
+	struct mk_snap_batch {
+		uint8_t *buf;
+		size_t len;
+		uint32_t n;
+	} *b;
+	size_t nb;
+	uint64_t records;       /* the dump's, without header and end */
+	size_t bytes;
+	int16_t epoch;          /* the writer's when it was read */
+	int64_t req_next;       /* where the request topic resumes */
+};
+
+void mk_snap_free(struct mk_snap *sn)
+{
+	if (sn == NULL)
+		return;
+	for (size_t i = 0; i < sn->nb; i++)
+		free(sn->b[i].buf);
+	free(sn->b);
+	free(sn);
+}
 
 static int ksink_flush(struct ksink *s)
 {
@@ -1110,11 +1141,30 @@ static int ksink_flush(struct ksink *s)
 
 	if (s->n == 0)
 		return 0;
-	if (mk_produce_frames(s->k, s->buf.buf, s->buf.len, s->n, 1, &base, s->err,
-	    sizeof(s->err)) != 0)
-		return -1;
-	if (s->begin < 0)
-		s->begin = base;
+	if (s->collect != NULL) {
+		struct mk_snap *sn = s->collect;
+		struct mk_snap_batch *nb = realloc(sn->b, (sn->nb + 1) *
+		    sizeof(*sn->b));
+		uint8_t *copy = malloc(s->buf.len);
+
+		if (nb != NULL)
+			sn->b = nb;
+		if (nb == NULL || copy == NULL) {
+			free(copy);
+			seterr(s->err, sizeof(s->err), "out of memory");
+			return -1;
+		}
+		memcpy(copy, s->buf.buf, s->buf.len);
+		sn->b[sn->nb++] = (struct mk_snap_batch){ .buf = copy,
+		    .len = s->buf.len, .n = s->n };
+		sn->bytes += s->buf.len;
+	} else {
+		if (mk_produce_frames(s->k, s->buf.buf, s->buf.len, s->n, 1,
+		    &base, s->err, sizeof(s->err)) != 0)
+			return -1;
+		if (s->begin < 0)
+			s->begin = base;
+	}
 	kw_reset(&s->buf);
 	s->n = 0;
 	return 0;
@@ -1206,48 +1256,68 @@ out:
 	karena_free(a);
 }
 
-static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
+/* The model's records (dump), in batches: NULL with err. */
+struct mk_snap *mk_snap_collect(struct mk *k, mlog_dump_fn dump, void *arg,
     char *err, size_t errlen)
 {
-	struct mk *k = (struct mk *)ml;
-	struct ksink s = { .base = { .put = ksink_put }, .k = k, .begin = -1 };
-	uint8_t hdr[16], end[SNAPEND_LEN];
+	struct mk_snap *sn = calloc(1, sizeof(*sn));
+	struct ksink s = { .base = { .put = ksink_put }, .k = k, .begin = -1,
+	    .collect = sn };
 	int rc = -1;
 
-	mk_quiesce(k);
-	if (!k->writer)
-		return 0;       /* a follower's model is the writer's */
-	if (check_usable(k, err, errlen) != 0 || kafka_sync(ml, err, errlen) != 0)
-		return -1;
-	if (k->st.records_since_snapshot == 0 && k->st.snapshot_wall_ms >= 0)
-		return 0;
+	if (sn == NULL) {
+		seterr(err, errlen, "topic %s: snapshot not written: out of "
+		    "memory", k->topic);
+		return NULL;
+	}
+	sn->epoch = k->epoch;
+	sn->req_next = k->req_next;
+	kw_init(&s.buf, k->batch_max + MLOG_FRAME_HDR);
+	if (dump(arg, &s.base) == 0 && !s.base.failed && ksink_flush(&s) == 0)
+		rc = 0;
+	sn->records = s.base.records;
+	kw_fini(&s.buf);
+	if (rc != 0) {
+		seterr(err, errlen, "topic %s: snapshot not written: %s", k->topic,
+		    s.err[0] ? s.err : "the state could not be written out");
+		mk_snap_free(sn);
+		return NULL;
+	}
+	return sn;
+}
+
+/* Writes a collected snapshot with the producer (on the loop after
+ * mk_quiesce(), or as a job of the log's thread): its MLOG_T_SNAPSHOT
+ * record alone (the batch's offset names the snapshot), the model's
+ * batches, the end naming both; then trims the records it replaces. */
+int mk_snap_write(struct mk *k, const struct mk_snap *sn, int64_t *begin,
+    char *err, size_t errlen)
+{
+	struct ksink s = { .base = { .put = ksink_put }, .k = k, .begin = -1 };
+	uint8_t hdr[16], end[SNAPEND_LEN];
+	int64_t base;
+	int rc = -1;
+
 	kw_init(&s.buf, k->batch_max + MLOG_FRAME_HDR);
 	be32_store(hdr, 0x4d524c47u);   /* "MRLG" */
 	be16_store(hdr + 4, 2);
-	be16_store(hdr + 6, (uint16_t)k->epoch);
+	be16_store(hdr + 6, (uint16_t)sn->epoch);
 	/* Version 2: where the request topic resumes, as the REPLYs the
 	 * snapshot replaces said. */
-	be64_store(hdr + 8, (uint64_t)k->req_next);
-	if (ksink_frame(&s, MLOG_T_SNAPSHOT, hdr, sizeof(hdr)) != 0)
-		goto fail;
-	/* The first batch fixes the snapshot's offset, which its end names. */
-	if (ksink_flush(&s) != 0)
-		goto fail;
-	if (dump(arg, &s.base) != 0 || s.base.failed)
-		goto fail;
-	if (ksink_flush(&s) != 0)
-		goto fail;
-	be64_store(end, s.base.records);
+	be64_store(hdr + 8, (uint64_t)sn->req_next);
+	if (ksink_frame(&s, MLOG_T_SNAPSHOT, hdr, sizeof(hdr)) != 0 ||
+	    ksink_flush(&s) != 0)
+		goto out;
+	for (size_t i = 0; i < sn->nb; i++)
+		if (mk_produce_frames(k, sn->b[i].buf, sn->b[i].len, sn->b[i].n,
+		    1, &base, s.err, sizeof(s.err)) != 0)
+			goto out;
+	be64_store(end, sn->records);
 	be64_store(end + 8, (uint64_t)s.begin);
 	if (ksink_frame(&s, MLOG_T_SNAPEND, end, sizeof(end)) != 0 ||
 	    ksink_flush(&s) != 0)
-		goto fail;
-	k->st.records_since_snapshot = 0;
-	k->st.bytes_since_snapshot = 0;
-	k->st.snapshot_wall_ms = clock_wall_ms();
-	k->st.compactions++;
-	log_info("metadata log: topic %s: snapshot of %" PRIu64 " records at "
-	    "offset %" PRId64, k->topic, s.base.records, s.begin);
+		goto out;
+	*begin = s.begin;
 	/* With followers (a request handler is installed: cluster mode)
 	 * the records before the PREVIOUS snapshot go, so a follower has a
 	 * whole snapshot interval to read what this one replaces; alone, the
@@ -1258,12 +1328,46 @@ static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
 		trim_before(k, k->prev_snap);
 	k->prev_snap = s.begin;
 	rc = 0;
-	goto out;
-fail:
-	seterr(err, errlen, "topic %s: snapshot not written: %s", k->topic,
-	    s.err[0] ? s.err : "the state could not be written out");
 out:
+	if (rc != 0)
+		seterr(err, errlen, "topic %s: snapshot not written: %s", k->topic,
+		    s.err[0] ? s.err : "the state could not be written out");
 	kw_fini(&s.buf);
+	return rc;
+}
+
+/* A snapshot is in the log (on the loop). */
+void mk_snap_written(struct mk *k, const struct mk_snap *sn, int64_t begin)
+{
+	k->st.records_since_snapshot = 0;
+	k->st.bytes_since_snapshot = 0;
+	k->st.snapshot_wall_ms = clock_wall_ms();
+	k->st.compactions++;
+	log_info("metadata log: topic %s: snapshot of %" PRIu64 " records at "
+	    "offset %" PRId64, k->topic, sn->records, begin);
+}
+
+static int kafka_compact(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	struct mk_snap *sn;
+	int64_t begin;
+	int rc = -1;
+
+	mk_quiesce(k);
+	if (!k->writer)
+		return 0;       /* a follower's model is the writer's */
+	if (check_usable(k, err, errlen) != 0 || kafka_sync(ml, err, errlen) != 0)
+		return -1;
+	if (k->st.records_since_snapshot == 0 && k->st.snapshot_wall_ms >= 0)
+		return 0;
+	if ((sn = mk_snap_collect(k, dump, arg, err, errlen)) != NULL &&
+	    mk_snap_write(k, sn, &begin, err, errlen) == 0) {
+		mk_snap_written(k, sn, begin);
+		rc = 0;
+	}
+	mk_snap_free(sn);
 	mk_fire_role(k);           /* a snapshot may meet the fence too */
 	return rc;
 }
@@ -1852,6 +1956,7 @@ static const struct mlog_ops kafka_ops = {
 	.free = kafka_free,
 	.sync_async = mk_sync_async,
 	.wait = mk_wait,
+	.compact_async = mk_compact_async,
 };
 
 static int parse_bootstrap(struct mk *k, const char *list, char *err,

@@ -20,7 +20,12 @@
  *            request not answered, the records copied out; the loop hands
  *            them to the request handler one at a time (mk_rq_pump()),
  *            and a REPLY goes into the accepted records' group (PRODUCE)
- *            or alone (a PRODUCE of its own).
+ *            or alone (a PRODUCE of its own);
+ *   SNAPSHOT the writer's snapshot (mk_compact_async()): the model's
+ *            records, read on the loop between groups, written after the
+ *            groups before it and before the ones after it, then the
+ *            records it replaces trimmed (mk_snap_write());
+ *   DONE     a result known already, handed back in order.
  * Finished jobs go back to the loop thread (a pipe read by an event of the
  * log's event base; without one, mlog_kafka_poll() and ops->wait collect
  * them), which does everything else: applies fetched records through the
@@ -55,7 +60,7 @@
 #include "mlog_kafka_int.h"
 
 enum { JOB_PRODUCE, JOB_REQUEST, JOB_FETCH, JOB_EMPTY, JOB_PEEK,
-	JOB_REQFETCH };
+	JOB_REQFETCH, JOB_SNAPSHOT, JOB_DONE };
 
 /* Waits this long on the broker for the REPLY of a request (the thread's
  * Fetch; the loop is not waiting). */
@@ -89,6 +94,7 @@ struct mk_job {
 	int64_t fnext, hw;
 	uint32_t nread;          /* PEEK: records found */
 	int64_t expired_from;    /* REQFETCH: below the start from here, -1 */
+	struct mk_snap *snap;    /* SNAPSHOT */
 	/* results */
 	int rc;                  /* 0, -1, -2 (FETCH below the log start) */
 	int64_t base;
@@ -160,6 +166,7 @@ static void job_free(struct mk_job *j)
 	free(j->instance_id);
 	if (j->kind == JOB_FETCH || j->kind == JOB_REQFETCH)
 		kw_fini(&j->recs);
+	mk_snap_free(j->snap);
 	free(j);
 }
 
@@ -315,6 +322,21 @@ static void run_job(struct mk *k, struct mk_job *j)
 		break;
 	case JOB_REQFETCH:
 		run_reqfetch(k, j);
+		break;
+	case JOB_SNAPSHOT:
+		if (k->async->failed[0] != '\0') {
+			seterr(j->err, sizeof(j->err), "an earlier write failed: "
+			    "%s", k->async->failed);
+			j->rc = -1;
+			break;
+		}
+		j->rc = mk_snap_write(k, j->snap, &j->base, j->err,
+		    sizeof(j->err));
+		if (j->rc != 0 && (j->broken || j->fenced))
+			seterr(k->async->failed, sizeof(k->async->failed), "%s",
+			    j->err);
+		break;
+	case JOB_DONE:
 		break;
 	}
 	on_thread = NULL;
@@ -614,6 +636,16 @@ static void complete(struct mk *k, struct mk_job *j)
 			a->rq_pos = 0;
 			a->rq_more = j->fnext > j->from && j->fnext < j->hw;
 		}
+		job_free(j);
+		break;
+	case JOB_SNAPSHOT:
+		if (j->rc == 0)
+			mk_snap_written(k, j->snap, j->base);
+		mlog_group_done(&k->base, j->done, j->arg, j->rc, 0, j->err);
+		job_free(j);
+		break;
+	case JOB_DONE:
+		mlog_group_done(&k->base, j->done, j->arg, j->rc, 0, j->err);
 		job_free(j);
 		break;
 	case JOB_EMPTY:
@@ -978,6 +1010,54 @@ int mk_sync_async(struct mlog *ml, mlog_done_fn done, void *arg, char *err,
 		 * after the requests before it. */
 		j->kind = JOB_EMPTY;
 		j->req_id = ++k->req_seq;
+	}
+	push(k, j);
+	return 0;
+}
+
+/*
+ * The writer's snapshot off the loop: the model is read here, holding
+ * every record handed to the log (none may be in flight: mstate starts a
+ * snapshot between groups), and the thread writes its batches after the
+ * groups before it; records appended but not yet handed over stay pending
+ * and go in the next group, after it, as with the file backend.  A
+ * follower's is a no-op (its model is the writer's).
+ */
+int mk_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    mlog_done_fn done, void *done_arg, char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	struct mk_job *j;
+
+	if (k->broken) {
+		seterr(err, errlen, "metadata log is read-only after an earlier "
+		    "failure: %s", k->broken_why);
+		return -1;
+	}
+	if (ml->groups_in_flight > 0) {
+		seterr(err, errlen, "cannot start a snapshot with %" PRIu64
+		    " metadata log groups in flight", ml->groups_in_flight);
+		return -1;
+	}
+	if (async_start(k, err, errlen) != 0)
+		return -1;
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	j->done = done;
+	j->arg = done_arg;
+	j->kind = JOB_DONE;
+	if (!k->writer) {
+		j->rc = 0;
+	} else if (k->st.records_since_snapshot == 0 &&
+	    k->st.snapshot_wall_ms >= 0) {
+		j->rc = 0;              /* nothing new since the last one */
+	} else if ((j->snap = mk_snap_collect(k, dump, arg, j->err,
+	    sizeof(j->err))) == NULL) {
+		j->rc = -1;
+	} else {
+		j->kind = JOB_SNAPSHOT;
 	}
 	push(k, j);
 	return 0;

@@ -234,6 +234,16 @@ int mk_req_ready(struct mk *k, char *err, size_t errlen);
  * malloc'ed, NULL when out of memory. */
 uint8_t *mk_reply_frame(struct mk *k, int16_t error, const char *msg,
     size_t *len);
+/* Snapshots: the model's records read in batches (on the loop), then
+ * written with the producer, on the loop or as a job of the log's
+ * thread (mk_compact_async()), then accounted for on the loop. */
+struct mk_snap;
+struct mk_snap *mk_snap_collect(struct mk *k, mlog_dump_fn dump, void *arg,
+    char *err, size_t errlen);
+int mk_snap_write(struct mk *k, const struct mk_snap *sn, int64_t *begin,
+    char *err, size_t errlen);
+void mk_snap_written(struct mk *k, const struct mk_snap *sn, int64_t begin);
+void mk_snap_free(struct mk_snap *sn);
 /* The writer's requests off the loop: hands the next ones to the
  * handler, one at a time, until one answers later or none is left. */
 void mk_rq_pump(struct mk *k);
@@ -250,6 +260,8 @@ int mk_defer_on_thread(struct mk *k, int fenced, const char *why);
 int mk_sync_async(struct mlog *ml, mlog_done_fn done, void *arg, char *err,
     size_t errlen);
 void mk_wait(struct mlog *ml);
+int mk_compact_async(struct mlog *ml, mlog_dump_fn dump, void *arg,
+    mlog_done_fn done, void *done_arg, char *err, size_t errlen);
 /* Waits until the thread is idle and collects what it finished. */
 void mk_quiesce(struct mk *k);
 /* Collects finished jobs without waiting; 1 if any. */
