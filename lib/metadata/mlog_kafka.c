@@ -1839,11 +1839,6 @@ void mlog_kafka_reply_arm(struct mlog *ml, int arm)
 	k->reply_armed = arm && k->rq_state == MK_RQ_HANDLER && k->writer;
 }
 
-int mlog_kafka_request_pending(const struct mlog *ml)
-{
-	return ((const struct mk *)ml)->rq_state != MK_RQ_IDLE;
-}
-
 int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
     size_t errlen)
 {

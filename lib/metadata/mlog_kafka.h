@@ -107,8 +107,6 @@ void mlog_kafka_set_request_handler(struct mlog *ml,
     mlog_kafka_request_fn fn, void *arg);
 void mlog_kafka_request_done(struct mlog *ml, int code, const char *why);
 void mlog_kafka_reply_arm(struct mlog *ml, int arm);
-/* 1 while a request is with the handler (it answers later). */
-int mlog_kafka_request_pending(const struct mlog *ml);
 /* fn(arg, is_writer, why) after a promotion or a demotion (asked for, or
  * automatic when the leader refuses an append as fenced or a newer
  * writer's claim is read).  Without a role hook a fenced writer's log is
