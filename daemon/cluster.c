@@ -6,9 +6,9 @@
  * writer is fenced by the broker), records the members (cluster-members)
  * and assigns the partitions (part-owner records, only those that change,
  * in one group), each in an exclusive turn of mstate (rebalance()), so
- * the loop never waits for the log.  A member that is not the leader, or whose membership is
- * revoked, demotes the log: it never appends again in that role, and goes
- * on tailing from where its model is.
+ * the loop never waits for the log.  A member that is not the leader, or
+ * whose membership is revoked, demotes the log: it never appends again in
+ * that role, and goes on tailing from where its model is.
  *
  * Assignment (lib/assign's rule): a partition whose destination leader is
  * a member's local broker goes to that member; otherwise it keeps a
