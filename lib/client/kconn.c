@@ -29,6 +29,8 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -1419,6 +1421,25 @@ static void lower_first(char *s)
 		s[0] = (char)tolower((unsigned char)s[0]);
 }
 
+/*
+ * Requests go out as soon as they are written.  With Nagle's algorithm a
+ * request smaller than a segment written while an earlier one is not yet
+ * acknowledged waits for that acknowledgement, which the broker may delay
+ * (delayed ACK) when it has nothing to answer yet: a pipelined Produce, a
+ * metadata-log append behind a Fetch that waits for records.  Kafka's own
+ * clients and brokers disable it too.  A failure only costs latency.
+ */
+static void set_nodelay(struct kconn *c)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	int one = 1;
+
+	if (fd >= 0 && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+		sizeof(one)) != 0)
+		log_debug("kconn %s: TCP_NODELAY: %s", c->name,
+		    evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+}
+
 static void event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct kconn *c = arg;
@@ -1428,6 +1449,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		log_debug("kconn %s: connected%s", c->name,
 		    c->tls ? " (TLS)" : "");
+		set_nodelay(c);
 		apiversions_send(c, KCONN_APIVERSIONS_MAX);
 		goto out;
 	}
