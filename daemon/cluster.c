@@ -97,6 +97,7 @@ struct cluster {
 	char leader_member_id[1025];
 	int is_leader;              /* of the live generation */
 	int members_pending;        /* members to record after promotion */
+	int promoting;              /* mlog_kafka_promote_async() out */
 	struct mmember *joined_members; /* leader: the generation's members */
 	size_t njoined;
 
@@ -462,6 +463,9 @@ static void rb_ready(void *arg)
 	if (c->role != ROLE_WRITER) {
 		/* Demoted while it waited: nothing to write. */
 	} else if (c->members_pending) {
+		/* A new cluster's first writer names it, in this turn. */
+		if (mstate_ensure_cluster_id(c->st, msg, sizeof(msg)) != 0)
+			log_warnx("cluster: %s", msg);
 		c->members_pending = 0;
 		c->rb_members = 1;
 		c->rb_code = mstate_set_members(c->st, c->generation,
@@ -578,27 +582,57 @@ static void record_members(struct cluster *c)
 		rebalance(c, "rebalance");
 }
 
-static void try_promote(struct cluster *c)
+static void promote_later(struct cluster *c, const char *err)
 {
-	char err[1024];
 	struct timeval tv = { PROMOTE_RETRY_MS / 1000,
 		(PROMOTE_RETRY_MS % 1000) * 1000 };
 
-	if (!c->is_leader || c->generation < 0)
-		return;
-	if (!mlog_kafka_is_writer(c->ml)) {
-		if (mlog_kafka_promote(c->ml, err, sizeof(err)) != 0) {
-			log_warnx("cluster: leader of generation %" PRId32 " cannot "
-			    "become the metadata writer: %s; trying again",
-			    c->generation, err);
-			evtimer_add(c->ev_promote, &tv);
-			return;
-		}
-	}
+	log_warnx("cluster: leader of generation %" PRId32 " cannot become the "
+	    "metadata writer: %s; trying again", c->generation, err);
+	evtimer_add(c->ev_promote, &tv);
+}
+
+static void became_writer(struct cluster *c)
+{
 	set_role(c, ROLE_WRITER);
-	if (mstate_ensure_cluster_id(c->st, err, sizeof(err)) != 0)
-		log_warnx("cluster: %s", err);
 	record_members(c);
+}
+
+/* The log's promotion ended (off the loop: the claim and the read to the
+ * log end ran on its thread).  A demotion meanwhile cancelled it. */
+static void promoted(void *arg, int rc, const char *why)
+{
+	struct cluster *c = arg;
+
+	c->promoting = 0;
+	if (rc != 0) {
+		promote_later(c, why);
+		return;
+	}
+	became_writer(c);
+}
+
+static void try_promote(struct cluster *c)
+{
+	char err[1024];
+	int r;
+
+	if (!c->is_leader || c->generation < 0 || c->promoting)
+		return;
+	r = mlog_kafka_promote_async(c->ml, promoted, c, err, sizeof(err));
+	if (r < 0)
+		promote_later(c, err);
+	else if (r == 1)
+		became_writer(c);
+	else
+		c->promoting = 1;
+}
+
+/* Stops being the metadata writer, or becoming it. */
+static void demote(struct cluster *c, const char *why)
+{
+	c->promoting = 0;
+	mlog_kafka_demote(c->ml, why);
 }
 
 static void promote_cb(evutil_socket_t fd, short what, void *arg)
@@ -674,8 +708,7 @@ static void g_joined(void *arg, int32_t generation, const char *member_id,
 	    is_leader ? "leader" : "follower", member_id,
 	    is_leader ? "" : ", the leader writes the metadata log");
 	if (!is_leader) {
-		if (mlog_kafka_is_writer(c->ml))
-			mlog_kafka_demote(c->ml, "another member leads the group");
+		demote(c, "another member leads the group");
 		set_role(c, ROLE_FOLLOWER);
 		return;
 	}
@@ -717,8 +750,7 @@ static void g_revoked(void *arg, const char *why)
 	c->generation = -1;
 	c->is_leader = 0;
 	c->members_pending = 0;
-	if (mlog_kafka_is_writer(c->ml))
-		mlog_kafka_demote(c->ml, why);
+	demote(c, why);
 	set_role(c, ROLE_JOINING);
 }
 
@@ -1280,8 +1312,7 @@ void cluster_leave(struct cluster *c, void (*done)(void *arg), void *arg)
 		event_del(c->ev_poll);
 	if (c->ev_status != NULL)
 		event_del(c->ev_status);
-	if (mlog_kafka_is_writer(c->ml))
-		mlog_kafka_demote(c->ml, "leaving the group (shutdown)");
+	demote(c, "leaving the group (shutdown)");
 	kgroup_leave(c->g, leave_done, c);
 }
 

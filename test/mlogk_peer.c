@@ -14,12 +14,16 @@
  *   ("rc 0 started ID"), its completion an event line.
  *   acompact: a snapshot started as mstate starts one (mlog_compact_async()),
  *   answered at once, its completion an event line.
+ *   apromote: the asynchronous promotion (mlog_kafka_promote_async()),
+ *   answered at once, its end an event line; "promote" is the blocking
+ *   one.
  * It runs on a libevent loop (the log's completions come back through it)
  * and polls the log every 50 ms (autopoll on, default): a follower tails
  * (a Fetch on the log's thread), the writer answers requests.
  * Asynchronous lines:
  *   event done ID CODE MESSAGE         (an aanchor's group completed)
  *   event compacted ID RC ERROR        (an acompact's snapshot ended)
+ *   event promoted ID RC ERROR         (an apromote ended)
  *   event role writer|follower WHY      (the role hook)
  *   event hook KIND MIRROR[/TOPIC-P FROM->TO]   (mstate hooks, live only)
  *
@@ -206,6 +210,14 @@ static void compact_done(void *arg, int rc, int16_t sync_error,
 	out("event compacted %d %d %s", (int)(intptr_t)arg, rc, oneline(m));
 }
 
+static void promoted(void *arg, int rc, const char *why)
+{
+	char m[2048];
+
+	snprintf(m, sizeof(m), "%s", why != NULL ? why : "");
+	out("event promoted %d %d %s", (int)(intptr_t)arg, rc, oneline(m));
+}
+
 static int command(char *line)
 {
 	char *argv[8], msg[4096] = "", *save = NULL;
@@ -271,6 +283,14 @@ static int command(char *line)
 		code = mlog_kafka_promote(ml, msg, sizeof(msg));
 		if (code == 0)
 			code = mstate_ensure_cluster_id(st, msg, sizeof(msg));
+	} else if (strcmp(argv[0], "apromote") == 0) {
+		/* As mirrord's cluster promotes: answers at once ("rc 0
+		 * started ID", or "rc 1" already the writer), "event promoted
+		 * ID RC ERROR" when it ends. */
+		code = mlog_kafka_promote_async(ml, promoted,
+		    (void *)(intptr_t)++async_id, msg, sizeof(msg));
+		if (code == 0)
+			snprintf(msg, sizeof(msg), "started %d", async_id);
 	} else if (strcmp(argv[0], "demote") == 0) {
 		mlog_kafka_demote(ml, "asked by the test");
 		code = 0;

@@ -10,7 +10,8 @@ leader), under continuous load:
   * the writer snapshots its log every 8 records (storage.
     snapshot_every_records), so its snapshots are written while all this
     goes on, by the log's thread;
-  * a starts alone and writes; b joins.  A mirror is created through a
+  * a starts alone, becomes the writer and records the new cluster's id
+    and its members without its loop waiting for any of it; b joins.  A mirror is created through a
     and its topic added: the writer records the members and the partition
     owners, and b's share of the partitions comes back to it as forwarded
     requests (each of b's state changes).  Every request is accepted, and
@@ -39,6 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as h  # noqa: E402
+import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402
 import test_ha_kafka as ha  # noqa: E402  (Load, one_writer, owners, ...)
 
@@ -98,6 +100,10 @@ def main():
     acc0 = mt.metric_value(a, FWD, result="accepted")
     print("a writes, b follows (%.0fs); a's loop writes so far %d"
           % (time.monotonic() - t0, loop0), flush=True)
+    # Its promotion ran on the log's thread and the new cluster's id went
+    # with the members' record, in an exclusive turn: nothing so far.
+    h.eq(loop0, 0.0, "metadata writes a's loop waited for from its start "
+         "(promotion, cluster id, members)")
 
     # ---- b's share comes to the writer as forwarded requests -----------
     a.create("m1", ha.m1_config(SRC))
@@ -122,6 +128,30 @@ def main():
          "and owners and handled %d forwarded requests" % accepted)
     print("%d forwarded requests accepted, b owns %r, no loop write "
           "(%.0fs)" % (accepted, mine, time.monotonic() - t0), flush=True)
+
+    # Every partition's first batch is on the destination (its producer
+    # identity was recorded before it) and the metadata log has stopped
+    # growing: no metadata write is in flight when the broker stops.  One
+    # whose outcome stays unknown past storage.kafka.timeout_ms leaves the
+    # writer read-only until a restart (mirrord(8)), which is not what
+    # this test is about.
+    h.wait_for(lambda: all(x > 0 for x in ha.hwms(DST) or [0]), 60,
+               "records in every destination partition: %r"
+               % (ha.hwms(DST),))
+    settle = {"end": None, "since": 0.0}
+
+    def meta_settled():
+        c = kraw.Cluster(DST)
+        try:
+            e = c.offsets(META, 0)[1]
+        finally:
+            c.close()
+        now = time.monotonic()
+        if e != settle["end"]:
+            settle.update(end=e, since=now)
+        return now - settle["since"] >= 2
+    h.wait_for(meta_settled, 60, "the metadata log to stop growing for 2 s "
+               "(end %r)" % (settle["end"],))
 
     # ---- the log's broker stopped: the writer still answers ------------
     os.kill(dst.pid, signal.SIGSTOP)

@@ -25,6 +25,10 @@ each peer's whole model (mstate_dump):
     snapshot in place, no restart: its hooks see the mirror deleted, the
     mirrors and topic created and the state changed meanwhile, and its
     model equals the writer's; it then tails and writes on as before;
+  * the asynchronous promotion (as mirrord's cluster promotes) with the
+    broker stopped: the peer's loop answers at once, a demotion cancels
+    it, a second one ends as the writer once the broker continues, and
+    the followers write through it;
   * a restart of every peer reads the same model (snapshot + log).
 """
 
@@ -351,6 +355,55 @@ def main():
             % (code, msg))
     c.ok("create m9")
     d = same([a, b, c], "after demote and promote")
+
+    # ---- the asynchronous promotion: the loop is never blocked ------------
+    # As mirrord's cluster promotes: InitProducerId, the claim and the
+    # read to the log end run on the log's thread.  With the broker
+    # stopped, the promoting peer's loop answers at once; a demotion
+    # cancels the promotion (no event), a second one goes on after it and
+    # ends as the writer once the broker continues.
+    b.cmd("demote")
+    h.check(b.role() == "follower", "b still the writer after demote")
+    os.kill(dst.pid, signal.SIGSTOP)
+    try:
+        code, msg = c.rc("apromote")
+        h.check(code == 0 and msg.startswith("started "),
+                "apromote: %d %r" % (code, msg))
+        first = msg.split()[1]
+        t0 = time.monotonic()
+        h.eq(c.role(), "follower", "c's role while its promotion waits on "
+             "the stopped broker")
+        c.digest()
+        waited = time.monotonic() - t0
+        h.check(waited < 1.5, "c's loop answered after %.1fs with the "
+                "broker stopped: the promotion blocks it" % waited)
+        code, msg = c.rc("apromote")
+        h.check(code != 0 and "in progress" in msg,
+                "a second apromote while one runs: %d %r" % (code, msg))
+        c.cmd("demote")          # cancels it
+        code, msg = c.rc("apromote")
+        h.check(code == 0 and msg.startswith("started "),
+                "apromote after the cancel: %d %r" % (code, msg))
+        second = msg.split()[1]
+        time.sleep(1)
+    finally:
+        os.kill(dst.pid, signal.SIGCONT)
+    h.wait_for(lambda: any(e.startswith("event promoted %s " % second)
+                           for e in c.events), TIMEOUT_MS / 1000 + 30,
+               "the second promotion's end (%r)" % c.events)
+    ev = [e.split()[2:4] for e in c.events
+          if e.startswith("event promoted")]
+    h.eq(ev, [[second, "0"]],
+         "c's promotion events: id, rc (the cancelled one, %s, has none)"
+         % first)
+    h.eq(c.role(), "writer", "c's role after its promotion")
+    h.check(any(e.startswith("event role writer promoted") for e in c.events),
+            "no role hook on c's promotion: %r" % c.events)
+    b.ok("create m10")           # through the new writer
+    same([a, b, c], "m10 tailed")
+    a.ok("add m10 t10 1")
+    d = same([a, b, c], "after the asynchronous promotion")
+    h.check("m10" in c.dump(), "m10 not in c's model")
 
     # ---- restart of every peer reads the same model ---------------------
     for p in list(peers):

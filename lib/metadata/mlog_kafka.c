@@ -350,7 +350,9 @@ static int claim(struct mk *k, int64_t *off, char *err, size_t errlen)
 	be64_store(p + 10, (uint64_t)clock_wall_ms());
 	be64_store(p + 18, (uint64_t)getpid());
 	mlog_frame_header(f, MLOG_T_CLAIM, p, CLAIM_LEN);
-	return mk_produce_frames(k, f, sizeof(f), 1, 0, off, err, errlen);
+	/* The tail reads the claim in its turn, with what lies before it. */
+	return mk_produce_frames(k, f, sizeof(f), 1, MK_PF_KEEP_NEXT, off,
+	    err, errlen);
 }
 
 /* ---- open: find the newest snapshot, replay -------------------------------- */
@@ -1159,8 +1161,8 @@ static int ksink_flush(struct ksink *s)
 		    .len = s->buf.len, .n = s->n };
 		sn->bytes += s->buf.len;
 	} else {
-		if (mk_produce_frames(s->k, s->buf.buf, s->buf.len, s->n, 1,
-		    &base, s->err, sizeof(s->err)) != 0)
+		if (mk_produce_frames(s->k, s->buf.buf, s->buf.len, s->n,
+		    MK_PF_SNAPSHOT, &base, s->err, sizeof(s->err)) != 0)
 			return -1;
 		if (s->begin < 0)
 			s->begin = base;
@@ -1310,7 +1312,7 @@ int mk_snap_write(struct mk *k, const struct mk_snap *sn, int64_t *begin,
 		goto out;
 	for (size_t i = 0; i < sn->nb; i++)
 		if (mk_produce_frames(k, sn->b[i].buf, sn->b[i].len, sn->b[i].n,
-		    1, &base, s.err, sizeof(s.err)) != 0)
+		    MK_PF_SNAPSHOT, &base, s.err, sizeof(s.err)) != 0)
 			goto out;
 	be64_store(end, sn->records);
 	be64_store(end + 8, (uint64_t)s.begin);
@@ -1420,6 +1422,16 @@ void mlog_kafka_demote(struct mlog *ml, const char *why)
 {
 	struct mk *k = (struct mk *)ml;
 
+	if (k->promo != MK_PROMO_NONE) {
+		/* Cancelled: a claim made meanwhile is ignored when it
+		 * comes back (promo_id), no callback. */
+		k->promo = MK_PROMO_NONE;
+		k->promo_id++;
+		k->promo_cb = NULL;
+		k->promo_arg = NULL;
+	}
+	if (!k->writer)
+		return;       /* nothing a quiesce could make it */
 	mk_quiesce(k);
 	if (!k->writer)
 		return;
@@ -1428,38 +1440,84 @@ void mlog_kafka_demote(struct mlog *ml, const char *why)
 	mk_fire_role(k);
 }
 
-int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
+/*
+ * The network half of a promotion: a fresh producer epoch on the
+ * transactional id (fencing the writer before), the claim record, and the
+ * log end after it.  Touches the producer state, not the read position:
+ * the asynchronous form runs it on the log's thread while the loop may
+ * still apply the tail's last Fetch.
+ */
+int mk_promote_claim(struct mk *k, int64_t *claim_off, int64_t *end,
+    char *err, size_t errlen)
 {
-	struct mk *k = (struct mk *)ml;
-	struct mk_tail *rp = k->tail;
-	int64_t claim_off, end, from;
+	if (init_producer(k, err, errlen) != 0 ||
+	    claim(k, claim_off, err, errlen) != 0)
+		return -1;
+	return mk_list_offset(k, -1, end, err, errlen);
+}
 
-	mk_quiesce(k);
-	rp = k->tail;
-	if (k->writer)
-		return 0;
-	if (!ml->opened || rp == NULL) {
+/*
+ * The switch to the writer's role, once the tail has applied every record
+ * up to the log end found after our claim, with the log's thread idle:
+ * the newest claim read must be ours, else someone claimed after us.
+ */
+int mk_promote_finish(struct mk *k, int64_t claim_off, char *err,
+    size_t errlen)
+{
+	struct mk_tail *rp = k->tail;
+
+	if (rp->owner_pid != k->pid || rp->owner_epoch != k->epoch) {
+		seterr(err, errlen, "metadata log fenced: producer %" PRId64
+		    " epoch %d claimed topic %s after us (producer %" PRId64
+		    " epoch %d) while we were promoting", rp->owner_pid,
+		    rp->owner_epoch, k->topic, k->pid, k->epoch);
+		return -1;
+	}
+	/* What a follower appended and did not hand to the log is dropped,
+	 * as a demotion drops the writer's. */
+	kafka_discard(&k->base);
+	k->writer = 1;
+	k->base.applies_on_sync = 0;
+	mk_rq_drop(k);
+	k->foreign = 0;
+	mk_async_promoted(k);
+	k->role_pending = 1;
+	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
+	    "at offset %" PRId64 " as producer id %" PRId64 " epoch %d",
+	    k->topic, claim_off, k->pid, k->epoch);
+	mk_fire_role(k);
+	return 0;
+}
+
+static int promote_check(struct mk *k, char *err, size_t errlen)
+{
+	if (!k->base.opened || k->tail == NULL) {
 		seterr(err, errlen, "metadata log topic %s is not open", k->topic);
 		return -1;
 	}
-	if (check_usable(k, err, errlen) != 0)
-		return -1;
-	kafka_discard(ml);
-	from = k->next;
-	if (init_producer(k, err, errlen) != 0 ||
-	    claim(k, &claim_off, err, errlen) != 0) {
-		k->next = from;
+	return check_usable(k, err, errlen);
+}
+
+int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+	int64_t claim_off, end;
+
+	mk_quiesce(k);
+	if (k->writer)
+		return 0;
+	if (k->promo != MK_PROMO_NONE) {
+		seterr(err, errlen, "a promotion is in progress");
 		return -1;
 	}
-	/* claim() moved next past the claim: what lies before it is still
-	 * to be read (and applied, live) from where the tail was, and the
-	 * claim itself, which must be ours. */
-	k->next = from;
+	if (promote_check(k, err, errlen) != 0)
+		return -1;
+	kafka_discard(ml);
+	if (mk_promote_claim(k, &claim_off, &end, err, errlen) != 0)
+		return -1;
 	log_info("metadata log: promoting: claimed topic %s at offset %" PRId64
 	    " as producer id %" PRId64 " epoch %d", k->topic, claim_off, k->pid,
 	    k->epoch);
-	if (mk_list_offset(k, -1, &end, err, errlen) != 0)
-		return -1;
 	while (k->next < end) {
 		int64_t before = k->next;
 
@@ -1472,24 +1530,119 @@ int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (rp->owner_pid != k->pid || rp->owner_epoch != k->epoch) {
-		seterr(err, errlen, "metadata log fenced: producer %" PRId64
-		    " epoch %d claimed topic %s after us (producer %" PRId64
-		    " epoch %d) while we were promoting", rp->owner_pid,
-		    rp->owner_epoch, k->topic, k->pid, k->epoch);
+	return mk_promote_finish(k, claim_off, err, errlen);
+}
+
+int mlog_kafka_promote_async(struct mlog *ml, mlog_kafka_promoted_fn cb,
+    void *arg, char *err, size_t errlen)
+{
+	struct mk *k = (struct mk *)ml;
+
+	if (k->writer)
+		return 1;
+	if (k->promo != MK_PROMO_NONE) {
+		seterr(err, errlen, "a promotion is in progress");
 		return -1;
 	}
-	k->writer = 1;
-	ml->applies_on_sync = 0;
-	mk_rq_drop(k);
-	k->foreign = 0;
-	mk_async_promoted(k);
-	k->role_pending = 1;
-	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
-	    "at offset %" PRId64 " as producer id %" PRId64 " epoch %d",
-	    k->topic, claim_off, k->pid, k->epoch);
-	mk_fire_role(k);
+	if (ml->base == NULL)
+		return mlog_kafka_promote(ml, err, errlen) == 0 ? 1 : -1;
+	if (promote_check(k, err, errlen) != 0)
+		return -1;
+	k->promo = MK_PROMO_CLAIM;
+	k->promo_id++;
+	k->promo_cb = cb;
+	k->promo_arg = arg;
+	if (mk_async_promote(k, err, errlen) != 0) {
+		k->promo = MK_PROMO_NONE;
+		return -1;
+	}
 	return 0;
+}
+
+int mlog_kafka_promoting(const struct mlog *ml)
+{
+	return ((const struct mk *)ml)->promo != MK_PROMO_NONE;
+}
+
+/* Ends the asynchronous promotion: its callback, with the state cleared
+ * first (the callback may start another). */
+static void promo_end(struct mk *k, int rc, const char *why)
+{
+	mlog_kafka_promoted_fn cb = k->promo_cb;
+	void *arg = k->promo_arg;
+
+	k->promo = MK_PROMO_NONE;
+	k->promo_cb = NULL;
+	k->promo_arg = NULL;
+	if (rc != 0)
+		log_warnx("metadata log: promotion failed: %s", why);
+	if (cb != NULL)
+		cb(arg, rc, why);
+}
+
+/* Called by the async module: the claim is made (the job's result), or
+ * the tail moved, or jobs were collected. */
+void mk_promo_claimed(struct mk *k, uint64_t id, int rc, int64_t claim_off,
+    int64_t end, const char *why)
+{
+	if (k->promo != MK_PROMO_CLAIM || id != k->promo_id) {
+		/* Cancelled.  A claim it made is only a record in the log:
+		 * the tail reads it, and the next promotion's claim is newer. */
+		log_info("metadata log: a cancelled promotion ended (%s)",
+		    rc == 0 ? "its claim was written" : why);
+		return;
+	}
+	if (rc != 0) {
+		promo_end(k, -1, why);
+		return;
+	}
+	log_info("metadata log: promoting: claimed topic %s at offset %" PRId64
+	    " as producer id %" PRId64 " epoch %d; reading up to offset %"
+	    PRId64, k->topic, claim_off, k->pid, k->epoch, end);
+	k->promo = MK_PROMO_CATCHUP;
+	k->promo_claim = claim_off;
+	k->promo_end = end;
+	k->promo_seen = -1;
+	mk_promo_step(k);
+}
+
+void mk_promo_step(struct mk *k)
+{
+	char err[1024];
+
+	if (k->promo != MK_PROMO_CATCHUP || mk_async_fetching(k))
+		return;
+	if (k->broken) {
+		promo_end(k, -1, k->broken_why);
+		return;
+	}
+	if (k->next < k->promo_end) {
+		/* The tail's last Fetch (ours or the follower's poll's) is
+		 * in: an error, or no progress, ends it; else the next. */
+		if (k->promo_seen >= 0 && mk_async_tail_err(k)[0] != '\0') {
+			promo_end(k, -1, mk_async_tail_err(k));
+			return;
+		}
+		if (k->promo_seen == k->next) {
+			seterr(err, sizeof(err), "topic %s: no record readable at "
+			    "offset %" PRId64 " (log end %" PRId64 ")", k->topic,
+			    k->next, k->promo_end);
+			promo_end(k, -1, err);
+			return;
+		}
+		k->promo_seen = k->next;
+		mk_async_fetch(k);
+		return;
+	}
+	/* Everything up to the end is applied: the role changes once the
+	 * follower's jobs still out (its requests) are collected. */
+	if (!mk_async_idle(k))
+		return;
+	if (mk_promote_finish(k, k->promo_claim, err, sizeof(err)) != 0) {
+		promo_end(k, -1, err);
+		return;
+	}
+	promo_end(k, 0, "");
 }
 
 /* Writes the REPLY alone (a refusal, or an acceptance without records). */

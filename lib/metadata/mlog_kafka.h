@@ -71,9 +71,27 @@ int mlog_kafka_poll(struct mlog *ml, int max_wait_ms, char *err,
  * record, then reads to the end of the log applying live.  0 or -1 (still
  * a follower, err says why).  Calls the role hook on success. */
 int mlog_kafka_promote(struct mlog *ml, char *err, size_t errlen);
+/*
+ * The same without blocking the loop (the log has an event base): the
+ * InitProducerId and the claim are a job of the log's thread, the records
+ * up to the log end found after the claim are read by the tail's Fetches
+ * there and applied live as a follower's are, and once they are all in
+ * (and the thread idle) the log becomes the writer's: the role hook runs,
+ * then cb(arg, 0, "").  On a failure cb(arg, -1, why) and it stays a
+ * follower.  Returns 0 (started: cb follows, from the loop, never from
+ * inside this call), 1 (already the writer, or no event base and the
+ * synchronous promotion succeeded: no cb) or -1 (err; no cb).  One at a
+ * time: while one runs, another call fails.  mlog_kafka_demote() cancels
+ * it (no cb).
+ */
+typedef void (*mlog_kafka_promoted_fn)(void *arg, int rc, const char *why);
+int mlog_kafka_promote_async(struct mlog *ml, mlog_kafka_promoted_fn cb,
+    void *arg, char *err, size_t errlen);
+/* 1 while an asynchronous promotion runs. */
+int mlog_kafka_promoting(const struct mlog *ml);
 /* Writer -> follower (lost group leadership, or fenced): never appends
  * again in that role; keeps tailing from where its model is.  Calls the
- * role hook.  No-op on a follower. */
+ * role hook.  On a follower it only cancels a promotion in progress. */
 void mlog_kafka_demote(struct mlog *ml, const char *why);
 int mlog_kafka_is_writer(const struct mlog *ml);
 /* The identity stamped on this instance's requests (copied). */

@@ -25,6 +25,11 @@
  *            records, read on the loop between groups, written after the
  *            groups before it and before the ones after it, then the
  *            records it replaces trimmed (mk_snap_write());
+ *   PROMOTE  a follower becoming the writer (mlog_kafka_promote_async()):
+ *            InitProducerId, the claim, the log end after it
+ *            (mk_promote_claim()); the tail's FETCHes then read up to that
+ *            end, and the loop switches roles once the thread is idle
+ *            (mk_promo_step());
  *   DONE     a result known already, handed back in order.
  * Finished jobs go back to the loop thread (a pipe read by an event of the
  * log's event base; without one, mlog_kafka_poll() and ops->wait collect
@@ -60,7 +65,7 @@
 #include "mlog_kafka_int.h"
 
 enum { JOB_PRODUCE, JOB_REQUEST, JOB_FETCH, JOB_EMPTY, JOB_PEEK,
-	JOB_REQFETCH, JOB_SNAPSHOT, JOB_DONE };
+	JOB_REQFETCH, JOB_SNAPSHOT, JOB_PROMOTE, JOB_DONE };
 
 /* Waits this long on the broker for the REPLY of a request (the thread's
  * Fetch; the loop is not waiting). */
@@ -95,6 +100,7 @@ struct mk_job {
 	uint32_t nread;          /* PEEK: records found */
 	int64_t expired_from;    /* REQFETCH: below the start from here, -1 */
 	struct mk_snap *snap;    /* SNAPSHOT */
+	uint64_t promo_id;       /* PROMOTE: base is the claim, hw the end */
 	/* results */
 	int rc;                  /* 0, -1, -2 (FETCH below the log start) */
 	int64_t base;
@@ -335,6 +341,10 @@ static void run_job(struct mk *k, struct mk_job *j)
 		if (j->rc != 0 && (j->broken || j->fenced))
 			seterr(k->async->failed, sizeof(k->async->failed), "%s",
 			    j->err);
+		break;
+	case JOB_PROMOTE:
+		j->rc = mk_promote_claim(k, &j->base, &j->hw, j->err,
+		    sizeof(j->err));
 		break;
 	case JOB_DONE:
 		break;
@@ -644,6 +654,12 @@ static void complete(struct mk *k, struct mk_job *j)
 		mlog_group_done(&k->base, j->done, j->arg, j->rc, 0, j->err);
 		job_free(j);
 		break;
+	case JOB_PROMOTE:
+		/* The next step (the tail's Fetches) is taken by
+		 * mk_async_collect(), outside blocking paths. */
+		mk_promo_claimed(k, j->promo_id, j->rc, j->base, j->hw, j->err);
+		job_free(j);
+		break;
 	case JOB_DONE:
 		mlog_group_done(&k->base, j->done, j->arg, j->rc, 0, j->err);
 		job_free(j);
@@ -859,6 +875,8 @@ int mk_async_collect(struct mk *k)
 	while (read(a->fd[0], buf, sizeof(buf)) > 0)
 		;
 	any = drain_done(k);
+	/* A promotion reads on, or becomes the writer's once idle. */
+	mk_promo_step(k);
 	/* A follower waiting for REPLYs keeps reading (on the thread). */
 	if (a->wait_head != NULL)
 		start_fetch(k, REPLY_FETCH_WAIT_MS);
@@ -1098,13 +1116,59 @@ int mk_async_poll(struct mk *k, int *applied, char *err, size_t errlen)
 	if (async_start(k, err, errlen) != 0)
 		return -1;
 	mk_async_collect(k);
-	start_fetch(k, 0);
+	if (k->promo == MK_PROMO_NONE)
+		start_fetch(k, 0);
 	*applied = (int)(k->st.records - before);
 	if (k->async->tail_err[0] != '\0') {
 		seterr(err, errlen, "%s", k->async->tail_err);
 		return -1;
 	}
 	return 0;
+}
+
+int mk_async_promote(struct mk *k, char *err, size_t errlen)
+{
+	struct mk_job *j;
+
+	if (async_start(k, err, errlen) != 0)
+		return -1;
+	if ((j = calloc(1, sizeof(*j))) == NULL) {
+		seterr(err, errlen, "out of memory");
+		return -1;
+	}
+	j->kind = JOB_PROMOTE;
+	j->promo_id = k->promo_id;
+	push(k, j);
+	return 0;
+}
+
+void mk_async_fetch(struct mk *k)
+{
+	start_fetch(k, 0);
+}
+
+int mk_async_fetching(const struct mk *k)
+{
+	return k->async != NULL && k->async->fetching;
+}
+
+const char *mk_async_tail_err(const struct mk *k)
+{
+	return k->async != NULL ? k->async->tail_err : "";
+}
+
+/* Nothing queued, running or finished and not yet collected. */
+int mk_async_idle(const struct mk *k)
+{
+	struct mk_async *a = k->async;
+	int idle;
+
+	if (a == NULL || !a->started)
+		return 1;
+	pthread_mutex_lock(&a->mu);
+	idle = a->queued == 0;
+	pthread_mutex_unlock(&a->mu);
+	return idle;
 }
 
 void mk_async_promoted(struct mk *k)

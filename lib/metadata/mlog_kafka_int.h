@@ -106,7 +106,19 @@ struct mk {
 	void *rb_arg;
 	uint64_t rebuilds;          /* models rebuilt so far */
 	struct mk_async *async;     /* the I/O thread (mlog_kafka_async.c) */
+	/* mlog_kafka_promote_async(): the claim is made on the log's
+	 * thread (MK_PROMO_CLAIM), then the tail reads up to the log end
+	 * found after it (MK_PROMO_CATCHUP) and, with the thread idle, the
+	 * log becomes the writer's.  promo_id tells a cancelled promotion's
+	 * late claim from the current one's. */
+	int promo;                  /* MK_PROMO_* */
+	uint64_t promo_id;
+	int64_t promo_claim, promo_end, promo_seen;
+	mlog_kafka_promoted_fn promo_cb;
+	void *promo_arg;
 };
+
+enum { MK_PROMO_NONE, MK_PROMO_CLAIM, MK_PROMO_CATCHUP };
 
 /* The writer's current request: none; with the handler; answered from
  * inside the handler's call (mk_rq_pump() writes the REPLY); its REPLY
@@ -165,7 +177,35 @@ int mk_read_snapshots(struct mk *k, int64_t lo, int64_t hi, krec_fn cb,
 /* Produces frames[0..len) as one batch with the next sequence, acks=all;
  * a refusal of our epoch marks the log broken (fenced). */
 int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
-    uint32_t count, int snapshot, int64_t *base, char *err, size_t errlen);
+    uint32_t count, int flags, int64_t *base, char *err, size_t errlen);
+/* Promotion, in two halves: the network part (InitProducerId, the claim,
+ * the log end after it), run by the log's thread for the asynchronous
+ * form, and the switch to the writer's role once the tail has read up to
+ * that end (with the thread idle). */
+int mk_promote_claim(struct mk *k, int64_t *claim_off, int64_t *end,
+    char *err, size_t errlen);
+int mk_promote_finish(struct mk *k, int64_t claim_off, char *err,
+    size_t errlen);
+/* The asynchronous promotion's next step (mlog_kafka.c): called by the
+ * async module when jobs were collected or the tail moved. */
+void mk_promo_step(struct mk *k);
+/* The claim job's result (its promotion's id: a cancelled one's is
+ * ignored). */
+void mk_promo_claimed(struct mk *k, uint64_t id, int rc, int64_t claim_off,
+    int64_t end, const char *why);
+/* The async module's part of it: the claim job, a tail Fetch (if none is
+ * out), and whether the thread is idle. */
+int mk_async_promote(struct mk *k, char *err, size_t errlen);
+void mk_async_fetch(struct mk *k);
+int mk_async_idle(const struct mk *k);
+int mk_async_fetching(const struct mk *k);
+const char *mk_async_tail_err(const struct mk *k);
+
+/* mk_produce_frames() flags: a snapshot batch; leave the read position
+ * where it is (a claim written while the tail may still be reading, by
+ * the log's thread during a promotion). */
+#define MK_PF_SNAPSHOT  1
+#define MK_PF_KEEP_NEXT 2
 
 /* mlog_kafka_net.c: connections on the network thread's kcluster.  The
  * calls block their calling thread (never the network thread) on a

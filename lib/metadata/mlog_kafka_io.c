@@ -1072,13 +1072,14 @@ out:
 
 /* Produces frames[0..len) as one batch with the next sequence. */
 int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
-    uint32_t count, int snapshot, int64_t *base, char *err, size_t errlen)
+    uint32_t count, int flags, int64_t *base, char *err, size_t errlen)
 {
 	size_t blen;
 	uint8_t *b;
 	int rc;
 
-	b = mlog_kafka_encode_batch(frames, len, snapshot, k->pid, k->epoch,
+	b = mlog_kafka_encode_batch(frames, len,
+	    (flags & MK_PF_SNAPSHOT) != 0, k->pid, k->epoch,
 	    k->seq, clock_wall_ms(), &blen, err, errlen);
 	if (b == NULL)
 		return -1;
@@ -1095,7 +1096,8 @@ int mk_produce_frames(struct mk *k, const uint8_t *frames, size_t len,
 		k->seq = (int32_t)(((int64_t)k->seq + count) & INT32_MAX);
 		/* Only the writer writes: our records are the log's newest,
 		 * and the tail (after a demotion) goes on after them. */
-		k->next = *base + (int64_t)count;
+		if (!(flags & MK_PF_KEEP_NEXT))
+			k->next = *base + (int64_t)count;
 	}
 	return rc;
 }

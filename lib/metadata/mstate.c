@@ -635,7 +635,8 @@ int mstate_ensure_cluster_id(struct mstate *st, char *err, size_t errlen)
 	r.str = kstr_c(id);
 	if (mstate_persist(st, &r, 1, "cluster id", err, errlen) != 0)
 		return -1;
-	log_info("metadata log: new cluster id %s", st->cluster_id);
+	log_info("metadata log: new cluster id %s%s", id,
+	    st->batch ? " (with the batch being written)" : "");
 	return 0;
 }
 
