@@ -921,22 +921,18 @@ int mk_tail_once(struct mk *k, int max_wait_ms, char *err, size_t errlen)
 }
 
 /* The REPLY frame for the request being handled, appended to pend. */
-static int pend_reply(struct mk *k, int16_t error, const char *msg,
+int mk_pend_reply(struct mk *k, int16_t error, const char *msg,
     char *err, size_t errlen)
 {
-	uint8_t hdr[MLOG_FRAME_HDR], *p;
 	size_t len;
+	uint8_t *f = mk_reply_frame(k, error, msg, &len);
 
-	p = mlog_kafka_encode_reply(k->cur_instance, k->cur_id, k->cur_off,
-	    error, msg, &len);
-	if (p == NULL) {
+	if (f == NULL) {
 		seterr(err, errlen, "out of memory");
 		return -1;
 	}
-	mlog_frame_header(hdr, MLOG_T_REPLY, p, (uint32_t)len);
-	kw_raw(&k->pend, hdr, sizeof(hdr));
-	kw_raw(&k->pend, p, len);
-	free(p);
+	kw_raw(&k->pend, f, len);
+	free(f);
 	if (k->pend.err) {
 		seterr(err, errlen, "the reply does not fit in one batch of "
 		    "topic %s", k->topic);
@@ -960,7 +956,7 @@ static int writer_sync(struct mk *k, int16_t error, const char *msg,
 		return 0;
 	/* Handling a follower's request: its REPLY goes into this batch. */
 	if (carry) {
-		if (pend_reply(k, error, msg, err, errlen) != 0) {
+		if (mk_pend_reply(k, error, msg, err, errlen) != 0) {
 			kafka_discard(&k->base);
 			return -1;
 		}

@@ -975,26 +975,12 @@ int mk_sync_async(struct mlog *ml, mlog_done_fn done, void *arg, char *err,
 	j->arg = arg;
 	if (k->writer && k->reply_armed && !k->cur_replied) {
 		/* The handler's accepted records: their REPLY joins them. */
-		uint8_t *f;
-		size_t flen;
-
 		k->reply_armed = 0;
-		if ((f = mk_reply_frame(k, 0, "", &flen)) == NULL) {
+		if (mk_pend_reply(k, 0, "", err, errlen) != 0) {
 			free(j);
-			seterr(err, errlen, "out of memory");
 			mk_discard(k);
 			return -1;
 		}
-		kw_raw(&k->pend, f, flen);
-		free(f);
-		if (k->pend.err) {
-			free(j);
-			seterr(err, errlen, "the reply does not fit in one batch "
-			    "of topic %s", k->topic);
-			mk_discard(k);
-			return -1;
-		}
-		k->npend++;
 		j->reply = 1;
 		j->reply_off = k->cur_off;
 	}

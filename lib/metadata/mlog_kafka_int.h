@@ -274,6 +274,9 @@ int mk_req_ready(struct mk *k, char *err, size_t errlen);
  * malloc'ed, NULL when out of memory. */
 uint8_t *mk_reply_frame(struct mk *k, int16_t error, const char *msg,
     size_t *len);
+/* The same frame appended to the pending frames (the next group). */
+int mk_pend_reply(struct mk *k, int16_t error, const char *msg, char *err,
+    size_t errlen);
 /* Snapshots: the model's records read in batches (on the loop), then
  * written with the producer, on the loop or as a job of the log's
  * thread (mk_compact_async()), then accounted for on the loop. */
