@@ -42,6 +42,11 @@
 
 #define DEFAULT_CONFIG MIRRORD_SYSCONFDIR "/mirrord/mirrord.yaml"
 
+/* Exit status asking the service manager for a restart (EX_TEMPFAIL):
+ * the replicated metadata log became unusable in a way a fresh start
+ * resolves. */
+#define MIRRORD_EXIT_RESTART 75
+
 struct daemon {
 	struct event_base *base;
 	const char *config_path;
@@ -315,14 +320,28 @@ static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
 	mstate_maybe_compact(d->st);
 	mlog_stats(d->ml, &s);
 	if (s.broken && d->cfg->storage_backend == CONFIG_STORAGE_KAFKA &&
-	    !d->plane_stopped && !d->stopping) {
+	    s.fenced && !d->plane_stopped && !d->stopping) {
 		/* Another instance writes the metadata now: this one must not
-		 * go on copying as if it still owned the partitions. */
-		log_errorx("metadata log is read-only (fenced by a newer writer, "
-		    "or a write's outcome is unknown): stopping the data plane "
-		    "of this instance; restart it to follow the metadata log");
+		 * go on copying as if it still owned the partitions, nor take
+		 * the log back by restarting. */
+		log_errorx("metadata log is read-only (fenced by a newer "
+		    "writer): stopping the data plane of this instance; restart "
+		    "it to follow the metadata log");
 		d->plane_stopped = true;
 		pipeline_shutdown(d->pl, plane_stopped_cb, d);
+	} else if (s.broken && d->cfg->storage_backend == CONFIG_STORAGE_KAFKA &&
+	    !d->stopping) {
+		/* A write whose outcome is unknown (or a follower behind the
+		 * log start that cannot rebuild): only a fresh start knows
+		 * what the log holds.  Shut down as on SIGTERM (the copies in
+		 * flight finish, the group is left, so another instance can
+		 * write the metadata meanwhile) and exit EX_TEMPFAIL: the
+		 * service manager starts it again (Restart=on-failure). */
+		log_errorx("metadata log is read-only (a write's outcome is "
+		    "unknown, see above): shutting down to start again, which "
+		    "re-reads the log (exit status %d)", MIRRORD_EXIT_RESTART);
+		d->exit_code = MIRRORD_EXIT_RESTART;
+		begin_shutdown(d, "metadata log unusable");
 	}
 	if (s.snapshot_wall_ms >= 0)
 		metrics_gauge_set(metrics_series(MSTD(&d->ms,

@@ -18,8 +18,9 @@ kafka) on a private destination cluster:
     replays to the same mirrors and states;
   * with a short storage.kafka.timeout_ms, a CreateMirror whose write
     cannot complete is answered with the unknown outcome (not left
-    hanging), the log turns read-only, and a restart finds the mirrors and
-    states intact and copies on.
+    hanging), the log turns read-only, mirrord shuts down by itself with
+    exit status 75 (for systemd's Restart=on-failure), and the restart
+    finds the mirrors and states intact and copies on.
 
 Before the fix the loop itself waited for the metadata write: nothing was
 answered until the broker came back.
@@ -186,8 +187,10 @@ def main():
     # ---- a write that cannot complete: answered with the error ----------
     # The same log, a short storage.kafka.timeout_ms: the broker stopped
     # past it leaves the CreateMirror's outcome unknown.  It is answered
-    # with that (not left hanging); the log is then read-only, and a
-    # restart re-reads what is really there: m3 or not, the rest intact.
+    # with that (not left hanging); the log is then read-only, mirrord
+    # shuts down and exits 75 for its service manager to restart it, and
+    # the restart re-reads what is really there: m3 or not, the rest
+    # intact.
     d.stop()
     d2 = mt.Mirrord(destination=dst_c.bootstrap, name="mirrord2",
                     storage_kafka={"secret_key_file": key, "topic": META,
@@ -211,7 +214,14 @@ def main():
           % (took, r.stderr.strip()[:160]), flush=True)
     h.wait_for(lambda: "metadata log is read-only" in d2.log(), 30,
                "mirrord to say its metadata log is read-only")
-    d2.kill9()
+    # It shuts down by itself and asks its service manager for a restart
+    # (EX_TEMPFAIL; the unit's Restart=on-failure), which re-reads the log.
+    h.wait_for(lambda: not d2.proc.alive(), 60, "mirrord to shut down after "
+               "the unknown outcome")
+    h.eq(d2.proc.wait(10), 75, "mirrord's exit status after the unknown "
+         "outcome")
+    h.check("shutting down to start again" in d2.log(),
+            "no message saying why it exits: %s" % d2.proc.tail())
     d2.start()
     h.wait_for(lambda: state(d2)[1] == before[1], 60, "the partition "
                "states after the unknown outcome and a restart (before: %r)"

@@ -30,6 +30,11 @@ leader), under continuous load:
     lost, duplicated or changed), the same metadata on both instances;
   * the follower killed (kill -9) and started again replays the newest
     snapshot and the log after it: the same metadata again.
+  * a mutation through the writer while the broker is stopped past
+    storage.kafka.timeout_ms is answered with the unknown outcome; the
+    writer shuts down by itself and exits 75 (for Restart=on-failure), the
+    other instance becomes the writer, the first started again follows
+    with the same metadata, and the copy goes on, nothing lost.
 """
 
 import os
@@ -205,6 +210,49 @@ def main():
                % (f.name, {d.name: ha.metadata_view(d) for d in ds}))
     print("%d snapshots by %s; %s restarted with the same metadata: ok "
           "(%.0fs)" % (snaps, w.name, f.name, time.monotonic() - t0))
+
+    # ---- a metadata write of unknown outcome: the writer starts again ---
+    # A mutation through the writer while the log's broker is stopped past
+    # storage.kafka.timeout_ms is answered with the unknown outcome.  The
+    # writer's log can no longer tell what it holds: it shuts down (leaving
+    # the group, so the other instance becomes the writer meanwhile) and
+    # exits 75 for its service manager (Restart=on-failure).  Started
+    # again, as systemd would, it follows; both see the same metadata, and
+    # the copy goes on with nothing lost or duplicated.
+    w = ha.one_writer(ds, "before the unknown outcome", timeout=60)
+    o = [d for d in ds if d is not w][0]
+    os.kill(dst.pid, signal.SIGSTOP)
+    try:
+        r = w.cli("--pause", "--mirror", "m1", "--topic", TOPIC, timeout=60)
+    finally:
+        os.kill(dst.pid, signal.SIGCONT)
+    h.check(r.returncode != 0 and "KAFKA_STORAGE_ERROR" in r.stderr and
+            "may or may not be made" in r.stderr,
+            "a pause whose metadata write timed out: exit %d %s %s"
+            % (r.returncode, r.stdout, r.stderr))
+    h.wait_for(lambda: not w.proc.alive(), 90, "the writer %s to shut down "
+               "after the unknown outcome" % w.name)
+    h.eq(w.proc.wait(10), 75, "the exit status of %s after the unknown "
+         "outcome" % w.name)
+    h.check("shutting down to start again" in w.log(),
+            "%s does not say why it exits:\n%s" % (w.name, w.proc.tail()))
+    h.check(ha.one_writer([o], "%s exited" % w.name, timeout=120) is o,
+            "%s did not become the writer" % o.name)
+    w.start()
+    ha.one_writer(ds, "%s started again" % w.name, timeout=120)
+    h.wait_for(same, 60, "the same metadata after the unknown outcome: %r"
+               % {d.name: ha.metadata_view(d) for d in ds})
+    paused = any(r[2] != "MIRRORING" for r in ha.metadata_view(o))
+    if paused:
+        o.cli_ok("--resume", "--mirror", "m1", "--topic", TOPIC)
+    load = ha.Load(SRC)
+    time.sleep(3)
+    load.stop()
+    ha.check_copy(SRC, DST, load)
+    print("unknown outcome: %s exited 75, %s wrote meanwhile, %s followed "
+          "after its start (the pause %s); copy complete (%.0fs)"
+          % (w.name, o.name, w.name, "landed" if paused else "was lost",
+             time.monotonic() - t0))
 
 
 if __name__ == "__main__":

@@ -152,6 +152,8 @@ struct mlog_stats {
 	uint64_t compactions;
 	uint64_t torn_bytes_dropped; /* at open */
 	int broken;                /* 1 after a failure that forbids writing */
+	int fenced;                /* broken because a newer writer claimed
+	                            * the log (replicated backend) */
 	uint64_t groups;           /* asynchronous groups completed */
 	uint64_t last_group_records; /* records in the last fsync round */
 	uint64_t max_group_records;  /* most records one fsync round held */

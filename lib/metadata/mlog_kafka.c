@@ -783,10 +783,12 @@ void mk_fenced(struct mk *k, const char *why)
 {
 	if (mk_defer_on_thread(k, 1, why))
 		return;         /* applied by the loop thread */
-	if (k->role_fn != NULL && k->writer && !k->is_req)
+	if (k->role_fn != NULL && k->writer && !k->is_req) {
 		become_follower(k, why);
-	else
+	} else {
+		k->st.fenced = 1;
 		mk_set_broken(k, why);
+	}
 }
 
 /*
