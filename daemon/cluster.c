@@ -1334,6 +1334,8 @@ void cluster_free(struct cluster *c)
 		admin_set_cluster(c->adm, NULL, NULL);
 	fwd_cancel(c);
 	rb_cancel(c);
+	if (c->promoting)           /* its callback would find c freed */
+		demote(c, "shutting down");
 	cstatus_free(c->status);    /* before c->kc, which it uses */
 	c->status = NULL;
 	if (c->g != NULL)
