@@ -159,11 +159,13 @@
  *  - Blocking: the synchronous mlog_sync() is a Produce round trip waited
  *    for on the calling (loop) thread, bounded by storage.kafka.timeout_ms, as the
  *    file backend blocks on fsync (it first waits for the thread's groups);
- *    a follower's also waits for the REPLY (same bound).  The writer's
- *    mlog_kafka_poll() (its tail and the request topic) and the handling of
- *    each request still run on the loop, as do open, promotion and a
- *    follower's rebuild (a snapshot read).  A writer's answer lost past the
- *    timeout leaves the outcome unknown: the log is then broken (restart
+ *    a follower's also waits for the REPLY (same bound).  With an event
+ *    base the writer's reads (its log, the request topic), its groups,
+ *    its snapshots and a promotion (mlog_kafka_promote_async()) run on
+ *    the log's thread; open, a writer's read of another writer's records
+ *    and a follower's rebuild (a snapshot read) still run on the loop.  A
+ *    writer's answer lost past the timeout leaves the outcome unknown:
+ *    the log is then broken (mlog_stats.broken; mirrord restarts, which
  *    re-reads what is really there).
  *  - A follower's sync applies, in log order, whatever other instances
  *    wrote before its REPLY: mstate hooks fire inside that mlog_sync()
