@@ -330,7 +330,7 @@ static void housekeep_cb(evutil_socket_t fd, short what, void *arg)
 		d->plane_stopped = true;
 		pipeline_shutdown(d->pl, plane_stopped_cb, d);
 	} else if (s.broken && d->cfg->storage_backend == CONFIG_STORAGE_KAFKA &&
-	    !d->stopping) {
+	    !s.fenced && !d->stopping) {
 		/* A write whose outcome is unknown (or a follower behind the
 		 * log start that cannot rebuild): only a fresh start knows
 		 * what the log holds.  Shut down as on SIGTERM (the copies in
