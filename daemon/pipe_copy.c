@@ -1323,10 +1323,13 @@ static void skipped_done(struct ppart *p)
 	}
 }
 
-/* Queues one batch (its bytes are copied).  straddle: it starts before
- * the fetch position; it is copied whole if none of its records is before
- * the copy position (src_copied), else p FAILED. */
-static int enqueue(struct ppart *p, const struct batch *b, int straddle)
+/* Queues one batch (its bytes are copied, or kept in the Fetch answer's
+ * pinned buffer; own: a merged batch's malloc'd buffer b lies in, taken
+ * over whatever happens).  straddle: it starts before the fetch position;
+ * it is copied whole if none of its records is before the copy position
+ * (src_copied), else p FAILED. */
+static int enqueue_own(struct ppart *p, const struct batch *b, int straddle,
+    uint8_t *own)
 {
 	struct pipeline *pl = p->pm->pl;
 	struct pbatch *q = calloc(1, sizeof(*q));
@@ -1334,14 +1337,16 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 	char err[256];
 	size_t gap = b->base_offset != p->src_copied ? 1 : 0;
 
-	if (q == NULL)
+	if (q == NULL) {
+		free(own);
 		return -1;
+	}
 	q->src_base = b->base_offset;
 	q->src_next = batch_next_offset(b);
 	q->dst_base = p->dst_tail;
 	q->epoch = b->leader_epoch;
 	q->max_ts = b->max_timestamp;
-	if (batch_has_holes(b)) {
+	if (own == NULL && batch_has_holes(b)) {
 		if (batch_reencode_contiguous(b, p->dst_tail, (size_t)pcap(pl) * 4, &re,
 		    err, sizeof(err)) != 0) {
 			free(q);
@@ -1388,10 +1393,13 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 		if (gap)
 			q->anchors = calloc(1, sizeof(*q->anchors));
 		if (gap && q->anchors == NULL) {
+			free(own);
 			pbatch_free(q);
 			return -1;
 		}
-		if (pin != NULL && b->p >= pin->buf &&
+		if (own != NULL)
+			q->buf = own; /* a merged batch: its own bytes */
+		else if (pin != NULL && b->p >= pin->buf &&
 		    b->len <= pin->size - (size_t)(b->p - pin->buf)) {
 			/* In the answer's buffer, which stays (pbuf_pin). */
 			q->buf = (uint8_t *)(uintptr_t)b->p;
@@ -1421,6 +1429,90 @@ static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 	p->src_copied = q->src_next;
 	p->dst_tail += q->count;
 	return 0;
+}
+
+static int enqueue(struct ppart *p, const struct batch *b, int straddle)
+{
+	return enqueue_own(p, b, straddle, NULL);
+}
+
+/*
+ * Coalescing (mirror.coalesce.max.bytes, batch.h's batch_merge_*): intake()
+ * gathers consecutive mergeable batches of one Fetch answer into a run and
+ * queues the run as one batch.  Nothing downstream knows the difference: a
+ * queued batch covers source offsets src_base..src_next-1 and lands at
+ * dst_base, whether the source had it as one batch or twenty, and every
+ * run ends where a source batch ends, so a restart resumes at a source
+ * batch's start.  A run of one is queued as it came (no copy).
+ */
+struct crun {
+	int on;
+	struct batch first;
+	struct batch_merge m; /* m.buf NULL until a second batch joins */
+};
+
+static size_t crun_cap(const struct ppart *p)
+{
+	const struct mirrorconf *mc = p->pm->conf;
+
+	return mc != NULL && mc->coalesce_max_bytes > 0 ?
+	    (size_t)mc->coalesce_max_bytes : 0;
+}
+
+static size_t crun_len(const struct crun *r)
+{
+	return !r->on ? 0 : r->m.buf != NULL ? r->m.len : r->first.len;
+}
+
+/* Queues the run (and closes it): 0, or -1 with p FAILED. */
+static int crun_flush(struct ppart *p, struct crun *r)
+{
+	struct batch mb;
+	char err[256];
+	int rc;
+
+	if (!r->on)
+		return 0;
+	r->on = 0;
+	if (r->m.buf == NULL || r->m.nbatches < 2) {
+		batch_merge_fini(&r->m);
+		return enqueue(p, &r->first, 0);
+	}
+	batch_merge_finish(&r->m);
+	if (batch_parse(r->m.buf, r->m.len, &mb, err, sizeof(err)) != BATCH_OK) {
+		pl_part_fail(p, "merging source batches %" PRId64 "..%" PRId64
+		    ": the merged batch does not parse: %s", r->m.base_offset,
+		    r->m.next_offset - 1, err);
+		batch_merge_fini(&r->m);
+		return -1;
+	}
+	p->live.coalesced += r->m.nbatches - 1;
+	rc = enqueue_own(p, &mb, 0, r->m.buf);
+	r->m.buf = NULL;
+	batch_merge_fini(&r->m);
+	return rc;
+}
+
+/* Adds b to the open run: 0 added, 1 it does not join (flush first), -1
+ * p FAILED. */
+static int crun_add(struct ppart *p, struct crun *r, const struct batch *b,
+    size_t cap)
+{
+	char err[256];
+	int rc;
+
+	if (r->m.buf == NULL &&
+	    batch_merge_start(&r->m, &r->first, cap, err, sizeof(err)) != 0) {
+		pl_part_fail(p, "merging source batches at offset %" PRId64 ": %s",
+		    r->first.base_offset, err);
+		return -1;
+	}
+	rc = batch_merge_add(&r->m, b, err, sizeof(err));
+	if (rc < 0)
+		pl_part_fail(p, "merging the source batch at offset %" PRId64
+		    " into the one at %" PRId64 ": %s", b->base_offset,
+		    r->first.base_offset, err);
+	return rc;
 }
 
 /*
@@ -1464,9 +1556,12 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 	struct batch_iter it;
 	struct batch b;
 	struct ptxn txn;
+	struct crun run;
+	size_t cap = crun_cap(p);
 	char err[256];
 	int rc, v;
 
+	memset(&run, 0, sizeof(run));
 	if (fp->records.len <= 0)
 		return;
 	if (ptxn_init(&txn, fp->aborted, fp->naborted, err, sizeof(err)) != 0) {
@@ -1508,13 +1603,36 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 			p->fetch_epoch_end = next;
 			continue;
 		}
+		if (cap > 0 && b.base_offset >= p->src_fetch &&
+		    batch_mergeable(&b, cap)) {
+			/* Into the open run, or a new run. */
+			if (run.on && (int64_t)(p->qbytes + crun_len(&run) +
+			    b.len) <= pcap(p->pm->pl)) {
+				int joined = crun_add(p, &run, &b, cap);
+
+				if (joined < 0) {
+					run.on = 0;
+					goto out;
+				}
+				if (joined == 0)
+					goto taken;
+			}
+			if (crun_flush(p, &run) < 0)
+				goto fail_queue;
+			if (p->qbytes > 0 &&
+			    (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
+				break; /* no room: fetched again later */
+			run.on = 1;
+			run.first = b;
+			goto taken;
+		}
+		if (crun_flush(p, &run) < 0)
+			goto fail_queue;
 		if (p->qbytes > 0 && (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
 			break; /* no room: fetched again later */
-		if (enqueue(p, &b, b.base_offset < p->src_fetch) < 0) {
-			if (p->step == PS_RUN)
-				pl_part_fail(p, "out of memory queueing a batch");
-			goto out;
-		}
+		if (enqueue(p, &b, b.base_offset < p->src_fetch) < 0)
+			goto fail_queue;
+taken:
 		p->src_fetch = next;
 		p->fetch_epoch = b.leader_epoch;
 		p->fetch_epoch_end = next;
@@ -1522,7 +1640,14 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 	if (rc == BATCH_ERROR)
 		pl_part_fail(p, "malformed record batch from the source at fetch "
 		    "offset %" PRId64 ": %s", p->src_fetch, err);
+	if (crun_flush(p, &run) < 0)
+		goto fail_queue;
+	goto out;
+fail_queue:
+	if (p->step == PS_RUN)
+		pl_part_fail(p, "out of memory queueing a batch");
 out:
+	batch_merge_fini(&run.m);
 	ptxn_fini(&txn);
 }
 

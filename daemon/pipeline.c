@@ -1666,6 +1666,8 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			    p->live.source_deleted, &p->reported.source_deleted);
 			counter_to(ms, MSTD_PARTITION_DISCARDED_BYTES, p,
 			    p->live.discarded_bytes, &p->reported.discarded_bytes);
+			counter_to(ms, MSTD_PARTITION_COALESCED_BATCHES, p,
+			    p->live.coalesced, &p->reported.coalesced);
 		}
 	}
 }

@@ -177,6 +177,8 @@ struct pipeline_live {
 	int64_t divergences;             /* source logs found parted from the mirror */
 	int64_t source_deleted;          /* source offsets deleted before they were copied */
 	int64_t discarded_bytes;         /* batch bytes fetched, dropped before acknowledged */
+	int64_t coalesced;               /* source batches merged into the one before
+	                                  * (mirror.coalesce.max.bytes) */
 };
 int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
     struct pipeline_live *out);

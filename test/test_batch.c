@@ -1595,6 +1595,189 @@ START_TEST(test_compacted_from_kafka)
 }
 END_TEST
 
+/* ---- coalescing (batch_merge_*) -------------------------------------- */
+
+/* One record of an uncompressed records section, decoded by the test. */
+struct tdec {
+	int64_t ts_delta, off_delta;
+	const uint8_t *rest;   /* key, value, headers */
+	size_t rest_len;
+};
+
+static int t_decode(const uint8_t *recs, size_t len, struct tdec *out, int max)
+{
+	const uint8_t *p = recs, *end = recs + len;
+	int n = 0;
+
+	while (p < end && n < max) {
+		int64_t l = t_varint_read(&p);
+		const uint8_t *next = p + l, *q = p + 1;
+
+		ck_assert(next <= end);
+		out[n].ts_delta = t_varint_read(&q);
+		out[n].off_delta = t_varint_read(&q);
+		out[n].rest = q;
+		out[n].rest_len = (size_t)(next - q);
+		n++;
+		p = next;
+	}
+	ck_assert(p == end);
+	return n;
+}
+
+static size_t t_mk(uint8_t *out, int64_t base, int32_t epoch, uint16_t attrs,
+    int64_t bts, const struct trec *recs, int n)
+{
+	uint8_t body[4096];
+	struct thdr h = hdr_default();
+	int64_t mts = bts;
+
+	for (int i = 0; i < n; i++)
+		if (bts + recs[i].ts_delta > mts)
+			mts = bts + recs[i].ts_delta;
+	h.base = base;
+	h.epoch = epoch;
+	h.attrs = attrs;
+	h.count = n;
+	h.lod = n - 1;
+	h.bts = bts;
+	h.mts = mts;
+	return t_batch(out, &h, body, t_records(body, recs, n, 1));
+}
+
+START_TEST(test_merge)
+{
+	/* Three batches that follow each other: the second's base timestamp
+	 * lies before the first's, the third's far after it (its deltas grow
+	 * a varint byte or more). */
+	static const int64_t bts[3] = { 1700000000000, 1699999999950, 1700100000000 };
+	static const int64_t base[3] = { 1000, 1004, 1006 };
+	static const int nrec[3] = { 4, 2, 4 };
+	uint8_t raw[3][2048], *in[3];
+	size_t len[3];
+	struct batch b[3], out;
+	struct batch_merge m;
+	struct tdec want[3][4], got[16];
+	char err[256];
+	int k = 0;
+
+	for (int i = 0; i < 3; i++) {
+		len[i] = t_mk(raw[i], base[i], 7, 0, bts[i], recs4, nrec[i]);
+		in[i] = exact(raw[i], len[i]);
+		ck_assert_int_eq(batch_parse(in[i], len[i], &b[i], err, sizeof(err)), BATCH_OK);
+		ck_assert_int_eq(batch_mergeable(&b[i], 1 << 20), 1);
+		ck_assert_int_eq(t_decode(b[i].records, b[i].records_len, want[i], 4), nrec[i]);
+	}
+	ck_assert_int_eq(batch_merge_start(&m, &b[0], 1 << 20, err, sizeof(err)), 0);
+	ck_assert_int_eq(batch_merge_add(&m, &b[1], err, sizeof(err)), 0);
+	ck_assert_int_eq(batch_merge_add(&m, &b[2], err, sizeof(err)), 0);
+	ck_assert_int_eq(m.nbatches, 3);
+	batch_merge_finish(&m);
+	ck_assert_int_eq(batch_parse(m.buf, m.len, &out, err, sizeof(err)), BATCH_OK);
+	ck_assert_uint_eq(out.len, m.len);
+	ck_assert_int_eq(batch_verify_crc(&out, err, sizeof(err)), 0);
+	ck_assert_int_eq(out.base_offset, 1000);
+	ck_assert_int_eq(out.record_count, 10);
+	ck_assert_int_eq(out.last_offset_delta, 9);
+	ck_assert_int_eq(out.base_timestamp, bts[0]);
+	ck_assert_int_eq(out.max_timestamp, bts[2] + 300);
+	ck_assert_int_eq(out.leader_epoch, 7);
+	ck_assert_int_eq(out.producer_id, 4242);
+	ck_assert_int_eq(batch_has_holes(&out), 0);
+	/* Every record at its source offset and timestamp, the rest as it was. */
+	ck_assert_int_eq(t_decode(out.records, out.records_len, got, 16), 10);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < nrec[i]; j++, k++) {
+			ck_assert_int_eq(out.base_offset + got[k].off_delta,
+			    base[i] + want[i][j].off_delta);
+			ck_assert_int_eq(out.base_timestamp + got[k].ts_delta,
+			    bts[i] + want[i][j].ts_delta);
+			ck_assert_uint_eq(got[k].rest_len, want[i][j].rest_len);
+			ck_assert(memcmp(got[k].rest, want[i][j].rest, got[k].rest_len) == 0);
+		}
+	/* The first batch's records are its own bytes. */
+	ck_assert(memcmp(out.records, b[0].records, b[0].records_len) == 0);
+	/* A client would be allowed to send it (BaseOffset 0, as mirrord sends). */
+	be64_store(m.buf, 0);
+	ck_assert_msg(batch_validate_produce(m.buf, m.len, 0, err, sizeof(err)) == 0, "%s", err);
+	batch_merge_fini(&m);
+	for (int i = 0; i < 3; i++)
+		free(in[i]);
+}
+END_TEST
+
+START_TEST(test_merge_refusals)
+{
+	uint8_t raw[2048], raw2[2048], body[2048];
+	size_t l1 = t_mk(raw, 1000, 7, 0, 1700000000000, recs4, 4), l2, before;
+	struct batch a, b;
+	struct batch_merge m;
+	struct thdr h = hdr_default();
+	char err[256];
+
+	ck_assert_int_eq(batch_parse(raw, l1, &a, err, sizeof(err)), BATCH_OK);
+	/* Not mergeable at all. */
+	for (unsigned attrs = 1; attrs <= 4; attrs++) {
+		l2 = t_mk(raw2, 1004, 7, (uint16_t)attrs, 1700000000000, recs4, 4);
+		ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+		ck_assert_int_eq(batch_mergeable(&b, 1 << 20), 0);
+	}
+	{
+		static const uint16_t no[] = { BATCH_ATTR_TRANSACTIONAL,
+			BATCH_ATTR_TRANSACTIONAL | BATCH_ATTR_CONTROL, BATCH_ATTR_LOG_APPEND_TIME };
+
+		for (size_t i = 0; i < ARRAY_SIZE(no); i++) {
+			l2 = t_mk(raw2, 1004, 7, no[i], 1700000000000, recs4, 4);
+			ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+			ck_assert_int_eq(batch_mergeable(&b, 1 << 20), 0);
+		}
+	}
+	ck_assert_int_eq(batch_mergeable(&a, l1 - 1), 0);
+	/* Offset holes (deltas 0, 2, 3, 7). */
+	h.base = 1004;
+	l2 = t_batch(raw2, &h, body, t_records(body, recs4, 4, 0));
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_mergeable(&b, 1 << 20), 0);
+
+	/* Mergeable, but not onto this one: m is left as it was. */
+	ck_assert_int_eq(batch_merge_start(&m, &a, 1 << 20, err, sizeof(err)), 0);
+	before = m.len;
+	l2 = t_mk(raw2, 1005, 7, 0, 1700000000000, recs4, 4);      /* a gap */
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);
+	l2 = t_mk(raw2, 1004, 8, 0, 1700000000000, recs4, 4);      /* epoch */
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);
+	l2 = t_mk(raw2, 1004, 7, 0, INT64_MIN + 5, recs4, 4);     /* overflow */
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);
+	ck_assert_uint_eq(m.len, before);
+	ck_assert_int_eq(m.record_count, 4);
+	ck_assert_int_eq(m.nbatches, 1);
+	batch_merge_fini(&m);
+	/* The cap: a second batch that would pass it is refused. */
+	l2 = t_mk(raw2, 1004, 7, 0, 1700000000000, recs4, 4);
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_merge_start(&m, &a, l1 + b.records_len - 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);
+	ck_assert_uint_eq(m.len, l1);
+	batch_merge_fini(&m);
+	ck_assert_int_eq(batch_merge_start(&m, &a, l1 + b.records_len, err, sizeof(err)), 0);
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 0);
+	batch_merge_finish(&m);
+	ck_assert_uint_eq(m.len, l1 + b.records_len);
+	batch_merge_fini(&m);
+	/* A malformed record in the added batch is an error naming it. */
+	raw2[BATCH_HEADER_LEN] = 0x7f; /* length varint: 63 bytes, past the end */
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_merge_start(&m, &a, 1 << 20, err, sizeof(err)), 0);
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "batch at offset 1004: record 0") != NULL, "%s", err);
+	ck_assert_uint_eq(m.len, l1);
+	batch_merge_fini(&m);
+}
+END_TEST
+
 static Suite *batch_suite(void)
 {
 	Suite *s = suite_create("batch");
@@ -1619,6 +1802,8 @@ static Suite *batch_suite(void)
 	tcase_add_test(tc, test_reencode_zstd);
 	tcase_add_test(tc, test_reencode_raw_snappy_and_big);
 	tcase_add_test(tc, test_reencode_errors_and_empty);
+	tcase_add_test(tc, test_merge);
+	tcase_add_test(tc, test_merge_refusals);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(tk, 60);
 	tcase_add_test(tk, test_librdkafka_batches);

@@ -125,6 +125,15 @@ static const struct mkey mkeys[] = {
 	  "Use incremental fetch sessions (KIP-227) where the source supports them (Fetch v7+): "
 	  "a Fetch then lists only the partitions whose fetch position changed, not all of them. "
 	  "A source that opens no session is fetched in full every time." },
+	{ "mirror.coalesce.max.bytes", MK_MIRROR, MT_INT, "0", 0, 1000000, NULL, O(coalesce_max_bytes), 0,
+	  "0 (the default) copies every batch as the source holds it. "
+	  "A size N merges runs of consecutive small batches of a partition into batches of at most N bytes before they are produced: "
+	  "uncompressed, non-transactional, CreateTime batches of one source leader epoch, taken from one Fetch answer. "
+	  "Every record keeps its offset, timestamp, key, value and headers, so offsets still match; "
+	  "what changes is where batches begin and end on the destination (fewer, larger ones), their CRCs, "
+	  "and the offset and timestamp deltas inside the merged records. "
+	  "For sources written in many small batches (linger.ms 0), whose copy is otherwise bounded by the destination broker's work per batch. "
+	  "N must not pass the destination topics' max.message.bytes." },
 	{ "mirror.metadata.refresh.interval.ms", MK_MIRROR, MT_INT, "30000", 1000, 86400000, NULL, O(metadata_refresh_interval_ms), 0,
 	  "How often source metadata is read again: leaders, partition counts and topics matching mirror.topics.include. "
 	  "Also how often the configs of the mirrored topics are compared with the source's and the differences applied to the destination." },

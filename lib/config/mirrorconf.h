@@ -65,6 +65,7 @@ struct mirrorconf {
 	int64_t fetch_response_max_bytes;
 	int64_t fetch_backoff_ms;
 	int64_t fetch_sessions;             /* mirror.fetch.sessions (0/1) */
+	int64_t coalesce_max_bytes;         /* mirror.coalesce.max.bytes, 0 off */
 	int64_t metadata_refresh_interval_ms;
 	int64_t failed_retry_initial_backoff_ms;
 	int64_t failed_retry_max_backoff_ms;

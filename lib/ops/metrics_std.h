@@ -95,6 +95,10 @@
 	X(PARTITION_OFFSET_HOLES, "mirrord_partition_offset_holes_total", \
 	    COUNTER, PART, NONE, PP, "Gaps between consecutive source " \
 	    "batches (compaction or aborted transactions), copied as gaps") \
+	X(PARTITION_COALESCED_BATCHES, \
+	    "mirrord_partition_coalesced_batches_total", COUNTER, PART, NONE, \
+	    PP, "Source record batches merged into the batch before them " \
+	    "(mirror.coalesce.max.bytes)") \
 	X(PARTITION_RETRIES, "mirrord_partition_retries_total", COUNTER, \
 	    PART, NONE, PP, "Retried fetches or produces of the partition") \
 	X(PARTITION_SOURCE_DIVERGENCES, \

@@ -1070,3 +1070,152 @@ out:
 		batch_reencoded_fini(out);
 	return rc;
 }
+
+/* ---- coalescing ------------------------------------------------------ */
+
+int batch_mergeable(const struct batch *b, size_t cap)
+{
+	return b->p != NULL && b->len <= cap &&
+	    b->len >= BATCH_HEADER_LEN &&
+	    batch_codec(b) == BATCH_CODEC_NONE && !batch_is_control(b) &&
+	    !batch_is_transactional(b) && batch_timestamp_type(b) == 0 &&
+	    b->record_count >= 1 && !batch_has_holes(b);
+}
+
+void batch_merge_fini(struct batch_merge *m)
+{
+	free(m->buf);
+	memset(m, 0, sizeof(*m));
+}
+
+static int merge_reserve(struct batch_merge *m, size_t more, char *err,
+    size_t errlen)
+{
+	size_t want;
+	uint8_t *nb;
+
+	if (more > SIZE_MAX - m->len)
+		return fail(err, errlen, "merged batch size overflows");
+	want = m->len + more;
+	if (want <= m->alloc)
+		return 0;
+	if (want < m->alloc * 2)
+		want = m->alloc * 2;
+	if ((nb = realloc(m->buf, want)) == NULL)
+		return fail(err, errlen, "out of memory for a merged batch of %zu bytes",
+		    want);
+	m->buf = nb;
+	m->alloc = want;
+	return 0;
+}
+
+int batch_merge_start(struct batch_merge *m, const struct batch *first,
+    size_t cap, char *err, size_t errlen)
+{
+	memset(m, 0, sizeof(*m));
+	if (merge_reserve(m, first->len, err, errlen) != 0)
+		return -1;
+	memcpy(m->buf, first->p, first->len);
+	m->len = first->len;
+	m->cap = cap;
+	m->base_offset = first->base_offset;
+	m->next_offset = batch_next_offset(first);
+	m->base_timestamp = first->base_timestamp;
+	m->max_timestamp = first->max_timestamp;
+	m->leader_epoch = first->leader_epoch;
+	m->attributes = first->attributes;
+	m->record_count = first->record_count;
+	m->nbatches = 1;
+	return 0;
+}
+
+/* Per record, how much longer re-encoding can make it: an offset delta of
+ * up to 5 bytes where it had 1, a timestamp delta of up to 10, and the
+ * length varint one more. */
+#define MERGE_REC_GROWTH 14
+
+int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
+    size_t errlen)
+{
+	const uint8_t *in = b->records;
+	size_t len = b->records_len, pos = 0, opos;
+	int64_t tshift;
+	int32_t oshift = m->record_count;
+	char why[160];
+
+	if (b->base_offset != m->next_offset || b->leader_epoch != m->leader_epoch ||
+	    b->attributes != m->attributes)
+		return 1;
+	if (b->record_count > INT32_MAX - m->record_count)
+		return 1;
+	if ((m->base_timestamp < 0 && b->base_timestamp > INT64_MAX + m->base_timestamp) ||
+	    (m->base_timestamp > 0 && b->base_timestamp < INT64_MIN + m->base_timestamp))
+		return 1;
+	tshift = b->base_timestamp - m->base_timestamp;
+	/* A lower bound first: the records only grow. */
+	if (len > m->cap || m->len > m->cap - len)
+		return 1;
+	if ((size_t)b->record_count > (SIZE_MAX - len) / MERGE_REC_GROWTH ||
+	    merge_reserve(m, len + (size_t)b->record_count * MERGE_REC_GROWTH,
+	    err, errlen) != 0)
+		return -1;
+	opos = m->len;
+	for (int32_t i = 0; i < b->record_count; i++) {
+		struct rec r;
+		int64_t tsd, body_len;
+		size_t tn, at = 0;
+		uint8_t *o = m->buf + opos;
+
+		if (pos >= len || rec_scan(in + pos, len - pos, &r, why,
+		    sizeof(why)) < 0)
+			return fail(err, errlen, "batch at offset %" PRId64 ": record %"
+			    PRId32 ": %s", b->base_offset, i, pos >= len ?
+			    "the records end early" : why);
+		tn = varint_read(in + pos + r.len_bytes + 1,
+		    r.delta_at - r.len_bytes - 1, 10, &tsd);
+		if (tn == 0 || tn != r.delta_at - r.len_bytes - 1)
+			return fail(err, errlen, "batch at offset %" PRId64 ": record %"
+			    PRId32 ": timestampDelta is malformed", b->base_offset, i);
+		if ((tshift > 0 && tsd > INT64_MAX - tshift) ||
+		    (tshift < 0 && tsd < INT64_MIN - tshift))
+			return 1;
+		tsd += tshift;
+		body_len = 1 + (int64_t)varint_size(tsd) +
+		    (int64_t)varint_size((int64_t)oshift + r.offset_delta) +
+		    (int64_t)(r.size - r.rest_at);
+		at += varint_write(o + at, body_len);
+		o[at++] = in[pos + r.len_bytes];        /* attributes */
+		at += varint_write(o + at, tsd);
+		at += varint_write(o + at, (int64_t)oshift + r.offset_delta);
+		memcpy(o + at, in + pos + r.rest_at, r.size - r.rest_at);
+		at += r.size - r.rest_at;
+		opos += at;
+		pos += r.size;
+		if (opos > m->len + len + (size_t)b->record_count * MERGE_REC_GROWTH)
+			return fail(err, errlen, "merged batch overran its room");
+	}
+	if (pos != len)
+		return fail(err, errlen, "batch at offset %" PRId64 ": %zu bytes follow "
+		    "the last of %" PRId32 " records", b->base_offset, len - pos,
+		    b->record_count);
+	if (opos > m->cap || opos - BATCH_LOG_OVERHEAD > (size_t)INT32_MAX)
+		return 1;
+	m->len = opos;
+	m->next_offset = batch_next_offset(b);
+	m->record_count += b->record_count;
+	if (b->max_timestamp > m->max_timestamp)
+		m->max_timestamp = b->max_timestamp;
+	m->nbatches++;
+	return 0;
+}
+
+void batch_merge_finish(struct batch_merge *m)
+{
+	be32_store(m->buf + BATCH_OFF_LENGTH,
+	    (uint32_t)(m->len - BATCH_LOG_OVERHEAD));
+	be32_store(m->buf + BATCH_OFF_LAST_OFFSET_DELTA,
+	    (uint32_t)(m->record_count - 1));
+	be64_store(m->buf + BATCH_OFF_MAX_TIMESTAMP, (uint64_t)m->max_timestamp);
+	be32_store(m->buf + BATCH_OFF_RECORD_COUNT, (uint32_t)m->record_count);
+	be32_store(m->buf + BATCH_OFF_CRC, batch_compute_crc(m->buf, m->len));
+}

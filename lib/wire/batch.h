@@ -339,6 +339,54 @@ int batch_reencode_contiguous(const struct batch *b, int64_t dst_base,
 int batch_has_holes(const struct batch *b);
 
 /*
+ * Coalescing (mirror.coalesce.max.bytes): consecutive small uncompressed
+ * batches of a partition merged into one, so the destination appends one
+ * batch where the source has many.  The merged batch keeps every record's
+ * offset, timestamp, key, value and headers: record i of an added batch gets
+ * offset delta (its base - the first base) + its delta and timestamp delta
+ * (its base timestamp - the first's) + its delta, both re-encoded, and
+ * everything after them is copied byte for byte.  The first batch's records
+ * are copied as they are.  The header is the first batch's with
+ * LastOffsetDelta, RecordCount, MaxTimestamp, BatchLength and CRC made to
+ * fit; producer fields are the first's (mirrord rewrites them anyway).
+ */
+struct batch_merge {
+	uint8_t *buf;          /* the merged batch so far (malloc'd) */
+	size_t len, alloc;
+	size_t cap;            /* most bytes the merged batch may have */
+	int64_t base_offset, next_offset;
+	int64_t base_timestamp, max_timestamp;
+	int32_t leader_epoch;
+	uint16_t attributes;
+	int32_t record_count;
+	int nbatches;
+};
+/*
+ * 1 if b may take part in a merge at all: uncompressed, not control, not
+ * transactional, CreateTime, RecordCount >= 1 and without offset holes
+ * (batch_has_holes() walks its records), at most cap bytes.
+ */
+int batch_mergeable(const struct batch *b, size_t cap);
+/* Starts a merge with first (batch_mergeable()): its bytes are copied.
+ * 0, or -1 out of memory. */
+int batch_merge_start(struct batch_merge *m, const struct batch *first,
+    size_t cap, char *err, size_t errlen);
+/*
+ * Appends b's records: 0 added; 1 not added, m unchanged (b does not follow
+ * at m's next offset, differs in leader epoch or attributes, or the merged
+ * batch would pass cap or INT32_MAX records or a timestamp delta overflow);
+ * -1 with err (a malformed record, out of memory: m unchanged).  b must be
+ * batch_mergeable().  The header is fixed by batch_merge_finish().
+ */
+int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
+    size_t errlen);
+/* Writes the merged header (counts, max timestamp, length, CRC).  m->buf
+ * then holds one valid batch of m->len bytes; the caller may take it (set
+ * m->buf NULL before batch_merge_fini()). */
+void batch_merge_finish(struct batch_merge *m);
+void batch_merge_fini(struct batch_merge *m);
+
+/*
  * Decompresses a compressed records section (exposed for tests and tools).
  * *outp is malloc'd; the output is capped at max_bytes.
  */
