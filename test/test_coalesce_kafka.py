@@ -8,8 +8,9 @@ and values, headers and timestamps that go back and forth.  Between the
 small batches stand batches that must not be merged: an lz4 batch, a
 committed and an aborted transaction (markers leave gaps in the offsets),
 and a batch larger than the cap.  A mirror with the option on copies it;
-then more small batches are written while mirrord is killed with SIGKILL
-three times.
+then more small batches are copied while the destination broker is
+stopped (SIGSTOP past the request timeout: an uncertain Produce of merged
+batches), and more again while mirrord is killed with SIGKILL three times.
 
 Checked:
   * a read_committed consumer of the destination reads the same records
@@ -24,7 +25,9 @@ Checked:
 """
 
 import os
+import signal
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -59,11 +62,20 @@ def small(p, part, tag, n):
         p.produce(T, partition=part,
                   key=None if k % 7 == 0 else b"%s-k%d" % (tag, k),
                   value=None if k % 11 == 5 else b"%s-v%d-" % (tag, k) * (1 + k % 5),
-                  headers=[("h", b"%d" % k), ("n", None)] if k % 3 == 0 else None,
+                  headers=[("h", b"%d" % k), ("e", b"")] if k % 3 == 0 else None,
                   timestamp=NOW_MS - 100000 + (k * 37) % 1000 - (500 if k % 4 else 0))
         if k % 3 != 2:
             p.poll(0)
         p.flush(10)
+
+
+def feed(done):
+    """Small batches into partition 0 until done is set."""
+    p = producer(SRC)
+    n = 0
+    while not done.is_set():
+        small(p, 0, b"feed%d" % n, 20)
+        n += 1
 
 
 def view(bootstrap, part):
@@ -91,7 +103,8 @@ def batches(bootstrap, part):
 
 def main():
     global SRC, DST
-    src, dst = h.real_kafka(2)
+    src, = h.real_kafka(2)[:1]
+    dst, = h.private_kafka(1)   # stopped with SIGSTOP below
     SRC, DST = src.bootstrap, dst.bootstrap
     src.create_topic(T, partitions=2)
 
@@ -134,7 +147,8 @@ def main():
     h.check(len(src_b[0]) >= 400, "test setup: the producer wrote only %d "
             "batches for 600 records" % len(src_b[0]))
 
-    d = mt.Mirrord(destination=DST)
+    d = mt.Mirrord(destination=DST, extra_yaml=(
+        "pipeline:\n  request_timeout_ms: 1500\n"))
     r = d.create("bad", {"bootstrap.servers": SRC,
                          "mirror.coalesce.max.bytes": "2000000"}, expect_ok=False)
     h.check(r.returncode != 0 and "INVALID_CONFIG" in r.stderr + r.stdout and
@@ -192,6 +206,40 @@ def main():
           "(%d copied as they were); records equal" % (
               len(src_b[0]), len(dst_b[0]), len(src_b[1]), len(dst_b[1]), kept),
           flush=True)
+
+    # The destination broker stopped while merged batches are in flight:
+    # small batches keep coming, so mirrord keeps merging and producing;
+    # the Produce to the stopped broker times out, mirrord re-reads the
+    # destination end once the broker is back, and carries on whether or
+    # not the batches landed.
+    merged0 = merged
+    done = threading.Event()
+    feeder = threading.Thread(target=lambda: feed(done), daemon=True)
+    feeder.start()
+    try:
+        time.sleep(1.0)
+        os.kill(dst.pid, signal.SIGSTOP)
+        try:
+            h.wait_for(lambda: "re-reading the destination end" in d.log(), 30,
+                       "a Produce to the stopped destination broker to time out")
+        finally:
+            os.kill(dst.pid, signal.SIGCONT)
+        time.sleep(1.0)
+    finally:
+        done.set()
+        feeder.join(60)
+    mt.wait_caught_up(d, "m1", 120, "the mirror to catch up after the "
+                      "destination broker was stopped", count=2,
+                      fail_on_failed=True)
+    merged = mt.metric_value(d, "mirrord_partition_coalesced_batches_total",
+                             mirror="m1", topic=T, partition="0")
+    h.check(merged > merged0, "no batch was merged while the destination "
+            "broker was stopped (%d before, %d after)" % (merged0, merged))
+    eq(mt.end_offset(DST, T, 0), dst_end_want(0),
+       "%s-0 destination end after the stopped broker" % T)
+    eq(view(DST, 0), view(SRC, 0), "%s-0 records after the stopped broker" % T)
+    print("destination broker stopped with merged batches in flight: records "
+          "equal, ends equal", flush=True)
 
     # kill -9 while small batches come: nothing lost, nothing twice.
     for round_ in range(3):

@@ -44,7 +44,10 @@ brokers' CPU is not counted for anyone.
 
 Environment: BENCH_MB (MiB of payload per large-batch variant, default
 48), BENCH_SMALL_MB (small-batch variant, default 8), BENCH_VARIANTS,
-BENCH_TOOLS (default "mirrord reproducer mirrormaker2"), BENCH_PARTITIONS
+BENCH_TOOLS (default "mirrord mirrord-merge reproducer mirrormaker2";
+mirrord-merge is mirrord with mirror.coalesce.max.bytes set to
+BENCH_MERGE_BYTES, default 524288, run on the uncompressed and small-batch
+corpora only), BENCH_PARTITIONS
 (per topic, default 4; 2 topics), BENCH_HEAP_MB (broker heap, default
 512), BENCH_MM2_LIBS (a directory of the connect-mirror jars; default
 $MIRRORD_KAFKA_CACHE/mm2-4.3.1-libs, fetched there by Maven when missing),
@@ -89,7 +92,12 @@ FLOOR_RUNS = 3
 MB = float(os.environ.get("BENCH_MB", "48"))
 SMALL_MB = float(os.environ.get("BENCH_SMALL_MB", "8"))
 VARIANTS = os.environ.get("BENCH_VARIANTS", "none lz4 zstd small").split()
-TOOLS = os.environ.get("BENCH_TOOLS", "mirrord reproducer mirrormaker2").split()
+TOOLS = os.environ.get("BENCH_TOOLS",
+                       "mirrord mirrord-merge reproducer mirrormaker2").split()
+# mirrord-merge: mirrord with mirror.coalesce.max.bytes (BENCH_MERGE_BYTES,
+# default 524288); it runs on the uncompressed corpora only (compressed
+# batches are never merged: it would be mirrord again).
+MERGE_BYTES = int(os.environ.get("BENCH_MERGE_BYTES", "524288"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "1"))
 CUR_ROUND = [0]  # the round being run (perf output names)
 TOPICS = 2
@@ -215,16 +223,21 @@ class OtherMirrord(mt.Mirrord):
         return self.proc
 
 
-def run_mirrord(src, dst, topics, want, variant, other=False):
+def run_mirrord(src, dst, topics, want, variant, other=False, merge=False):
     rnd = "-r%d" % CUR_ROUND[0] if CUR_ROUND[0] else ""
-    if other:
+    extra = {}
+    if merge:
+        extra["mirror.coalesce.max.bytes"] = str(MERGE_BYTES)
+        d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-merge-%s%s"
+                       % (variant, rnd), log_level="info")
+    elif other:
         d = OtherMirrord(destination=dst.bootstrap, name="mirrord-other-%s%s"
                          % (variant, rnd), log_level="info")
     else:
         d = mt.Mirrord(destination=dst.bootstrap, name="mirrord-%s%s"
                        % (variant, rnd), log_level="info")
-    d.create("bench", {"bootstrap.servers": src.bootstrap,
-                       "mirror.fetch.wait.max.ms": "100"})
+    d.create("bench", dict({"bootstrap.servers": src.bootstrap,
+                            "mirror.fetch.wait.max.ms": "100"}, **extra))
     perf = None
     if PERF in ("1", "faults", "stat"):
         name = "%s%s%s" % ("other-" if other else "", variant,
@@ -394,7 +407,8 @@ def run_mm2(src, dst, topics, want, variant):
 
 RUNNERS = {"mirrord": run_mirrord, "reproducer": run_reproducer,
            "mirrormaker2": run_mm2,
-           "mirrord-other": lambda *a: run_mirrord(*a, other=True)}
+           "mirrord-other": lambda *a: run_mirrord(*a, other=True),
+           "mirrord-merge": lambda *a: run_mirrord(*a, merge=True)}
 
 
 # ------------------------------------------------------------------ checks
@@ -439,16 +453,19 @@ def cpu_ratio(m, o):
 
 
 def closing_lines(results):
-    """mirrord against each other tool, per corpus: the medians over the
-    rounds of the per-round ratios (both tools measured in the same round,
-    under the same machine load); one round: that round's ratios."""
+    """mirrord (and mirrord-merge) against each other tool, per corpus: the
+    medians over the rounds of the per-round ratios (both tools measured in
+    the same round, under the same machine load); one round: that round's
+    ratios."""
     out = []
-    for variant in VARIANTS:
+    for variant, base in [(v, b) for b in ("mirrord", "mirrord-merge")
+                          for v in VARIANTS]:
         ms = {r["round"]: r for r in results
-              if r["variant"] == variant and r["tool"] == "mirrord"}
+              if r["variant"] == variant and r["tool"] == base}
         if not ms:
             continue
-        for tool in [t for t in TOOLS if t != "mirrord"]:
+        for tool in [t for t in TOOLS if not t.startswith("mirrord")
+                     or (base == "mirrord" and t != base)]:
             pairs = [(ms[r["round"]], r) for r in results
                      if r["variant"] == variant and r["tool"] == tool
                      and r["round"] in ms]
@@ -461,9 +478,9 @@ def closing_lines(results):
                        [o["cpu_s_per_gb"] / m["cpu_s_per_gb"] for m, o in pairs])
                    if not small else
                    "CPU too small to divide (%.2fs; raise BENCH_MB)" % min(small))
-            out.append("%-6s mirrord vs %-13s %s, %5.2fx the MB/s, %5.2fx the "
+            out.append("%-6s %s vs %-13s %s, %5.2fx the MB/s, %5.2fx the "
                        "peak RSS%s" % (
-                           variant, tool + ":", cpu,
+                           variant, base, tool + ":", cpu,
                            median([m["mb_per_s"] / o["mb_per_s"]
                                    for m, o in pairs]),
                            median([m["rss_kb"] / max(o["rss_kb"], 1)
@@ -505,7 +522,9 @@ def main():
     results = []
     for variant, rnd, tool in [(v, n, t) for v in VARIANTS
                                for n in range(ROUNDS)
-                               for t in (TOOLS if n % 2 == 0 else TOOLS[::-1])]:
+                               for t in (TOOLS if n % 2 == 0 else TOOLS[::-1])
+                               if t != "mirrord-merge"
+                               or variant_codec(v) == "none"]:
         codec = variant_codec(variant)
         mb = SMALL_MB if variant == "small" else MB
         CUR_ROUND[0] = rnd
