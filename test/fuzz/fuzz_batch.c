@@ -6,7 +6,8 @@
  * batch; each whole batch is CRC-checked, then a copy with its CRC fixed up
  * (so the fuzzer gets past the checksum) goes through the Produce
  * validator, the hole test, the hole re-encoder (with a small cap, so
- * compression bombs are exercised) and a header rewrite.  Invariants that
+ * compression bombs are exercised) and a header rewrite; runs of mergeable
+ * batches are merged (batch_merge_*) and the result checked.  Invariants that
  * must hold for any input are asserted; they are our own promises, not
  * properties of the input.
  *
@@ -84,21 +85,62 @@ static void one_batch(const struct batch *b)
 	free(copy);
 }
 
+/* A merge that ended: it must be one well-formed batch without holes,
+ * holding every record of the batches merged. */
+static void merge_done(struct batch_merge *m, int64_t want_count)
+{
+	char err[512];
+	struct batch o;
+
+	if (m->buf == NULL)
+		return;
+	batch_merge_finish(m);
+	assert(batch_parse(m->buf, m->len, &o, err, sizeof(err)) == BATCH_OK);
+	assert(o.len == m->len && o.len <= m->cap);
+	assert(batch_verify_crc(&o, err, sizeof(err)) == 0);
+	assert(o.record_count == want_count);
+	assert(o.last_offset_delta == o.record_count - 1);
+	assert(batch_has_holes(&o) == 0);
+	batch_merge_fini(m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct batch_iter it;
 	struct batch b;
+	struct batch_merge m;
 	char err[512];
 	size_t prefix, n, seen = 0;
+	int64_t merged = 0;
 	int rc;
 
+	memset(&m, 0, sizeof(m));
 	batch_iter_init(&it, data, size);
 	while ((rc = batch_iter_next(&it, &b, err, sizeof(err))) == BATCH_OK) {
 		assert(b.len >= BATCH_HEADER_LEN && b.p + b.len <= data + size);
 		(void)batch_verify_crc(&b, err, sizeof(err));
 		one_batch(&b);
 		seen++;
+		/* Consecutive mergeable batches merged (mirror.coalesce.max.bytes). */
+		if (!batch_mergeable(&b, 4096)) {
+			merge_done(&m, merged);
+			continue;
+		}
+		if (m.buf != NULL) {
+			size_t before = m.len;
+			int r = batch_merge_add(&m, &b, err, sizeof(err));
+
+			if (r == 0) {
+				merged += b.record_count;
+				continue;
+			}
+			assert(m.len == before); /* refused: left as it was */
+			merge_done(&m, merged);
+		}
+		if (batch_merge_start(&m, &b, 8192, err, sizeof(err)) == 0)
+			merged = b.record_count;
 	}
+	merge_done(&m, merged);
 	assert(it.pos <= size);
 	/* the cheap helper stops exactly where the iterator did */
 	(void)batch_complete_prefix(data, size, &prefix, &n, err, sizeof(err));
