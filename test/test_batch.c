@@ -1723,7 +1723,7 @@ START_TEST(test_merge_refusals)
 		ck_assert_int_eq(batch_mergeable(&b, 1 << 20), 0);
 	}
 	{
-		static const uint16_t no[] = { BATCH_ATTR_TRANSACTIONAL,
+		static const uint16_t no[] = { BATCH_ATTR_CONTROL,
 			BATCH_ATTR_TRANSACTIONAL | BATCH_ATTR_CONTROL, BATCH_ATTR_LOG_APPEND_TIME };
 
 		for (size_t i = 0; i < ARRAY_SIZE(no); i++) {
@@ -1748,6 +1748,10 @@ START_TEST(test_merge_refusals)
 	l2 = t_mk(raw2, 1004, 8, 0, 1700000000000, recs4, 4);      /* epoch */
 	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
 	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);
+	l2 = t_mk(raw2, 1004, 7, BATCH_ATTR_TRANSACTIONAL, 1700000000000, recs4, 4);
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_mergeable(&b, 1 << 20), 1); /* committed: may */
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1); /* attrs */
 	l2 = t_mk(raw2, 1004, 7, 0, INT64_MIN + 5, recs4, 4);     /* overflow */
 	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
 	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);

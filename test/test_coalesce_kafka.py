@@ -20,7 +20,8 @@ Checked:
     a valid CRC; mirrord_partition_coalesced_batches_total counts exactly
     the source batches merged away (before the kills);
   * the lz4 batch and the large batch are copied byte for byte (records
-    section equal, same base offset);
+    section equal, same base offset); the committed transaction's batches
+    are merged with each other, the aborted one is not copied;
   * an out-of-range value is refused with INVALID_CONFIG naming the key.
 """
 
@@ -200,6 +201,14 @@ def main():
         kept += 1
     h.check(kept >= 2, "test setup: only %d lz4 or large batches in partition 1"
             % kept)
+    # The committed transaction's five batches (one record each) merged:
+    # the destination writes committed data as ordinary batches anyway.
+    import krawwrite as kw
+    txn_b = [sum(1 for _o, _k, v in kw.records_of(b["raw"])
+                 if v is not None and v.startswith(b"txn-") and v.endswith(b"-c"))
+             for b in dst_b[1] if not b["raw"][22] & 7]
+    eq(max(txn_b), 5, "records of the committed transaction in one destination "
+       "batch (per batch: %r)" % [n for n in txn_b if n])
     h.check(len(dst_b[1]) < len(src_b[1]) // 3, "partition 1: %d source batches "
             "became %d" % (len(src_b[1]), len(dst_b[1])))
     print("merged: partition 0 %d -> %d batches, partition 1 %d -> %d "

@@ -128,7 +128,8 @@ static const struct mkey mkeys[] = {
 	{ "mirror.coalesce.max.bytes", MK_MIRROR, MT_INT, "0", 0, 1000000, NULL, O(coalesce_max_bytes), 0,
 	  "0 (the default) copies every batch as the source holds it. "
 	  "A size N merges runs of consecutive small batches of a partition into batches of at most N bytes before they are produced: "
-	  "uncompressed, non-transactional, CreateTime batches of one source leader epoch, taken from one Fetch answer. "
+	  "uncompressed CreateTime batches of one source leader epoch, taken from one Fetch answer "
+	  "(transactional ones too once committed: the destination gets committed data as ordinary batches; control batches never). "
 	  "Every record keeps its offset, timestamp, key, value and headers, so offsets still match; "
 	  "what changes is where batches begin and end on the destination (fewer, larger ones), their CRCs, "
 	  "and the offset and timestamp deltas inside the merged records. "

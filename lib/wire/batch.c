@@ -1078,7 +1078,7 @@ int batch_mergeable(const struct batch *b, size_t cap)
 	return b->p != NULL && b->len <= cap &&
 	    b->len >= BATCH_HEADER_LEN &&
 	    batch_codec(b) == BATCH_CODEC_NONE && !batch_is_control(b) &&
-	    !batch_is_transactional(b) && batch_timestamp_type(b) == 0 &&
+	    batch_timestamp_type(b) == 0 &&
 	    b->record_count >= 1 && !batch_has_holes(b);
 }
 

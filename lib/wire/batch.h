@@ -362,9 +362,11 @@ struct batch_merge {
 	int nbatches;
 };
 /*
- * 1 if b may take part in a merge at all: uncompressed, not control, not
- * transactional, CreateTime, RecordCount >= 1 and without offset holes
- * (batch_has_holes() walks its records), at most cap bytes.
+ * 1 if b may take part in a merge at all: uncompressed, not control,
+ * CreateTime, RecordCount >= 1 and without offset holes (batch_has_holes()
+ * walks its records), at most cap bytes.  A transactional batch may: the
+ * caller merges only committed ones (mirrord writes them as ordinary
+ * batches), and batch_merge_add() only batches of equal attributes.
  */
 int batch_mergeable(const struct batch *b, size_t cap);
 /* Starts a merge with first (batch_mergeable()): its bytes are copied.
