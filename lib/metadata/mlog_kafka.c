@@ -1418,6 +1418,14 @@ void mlog_kafka_set_role_hook(struct mlog *ml,
 	k->role_arg = arg;
 }
 
+/* No promotion in progress any more (its callback is the caller's). */
+static void promo_clear(struct mk *k)
+{
+	k->promo = MK_PROMO_NONE;
+	k->promo_cb = NULL;
+	k->promo_arg = NULL;
+}
+
 void mlog_kafka_demote(struct mlog *ml, const char *why)
 {
 	struct mk *k = (struct mk *)ml;
@@ -1425,10 +1433,8 @@ void mlog_kafka_demote(struct mlog *ml, const char *why)
 	if (k->promo != MK_PROMO_NONE) {
 		/* Cancelled: a claim made meanwhile is ignored when it
 		 * comes back (promo_id), no callback. */
-		k->promo = MK_PROMO_NONE;
+		promo_clear(k);
 		k->promo_id++;
-		k->promo_cb = NULL;
-		k->promo_arg = NULL;
 	}
 	if (!k->writer)
 		return;       /* nothing a quiesce could make it */
@@ -1571,9 +1577,7 @@ static void promo_end(struct mk *k, int rc, const char *why)
 	mlog_kafka_promoted_fn cb = k->promo_cb;
 	void *arg = k->promo_arg;
 
-	k->promo = MK_PROMO_NONE;
-	k->promo_cb = NULL;
-	k->promo_arg = NULL;
+	promo_clear(k);
 	if (rc != 0)
 		log_warnx("metadata log: promotion failed: %s", why);
 	if (cb != NULL)
