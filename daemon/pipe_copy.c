@@ -525,6 +525,7 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 	p->src_fetch = p->src_copied = s;
 	p->src_done = s;
 	p->deleted_from = -1;
+	p->seq_known = 0; /* the broker may have dropped the state meanwhile */
 	pl_update_lag(p);
 	p->last_src = s > 0 ? s - 1 : p->last_src;
 	if (p->fetch_epoch_end != s)
@@ -1460,9 +1461,10 @@ struct crun {
 static size_t crun_cap(const struct ppart *p)
 {
 	const struct mirrorconf *mc = p->pm->conf;
-
-	return mc != NULL && mc->coalesce_max_bytes > 0 ?
+	size_t cap = mc != NULL && mc->coalesce_max_bytes > 0 ?
 	    (size_t)mc->coalesce_max_bytes : 0;
+
+	return p->merge_limit > 0 && p->merge_limit < cap ? p->merge_limit : cap;
 }
 
 static size_t crun_len(const struct crun *r)
@@ -1494,6 +1496,8 @@ static int crun_flush(struct ppart *p, struct crun *r)
 	}
 	p->live.coalesced += r->m.nbatches - 1;
 	rc = enqueue_own(p, &mb, 0, r->m.buf);
+	if (rc == 0)
+		TAILQ_LAST(&p->q, pbatchq)->merged = r->m.nbatches;
 	r->m.buf = NULL;
 	batch_merge_fini(&r->m);
 	return rc;
@@ -2659,6 +2663,11 @@ static void produce_ok(struct ppart *p, struct pbatch *s)
 	pl->totals.batches++;
 	p->attempts = 0;
 	p->src_done = s->src_next;
+	if (s->wpid >= 0) {
+		p->seq_known = 1;
+		p->known_pid = s->wpid;
+		p->known_epoch = s->wepoch;
+	}
 	pl_update_lag(p);
 }
 
@@ -2770,6 +2779,27 @@ static void produce_error(struct pctx *x, struct ppart *p, struct pbatch *s,
 	    pp->error_message.len > 0 ? ": " : "",
 	    pp->error_message.len > 0 ? (int)MIN(pp->error_message.len, 200) : 0,
 	    pp->error_message.len > 0 ? pp->error_message.p : "");
+	if (s->merged > 1 && (pp->error == KERR_MESSAGE_TOO_LARGE ||
+	    pp->error == KERR_RECORD_LIST_TOO_LARGE)) {
+		/* mirror.coalesce.max.bytes passes the destination topic's
+		 * max.message.bytes: nothing was appended; the retry merges
+		 * into batches half this size (at worst, one source batch
+		 * each, which the source's own limit let through). */
+		size_t limit = s->len / 2;
+
+		if (p->merge_limit == 0 || limit < p->merge_limit)
+			p->merge_limit = limit;
+		log_warnx("%s: the destination refused a batch of %zu bytes merged "
+		    "from %d source batches (%s): this partition merges into "
+		    "batches of at most %zu bytes from now on; set "
+		    "mirror.coalesce.max.bytes below the destination topic's "
+		    "max.message.bytes", pname(p, name, sizeof(name)), s->len,
+		    s->merged, kerr_name(pp->error), p->merge_limit);
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), " (a batch "
+		    "of %zu bytes merged from %d source batches: retried with "
+		    "merged batches of at most %zu bytes)", s->len, s->merged,
+		    p->merge_limit);
+	}
 	if (p->halt != HALT_FAILED)
 		pl_part_fail(p, "%s", why);
 	halt_note(p, s, HALT_FAILED, pp->error, why);
@@ -3228,6 +3258,8 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		    ": %s", q->src_base, err);
 		return -1;
 	}
+	q->wpid = rw.producer_id;
+	q->wepoch = rw.producer_epoch;
 #ifdef MIRRORD_STRICT_PRODUCE
 	/* Its CRC was verified at intake and carried over the rewrite; the
 	 * broker verifies it again (CORRUPT_MESSAGE).  A second pass here
@@ -3246,11 +3278,22 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 
 /* How many batches of p may be in flight on a connection that speaks
  * Produce version v. */
+/*
+ * Batches of p that may be in flight.  More than one only once the broker
+ * holds the sequence state of p's identity (seq_known): a broker with no
+ * state for a producer id (a new identity, or one whose state it expired)
+ * appends that producer's first batch whatever its sequence, so when the
+ * batch before is refused (MESSAGE_TOO_LARGE, say) the next one would land
+ * in its place.  With the state, it is refused as out of order.
+ */
 static int part_depth(const struct ppart *p, int v)
 {
 	int64_t n = p->pm->pl->cfg->pipeline_max_inflight_batches_per_partition;
 
 	if (v < PW_PRODUCE_PIPELINED || p->pid < 0 || n <= 1)
+		return 1;
+	if (!p->seq_known || p->known_pid != p->pid ||
+	    p->known_epoch != p->pepoch)
 		return 1;
 	return (int)MIN(n, PRODUCE_DEPTH_MAX);
 }

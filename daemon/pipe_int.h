@@ -176,6 +176,10 @@ struct pbatch {
 	struct batch_offset_pair *anchors; /* persisted before sending; owned */
 	size_t nanchors;
 	int anchored;                /* its anchors are recorded */
+	int64_t wpid;                /* the producer id and epoch it was last */
+	int16_t wepoch;              /* prepared with (prepare_head()) */
+	int merged;                  /* source batches merged into it (0: one,
+	                              * as it came; mirror.coalesce.max.bytes) */
 	int walked;                  /* the source's bytes, uncompressed, and
 	                              * batch_has_holes() walked its records
 	                              * (the strict check need not again) */
@@ -305,6 +309,16 @@ struct ppart {
 	int64_t halt_lo, halt_hi;    /* destination offsets the failed batches cover */
 	char halt_why[200];
 	struct pbatchq failed;       /* answered, not appended (or not known), in order */
+	/* The destination acknowledged a batch of producer id known_pid epoch
+	 * known_epoch since the partition last started: the broker holds that
+	 * identity's sequence state, so a batch after a refused one is
+	 * refused too.  Until then one batch at a time (part_depth()). */
+	int seq_known;
+	int64_t known_pid;
+	int16_t known_epoch;
+	size_t merge_limit;          /* the destination refused a merged batch as
+	                              * too large: runs up to this many bytes
+	                              * (0: mirror.coalesce.max.bytes) */
 	struct pbatchq unsure;       /* an uncertain Produce's anchored batches (pipe_copy.c) */
 	struct pbatchq q;
 	size_t qbytes;               /* bytes of q, inflight and failed */

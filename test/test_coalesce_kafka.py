@@ -22,7 +22,13 @@ Checked:
   * the lz4 batch and the large batch are copied byte for byte (records
     section equal, same base offset); the committed transaction's batches
     are merged with each other, the aborted one is not copied;
-  * an out-of-range value is refused with INVALID_CONFIG naming the key.
+  * an out-of-range value is refused with INVALID_CONFIG naming the key;
+  * a destination topic whose max.message.bytes is below the limit:
+    the refused merged batch fails the partition, naming it, and the
+    automatic retry merges smaller until the batches fit;
+  * without merging, a source batch over the destination's limit as the
+    first of a new producer identity: refused alone, nothing lands in its
+    place.
 """
 
 import os
@@ -56,11 +62,11 @@ def producer(bootstrap, **conf):
     return Producer(c)
 
 
-def small(p, part, tag, n):
+def small(p, part, tag, n, topic=None):
     """n records, each its own Produce (flushed one by one: one batch
     each), with every kind of field."""
     for k in range(n):
-        p.produce(T, partition=part,
+        p.produce(topic or T, partition=part,
                   key=None if k % 7 == 0 else b"%s-k%d" % (tag, k),
                   value=None if k % 11 == 5 else b"%s-v%d-" % (tag, k) * (1 + k % 5),
                   headers=[("h", b"%d" % k), ("e", b"")] if k % 3 == 0 else None,
@@ -79,13 +85,13 @@ def feed(done):
         n += 1
 
 
-def view(bootstrap, part):
+def view(bootstrap, part, topic=None):
     """What a read_committed consumer reads.  Partition 1's offsets are left
     out: the aborted transaction and the two markers are not copied, so its
     destination offsets run 7 behind after them (the translation map's
     anchor), with or without merging."""
     return mt.read_partition(
-        bootstrap, T, part, "co-%s" % RUN, config={"check.crcs": True},
+        bootstrap, topic or T, part, "co-%s" % RUN, config={"check.crcs": True},
         record=lambda m: ((m.offset(),) if part == 0 else ()) + (
             m.key(), m.value(), m.headers(), m.timestamp()))
 
@@ -94,10 +100,10 @@ def dst_end_want(part):
     return mt.end_offset(SRC, T, part) - (7 if part == 1 else 0)
 
 
-def batches(bootstrap, part):
+def batches(bootstrap, part, topic=None):
     c = kraw.Cluster(bootstrap)
     try:
-        return c.batches(T, part)
+        return c.batches(topic or T, part)
     finally:
         c.close()
 
@@ -263,6 +269,63 @@ def main():
            "%s-%d destination end after kill -9" % (T, i))
         eq(view(DST, i), view(SRC, i), "%s-%d records after kill -9" % (T, i))
     print("3 kill -9 while small batches came: records equal, ends equal",
+          flush=True)
+
+    # Without merging: a source batch larger than the destination topic's
+    # max.message.bytes, then small ones.  The refused batch is the first
+    # of a new producer identity, which the broker holds no sequence state
+    # for: a batch sent behind it would be appended in its place (a first
+    # batch is taken whatever its sequence).  So a new identity sends one
+    # batch at a time until the broker acknowledged one: the partition
+    # fails naming the batch, and nothing lands.
+    t3 = T + "-big"
+    src.create_topic(t3, partitions=1)
+    dst.create_topic(t3, partitions=1, configs={"max.message.bytes": "4096"})
+    pb = producer(SRC, **{"linger.ms": 200})
+    for k in range(20):
+        pb.produce(t3, partition=0, value=b"big-%d-" % k + b"x" * 500)
+    mt.flush_all(pb, "a batch larger than the destination's limit")
+    small(p, 0, b"after", 50, topic=t3)
+    d.create("m3", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100",
+                    "mirror.failed.retry.max.attempts": "0"})
+    d.cli_ok("--add", "--mirror", "m3", "--topic", t3)
+    r = h.wait_for(lambda: (lambda r: r if r and r["state"] == "FAILED" else None)(
+        d.row("m3", t3, 0)), 60, "%s to fail on the oversized batch" % t3)
+    h.check("MESSAGE_TOO_LARGE" in (r["errorMessage"] or ""),
+            "%s FAILED for another reason: %r" % (t3, r["errorMessage"]))
+    time.sleep(1.0)
+    eq(mt.end_offset(DST, t3, 0), 0, "%s destination end: a batch behind the "
+       "refused one must not land in its place" % t3)
+    print("%s: the oversized first batch refused alone, FAILED, nothing "
+          "landed" % t3, flush=True)
+
+    # A destination topic whose max.message.bytes (4096) is below the
+    # limit: the broker refuses the merged batch (MESSAGE_TOO_LARGE, not
+    # appended), the partition fails naming it, and its automatic retry
+    # merges into batches half the refused size, until they fit.
+    t2 = T + "-mm"
+    for cl in (src, dst):   # the source sets it too: config sync keeps it
+        cl.create_topic(t2, partitions=1, configs={"max.message.bytes": "4096"})
+    small(p, 0, b"mm", 300, topic=t2)
+    d.create("m2", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100",
+                    "mirror.coalesce.max.bytes": str(CAP),
+                    "mirror.failed.retry.initial.backoff.ms": "200",
+                    "mirror.failed.retry.max.backoff.ms": "500"})
+    d.cli_ok("--add", "--mirror", "m2", "--topic", t2)
+    mt.wait_caught_up(d, "m2", 120, "%s to catch up with a small "
+                      "max.message.bytes" % t2, count=1)
+    h.check("merges into batches of at most" in d.log() and
+            "MESSAGE_TOO_LARGE" in d.log(), "no MESSAGE_TOO_LARGE warning "
+            "about a merged batch in the log")
+    eq(mt.end_offset(DST, t2, 0), mt.end_offset(SRC, t2, 0),
+       "%s destination end" % t2)
+    eq(view(DST, 0, t2), view(SRC, 0, t2), "%s records" % t2)
+    db = batches(DST, 0, t2)
+    h.check(all(len(b["raw"]) <= 4096 for b in db) and len(db) < 300 // 4,
+            "%s: %d destination batches, the largest %d bytes" % (
+                t2, len(db), max(len(b["raw"]) for b in db)))
+    print("%s: merged batches refused as too large, retried smaller: %d "
+          "batches of at most 4096 bytes, records equal" % (t2, len(db)),
           flush=True)
     eq(d.stop(), 0, "mirrord exit status")
     print("PASS", flush=True)
