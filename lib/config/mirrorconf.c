@@ -134,7 +134,8 @@ static const struct mkey mkeys[] = {
 	  "what changes is where batches begin and end on the destination (fewer, larger ones), their CRCs, "
 	  "and the offset and timestamp deltas inside the merged records. "
 	  "For sources written in many small batches (linger.ms 0), whose copy is otherwise bounded by the destination broker's work per batch. "
-	  "N must not pass the destination topics' max.message.bytes." },
+	  "N should stay below the destination topics' max.message.bytes: a merged batch refused as too large fails its partition, "
+	  "whose automatic retry merges into batches of half that size until they fit." },
 	{ "mirror.metadata.refresh.interval.ms", MK_MIRROR, MT_INT, "30000", 1000, 86400000, NULL, O(metadata_refresh_interval_ms), 0,
 	  "How often source metadata is read again: leaders, partition counts and topics matching mirror.topics.include. "
 	  "Also how often the configs of the mirrored topics are compared with the source's and the differences applied to the destination." },
