@@ -1326,11 +1326,12 @@ static void skipped_done(struct ppart *p)
 
 /* Queues one batch (its bytes are copied, or kept in the Fetch answer's
  * pinned buffer; own: a merged batch's malloc'd buffer b lies in, taken
- * over whatever happens).  straddle: it starts before the fetch position;
- * it is copied whole if none of its records is before the copy position
- * (src_copied), else p FAILED. */
+ * over whatever happens; walked: b's records are known to have no holes).
+ * straddle: it starts before the fetch position; it is copied whole if
+ * none of its records is before the copy position (src_copied), else p
+ * FAILED. */
 static int enqueue_own(struct ppart *p, const struct batch *b, int straddle,
-    uint8_t *own)
+    uint8_t *own, int walked)
 {
 	struct pipeline *pl = p->pm->pl;
 	struct pbatch *q = calloc(1, sizeof(*q));
@@ -1347,7 +1348,7 @@ static int enqueue_own(struct ppart *p, const struct batch *b, int straddle,
 	q->dst_base = p->dst_tail;
 	q->epoch = b->leader_epoch;
 	q->max_ts = b->max_timestamp;
-	if (own == NULL && batch_has_holes(b)) {
+	if (own == NULL && !walked && batch_has_holes(b)) {
 		if (batch_reencode_contiguous(b, p->dst_tail, (size_t)pcap(pl) * 4, &re,
 		    err, sizeof(err)) != 0) {
 			free(q);
@@ -1434,7 +1435,7 @@ static int enqueue_own(struct ppart *p, const struct batch *b, int straddle,
 
 static int enqueue(struct ppart *p, const struct batch *b, int straddle)
 {
-	return enqueue_own(p, b, straddle, NULL);
+	return enqueue_own(p, b, straddle, NULL, 0);
 }
 
 /*
@@ -1484,7 +1485,8 @@ static int crun_flush(struct ppart *p, struct crun *r)
 	r->on = 0;
 	if (r->m.buf == NULL || r->m.nbatches < 2) {
 		batch_merge_fini(&r->m);
-		return enqueue(p, &r->first, 0);
+		/* Walked when the run began (batch_mergeable()). */
+		return enqueue_own(p, &r->first, 0, NULL, 1);
 	}
 	batch_merge_finish(&r->m);
 	if (batch_parse(r->m.buf, r->m.len, &mb, err, sizeof(err)) != BATCH_OK) {
@@ -1495,7 +1497,7 @@ static int crun_flush(struct ppart *p, struct crun *r)
 		return -1;
 	}
 	p->live.coalesced += r->m.nbatches - 1;
-	rc = enqueue_own(p, &mb, 0, r->m.buf);
+	rc = enqueue_own(p, &mb, 0, r->m.buf, 1);
 	if (rc == 0)
 		TAILQ_LAST(&p->q, pbatchq)->merged = r->m.nbatches;
 	r->m.buf = NULL;
@@ -1614,8 +1616,9 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 			continue;
 		}
 		if (cap > 0 && b.base_offset >= p->src_fetch &&
-		    batch_mergeable(&b, cap / CRUN_SMALL)) {
-			/* Into the open run, or a new run. */
+		    batch_mergeable_header(&b, cap / CRUN_SMALL)) {
+			/* Into the open run (whose add walks b's records), or
+			 * a new run (b walked here, once). */
 			if (run.on && (int64_t)(p->qbytes + crun_len(&run) +
 			    b.len) <= pcap(p->pm->pl)) {
 				int joined = crun_add(p, &run, &b, cap);
@@ -1632,6 +1635,8 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 			if (p->qbytes > 0 &&
 			    (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
 				break; /* no room: fetched again later */
+			if (batch_has_holes(&b))
+				goto plain;
 			run.on = 1;
 			run.first = b;
 			goto taken;
@@ -1640,6 +1645,7 @@ static void intake(struct ppart *p, const struct pw_fetch_part *fp)
 			goto fail_queue;
 		if (p->qbytes > 0 && (int64_t)(p->qbytes + b.len) > pcap(p->pm->pl))
 			break; /* no room: fetched again later */
+plain:
 		if (enqueue(p, &b, b.base_offset < p->src_fetch) < 0)
 			goto fail_queue;
 taken:

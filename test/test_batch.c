@@ -1755,6 +1755,15 @@ START_TEST(test_merge_refusals)
 	l2 = t_mk(raw2, 1004, 7, 0, INT64_MIN + 5, recs4, 4);     /* overflow */
 	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
 	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);
+	/* Holes the header does not show (deltas 0, 2, 3, 7 of 4 records with
+	 * LastOffsetDelta 3): found by the add's own walk. */
+	h = hdr_default();
+	h.base = 1004;
+	l2 = t_batch(raw2, &h, body, t_records(body, recs4, 4, 0));
+	ck_assert_int_eq(batch_parse(raw2, l2, &b, err, sizeof(err)), BATCH_OK);
+	ck_assert_int_eq(batch_mergeable_header(&b, 1 << 20), 1);
+	ck_assert_int_eq(batch_mergeable(&b, 1 << 20), 0);
+	ck_assert_int_eq(batch_merge_add(&m, &b, err, sizeof(err)), 1);
 	ck_assert_uint_eq(m.len, before);
 	ck_assert_int_eq(m.record_count, 4);
 	ck_assert_int_eq(m.nbatches, 1);

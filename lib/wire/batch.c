@@ -1073,13 +1073,18 @@ out:
 
 /* ---- coalescing ------------------------------------------------------ */
 
-int batch_mergeable(const struct batch *b, size_t cap)
+int batch_mergeable_header(const struct batch *b, size_t cap)
 {
 	return b->p != NULL && b->len <= cap &&
 	    b->len >= BATCH_HEADER_LEN &&
 	    batch_codec(b) == BATCH_CODEC_NONE && !batch_is_control(b) &&
-	    batch_timestamp_type(b) == 0 &&
-	    b->record_count >= 1 && !batch_has_holes(b);
+	    batch_timestamp_type(b) == 0 && b->record_count >= 1 &&
+	    (int64_t)b->last_offset_delta + 1 == b->record_count;
+}
+
+int batch_mergeable(const struct batch *b, size_t cap)
+{
+	return batch_mergeable_header(b, cap) && !batch_has_holes(b);
 }
 
 void batch_merge_fini(struct batch_merge *m)
@@ -1171,6 +1176,8 @@ int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
 			return fail(err, errlen, "batch at offset %" PRId64 ": record %"
 			    PRId32 ": %s", b->base_offset, i, pos >= len ?
 			    "the records end early" : why);
+		if (r.offset_delta != i)
+			return 1; /* holes: batch_reencode_contiguous()'s */
 		tn = varint_read(in + pos + r.len_bytes + 1,
 		    r.delta_at - r.len_bytes - 1, 10, &tsd);
 		if (tn == 0 || tn != r.delta_at - r.len_bytes - 1)

@@ -369,16 +369,22 @@ struct batch_merge {
  * batches), and batch_merge_add() only batches of equal attributes.
  */
 int batch_mergeable(const struct batch *b, size_t cap);
+/* batch_mergeable() without the walk of the records: LastOffsetDelta + 1
+ * == RecordCount stands in for it.  Enough for a batch to be added
+ * (batch_merge_add() walks its records anyway and refuses holes), not for
+ * the first (whose records are copied as they are). */
+int batch_mergeable_header(const struct batch *b, size_t cap);
 /* Starts a merge with first (batch_mergeable()): its bytes are copied.
  * 0, or -1 out of memory. */
 int batch_merge_start(struct batch_merge *m, const struct batch *first,
     size_t cap, char *err, size_t errlen);
 /*
  * Appends b's records: 0 added; 1 not added, m unchanged (b does not follow
- * at m's next offset, differs in leader epoch or attributes, or the merged
- * batch would pass cap or INT32_MAX records or a timestamp delta overflow);
- * -1 with err (a malformed record, out of memory: m unchanged).  b must be
- * batch_mergeable().  The header is fixed by batch_merge_finish().
+ * at m's next offset, differs in leader epoch or attributes, has a record
+ * whose offset delta is not its index, or the merged batch would pass cap
+ * or INT32_MAX records or a timestamp delta overflow); -1 with err (a
+ * malformed record, out of memory: m unchanged).  b must be
+ * batch_mergeable_header().  The header is fixed by batch_merge_finish().
  */
 int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
     size_t errlen);
