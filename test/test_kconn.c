@@ -1293,7 +1293,7 @@ START_TEST(test_sasl_plain_refused)
 	ck_assert(kfake_run_until(e.base, &e.ev.closed, 1));
 	ck_assert_int_eq(e.ev.err, KCONN_E_AUTH);
 	ck_assert_msg(strstr(e.ev.errstr, "SASL/PLAIN authentication as "
-	    "\"user\" failed: error 58: Invalid username or password") != NULL,
+	    "\"user\" failed: SASL_AUTHENTICATION_FAILED: Invalid username or password") != NULL,
 	    "errstr: %s", e.ev.errstr);
 	ck_assert_ptr_null(strstr(e.ev.errstr, "wrong-secret"));
 	calls_failed(&k, 1, KCONN_E_AUTH, NULL, 0);

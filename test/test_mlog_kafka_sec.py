@@ -51,7 +51,7 @@ def main():
     out = w.proc.output()
     # kconn's refusal: mechanism, user and Kafka's error code (58,
     # SASL_AUTHENTICATION_FAILED), and the broker's address.
-    h.check('SASL/SCRAM-SHA-512 authentication as "bob" failed: error 58'
+    h.check('SASL/SCRAM-SHA-512 authentication as "bob" failed: SASL_AUTHENTICATION_FAILED'
             in out and dst.bootstrap.split(",")[0] in out,
             "the refusal is not named:\n" + w.proc.tail())
     h.check("not-the-password" not in out, "the password is in the log")

@@ -1052,7 +1052,9 @@ static void build_rich(void)
 	/* a2 stopped: partition 0 with a failover report (part-failover),
 	 * partition 1 without. */
 	{
-		const struct mfailover fo = { 500, 12, 3400 };
+		/* Asked of nobody: the source did not answer at the stop. */
+		const struct mfailover fo = { 500, 12, 3400, 1700000000000,
+		    1700000005000, 0 };
 
 		CODE(mstate_remove_topic(F.st, "east", "a2", F.msg,
 		    sizeof(F.msg)), 0);
@@ -1062,6 +1064,10 @@ static void build_rich(void)
 		    NULL, "stopped", F.msg, sizeof(F.msg)), 0);
 		ck_assert_int_eq(part("east", "a2", 0)->has_failover, 1);
 		ck_assert_int_eq(part("east", "a2", 0)->failover.lag, 12);
+		ck_assert(part("east", "a2", 0)->failover.hwm_at == 1700000000000);
+		ck_assert(part("east", "a2", 0)->failover.stopped_at ==
+		    1700000005000);
+		ck_assert_int_eq(part("east", "a2", 0)->failover.asked, 0);
 		ck_assert_int_eq(part("east", "a2", 1)->has_failover, 0);
 		/* Only at STOPPING -> STOPPED. */
 		CODE(mpart_stopped_report(F.st, part("east", "a2", 0), 100, 7,
@@ -1091,6 +1097,8 @@ START_TEST(test_replay_equality)
 		"source_cluster_id (unresolved)",
 		"stopped behind the source: high watermark 500, 12 offsets, "
 		"3400 ms",
+		"stopped at 1700000005000 ms, high watermark as of "
+		"1700000000000 ms (the source did not answer at the stop)",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
 		ck_assert_msg(strstr(before, fields[i]) != NULL, "dump lacks "
@@ -1681,7 +1689,7 @@ START_TEST(test_async_state_order)
 	/* STOPPING -> STOPPED with its report, one write. */
 	CODE(mpart_set_state(F.st, a[1].p, MPART_STOPPING, "test", F.msg,
 	    sizeof(F.msg)), 0);
-	struct mfailover fo = { 100, 7, 1500 };
+	struct mfailover fo = { 100, 7, 1500, 1000, 2000, 1 };
 	started = 0;
 	CODE(mpart_stopped_report_async(F.st, a[1].p, 92, 3, &fo, "stopped",
 	    acb, &a[1], &started, F.msg, sizeof(F.msg)), 0);

@@ -29,6 +29,7 @@
 #include "kp_gen.h"
 #include "log.h"
 
+#define KCLUSTER_REMIND_MS 60000  /* a reminder while refreshes fail */
 #define API_METADATA 3
 #define KCLUSTER_MD_MIN 0
 #define KCLUSTER_MD_MAX 12
@@ -301,6 +302,11 @@ struct kcluster {
 	int wanted;            /* kcluster_want_refresh() since the last start */
 	int want_used;         /* it was ever called: failures are retried */
 	int64_t last_end;      /* when the last refresh ended (monotonic ms) */
+	/* Refreshes failing since (monotonic ms, 0: the last one worked) and
+	 * the last line logged about it: one line when they start failing,
+	 * a reminder every KCLUSTER_REMIND_MS, one when they work again. */
+	int64_t down_since;
+	int64_t down_logged;
 	int boot_next;         /* control_conn: the next bootstrap server */
 	uint64_t rng;
 	int busy;
@@ -706,11 +712,28 @@ static void refresh_finish(struct kcluster *cl, int err, const char *errstr)
 	cl->waiters = NULL;
 	cl->nwaiters = cl->capwaiters = 0;
 	event_del(cl->ev_timer);
-	if (err != KCONN_E_OK)
-		log_warnx("%s", errstr);
-	else
+	if (err != KCONN_E_OK) {
+		int64_t now = clock_mono_ms();
+
+		if (cl->down_since == 0) {
+			cl->down_since = cl->down_logged = now;
+			log_warnx("%s (retrying)", errstr);
+		} else if (now - cl->down_logged >= KCLUSTER_REMIND_MS) {
+			cl->down_logged = now;
+			log_warnx("%s (failing for %lld s)", errstr,
+			    (long long)((now - cl->down_since) / 1000));
+		} else {
+			log_debug("%s", errstr);
+		}
+	} else {
+		if (cl->down_since != 0)
+			log_info("%s cluster: metadata answered again after %lld s",
+			    cl->cfg->name, (long long)((clock_mono_ms() -
+			    cl->down_since) / 1000));
+		cl->down_since = 0;
 		log_debug("%s cluster: metadata v%d: %zu brokers, %zu topics",
 		    cl->cfg->name, cl->md_version, cl->nbrokers, cl->ntopics);
+	}
 	if (err == KCONN_E_OK && cl->nbrokers > 0 && !cl->cfg->control_conn)
 		boot_close_idle(cl);
 

@@ -46,6 +46,7 @@
 #include "compat.h"
 #include "kbuf.h"
 #include "kconn.h"
+#include "kerr.h"
 #include "kproto.h"
 #include "ksasl.h"
 #include "log.h"
@@ -955,8 +956,8 @@ static void sasl_auth_cb(struct kconn *c, int err, const char *errstr,
 	if (ec != 0) {
 		peer_text(text, sizeof(text), emsg);
 		conn_failf(c, KCONN_E_AUTH, "SASL/%s authentication as \"%s\" "
-		    "failed: error %d: %s", ksasl_mech_name(c->cfg->sasl_mech),
-		    c->cfg->sasl_username, ec, text);
+		    "failed: %s: %s", ksasl_mech_name(c->cfg->sasl_mech),
+		    c->cfg->sasl_username, kerr_name(ec), text);
 		return;
 	}
 	if (lifetime > 0 && !c->lifetime_logged) {

@@ -60,7 +60,8 @@
 	X(CLUSTER_MEMBERS, 19, "cluster-members", "gL") \
 	X(PART_OWNER,    20, "part-owner",     "MTPSg") \
 	X(PART_FAILOVER, 21, "part-failover",  "MTPoOt") \
-	X(ACL_BINDING,   22, "acl-binding",    "MkfS")
+	X(ACL_BINDING,   22, "acl-binding",    "MkfS") \
+	X(PART_FAILOVER_AT, 23, "part-failover-at", "MTPoOf")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -75,6 +76,8 @@ enum mrec_type {
 #define MREC_F_RESTART 0x01  /* TOPIC_ADD: STOPPED partitions restart */
 #define MREC_F_LAST 0x02     /* PART_STATE: o/e are the last mirrored offset/epoch */
 #define MREC_F_ADD 0x01      /* ACL_BINDING: created (else: forgotten) */
+#define MREC_F_ASKED 0x01    /* PART_FAILOVER_AT: the source was asked for
+                              * its high watermark at the stop and answered */
 
 #define MREC_MAX_NAME 249    /* mirror and topic names */
 #define MREC_MAX_CONFIGS 1024

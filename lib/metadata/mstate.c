@@ -838,6 +838,11 @@ static int dump_part(const struct mpart *p, struct mlog_sink *sink,
 		r.off2 = p->failover.lag;
 		r.off3 = p->failover.lag_ms;
 		rc |= put_rec(sink, &r, max);
+		mstate_part_rec(&r, MREC_PART_FAILOVER_AT, p);
+		r.off = p->failover.hwm_at;
+		r.off2 = p->failover.stopped_at;
+		r.flags = p->failover.asked ? MREC_F_ASKED : 0;
+		rc |= put_rec(sink, &r, max);
 	}
 	return rc;
 }
@@ -1053,6 +1058,13 @@ char *mstate_dump(const struct mstate *st)
 					    " offsets, %" PRId64 " ms\n",
 					    p->failover.src_hwm, p->failover.lag,
 					    p->failover.lag_ms);
+				if (p->has_failover && p->state == MPART_STOPPED &&
+				    p->failover.stopped_at >= 0)
+					fprintf(f, "      stopped at %" PRId64 " ms, high "
+					    "watermark as of %" PRId64 " ms%s\n",
+					    p->failover.stopped_at, p->failover.hwm_at,
+					    p->failover.asked ? "" :
+					    " (the source did not answer at the stop)");
 			}
 		}
 	}

@@ -106,15 +106,23 @@ struct manchor {
 
 /* What a partition had not copied when it stopped (part-failover
  * records, written with STOPPING -> STOPPED): the source high watermark
- * as of the last Fetch answer, the source offsets between the end of what
- * was copied and it (records, plus any control records and aborted data
- * among them), and the lag in time (the age of the newest record copied,
- * an upper bound of the age of the oldest record not copied; 0 when
- * nothing was left).  -1 when unknown. */
+ * (asked of the source at the stop, else the last one it answered), the
+ * source offsets between the end of what was copied and it (records,
+ * plus any control records and aborted data among them), and the lag in
+ * time (since the partition was last known caught up, or the age of the
+ * newest record copied when less; 0 when nothing was left).  -1 when
+ * unknown.  With them (a part-failover-at record in the same write):
+ * when that high watermark was learnt and when the partition stopped
+ * (wall-clock ms, -1 unknown: a report of an older version), and whether
+ * the source answered at the stop (asked): when it did not, lag is only
+ * a lower bound of what was not copied. */
 struct mfailover {
 	int64_t src_hwm;
 	int64_t lag;
 	int64_t lag_ms;
+	int64_t hwm_at;
+	int64_t stopped_at;
+	int asked;
 };
 
 struct mtopic;

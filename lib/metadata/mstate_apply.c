@@ -975,6 +975,29 @@ static int apply_part_failover(struct apply *a, const struct mrec *r)
 	p->failover.src_hwm = r->off;
 	p->failover.lag = r->off2;
 	p->failover.lag_ms = r->off3;
+	/* Until a part-failover-at record says (older logs have none). */
+	p->failover.hwm_at = p->failover.stopped_at = -1;
+	p->failover.asked = 1;
+	return 0;
+}
+
+static int apply_part_failover_at(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+
+	if (p == NULL)
+		return -1;
+	if (p->state != MPART_STOPPED || !p->has_failover)
+		FAIL(a, "%s/%s-%d: failover times for a partition without a "
+		    "failover report", p->topic->mirror->name, p->topic->name,
+		    (int)p->index);
+	if (r->off < -1 || r->off2 < -1)
+		FAIL(a, "%s/%s-%d: failover times with a negative value (%" PRId64
+		    ", %" PRId64 ")", p->topic->mirror->name, p->topic->name,
+		    (int)p->index, r->off, r->off2);
+	p->failover.hwm_at = r->off;
+	p->failover.stopped_at = r->off2;
+	p->failover.asked = (r->flags & MREC_F_ASKED) != 0;
 	return 0;
 }
 
@@ -1036,6 +1059,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 		return mstate_acl_apply(a->st, r->mirror, r->kind, r->str,
 		    (r->flags & MREC_F_ADD) != 0, a->err, a->errlen);
 	case MREC_PART_FAILOVER: return apply_part_failover(a, r);
+	case MREC_PART_FAILOVER_AT: return apply_part_failover_at(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }
@@ -1078,6 +1102,7 @@ int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
 	case MREC_PART_PRODUCER:
 	case MREC_PART_SENDING:
 	case MREC_PART_FAILOVER:
+	case MREC_PART_FAILOVER_AT:
 		if ((*out = need_part(&a, &r)) == NULL)
 			return -1;
 		return MSTATE_SCOPE_PART;
@@ -2310,6 +2335,7 @@ static int scope_of(const struct mrec *r, struct mstate_scope *out, int *oom)
 	case MREC_PART_PRODUCER:
 	case MREC_PART_SENDING:
 	case MREC_PART_FAILOVER:
+	case MREC_PART_FAILOVER_AT:
 	case MREC_PART_OWNER:
 	case MREC_PART_RESTORE:
 		out->part = r->partition;

@@ -606,7 +606,7 @@ static int part_move(struct mstate *st, struct mpart *p, int to,
     int32_t last_epoch, const struct mfailover *fo, mstate_done_fn cb,
     void *arg, int *started, char *msg, size_t msglen)
 {
-	struct mrec r[2];
+	struct mrec r[3];
 	char what[520];
 	size_t n = 1;
 
@@ -645,7 +645,11 @@ static int part_move(struct mstate *st, struct mpart *p, int to,
 		r[1].off = fo->src_hwm < 0 ? -1 : fo->src_hwm;
 		r[1].off2 = fo->lag < 0 ? -1 : fo->lag;
 		r[1].off3 = fo->lag_ms < 0 ? -1 : fo->lag_ms;
-		n = 2;
+		mstate_part_rec(&r[2], MREC_PART_FAILOVER_AT, p);
+		r[2].off = fo->hwm_at < 0 ? -1 : fo->hwm_at;
+		r[2].off2 = fo->stopped_at < 0 ? -1 : fo->stopped_at;
+		r[2].flags = fo->asked ? MREC_F_ASKED : 0;
+		n = 3;
 	}
 	return persist_n(st, r, n, what, cb, arg, started, msg, msglen);
 }

@@ -33,11 +33,17 @@
 #define HTTPD_MAX_BODY 1024
 #define HTTPD_TIMEOUT_SEC 30
 #define HTTPD_BACKLOG 64
-#define HTTPD_WHY_MAX 256
+#define HTTPD_WHY_MAX 1200
 
 struct ready_check {
 	char *name;
 	httpd_ready_fn fn;
+	void *arg;
+};
+
+struct route {
+	char *prefix;
+	httpd_route_fn fn;
 	void *arg;
 };
 
@@ -47,6 +53,8 @@ struct httpd {
 	int port;
 	struct ready_check *checks;
 	size_t nchecks;
+	struct route *routes;
+	size_t nroutes;
 };
 
 int httpd_split_hostport(const char *s, char *host, size_t hostlen,
@@ -272,6 +280,58 @@ static void serve_readyz(struct httpd *h, struct evhttp_request *req)
 	evbuffer_free(b);
 }
 
+static const struct route *route_find(const struct httpd *h, const char *path)
+{
+	for (size_t i = 0; i < h->nroutes; i++) {
+		size_t n = strlen(h->routes[i].prefix);
+
+		if (strncmp(path, h->routes[i].prefix, n) == 0 &&
+		    (path[n] == '\0' || path[n] == '/'))
+			return &h->routes[i];
+	}
+	return NULL;
+}
+
+static const char *status_text(int code)
+{
+	switch (code) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 503: return "Service Unavailable";
+	default: return "Internal Server Error";
+	}
+}
+
+static void serve_route(const struct route *r, struct evhttp_request *req,
+    const char *path, const char *query)
+{
+	struct evbuffer *b = evbuffer_new();
+	const char *ctype = NULL;
+	int code;
+
+	if (b == NULL) {
+		reply_msg(req, 500, "Internal Server Error", "out of memory\n");
+		return;
+	}
+	code = r->fn(r->arg, path, query, b, &ctype);
+	if (evbuffer_get_length(b) > HTTPD_ROUTE_MAX) {
+		evbuffer_free(b);
+		reply_msg(req, 500, "Internal Server Error", "answer too large\n");
+		return;
+	}
+	if (ctype != NULL) {
+		struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+
+		evhttp_add_header(hdr, "Content-Type", ctype);
+		evhttp_add_header(hdr, "Cache-Control", "no-store");
+		send_reply(req, code, status_text(code), b);
+	} else {
+		reply_text(req, code, status_text(code), b);
+	}
+	evbuffer_free(b);
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
 	static const char *const paths[] = { "/metrics", "/healthz", "/readyz" };
@@ -288,9 +348,21 @@ static void handle(struct evhttp_request *req, void *arg)
 	for (which = 0; which < ARRAY_SIZE(paths); which++)
 		if (strcmp(path, paths[which]) == 0)
 			break;
+	if (which == ARRAY_SIZE(paths) && route_find(h, path) != NULL)
+		which = ARRAY_SIZE(paths) + 1;
 	if (which == ARRAY_SIZE(paths)) {
-		reply_msg(req, 404, "Not Found",
-		    "not found; try /metrics, /healthz or /readyz\n");
+		char msg[512];
+		size_t n = (size_t)snprintf(msg, sizeof(msg), "not found; try "
+		    "/metrics, /healthz");
+
+		for (size_t i = 0; i < h->nroutes && n < sizeof(msg); i++)
+			n += (size_t)snprintf(msg + n, sizeof(msg) - n, ", %s",
+			    i == 0 ? "/readyz" : h->routes[i - 1].prefix);
+		if (n < sizeof(msg))
+			snprintf(msg + n, sizeof(msg) - n, " or %s\n",
+			    h->nroutes > 0 ? h->routes[h->nroutes - 1].prefix :
+			    "/readyz");
+		reply_msg(req, 404, "Not Found", msg);
 		return;
 	}
 	if (cmd != EVHTTP_REQ_GET && cmd != EVHTTP_REQ_HEAD) {
@@ -307,8 +379,12 @@ static void handle(struct evhttp_request *req, void *arg)
 	case 1:
 		reply_msg(req, 200, "OK", "ok\n");
 		break;
-	default:
+	case 2:
 		serve_readyz(h, req);
+		break;
+	default:
+		serve_route(route_find(h, path), req, path,
+		    evhttp_uri_get_query(uri));
 		break;
 	}
 }
@@ -366,12 +442,36 @@ void httpd_free(struct httpd *h)
 	for (size_t i = 0; i < h->nchecks; i++)
 		free(h->checks[i].name);
 	free(h->checks);
+	for (size_t i = 0; i < h->nroutes; i++)
+		free(h->routes[i].prefix);
+	free(h->routes);
 	free(h);
 }
 
 int httpd_port(const struct httpd *h)
 {
 	return h->port;
+}
+
+int httpd_add_route(struct httpd *h, const char *prefix, httpd_route_fn fn,
+    void *arg)
+{
+	struct route *nr;
+	char *copy = strdup(prefix);
+
+	if (copy == NULL)
+		return -1;
+	nr = realloc(h->routes, (h->nroutes + 1) * sizeof(*nr));
+	if (nr == NULL) {
+		free(copy);
+		return -1;
+	}
+	h->routes = nr;
+	nr[h->nroutes].prefix = copy;
+	nr[h->nroutes].fn = fn;
+	nr[h->nroutes].arg = arg;
+	h->nroutes++;
+	return 0;
 }
 
 int httpd_add_ready_check(struct httpd *h, const char *name,

@@ -6,9 +6,11 @@
  *   GET /healthz   200 "ok" while the process runs (liveness)
  *   GET /readyz    200 "ready" when every registered readiness check passes,
  *                  else 503 listing each failing check and its reason
+ *   GET <prefix>   a route the owner registered (httpd_add_route()): the
+ *                  daemon's per-mirror status, /mirrors and /mirrors/<name>/ready
  *
  * HEAD is accepted wherever GET is; any other method gets 405 with an Allow
- * header; any other path 404.  Query strings are ignored.  Request headers
+ * header; any other path 404.  Query strings are ignored but by routes.  Request headers
  * are capped and idle connections time out, so a slow or hostile client
  * cannot hold memory.  The server does not own the registry or the base.
  * Loop thread only.
@@ -44,6 +46,21 @@ int httpd_add_ready_check(struct httpd *h, const char *name,
     httpd_ready_fn fn, void *arg);
 /* A ready check over a flag the caller owns: arg is a bool *. */
 bool httpd_ready_flag(void *arg, char *why, size_t whylen);
+
+/*
+ * A route: GET (or HEAD) of prefix itself or of any path below it
+ * ("prefix/..."), answered by fn: it writes the body into out (at most
+ * HTTPD_ROUTE_MAX bytes are sent), sets *content_type to a static string
+ * (NULL: text/plain) and returns the status code (200, 404, 503...).
+ * path is the whole path, query the query string or NULL.  -1 on out of
+ * memory.
+ */
+#define HTTPD_ROUTE_MAX (4u << 20)
+struct evbuffer;
+typedef int (*httpd_route_fn)(void *arg, const char *path, const char *query,
+    struct evbuffer *out, const char **content_type);
+int httpd_add_route(struct httpd *h, const char *prefix, httpd_route_fn fn,
+    void *arg);
 
 /*
  * Split "host:port", "[v6]:port" or ":port" (every address) for

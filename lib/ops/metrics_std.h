@@ -37,6 +37,8 @@
 	X(MIRROR_STATE, "mirror", "state") \
 	X(MIRROR, "mirror") \
 	X(MIRROR_ERROR, "mirror", "error") \
+	X(MIRROR_CAUSE, "mirror", "cause") \
+	X(MIRROR_REQUEST, "mirror", "request") \
 	X(MIRROR_RESULT, "mirror", "result") \
 	X(MIRROR_STEP, "mirror", "step") \
 	X(CONN, "cluster", "mirror") \
@@ -71,8 +73,19 @@
 	    PART, NONE, PP, "Source high watermark minus destination end " \
 	    "offset, in offsets") \
 	X(PARTITION_LAG_SECONDS, "mirrord_partition_lag_seconds", GAUGE, \
-	    PART, NONE, PP, "Age of the oldest source record not yet on the " \
-	    "destination (0 when caught up)") \
+	    PART, NONE, PP, "Lag in time: 0 while the source's latest answer " \
+	    "shows the destination caught up, else seconds since the last " \
+	    "moment it was known caught up (or, if less, since the newest " \
+	    "record copied was written); it grows while the source cannot be " \
+	    "read") \
+	X(PARTITION_SOURCE_OFFSET_AGE, \
+	    "mirrord_partition_source_offset_age_seconds", GAUGE, PART, NONE, \
+	    PP, "How old the source high watermark mirrord knows for the " \
+	    "partition is: seconds since the source last answered for it") \
+	X(PARTITION_STALLED_SECONDS, "mirrord_partition_stalled_seconds", \
+	    GAUGE, PART, NONE, PP, "Seconds since mirrord last could read the " \
+	    "partition's source or write its destination, while it cannot " \
+	    "(STALLED in kafka-mirrors --describe); 0 while it can") \
 	X(PARTITION_LSO_STUCK_SECONDS, "mirrord_partition_lso_stuck_seconds", \
 	    GAUGE, PART, NONE, PP, "How long the source's last stable offset " \
 	    "has stood still below its high watermark (a transaction left " \
@@ -141,13 +154,39 @@
 	    "Kafka error name, counted each time") \
 	X(MIRROR_PARTITIONS, "mirrord_mirror_partitions", GAUGE, \
 	    MIRROR_STATE, NONE, NO, "Partitions of the mirror in each state") \
+	X(MIRROR_SOURCE_UP, "mirrord_mirror_source_up", GAUGE, MIRROR, NONE, \
+	    NO, "1 while mirrord reads the mirror's source, 0 while a " \
+	    "partition it copies is stalled by the source (refused, frozen, " \
+	    "unresolvable, TLS, SASL, authorization, no leader) or the " \
+	    "source's Metadata has failed for the stall bound") \
+	X(MIRROR_SOURCE_ERRORS, "mirrord_mirror_source_errors_total", \
+	    COUNTER, MIRROR_CAUSE, NONE, NO, "Failed requests to the mirror's " \
+	    "source (Metadata, Fetch, ListOffsets, connections), by cause: " \
+	    "connection_refused, timeout, dns, tls, sasl_authentication, " \
+	    "authorization, unknown_topic, leader_unavailable, transport, " \
+	    "config, other") \
+	X(MIRROR_SOURCE_SINCE_SUCCESS, \
+	    "mirrord_mirror_source_seconds_since_success", GAUGE, \
+	    MIRROR_REQUEST, NONE, NO, "Seconds since the mirror's source last " \
+	    "answered a request of the kind (request=\"Metadata\" or " \
+	    "\"Fetch\") without error; counted from the mirror's start in " \
+	    "this process before the first answer") \
+	X(MIRROR_STALLED_PARTITIONS, "mirrord_mirror_stalled_partitions", \
+	    GAUGE, MIRROR, NONE, NO, "Partitions of the mirror copied here " \
+	    "that cannot be read from the source or written to the " \
+	    "destination now (STALLED)") \
+	X(MIRROR_MAX_LAG_SECONDS, "mirrord_mirror_max_lag_seconds", GAUGE, \
+	    MIRROR, NONE, NO, "The largest mirrord_partition_lag_seconds of " \
+	    "the mirror's partitions copied here (PREPARING, MIRRORING, " \
+	    "PAUSED)") \
 	X(CLUSTER_REQUEST_DURATION, \
 	    "mirrord_cluster_request_duration_seconds", HISTOGRAM, CONN_API, \
 	    REQUEST, NO, "Time from sending a request to a cluster to its " \
 	    "response (api is Fetch or Produce)") \
 	X(CLUSTER_REQUEST_ERRORS, "mirrord_cluster_request_errors_total", \
 	    COUNTER, CONN_API_ERROR, NONE, NO, "Error responses and failed " \
-	    "requests to a cluster, by Kafka error name") \
+	    "requests to a cluster, by Kafka error name (error=\"NONE\" is " \
+	    "always 0: it is there before the first error)") \
 	X(FETCH_REQUESTS, "mirrord_fetch_requests_total", COUNTER, \
 	    MIRROR_RESULT, NONE, NO, "Fetch requests sent to the source, by " \
 	    "kind: result=\"full\" lists every partition fetched (no session, " \
