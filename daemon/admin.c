@@ -97,6 +97,7 @@ struct results {
 	int32_t n, cap;
 	int32_t *slots;   /* index + 1 into v, 0 = empty; 2 * cap of them */
 	int oom;          /* the arena ran out: some result is missing */
+	struct kstr warning; /* AddTopicsToMirror's WarningMessage, or null */
 };
 
 struct awrite {
@@ -891,6 +892,98 @@ static void h_list_mirrors(struct admin *adm, struct adminsrv_req *rq)
 	}
 }
 
+/* ---- is a mirror current ------------------------------------------- */
+
+int admin_mirror_status(struct admin *adm, const char *mirror,
+    struct admin_mirror_status *out)
+{
+	const struct mirror *m = mstate_mirror_find(adm->st, mirror);
+	struct pipeline_mirror_health h;
+
+	memset(out, 0, sizeof(*out));
+	if (m == NULL)
+		return -1;
+	out->max_lag = out->max_lag_ms = -1;
+	out->source_up = 1;
+	if (pipeline_mirror_health(adm->pl, mirror, &h) == 0 && !h.source_up) {
+		out->source_up = 0;
+		snprintf(out->reason, sizeof(out->reason), "%s", h.reason);
+	}
+	for (size_t t = 0; t < m->ntopics; t++) {
+		const struct mtopic *mt = m->topics[t];
+
+		for (int32_t i = 0; i < mt->npart; i++) {
+			const struct mpart *mp = mt->parts[i];
+			struct admin_partition_numbers rn;
+			struct pipeline_status ps;
+			struct pipeline_live live;
+			int64_t lag = -1, lag_ms = -1;
+			char why[1200] = "";
+
+			out->partitions++;
+			switch (mp->state) {
+			case MPART_STOPPED:
+			case MPART_STOPPING:
+				out->stopped++;
+				continue;
+			case MPART_FAILED:
+				out->failed++;
+				if (out->reason[0] == '\0')
+					snprintf(out->reason, sizeof(out->reason),
+					    "%s-%d FAILED: %.1000s", mt->name,
+					    (int)mp->index, mp->error != NULL ?
+					    mp->error : "");
+				continue;
+			case MPART_PAUSED:
+			case MPART_PAUSING:
+				out->paused++;
+				break;
+			case MPART_MIRRORING:
+				out->mirroring++;
+				break;
+			default:
+				out->other++;
+				break;
+			}
+			if (adm->cv != NULL && adm->cv->partition_numbers != NULL &&
+			    adm->cv->partition_numbers(adm->cv_arg, mp, &rn)) {
+				lag = rn.lag;
+				lag_ms = rn.lag_ms;
+				snprintf(why, sizeof(why), "%s", rn.reason);
+			} else {
+				if (pipeline_partition_live(adm->pl, mp, &live) == 0)
+					lag = live.lag;
+				if (pipeline_partition_status(adm->pl, mp, &ps) == 0) {
+					lag_ms = ps.lag_ms;
+					if (ps.stalled)
+						snprintf(why, sizeof(why), "%s",
+						    ps.reason);
+				}
+			}
+			out->max_lag = MAX(out->max_lag, lag);
+			out->max_lag_ms = MAX(out->max_lag_ms, lag_ms);
+			if (lag_ms < 0)
+				out->lag_unknown++;
+			if (why[0] == '\0')
+				continue;
+			if (mp->state != MPART_PAUSED && mp->state != MPART_PAUSING)
+				out->stalled++;
+			if (strncmp(why, "cannot read the source", 22) == 0)
+				out->source_up = 0;
+			if (out->reason[0] == '\0')
+				snprintf(out->reason, sizeof(out->reason), "%s-%d: %.1000s",
+				    mt->name, (int)mp->index, why);
+		}
+	}
+	return 0;
+}
+
+const char *admin_mirror_name(struct admin *adm, size_t i)
+{
+	return i < mstate_mirror_count(adm->st) ?
+	    mstate_mirror_at(adm->st, i)->name : NULL;
+}
+
 /* ---- DescribeMirrors ------------------------------------------------- */
 
 /* Fills out for m; -1 when the arena ran out. */
@@ -919,6 +1012,8 @@ static int describe_one(struct admin *adm, struct karena *a,
 			    &ot->partitions[p];
 			int64_t src = -1, dst = -1;
 			struct pipeline_live live;
+			struct pipeline_status ps;
+			struct admin_partition_numbers rn;
 			char warn[512];
 
 			kp_describe_mirrors_response_partition_init(op);
@@ -930,26 +1025,36 @@ static int describe_one(struct admin *adm, struct karena *a,
 			/* The pipeline's lag is in source offsets, right also when
 			 * the translation map has anchors (holes, retention jumps). */
 			if (pipeline_partition_live(adm->pl, mp, &live) == 0 &&
-			    live.lag >= 0) {
+			    live.lag >= 0)
 				op->lag = live.lag;
-				/* As mirrord_partition_lag_seconds. */
-				if (live.lag == 0)
-					op->lag_ms = 0;
-				else if (live.last_batch_timestamp_ms >= 0)
-					op->lag_ms = MAX(clock_wall_ms() -
-					    live.last_batch_timestamp_ms, 0);
+			/* What is known and since when (pipe_health.c); the
+			 * lag in time as mirrord_partition_lag_seconds. */
+			if (pipeline_partition_status(adm->pl, mp, &ps) == 0) {
+				op->lag_ms = ps.lag_ms;
+				op->source_offset_age_ms = ps.source_offset_age_ms;
+				op->caught_up_time_ms = ps.caught_up_ms;
+				if (ps.stalled) {
+					op->stalled_since_ms = ps.stalled_since_ms;
+					op->stalled_reason = arena_kstr(a, ps.reason);
+					if (op->stalled_reason.p == NULL)
+						return -1;
+				}
 			}
-			if (adm->cv != NULL && adm->cv->partition_numbers != NULL) {
-				int64_t rs, rd, rl, rlm;
-
+			if (adm->cv != NULL && adm->cv->partition_numbers != NULL &&
+			    adm->cv->partition_numbers(adm->cv_arg, mp, &rn)) {
 				/* Another instance copies it: its published
-				 * numbers (the status topic). */
-				if (adm->cv->partition_numbers(adm->cv_arg, mp, &rs,
-				    &rd, &rl, &rlm)) {
-					op->source_offset = rs;
-					op->destination_offset = rd;
-					op->lag = rl;
-					op->lag_ms = rlm;
+				 * numbers (the status topic), aged. */
+				op->source_offset = rn.src;
+				op->destination_offset = rn.dst;
+				op->lag = rn.lag;
+				op->lag_ms = rn.lag_ms;
+				op->source_offset_age_ms = rn.src_age_ms;
+				op->caught_up_time_ms = rn.caught_up_ms;
+				op->stalled_since_ms = rn.stalled_since_ms;
+				if (rn.reason[0] != '\0') {
+					op->stalled_reason = arena_kstr(a, rn.reason);
+					if (op->stalled_reason.p == NULL)
+						return -1;
 				}
 			}
 			op->state = kstr_c(mpart_state_name(mp->state));
@@ -964,6 +1069,12 @@ static int describe_one(struct admin *adm, struct karena *a,
 				op->failover_source_offset = mp->failover.src_hwm;
 				op->failover_lag = mp->failover.lag;
 				op->failover_lag_ms = mp->failover.lag_ms;
+				if (mp->failover.hwm_at >= 0 &&
+				    mp->failover.stopped_at >= 0)
+					op->failover_source_offset_age_ms = MAX(
+					    mp->failover.stopped_at -
+					    mp->failover.hwm_at, 0);
+				op->failover_lag_is_lower_bound = !mp->failover.asked;
 			}
 			if (pipeline_partition_warning(adm->pl, mp, warn, sizeof(warn))) {
 				op->warning_message = arena_kstr(a, warn);
@@ -1284,6 +1395,8 @@ static void respond_results(struct admin *adm, struct adminsrv_req *rq,
 	}
 	resp.topics = rs->v;
 	resp.topics_n = rs->n;
+	if (rs->warning.p != NULL && top_code == 0)
+		resp.warning_message = rs->warning;
 	for (int32_t i = 0; worst == 0 && i < rs->n; i++)
 		worst = rs->v[i].error_code;
 	if (encode_results(adm, rq, &resp, worst) == 0)
@@ -1825,10 +1938,16 @@ static void aw_add(struct awrite *w)
 		for (int32_t k = 0; re != NULL && k < ni + ne; k++)
 			tpattern_free(re[k]);
 		free(re);
-		if (!ok)
+		if (!ok) {
 			log_warnx("mirror %s: patterns saved, but the source cannot be "
 			    "read now (%s); matching topics join at the next discovery "
 			    "pass", mirror, errstr);
+			snprintf(msg, sizeof(msg), "patterns saved to mirror %s, but "
+			    "its source (%s) cannot be read now: %s; topics they "
+			    "match join once it answers (kafka-mirrors --describe "
+			    "shows them then)", mirror, mirror_bootstrap(m), errstr);
+			rs.warning = arena_kstr(a, msg);
+		}
 	}
 	if (rs.oom) {
 		/* Nothing is made (AW_NONE) when a result is missing. */

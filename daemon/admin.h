@@ -45,16 +45,43 @@ struct admin_broker {
 	char host[256];
 	int port;
 };
+/* A partition's numbers as another instance published them (-1 unknown;
+ * times are wall-clock ms; reason "" when it is not stalled). */
+struct admin_partition_numbers {
+	int64_t src, dst, lag, lag_ms;
+	int64_t src_age_ms, caught_up_ms, stalled_since_ms;
+	char reason[1200];
+};
 struct admin_cluster_view {
 	int (*may_mutate)(void *arg, char *msg, size_t msglen);
 	size_t (*brokers)(void *arg, struct admin_broker *out, size_t max,
 	    int32_t *controller_id);
 	/* Live numbers of a partition another instance copies (its status
-	 * record): 1 with them, 0 to use this instance's own. */
+	 * record, aged to now): 1 with them, 0 to use this instance's own. */
 	int (*partition_numbers)(void *arg, const struct mpart *p,
-	    int64_t *src, int64_t *dst, int64_t *lag, int64_t *lag_ms);
+	    struct admin_partition_numbers *out);
 };
 void admin_set_cluster(struct admin *adm, const struct admin_cluster_view *v,
     void *arg);
+
+/*
+ * Is a mirror current?  Its partitions as DescribeMirrors shows them
+ * (this instance's own live, the others' from their status records),
+ * summed up for the HTTP status (/mirrors, /mirrors/<name>/ready):
+ * counts by state, the stalled ones, the largest lag in offsets and in
+ * time (-1 unknown), whether its source is read (source_up) and the
+ * first trouble in words.  -1 for an unknown mirror.
+ */
+struct admin_mirror_status {
+	size_t partitions, mirroring, stalled, failed, paused, stopped, other;
+	size_t lag_unknown;
+	int64_t max_lag, max_lag_ms;
+	int source_up;
+	char reason[1200];
+};
+int admin_mirror_status(struct admin *adm, const char *mirror,
+    struct admin_mirror_status *out);
+/* The mirrors' names, in the model's order: the i-th, NULL past the end. */
+const char *admin_mirror_name(struct admin *adm, size_t i);
 
 #endif

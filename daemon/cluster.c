@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -976,10 +977,43 @@ static size_t view_brokers(void *arg, struct admin_broker *out, size_t max,
 
 /* ---- the status topic (lag of every partition everywhere) ------------- */
 
+/* The stalled reasons of one status snapshot, kept until it is encoded. */
+struct reasons {
+	char **v;
+	size_t n, cap;
+};
+
+static const char *reasons_keep(struct reasons *k, const char *why)
+{
+	char *d;
+
+	if (k->n == k->cap) {
+		size_t nc = k->cap == 0 ? 16 : k->cap * 2;
+		char **x = realloc(k->v, nc * sizeof(*x));
+
+		if (x == NULL)
+			return NULL;
+		k->v = x;
+		k->cap = nc;
+	}
+	if ((d = strdup(why)) == NULL)
+		return NULL;
+	k->v[k->n++] = d;
+	return d;
+}
+
+static void reasons_free(struct reasons *k)
+{
+	for (size_t i = 0; i < k->n; i++)
+		free(k->v[i]);
+	free(k->v);
+}
+
 static void status_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct cluster *c = arg;
 	struct cstatus_part *v = NULL;
+	struct reasons keep = { NULL, 0, 0 };
 	size_t n = 0, cap = 0;
 
 	(void)fd;
@@ -993,7 +1027,8 @@ static void status_cb(evutil_socket_t fd, short what, void *arg)
 			for (int32_t p = 0; p < tp->npart; p++) {
 				const struct mpart *mp = tp->parts[p];
 				struct pipeline_live live;
-				int64_t src = -1, dst = -1;
+				struct pipeline_status ps;
+				int64_t src = -1, dst = -1, now = clock_wall_ms();
 
 				if (mp->owner == NULL ||
 				    strcmp(mp->owner, c->instance_id) != 0)
@@ -1016,30 +1051,44 @@ static void status_cb(evutil_socket_t fd, short what, void *arg)
 				v[n].dst = dst;
 				v[n].lag = src >= 0 && dst >= 0 ? MAX(src - dst, 0) : -1;
 				v[n].lag_ms = -1;
+				v[n].src_ok_ms = v[n].caught_ms = -1;
+				v[n].stalled_since = -1;
+				v[n].reason = NULL;
 				/* As DescribeMirrors computes them here. */
 				if (pipeline_partition_live(c->pl, mp, &live) == 0 &&
-				    live.lag >= 0) {
+				    live.lag >= 0)
 					v[n].lag = live.lag;
-					if (live.lag == 0)
-						v[n].lag_ms = 0;
-					else if (live.last_batch_timestamp_ms >= 0)
-						v[n].lag_ms = MAX(clock_wall_ms() -
-						    live.last_batch_timestamp_ms, 0);
+				if (pipeline_partition_status(c->pl, mp, &ps) == 0) {
+					v[n].lag_ms = ps.lag_ms;
+					v[n].src_ok_ms = ps.source_offset_age_ms >= 0 ?
+					    now - ps.source_offset_age_ms : -1;
+					v[n].caught_ms = ps.caught_up_ms;
+					if (ps.stalled) {
+						v[n].stalled_since = ps.stalled_since_ms;
+						v[n].reason = reasons_keep(&keep, ps.reason);
+					}
 				}
 				n++;
 			}
 		}
 	}
 	cstatus_publish(c->status, v, n);
+	reasons_free(&keep);
 	free(v);
 }
 
-static int view_numbers(void *arg, const struct mpart *p, int64_t *src,
-    int64_t *dst, int64_t *lag, int64_t *lag_ms)
+/* An owner's status older than this says nothing about now. */
+static int64_t status_stale_ms(const struct cluster *c)
+{
+	return 3 * c->cfg->cluster_status_interval_ms + 10000;
+}
+
+static int view_numbers(void *arg, const struct mpart *p,
+    struct admin_partition_numbers *o)
 {
 	struct cluster *c = arg;
 	struct cstatus_part out;
-	int64_t age;
+	int64_t age, now = clock_wall_ms();
 
 	if (c->status == NULL || p->owner == NULL || p->owner[0] == '\0' ||
 	    strcmp(p->owner, c->instance_id) == 0)
@@ -1047,11 +1096,33 @@ static int view_numbers(void *arg, const struct mpart *p, int64_t *src,
 	if (!cstatus_lookup(c->status, p->owner, p->topic->mirror->name,
 	    p->topic->name, p->index, &out, &age))
 		return 0;
-	*src = out.src;
-	*dst = out.dst;
-	*lag = out.lag;
+	age = MAX(age, 0);
+	o->src = out.src;
+	o->dst = out.dst;
+	o->lag = out.lag;
 	/* The record is age ms old: a lagging partition lags that much more. */
-	*lag_ms = out.lag_ms > 0 ? out.lag_ms + MAX(age, 0) : out.lag_ms;
+	o->lag_ms = out.lag_ms > 0 ? out.lag_ms + age : out.lag_ms;
+	o->src_age_ms = out.src_ok_ms >= 0 ? MAX(now - out.src_ok_ms, 0) : -1;
+	o->caught_up_ms = out.caught_ms;
+	o->stalled_since_ms = out.stalled_since;
+	snprintf(o->reason, sizeof(o->reason), "%s", out.reason != NULL ?
+	    out.reason : "");
+	if (age > status_stale_ms(c) && o->reason[0] == '\0') {
+		char when[40];
+		time_t t = (time_t)((now - age) / 1000);
+		struct tm tm;
+
+		if (gmtime_r(&t, &tm) == NULL ||
+		    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+			snprintf(when, sizeof(when), "?");
+		/* Its owner went quiet: nothing here is current. */
+		snprintf(o->reason, sizeof(o->reason), "the instance copying it "
+		    "(%s) has not reported since %s (%" PRId64 " s): its numbers "
+		    "are as of then", p->owner, when, age / 1000);
+		o->stalled_since_ms = now - age;
+		if (o->lag_ms == 0)
+			o->lag_ms = age;
+	}
 	return 1;
 }
 

@@ -46,7 +46,7 @@
 #include "kproto.h"
 #include "log.h"
 
-#define CSTATUS_VERSION 1
+#define CSTATUS_VERSION 2
 #define FETCH_MAX (8 << 20)
 #define FETCH_ROUNDS 64
 #define CREATED_RETRY_MS 500   /* after CreateTopics: the next round */
@@ -61,6 +61,8 @@ struct entry {
 	char *mirror, *topic;
 	int32_t partition;
 	int64_t src, dst, lag, lag_ms;
+	int64_t src_ok_ms, caught_ms, stalled_since;
+	char *reason;
 };
 
 struct inst {
@@ -114,6 +116,10 @@ uint8_t *cstatus_encode(const struct cstatus_part *parts, size_t n,
 		kw_i64(&w, parts[i].dst);
 		kw_i64(&w, parts[i].lag);
 		kw_i64(&w, parts[i].lag_ms);
+		kw_i64(&w, parts[i].src_ok_ms);
+		kw_i64(&w, parts[i].caught_ms);
+		kw_i64(&w, parts[i].stalled_since);
+		kw_str(&w, kstr_c(parts[i].reason != NULL ? parts[i].reason : ""));
 	}
 	if (w.err) {
 		kw_fini(&w);
@@ -145,6 +151,7 @@ static void inst_clear(struct inst *in)
 	for (size_t i = 0; i < in->n; i++) {
 		free(in->v[i].mirror);
 		free(in->v[i].topic);
+		free(in->v[i].reason);
 	}
 	free(in->v);
 	in->v = NULL;
@@ -158,9 +165,11 @@ static int decode_value(const uint8_t *p, size_t len, int64_t *wall,
 	struct kr r;
 	int32_t n;
 	struct entry *v;
+	int16_t version;
 
 	kr_init(&r, p, len);
-	if (kr_i16(&r) != CSTATUS_VERSION)
+	version = kr_i16(&r);
+	if (version != 1 && version != CSTATUS_VERSION)
 		return -1;
 	*wall = kr_i64(&r);
 	n = kr_i32(&r);
@@ -177,6 +186,18 @@ static int decode_value(const uint8_t *p, size_t len, int64_t *wall,
 		v[i].dst = kr_i64(&r);
 		v[i].lag = kr_i64(&r);
 		v[i].lag_ms = kr_i64(&r);
+		v[i].src_ok_ms = v[i].caught_ms = v[i].stalled_since = -1;
+		if (version >= 2) {
+			struct kstr why;
+
+			v[i].src_ok_ms = kr_i64(&r);
+			v[i].caught_ms = kr_i64(&r);
+			v[i].stalled_since = kr_i64(&r);
+			why = kr_str(&r);
+			if (!r.err && why.len > 0 &&
+			    (v[i].reason = kstr_dup(why)) == NULL)
+				goto bad;
+		}
 		if (r.err || m.len < 0 || t.len < 0)
 			goto bad;
 		v[i].mirror = kstr_dup(m);
@@ -192,6 +213,7 @@ bad:
 	for (int32_t i = 0; i < n; i++) {
 		free(v[i].mirror);
 		free(v[i].topic);
+		free(v[i].reason);
 	}
 	free(v);
 	return -1;
@@ -900,8 +922,8 @@ int cstatus_lookup(struct cstatus *s, const char *instance,
     const char *mirror, const char *topic, int32_t partition,
     struct cstatus_part *out, int64_t *age_ms)
 {
-	struct entry key = { (char *)mirror, (char *)topic, partition, 0, 0,
-		0, 0 };
+	struct entry key = { .mirror = (char *)mirror, .topic = (char *)topic,
+		.partition = partition };
 
 	for (size_t i = 0; i < s->ninsts; i++) {
 		const struct entry *e;
@@ -918,6 +940,10 @@ int cstatus_lookup(struct cstatus *s, const char *instance,
 		out->dst = e->dst;
 		out->lag = e->lag;
 		out->lag_ms = e->lag_ms;
+		out->src_ok_ms = e->src_ok_ms;
+		out->caught_ms = e->caught_ms;
+		out->stalled_since = e->stalled_since;
+		out->reason = e->reason;
 		*age_ms = clock_wall_ms() - s->insts[i].wall_ms;
 		return 1;
 	}

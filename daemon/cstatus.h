@@ -11,10 +11,15 @@
  * the timeout; failures are logged (once while the reason stays the same)
  * and retried on the next round.
  *
- * Record value (big-endian): u16 version 1, i64 wall ms of the snapshot,
+ * Record value (big-endian): u16 version 2, i64 wall ms of the snapshot,
  * u32 count, then per partition: i16 length + mirror, i16 length + topic,
  * i32 partition, i64 source offset, i64 destination offset, i64 lag,
- * i64 lag ms (-1 unknown).
+ * i64 lag ms (-1 unknown), then what is known and since when
+ * (pipeline_partition_status()): i64 wall ms of the source's last answer
+ * for the partition, i64 wall ms of the last caught-up moment, i64 wall
+ * ms the partition stalled at (-1 each when none), i16 length + why it is
+ * stalled (empty when it is not).  Version 1 values (without the last
+ * four fields) are read as well.
  */
 #ifndef MIRRORD_CSTATUS_H
 #define MIRRORD_CSTATUS_H
@@ -32,6 +37,8 @@ struct cstatus_part {
 	const char *mirror, *topic;
 	int32_t partition;
 	int64_t src, dst, lag, lag_ms;
+	int64_t src_ok_ms, caught_ms, stalled_since;
+	const char *reason;        /* NULL or "" when not stalled */
 };
 
 /* kc and the strings are borrowed and must outlive it (free it before
@@ -44,7 +51,8 @@ struct cstatus *cstatus_new(struct event_base *base, struct kcluster *kc,
 void cstatus_publish(struct cstatus *s, const struct cstatus_part *parts,
     size_t n);
 /* The numbers instance last published for that partition: 1 with *out
- * (mirror and topic left NULL) and the age of that record in ms, else 0. */
+ * (mirror and topic left NULL; reason valid until the next round ends) and
+ * the age of that record in ms, else 0. */
 int cstatus_lookup(struct cstatus *s, const char *instance,
     const char *mirror, const char *topic, int32_t partition,
     struct cstatus_part *out, int64_t *age_ms);

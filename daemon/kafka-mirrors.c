@@ -49,6 +49,9 @@
 #define EXIT_KAFKA 1
 #define EXIT_USAGE 2
 #define EXIT_CONN 3
+#define EXIT_WARNING 4        /* done, with a warning to read */
+#define EXIT_NOT_COPIED 5     /* --remove --wait: source offsets not copied */
+#define EXIT_MAYBE_NOT_COPIED 6 /* --remove --wait: the source could not say */
 
 #define MAX_RESPONSE (64u << 20)
 
@@ -1085,6 +1088,12 @@ static int do_add(struct cli_conn *c, const struct opts *o)
 	if (rc == 0 && resp.topics_n == 0 && np > 0)
 		printf("No matching topics found yet. Patterns saved to mirror %s "
 		    "for auto-discovery.\n", o->mirror);
+	if (rc == 0 && resp.warning_message.len > 0) {
+		fflush(stdout);
+		fprintf(stderr, "%s: warning: %.*s\n", progname,
+		    (int)resp.warning_message.len, resp.warning_message.p);
+		rc = EXIT_WARNING;
+	}
 	free(frame);
 	free(req.topics);
 	free(names);
@@ -1226,12 +1235,13 @@ static int wait_stopped(struct cli_conn *c, const struct opts *o,
 		if (waiting == 0) {
 			struct table tb;
 			int64_t sum = 0;
-			int unknown = 0;
+			int unknown = 0, lower = 0, rc;
 
 			table_init(&tb, 1u << 1 | 1u << 2 | 1u << 3 | 1u << 4 |
-			    1u << 5 | 1u << 6, "TOPIC", "PARTITION",
+			    1u << 5 | 1u << 6 | 1u << 7, "TOPIC", "PARTITION",
 			    "LAST-MIRRORED-OFFSET", "EPOCH", "SOURCE-HIGH-WATERMARK",
-			    "NOT-COPIED", "LAG-TIME", (const char *)NULL);
+			    "NOT-COPIED", "LAG-TIME", "SOURCE-AGE",
+			    (const char *)NULL);
 			for (int32_t m = 0; m < d.mirrors_n; m++)
 				for (int32_t t = 0; t < d.mirrors[m].topics_n; t++) {
 					const struct kp_describe_mirrors_response_topic *tp =
@@ -1248,23 +1258,48 @@ static int wait_stopped(struct cli_conn *c, const struct opts *o,
 						table_num(&tb, pp->last_mirrored_offset);
 						table_num(&tb, pp->last_mirrored_epoch);
 						table_num(&tb, pp->failover_source_offset);
-						table_num(&tb, pp->failover_lag);
+						if (pp->failover_lag >= 0 &&
+						    pp->failover_lag_is_lower_bound)
+							table_cell(&tb, ">=%lld", (long long)
+							    pp->failover_lag);
+						else
+							table_num(&tb, pp->failover_lag);
 						table_duration(&tb, pp->failover_lag_ms);
+						table_duration(&tb,
+						    pp->failover_source_offset_age_ms);
 						if (pp->failover_lag >= 0)
 							sum += pp->failover_lag;
 						else
 							unknown++;
+						if (pp->failover_lag >= 0 &&
+						    pp->failover_lag_is_lower_bound)
+							lower++;
 					}
 				}
 			printf("Failover report of mirror %s: %zu partition(s) "
-			    "STOPPED, %lld source offset(s) not copied%s\n",
-			    o->mirror, total, (long long)sum, unknown ?
-			    " (more where NOT-COPIED is -: unknown)" : "");
+			    "STOPPED, %s%lld source offset(s) not copied%s%s\n",
+			    o->mirror, total, lower || unknown ? "at least " : "",
+			    (long long)sum, lower ? " (the source did not answer "
+			    "at the stop: NOT-COPIED >=N is counted from its last "
+			    "known end, SOURCE-AGE old)" : "", unknown ? " (more "
+			    "where NOT-COPIED is -: the source's end is unknown)" :
+			    "");
 			if (total > 0)
 				table_print(&tb);
+			rc = lower || unknown ? EXIT_MAYBE_NOT_COPIED : sum > 0 ?
+			    EXIT_NOT_COPIED : 0;
+			fflush(stdout);
+			if (rc == EXIT_MAYBE_NOT_COPIED)
+				fprintf(stderr, "%s: source records may not have been "
+				    "copied: the source could not be asked at the "
+				    "stop (exit status %d)\n", progname, rc);
+			else if (rc == EXIT_NOT_COPIED)
+				fprintf(stderr, "%s: %lld source offset(s) were not "
+				    "copied before the stop (exit status %d)\n",
+				    progname, (long long)sum, rc);
 			free(frame);
 			karena_free(a);
-			return 0;
+			return rc;
 		}
 		free(frame);
 		karena_free(a);
@@ -1516,10 +1551,21 @@ static char *failover_note(const struct kp_describe_mirrors_response_partition *
 	int n;
 
 	if (!kstr_eq(p->state, "STOPPED") || (p->failover_source_offset < 0 &&
-	    p->failover_lag < 0))
+	    p->failover_lag < 0 && !p->failover_lag_is_lower_bound))
 		return NULL;
 	fmt_duration(lag, sizeof(lag), p->failover_lag_ms);
-	if (p->failover_lag == 0)
+	if (p->failover_lag >= 0 && p->failover_lag_is_lower_bound) {
+		char age[32];
+
+		fmt_duration(age, sizeof(age), p->failover_source_offset_age_ms);
+		n = asprintf(&s, "stopped with at least %lld source offsets not "
+		    "copied: the source did not answer at the stop; its last "
+		    "known high watermark %lld (%s before the stop), last "
+		    "mirrored offset %lld (epoch %d), lag %s",
+		    (long long)p->failover_lag,
+		    (long long)p->failover_source_offset, age,
+		    (long long)p->last_mirrored_offset, p->last_mirrored_epoch, lag);
+	} else if (p->failover_lag == 0)
 		n = asprintf(&s, "stopped caught up: source high watermark %lld, "
 		    "last mirrored offset %lld (epoch %d)",
 		    (long long)p->failover_source_offset,
@@ -1530,6 +1576,11 @@ static char *failover_note(const struct kp_describe_mirrors_response_partition *
 		    "(epoch %d), lag %s", (long long)p->failover_lag,
 		    (long long)p->failover_source_offset,
 		    (long long)p->last_mirrored_offset, p->last_mirrored_epoch, lag);
+	else if (p->failover_source_offset < 0)
+		n = asprintf(&s, "stopped while the source could not be read: "
+		    "its end was never learnt, so what was not copied is unknown; "
+		    "last mirrored offset %lld (epoch %d)",
+		    (long long)p->last_mirrored_offset, p->last_mirrored_epoch);
 	else
 		n = asprintf(&s, "stopped: source high watermark %lld, not copied "
 		    "unknown, last mirrored offset %lld (epoch %d)",
@@ -1553,32 +1604,49 @@ static int cmp_drow(const void *x, const void *y)
 	return c;
 }
 
-/* The contract's topic-level state: the partitions' common state, MIXED
- * when they differ, UNKNOWN for a topic without partitions (or a state
- * name this tool does not know). */
-static const char *topic_state(const struct kp_describe_mirrors_response_topic *t)
+/*
+ * The state a partition is shown in: its state, or STALLED for one that
+ * should be copying (PREPARING, MIRRORING) while mirrord cannot read its
+ * source or write its destination (StalledReason set).  A name this tool
+ * does not know is UNKNOWN.
+ */
+static const char *shown_state(const struct kp_describe_mirrors_response_partition *p)
 {
 	static const char *const names[] = {
 		"UNKNOWN", "PREPARING", "MIRRORING", "PAUSING", "PAUSED",
 		"STOPPING", "STOPPED", "FAILED",
 	};
 
-	if (t->partitions_n <= 0)
-		return "UNKNOWN";
-	for (int32_t i = 1; i < t->partitions_n; i++)
-		if (kstr_cmp(t->partitions[i].state, t->partitions[0].state) != 0)
-			return "MIXED";
+	if (p->stalled_reason.len > 0 && (kstr_eq(p->state, "MIRRORING") ||
+	    kstr_eq(p->state, "PREPARING")))
+		return "STALLED";
 	for (size_t k = 0; k < ARRAY_SIZE(names); k++)
-		if (kstr_eq(t->partitions[0].state, names[k]))
+		if (kstr_eq(p->state, names[k]))
 			return names[k];
 	return "UNKNOWN";
 }
 
+/* The topic-level state: the partitions' common shown state, MIXED when
+ * they differ, UNKNOWN for a topic without partitions. */
+static const char *topic_state(const struct kp_describe_mirrors_response_topic *t)
+{
+	const char *first;
+
+	if (t->partitions_n <= 0)
+		return "UNKNOWN";
+	first = shown_state(&t->partitions[0]);
+	for (int32_t i = 1; i < t->partitions_n; i++)
+		if (strcmp(shown_state(&t->partitions[i]), first) != 0)
+			return "MIXED";
+	return first;
+}
+
 /*
  * Why a partition is where it is, for the REASON column: the FAILED
- * reason, the warning of a copying partition that makes no progress, the
- * note of a partition mirrord stopped itself, the failover report of a
- * STOPPED one.  Empty kstr when none.
+ * reason, why it is stalled (or, PAUSED, cannot refresh its source end),
+ * the warning of a copying partition that makes no progress, the note of
+ * a partition mirrord stopped itself, the failover report of a STOPPED
+ * one.  Empty kstr when none.
  */
 static struct kstr partition_reason(const struct drow *r)
 {
@@ -1586,6 +1654,8 @@ static struct kstr partition_reason(const struct drow *r)
 
 	if (p->error_message.len > 0 && kstr_eq(p->state, "FAILED"))
 		return p->error_message;
+	if (p->stalled_reason.len > 0)
+		return p->stalled_reason;
 	if (p->warning_message.len > 0)
 		return p->warning_message;
 	if (p->error_message.len > 0)
@@ -1600,9 +1670,29 @@ static int reason_rank(const struct drow *r)
 {
 	if (partition_reason(r).len <= 0)
 		return 0;
-	if (kstr_eq(r->p->state, "FAILED"))
+	if (kstr_eq(r->p->state, "FAILED") || r->p->stalled_reason.len > 0)
 		return 3;
 	return r->p->warning_message.len > 0 ? 2 : 1;
+}
+
+static int kstr_has_prefix(struct kstr s, const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	return s.len >= 0 && (size_t)s.len >= n && memcmp(s.p, prefix, n) == 0;
+}
+
+/* LAG: "-" unknown; ">=N" while mirrord cannot read the source (N is the
+ * last known source end minus the destination end: the source may have
+ * grown since). */
+static void table_lag(struct table *t,
+    const struct kp_describe_mirrors_response_partition *p)
+{
+	if (p->lag >= 0 && p->stalled_reason.len > 0 &&
+	    kstr_has_prefix(p->stalled_reason, "cannot read the source"))
+		table_cell(t, ">=%lld", (long long)p->lag);
+	else
+		table_num(t, p->lag);
 }
 
 /* Every partition: the KIP tool's columns plus LAG-TIME, and REASON when
@@ -1627,9 +1717,9 @@ static void describe_partitions(const struct drow *rows, size_t n)
 		table_cell(&t, "%d", p->partition_index);
 		table_num(&t, p->source_offset);
 		table_num(&t, p->destination_offset);
-		table_num(&t, p->lag);
+		table_lag(&t, p);
 		table_duration(&t, p->lag_ms);
-		table_kstr(&t, p->state);
+		table_cell(&t, "%s", shown_state(p));
 		if (reasons)
 			table_kstr(&t, partition_reason(&rows[i]));
 	}
@@ -1638,8 +1728,8 @@ static void describe_partitions(const struct drow *rows, size_t n)
 
 /* The order states are counted in a summary: trouble first. */
 static const char *const summary_states[] = {
-	"FAILED", "UNKNOWN", "PREPARING", "MIRRORING", "PAUSING", "PAUSED",
-	"STOPPING", "STOPPED",
+	"FAILED", "STALLED", "UNKNOWN", "PREPARING", "MIRRORING", "PAUSING",
+	"PAUSED", "STOPPING", "STOPPED",
 };
 
 /* One line per topic: partitions per state, total lag, the worst lag in
@@ -1669,7 +1759,7 @@ static void describe_summary(const struct drow *rows, size_t n)
 			size_t k = 0;
 
 			while (k < ARRAY_SIZE(summary_states) &&
-			    !kstr_eq(p->state, summary_states[k]))
+			    strcmp(shown_state(p), summary_states[k]) != 0)
 				k++;
 			cnt[k]++;
 			if (p->lag >= 0)
@@ -1763,10 +1853,20 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 			printf(",\"topic\":");
 			json_str(stdout, rows[i].topic);
 			printf(",\"partition\":%d,\"sourceOffset\":%lld,"
-			    "\"destinationOffset\":%lld,\"lag\":%lld,\"state\":",
+			    "\"sourceOffsetAgeMs\":%lld,\"destinationOffset\":%lld,"
+			    "\"lag\":%lld,\"lagMs\":%lld,\"caughtUpTimeMs\":%lld,"
+			    "\"state\":\"%s\",\"mirrorState\":",
 			    p->partition_index, (long long)p->source_offset,
-			    (long long)p->destination_offset, (long long)p->lag);
+			    (long long)p->source_offset_age_ms,
+			    (long long)p->destination_offset, (long long)p->lag,
+			    (long long)p->lag_ms, (long long)p->caught_up_time_ms,
+			    shown_state(p));
 			json_str(stdout, p->state);
+			printf(",\"stalled\":%s,\"stalledReason\":",
+			    p->stalled_reason.len > 0 ? "true" : "false");
+			json_str(stdout, p->stalled_reason);
+			printf(",\"stalledSinceMs\":%lld",
+			    (long long)p->stalled_since_ms);
 			printf(",\"lastMirroredEpoch\":%d,\"lastMirroredOffset\":%lld,"
 			    "\"errorMessage\":", p->last_mirrored_epoch,
 			    (long long)p->last_mirrored_offset);
@@ -1774,9 +1874,13 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 			printf(",\"warningMessage\":");
 			json_str(stdout, p->warning_message);
 			printf(",\"topicState\":\"%s\",\"failoverSourceOffset\":%lld,"
-			    "\"failoverLag\":%lld,\"failoverLagMs\":%lld}",
+			    "\"failoverLag\":%lld,\"failoverLagMs\":%lld,"
+			    "\"failoverSourceOffsetAgeMs\":%lld,"
+			    "\"failoverLagIsLowerBound\":%s}",
 			    rows[i].tstate, (long long)p->failover_source_offset,
-			    (long long)p->failover_lag, (long long)p->failover_lag_ms);
+			    (long long)p->failover_lag, (long long)p->failover_lag_ms,
+			    (long long)p->failover_source_offset_age_ms,
+			    p->failover_lag_is_lower_bound ? "true" : "false");
 		}
 		printf("]\n");
 	} else if (n == 0) {

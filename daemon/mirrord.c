@@ -33,6 +33,7 @@
 #include "metrics.h"
 #include "metastore.h"
 #include "metrics_std.h"
+#include "mirrorstatus.h"
 #include "mlog.h"
 #include "mstate.h"
 #include "pipeline.h"
@@ -464,6 +465,13 @@ static bool ready_write_access(void *arg, char *why, size_t whylen)
 	return d->pl == NULL || pipeline_write_access_ready(d->pl, why, whylen);
 }
 
+static bool ready_sources(void *arg, char *why, size_t whylen)
+{
+	struct daemon *d = arg;
+
+	return d->pl == NULL || pipeline_sources_ready(d->pl, why, whylen);
+}
+
 /* ---- start-up ------------------------------------------------------ */
 
 static int open_state(struct daemon *d)
@@ -529,8 +537,13 @@ static int start_http(struct daemon *d)
 	    ready_divergence, d);
 	httpd_add_ready_check(d->http, "destination write access",
 	    ready_write_access, d);
-	log_info("metrics: listening on %s:%d (/metrics, /healthz, /readyz)",
-	    d->cfg->metrics_listen.host, httpd_port(d->http));
+	httpd_add_ready_check(d->http, "sources readable", ready_sources, d);
+	if (httpd_add_route(d->http, "/mirrors", mstatus_route, &d->adm) != 0) {
+		log_errorx("metrics.listen: out of memory");
+		return -1;
+	}
+	log_info("metrics: listening on %s:%d (/metrics, /healthz, /readyz, "
+	    "/mirrors)", d->cfg->metrics_listen.host, httpd_port(d->http));
 	return 0;
 }
 

@@ -50,6 +50,7 @@ struct pcluster *pcluster_new(struct pipeline *pl, const char *label,
 	}
 	cl->pl = pl;
 	cl->is_source = is_source;
+	cl->born_ms = clock_wall_ms();
 	snprintf(cl->label, sizeof(cl->label), "%s", label);
 	kcluster_config_init(&cl->kcfg, label);
 	cl->kcfg.metadata_refresh_ms = 30000;
@@ -191,11 +192,18 @@ static void on_conn(struct kcluster *kc, int32_t node, int event,
 	if (cl->dying)
 		return;
 	if (event != KCONN_EV_READY) {
+		/* Not logged here: a broker that refuses every reconnect
+		 * would fill the log; pipe_health.c logs a mirror's source
+		 * going and coming back, kcluster the Metadata failures. */
 		if (node >= 0)
-			log_info("%s: connection to broker %d closed: %s", cl->label,
+			log_debug("%s: connection to broker %d closed: %s", cl->label,
 			    node, errstr != NULL ? errstr : "closed");
-		if ((b = broker_find(cl, node)) != NULL)
+		if ((b = broker_find(cl, node)) != NULL) {
 			b->fetching = 0;
+			ph_cl_fail(cl, &b->health, ph_conn_cause(KCONN_E_TRANSPORT,
+			    errstr), "broker %d: %s", node, errstr != NULL ? errstr :
+			    "connection closed");
+		}
 		pcluster_want_metadata(cl);
 	}
 	pl_kick(cl->pl);
@@ -293,10 +301,13 @@ static void on_metadata(struct kcluster *kc, int err, const char *errstr,
 		return;
 	if (err != KCONN_E_OK) {
 		/* kcluster logged it and asks again after the gap */
-		log_info("%s: Metadata failed: %s", cl->label, errstr);
+		log_debug("%s: Metadata failed: %s", cl->label, errstr);
+		ph_cl_fail(cl, &cl->md, ph_conn_cause(err, errstr), "%s",
+		    errstr != NULL ? errstr : "Metadata failed");
 		pl_kick(cl->pl);
 		return;
 	}
+	ph_ok(&cl->md, clock_wall_ms());
 	brokers_merge(cl);
 	cl->md_epochs = kcluster_metadata_version(kc) >= 7;
 	if (!cl->is_source && kcluster_leaders_moved(kc))

@@ -502,6 +502,16 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 			return;
 		}
 	}
+	/* What was copied is known now, also while the source cannot be
+	 * asked about its epochs (the lag, a failover report).  Only where
+	 * it keeps src_done and dst_next a pair (the offset sync translates
+	 * with both): dst_next moves at pcopy_start_at(). */
+	if (p->dst_next < 0 || p->dst_next == d) {
+		p->src_done = s;
+		if (s > 0)
+			p->last_src = s - 1;
+		pl_update_lag(p);
+	}
 	if (pl_part_wants_run(p) && pepoch_start(p, d, s, s_end) != 0)
 		return; /* being checked against the source (calls back), or FAILED */
 	pcopy_start_at(p, d, s);
@@ -570,6 +580,7 @@ static void start_run(struct ppart *p)
 {
 	resend_unsure(p, p->dst_next);
 	p->step = PS_RUN;
+	p->run_since = clock_wall_ms();
 	pl_kick(p->pm->pl);
 }
 
@@ -712,6 +723,9 @@ static void lo_part_many(void *arg, const struct pw_lo_part *lp)
 static void sync_one(struct pctx *x, struct ppart *p, const struct lo_got *g)
 {
 	if (g->error != 0) {
+		ph_fail(&p->dst, clock_wall_ms(), ph_kafka_cause(g->error),
+		    "broker %" PRId32 ": ListOffsets: %s", x->b->id,
+		    kerr_name(g->error));
 		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		p->live.retries++;
 		if (leader_error(g->error)) {
@@ -740,7 +754,6 @@ static void sync_response(struct kconn *c, int err, const char *errstr,
 	size_t missing = 0;
 	int ok = err == KCONN_E_OK;
 
-	(void)errstr;
 	if (ok && (r.got = calloc(x->n, sizeof(*r.got))) == NULL)
 		ok = 0;
 	if (ok && pw_list_offsets_decode(body, x->version, lo_part_many, &r) < 0) {
@@ -774,7 +787,16 @@ static void sync_response(struct kconn *c, int err, const char *errstr,
 			}
 			continue;
 		}
+		if (r.got[i].error == 0)
+			ph_ok(&p->dst, clock_wall_ms());
 		sync_one(x, p, &r.got[i]);
+	}
+	if (!x->cl->dying) {
+		if (ok)
+			ph_ok(&x->b->health, clock_wall_ms());
+		else if (err != KCONN_E_OK)
+			ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err, errstr),
+			    "broker %" PRId32 ": %s", x->b->id, errstr);
 	}
 	free(r.got);
 	pl_kick(x->pl);
@@ -922,6 +944,8 @@ static void oor_response(struct kconn *c, int err, const char *errstr,
 	if (x->cl->dying || p->dead || x->e[0].gen != p->gen || p->step != PS_OOR)
 		goto out;
 	if (err != KCONN_E_OK) {
+		ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err, errstr),
+		    "broker %" PRId32 ": %s", x->b->id, errstr);
 		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		pcluster_want_metadata(x->cl);
 		goto out;
@@ -932,6 +956,8 @@ static void oor_response(struct kconn *c, int err, const char *errstr,
 		goto out;
 	}
 	if (r.error != 0) {
+		ph_cl_fail(x->cl, &p->src, ph_kafka_cause(r.error), "broker %"
+		    PRId32 ": ListOffsets: %s", x->b->id, kerr_name(r.error));
 		p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 		if (leader_error(r.error))
 			pcluster_want_metadata(x->cl);
@@ -939,6 +965,7 @@ static void oor_response(struct kconn *c, int err, const char *errstr,
 			pl_part_fail(p, "ListOffsets on the source: %s", kerr_name(r.error));
 		goto out;
 	}
+	ph_ok(&p->src, clock_wall_ms());
 	p->live.source_log_start = r.offset;
 	if (r.offset <= p->src_fetch) {
 		pl_part_fail(p, "fetching source offset %" PRId64 " is out of range "
@@ -975,12 +1002,14 @@ static void final_hw_response(struct kconn *c, int err, const char *errstr,
 	struct ppart *p = x->e[0].p;
 	struct lo_res r = { .x = x };
 
-	(void)errstr;
 	if (x->cl->dying || p->dead || p->final_ask != 1)
 		goto out;
 	p->final_ask = 2;
-	if (err != KCONN_E_OK)
+	if (err != KCONN_E_OK) {
+		ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err, errstr),
+		    "broker %" PRId32 ": %s", x->b->id, errstr);
 		goto out;
+	}
 	if (pw_list_offsets_decode(body, x->version, lo_part, &r) < 0 || !r.found) {
 		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
 		goto out;
@@ -988,10 +1017,109 @@ static void final_hw_response(struct kconn *c, int err, const char *errstr,
 	if (r.error == 0 && r.offset >= 0) {
 		p->live.source_high_watermark = r.offset;
 		pl_update_lag(p);
+		ph_src_answer(p, clock_wall_ms());
+		p->final_ask = 3;
+	} else if (r.error != 0) {
+		ph_cl_fail(x->cl, &p->src, ph_kafka_cause(r.error), "broker %"
+		    PRId32 ": ListOffsets: %s", x->b->id, kerr_name(r.error));
 	}
 out:
 	pl_kick(x->pl);
 	ctx_free(x);
+}
+
+/*
+ * A PAUSED partition's ends (pcopy_paused_end()): the destination end
+ * first when this process does not know what was copied (src_done: a
+ * start while paused), translated to the source offset it stands for;
+ * then the source's high watermark.  Nobody writes a paused partition, so
+ * the destination end needs no proof here: resuming proves it as always.
+ */
+static int paused_dst_to_src(struct ppart *p, int64_t d, int64_t *s)
+{
+	const struct mpart *mp = p->mp;
+	struct xlate *m;
+	char err[256];
+	int rc;
+
+	*s = d;
+	if (mp == NULL || mp->nanchors == 0)
+		return 0;
+	if ((m = xlate_new(mp->nanchors)) == NULL)
+		return -1;
+	for (size_t i = 0; i < mp->nanchors; i++)
+		if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
+		    sizeof(err)) != 0) {
+			xlate_free(m);
+			return -1;
+		}
+	rc = xlate_dst_to_src(m, d, s);
+	xlate_free(m);
+	return rc == XLATE_UNMAPPED ? -1 : 0;
+}
+
+static void paused_end_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct pctx *x = arg;
+	struct ppart *p = x->e[0].p;
+	struct lo_res r = { .x = x };
+	int64_t s;
+
+	p->paused_lo = 0;
+	if (x->cl->dying || p->dead || x->e[0].gen != p->gen || p->mp == NULL ||
+	    p->mp->state != MPART_PAUSED)
+		goto out;
+	if (err != KCONN_E_OK) {
+		ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err, errstr),
+		    "broker %" PRId32 ": %s", x->b->id, errstr);
+		goto out;
+	}
+	if (pw_list_offsets_decode(body, x->version, lo_part, &r) < 0 || !r.found) {
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed ListOffsets response");
+		goto out;
+	}
+	if (r.error != 0) {
+		ph_cl_fail(x->cl, x->cl->is_source ? &p->src : &p->dst,
+		    ph_kafka_cause(r.error), "broker %" PRId32 ": ListOffsets: %s",
+		    x->b->id, kerr_name(r.error));
+		if (leader_error(r.error))
+			pcluster_want_metadata(x->cl);
+		goto out;
+	}
+	ph_ok(&x->b->health, clock_wall_ms());
+	if (!x->cl->is_source) {
+		ph_ok(&p->dst, clock_wall_ms());
+		p->live.destination_end = r.offset;
+		if (paused_dst_to_src(p, r.offset, &s) == 0) {
+			p->src_done = s;
+			if (s > 0 && p->last_src < 0)
+				p->last_src = s - 1;
+			pl_update_lag(p);
+			/* The source's end next, at once. */
+			p->paused_lo_at = 0;
+		}
+		goto out;
+	}
+	p->live.source_high_watermark = r.offset;
+	pl_update_lag(p);
+	ph_src_answer(p, clock_wall_ms());
+out:
+	pl_kick(x->pl);
+	ctx_free(x);
+}
+
+int pcopy_paused_end(struct ppart *p)
+{
+	int dst = p->src_done < 0;
+	struct pcluster *cl = dst ? p->pm->pl->dst : p->pm->src;
+
+	if (cl == NULL || send_list_offsets(p, cl, PW_TS_LATEST,
+	    paused_end_response) != 0)
+		return -1;
+	p->step_inflight = 0;   /* not a step: resuming does not wait for it */
+	p->paused_lo = 1;
+	return 0;
 }
 
 int pcopy_final_hw(struct ppart *p)
@@ -1751,8 +1879,11 @@ static void fetch_unchanged(struct pctx *x, size_t i)
 {
 	struct ppart *p = x->e[i].p;
 
-	if (p->lso_since != 0 && !p->lso_warned && !p->dead &&
-	    x->e[i].gen == p->gen && p->step == PS_RUN)
+	if (p->dead || x->e[i].gen != p->gen || p->step != PS_RUN)
+		return;
+	/* The source's end is confirmed as of now. */
+	ph_src_answer(p, clock_wall_ms());
+	if (p->lso_since != 0 && !p->lso_warned)
 		pl_note_lso(p, p->live.last_stable_offset,
 		    p->live.source_high_watermark);
 }
@@ -1825,6 +1956,7 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp0)
 			p->live.source_log_start = fp->log_start_offset;
 		pl_note_lso(p, fp->last_stable_offset, fp->high_watermark);
 		pl_update_lag(p);
+		ph_src_answer(p, clock_wall_ms());
 		held = p->qbytes;
 		intake(p, fp);
 		if (!p->dead && p->qbytes > held)
@@ -1843,12 +1975,27 @@ static void fetch_part(void *arg, const struct pw_fetch_part *fp0)
 		p->step = PS_OOR;
 		return;
 	}
+	ph_cl_fail(x->cl, &p->src, ph_kafka_cause(fp->error), "broker %" PRId32
+	    ": Fetch at offset %" PRId64 ": %s", x->b->id, p->src_fetch,
+	    kerr_name(fp->error));
 	p->not_before = clock_mono_ms() + pl_backoff_ms(x->pl);
 	if (leader_error(fp->error)) {
 		/* Also what a topic being deleted answers: wait for news. */
 		p->src_gone = 1;
 		p->src_gone_gen = x->cl->md_gen;
 		pcluster_want_metadata(x->cl);
+		return;
+	}
+	if (fp->error == KERR_TOPIC_AUTHORIZATION_FAILED ||
+	    fp->error == KERR_CLUSTER_AUTHORIZATION_FAILED) {
+		/*
+		 * The source refuses mirrord's principal: nothing to decide
+		 * and nothing lost.  The partition stays where it is, shown
+		 * STALLED with the refusal (pipe_health.c), and is fetched
+		 * again every mirror.fetch.backoff.ms until an ACL allows it.
+		 */
+		p->not_before = clock_mono_ms() + MAX(p->pm->conf != NULL ?
+		    p->pm->conf->fetch_backoff_ms : 1000, pl_backoff_ms(x->pl));
 		return;
 	}
 	pl_part_fail(p, "Fetch from the source at offset %" PRId64 ": %s",
@@ -1904,7 +2051,18 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 	incremental = insess && !x->sfull;
 	x->pl->totals.fetches++;
 	if (err != KCONN_E_OK) {
-		log_info("%s: Fetch failed: %s", x->cl->label, errstr);
+		/* pipe_health.c logs the source going and coming back. */
+		log_debug("%s: Fetch failed: %s", x->cl->label, errstr);
+		if (err == KCONN_E_TIMEOUT)
+			ph_cl_fail(x->cl, &x->b->health, PH_TIMEOUT, "broker %"
+			    PRId32 " (%s): no answer to Fetch within %lld ms",
+			    x->b->id, kconn_name(c), (long long)(x->pl->cfg->
+			    pipeline_request_timeout_ms + (x->n > 0 &&
+			    x->e[0].p->pm->conf != NULL ?
+			    x->e[0].p->pm->conf->fetch_wait_max_ms : 0)));
+		else
+			ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err,
+			    errstr), "broker %" PRId32 ": %s", x->b->id, errstr);
 		if (insess)
 			pfsess_reset(x->sess, 1);
 		pcluster_want_metadata(x->cl);
@@ -1933,8 +2091,13 @@ static void fetch_response(struct kconn *c, int err, const char *errstr,
 		incremental = 1;
 	} else if (top != 0) {
 		log_info("%s: %s: Fetch: %s", x->cl->label, kconn_name(c), kerr_name(top));
+		ph_cl_fail(x->cl, &x->b->health, ph_kafka_cause(top), "broker %"
+		    PRId32 " (%s): Fetch: %s", x->b->id, kconn_name(c),
+		    kerr_name(top));
 		pcluster_want_metadata(x->cl);
 	}
+	if (top == 0)
+		ph_ok(&x->b->health, clock_wall_ms());
 	/*
 	 * The next Fetch to this broker starts after the last partition that
 	 * got records: when the response cap cut this one short, the ones it
@@ -2696,6 +2859,7 @@ static void produce_success(struct pctx *x, struct ppart *p, struct pbatch *s,
 	}
 	if (pp->log_start_offset >= 0)
 		p->dst_log_start = pp->log_start_offset;
+	ph_ok(&p->dst, clock_wall_ms());
 	produce_ok(p, s);
 	if (p->halt != HALT_NONE)
 		halt_boundary(p, s->dst_base + s->count);
@@ -2715,6 +2879,8 @@ static void produce_error(struct pctx *x, struct ppart *p, struct pbatch *s,
 	pl_kafka_error(x->cl, 0, pp->error);
 	p->live.retries++;
 	snprintf(why, sizeof(why), "Produce answered %s", kerr_name(pp->error));
+	ph_fail(&p->dst, clock_wall_ms(), ph_kafka_cause(pp->error), "broker %"
+	    PRId32 ": Produce: %s", x->b->id, kerr_name(pp->error));
 	if (pp->error == KERR_NOT_LEADER_OR_FOLLOWER || pp->error == KERR_LEADER_NOT_AVAILABLE ||
 	    pp->error == KERR_UNKNOWN_TOPIC_OR_PARTITION ||
 	    pp->error == KERR_NOT_ENOUGH_REPLICAS ||
@@ -2897,11 +3063,15 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 	x->b->produce_reqs--;
 	if (err != KCONN_E_OK) {
 		log_info("%s: Produce failed: %s", x->cl->label, errstr);
+		ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err, errstr),
+		    "broker %" PRId32 ": %s", x->b->id, errstr);
 		pcluster_want_metadata(x->cl);
 	} else if (pw_produce_decode(body, x->version, produce_part, x) < 0) {
 		log_warnx("%s: %s: Produce v%d response does not parse at byte %zu: %s",
 		    x->cl->label, kconn_name(c), x->version, body->err_off, body->why);
 		kconn_close(c, KCONN_E_PROTOCOL, "malformed Produce response");
+	} else {
+		ph_ok(&x->b->health, clock_wall_ms());
 	}
 	for (size_t i = 0; i < x->n; i++) {
 		struct ppart *p = x->e[i].p;

@@ -9,6 +9,7 @@
 #ifndef MIRRORD_PIPE_INT_H
 #define MIRRORD_PIPE_INT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -38,6 +39,47 @@ struct pmarks;
 struct pfsess;
 struct sync_pend;
 
+/* ---- health (pipe_health.c) ---------------------------------------------- */
+
+/* Why a request to a cluster failed, by kind (the cause label of
+ * mirrord_mirror_source_errors_total). */
+#define PH_CAUSES(X) \
+	X(NONE, "none") \
+	X(REFUSED, "connection_refused") \
+	X(TIMEOUT, "timeout") \
+	X(DNS, "dns") \
+	X(TLS, "tls") \
+	X(SASL, "sasl_authentication") \
+	X(AUTHZ, "authorization") \
+	X(UNKNOWN_TOPIC, "unknown_topic") \
+	X(LEADER, "leader_unavailable") \
+	X(TRANSPORT, "transport") \
+	X(CONFIG, "config") \
+	X(OTHER, "other")
+
+enum ph_cause {
+#define X(e, s) PH_##e,
+	PH_CAUSES(X)
+#undef X
+	PH_NCAUSES
+};
+
+/*
+ * What one party of the data plane answered lately: a cluster's Metadata,
+ * a broker's data requests (Fetch on a source, Produce on the
+ * destination), a partition's own part of those answers.  ok_ms is the
+ * last good answer; fail_since the first failure after it (0: none since),
+ * fail_ms the latest, with its cause and words.  Wall-clock ms: these
+ * times are shown to operators ("since 2026-12-06T13:04:05Z").
+ */
+struct phealth {
+	int64_t ok_ms;
+	int64_t fail_since;
+	int64_t fail_ms;
+	int cause;             /* enum ph_cause */
+	char why[320];
+};
+
 /* ---- clusters -------------------------------------------------------- */
 
 #define PID_POOL_MAX 256          /* fresh producer ids kept or asked for */
@@ -55,6 +97,8 @@ struct pbroker {
 	struct pfsess *fsess; /* Fetch session with it (pipe_fsess.h), or NULL */
 	int produce_reqs;     /* Produce requests to it not yet answered
 	                       * (destination side, pipe_copy.c) */
+	struct phealth health; /* its Fetch (source) or Produce (destination)
+	                        * answers and its connection (pipe_health.c) */
 };
 
 /*
@@ -72,6 +116,8 @@ struct pcluster {
 	struct pbroker **brokers;    /* every broker seen, by first sight */
 	size_t nbrokers;
 	int md_ok_once;              /* a Metadata answer came */
+	struct phealth md;           /* Metadata answers (pipe_health.c) */
+	int64_t born_ms;             /* wall clock when it was made */
 	uint32_t md_gen;             /* bumps with every Metadata answer */
 	int md_epochs;               /* the last answer had leader epochs (v7+) */
 	char *cluster_id;            /* the last one answered (kept when an answer has none) */
@@ -360,6 +406,22 @@ struct ppart {
 
 	struct pipeline_live live;
 	struct pipeline_live reported; /* counters as last given to metrics */
+	/*
+	 * What is known and since when (pipe_health.c).  src and dst: this
+	 * partition's own part of the source's answers (a Fetch or ListOffsets
+	 * part without error confirms live.source_high_watermark at src.ok_ms)
+	 * and of the destination's (Produce, SYNC).  caught_ms: the wall-clock
+	 * moment of the newest source answer after which the destination was
+	 * seen holding everything up to that answer's end (0 unknown).
+	 * run_since: when p last started fetching (PS_RUN), from which a
+	 * silence of the source is timed.  PAUSED: paused_lo_at is when its
+	 * source end is asked next (mono ms), paused_lo 1 while asked.
+	 */
+	struct phealth src, dst;
+	int64_t caught_ms;
+	int64_t run_since;
+	int64_t paused_lo_at;
+	int paused_lo;
 	/* Multi-instance mode (pipeline.c "ownership"): owned is 1 while this
 	 * instance copies p (always in single mode); own_gen bumps when it
 	 * stops owning p, and an answer to a request sent under an older
@@ -436,6 +498,15 @@ struct pmirror {
 	size_t nabsent;
 	struct pacl *acl;            /* ACL sync, read-only guard (pipe_acl.c) */
 	int dead;
+	/* Source health as logged (pipe_health.c): down since (wall ms, 0
+	 * up), the last line about it (mono ms), the cause then; when src
+	 * became unusable (wall ms, 0 while usable); errors counted per cause
+	 * since the start, as last given to metrics. */
+	int64_t down_since;
+	int64_t down_logged;
+	int down_cause;
+	int64_t unusable_since;
+	int64_t born_ms;
 };
 
 struct pipeline {
@@ -709,9 +780,14 @@ int pmarks_failback(struct ppart *p);
 void pprove_failback(struct ppart *p, int found, const char *src,
     const char *mirror, int64_t last, int32_t epoch, int ident);
 /* STOPPING: asks the source leader for the high watermark the failover
- * report compares with (final_hw_response sets live's and final_ask 2).
- * 0 when asked, -1 when it cannot be (no source connection). */
+ * report compares with (final_hw_response sets live's and final_ask 3
+ * when answered, 2 when not).  0 when asked, -1 when it cannot be (no
+ * source connection). */
 int pcopy_final_hw(struct ppart *p);
+/* PAUSED: asks the source leader for its high watermark (and, when the
+ * copied end is not known in this process, the destination end first),
+ * so a paused partition's lag is the source's.  0 when asked. */
+int pcopy_paused_end(struct ppart *p);
 /* The destination end d is known (and proven): where to fetch from. */
 void pcopy_sync_done(struct ppart *p, int64_t d);
 /* The source is known to hold what was mirrored: copy from source offset s
@@ -823,5 +899,35 @@ int pmeta_noted(const struct pipeline *pl, int kind, const char *mirror,
 void pmeta_flush(struct pipeline *pl);
 /* Shutdown: the turn asked for is given back, the notes dropped. */
 void pmeta_free(struct pipeline *pl);
+
+/* pipe_health.c: what is known and since when (see there). */
+const char *ph_cause_name(int cause);
+void ph_ok(struct phealth *h, int64_t now);
+void ph_vfail(struct phealth *h, int64_t now, int cause, const char *fmt,
+    va_list ap) __attribute__((format(printf, 4, 0)));
+void ph_fail(struct phealth *h, int64_t now, int cause, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The same for a party of cl, counted when cl is a mirror's source
+ * (mirrord_mirror_source_errors_total); wall clock now. */
+void ph_cl_fail(struct pcluster *cl, struct phealth *h, int cause,
+    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void ph_count(struct pipeline *pl, const char *mirror, int cause);
+/* The cause of a kconn failure (KCONN_E_*, its words) or a Kafka error. */
+int ph_conn_cause(int err, const char *errstr);
+int ph_kafka_cause(int16_t code);
+/* The stall bound: pipeline.request_timeout_ms + mirror.fetch.wait.max.ms. */
+int64_t ph_bound_ms(const struct pmirror *pm);
+/* p's source answered for it without error at now (wall ms), after
+ * live's high watermark and lag were updated from the answer. */
+void ph_src_answer(struct ppart *p, int64_t now);
+/* p's copied end moved (src_done, live.lag updated). */
+void ph_note_copied(struct ppart *p);
+/* p's lag in time at now (wall ms), as DescribeMirrors shows it; -1. */
+int64_t ph_lag_ms(const struct ppart *p, int64_t now);
+/* Periodic: a mirror's source going and coming back, logged. */
+void ph_tick(struct pipeline *pl, int64_t mono);
+/* Scrape time: the health families of a mirror and of a partition. */
+void ph_collect_mirror(struct pipeline *pl, const struct pmirror *pm);
+void ph_collect_partition(struct pipeline *pl, const struct ppart *p);
 
 #endif

@@ -183,6 +183,7 @@ void pl_update_lag(struct ppart *p)
 	if (p->live.source_high_watermark < 0 || p->src_done < 0)
 		return;
 	p->live.lag = MAX(0, p->live.source_high_watermark - p->src_done);
+	ph_note_copied(p);
 }
 
 static const char *part_name(const struct ppart *p, char *buf, size_t len)
@@ -918,6 +919,7 @@ static struct pmirror *pm_new(struct pipeline *pl, const struct mirror *m)
 		return NULL;
 	pm->pl = pl;
 	pm->m = m;
+	pm->born_ms = clock_wall_ms();
 	pm->name = strdup(m->name);
 	if (pm->name == NULL)
 		goto fail;
@@ -1199,11 +1201,12 @@ static int part_own(struct ppart *p)
 /*
  * STOPPING -> STOPPED with the failover report: what the source held that
  * was not copied, as of a ListOffsets of the source asked once nothing was
- * in flight (waited for up to PL_FINAL_HW_WAIT_MS), else of the last Fetch
- * answer (the high watermark, the
- * source offsets from the end of what was copied to it, and the age of
- * the newest record copied as the lag in time); -1 where this process
- * never fetched the partition.
+ * in flight (waited for up to PL_FINAL_HW_WAIT_MS), else of the source's
+ * last answer, with the time of that answer and whether the source
+ * answered at the stop (when it did not, what was not copied is a lower
+ * bound); the high watermark, the source offsets from the end of what was
+ * copied to it, and the lag in time as DescribeMirrors shows it; -1 where
+ * this process never learnt the source's end.
  */
 #define PL_FINAL_HW_WAIT_MS 3000
 
@@ -1217,31 +1220,34 @@ static void stopped_then(struct ppart *p)
 /* 0 STOPPED, 1 being recorded (stopped_then() follows), -1 failed. */
 static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 {
-	struct mfailover fo = { -1, -1, -1 };
-	int64_t hw = p->live.source_high_watermark;
+	struct mfailover fo = { -1, -1, -1, -1, -1, 0 };
+	int64_t hw = p->live.source_high_watermark, now = clock_wall_ms();
 	int64_t done = p->src_done >= 0 ? p->src_done :
 	    p->last_src >= 0 ? p->last_src + 1 : -1;
+	int64_t last = p->last_src >= 0 ? p->last_src : done > 0 ? done - 1 :
+	    -1;
 	char name[300];
 
+	fo.asked = p->final_ask == 3;
+	fo.stopped_at = now;
 	if (hw >= 0) {
 		fo.src_hwm = hw;
+		fo.hwm_at = p->src.ok_ms > 0 ? p->src.ok_ms : -1;
 		if (done >= 0)
 			fo.lag = MAX(hw - done, 0);
 	}
-	if (fo.lag == 0)
-		fo.lag_ms = 0;
-	else if (fo.lag > 0 && p->live.last_batch_timestamp_ms >= 0)
-		fo.lag_ms = MAX(clock_wall_ms() - p->live.last_batch_timestamp_ms,
-		    0);
-	if (fo.lag != 0)
-		log_warnx("%s: stopped with %" PRId64 " source offsets not copied "
-		    "(source high watermark %" PRId64 ", copied up to offset %"
+	fo.lag_ms = fo.lag == 0 && fo.asked ? 0 : fo.lag < 0 ? -1 :
+	    ph_lag_ms(p, now);
+	if (fo.lag != 0 || !fo.asked)
+		log_warnx("%s: stopped with %s%" PRId64 " source offsets not copied "
+		    "(source high watermark %" PRId64 "%s, copied up to offset %"
 		    PRId64 ", lag %" PRId64 " ms; -1 = unknown)",
-		    part_name(p, name, sizeof(name)), fo.lag, fo.src_hwm,
-		    p->last_src, fo.lag_ms);
+		    part_name(p, name, sizeof(name)), fo.asked ? "" : "at least ",
+		    fo.lag, fo.src_hwm, fo.asked ? "" : " as last known: the "
+		    "source did not answer at the stop", last, fo.lag_ms);
 	p->final_ask = 0;
 	struct pl_state_req rq = { .to = MPART_STOPPED, .why = "fetching "
-	    "stopped, nothing in flight", .last = 1, .last_offset = p->last_src,
+	    "stopped, nothing in flight", .last = 1, .last_offset = last,
 	    .last_epoch = p->last_epoch, .fo = &fo, .then = stopped_then };
 	return pl_part_state(p, &rq, msg, msglen);
 }
@@ -1340,6 +1346,14 @@ static void part_step(struct ppart *p, int64_t now)
 			pl_drop_queue(p);
 			p->step = PS_IDLE;
 		}
+		/* PAUSED: the source's end on a slow cadence, so the lag
+		 * shown is the source's, not the one at the pause. */
+		if (st == MPART_PAUSED && p->step == PS_IDLE && !p->paused_lo &&
+		    !p->step_inflight && !pl->draining && now >= p->paused_lo_at) {
+			p->paused_lo_at = now + (p->pm->conf != NULL ?
+			    p->pm->conf->metadata_refresh_interval_ms : 30000);
+			(void)pcopy_paused_end(p);
+		}
 		break;
 	}
 }
@@ -1418,6 +1432,10 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 			if (pm->files != NULL)
 				continue;
 		}
+		if (pm->src == NULL && pm->unusable_since == 0)
+			pm->unusable_since = clock_wall_ms();
+		else if (pm->src != NULL)
+			pm->unusable_since = 0;
 		if (pm->src == NULL) {
 			/* Say why on every partition that would copy; retries
 			 * fail the same way until the attempts run out. */
@@ -1493,6 +1511,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	    MAX(TICK_MS, SWEEP_TICK_GAPS * pl->sweep_gap_ms))
 		kick_cb(fd, what, arg);
 	groupsync_tick(pl->gs);
+	ph_tick(pl, clock_mono_ms());
 }
 
 /* ---- metrics --------------------------------------------------------------- */
@@ -1503,14 +1522,24 @@ static const char *const state_names[] = {
 #undef X
 };
 
+/* A partition counter brought up to now; at 0 from the start, so a rate()
+ * or an alert has a series before the first event. */
 static void counter_to(struct metrics_std *ms, enum metrics_std_id id,
     const struct ppart *p, int64_t now, int64_t *reported)
 {
-	if (now > *reported) {
-		metrics_counter_add(metrics_std_partition(ms, id, p->pm->name, p->topic,
-		    p->index), (double)(now - *reported));
+	metrics_counter_add(metrics_std_partition(ms, id, p->pm->name, p->topic,
+	    p->index), now > *reported ? (double)(now - *reported) : 0);
+	if (now > *reported)
 		*reported = now;
-	}
+}
+
+/* The request error counters of a cluster exist from the start: a series
+ * with error="NONE" stays 0 (the errors have their own). */
+static void request_errors_zero(struct metrics_std *ms, const char *side,
+    const char *mirror, const char *api)
+{
+	metrics_counter_add(METRICS_SERIES(MSTD(ms, CLUSTER_REQUEST_ERRORS), side,
+	    mirror, api, "NONE"), 0);
 }
 
 static void gauge(struct metrics_std *ms, enum metrics_std_id id,
@@ -1519,26 +1548,6 @@ static void gauge(struct metrics_std *ms, enum metrics_std_id id,
 	if (v >= 0)
 		metrics_gauge_set(metrics_std_partition(ms, id, p->pm->name, p->topic,
 		    p->index), (double)v);
-}
-
-/*
- * Lag in seconds: 0 when caught up; otherwise how old the newest batch we
- * copied is (its MaxTimestamp against the wall clock), so a stalled mirror
- * shows a growing number.  Unknown (no series) before the first batch.
- */
-static void lag_seconds(struct metrics_std *ms, const struct ppart *p)
-{
-	double v;
-
-	if (p->live.lag == 0)
-		v = 0;
-	else if (p->live.lag > 0 && p->live.last_batch_timestamp_ms >= 0)
-		v = (double)MAX(clock_wall_ms() - p->live.last_batch_timestamp_ms,
-		    0) / 1000.0;
-	else
-		return;
-	metrics_gauge_set(metrics_std_partition(ms, MSTD_PARTITION_LAG_SECONDS,
-	    p->pm->name, p->topic, p->index), v);
 }
 
 /* Scrape time: open connections and unanswered request bytes per cluster. */
@@ -1605,6 +1614,8 @@ static void collect_clusters(struct metric_family *f, void *arg)
 
 	(void)f;
 	cluster_gauges(pl->ms, pl->dst, "");
+	request_errors_zero(pl->ms, "destination", "", "Produce");
+	request_errors_zero(pl->ms, "destination", "", "InitProducerId");
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, CLUSTER_OWNED_PARTITIONS),
 	    0, NULL), (double)pipeline_owned_partitions(pl));
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_INFLIGHT_BATCHES), 0, NULL),
@@ -1614,10 +1625,15 @@ static void collect_clusters(struct metric_family *f, void *arg)
 	metrics_gauge_set(metrics_series(MSTD(pl->ms, PRODUCE_REQUESTS_PEAK), 0, NULL),
 	    (double)pl->totals.broker_requests_peak);
 	memory_gauges(pl);
-	for (size_t i = 0; i < pl->nmirrors; i++)
+	for (size_t i = 0; i < pl->nmirrors; i++) {
 		if (!pl->mirrors[i]->dead && pl->mirrors[i]->src != NULL)
 			cluster_gauges(pl->ms, pl->mirrors[i]->src,
 			    pl->mirrors[i]->name);
+		if (!pl->mirrors[i]->dead)
+			request_errors_zero(pl->ms, "source", pl->mirrors[i]->name,
+			    "Fetch");
+		ph_collect_mirror(pl, pl->mirrors[i]);
+	}
 }
 
 /* Scrape time: the per-partition series from the live numbers (nothing on
@@ -1640,7 +1656,8 @@ static void collect_partitions(struct metric_family *f, void *arg)
 			metrics_std_partition_state(ms, pm->name, p->topic, p->index,
 			    state_names, ARRAY_SIZE(state_names), (size_t)p->mp->state);
 			gauge(ms, MSTD_PARTITION_LAG_RECORDS, p, p->live.lag);
-			lag_seconds(ms, p);
+			/* lag in time, source age, stalled (pipe_health.c) */
+			ph_collect_partition(pl, p);
 			gauge(ms, MSTD_PARTITION_SOURCE_HIGH_WATERMARK, p,
 			    p->live.source_high_watermark);
 			gauge(ms, MSTD_PARTITION_DESTINATION_END_OFFSET, p,

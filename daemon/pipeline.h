@@ -193,6 +193,54 @@ int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
 int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
     char *buf, size_t len);
 
+/*
+ * What mirrord knows of a partition it copies here, and since when
+ * (pipe_health.c): 0, or -1 when this instance does not copy it.
+ *   source_offset_age_ms  how old live's source high watermark is (since
+ *                         the source last answered for the partition),
+ *                         -1 unknown; stale: unknown or above the stall
+ *                         bound (pipeline.request_timeout_ms +
+ *                         mirror.fetch.wait.max.ms)
+ *   lag_ms                lag in time: 0 while the latest source answer
+ *                         shows the destination caught up, else since the
+ *                         last caught-up moment (or since the newest
+ *                         copied record was written, when less), -1
+ *   caught_up_ms          wall ms of the last caught-up moment, -1
+ *   stalled               it cannot read its source or write its
+ *                         destination now; reason says which, since when
+ *                         and why (naming the cluster and the broker),
+ *                         stalled_since_ms when it began (wall ms)
+ */
+struct pipeline_status {
+	int64_t source_offset_age_ms;
+	int stale;
+	int64_t lag_ms;
+	int64_t caught_up_ms;
+	int stalled;
+	int64_t stalled_since_ms;
+	char reason[1200];
+};
+int pipeline_partition_status(struct pipeline *pl, const struct mpart *p,
+    struct pipeline_status *out);
+
+/* A mirror's partitions copied here, summed up (/mirrors, metrics,
+ * readiness): -1 for an unknown mirror.  source_up 0 while a partition is
+ * stalled by the source or its Metadata failed for the stall bound;
+ * reason: the first trouble, in the words of pipeline_status; the ages
+ * of the source's last good Metadata and Fetch answers (from the mirror's
+ * start in this process before the first). */
+struct pipeline_mirror_health {
+	int source_up;
+	size_t partitions, stalled, failed, paused, stopped, lag_unknown;
+	int64_t max_lag, max_lag_ms;
+	int64_t metadata_age_ms, fetch_age_ms;
+	char reason[1200];
+};
+int pipeline_mirror_health(struct pipeline *pl, const char *mirror,
+    struct pipeline_mirror_health *out);
+/* Readiness: 0 with why while some mirror's source cannot be read. */
+int pipeline_sources_ready(struct pipeline *pl, char *why, size_t whylen);
+
 /* Totals since start, for logs, tests and the bench. */
 struct pipeline_totals {
 	int64_t records, bytes, batches, produces, fetches;

@@ -193,10 +193,15 @@ class Mirrord:
                               timeout=timeout)
 
     def cli_ok(self, *args):
+        return self.cli_rc(0, *args)
+
+    def cli_rc(self, want, *args):
+        """The CLI run that must exit with status want."""
         r = self.cli(*args)
-        if r.returncode != 0:
-            h.fail("kafka-mirrors %s exited %d:\nstdout: %s\nstderr: %s"
-                   % (" ".join(args), r.returncode, r.stdout, r.stderr))
+        if r.returncode != want:
+            h.fail("kafka-mirrors %s exited %d, not %d:\nstdout: %s\n"
+                   "stderr: %s" % (" ".join(args), r.returncode, want,
+                                   r.stdout, r.stderr))
         return r
 
     def create(self, mirror, configs, expect_ok=True):

@@ -44,7 +44,9 @@ JSON_KEYS = {"mirror", "topic", "partition", "sourceOffset",
              "destinationOffset", "lag", "state", "lastMirroredEpoch",
              "lastMirroredOffset", "errorMessage", "warningMessage",
              "topicState", "failoverSourceOffset", "failoverLag",
-             "failoverLagMs"}
+             "failoverLagMs", "sourceOffsetAgeMs", "lagMs", "caughtUpTimeMs",
+             "mirrorState", "stalled", "stalledReason", "stalledSinceMs",
+             "failoverSourceOffsetAgeMs", "failoverLagIsLowerBound"}
 DESCRIBE_HEAD = ["MIRROR", "TOPIC", "PARTITION", "SOURCE-OFFSET",
                  "DESTINATION-OFFSET", "LAG", "LAG-TIME", "STATE", "REASON"]
 SUMMARY_HEAD = ["MIRROR", "TOPIC", "STATE", "PARTITIONS", "STATES", "LAG",

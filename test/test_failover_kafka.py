@@ -80,9 +80,13 @@ def main():
     mt.produce_tagged(src.bootstrap, topic, 0, 25, "late", keyed=True)
 
     # Failover: --remove --wait prints the report once STOPPED.
-    r = d.cli_ok("--remove", "--mirror", "fo", "--topic", topic,
+    # Exit status 5: source offsets are known not copied.
+    r = d.cli_rc(5, "--remove", "--mirror", "fo", "--topic", topic,
                  "--wait", "60")
-    print(r.stdout, flush=True)
+    print(r.stdout, r.stderr, flush=True)
+    h.check("25 source offset(s) were not copied before the stop (exit "
+            "status 5)" in r.stderr, "--remove --wait says why it exits 5: "
+            "%r" % r.stderr)
     lines = r.stdout.rstrip("\n").split("\n")
     eq(lines[0], "Stopped mirroring for 1 topic(s) in mirror fo: [%s]"
        % topic, "--remove's first line")
@@ -90,7 +94,7 @@ def main():
        "25 source offset(s) not copied", "the report's summary line")
     eq(lines[2].split(), ["TOPIC", "PARTITION", "LAST-MIRRORED-OFFSET",
                           "EPOCH", "SOURCE-HIGH-WATERMARK", "NOT-COPIED",
-                          "LAG-TIME"], "the report's header")
+                          "LAG-TIME", "SOURCE-AGE"], "the report's header")
     cells = [l.split() for l in lines[3:]]
     eq(len(cells), 2, "one report row per partition")
     eq(cells[0][:2] + [cells[0][2]] + cells[0][4:6],

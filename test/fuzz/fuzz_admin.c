@@ -501,6 +501,24 @@ int pipeline_partition_live(struct pipeline *pl, const struct mpart *p,
 	return -1;
 }
 
+int pipeline_partition_status(struct pipeline *pl, const struct mpart *p,
+    struct pipeline_status *out)
+{
+	(void)pl;
+	(void)p;
+	(void)out;
+	return -1;
+}
+
+int pipeline_mirror_health(struct pipeline *pl, const char *mirror,
+    struct pipeline_mirror_health *out)
+{
+	(void)pl;
+	(void)mirror;
+	(void)out;
+	return -1;
+}
+
 const char *pipeline_destination_cluster_id(struct pipeline *pl)
 {
 	(void)pl;
