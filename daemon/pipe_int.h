@@ -436,6 +436,13 @@ struct pmirror {
 	size_t nabsent;
 	struct pacl *acl;            /* ACL sync, read-only guard (pipe_acl.c) */
 	int dead;
+	/* The mirror's configs were replaced (IncrementalAlterConfigs):
+	 * pm_reconfigure() at the next sweep.  src_gen/src_epochs: the
+	 * metadata generation and epoch support of a source client that was
+	 * dropped, carried into the next one (ppart.src_gone_gen). */
+	int reconf;
+	uint32_t src_gen;
+	int src_epochs;
 };
 
 struct pipeline {
