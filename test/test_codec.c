@@ -248,26 +248,31 @@ START_TEST(test_api_table)
 	ck_assert_int_eq(kp_request_header_version(97, 0), -1);
 
 	/* What the listener advertises: ApiVersions, Metadata, SaslHandshake,
-	 * SaslAuthenticate, the mirror RPCs. */
+	 * DescribeConfigs, SaslAuthenticate, IncrementalAlterConfigs (a
+	 * mirror's configs), the mirror RPCs. */
 	{
 		struct kp_api_versions_response_api_version av[16];
 		size_t n = kp_served_api_versions(av, ARRAY_SIZE(av));
 
-		ck_assert_uint_eq(n, 13);
+		ck_assert_uint_eq(n, 15);
 		ck_assert_int_eq(av[0].api_key, 3);
 		ck_assert_int_eq(av[0].max_version, 12);
 		ck_assert_int_eq(av[1].api_key, 17);
 		ck_assert_int_eq(av[1].max_version, 1);
 		ck_assert_int_eq(av[2].api_key, 18);
 		ck_assert_int_eq(av[2].max_version, 3);
-		ck_assert_int_eq(av[3].api_key, 36);
-		ck_assert_int_eq(av[3].min_version, 0);
-		ck_assert_int_eq(av[3].max_version, 2);
-		ck_assert_int_eq(av[4].api_key, 94);
-		ck_assert_int_eq(av[11].api_key, 104);
-		ck_assert_int_eq(av[12].api_key, 105);
+		ck_assert_int_eq(av[3].api_key, 32);
+		ck_assert_int_eq(av[3].max_version, 4);
+		ck_assert_int_eq(av[4].api_key, 36);
+		ck_assert_int_eq(av[4].min_version, 0);
+		ck_assert_int_eq(av[4].max_version, 2);
+		ck_assert_int_eq(av[5].api_key, 44);
+		ck_assert_int_eq(av[5].max_version, 1);
+		ck_assert_int_eq(av[6].api_key, 94);
+		ck_assert_int_eq(av[13].api_key, 104);
+		ck_assert_int_eq(av[14].api_key, 105);
 		ck_assert_str_eq(kp_api_name(105), "RecoverMirrorTopics");
-		ck_assert_uint_eq(kp_served_api_versions(av, 2), 13); /* count beyond room */
+		ck_assert_uint_eq(kp_served_api_versions(av, 2), 15); /* count beyond room */
 		ck_assert(kp_api_served(18, 3));
 		ck_assert(!kp_api_served(18, 4));
 		ck_assert(!kp_api_served(0, 3)); /* Produce: the codec knows it, mirrord does not serve it */
