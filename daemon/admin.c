@@ -89,7 +89,8 @@ struct pending {
  * AW_NONE and anything queued is dropped) or sets kind and what the
  * answer needs, for awrite_finish().
  */
-enum { AW_NONE, AW_CREATE, AW_DELETE, AW_TOPICS, AW_ADD, AW_RESOLVE };
+enum { AW_NONE, AW_CREATE, AW_DELETE, AW_TOPICS, AW_ADD, AW_RESOLVE,
+    AW_CONFIGS };
 
 struct results {
 	struct karena *a;
@@ -98,6 +99,9 @@ struct results {
 	int32_t *slots;   /* index + 1 into v, 0 = empty; 2 * cap of them */
 	int oom;          /* the arena ran out: some result is missing */
 	struct kstr warning; /* AddTopicsToMirror's WarningMessage, or null */
+	/* RemoveTopicsFromMirror: what its patterns did (tags 0-1). */
+	struct kstr *inc_removed, *exc_added;
+	int32_t ninc_removed, nexc_added;
 };
 
 struct awrite {
@@ -111,6 +115,9 @@ struct awrite {
 	struct pending *pd;       /* add: freed at the answer */
 	char *mirror, *cluster_id; /* resolve: heap */
 	char *bootstrap;          /* resolve: the source it looked at */
+	/* configs: the answer, and which resources were queued */
+	struct kp_incremental_alter_configs_response *iac;
+	char *iac_queued;
 };
 
 /* ---- helpers -------------------------------------------------------- */
@@ -383,7 +390,8 @@ static int16_t authorize(struct admin *adm, struct adminsrv_req *rq,
 	if (authz_allowed(adm->az, who, op, mirror, why, sizeof(why))) {
 		/* Several instances: only the metadata writer changes mirrors;
 		 * the others name it, as a broker answers NOT_CONTROLLER. */
-		if (op == AUTHZ_ALTER && adm->cv != NULL &&
+		if ((op == AUTHZ_ALTER || op == AUTHZ_ALTER_CONFIGS) &&
+		    adm->cv != NULL &&
 		    !adm->cv->may_mutate(adm->cv_arg, msg, msglen)) {
 			log_info("%s from %s: %s", kp_api_name(key),
 			    adminsrv_req_peer(rq), msg);
@@ -1086,6 +1094,31 @@ static int describe_one(struct admin *adm, struct karena *a,
 	return 0;
 }
 
+/* The strings of list as an arena array. */
+static struct kstr *pattern_array(struct karena *a, char *const *list,
+    size_t n)
+{
+	struct kstr *v = arena_array(a, n, sizeof(*v));
+
+	for (size_t i = 0; v != NULL && i < n; i++)
+		v[i] = kstr_c(list[i]);
+	return v;
+}
+
+/* The mirror's saved include and exclude patterns (tagged fields 0-1 of
+ * a DescribeMirrors mirror); -1 when the arena ran out. */
+static int describe_patterns(struct karena *a, const struct mirror *m,
+    struct kp_describe_mirrors_response_mirror *out)
+{
+	out->include_patterns = pattern_array(a, m->includes, m->nincludes);
+	out->exclude_patterns = pattern_array(a, m->excludes, m->nexcludes);
+	if (out->include_patterns == NULL || out->exclude_patterns == NULL)
+		return -1;
+	out->include_patterns_n = (int32_t)m->nincludes;
+	out->exclude_patterns_n = (int32_t)m->nexcludes;
+	return 0;
+}
+
 /*
  * A lower bound of m's encoded size in a DescribeMirrors response, to refuse
  * an answer over server.max_response_bytes before building it.
@@ -1233,7 +1266,8 @@ static void h_describe_mirrors(struct admin *adm, struct adminsrv_req *rq)
 			continue;
 		}
 		if (ms[i] != NULL) {
-			if (describe_one(adm, a, ms[i], out) < 0)
+			if (describe_one(adm, a, ms[i], out) < 0 ||
+			    describe_patterns(a, ms[i], out) < 0)
 				goto arena;
 			continue;
 		}
@@ -1397,6 +1431,12 @@ static void respond_results(struct admin *adm, struct adminsrv_req *rq,
 	resp.topics_n = rs->n;
 	if (rs->warning.p != NULL && top_code == 0)
 		resp.warning_message = rs->warning;
+	if (top_code == 0 && rs->inc_removed != NULL) {
+		resp.removed_include_patterns = rs->inc_removed;
+		resp.removed_include_patterns_n = rs->ninc_removed;
+		resp.added_exclude_patterns = rs->exc_added;
+		resp.added_exclude_patterns_n = rs->nexc_added;
+	}
 	for (int32_t i = 0; worst == 0 && i < rs->n; i++)
 		worst = rs->v[i].error_code;
 	if (encode_results(adm, rq, &resp, worst) == 0)
@@ -1485,6 +1525,57 @@ static int refuse_topics(struct admin *adm, struct adminsrv_req *rq,
 	}
 	respond_results(adm, rq, mirror, code, msg, &rs);
 	return 1;
+}
+
+/*
+ * RemoveTopicsFromMirror's patterns: each removes the saved include
+ * pattern it equals, or is added to the excludes, and stops the topics it
+ * matches (mstate_remove_pattern()); what each did goes in rs for the
+ * answer's tagged fields.  -1 after answering with an error (nothing of
+ * the command is made).
+ */
+static int remove_patterns(struct admin *adm, struct adminsrv_req *rq,
+    const char *mirror, const struct kstr *pats, int32_t np,
+    struct results *rs)
+{
+	struct karena *a = adminsrv_req_arena(rq);
+	char msg[MSG_LEN];
+	int code, what;
+
+	rs->inc_removed = arena_array(a, (size_t)np, sizeof(*rs->inc_removed));
+	rs->exc_added = arena_array(a, (size_t)np, sizeof(*rs->exc_added));
+	if (rs->inc_removed == NULL || rs->exc_added == NULL) {
+		reject_arena(rq, "the pattern results");
+		return -1;
+	}
+	for (int32_t i = 0; i < np && !rs->oom; i++) {
+		char *p = arena_strdup(a, pats[i]);
+
+		if (p == NULL || has_nul(pats[i])) {
+			snprintf(msg, sizeof(msg), "pattern %d is %s", i,
+			    pats[i].len < 0 ? "null" : p == NULL ?
+			    "too large to handle" : "not text (a NUL byte)");
+			respond_results(adm, rq, mirror, KERR_INVALID_REQUEST, msg, rs);
+			return -1;
+		}
+		code = mstate_remove_pattern(adm->st, mirror, p, pattern_result, rs,
+		    &what, msg, sizeof(msg));
+		if (code != 0) {
+			log_info("RemoveTopicsFromMirror %s from %s refused: %s",
+			    mirror, adminsrv_req_peer(rq), msg);
+			respond_results(adm, rq, mirror, (int16_t)code, msg, rs);
+			return -1;
+		}
+		/* A pattern given twice is reported once. */
+		for (int32_t k = 0; k < i; k++)
+			if (kstr_eq(pats[k], p))
+				what = 0;
+		if (what == MSTATE_PAT_INCLUDE_REMOVED)
+			rs->inc_removed[rs->ninc_removed++] = kstr_c(p);
+		else if (what == MSTATE_PAT_EXCLUDE_ADDED)
+			rs->exc_added[rs->nexc_added++] = kstr_c(p);
+	}
+	return 0;
 }
 
 /* RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics and
@@ -1608,22 +1699,9 @@ static void aw_topics(struct awrite *w)
 		respond_results(adm, rq, mirror, 0, NULL, &rs);   /* closes */
 		return;
 	}
-	for (int32_t i = 0; i < np && !rs.oom; i++) {
-		char *p = arena_strdup(a, pats[i]);
-
-		if (p == NULL) {
-			snprintf(msg, sizeof(msg), "pattern %d is %s", i,
-			    pats[i].len < 0 ? "null" : "too large to handle");
-			respond_results(adm, rq, mirror, KERR_INVALID_REQUEST, msg, &rs);
-			return;
-		}
-		code = mstate_remove_pattern(adm->st, mirror, p, pattern_result, &rs,
-		    msg, sizeof(msg));
-		if (code != 0) {
-			respond_results(adm, rq, mirror, (int16_t)code, msg, &rs);
-			return;
-		}
-	}
+	if (key == KP_API_REMOVE_TOPICS_FROM_MIRROR &&
+	    remove_patterns(adm, rq, mirror, pats, np, &rs) < 0)
+		return;
 	if (rs.oom) {
 		respond_results(adm, rq, mirror, 0, NULL, &rs);   /* closes */
 		return;
@@ -2060,6 +2138,410 @@ bad_request:
 	free(pd);
 }
 
+/* ---- mirror configs: DescribeConfigs, IncrementalAlterConfigs ---------- */
+
+/*
+ * KIP-1279 keeps a mirror's configs as configs of a resource of type
+ * CLUSTER_MIRROR (64) named after the mirror, read and changed with
+ * DescribeConfigs and IncrementalAlterConfigs (describe_configs and
+ * alter_configs in the authorization rules).  Secret values are never
+ * answered: null with IsSensitive set, as Kafka does.
+ */
+#define CONFIG_RESOURCE_MIRROR 64
+#define IAC_SET 0
+#define IAC_DELETE 1
+
+/* 0, or an error code with msg for a resource of another type. */
+static int16_t config_resource_ok(int8_t type, char *msg, size_t len)
+{
+	if (type == CONFIG_RESOURCE_MIRROR)
+		return 0;
+	snprintf(msg, len, "resource type %d is not served here: mirrord's "
+	    "admin listener has the configs of mirrors (resource type %d, "
+	    "CLUSTER_MIRROR)", type, CONFIG_RESOURCE_MIRROR);
+	return KERR_INVALID_REQUEST;
+}
+
+/* 1 if keys (null: every key) lists name. */
+static int config_key_asked(const struct kstr *keys, int32_t n,
+    const char *name)
+{
+	if (n < 0)
+		return 1;
+	for (int32_t i = 0; i < n; i++)
+		if (kstr_eq(keys[i], name))
+			return 1;
+	return 0;
+}
+
+/* One resource of a DescribeConfigs: its configs into out, or an error. */
+static int describe_mirror_configs(struct admin *adm,
+    struct adminsrv_req *rq, const struct kp_describe_configs_request_describe_configs_resource *in,
+    struct kp_describe_configs_response_describe_configs_result *out)
+{
+	struct karena *a = adminsrv_req_arena(rq);
+	const struct mirror *m;
+	char msg[MSG_LEN], *name;
+	int16_t code;
+	size_t n = 0;
+
+	out->resource_type = in->resource_type;
+	out->resource_name = in->resource_name;
+	out->error_message = KSTR_NULL;
+	if ((name = arena_strdup(a, in->resource_name)) == NULL)
+		return -1;
+	code = config_resource_ok(in->resource_type, msg, sizeof(msg));
+	if (code == 0)
+		code = authorize(adm, rq, AUTHZ_DESCRIBE_CONFIGS, name, 0, msg,
+		    sizeof(msg));
+	m = code == 0 ? mstate_mirror_find(adm->st, name) : NULL;
+	if (code == 0 && m == NULL) {
+		snprintf(msg, sizeof(msg), "mirror %.300s does not exist", name);
+		code = KERR_UNKNOWN_CLUSTER_MIRROR;
+	}
+	if (code != 0) {
+		out->error_code = code;
+		out->error_message = arena_kstr(a, msg);
+		return out->error_message.p == NULL ? -1 : 0;
+	}
+	out->configs = arena_array(a, m->nconfigs, sizeof(*out->configs));
+	if (out->configs == NULL)
+		return -1;
+	for (size_t i = 0; i < m->nconfigs; i++) {
+		struct kp_describe_configs_response_describe_configs_resource_result *c =
+		    &out->configs[n];
+		const struct mcfg *mc = &m->configs[i];
+
+		if (!config_key_asked(in->configuration_keys,
+		    in->configuration_keys_n, mc->name))
+			continue;
+		kp_describe_configs_response_describe_configs_resource_result_init(c);
+		c->name = kstr_c(mc->name);
+		c->is_sensitive = mirrorconf_is_secret(mc->name);
+		c->value = c->is_sensitive ? KSTR_NULL : kstr_c(mc->value);
+		c->read_only = 0;
+		c->is_default = 0;
+		c->config_source = 0;   /* Kafka has no source for a mirror's */
+		c->synonyms_n = 0;
+		n++;
+	}
+	out->configs_n = (int32_t)n;
+	return 0;
+}
+
+static void h_describe_configs(struct admin *adm, struct adminsrv_req *rq)
+{
+	struct karena *a = adminsrv_req_arena(rq);
+	struct kp_describe_configs_request req;
+	struct kp_describe_configs_response resp;
+	int32_t n;
+
+	if (decode_body(rq, &req) < 0)
+		return;
+	kp_describe_configs_response_init(&resp);
+	n = MAX(req.resources_n, 0);
+	resp.results = arena_array(a, (size_t)n, sizeof(*resp.results));
+	if (resp.results == NULL) {
+		reject_arena(rq, "the DescribeConfigs response");
+		return;
+	}
+	for (int32_t i = 0; i < n; i++) {
+		kp_describe_configs_response_describe_configs_result_init(
+		    &resp.results[i]);
+		if (describe_mirror_configs(adm, rq, &req.resources[i],
+		    &resp.results[i]) < 0) {
+			reject_arena(rq, "the DescribeConfigs response");
+			return;
+		}
+	}
+	resp.results_n = n;
+	respond(adm, rq, &resp, n > 0 ? resp.results[0].error_code : 0);
+}
+
+/*
+ * The configs of m after the resource's operations: kept ones in their
+ * stored form (fresh 0), set ones from the request (fresh 1); plain holds
+ * every value as the operator gave it (sealed ones opened) for the
+ * validation, to be wiped.  An error code with msg naming the key, or 0.
+ */
+struct alter_set {
+	struct mcfg *cfg;
+	int *fresh;
+	char **plain;
+	size_t n;
+};
+
+static int16_t alter_merge(struct karena *a, const struct mirror *m,
+    const struct kp_incremental_alter_configs_request_alter_configs_resource *in,
+    struct alter_set *as, char *msg, size_t len)
+{
+	size_t cap = m->nconfigs + (size_t)MAX(in->configs_n, 0);
+	char err[512];
+
+	as->cfg = arena_array(a, cap, sizeof(*as->cfg));
+	as->fresh = arena_array(a, cap, sizeof(*as->fresh));
+	as->plain = calloc(cap + 1, sizeof(*as->plain));
+	as->n = 0;
+	if (as->cfg == NULL || as->fresh == NULL || as->plain == NULL) {
+		snprintf(msg, len, "out of memory");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	for (size_t i = 0; i < m->nconfigs; i++) {
+		as->cfg[as->n].name = m->configs[i].name;
+		as->cfg[as->n].value = m->configs[i].value;
+		as->fresh[as->n++] = 0;
+	}
+	for (int32_t i = 0; i < in->configs_n; i++) {
+		const struct kp_incremental_alter_configs_request_alterable_config *op =
+		    &in->configs[i];
+		char *k = arena_strdup(a, op->name), *v;
+		size_t j = 0;
+
+		if (k == NULL || has_nul(op->name) || has_nul(op->value) ||
+		    k[0] == '\0') {
+			snprintf(msg, len, "config %d has %s", i, k == NULL ?
+			    "no name" : k[0] == '\0' ? "an empty name" :
+			    "a NUL byte");
+			return KERR_INVALID_REQUEST;
+		}
+		for (int32_t p = 0; p < i; p++)
+			if (kstr_eq(in->configs[p].name, k)) {
+				snprintf(msg, len, "config %.255s is altered twice in "
+				    "one request", k);
+				return KERR_INVALID_REQUEST;
+			}
+		while (j < as->n && strcmp(as->cfg[j].name, k) != 0)
+			j++;
+		if (op->config_operation == IAC_DELETE) {
+			if (strcmp(k, "bootstrap.servers") == 0) {
+				snprintf(msg, len, "bootstrap.servers cannot be "
+				    "deleted: a mirror needs its source cluster; "
+				    "set another value instead");
+				return KERR_INVALID_CONFIG;
+			}
+			if (j == as->n && !mirrorconf_is_known(k)) {
+				snprintf(msg, len, "Unknown config %.255s: the mirror "
+				    "has no such key to delete", k);
+				return KERR_INVALID_CONFIG;
+			}
+			if (j < as->n) {
+				memmove(as->cfg + j, as->cfg + j + 1,
+				    (as->n - j - 1) * sizeof(*as->cfg));
+				memmove(as->fresh + j, as->fresh + j + 1,
+				    (as->n - j - 1) * sizeof(*as->fresh));
+				as->n--;
+			}
+			continue;
+		}
+		if (op->config_operation != IAC_SET) {
+			snprintf(msg, len, "config %.255s: operation %d is not "
+			    "supported for a mirror (SET 0 and DELETE 1 are)", k,
+			    op->config_operation);
+			return KERR_INVALID_REQUEST;
+		}
+		if (op->value.len < 0) {
+			snprintf(msg, len, "config %.255s: SET with a null value "
+			    "(DELETE removes a key)", k);
+			return KERR_INVALID_CONFIG;
+		}
+		if ((v = arena_strdup(a, op->value)) == NULL) {
+			snprintf(msg, len, "out of memory");
+			return KERR_UNKNOWN_SERVER_ERROR;
+		}
+		if (j == as->n)
+			as->n++;
+		as->cfg[j].name = k;
+		as->cfg[j].value = v;
+		as->fresh[j] = 1;
+	}
+	for (size_t i = 0; i < as->n; i++) {
+		if (as->fresh[i]) {
+			if (as->cfg[i].value != NULL &&
+			    (as->plain[i] = strdup(as->cfg[i].value)) == NULL) {
+				snprintf(msg, len, "out of memory");
+				return KERR_UNKNOWN_SERVER_ERROR;
+			}
+		} else if (secrets_open_stored(m->name, as->cfg[i].name,
+		    as->cfg[i].value, &as->plain[i], err, sizeof(err)) != 0) {
+			snprintf(msg, len, "the mirror's config %s", err);
+			return KERR_UNKNOWN_SERVER_ERROR;
+		}
+	}
+	return 0;
+}
+
+/* CreateMirror's checks of a mirror's configs. */
+static int16_t alter_validate(struct admin *adm, const struct alter_set *as,
+    char *msg, size_t len)
+{
+	const char **names = calloc(as->n + 1, sizeof(*names));
+	int16_t code = 0;
+
+	if (names == NULL) {
+		snprintf(msg, len, "out of memory");
+		return KERR_UNKNOWN_SERVER_ERROR;
+	}
+	for (size_t i = 0; i < as->n; i++)
+		names[i] = as->cfg[i].name;
+	mirrorconf_validate(names, (const char *const *)as->plain, as->n, &code,
+	    msg, len);
+	if (code == 0)
+		mirrorconf_check_files(names, (const char *const *)as->plain,
+		    as->n, (const char *const *)adm->cfg->mirrors_allowed_file_dirs.v,
+		    &code, msg, len);
+	for (size_t i = 0; code == 0 && i < as->n; i++)
+		if (as->fresh[i] && secrets_check_wire(names[i], as->plain[i], msg,
+		    len) < 0)
+			code = KERR_INVALID_CONFIG;
+	free(names);
+	return code;
+}
+
+/* The keys a resource sets and deletes, for the log (never a value). */
+static void alter_summary(
+    const struct kp_incremental_alter_configs_request_alter_configs_resource *in,
+    char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int32_t i = 0; i < in->configs_n && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s %.*s",
+		    i > 0 ? "," : "", in->configs[i].config_operation == IAC_DELETE ?
+		    "delete" : "set", (int)MIN(MAX(in->configs[i].name.len, 0), 255),
+		    in->configs[i].name.p != NULL ? in->configs[i].name.p : "");
+}
+
+/* One resource of an IncrementalAlterConfigs: 1 if its record was
+ * queued, 0 if answered (out's code), -1 when the arena ran out. */
+static int alter_one(struct admin *adm, struct adminsrv_req *rq,
+    const struct kp_incremental_alter_configs_request *req, int32_t idx,
+    struct kp_incremental_alter_configs_response_alter_configs_resource_response *out)
+{
+	const struct kp_incremental_alter_configs_request_alter_configs_resource *in =
+	    &req->resources[idx];
+	struct karena *a = adminsrv_req_arena(rq);
+	struct alter_set as = { 0 };
+	const struct mirror *m = NULL;
+	char msg[MSG_LEN] = "", what[600], *name;
+	int16_t code;
+	int queued = 0;
+
+	out->resource_type = in->resource_type;
+	out->resource_name = in->resource_name;
+	if ((name = arena_strdup(a, in->resource_name)) == NULL)
+		return -1;
+	code = config_resource_ok(in->resource_type, msg, sizeof(msg));
+	if (code == 0)
+		code = authorize(adm, rq, AUTHZ_ALTER_CONFIGS, name, 0, msg,
+		    sizeof(msg));
+	for (int32_t i = 0; code == 0 && i < idx; i++)
+		if (req->resources[i].resource_type == in->resource_type &&
+		    kstr_eq(req->resources[i].resource_name, name)) {
+			snprintf(msg, sizeof(msg), "mirror %.300s is named twice in "
+			    "one request", name);
+			code = KERR_INVALID_REQUEST;
+		}
+	if (code == 0 && (m = mstate_mirror_find(adm->st, name)) == NULL) {
+		snprintf(msg, sizeof(msg), "mirror %.300s does not exist", name);
+		code = KERR_UNKNOWN_CLUSTER_MIRROR;
+	}
+	if (code == 0)
+		code = alter_merge(a, m, in, &as, msg, sizeof(msg));
+	if (code == 0)
+		code = alter_validate(adm, &as, msg, sizeof(msg));
+	if (code == 0 && !req->validate_only) {
+		code = (int16_t)mstate_set_mirror_configs(adm->st, name, as.cfg,
+		    as.fresh, as.n, msg, sizeof(msg));
+		queued = code == 0;
+	}
+	if (as.plain != NULL)
+		secrets_values_free(as.plain, as.n);
+	alter_summary(in, what, sizeof(what));
+	if (code != 0)
+		log_info("IncrementalAlterConfigs of mirror %.300s from %s "
+		    "refused (%s): %s: %s", name, adminsrv_req_peer(rq), what,
+		    kerr_name(code), msg);
+	out->error_code = code;
+	out->error_message = code != 0 ? arena_kstr(a, msg) : KSTR_NULL;
+	if (code != 0 && out->error_message.p == NULL)
+		return -1;
+	return queued;
+}
+
+static void aw_alter_configs(struct awrite *w)
+{
+	struct admin *adm = w->adm;
+	struct adminsrv_req *rq = w->rq;
+	struct karena *a = adminsrv_req_arena(rq);
+	struct kp_incremental_alter_configs_request req;
+	struct kp_incremental_alter_configs_response *resp;
+	int32_t n;
+	int any = 0, r;
+
+	if (decode_body(rq, &req) < 0)
+		return;
+	n = MAX(req.resources_n, 0);
+	resp = karena_alloc(a, sizeof(*resp));
+	w->iac_queued = arena_array(a, (size_t)n, 1);
+	if (resp == NULL || w->iac_queued == NULL)
+		goto arena;
+	kp_incremental_alter_configs_response_init(resp);
+	resp->responses = arena_array(a, (size_t)n, sizeof(*resp->responses));
+	if (resp->responses == NULL)
+		goto arena;
+	resp->responses_n = n;
+	for (int32_t i = 0; i < n; i++) {
+		kp_incremental_alter_configs_response_alter_configs_resource_response_init(
+		    &resp->responses[i]);
+		if ((r = alter_one(adm, rq, &req, i, &resp->responses[i])) < 0)
+			goto arena;
+		w->iac_queued[i] = (char)r;
+		any |= r;
+	}
+	if (any) {
+		/* Answered once durable (configs_finish()). */
+		w->kind = AW_CONFIGS;
+		w->iac = resp;
+		return;
+	}
+	respond(adm, rq, resp, n > 0 ? resp->responses[0].error_code : 0);
+	return;
+arena:
+	/* kind stays AW_NONE: whatever was queued is dropped. */
+	reject_arena(rq, "the IncrementalAlterConfigs response");
+}
+
+static void configs_finish(struct admin *adm, struct awrite *w, int code,
+    const char *msg)
+{
+	struct adminsrv_req *rq = w->rq;
+	struct kp_incremental_alter_configs_response *resp = w->iac;
+	struct karena *a = adminsrv_req_arena(rq);
+
+	for (int32_t i = 0; i < resp->responses_n; i++) {
+		struct kp_incremental_alter_configs_response_alter_configs_resource_response *r =
+		    &resp->responses[i];
+
+		if (!w->iac_queued[i])
+			continue;
+		if (code != 0) {
+			r->error_code = (int16_t)code;
+			r->error_message = arena_kstr(a, msg);
+			log_info("IncrementalAlterConfigs of mirror %.*s from %s "
+			    "failed: %s: %s", (int)r->resource_name.len,
+			    r->resource_name.p, adminsrv_req_peer(rq),
+			    kerr_name((int16_t)code), msg);
+		} else {
+			log_info("mirror %.*s: configs altered by %s",
+			    (int)r->resource_name.len, r->resource_name.p,
+			    adminsrv_req_peer(rq));
+		}
+	}
+	respond(adm, rq, resp, code != 0 ? (int16_t)code :
+	    resp->responses_n > 0 ? resp->responses[0].error_code : 0);
+}
+
 /* ---- the operator's writes, one at a time ------------------------------ */
 
 static void awrite_free(struct awrite *w)
@@ -2158,6 +2640,9 @@ static void awrite_finish(struct admin *adm, struct awrite *w, int code,
 			pending_free(w->pd);
 		break;
 	}
+	case AW_CONFIGS:
+		configs_finish(adm, w, code, msg);
+		break;
 	case AW_RESOLVE:
 		if (code != 0)
 			log_warnx("mirror %s: cannot record the source cluster id "
@@ -2306,6 +2791,10 @@ static void dispatch(struct adminsrv_req *rq, void *arg)
 	case KP_API_LIST_MIRRORS: h_list_mirrors(adm, rq); break;
 	case KP_API_DESCRIBE_MIRRORS: h_describe_mirrors(adm, rq); break;
 	case KP_API_DELETE_MIRROR: awrite_submit(adm, rq, aw_delete, NULL); break;
+	case KP_API_DESCRIBE_CONFIGS: h_describe_configs(adm, rq); break;
+	case KP_API_INCREMENTAL_ALTER_CONFIGS:
+		awrite_submit(adm, rq, aw_alter_configs, NULL);
+		break;
 	default:
 		adminsrv_reject(rq, ADMINSRV_REJECT_UNKNOWN_API, "no handler");
 		break;

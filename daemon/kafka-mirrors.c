@@ -64,7 +64,8 @@
 	X(RECOVER, "recover") \
 	X(DELETE, "delete") \
 	X(LIST, "list") \
-	X(DESCRIBE, "describe")
+	X(DESCRIBE, "describe") \
+	X(ALTER, "alter")
 
 enum action {
 	ACT_NONE = -1,
@@ -97,6 +98,9 @@ struct opts {
 	int summary;             /* --describe --summary */
 	int failed;              /* --describe --failed */
 	int wait_s;              /* --remove --wait SECONDS, 0 none */
+	int config;              /* --describe --config */
+	struct strlist add_configs;    /* --alter --add-config k=v */
+	struct strlist delete_configs; /* --alter --delete-config k */
 	const char *resolution;  /* --recover --resolution */
 	int timeout_ms;
 	char client_id[128];
@@ -127,7 +131,11 @@ static void usage(FILE *f)
 "  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
 "  --list      list mirrors\n"
 "  --describe  per-partition state, offsets, lag and reason [--mirror NAME]\n"
-"              [--failed] [--summary | --json]\n"
+"              [--failed] [--summary | --json]; with --config: the mirror's\n"
+"              saved patterns and configs (secrets masked) --mirror NAME [--json]\n"
+"  --alter     change a mirror's configs in place: --mirror NAME\n"
+"              [--add-config K=V[,K=V]] [--delete-config K[,K]]\n"
+"              [--mirror-config FILE]\n"
 "\n"
 "Options:\n"
 "  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
@@ -139,7 +147,12 @@ static void usage(FILE *f)
 "  --mirror NAME           the mirror\n"
 "  --mirror-config FILE    Java properties for --create: bootstrap.servers of\n"
 "                          the source (required), source security settings\n"
-"                          (librdkafka names) and mirror.* options\n"
+"                          (librdkafka names) and mirror.* options; with\n"
+"                          --alter: the keys it sets are set, others kept\n"
+"  --add-config K=V,...    with --alter: set configs; a value with commas in\n"
+"                          brackets (bootstrap.servers=[h1:9092,h2:9092])\n"
+"  --delete-config K,...   with --alter: remove configs (back to defaults)\n"
+"  --config                with --describe: the mirror's settings\n"
 "  --topic REGEX           a topic name or a regular expression; repeatable,\n"
 "                          or comma-separated (alias --topics).  A plain name\n"
 "                          ([A-Za-z0-9._-] only) is sent as a name; anything\n"
@@ -208,6 +221,41 @@ static void strlist_add_csv(struct strlist *l, const char *arg)
 		l->n++;
 	}
 	free(copy);
+}
+
+/* --add-config / --delete-config: comma-separated, a comma inside
+ * brackets is the value's ("k=[a,b]" is one entry). */
+static void strlist_add_configs(struct strlist *l, const char *arg)
+{
+	const char *p = arg;
+
+	while (*p != '\0') {
+		const char *start = p;
+		int depth = 0;
+		size_t n;
+
+		for (; *p != '\0' && (*p != ',' || depth > 0); p++) {
+			if (*p == '[')
+				depth++;
+			else if (*p == ']' && depth > 0)
+				depth--;
+		}
+		n = (size_t)(p - start);
+		if (*p == ',')
+			p++;
+		while (n > 0 && isspace((unsigned char)*start)) {
+			start++;
+			n--;
+		}
+		while (n > 0 && isspace((unsigned char)start[n - 1]))
+			n--;
+		if (n == 0)
+			continue;
+		l->v = realloc(l->v, sizeof(*l->v) * (size_t)(l->n + 1));
+		if (l->v == NULL || (l->v[l->n] = strndup(start, n)) == NULL)
+			die_conn("out of memory");
+		l->n++;
+	}
 }
 
 /* A plain topic name is sent as a name; anything else is a pattern. */
@@ -460,6 +508,7 @@ static int is_mutation(int16_t key)
 	case KP_API_PAUSE_MIRROR_TOPICS:
 	case KP_API_RESUME_MIRROR_TOPICS:
 	case KP_API_RECOVER_MIRROR_TOPICS:
+	case KP_API_INCREMENTAL_ALTER_CONFIGS:
 		return 1;
 	default:
 		return 0;
@@ -541,6 +590,8 @@ static int follow_controller(struct cli_conn *c, int16_t key,
 	if (!is_mutation(key))
 		return 0;
 	(void)kr_i32(&peek);
+	if (key == KP_API_INCREMENTAL_ALTER_CONFIGS && kr_carray(&peek) < 1)
+		return 0;   /* v1: the first resource's code and message */
 	code = kr_i16(&peek);
 	msg = kr_cstr(&peek);   /* ErrorMessage: every mutation's third field */
 	if (peek.err || code != KERR_NOT_CONTROLLER ||
@@ -1038,6 +1089,24 @@ static int report_topics(const char *verb, const char *mirror,
 	return failed ? EXIT_KAFKA : 0;
 }
 
+/* What RemoveTopicsFromMirror did with the patterns (its tags 0-1). */
+static void report_patterns(const char *mirror,
+    const struct kp_add_topics_to_mirror_response *resp)
+{
+	if (resp->error_code != 0)
+		return;
+	for (int32_t i = 0; i < resp->removed_include_patterns_n; i++)
+		printf("Removed include pattern '%.*s' from mirror %s: discovery "
+		    "no longer adds the topics it matches\n",
+		    (int)resp->removed_include_patterns[i].len,
+		    resp->removed_include_patterns[i].p, mirror);
+	for (int32_t i = 0; i < resp->added_exclude_patterns_n; i++)
+		printf("Added exclude pattern '%.*s' to mirror %s: discovery "
+		    "skips the topics it matches\n",
+		    (int)resp->added_exclude_patterns[i].len,
+		    resp->added_exclude_patterns[i].p, mirror);
+}
+
 static int decode_topic_results(struct cli_conn *c, struct kr *r,
     struct karena *a, const char *api,
     struct kp_add_topics_to_mirror_response *resp)
@@ -1403,6 +1472,8 @@ static int do_topics_op(struct cli_conn *c, const struct opts *o)
 	}
 	frame = conn_call(c, key, 0, &w, &r);
 	decode_topic_results(c, &r, a, api, &resp);
+	if (o->action == ACT_REMOVE)
+		report_patterns(o->mirror, &resp);
 	rc = report_topics(verb, o->mirror, &resp);
 	if (o->action == ACT_REMOVE && o->wait_s > 0 && rc == 0) {
 		fflush(stdout);
@@ -1900,12 +1971,268 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 	return rc;
 }
 
+/* ---- a mirror's settings: --describe --config, --alter ------------- */
+
+#define CONFIG_RESOURCE_MIRROR 64   /* KIP-1279's ConfigResource CLUSTER_MIRROR */
+#define IAC_SET 0
+#define IAC_DELETE 1
+
+static int cmp_config(const void *x, const void *y)
+{
+	const struct kp_describe_configs_response_describe_configs_resource_result
+	    *a = x, *b = y;
+
+	return kstr_cmp(a->name, b->name);
+}
+
+static void json_strlist(const struct kstr *v, int32_t n)
+{
+	printf("[");
+	for (int32_t i = 0; i < n; i++) {
+		if (i > 0)
+			printf(",");
+		json_str(stdout, v[i]);
+	}
+	printf("]");
+}
+
+static void text_patterns(const char *what, const struct kstr *v, int32_t n)
+{
+	printf("%s:", what);
+	if (n <= 0)
+		printf(" (none)");
+	for (int32_t i = 0; i < n; i++)
+		printf("%s '%.*s'", i > 0 ? "," : "", (int)v[i].len, v[i].p);
+	printf("\n");
+}
+
+/* DescribeMirrors for the patterns, DescribeConfigs (v4, resource type 64)
+ * for the configs; secret values come back null and are shown masked. */
+static int do_describe_config(struct cli_conn *c, const struct opts *o)
+{
+	struct kp_describe_mirrors_response dm;
+	struct kp_describe_configs_request req;
+	struct kp_describe_configs_request_describe_configs_resource res;
+	struct kp_describe_configs_response resp;
+	const struct kp_describe_configs_response_describe_configs_result *cr;
+	const struct kp_describe_mirrors_response_mirror *mi;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	uint8_t *dframe = NULL, *frame;
+	struct kw w;
+	struct kr r;
+	int rc;
+
+	if (a == NULL)
+		die_conn("out of memory");
+	rc = describe_call(c, o->mirror, a, &dm, &dframe);
+	if (rc != 0 || dm.mirrors_n != 1) {
+		free(dframe);
+		karena_free(a);
+		return rc != 0 ? rc : EXIT_KAFKA;
+	}
+	mi = &dm.mirrors[0];
+	kp_describe_configs_request_init(&req);
+	kp_describe_configs_request_describe_configs_resource_init(&res);
+	res.resource_type = CONFIG_RESOURCE_MIRROR;
+	res.resource_name = kstr_c(o->mirror);
+	res.configuration_keys = NULL;
+	res.configuration_keys_n = -1;
+	req.resources = &res;
+	req.resources_n = 1;
+	kw_init(&w, 1u << 20);
+	if (kp_describe_configs_request_encode(&w, 4, &req) < 0 || w.err)
+		die_conn("cannot encode the DescribeConfigs request");
+	frame = conn_call(c, KP_API_DESCRIBE_CONFIGS, 4, &w, &r);
+	kw_fini(&w);
+	kp_describe_configs_response_init(&resp);
+	if (kp_describe_configs_response_decode(&r, a, 4, &resp) < 0 || r.err)
+		die_conn("%s: malformed DescribeConfigs response: %s", c->addr,
+		    r.why != NULL ? r.why : "decode error");
+	if (resp.results_n != 1)
+		die_conn("%s: DescribeConfigs answered %d resources for one",
+		    c->addr, resp.results_n);
+	cr = &resp.results[0];
+	if (cr->error_code != 0) {
+		char what[300];
+
+		snprintf(what, sizeof(what), "mirror %s", o->mirror);
+		print_kafka_error(what, cr->error_code, cr->error_message);
+		rc = EXIT_KAFKA;
+		goto out;
+	}
+	if (cr->configs_n > 1)
+		qsort(cr->configs, (size_t)cr->configs_n, sizeof(*cr->configs),
+		    cmp_config);
+	if (o->json) {
+		printf("{\"mirror\":");
+		json_str(stdout, kstr_c(o->mirror));
+		printf(",\"includePatterns\":");
+		json_strlist(mi->include_patterns, MAX(mi->include_patterns_n, 0));
+		printf(",\"excludePatterns\":");
+		json_strlist(mi->exclude_patterns, MAX(mi->exclude_patterns_n, 0));
+		printf(",\"configs\":[");
+		for (int32_t i = 0; i < cr->configs_n; i++) {
+			const struct kp_describe_configs_response_describe_configs_resource_result
+			    *k = &cr->configs[i];
+
+			printf("%s{\"name\":", i > 0 ? "," : "");
+			json_str(stdout, k->name);
+			printf(",\"value\":");
+			json_str(stdout, k->is_sensitive ? KSTR_NULL : k->value);
+			printf(",\"sensitive\":%s}", k->is_sensitive ? "true" :
+			    "false");
+		}
+		printf("]}\n");
+		goto out;
+	}
+	printf("Mirror %s\n", o->mirror);
+	text_patterns("Include patterns", mi->include_patterns,
+	    mi->include_patterns_n);
+	text_patterns("Exclude patterns", mi->exclude_patterns,
+	    mi->exclude_patterns_n);
+	printf("Configs:\n");
+	for (int32_t i = 0; i < cr->configs_n; i++) {
+		const struct kp_describe_configs_response_describe_configs_resource_result
+		    *k = &cr->configs[i];
+
+		if (k->is_sensitive)
+			printf("  %.*s=(sensitive)\n", (int)k->name.len, k->name.p);
+		else
+			printf("  %.*s=%.*s\n", (int)k->name.len, k->name.p,
+			    k->value.len > 0 ? (int)k->value.len : 0,
+			    k->value.len > 0 ? k->value.p : "");
+	}
+out:
+	free(frame);
+	free(dframe);
+	karena_free(a);
+	return rc;
+}
+
+/* One --add-config entry: "k=v" ("k=[v,w]" keeps its commas). */
+static void split_config(const char *e, char **k, char **v)
+{
+	const char *eq = strchr(e, '=');
+	size_t vl;
+
+	if (eq == NULL || eq == e)
+		die_usage("--add-config: '%s' is not KEY=VALUE", e);
+	*k = strndup(e, (size_t)(eq - e));
+	eq++;
+	vl = strlen(eq);
+	if (vl >= 2 && eq[0] == '[' && eq[vl - 1] == ']') {
+		eq++;
+		vl -= 2;
+	}
+	*v = strndup(eq, vl);
+	if (*k == NULL || *v == NULL)
+		die_conn("out of memory");
+}
+
+/* IncrementalAlterConfigs (v1) of the mirror: the keys of --mirror-config
+ * FILE and --add-config set, those of --delete-config deleted, the others
+ * kept, all in one change that mirrord validates as CreateMirror's. */
+static int do_alter(struct cli_conn *c, const struct opts *o)
+{
+	struct kp_incremental_alter_configs_request req;
+	struct kp_incremental_alter_configs_request_alter_configs_resource res;
+	struct kp_incremental_alter_configs_request_alterable_config *ops;
+	struct kp_incremental_alter_configs_response resp;
+	struct karena *a = karena_new(MAX_RESPONSE);
+	struct props pr;
+	size_t n = 0, cap;
+	char err[512], **owned;
+	uint8_t *frame;
+	struct kw w;
+	struct kr r;
+	int rc = 0;
+
+	props_init(&pr);
+	if (o->mirror_config != NULL &&
+	    props_parse_file(&pr, o->mirror_config, err, sizeof(err)) < 0)
+		die_usage("--mirror-config: %s", err);
+	cap = pr.n + (size_t)o->add_configs.n + (size_t)o->delete_configs.n;
+	ops = calloc(cap + 1, sizeof(*ops));
+	owned = calloc(2 * cap + 1, sizeof(*owned));
+	if (ops == NULL || owned == NULL || a == NULL)
+		die_conn("out of memory");
+	for (size_t i = 0; i < pr.n; i++) {
+		kp_incremental_alter_configs_request_alterable_config_init(&ops[n]);
+		ops[n].name = kstr_c(pr.names[i]);
+		ops[n].config_operation = IAC_SET;
+		ops[n++].value = kstr_c(pr.values[i]);
+	}
+	for (int i = 0; i < o->add_configs.n; i++) {
+		char *k, *v;
+
+		split_config(o->add_configs.v[i], &k, &v);
+		owned[2 * i] = k;
+		owned[2 * i + 1] = v;
+		kp_incremental_alter_configs_request_alterable_config_init(&ops[n]);
+		ops[n].name = kstr_c(k);
+		ops[n].config_operation = IAC_SET;
+		ops[n++].value = kstr_c(v);
+	}
+	for (int i = 0; i < o->delete_configs.n; i++) {
+		kp_incremental_alter_configs_request_alterable_config_init(&ops[n]);
+		ops[n].name = kstr_c(o->delete_configs.v[i]);
+		ops[n].config_operation = IAC_DELETE;
+		ops[n++].value = KSTR_NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (kstr_cmp(ops[i].name, ops[j].name) == 0)
+				die_usage("config %.*s is given twice (--mirror-config, "
+				    "--add-config, --delete-config)",
+				    (int)ops[i].name.len, ops[i].name.p);
+	kp_incremental_alter_configs_request_init(&req);
+	kp_incremental_alter_configs_request_alter_configs_resource_init(&res);
+	res.resource_type = CONFIG_RESOURCE_MIRROR;
+	res.resource_name = kstr_c(o->mirror);
+	res.configs = ops;
+	res.configs_n = (int32_t)n;
+	req.resources = &res;
+	req.resources_n = 1;
+	kw_init(&w, MAX_RESPONSE);
+	if (kp_incremental_alter_configs_request_encode(&w, 1, &req) < 0 || w.err)
+		die_conn("cannot encode the IncrementalAlterConfigs request: %s",
+		    w.why != NULL ? w.why : "encode error");
+	frame = conn_call(c, KP_API_INCREMENTAL_ALTER_CONFIGS, 1, &w, &r);
+	kw_fini(&w);
+	kp_incremental_alter_configs_response_init(&resp);
+	if (kp_incremental_alter_configs_response_decode(&r, a, 1, &resp) < 0 ||
+	    r.err)
+		die_conn("%s: malformed IncrementalAlterConfigs response: %s",
+		    c->addr, r.why != NULL ? r.why : "decode error");
+	if (resp.responses_n != 1)
+		die_conn("%s: IncrementalAlterConfigs answered %d resources for one",
+		    c->addr, resp.responses_n);
+	if (resp.responses[0].error_code != 0) {
+		print_kafka_error(NULL, resp.responses[0].error_code,
+		    resp.responses[0].error_message);
+		rc = EXIT_KAFKA;
+	} else {
+		printf("Altered the configs of mirror %s: %zu set, %d deleted\n",
+		    o->mirror, n - (size_t)o->delete_configs.n,
+		    o->delete_configs.n);
+	}
+	free(frame);
+	for (size_t i = 0; i < 2 * cap; i++)
+		free(owned[i]);
+	free(owned);
+	free(ops);
+	props_fini(&pr);
+	karena_free(a);
+	return rc;
+}
+
 /* ---- main ---------------------------------------------------------- */
 
 enum {
 	OPT_BOOTSTRAP = 256, OPT_COMMAND_CONFIG, OPT_MIRROR_CONFIG, OPT_MIRROR,
 	OPT_TOPIC, OPT_EXCLUDE, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_RESOLUTION,
-	OPT_SUMMARY, OPT_FAILED, OPT_WAIT,
+	OPT_SUMMARY, OPT_FAILED, OPT_WAIT, OPT_CONFIG, OPT_ADD_CONFIG,
+	OPT_DELETE_CONFIG,
 };
 
 static void set_action(struct opts *o, enum action a)
@@ -1984,6 +2311,10 @@ int main(int argc, char **argv)
 		{ "delete", no_argument, NULL, 'D' },
 		{ "list", no_argument, NULL, 'L' },
 		{ "describe", no_argument, NULL, 'S' },
+		{ "alter", no_argument, NULL, 'T' },
+		{ "config", no_argument, NULL, OPT_CONFIG },
+		{ "add-config", required_argument, NULL, OPT_ADD_CONFIG },
+		{ "delete-config", required_argument, NULL, OPT_DELETE_CONFIG },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -2029,6 +2360,12 @@ int main(int argc, char **argv)
 		case 'D': set_action(&o, ACT_DELETE); break;
 		case 'L': set_action(&o, ACT_LIST); break;
 		case 'S': set_action(&o, ACT_DESCRIBE); break;
+		case 'T': set_action(&o, ACT_ALTER); break;
+		case OPT_CONFIG: o.config = 1; break;
+		case OPT_ADD_CONFIG: strlist_add_configs(&o.add_configs, optarg); break;
+		case OPT_DELETE_CONFIG:
+			strlist_add_configs(&o.delete_configs, optarg);
+			break;
 		case OPT_HELP: usage(stdout); return 0;
 		case OPT_VERSION: printf("kafka-mirrors %s\n", PACKAGE_VERSION); return 0;
 		case ':':
@@ -2044,7 +2381,8 @@ int main(int argc, char **argv)
 		load_command_config(&o);
 	if (o.action == ACT_NONE)
 		die_usage("give one action: --create, --add, --remove, --pause, "
-		    "--resume, --recover, --delete, --list or --describe");
+		    "--resume, --recover, --delete, --list, --describe or "
+		    "--alter");
 	if (o.bootstrap == NULL)
 		die_usage("--bootstrap-server is required");
 	if (o.mirror == NULL && o.action != ACT_LIST && o.action != ACT_DESCRIBE)
@@ -2052,8 +2390,24 @@ int main(int argc, char **argv)
 	if (o.action == ACT_CREATE && o.mirror_config == NULL)
 		die_usage("--create needs --mirror-config FILE (a properties file "
 		    "with at least bootstrap.servers of the source cluster)");
-	if (o.action != ACT_CREATE && o.mirror_config != NULL)
-		die_usage("--mirror-config is only for --create");
+	if (o.action != ACT_CREATE && o.action != ACT_ALTER &&
+	    o.mirror_config != NULL)
+		die_usage("--mirror-config is only for --create and --alter");
+	if (o.action == ACT_ALTER && o.mirror_config == NULL &&
+	    o.add_configs.n == 0 && o.delete_configs.n == 0)
+		die_usage("--alter needs --add-config KEY=VALUE, --delete-config "
+		    "KEY or --mirror-config FILE");
+	if (o.action != ACT_ALTER && (o.add_configs.n > 0 ||
+	    o.delete_configs.n > 0))
+		die_usage("--%s is only for --alter", o.add_configs.n > 0 ?
+		    "add-config" : "delete-config");
+	if (o.config && o.action != ACT_DESCRIBE)
+		die_usage("--config is only for --describe");
+	if (o.config && o.mirror == NULL)
+		die_usage("--describe --config needs --mirror NAME");
+	if (o.config && (o.summary || o.failed))
+		die_usage("--describe --config shows the mirror's settings; "
+		    "--summary and --failed are for its partitions");
 	if ((o.action == ACT_ADD || o.action == ACT_REMOVE ||
 	    o.action == ACT_PAUSE || o.action == ACT_RESUME ||
 	    o.action == ACT_RECOVER) && o.topics.n == 0)
@@ -2090,7 +2444,10 @@ int main(int argc, char **argv)
 	case ACT_RECOVER: rc = do_topics_op(&c, &o); break;
 	case ACT_DELETE: rc = do_delete(&c, &o); break;
 	case ACT_LIST: rc = do_list(&c, &o); break;
-	case ACT_DESCRIBE: rc = do_describe(&c, &o); break;
+	case ACT_DESCRIBE:
+		rc = o.config ? do_describe_config(&c, &o) : do_describe(&c, &o);
+		break;
+	case ACT_ALTER: rc = do_alter(&c, &o); break;
 	default: rc = EXIT_USAGE; break;
 	}
 	clisec_tls_close(c.ssl);
@@ -2102,5 +2459,11 @@ int main(int argc, char **argv)
 	for (int i = 0; i < o.excludes.n; i++)
 		free(o.excludes.v[i]);
 	free(o.excludes.v);
+	for (int i = 0; i < o.add_configs.n; i++)
+		free(o.add_configs.v[i]);
+	free(o.add_configs.v);
+	for (int i = 0; i < o.delete_configs.n; i++)
+		free(o.delete_configs.v[i]);
+	free(o.delete_configs.v);
 	return rc;
 }

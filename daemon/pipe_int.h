@@ -499,14 +499,21 @@ struct pmirror {
 	struct pacl *acl;            /* ACL sync, read-only guard (pipe_acl.c) */
 	int dead;
 	/* Source health as logged (pipe_health.c): down since (wall ms, 0
-	 * up), the last line about it (mono ms), the cause then; when src
-	 * became unusable (wall ms, 0 while usable); errors counted per cause
-	 * since the start, as last given to metrics. */
+	 * up), the last line about it (wall ms), the cause then; when src
+	 * became unusable (wall ms, 0 while usable); when the mirror was
+	 * loaded in this process (wall ms). */
 	int64_t down_since;
 	int64_t down_logged;
 	int down_cause;
 	int64_t unusable_since;
 	int64_t born_ms;
+	/* The mirror's configs were replaced (IncrementalAlterConfigs):
+	 * pm_reconfigure() at the next sweep.  src_gen/src_epochs: the
+	 * metadata generation and epoch support of a source client that was
+	 * dropped, carried into the next one (ppart.src_gone_gen). */
+	int reconf;
+	uint32_t src_gen;
+	int src_epochs;
 };
 
 struct pipeline {

@@ -737,9 +737,50 @@ static void pm_make_src(struct pmirror *pm, const char *const *cn,
 		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's "
 		    "source cannot be used: %s", msg);
 	}
-	else
+	else {
 		pcluster_set_refresh_ms(pm->src,
 		    pm->conf->metadata_refresh_interval_ms);
+		/* After a dropped client: a partition waiting for a Metadata
+		 * answer newer than the old one's still waits for one. */
+		pm->src->md_gen = pm->src_gen;
+		pm->src->md_epochs = pm->src_epochs;
+	}
+}
+
+/*
+ * Closes the source client for one made from new configs.  Its requests
+ * fail now, as on a closed connection, while pm->src still names it
+ * (dying): Fetches in flight leave their partitions to be fetched again
+ * from src_fetch, the other steps are retried.  No partition's position,
+ * queue or batches in flight to the destination change; the leaders
+ * cached from it are forgotten.
+ */
+static void pm_drop_src(struct pmirror *pm)
+{
+	if (pm->src == NULL)
+		return;
+	pm->src_gen = pm->src->md_gen;
+	pm->src_epochs = pm->src->md_epochs;
+	pcluster_free(pm->src);
+	pm->src = NULL;
+	for (size_t i = 0; i < pm->nparts; i++) {
+		pm->parts[i]->src_leader = NULL;
+		pm->parts[i]->src_md_gen = 0;
+	}
+}
+
+/* 1 if a and b make the same source client (bootstrap.servers and the
+ * client properties, in order): then the running client is kept. */
+static int same_client(const struct mirrorconf *a, const struct mirrorconf *b)
+{
+	if (strcmp(a->bootstrap_servers, b->bootstrap_servers) != 0 ||
+	    a->client_n != b->client_n)
+		return 0;
+	for (size_t i = 0; i < a->client_n; i++)
+		if (strcmp(a->client_names[i], b->client_names[i]) != 0 ||
+		    strcmp(a->client_values[i], b->client_values[i]) != 0)
+			return 0;
+	return 1;
 }
 
 #define FILES_RETRY_MIN_MS 5000
@@ -813,12 +854,16 @@ static void pm_configured(struct pmirror *pm, char **values, const char *err)
 	size_t cnum;
 	int16_t code;
 	char msg[512];
+	struct mirrorconf *old = pm->conf;
 
-	mirrorconf_free(pm->conf);
+	/* Replaced configs (pm_reconfigure()) are decided on below, with
+	 * the old ones still at hand. */
 	pm->conf = NULL;
 	if ((names = calloc(m->nconfigs + 1, sizeof(*names))) == NULL) {
 		snprintf(pm->unusable, sizeof(pm->unusable), "out of memory");
 		secrets_values_free(values, m->nconfigs);
+		pm_drop_src(pm);
+		mirrorconf_free(old);
 		return;
 	}
 	for (size_t i = 0; i < m->nconfigs; i++)
@@ -846,6 +891,8 @@ static void pm_configured(struct pmirror *pm, char **values, const char *err)
 		    FILES_RETRY_MAX_MS);
 		pm->files_retry_at = clock_mono_ms() + pm->files_backoff_ms;
 		free(names);
+		pm_drop_src(pm);
+		mirrorconf_free(old);
 		return;
 	}
 	if (pm->resolve_failed) {
@@ -860,15 +907,54 @@ static void pm_configured(struct pmirror *pm, char **values, const char *err)
 		pm->conf = NULL;
 		snprintf(pm->unusable, sizeof(pm->unusable), "the mirror's configs "
 		    "do not parse: %s", msg);
-	} else if (srcfiles_count(pm->conf) > 0) {
-		/* Files named over the wire: never read on the loop. */
-		pm_load_files(pm);
+		pm_drop_src(pm);
+	} else if (pm->src != NULL && old != NULL && same_client(old, pm->conf)) {
+		/* Only mirror.* options changed: they are read at each use. */
+		pcluster_set_refresh_ms(pm->src,
+		    pm->conf->metadata_refresh_interval_ms);
+		log_info("mirror %s: new configs in force; the source client "
+		    "is unchanged", m->name);
 	} else {
-		mirrorconf_client_pairs(pm->conf, &cn, &cv, &cnum);
-		pm_make_src(pm, cn, cv, cnum);
+		if (pm->src != NULL)
+			log_info("mirror %s: the source client is made again from "
+			    "the new configs; every partition goes on from its "
+			    "position", m->name);
+		pm_drop_src(pm);
+		if (srcfiles_count(pm->conf) > 0) {
+			/* Files named over the wire: never read on the loop. */
+			pm_load_files(pm);
+		} else {
+			mirrorconf_client_pairs(pm->conf, &cn, &cv, &cnum);
+			pm_make_src(pm, cn, cv, cnum);
+		}
 	}
+	mirrorconf_free(old);
 	free(names);
 	secrets_values_free(values, m->nconfigs);
+}
+
+static void pm_configure(struct pmirror *pm);
+
+/*
+ * The mirror's configs were replaced: resolved and parsed again; the
+ * source client is kept when its settings did not change, made again
+ * otherwise (pm_configured()).  A read of the old configs' files or
+ * references still going is cancelled.
+ */
+static void pm_reconfigure(struct pmirror *pm)
+{
+	pm->reconf = 0;
+	if (pm->dead || pm->m == NULL)
+		return;
+	srcfiles_cancel(pm->files);
+	pm->files = NULL;
+	secrets_resolve_cancel(pm->resolving);
+	pm->resolving = NULL;
+	pm->files_failed = 0;
+	pm->resolve_failed = 0;
+	pm->files_backoff_ms = 0;
+	pm->unusable[0] = '\0';
+	pm_configure(pm);
 }
 
 static void pm_resolved_cb(void *arg, const char *err,
@@ -1402,6 +1488,8 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 	for (size_t i = 0; i < pl->nmirrors; i++) {
 		struct pmirror *pm = pl->mirrors[i];
 
+		if (pm->reconf)
+			pm_reconfigure(pm);
 		if (pm->src == NULL && pm->resolving != NULL)
 			continue;   /* the files its references name are being read */
 		if (pm->src == NULL && pm->files != NULL) {
@@ -1800,6 +1888,12 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 		pm = pm_find(pl, ev->mirror);
 		if (pm != NULL && pm->src != NULL)
 			pcluster_want_metadata(pm->src);
+		break;
+	case MSTATE_EV_CONFIGS:
+		/* Applied at the next sweep, on the loop (pm_reconfigure()). */
+		pm = pm_find(pl, ev->mirror);
+		if (pm != NULL)
+			pm->reconf = 1;
 		break;
 	default:
 		break;

@@ -371,6 +371,28 @@ static int resolve_values(const char *mirror, const char *const *names,
 	return 0;
 }
 
+int secrets_open_stored(const char *mirror, const char *name,
+    const char *stored, char **out, char *err, size_t errlen)
+{
+	char why[512];
+
+	*out = NULL;
+	if (stored == NULL)
+		return 0;
+	if (secretbox_is_sealed(stored)) {
+		if (open_sealed(mirror, name, stored, out, why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s: cannot decrypt it: %s", name, why);
+			return -1;
+		}
+		return 0;
+	}
+	if ((*out = strdup(stored)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 int secrets_mirror_values(const struct mirror *m, char ***values, char *err,
     size_t errlen)
 {

@@ -61,6 +61,15 @@ int secrets_check_wire(const char *name, const char *value, char *err,
 int secrets_mirror_values(const struct mirror *m, char ***values, char *err,
     size_t errlen);
 /*
+ * One stored value of mirror's config name as the operator gave it: a
+ * sealed value opened, anything else (references included) copied.  For
+ * validating a mirror's configs again (IncrementalAlterConfigs).  0 with
+ * *out (free it with secrets_values_free(out, 1) semantics: wiped), or -1
+ * with err naming the config, never the secret.
+ */
+int secrets_open_stored(const char *mirror, const char *name,
+    const char *stored, char **out, char *err, size_t errlen);
+/*
  * 1 if m's references name files (file and dir providers): then resolve
  * them with secrets_resolve_start(), which reads those files off the
  * loop; secrets_mirror_values() refuses to read a file on the loop.

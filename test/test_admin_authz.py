@@ -181,6 +181,9 @@ for m in ("prod-x", "dev-secret-1"):
     eq(r.returncode, 0, "super user creates %s (stderr: %s)" % (m, r.stderr))
 anon.ok("--add", "--mirror", "prod-x", "--topic", "orders")
 eq(anon.listed(), ["dev-secret-1", "prod-x"], "a super user lists every mirror")
+h.check("bootstrap.servers=" in anon.ok("--describe", "--mirror", "prod-x",
+                                        "--config").stdout,
+        "a super user describes a mirror's configs")
 
 # ---- the rules for anonymous clients --------------------------------------
 set_authorization(d, RULES)
@@ -207,6 +210,13 @@ anon.refused(anon.cli("--delete", "--mirror", "prod-x"),
 # A mirror that does not exist is refused the same way (no existence leak).
 anon.refused(anon.cli("--delete", "--mirror", "prod-ghost"),
              "alter", "prod-ghost", "DeleteMirror")
+# A mirror's configs need describe_configs and alter_configs, which
+# describe and alter do not imply (as in Kafka).
+anon.refused(anon.cli("--describe", "--mirror", "prod-x", "--config"),
+             "describe_configs", "prod-x", "DescribeConfigs")
+anon.refused(anon.cli("--alter", "--mirror", "dev-secret-1", "--add-config",
+                      "mirror.fetch.wait.max.ms=300"),
+             "alter_configs", "dev-secret-1", "IncrementalAlterConfigs")
 topics = {p["topic"] for p in json.loads(
     anon.ok("--describe", "--json", "--mirror", "prod-x").stdout)}
 eq(topics, {"orders"}, "prod-x's topics after the refused operations")

@@ -237,7 +237,7 @@ START_TEST(test_config_errors)
 		"t.yaml:4:17: authorization.super_users: 'admin' is not a principal: expected Type:name, such as User:alice",
 		"t.yaml:4:24: authorization.super_users: 'User:*': a wildcard cannot be a super user; allow all on '*' in authorization.acls instead",
 		"t.yaml:6:18: authorization.acls[0].principal: '*' is not a principal; write User:* for every user",
-		"t.yaml:7:30: authorization.acls[0].operations: 'write' is not an operation: expected describe, alter or all",
+		"t.yaml:7:30: authorization.acls[0].operations: 'write' is not an operation: expected describe, alter, describe_configs, alter_configs or all",
 		"t.yaml:8:17: authorization.acls[0].mirrors: 'pro*d': '*' may only end a mirror pattern (prod-* matches every mirror whose name starts with prod-)",
 		"t.yaml:9:19: authorization.acls[0].permission: 'maybe' is not allow or deny",
 		"t.yaml:10:8: authorization.acls[1].principle: unknown rule key; did you mean principal?",
@@ -281,7 +281,8 @@ START_TEST(test_config_errors)
 	ck_assert_ptr_null(cfg);
 	ck_assert_uint_eq(errs.n, 1);
 	ck_assert_str_eq(errs.v[0].text, "t.yaml:5:39: authorization.acls[0].operations: expected a "
-	    "list of describe, alter or all, got an empty list");
+	    "list of describe, alter, describe_configs, alter_configs or all, got an "
+	    "empty list");
 }
 END_TEST
 
@@ -302,7 +303,8 @@ START_TEST(test_dump_round_trip)
 	ck_assert_int_eq(a->authorization_enabled, CONFIG_AUTHZ_TRUE);
 	ck_assert_uint_eq(a->authorization_acls.n, 2);
 	ck_assert_int_eq(a->authorization_acls.v[1].deny, 1);
-	ck_assert_uint_eq(a->authorization_acls.v[1].ops, AUTHZ_OP_ALL);
+	ck_assert_uint_eq(a->authorization_acls.v[1].ops,
+	    AUTHZ_OP_BIT(AUTHZ_DESCRIBE) | AUTHZ_OP_BIT(AUTHZ_ALTER));
 	f = open_memstream(&text, &len);
 	config_dump(a, f);
 	fclose(f);

@@ -248,26 +248,31 @@ START_TEST(test_api_table)
 	ck_assert_int_eq(kp_request_header_version(97, 0), -1);
 
 	/* What the listener advertises: ApiVersions, Metadata, SaslHandshake,
-	 * SaslAuthenticate, the mirror RPCs. */
+	 * DescribeConfigs, SaslAuthenticate, IncrementalAlterConfigs (a
+	 * mirror's configs), the mirror RPCs. */
 	{
 		struct kp_api_versions_response_api_version av[16];
 		size_t n = kp_served_api_versions(av, ARRAY_SIZE(av));
 
-		ck_assert_uint_eq(n, 13);
+		ck_assert_uint_eq(n, 15);
 		ck_assert_int_eq(av[0].api_key, 3);
 		ck_assert_int_eq(av[0].max_version, 12);
 		ck_assert_int_eq(av[1].api_key, 17);
 		ck_assert_int_eq(av[1].max_version, 1);
 		ck_assert_int_eq(av[2].api_key, 18);
 		ck_assert_int_eq(av[2].max_version, 3);
-		ck_assert_int_eq(av[3].api_key, 36);
-		ck_assert_int_eq(av[3].min_version, 0);
-		ck_assert_int_eq(av[3].max_version, 2);
-		ck_assert_int_eq(av[4].api_key, 94);
-		ck_assert_int_eq(av[11].api_key, 104);
-		ck_assert_int_eq(av[12].api_key, 105);
+		ck_assert_int_eq(av[3].api_key, 32);
+		ck_assert_int_eq(av[3].max_version, 4);
+		ck_assert_int_eq(av[4].api_key, 36);
+		ck_assert_int_eq(av[4].min_version, 0);
+		ck_assert_int_eq(av[4].max_version, 2);
+		ck_assert_int_eq(av[5].api_key, 44);
+		ck_assert_int_eq(av[5].max_version, 1);
+		ck_assert_int_eq(av[6].api_key, 94);
+		ck_assert_int_eq(av[13].api_key, 104);
+		ck_assert_int_eq(av[14].api_key, 105);
 		ck_assert_str_eq(kp_api_name(105), "RecoverMirrorTopics");
-		ck_assert_uint_eq(kp_served_api_versions(av, 2), 13); /* count beyond room */
+		ck_assert_uint_eq(kp_served_api_versions(av, 2), 15); /* count beyond room */
 		ck_assert(kp_api_served(18, 3));
 		ck_assert(!kp_api_served(18, 4));
 		ck_assert(!kp_api_served(0, 3)); /* Produce: the codec knows it, mirrord does not serve it */
@@ -627,7 +632,7 @@ START_TEST(test_unknown_tags_skipped)
 	static const uint8_t body[] = { 0x02, 0x03, 'm', '1',
 		0x02, 0x05, 0x03, 0xaa, 0xbb, 0xcc, 0xc8, 0x01, 0x00 };
 	/*
-	 * DescribeMirrors v0 response with an unknown tag 9 inside the
+	 * DescribeMirrors v0 response with an unknown tag 99 inside the
 	 * partition next to the known tag 1, and tag 0 absent.
 	 */
 	static const uint8_t resp[] = {
@@ -638,7 +643,7 @@ START_TEST(test_unknown_tags_skipped)
 		0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0,
 		0x02, 'X', 0x00,                     /* state "X", null message */
 		0x02, 0x01, 0x08, 0, 0, 0, 0, 0, 0, 0, 0x2a, /* tag 1 = 42 */
-		0x09, 0x02, 0xde, 0xad,              /* unknown tag 9 */
+		0x63, 0x02, 0xde, 0xad,              /* unknown tag 99 */
 		0x00, 0x00, 0x00 };                  /* topic, mirror, body tags */
 	struct kp_describe_mirrors_request rq;
 	struct kp_describe_mirrors_response rs;

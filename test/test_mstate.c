@@ -643,6 +643,7 @@ START_TEST(test_patterns)
 	const char *bad[] = { "(" };
 	struct mirror *m;
 	char res[1024] = "";
+	int what;
 
 	mk_mirror("m");
 	CODE(mstate_add_patterns(F.st, "x", inc, 2, NULL, 0, F.msg,
@@ -670,21 +671,46 @@ START_TEST(test_patterns)
 	mk_topic("m", "orders.eu", 1);
 	mk_topic("m", "orders.us", 1);
 	mk_topic("m", "audit", 1);
-	CODE(mstate_remove_pattern(F.st, "m", "orders\\..*", result_cb, res,
-	    F.msg, sizeof(F.msg)), 0);
-	ck_assert_str_eq(res, "orders.eu=0;orders.us=0;");
+	/* Not an include: the matching topics stop and it is excluded. */
+	CODE(mstate_remove_pattern(F.st, "m", "orders\\.e.*", result_cb, res,
+	    &what, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(what, MSTATE_PAT_EXCLUDE_ADDED);
+	ck_assert_str_eq(res, "orders.eu=0;");
 	ck_assert_str_eq(mtopic_state_name(topic("m", "orders.eu")),
 	    "STOPPING");
 	ck_assert_str_eq(mtopic_state_name(topic("m", "audit")), "PREPARING");
 	ck_assert_uint_eq(m->nexcludes, 2);
-	ck_assert_str_eq(m->excludes[1], "orders\\..*");
+	ck_assert_str_eq(m->excludes[1], "orders\\.e.*");
 	ck_assert(!mirror_wants_topic(m, "orders.eu"));
-	/* Again: the topics are STOPPING now, 142 each. */
+	/* Again: the topic is STOPPING now (142), the exclude kept. */
 	res[0] = '\0';
-	CODE(mstate_remove_pattern(F.st, "m", "orders\\..*", result_cb, res,
-	    F.msg, sizeof(F.msg)), 0);
-	ck_assert_str_eq(res, "orders.eu=142;orders.us=142;");
+	CODE(mstate_remove_pattern(F.st, "m", "orders\\.e.*", result_cb, res,
+	    &what, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(what, MSTATE_PAT_EXCLUDE_KEPT);
+	ck_assert_str_eq(res, "orders.eu=142;");
+	/* A saved include pattern is removed, not excluded, and its
+	 * topics stop. */
+	res[0] = '\0';
+	n = log_records();
+	CODE(mstate_remove_pattern(F.st, "m", inc[0], result_cb, res,
+	    &what, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(what, MSTATE_PAT_INCLUDE_REMOVED);
+	ck_assert_str_eq(res, "orders.eu=142;orders.us=0;");
+	ck_assert_uint_eq(m->nincludes, 1);
+	ck_assert_str_eq(m->includes[0], "audit");
+	ck_assert_uint_eq(m->nexcludes, 2);
+	ck_assert(!mirror_wants_topic(m, "orders.new"));
+	/* Neither, and matching nothing: refused, nothing written. */
+	n = log_records();
+	CODE(mstate_remove_pattern(F.st, "m", "zzz.*", result_cb, res,
+	    &what, F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("pattern 'zzz.*' is not an include pattern of cluster mirror "
+	    "'m' and matches none of its topics; nothing was changed (its "
+	    "include patterns are 'audit')");
+	ck_assert_uint_eq(log_records(), n);
 	reopen_same();
+	m = mstate_mirror_find(F.st, "m");
+	ck_assert_uint_eq(m->nincludes, 1);
 }
 END_TEST
 

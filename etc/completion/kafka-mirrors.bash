@@ -3,7 +3,8 @@
 # named kafka-mirrors.sh) so that bash-completion loads it on first use.
 #
 # Options and their arguments complete from the program's own list; mirror
-# names (--mirror) and topic names (--topic, with --mirror given) are asked
+# names (--mirror), topic names (--topic, with --mirror given) and a
+# mirror's config keys (--delete-config, with --mirror given) are asked
 # of mirrord itself when --bootstrap-server is already on the line, with
 # --command-config if given, and at most 3 seconds spent waiting.
 
@@ -80,7 +81,16 @@ _kafka_mirrors()
 		COMPREPLY=($(compgen -W "skip-over preserve" -- "$cur"))
 		return
 		;;
-	--bootstrap-server)
+	--delete-config)
+		# The keys the mirror has (--describe --config lists "  key=value").
+		local mirror names
+		mirror=$(_kafka_mirrors_arg --mirror) || return 0
+		names=$(_kafka_mirrors_query --describe --config --mirror "$mirror" |
+		    awk '/^  [^ ]+=/ { sub(/^  /, ""); sub(/=.*/, ""); print }')
+		COMPREPLY=($(compgen -W "$names" -- "$cur"))
+		return
+		;;
+	--bootstrap-server | --add-config)
 		return
 		;;
 	esac
@@ -89,7 +99,8 @@ _kafka_mirrors()
 	opts="--bootstrap-server --command-config --mirror-config --mirror
 	    --topic --topics --exclude --json --summary --failed --wait --resolution
 	    --create --add --start --remove --stop --pause --resume --recover
-	    --delete --list --describe --help --version"
+	    --delete --list --describe --alter --config --add-config
+	    --delete-config --help --version"
 	COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 }
 

@@ -335,10 +335,13 @@ int authz_allowed(const struct authz *az, const char *principal,
 		const struct authz_rule *r = &az->rules[i];
 		unsigned ops = r->ops;
 
-		/* Allowing alter implies describe (Kafka's implication);
-		 * denying alter does not deny describe. */
+		/* Allowing alter implies describe, alter_configs implies
+		 * describe_configs (Kafka's implications); a deny implies
+		 * nothing. */
 		if (!r->deny && (ops & AUTHZ_OP_BIT(AUTHZ_ALTER)))
 			ops |= AUTHZ_OP_BIT(AUTHZ_DESCRIBE);
+		if (!r->deny && (ops & AUTHZ_OP_BIT(AUTHZ_ALTER_CONFIGS)))
+			ops |= AUTHZ_OP_BIT(AUTHZ_DESCRIBE_CONFIGS);
 		if (!(ops & bit) || (r->deny ? 0 : allow != NULL) ||
 		    !principal_matches(r, principal) || !mirror_matches(r, mirror))
 			continue;
@@ -371,7 +374,8 @@ int authz_may_alter_some(const struct authz *az, const char *principal)
 	for (size_t i = 0; i < az->nrules; i++) {
 		const struct authz_rule *r = &az->rules[i];
 
-		if (r->deny || !(r->ops & AUTHZ_OP_BIT(AUTHZ_ALTER)) ||
+		if (r->deny || !(r->ops & (AUTHZ_OP_BIT(AUTHZ_ALTER) |
+		    AUTHZ_OP_BIT(AUTHZ_ALTER_CONFIGS))) ||
 		    !principal_matches(r, principal))
 			continue;
 		/* The name itself, or the bare prefix ("" for "*"). */
@@ -381,7 +385,9 @@ int authz_may_alter_some(const struct authz *az, const char *principal)
 			if (n > 0 && r->pat[j][n - 1] == '*')
 				n--;
 			snprintf(probe, sizeof(probe), "%.*s", (int)n, r->pat[j]);
-			if (authz_allowed(az, principal, AUTHZ_ALTER, probe, NULL, 0))
+			if (authz_allowed(az, principal, AUTHZ_ALTER, probe, NULL, 0) ||
+			    authz_allowed(az, principal, AUTHZ_ALTER_CONFIGS, probe,
+			    NULL, 0))
 				return 1;
 		}
 	}

@@ -10,11 +10,15 @@
  * it came from may be freed.
  *
  * Operations (the ACL vocabulary, as Kafka's resource operations):
- *   describe  ListMirrors, DescribeMirrors
- *   alter     CreateMirror, AddTopicsToMirror, RemoveTopicsFromMirror,
- *             PauseMirrorTopics, ResumeMirrorTopics, DeleteMirror
- * "all" in a rule stands for both.  As in Kafka, allowing alter implies
- * allowing describe; denying alter does not deny describe.
+ *   describe          ListMirrors, DescribeMirrors
+ *   alter             CreateMirror, AddTopicsToMirror, RemoveTopicsFromMirror,
+ *                     PauseMirrorTopics, ResumeMirrorTopics,
+ *                     RecoverMirrorTopics, DeleteMirror
+ *   describe_configs  DescribeConfigs of a mirror (CLUSTER_MIRROR, 64)
+ *   alter_configs     IncrementalAlterConfigs of a mirror
+ * "all" in a rule stands for every one.  As in Kafka, allowing alter
+ * implies allowing describe and allowing alter_configs implies
+ * describe_configs; a deny implies nothing.
  *
  * Decision for (principal, operation, mirror), when authorization is on:
  *   1. a super user is allowed everything;
@@ -42,7 +46,9 @@ struct authz;
 /* Operations: id, name. */
 #define AUTHZ_OPS(X) \
 	X(DESCRIBE, "describe") \
-	X(ALTER, "alter")
+	X(ALTER, "alter") \
+	X(DESCRIBE_CONFIGS, "describe_configs") \
+	X(ALTER_CONFIGS, "alter_configs")
 
 enum authz_op {
 #define X(e, s) AUTHZ_##e,
@@ -64,7 +70,7 @@ const char *authz_op_name(enum authz_op op);
 
 /* ---- validation helpers (daemonconf) -------------------------------------- */
 
-/* "describe", "alter" or "all" into a mask of AUTHZ_OP_BIT()s; -1 if none. */
+/* An operation's name or "all" into a mask of AUTHZ_OP_BIT()s; -1 if none. */
 int authz_parse_op(const char *s, unsigned *mask);
 /*
  * 0 if s is a principal "Type:name" (User:alice, User:CN=host,O=org); with

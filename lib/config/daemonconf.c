@@ -249,7 +249,7 @@ const struct ckey config_keys[] = {
 	  "- principal: \"User:*\"\n  operations: [describe]\n  mirrors: [\"*\"]\n  permission: allow",
 	  "Authorization rules, a list of mappings with four keys. "
 	  "The key principal names whom the rule is for: User:alice, or User:* for every user, User:ANONYMOUS included. "
-	  "The key operations lists describe (ListMirrors, DescribeMirrors), alter (CreateMirror, AddTopicsToMirror, RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics, DeleteMirror) or all; allowing alter also allows describe. "
+	  "The key operations lists describe (ListMirrors, DescribeMirrors), alter (CreateMirror, AddTopicsToMirror, RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics, RecoverMirrorTopics, DeleteMirror), describe_configs (DescribeConfigs of a mirror: kafka-mirrors --describe --config), alter_configs (IncrementalAlterConfigs of a mirror: kafka-mirrors --alter) or all; allowing alter also allows describe, and allowing alter_configs also allows describe_configs. "
 	  "The key mirrors lists mirror names, prefixes ending in * (prod-*), or * for every mirror. "
 	  "The key permission is allow or deny, and a deny rule that matches wins over any allow rule. "
 	  "ListMirrors and DescribeMirrors without names leave out the mirrors the principal may not describe; a mirror named in a request the principal may not make is answered with CLUSTER_MIRROR_AUTHORIZATION_FAILED (144), logged with the principal and peer, and counted in mirrord_admin_authorization_denied_total." },
@@ -1478,7 +1478,7 @@ static int load_acl(struct lctx *c, const char *rpath, const yaml_node_t *v,
 		if (vn->type == YAML_MAPPING_NODE ||
 		    (vn->type == YAML_SCALAR_NODE && scalar_is_null(vn)) || list_len(vn) == 0) {
 			lerr(c, MARK(vn), path, "expected a list of %s, got %s",
-			    f == 1 ? "describe, alter or all" : "mirror names, prefixes ending in * or *",
+			    f == 1 ? "describe, alter, describe_configs, alter_configs or all" : "mirror names, prefixes ending in * or *",
 			    vn->type == YAML_MAPPING_NODE ? "a mapping" :
 			    vn->type == YAML_SEQUENCE_NODE ? "an empty list" : "nothing");
 			bad = 1;
@@ -1494,12 +1494,12 @@ static int load_acl(struct lctx *c, const char *rpath, const yaml_node_t *v,
 			unsigned m;
 
 			if (n == NULL || (s = list_text(c, n, path, f == 1 ?
-			    "operations (describe, alter or all)" : "mirror patterns")) == NULL) {
+			    "operations (describe, alter, describe_configs, alter_configs or all)" : "mirror patterns")) == NULL) {
 				bad = 1;
 				continue;
 			}
 			if (f == 1 && authz_parse_op(s, &m) < 0) {
-				lerr(c, MARK(n), path, "'%.64s' is not an operation: expected describe, alter or all", s);
+				lerr(c, MARK(n), path, "'%.64s' is not an operation: expected describe, alter, describe_configs, alter_configs or all", s);
 				bad = 1;
 			} else if (f == 1) {
 				a->ops |= m;

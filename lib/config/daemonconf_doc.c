@@ -113,15 +113,24 @@ static void format_strv(char *const *v, size_t n, char *buf, size_t len, size_t 
 	put(buf, len, used, "]", 0);
 }
 
-static const char *acl_ops_text(unsigned ops)
+/* The operations of a rule as a flow list: [all], or each by name. */
+static void format_ops(unsigned ops, char *buf, size_t len, size_t *used)
 {
-	if (ops == AUTHZ_OP_ALL)
-		return "[all]";
-	if (ops == AUTHZ_OP_BIT(AUTHZ_DESCRIBE))
-		return "[describe]";
-	if (ops == AUTHZ_OP_BIT(AUTHZ_ALTER))
-		return "[alter]";
-	return "[]";
+	int k = 0;
+
+	if (ops == AUTHZ_OP_ALL) {
+		put(buf, len, used, "[all]", 0);
+		return;
+	}
+	put(buf, len, used, "[", 0);
+	for (int op = 0; op < AUTHZ_OP_COUNT; op++) {
+		if (!(ops & AUTHZ_OP_BIT(op)))
+			continue;
+		if (k++ > 0)
+			put(buf, len, used, ", ", 0);
+		put(buf, len, used, authz_op_name((enum authz_op)op), 0);
+	}
+	put(buf, len, used, "]", 0);
 }
 
 /* One rule as a flow mapping. */
@@ -130,7 +139,7 @@ static void format_acl(const struct config_acl *a, char *buf, size_t len, size_t
 	put(buf, len, used, "{principal: ", 0);
 	put(buf, len, used, a->principal, 1);
 	put(buf, len, used, ", operations: ", 0);
-	put(buf, len, used, acl_ops_text(a->ops), 0);
+	format_ops(a->ops, buf, len, used);
 	put(buf, len, used, ", mirrors: ", 0);
 	format_strv(a->mirrors, a->nmirrors, buf, len, used);
 	put(buf, len, used, a->deny ? ", permission: deny}" : ", permission: allow}", 0);
@@ -264,7 +273,10 @@ void config_dump(const struct config *cfg, FILE *out)
 
 				fputs("    - principal: ", out);
 				yaml_scalar(out, a->principal);
-				fprintf(out, "\n      operations: %s\n", acl_ops_text(a->ops));
+				list[0] = '\0';
+				format_ops(a->ops, list, sizeof(list), &used);
+				fprintf(out, "\n      operations: %s\n", list);
+				used = 0;
 				list[0] = '\0';
 				format_strv(a->mirrors, a->nmirrors, list, sizeof(list), &used);
 				/* A list too long for one flow line goes in block style. */

@@ -71,6 +71,9 @@ enum mrec_type {
 
 #define MREC_INCLUDE 0
 #define MREC_EXCLUDE 1
+/* MIRROR_PATTERN: the include pattern str is removed (RemoveTopicsFromMirror
+ * naming a saved include pattern). */
+#define MREC_INCLUDE_DEL 2
 /* TOPIC_IDENT kinds: the field of the topic the string sets (null clears);
  * the values are MTOPIC_IDENT_* of mstate.h. */
 #define MREC_F_RESTART 0x01  /* TOPIC_ADD: STOPPED partitions restart */

@@ -366,6 +366,7 @@ enum mstate_ev_kind {
 	MSTATE_EV_OWNER,            /* a partition's owner changed (part, why =
 	                             * the previous owner, NULL for nobody) */
 	MSTATE_EV_MEMBERS,          /* a cluster-members record was applied */
+	MSTATE_EV_CONFIGS,          /* the mirror's configs were replaced */
 };
 
 struct mstate_event {
@@ -469,11 +470,37 @@ int mstate_remove_topic(struct mstate *st, const char *mirror,
 /* Per-topic outcome of mstate_remove_pattern(). */
 typedef void (*mstate_topic_result_fn)(void *arg, const char *topic,
     int code, const char *msg);
-/* Adds pattern to the mirror's excludes, then removes every topic of the
- * mirror whose name it matches, reporting each through cb. */
+/* What mstate_remove_pattern() did with the pattern itself. */
+#define MSTATE_PAT_INCLUDE_REMOVED 1   /* it was a saved include: removed */
+#define MSTATE_PAT_EXCLUDE_ADDED 2     /* added to the excludes */
+#define MSTATE_PAT_EXCLUDE_KEPT 3      /* already an exclude: unchanged */
+/*
+ * RemoveTopicsFromMirror's pattern.  A pattern equal to one of the
+ * mirror's include patterns removes that include (discovery no longer
+ * adds what it matches); any other pattern is added to the excludes.
+ * Then every topic of the mirror whose name it matches is removed, each
+ * reported through cb.  A pattern that is no include, no exclude yet,
+ * and matches none of the mirror's topics changes nothing: 42
+ * INVALID_REQUEST saying so and naming the include patterns.  *what gets
+ * MSTATE_PAT_*.
+ */
 int mstate_remove_pattern(struct mstate *st, const char *mirror,
-    const char *pattern, mstate_topic_result_fn cb, void *arg, char *msg,
-    size_t msglen);
+    const char *pattern, mstate_topic_result_fn cb, void *arg, int *what,
+    char *msg, size_t msglen);
+/* Removes an include pattern (absent: 0, nothing written). */
+int mstate_remove_include(struct mstate *st, const char *mirror,
+    const char *pattern, char *msg, size_t msglen);
+/*
+ * Replaces the mirror's configs (IncrementalAlterConfigs; the caller has
+ * validated them as CreateMirror's are).  fresh[i] is 1 for a value from
+ * the request (a secret is sealed), 0 for one kept as stored (sealed
+ * already, or sealed now if the log held it in clear).  Checks: names
+ * given, none twice, bootstrap.servers set; 42 INVALID_REQUEST naming
+ * what is wrong.  One mirror-configs record.
+ */
+int mstate_set_mirror_configs(struct mstate *st, const char *mirror,
+    const struct mcfg *configs, const int *fresh, size_t nconfigs,
+    char *msg, size_t msglen);
 int mstate_pause_topic(struct mstate *st, const char *mirror,
     const char *topic, char *msg, size_t msglen);
 int mstate_resume_topic(struct mstate *st, const char *mirror,

@@ -227,8 +227,8 @@ static int apply_mirror_create(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
-/* The sealed form of a mirror's configs (the start-up migration): the
- * same configs, secrets no longer in clear. */
+/* A mirror's configs replaced: the sealed form of the same configs (the
+ * start-up migration), or an operator's IncrementalAlterConfigs. */
 static int apply_mirror_configs(struct apply *a, const struct mrec *r)
 {
 	struct mirror *m = need_mirror(a, r);
@@ -245,6 +245,10 @@ static int apply_mirror_configs(struct apply *a, const struct mrec *r)
 	free_configs(m->configs, m->nconfigs);
 	m->configs = c;
 	m->nconfigs = n;
+	if (a->live)
+		log_info("mirror %s: configs replaced (%zu)", m->name, n);
+	struct mstate_event ev = { .kind = MSTATE_EV_CONFIGS, .mirror = m };
+	mstate_emit(a->st, a->live, &ev);
 	return 0;
 }
 
@@ -298,6 +302,30 @@ static int apply_mirror_source(struct apply *a, const struct mrec *r)
 	return 0;
 }
 
+/* An include pattern removed (absent: nothing to do). */
+static int remove_include(struct apply *a, struct mirror *m, struct kstr pat)
+{
+	size_t i = 0;
+
+	while (i < m->nincludes && mstate_kcmp(pat, m->includes[i]) != 0)
+		i++;
+	if (i == m->nincludes)
+		return 0;
+	if (a->live)
+		log_info("mirror %s: include pattern '%s' removed", m->name,
+		    m->includes[i]);
+	free(m->includes[i]);
+	tpattern_free(m->include_re[i]);
+	memmove(m->includes + i, m->includes + i + 1,
+	    (m->nincludes - i - 1) * sizeof(*m->includes));
+	memmove(m->include_re + i, m->include_re + i + 1,
+	    (m->nincludes - i - 1) * sizeof(*m->include_re));
+	m->nincludes--;
+	struct mstate_event ev = { .kind = MSTATE_EV_PATTERNS, .mirror = m };
+	mstate_emit(a->st, a->live, &ev);
+	return 0;
+}
+
 static int apply_mirror_pattern(struct apply *a, const struct mrec *r)
 {
 	struct mirror *m = need_mirror(a, r);
@@ -309,10 +337,13 @@ static int apply_mirror_pattern(struct apply *a, const struct mrec *r)
 
 	if (m == NULL)
 		return -1;
-	if (r->kind != MREC_INCLUDE && r->kind != MREC_EXCLUDE)
+	if (r->kind != MREC_INCLUDE && r->kind != MREC_EXCLUDE &&
+	    r->kind != MREC_INCLUDE_DEL)
 		FAIL(a, "mirror %s: pattern kind %d", m->name, r->kind);
 	if (r->str.len <= 0)
 		FAIL(a, "mirror %s: empty pattern", m->name);
+	if (r->kind == MREC_INCLUDE_DEL)
+		return remove_include(a, m, r->str);
 	list = r->kind == MREC_INCLUDE ? &m->includes : &m->excludes;
 	res = r->kind == MREC_INCLUDE ? &m->include_re : &m->exclude_re;
 	n = r->kind == MREC_INCLUDE ? &m->nincludes : &m->nexcludes;

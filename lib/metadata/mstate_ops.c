@@ -409,22 +409,80 @@ int mstate_remove_topic(struct mstate *st, const char *mirror,
 	    msg, msglen);
 }
 
+int mstate_remove_include(struct mstate *st, const char *mirror,
+    const char *pattern, char *msg, size_t msglen)
+{
+	struct mirror *m = mstate_mirror_find(st, mirror);
+	struct mrec r;
+
+	if (m == NULL)
+		return no_mirror(mirror, msg, msglen);
+	if (!has_pattern(m->includes, m->nincludes, pattern))
+		return KERR_NONE;
+	mstate_rec_init(&r, MREC_MIRROR_PATTERN, mirror, NULL);
+	r.kind = MREC_INCLUDE_DEL;
+	r.str = kstr_c(pattern);
+	return mstate_persist(st, &r, 1, mirror, msg, msglen);
+}
+
+/* The include patterns of m, quoted, for a message. */
+static void includes_text(const struct mirror *m, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	if (m->nincludes == 0) {
+		snprintf(buf, len, "it has no include patterns");
+		return;
+	}
+	used = (size_t)snprintf(buf, len, "its include patterns are");
+	for (size_t i = 0; i < m->nincludes && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s '%s'",
+		    i > 0 ? "," : "", m->includes[i]);
+}
+
 int mstate_remove_pattern(struct mstate *st, const char *mirror,
-    const char *pattern, mstate_topic_result_fn cb, void *arg, char *msg,
-    size_t msglen)
+    const char *pattern, mstate_topic_result_fn cb, void *arg, int *what,
+    char *msg, size_t msglen)
 {
 	struct mirror *m = mstate_mirror_find(st, mirror);
 	const char *pats[1] = { pattern };
 	struct tpattern *re;
+	size_t matched = 0;
 	int code;
 
+	*what = 0;
 	if (m == NULL)
 		return no_mirror(mirror, msg, msglen);
-	code = mstate_add_patterns(st, mirror, NULL, 0, pats, 1, msg, msglen);
-	if (code != 0)
-		return code;
 	if ((re = mstate_compile_pattern(pattern, msg, msglen)) == NULL)
 		return KERR_INVALID_REQUEST;
+	for (size_t i = 0; i < m->ntopics; i++)
+		matched += tpattern_match(re, m->topics[i]->name) != 0;
+	if (has_pattern(m->includes, m->nincludes, pattern)) {
+		code = mstate_remove_include(st, mirror, pattern, msg, msglen);
+		*what = MSTATE_PAT_INCLUDE_REMOVED;
+	} else if (has_pattern(m->excludes, m->nexcludes, pattern)) {
+		code = KERR_NONE;
+		*what = MSTATE_PAT_EXCLUDE_KEPT;
+	} else if (matched == 0) {
+		char inc[600];
+
+		includes_text(m, inc, sizeof(inc));
+		mstate_fmt(msg, msglen, "pattern '%s' is not an include pattern of "
+		    "cluster mirror '%s' and matches none of its topics; nothing "
+		    "was changed (%s)", pattern, mirror, inc);
+		tpattern_free(re);
+		return KERR_INVALID_REQUEST;
+	} else {
+		code = mstate_add_patterns(st, mirror, NULL, 0, pats, 1, msg,
+		    msglen);
+		*what = MSTATE_PAT_EXCLUDE_ADDED;
+	}
+	if (code != 0) {
+		*what = 0;
+		tpattern_free(re);
+		return code;
+	}
 	/* Topics are never removed from the array here, only moved to
 	 * STOPPING, so indexing stays valid. */
 	for (size_t i = 0; i < m->ntopics; i++) {
@@ -440,6 +498,74 @@ int mstate_remove_pattern(struct mstate *st, const char *mirror,
 	}
 	tpattern_free(re);
 	return KERR_NONE;
+}
+
+int mstate_set_mirror_configs(struct mstate *st, const char *mirror,
+    const struct mcfg *configs, const int *fresh, size_t nconfigs,
+    char *msg, size_t msglen)
+{
+	struct mirror *m = mstate_mirror_find(st, mirror);
+	struct mrec_config *rc = NULL;
+	char **sealed = NULL;
+	struct mrec r;
+	int code = KERR_NONE, have_bootstrap = 0;
+
+	if (m == NULL)
+		return no_mirror(mirror, msg, msglen);
+	if (nconfigs > MREC_MAX_CONFIGS) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': %zu configs, at most %d",
+		    mirror, nconfigs, MREC_MAX_CONFIGS);
+		return KERR_INVALID_REQUEST;
+	}
+	for (size_t i = 0; i < nconfigs; i++) {
+		if (configs[i].name == NULL || configs[i].name[0] == '\0') {
+			mstate_fmt(msg, msglen, "cluster mirror '%s': config %zu has "
+			    "no name", mirror, i);
+			return KERR_INVALID_REQUEST;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(configs[i].name, configs[j].name) == 0) {
+				mstate_fmt(msg, msglen, "cluster mirror '%s': config "
+				    "'%s' is given twice", mirror, configs[i].name);
+				return KERR_INVALID_REQUEST;
+			}
+		if (strcmp(configs[i].name, "bootstrap.servers") == 0 &&
+		    configs[i].value != NULL && configs[i].value[0] != '\0')
+			have_bootstrap = 1;
+	}
+	if (!have_bootstrap) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': the configs must set "
+		    "bootstrap.servers (the source cluster)", mirror);
+		return KERR_INVALID_REQUEST;
+	}
+	rc = calloc(nconfigs + 1, sizeof(*rc));
+	sealed = calloc(nconfigs + 1, sizeof(*sealed));
+	if (rc == NULL || sealed == NULL) {
+		mstate_fmt(msg, msglen, "cluster mirror '%s': out of memory", mirror);
+		code = KERR_UNKNOWN_SERVER_ERROR;
+		goto out;
+	}
+	for (size_t i = 0; i < nconfigs; i++) {
+		rc[i].name = kstr_c(configs[i].name);
+		rc[i].value = kstr_c(configs[i].value);
+		if (seal_value(st, mirror, configs[i].name, configs[i].value,
+		    !fresh[i], &sealed[i], msg, msglen) != 0) {
+			code = KERR_UNKNOWN_SERVER_ERROR;
+			goto out;
+		}
+		if (sealed[i] != NULL)
+			rc[i].value = kstr_c(sealed[i]);
+	}
+	mstate_rec_init(&r, MREC_MIRROR_CONFIGS, mirror, NULL);
+	r.configs = rc;
+	r.nconfigs = (int32_t)nconfigs;
+	code = mstate_persist(st, &r, 1, mirror, msg, msglen);
+out:
+	for (size_t i = 0; sealed != NULL && i < nconfigs; i++)
+		free(sealed[i]);
+	free(sealed);
+	free(rc);
+	return code;
 }
 
 static int being_stopped(const struct mtopic *t, char *msg, size_t msglen)

@@ -163,12 +163,24 @@ static int patterns_differ(const struct mirror *m, const struct mirror *f)
 	return 0;
 }
 
+static int configs_differ(const struct mirror *m, const struct mirror *f)
+{
+	if (m->nconfigs != f->nconfigs)
+		return 1;
+	for (size_t i = 0; i < m->nconfigs; i++)
+		if (strcmp(m->configs[i].name, f->configs[i].name) != 0 ||
+		    str_differ(m->configs[i].value, f->configs[i].value))
+			return 1;
+	return 0;
+}
+
 /* Live mirror m takes fresh mirror f's content. */
 static int adopt_mirror(struct mstate *st, struct mirror *m, struct mirror *f)
 {
 	int src_changed = str_differ(m->source_cluster_id,
 	    f->source_cluster_id);
 	int pat_changed = patterns_differ(m, f);
+	int cfg_changed = configs_differ(m, f);
 	size_t nt = 0;
 	struct mtopic **topics;
 	char *grown;
@@ -186,6 +198,8 @@ static int adopt_mirror(struct mstate *st, struct mirror *m, struct mirror *f)
 		emit(st, MSTATE_EV_SOURCE_ID, m, NULL, NULL, 0, 0, NULL);
 	if (pat_changed)
 		emit(st, MSTATE_EV_PATTERNS, m, NULL, NULL, 0, 0, NULL);
+	if (cfg_changed)
+		emit(st, MSTATE_EV_CONFIGS, m, NULL, NULL, 0, 0, NULL);
 	/* The topics: f's order (sorted by name) with the live objects of
 	 * the topics m already has (same_mirror(): every one is in f). */
 	topics = array_for(f->ntopics, sizeof(*topics));
