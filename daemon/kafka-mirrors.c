@@ -38,6 +38,7 @@
 
 #include "clisec.h"
 #include "compat.h"
+#include "daemonconf.h"
 #include "kbuf.h"
 #include "kerr.h"
 #include "kp_gen.h"
@@ -105,7 +106,7 @@ static const char *progname = "kafka-mirrors";
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: kafka-mirrors --bootstrap-server HOST:PORT ACTION [OPTIONS]\n"
+"usage: kafka-mirrors [--bootstrap-server HOST:PORT] ACTION [OPTIONS]\n"
 "\n"
 "Drives mirrord's mirror admin RPCs (KIP-1279).  HOST:PORT is mirrord's\n"
 "admin listener (server.listen in mirrord.yaml), beside the destination.\n"
@@ -128,6 +129,8 @@ static void usage(FILE *f)
 "\n"
 "Options:\n"
 "  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
+"                          (default: bootstrap.servers of --command-config,\n"
+"                          else " CONFIG_SERVER_LISTEN_DEFAULT ", mirrord's default server.listen)\n"
 "  --command-config FILE   client properties: client.id, request.timeout.ms,\n"
 "                          security.protocol, ssl.ca.location,\n"
 "                          ssl.certificate.location, ssl.key.location,\n"
@@ -1804,6 +1807,45 @@ enum {
 	OPT_SUMMARY, OPT_FAILED, OPT_WAIT,
 };
 
+/* The long option the user typed as word ("--mir", "--mirror=x"): its
+ * full name, or NULL when none or several match. */
+static const char *long_name(const struct option *opts, const char *word)
+{
+	const char *name = word + strspn(word, "-"), *found = NULL;
+	size_t len = strcspn(name, "=");
+
+	for (const struct option *op = opts; op->name != NULL; op++) {
+		if (strncmp(op->name, name, len) != 0)
+			continue;
+		if (op->name[len] == '\0')
+			return op->name;
+		if (found != NULL && strcmp(found, op->name) != 0)
+			return NULL;
+		found = op->name;
+	}
+	return found;
+}
+
+/*
+ * An option that takes a value got none: it came last, its value is
+ * empty, or the next word is another option ("--mirror --list", which
+ * getopt takes as the mirror's name).  A value that merely starts with
+ * dashes is still accepted when it is not an option's name, or when given
+ * as --opt=VALUE.
+ */
+static void check_value(const struct option *opts, char **argv, int optind_)
+{
+	const char *opt = argv[optind_ - 1 - (optarg == argv[optind_ - 1])];
+	const char *name = long_name(opts, opt);
+
+	if (name == NULL)
+		return;
+	if (*optarg == '\0' || (optarg == argv[optind_ - 1] &&
+	    strncmp(optarg, "--", 2) == 0 && optarg[2] != '\0' &&
+	    long_name(opts, optarg) != NULL))
+		die_usage("option '--%s' needs a value", name);
+}
+
 static void set_action(struct opts *o, enum action a)
 {
 	if (o->action != ACT_NONE && o->action != a)
@@ -1893,8 +1935,14 @@ int main(int argc, char **argv)
 	o.action = ACT_NONE;
 	o.timeout_ms = 30000;
 	snprintf(o.client_id, sizeof(o.client_id), "kafka-mirrors");
+	if (argc <= 1) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		if (ch != '?' && ch != ':' && optarg != NULL)
+			check_value(longopts, argv, optind);
 		switch (ch) {
 		case OPT_BOOTSTRAP: o.bootstrap = optarg; break;
 		case OPT_COMMAND_CONFIG: o.command_config = optarg; break;
@@ -1927,11 +1975,22 @@ int main(int argc, char **argv)
 		case 'S': set_action(&o, ACT_DESCRIBE); break;
 		case OPT_HELP: usage(stdout); return 0;
 		case OPT_VERSION: printf("kafka-mirrors %s\n", PACKAGE_VERSION); return 0;
-		case ':':
-			die_usage("option %s needs an argument", argv[optind - 1]);
+		case ':': {
+			const char *name = long_name(longopts, argv[optind - 1]);
+
+			die_usage("option '--%s' needs a value", name != NULL ? name :
+			    argv[optind - 1] + strspn(argv[optind - 1], "-"));
 			break;
-		default:
-			die_usage("unknown option '%s'", argv[optind - 1]);
+		}
+		default: {
+			const char *w = argv[optind - 1];
+			const char *name = strncmp(w, "--", 2) == 0 ?
+			    long_name(longopts, w) : NULL;
+
+			if (name != NULL && strchr(w, '=') != NULL)
+				die_usage("option '--%s' takes no value", name);
+			die_usage("unknown option '%s'", w);
+		}
 		}
 	}
 	if (optind < argc)
@@ -1942,7 +2001,7 @@ int main(int argc, char **argv)
 		die_usage("give one action: --create, --add, --remove, --pause, "
 		    "--resume, --recover, --delete, --list or --describe");
 	if (o.bootstrap == NULL)
-		die_usage("--bootstrap-server is required");
+		o.bootstrap = CONFIG_SERVER_LISTEN_DEFAULT;
 	if (o.mirror == NULL && o.action != ACT_LIST && o.action != ACT_DESCRIBE)
 		die_usage("--%s needs --mirror NAME", action_names[o.action]);
 	if (o.action == ACT_CREATE && o.mirror_config == NULL)

@@ -41,7 +41,7 @@ const struct ckey config_keys[] = {
 	{ "server.node_id", CT_INT, F(server_node_id), "1", 0, INT32_MAX, NULL, 0, NULL,
 	  "Broker id mirrord reports for itself in Metadata responses on its admin port. "
 	  "Clients see mirrord as a one-broker cluster with this id as broker and controller." },
-	{ "server.listen", CT_HOSTPORT, F(server_listen), "127.0.0.1:9192", 0, 0, NULL, KF_PORT0, NULL,
+	{ "server.listen", CT_HOSTPORT, F(server_listen), CONFIG_SERVER_LISTEN_DEFAULT, 0, 0, NULL, KF_PORT0, NULL,
 	  "Address of the Kafka-protocol admin listener that serves the mirror RPCs to kafka-mirrors and Kafka admin clients. "
 	  "The default accepts connections from this machine only. "
 	  "To serve other hosts use one of this machine's addresses, or 0.0.0.0 or [::] for all interfaces, together with authentication (server.security_protocol) and authorization (the authorization section): "
