@@ -2,12 +2,14 @@
  * kafka-mirrors: the operator's CLI for mirrord's mirror admin RPCs.
  *
  * It takes the options of KIP-1279's kafka-mirrors.sh (and the later
- * spellings --start, --stop, --topics as aliases), sends exactly one request
- * to mirrord's Kafka-protocol port per action (two for --pause/--resume with
- * patterns, which first resolve names through DescribeMirrors), and prints
- * the result.  Exit status: 0 on success; 1 when mirrord answers with an
+ * spellings --start, --stop, --topics as aliases), asks ApiVersions (is the
+ * peer mirrord?), then sends exactly one request to mirrord's
+ * Kafka-protocol port per action (two for --pause/--resume with patterns,
+ * which first resolve names through DescribeMirrors), and prints the
+ * result.  Exit status: 0 on success; 1 when mirrord answers with an
  * error (its Kafka error name and message go to stderr); 2 for a usage
- * error; 3 when mirrord cannot be reached or answers garbage.
+ * error; 3 when mirrord cannot be reached or answers garbage, or the peer
+ * is not mirrord (its ApiVersions answer, asked first, says so).
  *
  * A CLI may block: this one uses plain blocking sockets with timeouts.
  */
@@ -53,30 +55,39 @@
 
 #define MAX_RESPONSE (64u << 20)
 
+/* Each action, its option name and the mirror RPC it sends (the ApiKey
+ * mirrord must list in its ApiVersions answer). */
 #define ACTIONS(X) \
-	X(CREATE, "create") \
-	X(ADD, "add") \
-	X(REMOVE, "remove") \
-	X(PAUSE, "pause") \
-	X(RESUME, "resume") \
-	X(RECOVER, "recover") \
-	X(DELETE, "delete") \
-	X(LIST, "list") \
-	X(DESCRIBE, "describe")
+	X(CREATE, "create", KP_API_CREATE_MIRROR) \
+	X(ADD, "add", KP_API_ADD_TOPICS_TO_MIRROR) \
+	X(REMOVE, "remove", KP_API_REMOVE_TOPICS_FROM_MIRROR) \
+	X(PAUSE, "pause", KP_API_PAUSE_MIRROR_TOPICS) \
+	X(RESUME, "resume", KP_API_RESUME_MIRROR_TOPICS) \
+	X(RECOVER, "recover", KP_API_RECOVER_MIRROR_TOPICS) \
+	X(DELETE, "delete", KP_API_DELETE_MIRROR) \
+	X(LIST, "list", KP_API_LIST_MIRRORS) \
+	X(DESCRIBE, "describe", KP_API_DESCRIBE_MIRRORS)
 
 enum action {
 	ACT_NONE = -1,
-#define X(e, s) ACT_##e,
+#define X(e, s, k) ACT_##e,
 	ACTIONS(X)
 #undef X
 	ACT_COUNT
 };
 
 static const char *const action_names[] = {
-#define X(e, s) [ACT_##e] = s,
+#define X(e, s, k) [ACT_##e] = s,
 	ACTIONS(X)
 #undef X
 };
+
+static const int16_t action_api[] = {
+#define X(e, s, k) [ACT_##e] = k,
+	ACTIONS(X)
+#undef X
+};
+_Static_assert(ARRAY_SIZE(action_api) == ACT_COUNT, "action table");
 
 struct strlist {
 	char **v;
@@ -160,7 +171,7 @@ static void usage(FILE *f)
 "  --version               print the version\n"
 "\n"
 "Exit status: 0 success, 1 mirrord answered with an error, 2 usage error,\n"
-"3 mirrord could not be reached.\n");
+"3 mirrord could not be reached (or HOST:PORT is not mirrord).\n");
 }
 
 static void die_usage(const char *fmt, ...) PRINTF_LIKE(1, 2);
@@ -237,6 +248,7 @@ struct cli_conn {
 	char redirected_by[300];
 	char redirect_why[600];
 	int16_t api_key;         /* of the request being sent */
+	int probing;             /* waiting for the first ApiVersions answer */
 };
 
 static int connect_one(const char *hostport, int timeout_ms, char *err,
@@ -352,6 +364,24 @@ static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
 		die_conn("cannot connect to mirrord at %s: %s", bootstrap, err);
 }
 
+/* With TLS not configured: the hint for a peer that may expect it. */
+static const char *tls_hint(const struct cli_conn *c)
+{
+	return c->sec->tls ? "" : ", or one that needs TLS (security.protocol="
+	    "SSL or SASL_SSL in --command-config)";
+}
+
+/* The peer closed the connection (or reset it) before the answer. */
+static void conn_closed(struct cli_conn *c)
+{
+	if (c->probing)
+		die_conn("%s closed the connection without answering ApiVersions: "
+		    "not mirrord's admin listener (server.listen)%s", c->addr,
+		    tls_hint(c));
+	die_conn("%s: connection closed by mirrord (the request was refused; "
+	    "see mirrord's log)", c->addr);
+}
+
 /* One TLS read or write; -1 with *events set when it must wait. */
 static ssize_t tls_xfer(struct cli_conn *c, uint8_t *p, size_t len,
     int writing, short *events)
@@ -391,9 +421,7 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 			/* Try first: TLS may hold decrypted bytes already. */
 			n = tls_xfer(c, p, len, writing, &events);
 			if (n == 0)
-				die_conn("%s: connection closed by mirrord (the "
-				    "request was refused; see mirrord's log)",
-				    c->addr);
+				conn_closed(c);
 			if (n > 0) {
 				p += n;
 				len -= (size_t)n;
@@ -414,6 +442,11 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 			    "cluster.session_timeout_ms)", kp_api_name(c->api_key),
 			    c->addr, c->timeout_ms, c->redirected_by,
 			    c->redirect_why);
+		if (rc == 0 && c->probing)
+			die_conn("%s did not answer ApiVersions within %d ms "
+			    "(request.timeout.ms): not mirrord's admin listener "
+			    "(server.listen)%s", c->addr, c->timeout_ms,
+			    tls_hint(c));
 		if (rc == 0)
 			die_conn("%s: no answer within %d ms (request.timeout.ms)",
 			    c->addr, c->timeout_ms);
@@ -426,11 +459,12 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 			continue;
 		n = writing ? send(c->fd, p, len, MSG_NOSIGNAL) : recv(c->fd, p, len, 0);
 		if (n == 0)
-			die_conn("%s: connection closed by mirrord (the request was "
-			    "refused; see mirrord's log)", c->addr);
+			conn_closed(c);
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
+			if (c->probing && (errno == ECONNRESET || errno == EPIPE))
+				conn_closed(c);
 			die_conn("%s: %s", c->addr, strerror(errno));
 		}
 		p += n;
@@ -563,18 +597,14 @@ static int follow_controller(struct cli_conn *c, int16_t key,
 	return 1;
 }
 
-/*
- * Sends one request whose body is in w (flexible, header v2) and returns
- * the response frame; *r is positioned after the response header v1.
- * A mutation answered NOT_CONTROLLER is sent again to the controller.
- */
-static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
-    const struct kw *body, struct kr *r)
+/* Frames and sends one request whose body is in body; returns its
+ * correlation id. */
+static int32_t conn_send(struct cli_conn *c, int16_t key, int16_t ver,
+    const struct kw *body)
 {
 	struct kw w;
-	uint8_t szb[4], *resp;
 	size_t slot;
-	int32_t size, corr = c->next_corr++;
+	int32_t corr = c->next_corr++;
 	int reqhv = kp_request_header_version(key, ver);
 
 	c->api_key = key;
@@ -593,6 +623,19 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 		    w.err ? w.why : body->why);
 	io_all(c, w.buf, w.len, 1);
 	kw_fini(&w);
+	return corr;
+}
+
+/*
+ * Sends one request whose body is in w (flexible, header v2) and returns
+ * the response frame; *r is positioned after the response header v1.
+ * A mutation answered NOT_CONTROLLER is sent again to the controller.
+ */
+static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
+    const struct kw *body, struct kr *r)
+{
+	uint8_t szb[4], *resp;
+	int32_t size, corr = conn_send(c, key, ver, body);
 
 	io_all(c, szb, 4, 0);
 	size = (int32_t)be32_load(szb);
@@ -640,6 +683,106 @@ static uint8_t *rpc(struct cli_conn *c, int16_t key, const void *req,
 		die_conn("%s: malformed %s response: %s", c->addr, api->name,
 		    r.why != NULL ? r.why : "decode error");
 	return frame;
+}
+
+/* ---- is the peer mirrord? ------------------------------------------ */
+
+/* A real ApiVersions v0 answer: a few hundred bytes. */
+#define PROBE_MAX_RESPONSE (1u << 20)
+
+/* The peer answered with something that is not a Kafka response; head
+ * holds its first len bytes. */
+static void not_kafka(struct cli_conn *c, const uint8_t *head, size_t len)
+{
+	char hex[64] = "", text[24] = "";
+	size_t n = MIN(len, (size_t)8), h = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		h += (size_t)snprintf(hex + h, sizeof(hex) - h, "%s%02x",
+		    i ? " " : "", head[i]);
+		text[i] = isprint(head[i]) ? (char)head[i] : '.';
+	}
+	text[n] = '\0';
+	/* A TLS record: content type alert (21) or handshake (22), major
+	 * version 3. */
+	if (len >= 2 && (head[0] == 21 || head[0] == 22) && head[1] == 3 &&
+	    !c->sec->tls)
+		die_conn("%s answered ApiVersions with TLS (%s): its listener "
+		    "needs TLS; set security.protocol=SSL or SASL_SSL in "
+		    "--command-config", c->addr, hex);
+	die_conn("%s answered ApiVersions with bytes that are not a Kafka "
+	    "response (%s%s \"%s\"): not mirrord's admin listener "
+	    "(server.listen)", c->addr, hex, len > n ? " ..." : "", text);
+}
+
+/*
+ * The first request on a connection is ApiVersions v0, which every Kafka
+ * listener answers (before SASL too).  A peer whose answer does not list
+ * the mirror RPC of the action is a Kafka broker or another Kafka-protocol
+ * server, which would close the connection on the unknown ApiKey and log
+ * it on its side only: say so here (exit status 3).  One that lists
+ * Produce is a broker whatever else it lists: mirrord's admin listener
+ * never serves Produce, and a broker's own ApiKeys may coincide with the
+ * mirror RPCs' (Kafka 4.4 lists an ApiKey 94 of its own, CreateMirror's
+ * here), which must never reach it.  A peer that does not speak Kafka at
+ * all (closes, answers garbage or TLS) is named as such.
+ */
+static void check_peer(struct cli_conn *c, enum action act)
+{
+	struct kp_api_versions_response resp;
+	struct karena *a = karena_new(1u << 20);
+	struct kw body;
+	struct kr r;
+	uint8_t szb[4], *frame;
+	int32_t size, corr;
+	int16_t need = action_api[act];
+	int mirror_apis = 0, listed = -1, broker = 0;
+
+	if (a == NULL)
+		die_conn("out of memory");
+	c->probing = 1;
+	kw_init(&body, 16);   /* ApiVersions v0: empty body */
+	corr = conn_send(c, KP_API_API_VERSIONS, 0, &body);
+	kw_fini(&body);
+	io_all(c, szb, 4, 0);
+	size = (int32_t)be32_load(szb);
+	if (size < 10 || (uint32_t)size > PROBE_MAX_RESPONSE)
+		not_kafka(c, szb, 4);
+	if ((frame = malloc(4 + (size_t)size)) == NULL)
+		die_conn("out of memory");
+	memcpy(frame, szb, 4);
+	io_all(c, frame + 4, (size_t)size, 0);
+	c->probing = 0;
+	kr_init(&r, frame + 4, (size_t)size);
+	kp_api_versions_response_init(&resp);
+	if (kr_i32(&r) != corr ||
+	    kp_api_versions_response_decode(&r, a, 0, &resp) < 0 || r.err ||
+	    resp.api_keys_n < 0)
+		not_kafka(c, frame, 4 + (size_t)size);
+	for (int32_t i = 0; i < resp.api_keys_n; i++) {
+		const struct kp_api_versions_response_api_version *v =
+		    &resp.api_keys[i];
+
+		for (int k = 0; k < ACT_COUNT; k++)
+			if (v->api_key == action_api[k]) {
+				mirror_apis++;
+				break;
+			}
+		if (v->api_key == need)
+			listed = v->min_version <= 0 && v->max_version >= 0;
+		if (v->api_key == KP_API_PRODUCE)
+			broker = 1;
+	}
+	free(frame);
+	karena_free(a);
+	if (listed == 1 && !broker)
+		return;
+	if (broker || mirror_apis == 0)
+		die_conn("%s is a Kafka broker (or not mirrord): point "
+		    "--bootstrap-server at mirrord's server.listen", c->addr);
+	die_conn("%s does not serve %s v0, which --%s sends: a mirrord of "
+	    "another version than this kafka-mirrors (%s)", c->addr,
+	    kp_api_name(need), action_names[act], PACKAGE_VERSION);
 }
 
 /* ---- SASL login (SaslHandshake v1, SaslAuthenticate v2) ------------ */
@@ -2034,6 +2177,7 @@ int main(int argc, char **argv)
 		    "every partition");
 
 	conn_open(&c, o.bootstrap, o.timeout_ms, o.client_id, &o.sec);
+	check_peer(&c, o.action);
 	if (o.sec.sasl)
 		sasl_login(&c, &o.sec);
 	switch (o.action) {
