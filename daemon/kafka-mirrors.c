@@ -136,7 +136,7 @@ static void usage(FILE *f)
 "  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
 "  --list      list mirrors\n"
 "  --describe  per-partition state, offsets, lag and reason [--mirror NAME]\n"
-"              [--failed] [--summary | --json]\n"
+"              [--topic REGEX] [--failed] [--summary | --json]\n"
 "\n"
 "Options:\n"
 "  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
@@ -154,7 +154,8 @@ static void usage(FILE *f)
 "  --topic REGEX           a topic name or a regular expression; repeatable,\n"
 "                          or comma-separated (alias --topics).  A plain name\n"
 "                          ([A-Za-z0-9._-] only) is sent as a name; anything\n"
-"                          else as a pattern matched against whole names\n"
+"                          else as a pattern matched against whole names.\n"
+"                          With --describe: only the rows of those topics\n"
 "  --exclude REGEX         with --add: patterns to exclude from discovery\n"
 "  --json                  with --describe: print a JSON array\n"
 "  --summary               with --describe: one line per topic (its state,\n"
@@ -1860,23 +1861,79 @@ static void describe_summary(const struct drow *rows, size_t n)
 	table_print(&t);
 }
 
+/*
+ * --describe --topic: the topics whose rows are shown, each entry a name
+ * (compared exactly) or a pattern matched against whole names, as the
+ * other actions take them.  No entries: every topic.
+ */
+struct topic_filter {
+	const struct strlist *in;
+	struct tpattern **pat;   /* per entry; NULL for a plain name */
+};
+
+static void topic_filter_init(struct topic_filter *f, const struct strlist *in)
+{
+	f->in = in;
+	f->pat = calloc((size_t)in->n + 1, sizeof(*f->pat));
+	if (f->pat == NULL)
+		die_conn("out of memory");
+	for (int i = 0; i < in->n; i++) {
+		char why[512];
+
+		if (is_plain_name(in->v[i]))
+			continue;
+		check_pattern("--topic", in->v[i]);
+		if ((f->pat[i] = tpattern_new(in->v[i], why, sizeof(why))) == NULL)
+			die_usage("--topic: pattern '%.200s' %s", in->v[i], why);
+	}
+}
+
+static int topic_filter_match(const struct topic_filter *f, struct kstr name)
+{
+	char *s;
+	int hit = 0;
+
+	if (f->in->n == 0)
+		return 1;
+	if ((s = kstr_dup(name)) == NULL)
+		die_conn("out of memory");
+	for (int i = 0; i < f->in->n && !hit; i++)
+		hit = f->pat[i] != NULL ? tpattern_match(f->pat[i], s) :
+		    strcmp(f->in->v[i], s) == 0;
+	free(s);
+	return hit;
+}
+
+static void topic_filter_fini(struct topic_filter *f)
+{
+	for (int i = 0; i < f->in->n; i++)
+		tpattern_free(f->pat[i]);
+	free(f->pat);
+}
+
 static int do_describe(struct cli_conn *c, const struct opts *o)
 {
 	struct kp_describe_mirrors_response resp;
 	struct karena *a = karena_new(MAX_RESPONSE);
 	struct drow *rows = NULL;
+	struct topic_filter tf;
 	size_t n = 0, cap = 0;
 	uint8_t *frame = NULL;
 	int rc;
 
 	if (a == NULL)
 		die_conn("out of memory");
+	topic_filter_init(&tf, &o->topics);
 	rc = describe_call(c, o->mirror, a, &resp, &frame);
 	for (int32_t m = 0; m < resp.mirrors_n; m++) {
 		const struct kp_describe_mirrors_response_mirror *mi = &resp.mirrors[m];
 
 		for (int32_t t = 0; t < mi->topics_n; t++) {
-			const char *ts = topic_state(&mi->topics[t]);
+			const char *ts;
+
+			if (!topic_filter_match(&tf, mi->topics[t].name))
+				continue;
+			ts = topic_state(&mi->topics[t]);
 
 			for (int32_t p = 0; p < mi->topics[t].partitions_n; p++) {
 				if (o->failed && !kstr_eq(mi->topics[t].partitions[p].state,
@@ -1939,6 +1996,7 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 	free(rows);
 	free(frame);
 	karena_free(a);
+	topic_filter_fini(&tf);
 	return rc;
 }
 
@@ -2158,7 +2216,7 @@ int main(int argc, char **argv)
 		die_usage("--%s needs --topic NAME_OR_REGEX", action_names[o.action]);
 	if (o.action != ACT_ADD && o.action != ACT_REMOVE &&
 	    o.action != ACT_PAUSE && o.action != ACT_RESUME &&
-	    o.action != ACT_RECOVER && o.topics.n > 0)
+	    o.action != ACT_RECOVER && o.action != ACT_DESCRIBE && o.topics.n > 0)
 		die_usage("--topic is not used with --%s", action_names[o.action]);
 	if (o.excludes.n > 0 && o.action != ACT_ADD)
 		die_usage("--exclude is only for --add");
@@ -2175,6 +2233,14 @@ int main(int argc, char **argv)
 	if (o.summary && o.json)
 		die_usage("--summary is for the text output; --json always lists "
 		    "every partition");
+
+	/* Patterns mirrord would refuse are usage errors, found before
+	 * anything is sent. */
+	for (int i = 0; i < o.topics.n; i++)
+		if (!is_plain_name(o.topics.v[i]))
+			check_pattern("--topic", o.topics.v[i]);
+	for (int i = 0; i < o.excludes.n; i++)
+		check_pattern("--exclude", o.excludes.v[i]);
 
 	conn_open(&c, o.bootstrap, o.timeout_ms, o.client_id, &o.sec);
 	check_peer(&c, o.action);
