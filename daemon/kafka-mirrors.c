@@ -445,7 +445,8 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 			    c->redirect_why);
 		if (rc == 0 && c->probing)
 			die_conn("%s did not answer ApiVersions within %d ms "
-			    "(request.timeout.ms): not mirrord's admin listener "
+			    "(request.timeout.ms): a mirrord that is stopped or "
+			    "overloaded, or not mirrord's admin listener "
 			    "(server.listen)%s", c->addr, c->timeout_ms,
 			    tls_hint(c));
 		if (rc == 0)

@@ -175,7 +175,8 @@ def main():
     conn_error(run("--bootstrap-server", p.addr, "--command-config", cc,
                    "--list"),
                "%s did not answer ApiVersions within 1000 ms "
-               "(request.timeout.ms): not mirrord's admin listener "
+               "(request.timeout.ms): a mirrord that is stopped or "
+               "overloaded, or not mirrord's admin listener "
                "(server.listen)%s" % (p.addr, TLS_HINT),
                "a listener that never answers")
     print("ok: a listener that never answers")
