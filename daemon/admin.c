@@ -2824,6 +2824,13 @@ static double connections_value(void *arg)
 	return adm->srv != NULL ? adminsrv_connections(adm->srv) : 0;
 }
 
+static double buffered_value(void *arg)
+{
+	struct admin *adm = arg;
+
+	return adm->srv != NULL ? (double)adminsrv_buffered(adm->srv) : 0;
+}
+
 /* The listener's limits from the config (at start and on reload). */
 static void srv_limits(const struct config *cfg, struct adminsrv_opts *o)
 {
@@ -2884,9 +2891,12 @@ struct admin *admin_new(struct event_base *base, struct mstate *st,
 		free(adm);
 		return NULL;
 	}
-	if (ms != NULL)
+	if (ms != NULL) {
 		metrics_series_set_fn(metrics_series(MSTD(ms, ADMIN_CONNECTIONS), 0,
 		    NULL), connections_value, adm);
+		metrics_series_set_fn(metrics_series(MSTD(ms, ADMIN_BUFFERED), 0,
+		    NULL), buffered_value, adm);
+	}
 	/* Mirrors created while their source was down learn its id now. */
 	for (size_t i = 0; i < mstate_mirror_count(st); i++) {
 		const struct mirror *m = mstate_mirror_at(st, i);

@@ -409,6 +409,11 @@ int adminauth_conn_raw(const struct adminauth_conn *ac)
 	return ac->state == AS_RAW;
 }
 
+int adminauth_conn_authenticated(const struct adminauth_conn *ac)
+{
+	return !is_sasl(ac->aa->protocol) || ac->state == AS_DONE;
+}
+
 static int lookup_cb(void *arg, const char *user, int mech,
     struct scram_cred *cred)
 {

@@ -92,4 +92,19 @@ int adminauth_raw_token(struct adminauth_conn *ac, const uint8_t *tok,
 /* Largest raw token accepted. */
 #define ADMINAUTH_MAX_TOKEN 8192
 
+/*
+ * Largest request frame (size prefix) accepted from a client on a SASL
+ * listener before it has logged in: Kafka's sasl.server.max.receive.size
+ * default.  Larger is refused at the size prefix, before any of it is
+ * buffered.  Not a config key: what may come before the login is
+ * ApiVersions, SaslHandshake and a SaslAuthenticate whose token is at most
+ * ADMINAUTH_MAX_TOKEN bytes, so no client needs more, and less saves
+ * nothing the buffered-byte limits do not.
+ */
+#define ADMINAUTH_MAX_RECEIVE_UNAUTHENTICATED 524288
+
+/* 0 while the listener needs a SASL login that this connection has not
+ * completed, else 1. */
+int adminauth_conn_authenticated(const struct adminauth_conn *ac);
+
 #endif

@@ -322,6 +322,10 @@ static void conn_update(struct adminsrv_conn *c)
 	in = bufferevent_get_input(c->bev);
 	len = evbuffer_get_length(in);
 	size = frame_size_peek(in);
+	/* Before a SASL login no frame may be larger than this (refused in
+	 * conn_try_request()): read no further ahead. */
+	if (c->auth != NULL && !adminauth_conn_authenticated(c->auth))
+		high = MIN(high, (size_t)ADMINAUTH_MAX_RECEIVE_UNAUTHENTICATED + 4);
 	if (c->cur == NULL && size > 0 && (size_t)size + 4 > high)
 		high = (size_t)size + 4;
 	bufferevent_setwatermark(c->bev, EV_READ, 0, high);
@@ -503,6 +507,18 @@ static int conn_try_request(struct adminsrv_conn *c)
 
 		snprintf(d, sizeof(d), "frame size %d is below the 8-byte minimum", size);
 		conn_reject(c, -1, -1, 0, ADMINSRV_REJECT_BAD_FRAME, d);
+		return -1;
+	}
+	if (size > ADMINAUTH_MAX_RECEIVE_UNAUTHENTICATED && c->auth != NULL &&
+	    !adminauth_conn_authenticated(c->auth)) {
+		char d[160];
+
+		snprintf(d, sizeof(d), "frame of %d bytes before SASL "
+		    "authentication completed exceeds %d bytes (Kafka's "
+		    "sasl.server.max.receive.size)", size,
+		    ADMINAUTH_MAX_RECEIVE_UNAUTHENTICATED);
+		conn_reject(c, -1, -1, 0,
+		    ADMINSRV_REJECT_OVERSIZED_UNAUTHENTICATED, d);
 		return -1;
 	}
 	if ((size_t)size > srv->opts.max_request_bytes) {
@@ -898,6 +914,11 @@ int adminsrv_port(const struct adminsrv *srv)
 int adminsrv_connections(const struct adminsrv *srv)
 {
 	return srv->nconns;
+}
+
+size_t adminsrv_buffered(const struct adminsrv *srv)
+{
+	return srv->buffered;
 }
 
 void adminsrv_set_max_request_bytes(struct adminsrv *srv, size_t max)

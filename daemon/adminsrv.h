@@ -22,6 +22,11 @@
  * the connection idle the longest to make room (so idle connections cannot
  * lock an operator out); if none is idle, the new one is refused.
  *
+ * On a SASL listener a client that has not logged in is held to less
+ * (Kafka's sasl.server.max.receive.size): a frame announced larger than
+ * ADMINAUTH_MAX_RECEIVE_UNAUTHENTICATED is refused at its size prefix, and
+ * no more than that is read ahead from it.
+ *
  * Bad input never reaches an assert: an oversized frame, a header that does
  * not parse, an unknown ApiKey or version, or a body the handler rejects is
  * logged once (peer, key, version, reason), counted, and the connection is
@@ -56,7 +61,8 @@ struct adminsrv_req;
 	X(BUFFERED_BYTES_TOTAL, "buffered_bytes_total") \
 	X(RESPONSE_TOO_LARGE, "response_too_large") \
 	X(UNAUTHENTICATED, "unauthenticated") \
-	X(TLS_HANDSHAKE, "tls_handshake")
+	X(TLS_HANDSHAKE, "tls_handshake") \
+	X(OVERSIZED_UNAUTHENTICATED, "oversized_unauthenticated")
 
 enum adminsrv_reject {
 #define X(e, s) ADMINSRV_REJECT_##e,
@@ -103,6 +109,9 @@ void adminsrv_stop_accepting(struct adminsrv *srv);
 void adminsrv_free(struct adminsrv *srv);
 int adminsrv_port(const struct adminsrv *srv);
 int adminsrv_connections(const struct adminsrv *srv);
+/* Bytes the listener holds: input buffered, requests in flight, answers
+ * not yet sent (what max_buffered_bytes_total caps). */
+size_t adminsrv_buffered(const struct adminsrv *srv);
 void adminsrv_set_max_request_bytes(struct adminsrv *srv, size_t max);
 /* Takes max_request_bytes, max_connections and the limits above from o
  * (reload); open connections follow them from their next event. */

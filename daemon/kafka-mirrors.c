@@ -2,12 +2,14 @@
  * kafka-mirrors: the operator's CLI for mirrord's mirror admin RPCs.
  *
  * It takes the options of KIP-1279's kafka-mirrors.sh (and the later
- * spellings --start, --stop, --topics as aliases), sends exactly one request
- * to mirrord's Kafka-protocol port per action (two for --pause/--resume with
- * patterns, which first resolve names through DescribeMirrors), and prints
- * the result.  Exit status: 0 on success; 1 when mirrord answers with an
+ * spellings --start, --stop, --topics as aliases), asks ApiVersions (is the
+ * peer mirrord?), then sends exactly one request to mirrord's
+ * Kafka-protocol port per action (two for --pause/--resume with patterns,
+ * which first resolve names through DescribeMirrors), and prints the
+ * result.  Exit status: 0 on success; 1 when mirrord answers with an
  * error (its Kafka error name and message go to stderr); 2 for a usage
- * error; 3 when mirrord cannot be reached or answers garbage.
+ * error; 3 when mirrord cannot be reached or answers garbage, or the peer
+ * is not mirrord (its ApiVersions answer, asked first, says so).
  *
  * A CLI may block: this one uses plain blocking sockets with timeouts.
  */
@@ -38,6 +40,7 @@
 
 #include "clisec.h"
 #include "compat.h"
+#include "daemonconf.h"
 #include "kbuf.h"
 #include "kerr.h"
 #include "kp_gen.h"
@@ -55,31 +58,40 @@
 
 #define MAX_RESPONSE (64u << 20)
 
+/* Each action, its option name and the mirror RPC it sends (the ApiKey
+ * mirrord must list in its ApiVersions answer). */
 #define ACTIONS(X) \
-	X(CREATE, "create") \
-	X(ADD, "add") \
-	X(REMOVE, "remove") \
-	X(PAUSE, "pause") \
-	X(RESUME, "resume") \
-	X(RECOVER, "recover") \
-	X(DELETE, "delete") \
-	X(LIST, "list") \
-	X(DESCRIBE, "describe") \
-	X(ALTER, "alter")
+	X(CREATE, "create", KP_API_CREATE_MIRROR) \
+	X(ADD, "add", KP_API_ADD_TOPICS_TO_MIRROR) \
+	X(REMOVE, "remove", KP_API_REMOVE_TOPICS_FROM_MIRROR) \
+	X(PAUSE, "pause", KP_API_PAUSE_MIRROR_TOPICS) \
+	X(RESUME, "resume", KP_API_RESUME_MIRROR_TOPICS) \
+	X(RECOVER, "recover", KP_API_RECOVER_MIRROR_TOPICS) \
+	X(DELETE, "delete", KP_API_DELETE_MIRROR) \
+	X(LIST, "list", KP_API_LIST_MIRRORS) \
+	X(DESCRIBE, "describe", KP_API_DESCRIBE_MIRRORS) \
+	X(ALTER, "alter", KP_API_INCREMENTAL_ALTER_CONFIGS)
 
 enum action {
 	ACT_NONE = -1,
-#define X(e, s) ACT_##e,
+#define X(e, s, k) ACT_##e,
 	ACTIONS(X)
 #undef X
 	ACT_COUNT
 };
 
 static const char *const action_names[] = {
-#define X(e, s) [ACT_##e] = s,
+#define X(e, s, k) [ACT_##e] = s,
 	ACTIONS(X)
 #undef X
 };
+
+static const int16_t action_api[] = {
+#define X(e, s, k) [ACT_##e] = k,
+	ACTIONS(X)
+#undef X
+};
+_Static_assert(ARRAY_SIZE(action_api) == ACT_COUNT, "action table");
 
 struct strlist {
 	char **v;
@@ -112,7 +124,7 @@ static const char *progname = "kafka-mirrors";
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: kafka-mirrors --bootstrap-server HOST:PORT ACTION [OPTIONS]\n"
+"usage: kafka-mirrors [--bootstrap-server HOST:PORT] ACTION [OPTIONS]\n"
 "\n"
 "Drives mirrord's mirror admin RPCs (KIP-1279).  HOST:PORT is mirrord's\n"
 "admin listener (server.listen in mirrord.yaml), beside the destination.\n"
@@ -131,14 +143,17 @@ static void usage(FILE *f)
 "  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
 "  --list      list mirrors\n"
 "  --describe  per-partition state, offsets, lag and reason [--mirror NAME]\n"
-"              [--failed] [--summary | --json]; with --config: the mirror's\n"
-"              saved patterns and configs (secrets masked) --mirror NAME [--json]\n"
+"              [--topic REGEX] [--failed] [--summary | --json]; with\n"
+"              --config: the mirror's saved patterns and configs (secrets\n"
+"              masked) --mirror NAME [--json]\n"
 "  --alter     change a mirror's configs in place: --mirror NAME\n"
 "              [--add-config K=V[,K=V]] [--delete-config K[,K]]\n"
 "              [--mirror-config FILE]\n"
 "\n"
 "Options:\n"
 "  --bootstrap-server HOST:PORT[,HOST:PORT...]  mirrord's admin listener\n"
+"                          (default: bootstrap.servers of --command-config,\n"
+"                          else " CONFIG_SERVER_LISTEN_DEFAULT ", mirrord's default server.listen)\n"
 "  --command-config FILE   client properties: client.id, request.timeout.ms,\n"
 "                          security.protocol, ssl.ca.location,\n"
 "                          ssl.certificate.location, ssl.key.location,\n"
@@ -156,7 +171,8 @@ static void usage(FILE *f)
 "  --topic REGEX           a topic name or a regular expression; repeatable,\n"
 "                          or comma-separated (alias --topics).  A plain name\n"
 "                          ([A-Za-z0-9._-] only) is sent as a name; anything\n"
-"                          else as a pattern matched against whole names\n"
+"                          else as a pattern matched against whole names.\n"
+"                          With --describe: only the rows of those topics\n"
 "  --exclude REGEX         with --add: patterns to exclude from discovery\n"
 "  --json                  with --describe: print a JSON array\n"
 "  --summary               with --describe: one line per topic (its state,\n"
@@ -173,7 +189,7 @@ static void usage(FILE *f)
 "  --version               print the version\n"
 "\n"
 "Exit status: 0 success, 1 mirrord answered with an error, 2 usage error,\n"
-"3 mirrord could not be reached.\n");
+"3 mirrord could not be reached (or HOST:PORT is not mirrord).\n");
 }
 
 static void die_usage(const char *fmt, ...) PRINTF_LIKE(1, 2);
@@ -285,6 +301,7 @@ struct cli_conn {
 	char redirected_by[300];
 	char redirect_why[600];
 	int16_t api_key;         /* of the request being sent */
+	int probing;             /* waiting for the first ApiVersions answer */
 };
 
 static int connect_one(const char *hostport, int timeout_ms, char *err,
@@ -400,6 +417,24 @@ static void conn_open(struct cli_conn *c, const char *bootstrap, int timeout_ms,
 		die_conn("cannot connect to mirrord at %s: %s", bootstrap, err);
 }
 
+/* With TLS not configured: the hint for a peer that may expect it. */
+static const char *tls_hint(const struct cli_conn *c)
+{
+	return c->sec->tls ? "" : ", or one that needs TLS (security.protocol="
+	    "SSL or SASL_SSL in --command-config)";
+}
+
+/* The peer closed the connection (or reset it) before the answer. */
+static void conn_closed(struct cli_conn *c)
+{
+	if (c->probing)
+		die_conn("%s closed the connection without answering ApiVersions: "
+		    "not mirrord's admin listener (server.listen)%s", c->addr,
+		    tls_hint(c));
+	die_conn("%s: connection closed by mirrord (the request was refused; "
+	    "see mirrord's log)", c->addr);
+}
+
 /* One TLS read or write; -1 with *events set when it must wait. */
 static ssize_t tls_xfer(struct cli_conn *c, uint8_t *p, size_t len,
     int writing, short *events)
@@ -439,9 +474,7 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 			/* Try first: TLS may hold decrypted bytes already. */
 			n = tls_xfer(c, p, len, writing, &events);
 			if (n == 0)
-				die_conn("%s: connection closed by mirrord (the "
-				    "request was refused; see mirrord's log)",
-				    c->addr);
+				conn_closed(c);
 			if (n > 0) {
 				p += n;
 				len -= (size_t)n;
@@ -462,6 +495,12 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 			    "cluster.session_timeout_ms)", kp_api_name(c->api_key),
 			    c->addr, c->timeout_ms, c->redirected_by,
 			    c->redirect_why);
+		if (rc == 0 && c->probing)
+			die_conn("%s did not answer ApiVersions within %d ms "
+			    "(request.timeout.ms): a mirrord that is stopped or "
+			    "overloaded, or not mirrord's admin listener "
+			    "(server.listen)%s", c->addr, c->timeout_ms,
+			    tls_hint(c));
 		if (rc == 0)
 			die_conn("%s: no answer within %d ms (request.timeout.ms)",
 			    c->addr, c->timeout_ms);
@@ -474,11 +513,12 @@ static void io_all(struct cli_conn *c, void *buf, size_t len, int writing)
 			continue;
 		n = writing ? send(c->fd, p, len, MSG_NOSIGNAL) : recv(c->fd, p, len, 0);
 		if (n == 0)
-			die_conn("%s: connection closed by mirrord (the request was "
-			    "refused; see mirrord's log)", c->addr);
+			conn_closed(c);
 		if (n < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
+			if (c->probing && (errno == ECONNRESET || errno == EPIPE))
+				conn_closed(c);
 			die_conn("%s: %s", c->addr, strerror(errno));
 		}
 		p += n;
@@ -614,18 +654,14 @@ static int follow_controller(struct cli_conn *c, int16_t key,
 	return 1;
 }
 
-/*
- * Sends one request whose body is in w (flexible, header v2) and returns
- * the response frame; *r is positioned after the response header v1.
- * A mutation answered NOT_CONTROLLER is sent again to the controller.
- */
-static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
-    const struct kw *body, struct kr *r)
+/* Frames and sends one request whose body is in body; returns its
+ * correlation id. */
+static int32_t conn_send(struct cli_conn *c, int16_t key, int16_t ver,
+    const struct kw *body)
 {
 	struct kw w;
-	uint8_t szb[4], *resp;
 	size_t slot;
-	int32_t size, corr = c->next_corr++;
+	int32_t corr = c->next_corr++;
 	int reqhv = kp_request_header_version(key, ver);
 
 	c->api_key = key;
@@ -644,6 +680,19 @@ static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
 		    w.err ? w.why : body->why);
 	io_all(c, w.buf, w.len, 1);
 	kw_fini(&w);
+	return corr;
+}
+
+/*
+ * Sends one request whose body is in w (flexible, header v2) and returns
+ * the response frame; *r is positioned after the response header v1.
+ * A mutation answered NOT_CONTROLLER is sent again to the controller.
+ */
+static uint8_t *conn_call(struct cli_conn *c, int16_t key, int16_t ver,
+    const struct kw *body, struct kr *r)
+{
+	uint8_t szb[4], *resp;
+	int32_t size, corr = conn_send(c, key, ver, body);
 
 	io_all(c, szb, 4, 0);
 	size = (int32_t)be32_load(szb);
@@ -691,6 +740,106 @@ static uint8_t *rpc(struct cli_conn *c, int16_t key, const void *req,
 		die_conn("%s: malformed %s response: %s", c->addr, api->name,
 		    r.why != NULL ? r.why : "decode error");
 	return frame;
+}
+
+/* ---- is the peer mirrord? ------------------------------------------ */
+
+/* A real ApiVersions v0 answer: a few hundred bytes. */
+#define PROBE_MAX_RESPONSE (1u << 20)
+
+/* The peer answered with something that is not a Kafka response; head
+ * holds its first len bytes. */
+static void not_kafka(struct cli_conn *c, const uint8_t *head, size_t len)
+{
+	char hex[64] = "", text[24] = "";
+	size_t n = MIN(len, (size_t)8), h = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		h += (size_t)snprintf(hex + h, sizeof(hex) - h, "%s%02x",
+		    i ? " " : "", head[i]);
+		text[i] = isprint(head[i]) ? (char)head[i] : '.';
+	}
+	text[n] = '\0';
+	/* A TLS record: content type alert (21) or handshake (22), major
+	 * version 3. */
+	if (len >= 2 && (head[0] == 21 || head[0] == 22) && head[1] == 3 &&
+	    !c->sec->tls)
+		die_conn("%s answered ApiVersions with TLS (%s): its listener "
+		    "needs TLS; set security.protocol=SSL or SASL_SSL in "
+		    "--command-config", c->addr, hex);
+	die_conn("%s answered ApiVersions with bytes that are not a Kafka "
+	    "response (%s%s \"%s\"): not mirrord's admin listener "
+	    "(server.listen)", c->addr, hex, len > n ? " ..." : "", text);
+}
+
+/*
+ * The first request on a connection is ApiVersions v0, which every Kafka
+ * listener answers (before SASL too).  A peer whose answer does not list
+ * the mirror RPC of the action is a Kafka broker or another Kafka-protocol
+ * server, which would close the connection on the unknown ApiKey and log
+ * it on its side only: say so here (exit status 3).  One that lists
+ * Produce is a broker whatever else it lists: mirrord's admin listener
+ * never serves Produce, and a broker's own ApiKeys may coincide with the
+ * mirror RPCs' (Kafka 4.4 lists an ApiKey 94 of its own, CreateMirror's
+ * here), which must never reach it.  A peer that does not speak Kafka at
+ * all (closes, answers garbage or TLS) is named as such.
+ */
+static void check_peer(struct cli_conn *c, enum action act)
+{
+	struct kp_api_versions_response resp;
+	struct karena *a = karena_new(1u << 20);
+	struct kw body;
+	struct kr r;
+	uint8_t szb[4], *frame;
+	int32_t size, corr;
+	int16_t need = action_api[act];
+	int mirror_apis = 0, listed = -1, broker = 0;
+
+	if (a == NULL)
+		die_conn("out of memory");
+	c->probing = 1;
+	kw_init(&body, 16);   /* ApiVersions v0: empty body */
+	corr = conn_send(c, KP_API_API_VERSIONS, 0, &body);
+	kw_fini(&body);
+	io_all(c, szb, 4, 0);
+	size = (int32_t)be32_load(szb);
+	if (size < 10 || (uint32_t)size > PROBE_MAX_RESPONSE)
+		not_kafka(c, szb, 4);
+	if ((frame = malloc(4 + (size_t)size)) == NULL)
+		die_conn("out of memory");
+	memcpy(frame, szb, 4);
+	io_all(c, frame + 4, (size_t)size, 0);
+	c->probing = 0;
+	kr_init(&r, frame + 4, (size_t)size);
+	kp_api_versions_response_init(&resp);
+	if (kr_i32(&r) != corr ||
+	    kp_api_versions_response_decode(&r, a, 0, &resp) < 0 || r.err ||
+	    resp.api_keys_n < 0)
+		not_kafka(c, frame, 4 + (size_t)size);
+	for (int32_t i = 0; i < resp.api_keys_n; i++) {
+		const struct kp_api_versions_response_api_version *v =
+		    &resp.api_keys[i];
+
+		for (int k = 0; k < ACT_COUNT; k++)
+			if (v->api_key == action_api[k]) {
+				mirror_apis++;
+				break;
+			}
+		if (v->api_key == need)
+			listed = v->min_version <= 0 && v->max_version >= 0;
+		if (v->api_key == KP_API_PRODUCE)
+			broker = 1;
+	}
+	free(frame);
+	karena_free(a);
+	if (listed == 1 && !broker)
+		return;
+	if (broker || mirror_apis == 0)
+		die_conn("%s is a Kafka broker (or not mirrord): point "
+		    "--bootstrap-server at mirrord's server.listen", c->addr);
+	die_conn("%s does not serve %s v0, which --%s sends: a mirrord of "
+	    "another version than this kafka-mirrors (%s)", c->addr,
+	    kp_api_name(need), action_names[act], PACKAGE_VERSION);
 }
 
 /* ---- SASL login (SaslHandshake v1, SaslAuthenticate v2) ------------ */
@@ -1875,23 +2024,79 @@ static void describe_summary(const struct drow *rows, size_t n)
 	table_print(&t);
 }
 
+/*
+ * --describe --topic: the topics whose rows are shown, each entry a name
+ * (compared exactly) or a pattern matched against whole names, as the
+ * other actions take them.  No entries: every topic.
+ */
+struct topic_filter {
+	const struct strlist *in;
+	struct tpattern **pat;   /* per entry; NULL for a plain name */
+};
+
+static void topic_filter_init(struct topic_filter *f, const struct strlist *in)
+{
+	f->in = in;
+	f->pat = calloc((size_t)in->n + 1, sizeof(*f->pat));
+	if (f->pat == NULL)
+		die_conn("out of memory");
+	for (int i = 0; i < in->n; i++) {
+		char why[512];
+
+		if (is_plain_name(in->v[i]))
+			continue;
+		check_pattern("--topic", in->v[i]);
+		if ((f->pat[i] = tpattern_new(in->v[i], why, sizeof(why))) == NULL)
+			die_usage("--topic: pattern '%.200s' %s", in->v[i], why);
+	}
+}
+
+static int topic_filter_match(const struct topic_filter *f, struct kstr name)
+{
+	char *s;
+	int hit = 0;
+
+	if (f->in->n == 0)
+		return 1;
+	if ((s = kstr_dup(name)) == NULL)
+		die_conn("out of memory");
+	for (int i = 0; i < f->in->n && !hit; i++)
+		hit = f->pat[i] != NULL ? tpattern_match(f->pat[i], s) :
+		    strcmp(f->in->v[i], s) == 0;
+	free(s);
+	return hit;
+}
+
+static void topic_filter_fini(struct topic_filter *f)
+{
+	for (int i = 0; i < f->in->n; i++)
+		tpattern_free(f->pat[i]);
+	free(f->pat);
+}
+
 static int do_describe(struct cli_conn *c, const struct opts *o)
 {
 	struct kp_describe_mirrors_response resp;
 	struct karena *a = karena_new(MAX_RESPONSE);
 	struct drow *rows = NULL;
+	struct topic_filter tf;
 	size_t n = 0, cap = 0;
 	uint8_t *frame = NULL;
 	int rc;
 
 	if (a == NULL)
 		die_conn("out of memory");
+	topic_filter_init(&tf, &o->topics);
 	rc = describe_call(c, o->mirror, a, &resp, &frame);
 	for (int32_t m = 0; m < resp.mirrors_n; m++) {
 		const struct kp_describe_mirrors_response_mirror *mi = &resp.mirrors[m];
 
 		for (int32_t t = 0; t < mi->topics_n; t++) {
-			const char *ts = topic_state(&mi->topics[t]);
+			const char *ts;
+
+			if (!topic_filter_match(&tf, mi->topics[t].name))
+				continue;
+			ts = topic_state(&mi->topics[t]);
 
 			for (int32_t p = 0; p < mi->topics[t].partitions_n; p++) {
 				if (o->failed && !kstr_eq(mi->topics[t].partitions[p].state,
@@ -1968,6 +2173,7 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 	free(rows);
 	free(frame);
 	karena_free(a);
+	topic_filter_fini(&tf);
 	return rc;
 }
 
@@ -2235,6 +2441,45 @@ enum {
 	OPT_DELETE_CONFIG,
 };
 
+/* The long option the user typed as word ("--mir", "--mirror=x"): its
+ * full name, or NULL when none or several match. */
+static const char *long_name(const struct option *opts, const char *word)
+{
+	const char *name = word + strspn(word, "-"), *found = NULL;
+	size_t len = strcspn(name, "=");
+
+	for (const struct option *op = opts; op->name != NULL; op++) {
+		if (strncmp(op->name, name, len) != 0)
+			continue;
+		if (op->name[len] == '\0')
+			return op->name;
+		if (found != NULL && strcmp(found, op->name) != 0)
+			return NULL;
+		found = op->name;
+	}
+	return found;
+}
+
+/*
+ * An option that takes a value got none: it came last, its value is
+ * empty, or the next word is another option ("--mirror --list", which
+ * getopt takes as the mirror's name).  A value that merely starts with
+ * dashes is still accepted when it is not an option's name, or when given
+ * as --opt=VALUE.
+ */
+static void check_value(const struct option *opts, char **argv, int optind_)
+{
+	const char *opt = argv[optind_ - 1 - (optarg == argv[optind_ - 1])];
+	const char *name = long_name(opts, opt);
+
+	if (name == NULL)
+		return;
+	if (*optarg == '\0' || (optarg == argv[optind_ - 1] &&
+	    strncmp(optarg, "--", 2) == 0 && optarg[2] != '\0' &&
+	    long_name(opts, optarg) != NULL))
+		die_usage("option '--%s' needs a value", name);
+}
+
 static void set_action(struct opts *o, enum action a)
 {
 	if (o->action != ACT_NONE && o->action != a)
@@ -2328,8 +2573,14 @@ int main(int argc, char **argv)
 	o.action = ACT_NONE;
 	o.timeout_ms = 30000;
 	snprintf(o.client_id, sizeof(o.client_id), "kafka-mirrors");
+	if (argc <= 1) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		if (ch != '?' && ch != ':' && optarg != NULL)
+			check_value(longopts, argv, optind);
 		switch (ch) {
 		case OPT_BOOTSTRAP: o.bootstrap = optarg; break;
 		case OPT_COMMAND_CONFIG: o.command_config = optarg; break;
@@ -2368,11 +2619,22 @@ int main(int argc, char **argv)
 			break;
 		case OPT_HELP: usage(stdout); return 0;
 		case OPT_VERSION: printf("kafka-mirrors %s\n", PACKAGE_VERSION); return 0;
-		case ':':
-			die_usage("option %s needs an argument", argv[optind - 1]);
+		case ':': {
+			const char *name = long_name(longopts, argv[optind - 1]);
+
+			die_usage("option '--%s' needs a value", name != NULL ? name :
+			    argv[optind - 1] + strspn(argv[optind - 1], "-"));
 			break;
-		default:
-			die_usage("unknown option '%s'", argv[optind - 1]);
+		}
+		default: {
+			const char *w = argv[optind - 1];
+			const char *name = strncmp(w, "--", 2) == 0 ?
+			    long_name(longopts, w) : NULL;
+
+			if (name != NULL && strchr(w, '=') != NULL)
+				die_usage("option '--%s' takes no value", name);
+			die_usage("unknown option '%s'", w);
+		}
 		}
 	}
 	if (optind < argc)
@@ -2384,7 +2646,7 @@ int main(int argc, char **argv)
 		    "--resume, --recover, --delete, --list, --describe or "
 		    "--alter");
 	if (o.bootstrap == NULL)
-		die_usage("--bootstrap-server is required");
+		o.bootstrap = CONFIG_SERVER_LISTEN_DEFAULT;
 	if (o.mirror == NULL && o.action != ACT_LIST && o.action != ACT_DESCRIBE)
 		die_usage("--%s needs --mirror NAME", action_names[o.action]);
 	if (o.action == ACT_CREATE && o.mirror_config == NULL)
@@ -2414,7 +2676,7 @@ int main(int argc, char **argv)
 		die_usage("--%s needs --topic NAME_OR_REGEX", action_names[o.action]);
 	if (o.action != ACT_ADD && o.action != ACT_REMOVE &&
 	    o.action != ACT_PAUSE && o.action != ACT_RESUME &&
-	    o.action != ACT_RECOVER && o.topics.n > 0)
+	    o.action != ACT_RECOVER && o.action != ACT_DESCRIBE && o.topics.n > 0)
 		die_usage("--topic is not used with --%s", action_names[o.action]);
 	if (o.excludes.n > 0 && o.action != ACT_ADD)
 		die_usage("--exclude is only for --add");
@@ -2432,7 +2694,16 @@ int main(int argc, char **argv)
 		die_usage("--summary is for the text output; --json always lists "
 		    "every partition");
 
+	/* Patterns mirrord would refuse are usage errors, found before
+	 * anything is sent. */
+	for (int i = 0; i < o.topics.n; i++)
+		if (!is_plain_name(o.topics.v[i]))
+			check_pattern("--topic", o.topics.v[i]);
+	for (int i = 0; i < o.excludes.n; i++)
+		check_pattern("--exclude", o.excludes.v[i]);
+
 	conn_open(&c, o.bootstrap, o.timeout_ms, o.client_id, &o.sec);
+	check_peer(&c, o.action);
 	if (o.sec.sasl)
 		sasl_login(&c, &o.sec);
 	switch (o.action) {

@@ -23,9 +23,9 @@ import harness as h  # noqa: E402
 
 
 class Fake:
-    """Answers Metadata v1 naming `controller` (host:port, or itself) and
-    every mirror mutation with `code` and message `msg`; counts requests
-    by ApiKey."""
+    """Answers ApiVersions as mirrord does, Metadata v1 naming `controller`
+    (host:port, or itself) and every mirror mutation with `code` and
+    message `msg`; counts requests by ApiKey."""
 
     def __init__(self, code, msg, controller=None):
         self.code, self.msg, self.controller = code, msg, controller
@@ -60,7 +60,15 @@ class Fake:
                     b += chunk
                 key, ver, corr = struct.unpack(">hhi", b[:8])
                 self.counts[key] = self.counts.get(key, 0) + 1
-                if key == 3:
+                if key == 18:
+                    # ApiVersions v0: Metadata and the mirror RPCs, as
+                    # mirrord lists them.
+                    keys = [(3, 0, 12), (18, 0, 3)] + [
+                        (k, 0, 0) for k in (94, 95, 96, 98, 99, 102, 103,
+                                            104, 105)]
+                    body = struct.pack(">ihi", corr, 0, len(keys)) + b"".join(
+                        struct.pack(">hhh", *k) for k in keys)
+                elif key == 3:
                     host, port = (self.controller or self.addr).rsplit(":", 1)
                     hb = host.encode()
                     body = (struct.pack(">i", corr) + struct.pack(">i", 1) +

@@ -18,7 +18,8 @@ and destination:
   * mirrord_mirror_partitions{mirror,state} counts the partitions, and
     the metadata log's metrics count its appends and fsyncs;
   * bash completion asks the running mirrord for mirror names (--mirror)
-    and the mirror's topic names (--pause --topic).
+    and the mirror's topic names (--pause --topic), every mirror's topic
+    names for --describe --topic.
 """
 
 import json
@@ -276,6 +277,11 @@ def main():
        "completion of --topic for --pause")
     eq(complete(b + "--add --mirror m1 --topic "), [],
        "no --topic completion for --add (source topics)")
+    eq(complete(b + "--describe --topic "),
+       sorted({p["topic"] for p in d.describe_json()}),
+       "completion of --topic for --describe: every mirror's topics")
+    eq(complete(b + "--describe --mirror m1 --topic o"), ["orders"],
+       "completion of --topic for --describe --mirror m1")
     eq(complete(b + "--desc"), ["--describe"], "completion of an option")
     eq(complete("kafka-mirrors --bootstrap-server 127.0.0.1:1 --mirror "), [],
        "completion against no mirrord")

@@ -1,7 +1,7 @@
 #!/bin/sh
 # make install DESTDIR=... lays out the programs, the example config, the
-# systemd unit and the man pages under the configured prefixes, and the
-# installed programs run.
+# systemd unit and the man pages under the configured prefixes, the alert
+# rules name where they are installed, and the installed programs run.
 set -eu
 : "${top_builddir:?}"
 dest="$top_builddir/test/tmp/test_install"
@@ -22,6 +22,16 @@ for f in "$prefix/sbin/mirrord" "$prefix/bin/kafka-mirrors" \
 	if [ ! -s "$dest$f" ]; then
 		echo "FAIL: $f was not installed"; fail=1
 	fi
+done
+[ "$fail" = 0 ] || exit 1
+# The rules file says where it is: rule_files needs the path, which the
+# Debian package (/usr) and make install's default prefix (/usr/local) put
+# in different places.
+for p in /usr /usr/local; do
+	grep -qF "$p/share/mirrord/prometheus/mirrord-alerts.yml" \
+	    "$dest$prefix/share/mirrord/prometheus/mirrord-alerts.yml" || {
+		echo "FAIL: mirrord-alerts.yml does not name $p/share/mirrord/prometheus/mirrord-alerts.yml"
+		fail=1; }
 done
 [ "$fail" = 0 ] || exit 1
 "$dest$prefix/sbin/mirrord" --version | grep -q '^mirrord ' || {

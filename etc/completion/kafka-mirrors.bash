@@ -3,9 +3,10 @@
 # named kafka-mirrors.sh) so that bash-completion loads it on first use.
 #
 # Options and their arguments complete from the program's own list; mirror
-# names (--mirror), topic names (--topic, with --mirror given) and a
-# mirror's config keys (--delete-config, with --mirror given) are asked
-# of mirrord itself when --bootstrap-server is already on the line, with
+# names (--mirror), topic names (--topic: the mirror's with --mirror
+# given, every mirror's with --describe) and a mirror's config keys
+# (--delete-config, with --mirror given) are asked of mirrord itself, at
+# the line's --bootstrap-server or the program's default, with
 # --command-config if given, and at most 3 seconds spent waiting.
 
 # The words before the cursor, split on blanks only (bash's own
@@ -30,12 +31,14 @@ _kafka_mirrors_arg()
 	return 1
 }
 
-# Runs the CLI on the line's --bootstrap-server and --command-config.
+# Runs the CLI on the line's --bootstrap-server (else its default) and
+# --command-config.
 _kafka_mirrors_query()
 {
 	local bootstrap config
-	bootstrap=$(_kafka_mirrors_arg --bootstrap-server) || return 0
-	local -a cmd=("${_km_words[0]}" --bootstrap-server "$bootstrap")
+	local -a cmd=("${_km_words[0]}")
+	bootstrap=$(_kafka_mirrors_arg --bootstrap-server) &&
+	    cmd+=(--bootstrap-server "$bootstrap")
 	config=$(_kafka_mirrors_arg --command-config) &&
 	    cmd+=(--command-config "$config")
 	timeout 3 "${cmd[@]}" "$@" 2>/dev/null
@@ -66,14 +69,21 @@ _kafka_mirrors()
 		return
 		;;
 	--topic | --topics | --exclude)
-		local mirror names w
+		local describe= names w
+		local -a mirror=()
 		# --add names source topics, which only mirrord's source knows.
 		for w in "${_km_words[@]}"; do
 			[[ $w == --add || $w == --start ]] && return 0
+			[[ $w == --describe ]] && describe=1
 		done
-		mirror=$(_kafka_mirrors_arg --mirror) || return 0
-		names=$(_kafka_mirrors_query --describe --summary --mirror "$mirror" |
-		    awk 'NR > 1 && NF >= 6 { print $2 }')
+		# The mirror's topics; with --describe, every mirror's.
+		if w=$(_kafka_mirrors_arg --mirror); then
+			mirror=(--mirror "$w")
+		elif [[ -z $describe ]]; then
+			return 0
+		fi
+		names=$(_kafka_mirrors_query --describe --summary "${mirror[@]}" |
+		    awk 'NR > 1 && NF >= 6 { print $2 }' | sort -u)
 		COMPREPLY=($(compgen -W "$names" -- "$cur"))
 		return
 		;;

@@ -41,7 +41,7 @@ const struct ckey config_keys[] = {
 	{ "server.node_id", CT_INT, F(server_node_id), "1", 0, INT32_MAX, NULL, 0, NULL,
 	  "Broker id mirrord reports for itself in Metadata responses on its admin port. "
 	  "Clients see mirrord as a one-broker cluster with this id as broker and controller." },
-	{ "server.listen", CT_HOSTPORT, F(server_listen), "127.0.0.1:9192", 0, 0, NULL, KF_PORT0, NULL,
+	{ "server.listen", CT_HOSTPORT, F(server_listen), CONFIG_SERVER_LISTEN_DEFAULT, 0, 0, NULL, KF_PORT0, NULL,
 	  "Address of the Kafka-protocol admin listener that serves the mirror RPCs to kafka-mirrors and Kafka admin clients. "
 	  "The default accepts connections from this machine only. "
 	  "To serve other hosts use one of this machine's addresses, or 0.0.0.0 or [::] for all interfaces, together with authentication (server.security_protocol) and authorization (the authorization section): "
@@ -79,7 +79,8 @@ const struct ckey config_keys[] = {
 	  "a topic operation's answer drops its per-topic messages first." },
 	{ "server.security_protocol", CT_ENUM, F(server_security_protocol), "PLAINTEXT", 0, 0, "PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL", 0, NULL,
 	  "Security of the admin listener, with a Kafka broker's listener names: PLAINTEXT (none), SSL (TLS 1.2 or later; with server.ssl.client_auth the principal is the client certificate's subject), SASL_PLAINTEXT and SASL_SSL (clients log in with SaslHandshake and SaslAuthenticate; SASL_PLAINTEXT sends PLAIN passwords in clear). "
-	  "Before a SASL client has logged in only ApiVersions, SaslHandshake and SaslAuthenticate are answered." },
+	  "Before a SASL client has logged in only ApiVersions, SaslHandshake and SaslAuthenticate are answered, "
+	  "and a request frame larger than 512 KiB closes the connection at its size prefix, as Kafka's sasl.server.max.receive.size does (counted as oversized_unauthenticated)." },
 	{ "server.ssl.certificate_location", CT_STRING, F(server_ssl_certificate_location), NULL, 0, 0, NULL, 0, "/etc/mirrord/tls/admin.pem",
 	  "PEM file with the admin listener's certificate (and any intermediate certificates after it). "
 	  "Required with SSL and SASL_SSL; read again on SIGHUP, so a renewed certificate can replace it in place." },

@@ -26,6 +26,8 @@
 #include <stdio.h>
 
 #define CONFIG_MAX_FILE_BYTES (1024 * 1024)
+/* server.listen's default, also kafka-mirrors' --bootstrap-server's. */
+#define CONFIG_SERVER_LISTEN_DEFAULT "127.0.0.1:9192"
 #define CONFIG_MAX_ERRORS 64
 
 struct config_hostport {

@@ -283,6 +283,10 @@
 	    "(describe or alter)") \
 	X(ADMIN_CONNECTIONS, "mirrord_admin_connections", GAUGE, NONE, NONE, \
 	    NO, "Open connections to the admin listener") \
+	X(ADMIN_BUFFERED, "mirrord_admin_buffered_bytes", GAUGE, NONE, NONE, \
+	    NO, "Bytes the admin listener holds: request frames read and not " \
+	    "yet handled, requests being handled, answers not yet sent " \
+	    "(capped by server.max_buffered_bytes_total)") \
 	X(METADATA_LOG_RECORDS, "mirrord_metadata_log_records_total", \
 	    COUNTER, NONE, NONE, NO, "Records appended to the metadata log") \
 	X(METADATA_LOG_BYTES, "mirrord_metadata_log_bytes_total", COUNTER, \
