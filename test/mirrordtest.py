@@ -992,3 +992,379 @@ class Proxy:
     def close(self):
         self.stop = True
         self.lsock.close()
+
+
+# ---- status truth: what an operator sees when a source cannot be read ------
+#
+# The contract (STALLED, its REASON, the --describe --json keys, the source
+# metrics, /mirrors/<name>/ready, the /readyz check "sources readable"):
+# a copying partition whose source has not answered it for B =
+# pipeline.request_timeout_ms + mirror.fetch.wait.max.ms, or has failed
+# explicitly (refused, DNS, TLS, SASL, a Kafka error) for 3 s, is STALLED.
+# The tests run mirrord with STALL_YAML and mirrors made by
+# stall_mirror_configs(), so B = 5.1 s, and expect STALLED within
+# STALL_WITHIN_S.  SourceFault checks one fault from its start to its
+# cure; every failure says what kafka-mirrors, /metrics or the HTTP
+# endpoints showed the operator.
+
+STALL_REQUEST_TIMEOUT_MS = 5000
+STALL_FETCH_WAIT_MS = 100
+STALL_B_MS = STALL_REQUEST_TIMEOUT_MS + STALL_FETCH_WAIT_MS
+STALL_WITHIN_S = 2 * STALL_B_MS / 1000.0 + 5
+STALL_YAML = "pipeline:\n  request_timeout_ms: %d\n" % STALL_REQUEST_TIMEOUT_MS
+
+
+def stall_mirror_configs(bootstrap, **configs):
+    """Mirror configs for a source at bootstrap polled as the status tests
+    need (fetch wait 100 ms, metadata every 2 s), plus configs (names
+    with dots: pass a dict as **{...})."""
+    out = {"bootstrap.servers": bootstrap,
+           "mirror.fetch.wait.max.ms": str(STALL_FETCH_WAIT_MS),
+           "mirror.metadata.refresh.interval.ms": "2000"}
+    out.update(configs)
+    return out
+
+
+def wall_ms():
+    return int(time.time() * 1000)
+
+
+def describe_table(d, mirror):
+    """kafka-mirrors --describe --mirror mirror as printed: (the whole
+    output, {(topic, partition): {column name: cell, "line": the row}});
+    REASON is "" when the table has none."""
+    out = d.cli_ok("--describe", "--mirror", mirror).stdout
+    lines = out.splitlines()
+    rows = {}
+    if not lines or not lines[0].startswith("MIRROR"):
+        return out, rows
+    head = lines[0].split()
+    for l in lines[1:]:
+        cells = l.split(None, len(head) - 1)
+        if len(cells) < 8:
+            continue
+        row = dict(zip(head, cells))
+        row.setdefault("REASON", "")
+        row["line"] = l
+        rows[(row["TOPIC"], int(row["PARTITION"]))] = row
+    return out, rows
+
+
+def metric_series(text, family, **labels):
+    """The value of the series of family whose labels are exactly these in
+    a /metrics text, None when there is no such series."""
+    want = sorted('%s="%s"' % kv for kv in labels.items())
+    for line in text.splitlines():
+        m = re.match(r"^%s(?:\{([^}]*)\})? (\S+)$" % re.escape(family), line)
+        if not m:
+            continue
+        got = sorted(m.group(1).split(",")) if m.group(1) else []
+        if got == want:
+            return float(m.group(2))
+    return None
+
+
+def metric_lines(text, *families):
+    """The lines of a /metrics text of these families (for a message)."""
+    return "\n".join(l for l in text.splitlines()
+                     if l.split("{")[0].split(" ")[0] in families) or \
+        "(no series of %s)" % ", ".join(families)
+
+
+class SourceFault:
+    """One fault that makes a mirror's source unreadable, checked as the
+    operator sees it.
+
+        f = mt.SourceFault(d, "m", src.bootstrap, parts, "refused",
+                           r"refused", "connection_refused")
+        f.begin()                  # the moment the fault starts
+        ... break the source ...
+        f.wait_stalled()           # STALLED rows, REASON, within the bound
+        f.check_stalled()          # JSON keys, two looks, metrics, HTTP
+        ... cure it ...
+        f.check_recovered(src_plain, dst, layout)
+
+    parts: the (topic, partition) the fault affects; every other
+    partition of the mirror must stay unstalled.  source: the host:port
+    every REASON names.  cause_re: a regular expression (case-blind) the
+    cause part of the REASON matches.  metric_cause: the cause label of
+    mirrord_mirror_source_errors_total.  whole_source=False: the source
+    still answers the mirror's other partitions (a topic denied by an
+    ACL), so its seconds since a successful Fetch need not grow."""
+
+    def __init__(self, d, mirror, source, parts, what, cause_re, metric_cause,
+                 whole_source=True):
+        self.d, self.mirror, self.source = d, mirror, source
+        self.parts = sorted(parts)
+        self.whole_source = whole_source
+        self.what = what
+        self.cause_re = cause_re
+        self.metric_cause = metric_cause
+        self.t0_ms = self.t0 = None
+
+    def begin(self):
+        self.t0 = time.monotonic()
+        self.t0_ms = wall_ms()
+
+    def _say(self, msg):
+        return "%s: %s" % (self.what, msg)
+
+    def _reason_ok(self, reason):
+        return (reason and self.source in reason and "since " in reason and
+                re.search(self.cause_re, reason, re.I) is not None)
+
+    def _want_reason(self):
+        return ("a REASON naming the source %s, the cause (/%s/) and "
+                "'since '" % (self.source, self.cause_re))
+
+    def wait_stalled(self, within=None, start=None):
+        """Waits until `kafka-mirrors --describe` shows every affected
+        partition STALLED with a REASON naming the source, the cause and
+        since when: within STALL_WITHIN_S (or `within`) of begin() (or of
+        `start`, a monotonic time: e.g. when a restarted broker came back
+        with the fault).  Returns the table's rows."""
+        start = self.t0 if start is None else start
+        within = STALL_WITHIN_S if within is None else within
+        last = {}
+
+        def ok():
+            out, rows = describe_table(self.d, self.mirror)
+            last["out"] = out
+            return all(p in rows and rows[p]["STATE"] == "STALLED" and
+                       self._reason_ok(rows[p]["REASON"])
+                       for p in self.parts) and rows
+        left = max(start + within - time.monotonic(), 0.5)
+        try:
+            rows = h.wait_for(ok, left, "STALLED", interval=0.5)
+        except AssertionError:
+            h.fail(self._say("%.1f s after the fault began, kafka-mirrors "
+                             "--describe shows:\n%s\nwant %s STALLED with %s"
+                             % (time.monotonic() - self.t0, last.get("out"),
+                                ", ".join("%s-%d" % p for p in self.parts),
+                                self._want_reason())))
+        print("%s: STALLED %.1f s after the fault began:\n%s"
+              % (self.what, time.monotonic() - self.t0, last["out"]), flush=True)
+        return rows
+
+    def _json(self):
+        return {(r["topic"], r["partition"]): r
+                for r in self.d.describe_json(self.mirror)}
+
+    def _check_row(self, r, real_end=None):
+        tp = "%s-%d" % (r["topic"], r["partition"])
+        show = json.dumps(r)
+        h.check(r.get("state") == "STALLED",
+                self._say("--describe --json of %s says state %r: %s"
+                          % (tp, r.get("state"), show)))
+        h.check(r.get("mirrorState") in ("MIRRORING", "PREPARING"),
+                self._say("%s: mirrorState %r, want the state machine's "
+                          "MIRRORING or PREPARING: %s"
+                          % (tp, r.get("mirrorState"), show)))
+        h.check(r.get("stalled") is True,
+                self._say("%s: stalled %r, want true: %s"
+                          % (tp, r.get("stalled"), show)))
+        h.check(self._reason_ok(r.get("stalledReason")),
+                self._say("%s: stalledReason %r, want %s"
+                          % (tp, r.get("stalledReason"), self._want_reason())))
+        since = r.get("stalledSinceMs")
+        h.check(isinstance(since, int) and
+                self.t0_ms - 2000 <= since <= wall_ms() + 1000,
+                self._say("%s: stalledSinceMs %r (%+d ms from the fault's "
+                          "start at %d), want a time between the fault's "
+                          "start (less 2 s) and now: %s"
+                          % (tp, since, since - self.t0_ms
+                             if isinstance(since, int) else 0, self.t0_ms,
+                             show)))
+        for k in ("sourceOffsetAgeMs", "lagMs"):
+            h.check(isinstance(r.get(k), int) and r[k] > 0,
+                    self._say("%s: %s %r, want a positive age: %s"
+                              % (tp, k, r.get(k), show)))
+        lag, so, do = r.get("lag"), r.get("sourceOffset"), r.get("destinationOffset")
+        # Never a made-up number: unknown (-1), or the last known source
+        # end minus the destination end, that source end flagged stale.
+        h.check(lag == -1 or (isinstance(so, int) and so >= 0 and
+                              lag == so - do),
+                self._say("%s: lag %r with sourceOffset %r and "
+                          "destinationOffset %r: want -1 or the last known "
+                          "source end minus the destination end: %s"
+                          % (tp, lag, so, do, show)))
+        if real_end is not None and isinstance(so, int) and so >= 0:
+            h.check(so <= real_end,
+                    self._say("%s: sourceOffset %d is past the source's "
+                              "real end %d: %s" % (tp, so, real_end, show)))
+
+    def check_stalled(self, real_ends=None):
+        """While the fault lasts (call after wait_stalled()): every affected
+        partition's --describe --json row (state STALLED, mirrorState,
+        stalled, stalledReason, stalledSinceMs in the fault's window,
+        sourceOffsetAgeMs and lagMs growing between two looks, lag -1 or
+        last known and flagged by its age), the table's LAG (`>=N` or `-`)
+        and LAG-TIME, the metrics (source_up 0, errors by cause, stalled
+        partitions, lag seconds and seconds since success growing), the
+        mirror's /ready (503 with a reason), /mirrors, /readyz ("sources
+        readable").  The other partitions of the mirror are not STALLED.
+        real_ends: {(topic, partition): the source's end now} when the
+        source can still be asked (a sourceOffset is never past it)."""
+        d, m = self.d, self.mirror
+        first = self._json()
+        text1 = d.metrics()
+        for p in self.parts:
+            h.check(p in first, self._say("--describe --json has no row "
+                                          "for %s-%d" % p))
+            self._check_row(first[p], (real_ends or {}).get(p))
+        for p, r in sorted(first.items()):
+            if p not in self.parts:
+                h.check(r.get("state") != "STALLED" and
+                        r.get("stalled") is not True,
+                        self._say("%s-%d is not affected by the fault but "
+                                  "shows %s" % (p[0], p[1], json.dumps(r))))
+        # The second look: the ages grow, the stale source end is flagged.
+        later = {}
+
+        def grown():
+            now = self._json()
+            later["rows"] = now
+            for p in self.parts:
+                a, b = first[p], now[p]
+                if not (b.get("state") == "STALLED" and
+                        b.get("sourceOffsetAgeMs", -1) >=
+                        max(a.get("sourceOffsetAgeMs", 0) + 1000,
+                            STALL_B_MS + 500) and
+                        b.get("lagMs", -1) >= a.get("lagMs", 0) + 1000):
+                    return False
+            return True
+        try:
+            h.wait_for(grown, 15, "the ages to grow", interval=0.5)
+        except AssertionError:
+            h.fail(self._say("sourceOffsetAgeMs and lagMs do not grow past "
+                             "the stall bound while the source cannot be "
+                             "read: first look %s, last look %s"
+                             % ([first[p] for p in self.parts],
+                                [later.get("rows", {}).get(p)
+                                 for p in self.parts])))
+        for p in self.parts:
+            self._check_row(later["rows"][p], (real_ends or {}).get(p))
+        out, table = describe_table(d, m)
+        for p in self.parts:
+            r, row = later["rows"][p], table.get(p)
+            h.check(row is not None, self._say("--describe shows no %s-%d:"
+                                               "\n%s" % (p[0], p[1], out)))
+            want = "-" if r["lag"] == -1 else ">=%d" % r["lag"]
+            h.check(row["LAG"] == want and row["STATE"] == "STALLED",
+                    self._say("--describe shows LAG %r STATE %r for %s-%d, "
+                              "want LAG %r (the source end is %d ms old) "
+                              "and STALLED:\n%s"
+                              % (row["LAG"], row["STATE"], p[0], p[1], want,
+                                 r["sourceOffsetAgeMs"], out)))
+            h.check(row["LAG-TIME"] not in ("-", "0s"),
+                    self._say("--describe shows LAG-TIME %r for %s-%d while "
+                              "nothing was read for %d ms:\n%s"
+                              % (row["LAG-TIME"], p[0], p[1],
+                                 r["sourceOffsetAgeMs"], out)))
+        text2 = d.metrics()
+        fams = ("mirrord_mirror_source_up", "mirrord_mirror_source_errors_total",
+                "mirrord_mirror_stalled_partitions",
+                "mirrord_mirror_source_seconds_since_success",
+                "mirrord_partition_lag_seconds",
+                "mirrord_partition_stalled_seconds")
+        shown = metric_lines(text2, *fams)
+        up = metric_series(text2, "mirrord_mirror_source_up", mirror=m)
+        h.check(up == 0, self._say("/metrics has mirrord_mirror_source_up"
+                                   "{mirror=\"%s\"} %r, want 0:\n%s"
+                                   % (m, up, shown)))
+        errs = metric_series(text2, "mirrord_mirror_source_errors_total",
+                             mirror=m, cause=self.metric_cause)
+        h.check(errs is not None and errs > 0,
+                self._say("/metrics has mirrord_mirror_source_errors_total"
+                          "{cause=\"%s\"} %r, want > 0:\n%s"
+                          % (self.metric_cause, errs, shown)))
+        st = metric_series(text2, "mirrord_mirror_stalled_partitions", mirror=m)
+        h.check(st == len(self.parts),
+                self._say("/metrics has mirrord_mirror_stalled_partitions %r, "
+                          "want %d:\n%s" % (st, len(self.parts), shown)))
+        a = metric_series(text1, "mirrord_mirror_source_seconds_since_success",
+                          mirror=m, request="Fetch")
+        b = metric_series(text2, "mirrord_mirror_source_seconds_since_success",
+                          mirror=m, request="Fetch")
+        h.check(a is not None and b is not None and
+                (b > a >= 0 or not self.whole_source),
+                self._say("mirrord_mirror_source_seconds_since_success"
+                          "{request=\"Fetch\"} does not grow: %r then %r:\n%s"
+                          % (a, b, shown)))
+        for t, p in self.parts:
+            lab = dict(mirror=m, topic=t, partition=str(p))
+            a = metric_series(text1, "mirrord_partition_lag_seconds", **lab)
+            b = metric_series(text2, "mirrord_partition_lag_seconds", **lab)
+            h.check(a is not None and b is not None and b > a,
+                    self._say("mirrord_partition_lag_seconds of %s-%d does "
+                              "not grow: %r then %r:\n%s" % (t, p, a, b, shown)))
+            s = metric_series(text2, "mirrord_partition_stalled_seconds", **lab)
+            h.check(s is not None and s > 0,
+                    self._say("mirrord_partition_stalled_seconds of %s-%d is "
+                              "%r, want > 0:\n%s" % (t, p, s, shown)))
+        code, body = http_get(d.metrics_port, "/mirrors/%s/ready" % m)
+        h.check(code == 503 and len(body.strip().splitlines()) == 1,
+                self._say("GET /mirrors/%s/ready answered %d %r, want 503 "
+                          "and one line saying why" % (m, code, body)))
+        code, body = http_get(d.metrics_port, "/mirrors")
+        mine = None
+        try:
+            mine = [x for x in json.loads(body) if x.get("mirror") == m]
+        except (ValueError, AttributeError, TypeError):
+            pass
+        h.check(code == 200 and mine and mine[0].get("sourceUp") is False and
+                mine[0].get("stalledPartitions") == len(self.parts) and
+                mine[0].get("reason"),
+                self._say("GET /mirrors answered %d %r, want mirror %s with "
+                          "sourceUp false, stalledPartitions %d and a reason"
+                          % (code, body, m, len(self.parts))))
+        code, body = d.readyz()
+        h.check(code == 503 and "sources readable" in body,
+                self._say("GET /readyz answered %d %r, want 503 failing "
+                          "\"sources readable\"" % (code, body)))
+        print("%s: as the operator sees it:\n%s\n%s\n/mirrors/%s/ready: %s"
+              % (self.what, out, shown, m,
+                 http_get(d.metrics_port, "/mirrors/%s/ready" % m)[1].strip()),
+              flush=True)
+
+    def check_recovered(self, src, dst, layout, timeout=120):
+        """After the cure: no partition of the mirror STALLED any more, every
+        partition of layout ({topic: npartitions}) caught up (MIRRORING,
+        lag 0), the destination ends where the source ends with the same
+        records at the same offsets and the same batches (nothing lost,
+        nothing twice), source_up 1, no stalled partition, the mirror's
+        /ready 200 and /readyz 200.  src and dst: bootstraps the test's
+        own clients read (PLAINTEXT)."""
+        d, m = self.d, self.mirror
+        try:
+            wait_caught_up(d, m, timeout, "caught up", fail_on_failed=True,
+                           row_ok=lambda r: r.get("stalled") is False and
+                           r.get("stalledReason") is None)
+        except AssertionError as e:
+            h.fail(self._say("after the cure the mirror does not catch up: "
+                             "%s\n--describe:\n%s"
+                             % (e, describe_table(d, m)[0])))
+        want = {}
+        for t, n in sorted(layout.items()):
+            ends = wait_same_ends(src, dst, t, n, timeout, d.proc.log_path)
+            want.update({(t, p): e for p, e in enumerate(ends)})
+            same_batches(src, dst, t, range(n))
+        check_same_records(src, dst, want, "sf-%d" % os.getpid())
+        text = d.metrics()
+        shown = metric_lines(text, "mirrord_mirror_source_up",
+                             "mirrord_mirror_stalled_partitions")
+        h.check(metric_series(text, "mirrord_mirror_source_up", mirror=m) == 1
+                and metric_series(text, "mirrord_mirror_stalled_partitions",
+                                  mirror=m) == 0,
+                self._say("after the cure /metrics shows:\n%s\nwant source_up "
+                          "1 and no stalled partition" % shown))
+        code, body = http_get(d.metrics_port, "/mirrors/%s/ready" % m)
+        h.check((code, body) == (200, "current\n"),
+                self._say("after the cure GET /mirrors/%s/ready answered %d "
+                          "%r, want 200 \"current\"" % (m, code, body)))
+        h.wait_for(lambda: d.readyz()[0] == 200, 10,
+                   self._say("/readyz 200 after the cure (now %r)"
+                             % (d.readyz(),)))
+        print("%s: cured, %d records equal at the same offsets"
+              % (self.what, sum(want.values())), flush=True)
+        return want

@@ -21,6 +21,12 @@ What it does
   start_broker() take down and up, node 1 staying up) in its own directory, on free 127.0.0.1 ports, started with a
   small heap in its own process group with PR_SET_PDEATHSIG, so the broker
   dies with the Python process that started it even on SIGKILL.
+  A whole cluster goes down with stop() (kill=True: SIGKILL, a crash) and
+  comes back on its data and ports with start_again(props), which can
+  change its settings on the way (another advertised name, another
+  keystore); freeze()/thaw() SIGSTOP/SIGCONT its broker (requests
+  accepted, never answered); set_scram_password() rotates a SCRAM user's
+  password with Kafka's kafka-configs.
   Security variants (`security=`, comma-separated features):
     ""/"plaintext"  PLAINTEXT client listener
     "sasl"          SASL_PLAINTEXT, SCRAM-SHA-512 users (added at format
@@ -755,6 +761,25 @@ class Cluster:
         return subprocess.run(cmd, input=input, capture_output=True, text=True,
                               timeout=timeout, start_new_session=True)
 
+    def set_scram_password(self, user, password, mechanism="SCRAM-SHA-512",
+                           iterations=4096):
+        """Give user a new SCRAM password on the broker (Kafka's
+        kafka-configs, AlterUserScramCredentials over the PLAINTEXT admin
+        listener): new logins must use it, sessions already open live on
+        until they end (connections.max.reauth.ms bounds them).
+        USERS keeps the password the cluster was formatted with, so
+        set_scram_password(user, USERS[user]) sets that back."""
+        r = self.java_tool("org.apache.kafka.tools.ConfigCommand", [
+            "--bootstrap-server", self.admin_bootstrap, "--alter",
+            "--entity-type", "users", "--entity-name", user,
+            "--add-config", "%s=[iterations=%d,password=%s]"
+            % (mechanism, iterations, password)])
+        if r.returncode != 0:
+            raise KafkaError("%s: kafka-configs could not set %s's %s "
+                             "password (exit %d): %s"
+                             % (self.name, user, mechanism, r.returncode,
+                                (r.stderr or r.stdout).strip()[-600:]))
+
     def to_dict(self):
         return {"name": self.name, "root": self.root, "dir": self.dir,
                 "security": self.security, "protocol": self.protocol,
@@ -937,7 +962,7 @@ class Cluster:
         """Start the formatted broker.  Call from the thread that will live
         as long as the broker: PR_SET_PDEATHSIG follows the forking thread."""
         cds, self._cds_tmp = cds_options(self.libs)
-        out = open(self.log_path, "w")
+        out = open(self.log_path, "a")  # a start_again() appends
         self.proc = subprocess.Popen(
             self._java("kafka.Kafka", [os.path.join(self.dir, "server.properties")],
                        cds),
@@ -989,19 +1014,60 @@ class Cluster:
         raise KafkaError("%s: broker not ready after %.0fs (%s); log tail:\n%s"
                          % (self.name, START_TIMEOUT, last, self.log_tail()))
 
-    def stop(self, timeout=STOP_TIMEOUT):
-        """SIGTERM the broker's process group, SIGKILL after timeout."""
+    def stop(self, timeout=STOP_TIMEOUT, kill=False):
+        """SIGTERM the broker's process group, SIGKILL after timeout;
+        kill=True is SIGKILL at once (a crash).  The data and ports stay:
+        start_again() starts the cluster on them."""
         for n in self.nodes.values():
-            n.stop(timeout)
+            n.stop(timeout, kill=kill)
         pid = self.pid
         if pid is None:
             return
+        if kill:
+            _signal(pid, signal.SIGKILL)
         _kill_group(pid, self.proc, timeout)
         self.proc = None
         self.pid = None
         if getattr(self, "_cds_tmp", None):
             cds_publish(self._cds_tmp)
             self._cds_tmp = None
+
+    def start_again(self, props=None, timeout=START_TIMEOUT):
+        """After stop(): start the cluster again on its data and ports and
+        wait until it is ready.  props ({key: value}) change extra_props
+        first (a value None drops the key) and server.properties is
+        written again, so a broker can come back with another setting,
+        e.g. {"advertised.listeners": "CLIENT://nx.invalid:{port},ADMIN://"
+        "127.0.0.1:{admin_port}"} to advertise a name that does not
+        resolve, or a client keystore of another CA; start_again({key:
+        None}) brings the default back.  Broker-only nodes keep their
+        configuration.  Call from the thread that will live as long as
+        the broker (see launch)."""
+        if self.proc is not None and self.proc.poll() is None:
+            raise KafkaError("%s: start_again() while the broker runs; "
+                             "stop() it first" % self.name)
+        for k, v in (props or {}).items():
+            if v is None:
+                self.extra_props.pop(k, None)
+            else:
+                self.extra_props[k] = v
+        self._write_config()
+        self.launch()
+        self.wait_ready(time.monotonic() + timeout)
+
+    def freeze(self):
+        """SIGSTOP the broker's process group (node 1): every thread stops,
+        its sockets stay open and the kernel still completes new TCP
+        handshakes into the listen backlog, so clients see requests that
+        are never answered, not a refusal.  thaw() resumes it."""
+        if self.pid is None:
+            raise KafkaError("%s: freeze() of a stopped broker" % self.name)
+        _signal(self.pid, signal.SIGSTOP)
+
+    def thaw(self):
+        """SIGCONT after freeze()."""
+        if self.pid is not None:
+            _signal(self.pid, signal.SIGCONT)
 
     # -- broker nodes of a multi-broker cluster
 
@@ -1163,9 +1229,11 @@ class Cluster:
         self.create_topic(name, partitions, cfg)
 
     def grant(self, principal, operations, topic=None, group=None,
-              cluster=False, pattern="literal"):
+              cluster=False, pattern="literal", permission="ALLOW"):
         """Allow ACLs (CreateAcls v1) for principal ("User:alice") on a topic,
-        a group or the cluster; operations like ["WRITE", "DESCRIBE"]."""
+        a group or the cluster; operations like ["WRITE", "DESCRIBE"];
+        permission="DENY" makes DENY ones (revoke(..., permission="DENY")
+        deletes them)."""
         ops = {"ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6,
                "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9,
                "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
@@ -1181,7 +1249,8 @@ class Cluster:
             raise ValueError("grant: name a topic, a group or cluster=True")
         creations = [struct.pack(">b", rtype) + _str(rname)
                      + struct.pack(">b", pats[pattern]) + _str(principal)
-                     + _str("*") + struct.pack(">bb", ops[op.upper()], 3)
+                     + _str("*") + struct.pack(">bb", ops[op.upper()],
+                                               {"ALLOW": 3, "DENY": 2}[permission])
                      for op in operations]
         w = self._wire()
         try:
