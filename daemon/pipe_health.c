@@ -424,11 +424,14 @@ static void part_trouble(const struct ppart *p, int64_t now,
 
 /* ---- what is shown ------------------------------------------------------------ */
 
-int64_t ph_lag_ms(const struct ppart *p, int64_t now)
+int64_t ph_lag_ms(const struct ppart *p, int64_t now, int stalled)
 {
 	int64_t bound = ph_bound_ms(p->pm), v = -1;
 
-	if (p->live.lag == 0 && p->caught_ms > 0 && now - p->caught_ms <= bound)
+	/* Caught up as of an answer younger than the bound, and nothing in
+	 * the way since: current. */
+	if (p->live.lag == 0 && p->caught_ms > 0 && now - p->caught_ms <= bound &&
+	    !stalled)
 		return 0;
 	if (p->caught_ms > 0)
 		v = MAX(now - p->caught_ms, 0);
@@ -459,8 +462,8 @@ int pipeline_partition_status(struct pipeline *pl, const struct mpart *mp,
 	    out->source_offset_age_ms > ph_bound_ms(p->pm);
 	if (p->caught_ms > 0)
 		out->caught_up_ms = p->caught_ms;
-	out->lag_ms = ph_lag_ms(p, now);
 	part_trouble(p, now, &t);
+	out->lag_ms = ph_lag_ms(p, now, t.side != 0);
 	if (t.side == 0 || !t.stalled)
 		return 0;
 	out->stalled = 1;
@@ -507,16 +510,16 @@ static void mirror_walk(const struct pmirror *pm, int64_t now,
 			h->stopped++;
 		if (st == MPART_STOPPED)
 			continue;
+		part_trouble(p, now, &t);
 		if (st == MPART_PREPARING || st == MPART_MIRRORING ||
 		    st == MPART_PAUSED) {
-			int64_t lm = ph_lag_ms(p, now);
+			int64_t lm = ph_lag_ms(p, now, t.side != 0);
 
 			h->max_lag = MAX(h->max_lag, p->live.lag);
 			h->max_lag_ms = MAX(h->max_lag_ms, lm);
 			if (lm < 0 && st != MPART_PAUSED)
 				h->lag_unknown++;
 		}
-		part_trouble(p, now, &t);
 		if (t.side == 0 || !t.stalled)
 			continue;
 		h->stalled++;
@@ -693,7 +696,8 @@ void ph_collect_partition(struct pipeline *pl, const struct ppart *p)
 	if (st != MPART_PREPARING && st != MPART_MIRRORING && st != MPART_PAUSED &&
 	    st != MPART_PAUSING)
 		return;
-	lm = ph_lag_ms(p, now);
+	part_trouble(p, now, &t);
+	lm = ph_lag_ms(p, now, t.side != 0);
 	if (lm >= 0)
 		metrics_gauge_set(metrics_std_partition(ms,
 		    MSTD_PARTITION_LAG_SECONDS, p->pm->name, p->topic, p->index),
@@ -702,7 +706,6 @@ void ph_collect_partition(struct pipeline *pl, const struct ppart *p)
 		metrics_gauge_set(metrics_std_partition(ms,
 		    MSTD_PARTITION_SOURCE_OFFSET_AGE, p->pm->name, p->topic,
 		    p->index), (double)MAX(now - p->src.ok_ms, 0) / 1000.0);
-	part_trouble(p, now, &t);
 	metrics_gauge_set(metrics_std_partition(ms, MSTD_PARTITION_STALLED_SECONDS,
 	    p->pm->name, p->topic, p->index), t.side != 0 && t.stalled ?
 	    (double)MAX(now - t.since, 0) / 1000.0 : 0);

@@ -36,11 +36,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "compat.h"
 #include "daemonconf.h"
 #include "kerr.h"
 #include "log.h"
+#include "mirrorconf.h"
 #include "pipe_int.h"
 
 /* Answers in a row that must miss a topic before it counts as deleted. */
@@ -334,9 +336,11 @@ int pident_source(struct pmirror *pm)
 int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
     const struct kcluster_topic *md)
 {
-	char why[700], id[23];
+	char why[700], id[23], at[40];
 	int answers;
 	double secs;
+	time_t when;
+	struct tm tm;
 
 	if (md == NULL || md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
 		/* Confirmed already, waiting for its turn in the log: not
@@ -345,9 +349,15 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 			return 1;
 		if (!absent_note(pm, SIDE_SOURCE, mt->name, &answers, &secs))
 			return 1;
-		snprintf(why, sizeof(why), "the source topic %s was deleted "
-		    "(missing from %d Metadata answers in a row over %.1f s)",
-		    mt->name, answers, secs);
+		when = (time_t)((clock_wall_ms() - (int64_t)(secs * 1000)) / 1000);
+		if (gmtime_r(&when, &tm) == NULL ||
+		    strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+			snprintf(at, sizeof(at), "?");
+		snprintf(why, sizeof(why), "the source topic %s was deleted on "
+		    "the source %s: missing from its Metadata since %s (%d answers "
+		    "in a row over %.1f s)", mt->name,
+		    pm->conf != NULL && pm->conf->bootstrap_servers != NULL ?
+		    pm->conf->bootstrap_servers : "?", at, answers, secs);
 		log_warnx("mirror %s: %s; its partitions go STOPPING", pm->name,
 		    why);
 		/* The topic's note and its partitions' STOPPING in one group

@@ -929,8 +929,10 @@ int64_t ph_bound_ms(const struct pmirror *pm);
 void ph_src_answer(struct ppart *p, int64_t now);
 /* p's copied end moved (src_done, live.lag updated). */
 void ph_note_copied(struct ppart *p);
-/* p's lag in time at now (wall ms), as DescribeMirrors shows it; -1. */
-int64_t ph_lag_ms(const struct ppart *p, int64_t now);
+/* p's lag in time at now (wall ms), as DescribeMirrors shows it, -1
+ * unknown; never 0 when troubled (something keeps p from reading the
+ * source or writing the destination, or the source did not answer). */
+int64_t ph_lag_ms(const struct ppart *p, int64_t now, int troubled);
 /* Periodic: a mirror's source going and coming back, logged. */
 void ph_tick(struct pipeline *pl, int64_t mono);
 /* Scrape time: the health families of a mirror and of a partition. */

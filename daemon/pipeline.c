@@ -1323,7 +1323,7 @@ static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 			fo.lag = MAX(hw - done, 0);
 	}
 	fo.lag_ms = fo.lag == 0 && fo.asked ? 0 : fo.lag < 0 ? -1 :
-	    ph_lag_ms(p, now);
+	    ph_lag_ms(p, now, !fo.asked);
 	if (fo.lag != 0 || !fo.asked)
 		log_warnx("%s: stopped with %s%" PRId64 " source offsets not copied "
 		    "(source high watermark %" PRId64 "%s, copied up to offset %"

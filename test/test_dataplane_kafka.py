@@ -239,7 +239,7 @@ def main():
     eq(sorted(r["lastMirroredOffset"] for r in rows), [9, 9, 9, 9],
        "last mirrored offsets of the deleted topic's partitions")
     for r in rows:   # not an operator's RemoveTopics: describe says why
-        h.check(("the source topic %s was deleted (missing from" % t_grow)
+        h.check(("the source topic %s was deleted on the source " % t_grow)
                 in (r["errorMessage"] or ""),
                 "describe says the source topic was deleted: %r" % r)
     print("real Kafka: partitions added on the source mirrored; source topic "

@@ -16,7 +16,7 @@ with mirror.fetch.wait.max.ms 100 and mirror.metadata.refresh.interval.ms
     what was not copied is a lower bound); the report's summary says
     `at least 3000 source offset(s) not copied`; P's row has
     LAST-MIRRORED-OFFSET 4099 (not `-`) and NOT-COPIED `>=3000`, Q's 49
-    and `>=0`, each with the age of the source end it counts from (AS-OF,
+    and `>=0`, each with the age of the source end it counts from (SOURCE-AGE,
     not `-`);
   * the destination holds exactly the records copied: P's first 4,100 and
     Q's 50, at their source offsets;
@@ -101,7 +101,8 @@ def main():
         "summary `... 2 partition(s) STOPPED, at least 3000 source offset(s) "
         "not copied`" % r.stdout)
     head = lines[at[0] + 1].split()
-    h.check("AS-OF" in head, "the report has no AS-OF column:\n%s" % r.stdout)
+    h.check("SOURCE-AGE" in head, "the report has no SOURCE-AGE column:\n%s"
+            % r.stdout)
     rows = {}
     for l in lines[at[0] + 2:]:
         c = dict(zip(head, l.split()))
@@ -111,9 +112,10 @@ def main():
         eq((c.get("LAST-MIRRORED-OFFSET"), c.get("NOT-COPIED")), (last, nc),
            "%s's report row (LAST-MIRRORED-OFFSET, NOT-COPIED) in:\n%s"
            % (t, r.stdout))
-        h.check(c.get("AS-OF") not in (None, "-"),
-                "%s's report row has AS-OF %r, want the age of the source end "
-                "NOT-COPIED counts from:\n%s" % (t, c.get("AS-OF"), r.stdout))
+        h.check(c.get("SOURCE-AGE") not in (None, "-"),
+                "%s's report row has SOURCE-AGE %r, want the age of the "
+                "source end NOT-COPIED counts from:\n%s"
+                % (t, c.get("SOURCE-AGE"), r.stdout))
     states = d.states(M)
     eq((states.get((P, 0)), states.get((Q, 0))), ("STOPPED", "STOPPED"),
        "the removed partitions' states")

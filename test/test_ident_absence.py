@@ -110,8 +110,9 @@ def stopped():
 got = h.wait_for(stopped, 60, "the partition to stop once the deletion is "
                  "confirmed")
 msg = got[0]["errorMessage"] or ""
-m = re.search(r"the source topic %s was deleted \(missing from (\d+) Metadata "
-              r"answers in a row over ([0-9.]+) s\)" % TOPIC, msg)
+m = re.search(r"the source topic %s was deleted on the source \S+: missing "
+              r"from its Metadata since \S+Z \((\d+) answers in a row over "
+              r"([0-9.]+) s\)" % TOPIC, msg)
 h.check(m is not None, "describe says the source topic was deleted, got %r"
         % msg)
 h.check(int(m.group(1)) >= 3 and float(m.group(2)) >= 1.0,

@@ -511,6 +511,19 @@ START_TEST(test_promtool_clean)
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MEMORY_HELD), "queued"), 4096);
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MEMORY_HELD),
 	    "destination_reads"), 65792);
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MIRROR_SOURCE_UP), "m"), 0);
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, MIRROR_SOURCE_ERRORS), "m",
+	    "connection_refused"));
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MIRROR_SOURCE_SINCE_SUCCESS),
+	    "m", "Fetch"), 12.5);
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MIRROR_STALLED_PARTITIONS),
+	    "m"), 2);
+	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MIRROR_MAX_LAG_SECONDS), "m"),
+	    12.5);
+	metrics_gauge_set(metrics_std_partition(&ms,
+	    MSTD_PARTITION_SOURCE_OFFSET_AGE, "m", "t", 0), 12.5);
+	metrics_gauge_set(metrics_std_partition(&ms,
+	    MSTD_PARTITION_STALLED_SECONDS, "m", "t", 0), 9.5);
 	out = render(m);
 	/* Every family of the table is in the output. */
 	for (size_t i = 0; i < MSTD_COUNT; i++) {

@@ -636,7 +636,7 @@ class Torture:
             # Expected from the moment the topic goes.
             self.expect[(t, 0)] = ("src-recreate", [
                 r"^source topic %s was deleted and recreated \(topic id" % t,
-                r"^the source topic %s was deleted \(missing from" % t],
+                r"^the source topic %s was deleted on the source " % t],
                 ("FAILED", "STOPPING", "STOPPED"))
             self.recreated_src.add(t)
             recreate_topic(self.src, t)

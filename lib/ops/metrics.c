@@ -723,8 +723,6 @@ static void put_sample(struct mwriter *w, const struct metric_series *s,
 
 static void render_family(struct mwriter *w, struct metric_family *f)
 {
-	if (f->collect != NULL && f->enabled)
-		f->collect(f, f->collect_arg);
 	if (f->head == NULL)
 		return;
 	puts_(w, "# HELP ");
@@ -759,6 +757,11 @@ static int render(struct metrics *m, struct mwriter *w, char *err,
     size_t errlen)
 {
 	w->cap = m->max_output;
+	/* Every collector first: one may set series of families rendered
+	 * before its own (a scrape shows now, not the scrape before). */
+	for (struct metric_family *f = m->head; f != NULL; f = f->next)
+		if (f->collect != NULL && f->enabled)
+			f->collect(f, f->collect_arg);
 	for (struct metric_family *f = m->head; f != NULL && !w->failed;
 	    f = f->next)
 		render_family(w, f);
