@@ -1303,7 +1303,11 @@ static int do_add(struct cli_conn *c, const struct opts *o)
 	frame = conn_call(c, KP_API_ADD_TOPICS_TO_MIRROR, 0, &w, &r);
 	decode_topic_results(c, &r, a, "AddTopicsToMirror", &resp);
 	rc = report_topics("Added", o->mirror, &resp);
-	if (rc == 0 && resp.topics_n == 0 && np > 0)
+	if (rc == 0 && resp.topics_n == 0 && np > 0 &&
+	    resp.warning_message.len > 0)
+		printf("Patterns saved to mirror %s for auto-discovery; no topic "
+		    "was matched yet (see the warning).\n", o->mirror);
+	else if (rc == 0 && resp.topics_n == 0 && np > 0)
 		printf("No matching topics found yet. Patterns saved to mirror %s "
 		    "for auto-discovery.\n", o->mirror);
 	if (rc == 0 && resp.warning_message.len > 0) {

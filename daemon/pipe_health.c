@@ -316,11 +316,27 @@ static int source_trouble(const struct ppart *p, int64_t now,
 		    pm->unusable : "the mirror's source client is not ready");
 		return 1;
 	}
-	if (p->src.fail_since != 0) {
-		trouble_from(t, 1, &p->src);
+	leader = kcluster_leader(cl->kc, p->topic, p->index, NULL);
+	b = leader >= 0 ? broker_of(cl, leader) : NULL;
+	if (b != NULL && b->health.fail_since != 0 &&
+	    b->health.fail_since >= p->src.ok_ms &&
+	    (p->src.fail_since == 0 || b->health.fail_ms >= p->src.fail_ms)) {
+		/* The broker fails now (the partition's own error, if any,
+		 * came before): its cause, since the first of them. */
+		trouble_from(t, 1, &b->health);
+		if (p->src.fail_since != 0)
+			t->since = MIN(t->since, p->src.fail_since);
 		return 1;
 	}
-	leader = kcluster_leader(cl->kc, p->topic, p->index, NULL);
+	if (p->src.fail_since != 0) {
+		trouble_from(t, 1, &p->src);
+		if (leader < 0 && cl->md.fail_since != 0 &&
+		    cl->md.fail_ms > p->src.fail_ms) {
+			trouble_from(t, 1, &cl->md);
+			t->since = MIN(t->since, p->src.fail_since);
+		}
+		return 1;
+	}
 	if (leader < 0) {
 		if (cl->md.fail_since != 0) {
 			trouble_from(t, 1, &cl->md);
@@ -337,11 +353,6 @@ static int source_trouble(const struct ppart *p, int64_t now,
 		    "no Metadata answer from the source for %s" :
 		    "the source's Metadata names no leader for the partition "
 		    "(for %s)", dur_text(now - base, d, sizeof(d)));
-		return 1;
-	}
-	if ((b = broker_of(cl, leader)) != NULL && b->health.fail_since != 0 &&
-	    b->health.fail_since >= p->src.ok_ms) {
-		trouble_from(t, 1, &b->health);
 		return 1;
 	}
 	/* Silence: fetching, with room, and no answer for the bound. */

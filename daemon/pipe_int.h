@@ -38,6 +38,7 @@ struct awrite;
 struct pmarks;
 struct pfsess;
 struct sync_pend;
+struct pknown_ent;
 
 /* ---- health (pipe_health.c) ---------------------------------------------- */
 
@@ -600,6 +601,13 @@ struct pipeline {
 	size_t mw_queued;
 	struct pmeta_w *mw_fl;
 	size_t nmw_fl;
+	/* What partitions knew of their source before this start
+	 * (pipe_known.c), sorted by key; when it was last saved (mono ms)
+	 * and whether that failed (logged once). */
+	struct pknown_ent *known;
+	size_t nknown;
+	int64_t known_saved_ms;
+	int known_failed;
 };
 
 /* pipeline.c */
@@ -935,6 +943,14 @@ void ph_note_copied(struct ppart *p);
 int64_t ph_lag_ms(const struct ppart *p, int64_t now, int troubled);
 /* Periodic: a mirror's source going and coming back, logged. */
 void ph_tick(struct pipeline *pl, int64_t mono);
+/* pipe_known.c: the partitions' last known source ends and caught-up
+ * moments across restarts (storage.data_dir/known-offsets).  load at
+ * pipeline_new(), seed a partition made afterwards, save every 10 s (or
+ * now with force) and at the end. */
+void pknown_load(struct pipeline *pl);
+void pknown_seed(struct pipeline *pl, struct ppart *p);
+void pknown_save(struct pipeline *pl, int64_t mono, int force);
+void pknown_free(struct pipeline *pl);
 /* Scrape time: the health families of a mirror and of a partition. */
 void ph_collect_mirror(struct pipeline *pl, const struct pmirror *pm);
 void ph_collect_partition(struct pipeline *pl, const struct ppart *p);

@@ -1094,6 +1094,7 @@ static struct ppart *part_new(struct pmirror *pm, const struct mtopic *t,
 	TAILQ_INIT(&p->failed);
 	TAILQ_INIT(&p->unsure);
 	part_reset(p);
+	pknown_seed(pm->pl, p);
 	p->not_before = pm->pl->started_ms + SETTLE_MS;
 	p->owned = pl_part_owned(p);
 	pm->parts[pm->nparts++] = p;
@@ -1600,6 +1601,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 		kick_cb(fd, what, arg);
 	groupsync_tick(pl->gs);
 	ph_tick(pl, clock_mono_ms());
+	pknown_save(pl, clock_mono_ms(), 0);
 }
 
 /* ---- metrics --------------------------------------------------------------- */
@@ -1936,6 +1938,7 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 	if (pl->dst == NULL)
 		goto fail;
 	pcluster_load_pid(pl->dst, cfg->storage_data_dir);
+	pknown_load(pl);
 	if ((pl->gs = groupsync_new(pl)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -2076,6 +2079,9 @@ void pipeline_free(struct pipeline *pl)
 	if (pl->tick_ev)
 		event_free(pl->tick_ev);
 	pl->kick_ev = pl->tick_ev = NULL;
+	if (pl->started)
+		pknown_save(pl, clock_mono_ms(), 1);
+	pknown_free(pl);
 	groupsync_dying(pl->gs);
 	pacl_orphans_free(pl);
 	/* Connections first: their callbacks still see valid partitions. */

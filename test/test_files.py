@@ -69,6 +69,17 @@ def answers(d):
     return r.stdout
 
 
+def started_with_unusable_source(d):
+    """/readyz: start-up completed (every check passes) but 'sources
+    readable', which names the mirror whose source cannot be used."""
+    code, body = mt.http_get(d.metrics_port, "/readyz")
+    if code == 200:
+        return False    # a mirror whose files are bad is not readable
+    failing = [l for l in body.splitlines()[1:] if l]
+    return len(failing) == 1 and failing[0].startswith(
+        "sources readable: mirror ") and "cannot be used" in failing[0]
+
+
 def write_config(d, allowed_yaml):
     """Rewrites the mirrors: section of d's config."""
     with open(d.config_path) as f:
@@ -198,7 +209,7 @@ stop_ok(d, "after the refusals")
 os.unlink(CA)
 os.mkfifo(CA)
 d.start()
-h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: started_with_unusable_source(d), 60,
            "/readyz with a mirror whose CA is a fifo")
 wait_failed_with(d, "good", "ssl.ca.location", CA, "not a regular file (a fifo)")
 answers(d)
@@ -210,7 +221,7 @@ print("a stored mirror whose CA became a fifo: start-up completes, FAILED "
 os.unlink(CA)
 os.symlink("/proc/self/fd/4", CA)
 d.start()
-h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: started_with_unusable_source(d), 60,
            "/readyz with a mirror whose CA links to /proc/self/fd/4")
 wait_failed_with(d, "good", "ssl.ca.location", CA, "resolves to /proc/self/fd/4",
                  "not a regular file")
@@ -226,7 +237,7 @@ os.unlink(CA)
 shutil.copy(os.path.join(OUTSIDE, "secret.pem"), CA)
 write_config(d, "[]")
 d.start()
-h.wait_for(lambda: mt.http_get(d.metrics_port, "/readyz")[0] == 200, 60,
+h.wait_for(lambda: started_with_unusable_source(d), 60,
            "/readyz with no allowed file directory")
 wait_failed_with(d, "good", "ssl.ca.location", CA,
                  "mirrors.allowed_file_dirs is empty")
