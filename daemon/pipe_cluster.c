@@ -191,6 +191,12 @@ static void on_conn(struct kcluster *kc, int32_t node, int event,
 	(void)kc;
 	if (cl->dying)
 		return;
+	if (event == KCONN_EV_READY && node >= 0 &&
+	    (b = broker_find(cl, node)) != NULL) {
+		/* Reached and logged in: a failure before (the broker closed
+		 * an idle connection, or was down) is over. */
+		ph_ok(&b->health, clock_wall_ms());
+	}
 	if (event != KCONN_EV_READY) {
 		/* Not logged here: a broker that refuses every reconnect
 		 * would fill the log; pipe_health.c logs a mirror's source

@@ -632,7 +632,10 @@ void ph_tick(struct pipeline *pl, int64_t mono)
 {
 	int64_t now = clock_wall_ms();
 
-	(void)mono;
+	/* A walk of every partition: once a second is enough for a log. */
+	if (mono - pl->health_ticked_ms < 1000)
+		return;
+	pl->health_ticked_ms = mono;
 	for (size_t i = 0; i < pl->nmirrors; i++) {
 		struct pmirror *pm = pl->mirrors[i];
 		struct pipeline_mirror_health h;

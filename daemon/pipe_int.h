@@ -608,6 +608,7 @@ struct pipeline {
 	size_t nknown;
 	int64_t known_saved_ms;
 	int known_failed;
+	int64_t health_ticked_ms;    /* ph_tick()'s last walk (mono ms) */
 };
 
 /* pipeline.c */
