@@ -575,6 +575,13 @@ void pprove_failback_scanned(struct ppart *p)
 		return;
 	}
 	scanned_what(p, what, sizeof(what));
+	if (p->pv_open >= 0)
+		snprintf(wait, sizeof(wait), "committed records (%" PRId64 " before "
+		    "the open transaction, and its own if it commits; both "
+		    "resolutions wait for it to end)", p->pv_records);
+	else
+		snprintf(wait, sizeof(wait), "%" PRId64 " committed records",
+		    p->pv_records);
 	pl_part_fail_final(p, "failback divergence at offset %" PRId64 ": "
 	    "the destination partition (the old primary) holds offsets "
 	    "%" PRId64 "..%" PRId64 " (%s) written after mirror %s stopped "
@@ -582,10 +589,10 @@ void pprove_failback_scanned(struct ppart *p)
 	    "mirrored to the source; kept FAILED until an operator decides: "
 	    "kafka-mirrors --recover --resolution skip-over keeps them where "
 	    "they are and copies the source's records (from its offset %" PRId64
-	    ") after them, --resolution preserve also copies the %" PRId64
-	    " committed records to topic %s.diverged-%" PRId32 " first (see "
-	    "FAILBACK in kafka-mirrors(1))", at, at, d - 1, what, mirror,
-	    p->fb_last, p->fb_epoch, from, p->pv_records, p->topic, p->fb_epoch);
+	    ") after them, --resolution preserve also copies the %s to topic "
+	    "%s.diverged-%" PRId32 " first (see FAILBACK in kafka-mirrors(1))",
+	    at, at, d - 1, what, mirror, p->fb_last, p->fb_epoch, from, wait,
+	    p->topic, p->fb_epoch);
 }
 
 static void prove_part(void *arg, const struct pw_fetch_part *fp)
