@@ -599,6 +599,39 @@ START_TEST(test_recover)
 }
 END_TEST
 
+/* Where the destination's own records begin after a stop (the marks'
+ * dst=): the destination offset after last_offset, through the anchors. */
+START_TEST(test_stop_dst)
+{
+	struct manchor a[] = { { 0, 0 }, { 5, 4 }, { 9, 7 } };
+	struct manchor b[] = { { 0, 0 }, { 5, 4 }, { 5, 6 } };
+	struct mpart p;
+
+	memset(&p, 0, sizeof(p));
+	p.last_offset = -1;
+	ck_assert_int_eq(mpart_stop_dst(&p), -1);    /* nothing mirrored */
+	p.last_offset = 9;
+	ck_assert_int_eq(mpart_stop_dst(&p), 10);    /* identical offsets */
+	p.anchors = a;
+	p.nanchors = 3;
+	p.last_offset = 3;
+	ck_assert_int_eq(mpart_stop_dst(&p), 4);
+	p.last_offset = 4;                           /* a source hole */
+	ck_assert_int_eq(mpart_stop_dst(&p), -1);
+	p.last_offset = 6;
+	ck_assert_int_eq(mpart_stop_dst(&p), 6);
+	p.last_offset = 10;                          /* after the last anchor */
+	ck_assert_int_eq(mpart_stop_dst(&p), 9);
+	p.anchors = b;                               /* destination-only records */
+	p.last_offset = 5;
+	ck_assert_int_eq(mpart_stop_dst(&p), 7);
+	p.anchors = a + 1;                           /* trimmed below 5 */
+	p.nanchors = 2;
+	p.last_offset = 2;
+	ck_assert_int_eq(mpart_stop_dst(&p), -1);
+}
+END_TEST
+
 START_TEST(test_recover_failback)
 {
 	struct mtopic *t;
@@ -3294,6 +3327,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_pause_resume);
 	tcase_add_test(tc, test_recover);
 	tcase_add_test(tc, test_recover_failback);
+	tcase_add_test(tc, test_stop_dst);
 	tcase_add_test(tc, test_delete_mirror);
 	tcase_add_test(tc, test_patterns);
 	tcase_add_test(tc, test_patterns_java_and_limits);
