@@ -1022,7 +1022,7 @@ static int describe_one(struct admin *adm, struct karena *a,
 			struct pipeline_live live;
 			struct pipeline_status ps;
 			struct admin_partition_numbers rn;
-			char warn[512];
+			char warn[2048];
 
 			kp_describe_mirrors_response_partition_init(op);
 			pipeline_partition_offsets(adm->pl, mp, &src, &dst);

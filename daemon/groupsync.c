@@ -1113,13 +1113,21 @@ static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
 			struct gscommit *gc = &gm->commits[gm->ncommits];
 			int len = mirrormark_format(meta, sizeof(meta), active,
 			    m->source_cluster_id, m->name);
+			int64_t sd = active ? -1 : mpart_stop_dst(mp);
 
 			if (!active && mp->last_offset >= 0 && len > 0 &&
 			    (size_t)len < sizeof(meta))
-				snprintf(meta + len, sizeof(meta) - (size_t)len,
+				len += snprintf(meta + len, sizeof(meta) - (size_t)len,
 				    " last=%" PRId64 " epoch=%" PRId32 " ident=%d",
 				    mp->last_offset, mp->last_epoch,
 				    mp->nanchors == 0);
+			/* Where the destination's own records begin (a
+			 * failback of a topic not copied offset for offset
+			 * needs it, pipe_prove.c). */
+			if (!active && mp->last_offset >= 0 && sd >= 0 && len > 0 &&
+			    (size_t)len < sizeof(meta))
+				snprintf(meta + len, sizeof(meta) - (size_t)len,
+				    " dst=%" PRId64, sd);
 			gc->topic = strdup(mt->name);
 			gc->metadata = strdup(meta);
 			gc->partition = i;

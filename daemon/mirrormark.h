@@ -16,6 +16,12 @@
  *
  *   ... mirror=<name> last=<last mirrored source offset> epoch=<its leader
  *   epoch> ident=<1 if source and destination offsets were identical>
+ *   dst=<the destination offset after the record of offset last>
+ *
+ * dst= is where the destination's own records begin after the stop: with
+ * ident=0 (transaction markers, aborted records or holes were left out of
+ * the copy) it is the only way back from the source's offsets to the
+ * destination's.  Marks of earlier versions end at ident=.
  *
  * groupsync.c writes them with every sync round (a topic is active while
  * one of its partitions is not STOPPED) and never syncs that group itself;
@@ -67,16 +73,20 @@ static inline int mirrormark_parse(const char *s, int *active, char *source,
 	return 0;
 }
 
-/* A stopped partition's mark: 0 with where it stopped, -1 when s does not
- * say (an active mark). */
+/* A stopped partition's mark: 0 with where it stopped (*dst -1 when the
+ * mark does not say), -1 when s does not say (an active mark). */
 static inline int mirrormark_stop(const char *s, long long *last, int *epoch,
-    int *ident)
+    int *ident, long long *dst)
 {
 	const char *p = strstr(s, " last=");
 
+	*dst = -1;
 	if (p == NULL || sscanf(p, " last=%lld epoch=%d ident=%d", last, epoch,
 	    ident) != 3)
 		return -1;
+	if ((p = strstr(p, " dst=")) != NULL && (sscanf(p, " dst=%lld", dst) !=
+	    1 || *dst < 0))
+		*dst = -1;
 	return 0;
 }
 

@@ -289,15 +289,29 @@ struct ppart {
 	                              * identity_shared()) */
 	/* Failback (pipe_prove.c): fb_state 0 not looked at, 1 reading the
 	 * source's mark, 2 done; fb_last/fb_epoch: where a mirror of the
-	 * destination cluster stopped copying this partition (-1 none). */
+	 * destination cluster stopped copying this partition (-1 none);
+	 * fb_next: the source offset after it (the mark's dst=, fb_last + 1
+	 * when offsets were identical); fb_mirror: that mirror's name. */
 	int fb_state;
 	int64_t fb_last;
 	int32_t fb_epoch;
-	/* Preserving a failback divergence (pipe_preserve.c): pv_state 0
-	 * none, 1 create the aside topic, 2 wait for its leader, 3 fetch, 4
-	 * produce, 5 done; offsets pv_from..pv_end-1, the next pv_at; the
-	 * batch to produce (pv_buf, pv_len, its pv_count records, ending
-	 * before pv_next); counts. */
+	int64_t fb_next;
+	char *fb_mirror;
+	/* The destination after fb_last (pipe_preserve.c): pv_state (enum
+	 * pv_step) 0 none; the scan (read_committed, from
+	 * fb_last to pv_end) and, once decided, the preserve of offsets
+	 * pv_from..pv_end-1 into pv_topic; the next offset pv_at; the batch
+	 * to produce (pv_buf, pv_len, its pv_count records, ending before
+	 * pv_next).  Counts of the scan or the copy: committed records
+	 * (pv_records in pv_batches, destination offsets pv_first..pv_last),
+	 * transaction markers (pv_markers) and aborted batches (pv_skipped
+	 * counts both, pv_aborted the aborted records); pv_open: the last
+	 * stable offset an open transaction holds the scan at (-1 none);
+	 * pv_bad: 1 the batch holding fb_last is not the one mirrored
+	 * (pv_bad_*), 2 fb_last is no longer there.  The aside writes: a
+	 * producer identity of their own (pv_pid, numbered from 0) and the
+	 * aside offsets they landed at (pv_aside_lo..pv_aside_hi).  pv_note:
+	 * what the last failback check found and did (DescribeMirrors). */
 	int pv_state;
 	int preserve_once;           /* RecoverMirrorTopics' preserve decision */
 	char *pv_topic;
@@ -307,6 +321,16 @@ struct ppart {
 	size_t pv_held;              /* pv_buf's bytes in pl->dreads */
 	int32_t pv_count;
 	int64_t pv_records, pv_batches, pv_skipped;
+	int64_t pv_first, pv_last, pv_markers, pv_aborted, pv_open;
+	int pv_bad;
+	int64_t pv_bad_base, pv_bad_last;
+	int32_t pv_bad_epoch;
+	int64_t pv_pid;
+	int16_t pv_pepoch;
+	int32_t pv_seq;
+	int64_t pv_aside_lo, pv_aside_hi;
+	int64_t pv_wait_since, pv_wait_log; /* mono ms: waiting for pv_open */
+	char *pv_note;
 	/* Consumer-group offset sync (groupsync.c): 1 once the partition
 	 * stopped in this process, until a sync round covered it (2 while
 	 * one runs); only then are a STOPPED partition's offsets synced. */
@@ -783,18 +807,48 @@ void pcopy_oor(struct ppart *p);
 int pmarks_allows(struct pmirror *pm, const char *topic, char **const cand,
     size_t ncand);
 void pmarks_forget(struct pmirror *pm);
-/* pipe_preserve.c: starts copying destination offsets from..end-1 of p
- * into <topic>.diverged-<epoch> (0, or -1 when the name is too long);
- * ppreserve_step() runs it from the prove step (1 while it does). */
+/* pipe_preserve.c: the destination after a failback's stop point.
+ * ppreserve_scan() reads offsets fb_last..end-1 with read_committed and
+ * counts what a consumer would see there (pprove_failback_scanned()
+ * decides); ppreserve_start() copies the committed records of
+ * from..end-1 into <topic>.diverged-<epoch> (0, or -1 when the name is
+ * too long); ppreserve_step() runs either from the prove step (1 while
+ * it does, 0 once it is over: pv_state says how).  ppreserve_reset()
+ * forgets a scan or copy (the partition starts again); ppreserve_note()
+ * is what DescribeMirrors shows of it (1 with buf, 0 nothing). */
+void ppreserve_scan(struct ppart *p, int64_t end);
 int ppreserve_start(struct ppart *p, int64_t from, int64_t end, int32_t epoch);
 int ppreserve_step(struct ppart *p);
+void ppreserve_reset(struct ppart *p);
+int ppreserve_note(const struct ppart *p, char *buf, size_t len);
+/* The note ppreserve_note() shows from now on (pv_note). */
+void ppreserve_set_note(struct ppart *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The scan stopped at a transaction open at pv_open: logged (then once a
+ * minute) and in the note, saying what waits for it, and read again
+ * from there a second later. */
+void ppreserve_wait(struct ppart *p, const char *what);
+enum pv_step {
+	PV_NONE,      /* nothing (pv_state 0) */
+	PV_SCAN,      /* reading the destination after fb_last */
+	PV_SCANNED,   /* read to pv_end, or to an open transaction: decide */
+	PV_CREATE,    /* CreateTopics of pv_topic */
+	PV_LEADER,    /* waiting for its partition's leader */
+	PV_PID,       /* a producer identity for the aside writes */
+	PV_FETCH,     /* the batch holding pv_at, read_committed */
+	PV_PRODUCE,   /* pv_buf to the aside partition */
+	PV_DONE,      /* copied up to pv_end */
+};
 /* Reads the source's mark of p's topic and partition for a failback; the
  * answer goes to pprove_failback().  0 when asked, -1 when it cannot be. */
 int pmarks_failback(struct ppart *p);
 /* pipe_prove.c: found 0 when the source has no usable mark (src: the
- * cluster the marked mirror copied from). */
+ * cluster the marked mirror copied from; next: the source offset after
+ * last, -1 when the mark does not say). */
 void pprove_failback(struct ppart *p, int found, const char *src,
-    const char *mirror, int64_t last, int32_t epoch, int ident);
+    const char *mirror, int64_t last, int32_t epoch, int ident, int64_t next);
+/* The scan is over (pv_state PV_SCANNED): the decision. */
+void pprove_failback_scanned(struct ppart *p);
 /* STOPPING: asks the source leader for the high watermark the failover
  * report compares with (final_hw_response sets live's and final_ask 3
  * when answered, 2 when not).  0 when asked, -1 when it cannot be (no

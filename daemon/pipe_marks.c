@@ -341,12 +341,12 @@ static int fb_gone(struct pfreq *r)
 }
 
 static void fb_end(struct pfreq *r, int found, const char *src,
-    const char *mirror, int64_t last, int32_t epoch, int ident)
+    const char *mirror, int64_t last, int32_t epoch, int ident, int64_t next)
 {
 	struct ppart *p = r->p;
 
 	if (!fb_gone(r)) {
-		pprove_failback(p, found, src, mirror, last, epoch, ident);
+		pprove_failback(p, found, src, mirror, last, epoch, ident, next);
 	} else if (!p->dead) {
 		/* Moved on (stopping, paused): the look held the step as the
 		 * prove's Fetch does; release it as that one does. */
@@ -366,7 +366,7 @@ static void fb_fetched(struct kconn *c, int err, const char *errstr,
 	struct kp_offset_fetch_response resp;
 	struct karena *a = NULL;
 	char meta[600], src[128] = "", mirror[256] = "";
-	long long last = -1;
+	long long last = -1, next = -1;
 	int epoch = -1, ident = 0, active = 1, found = 0;
 
 	(void)c;
@@ -385,11 +385,11 @@ static void fb_fetched(struct kconn *c, int err, const char *errstr,
 			meta[pp->metadata.len] = '\0';
 			found = mirrormark_parse(meta, &active, src, sizeof(src),
 			    mirror, sizeof(mirror)) == 0 && !active &&
-			    mirrormark_stop(meta, &last, &epoch, &ident) == 0;
+			    mirrormark_stop(meta, &last, &epoch, &ident, &next) == 0;
 		}
 	}
 	karena_free(a);
-	fb_end(r, found, src, mirror, last, epoch, ident);
+	fb_end(r, found, src, mirror, last, epoch, ident, next);
 }
 
 static void fb_coordinator(struct kconn *c, int err, const char *errstr,
@@ -440,7 +440,7 @@ static void fb_coordinator(struct kconn *c, int err, const char *errstr,
 	return;
 none:
 	karena_free(a);
-	fb_end(r, 0, NULL, NULL, -1, -1, 0);
+	fb_end(r, 0, NULL, NULL, -1, -1, 0, -1);
 }
 
 int pmarks_failback(struct ppart *p)

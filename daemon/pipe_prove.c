@@ -171,12 +171,14 @@ struct pv_anchor {
 	int hole;       /* counts an offset hole */
 	char *fail;     /* pl_part_fail()'s message before ": <reason>" */
 	char *note;     /* the warning logged once it is durable */
+	char *pnote;    /* the partition's note then (a failback's), or NULL */
 };
 
 static void pv_anchor_free(struct pv_anchor *a)
 {
 	free(a->fail);
 	free(a->note);
+	free(a->pnote);
 	free(a);
 }
 
@@ -185,6 +187,8 @@ static void skip_recorded(struct ppart *p, const struct pv_anchor *a)
 	char name[300];
 
 	log_warnx("%s: %s", pname(p, name, sizeof(name)), a->note);
+	if (a->pnote != NULL)
+		ppreserve_set_note(p, "%s", a->pnote);
 	if (a->hole)
 		p->live.offset_holes++;
 	p->proven_end = a->dst;
@@ -211,14 +215,15 @@ static void skip_done(void *arg, int code, const char *msg)
 }
 
 static void record_skip(struct ppart *p, int64_t src, int64_t dst, int hole,
-    const char *fail, const char *note)
+    const char *fail, const char *note, const char *pnote)
 {
 	struct pv_anchor *a = calloc(1, sizeof(*a));
 	char msg[512];
 	int started = 0, r;
 
 	if (a == NULL || (a->fail = strdup(fail)) == NULL ||
-	    (a->note = strdup(note)) == NULL) {
+	    (a->note = strdup(note)) == NULL || (pnote != NULL &&
+	    (a->pnote = strdup(pnote)) == NULL)) {
 		if (a != NULL)
 			pv_anchor_free(a);
 		pl_part_fail(p, "%s: out of memory", fail);
@@ -311,7 +316,7 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 		    "below %" PRId64 " are deleted and not known to be mirrord's; "
 		    "skip-over: source offset 0 is copied to destination offset %"
 		    PRId64, d, d);
-		record_skip(p, 0, d, 0, msg, what);
+		record_skip(p, 0, d, 0, msg, what, NULL);
 		return;
 	}
 	hi = p->prove_hi >= 0 ? p->prove_hi : d - 1;
@@ -352,33 +357,36 @@ static void concluded(struct ppart *p, int64_t e, int64_t lo)
 	snprintf(note, sizeof(note), "%s: %s; %s: source offset %" PRId64 " is "
 	    "copied to destination offset %" PRId64, kind, what, once ?
 	    "the operator's skip-over" : "mirror.foreign.writes=skip-over", s, d);
-	record_skip(p, s, d, 1, fail, note);
+	record_skip(p, s, d, 1, fail, note, NULL);
 }
 
-/* The decision: the old primary's offsets from..d-1 stay where they are;
- * the source's records from offset from go after them. */
-static void failback_skip(struct ppart *p, int64_t from, int64_t d,
-    const char *how)
+/* The decision: the old primary's offsets at..d-1 stay where they are;
+ * the source's records from its offset from go after them.  pnote: the
+ * partition's note once the anchor is durable. */
+static void failback_skip(struct ppart *p, int64_t at, int64_t from, int64_t d,
+    const char *how, const char *pnote)
 {
-	char fail[300], note[600];
+	char fail[300], note[900];
 
 	snprintf(fail, sizeof(fail), "failback divergence at offset %" PRId64
-	    ": cannot record the anchor %" PRId64 " -> %" PRId64, from, from, d);
+	    ": cannot record the anchor %" PRId64 " -> %" PRId64, at, from, d);
 	snprintf(note, sizeof(note), "failback divergence at offset %" PRId64
 	    ": the destination's offsets %" PRId64 "..%" PRId64 " (never "
 	    "mirrored) are kept; %s: source offset %" PRId64 " is copied to "
-	    "destination offset %" PRId64, from, from, d - 1, how, from, d);
-	record_skip(p, from, d, 1, fail, note);
+	    "destination offset %" PRId64, at, at, d - 1, how, from, d);
+	record_skip(p, from, d, 1, fail, note, pnote);
 }
 
 /*
  * A failback onto the cluster this partition was mirrored from (the old
  * primary): the source's mark says its mirror stopped copying the
- * destination's partition at offset fb_last (epoch fb_epoch), offsets
- * identical.  The destination ends at prove_end.
+ * destination's partition at offset last (epoch epoch), and that the
+ * source's records after it begin at source offset next (the same offset
+ * when ident).  The destination ends at prove_end.  What lies between is
+ * read first (pipe_preserve.c's scan); pprove_failback_scanned() decides.
  */
 void pprove_failback(struct ppart *p, int found, const char *src,
-    const char *mirror, int64_t last, int32_t epoch, int ident)
+    const char *mirror, int64_t last, int32_t epoch, int ident, int64_t next)
 {
 	const char *dst = p->pm->pl->dst->cluster_id;
 	int64_t d = p->prove_end;
@@ -389,54 +397,25 @@ void pprove_failback(struct ppart *p, int found, const char *src,
 	pl_kick(p->pm->pl);
 	if (!found || dst == NULL || src == NULL || strcmp(src, dst) != 0)
 		return; /* not a failback: the usual walk decides */
+	if (ident)
+		next = last + 1;
 	log_info("%s: failback: the source's topic was mirrored from this "
 	    "destination by mirror %s, which stopped copying partition %" PRId32
-	    " at offset %" PRId64 " (epoch %" PRId32 "); the destination ends at "
-	    "%" PRId64, pname(p, name, sizeof(name)), mirror, p->index, last,
-	    epoch, d);
-	if (!ident) {
-		pl_part_fail_final(p, "failback: the destination partition (the "
-		    "old primary) was mirrored to the source by mirror %s up to "
-		    "offset %" PRId64 " (epoch %" PRId32 "), but not offset for "
-		    "offset (transaction markers or holes were left out), so the "
-		    "common prefix cannot be told by offset; mirroring it back "
-		    "needs the destination topic emptied or recreated (see "
-		    "FAILBACK in kafka-mirrors(1))", mirror, last, epoch);
-		return;
-	}
-	if (d > last + 1 && p->preserve_once) {
-		/* Copied aside first (pipe_preserve.c), then as skip-over. */
-		p->preserve_once = 0;
-		if (ppreserve_start(p, last + 1, d, epoch) != 0) {
-			pl_part_fail_final(p, "failback divergence at offset %" PRId64
-			    ": cannot preserve it: the topic name %s.diverged-%" PRId32
-			    " is too long", last + 1, p->topic, epoch);
-			return;
-		}
-		log_info("%s: failback divergence at offset %" PRId64 ": preserving "
-		    "offsets %" PRId64 "..%" PRId64 " into topic %s", pname(p, name,
-		    sizeof(name)), last + 1, last + 1, d - 1, p->pv_topic);
-		return;
-	}
-	if (d > last + 1 && (p->skip_over_once || (p->pm->conf != NULL &&
-	    p->pm->conf->foreign_writes == MIRRORCONF_FOREIGN_SKIP_OVER))) {
-		p->skip_over_once = 0;
-		failback_skip(p, last + 1, d, "skip-over");
-		return;
-	}
-	if (d > last + 1) {
-		pl_part_fail_final(p, "failback divergence at offset %" PRId64 ": "
-		    "the destination partition (the old primary) holds offsets "
-		    "%" PRId64 "..%" PRId64 " (%" PRId64 " offsets) written after "
-		    "mirror %s stopped copying it at offset %" PRId64 " (epoch %"
-		    PRId32 "), never mirrored to the source; kept FAILED until an "
-		    "operator decides: kafka-mirrors --recover --resolution "
-		    "skip-over keeps them where they are and copies the source's "
-		    "records after them, --resolution preserve also copies them "
-		    "to topic %s.diverged-%" PRId32 " first (see FAILBACK in "
-		    "kafka-mirrors(1))",
-		    last + 1, last + 1, d - 1, d - last - 1, mirror, last, epoch,
-		    p->topic, epoch);
+	    " at offset %" PRId64 " (epoch %" PRId32 "; the source's own records "
+	    "begin at its offset %" PRId64 "); the destination ends at %" PRId64,
+	    pname(p, name, sizeof(name)), mirror, p->index, last, epoch, next, d);
+	if (next < 0) {
+		/* A plain retry will do once the mark says it. */
+		pl_part_fail(p, "failback mark without a source offset: the "
+		    "destination partition (the old primary) was mirrored to the "
+		    "source by mirror %s up to offset %" PRId64 " (epoch %" PRId32
+		    "), not offset for offset (transaction markers, aborted records "
+		    "or holes were left out), and that mirror's mark on the source "
+		    "does not say at which source offset the records after it begin "
+		    "(an earlier mirrord wrote it); nothing was written: once the "
+		    "mirrord of mirror %s runs this version and has written its "
+		    "marks again, a retry (kafka-mirrors --recover) goes on", mirror,
+		    last, epoch, mirror);
 		return;
 	}
 	if (d < last + 1) {
@@ -446,39 +425,174 @@ void pprove_failback(struct ppart *p, int found, const char *src,
 		    "mirror %s copied it up to offset %" PRId64 " (epoch %" PRId32
 		    "): the old primary lost offsets %" PRId64 "..%" PRId64 " after "
 		    "the failover (truncated, or an unclean leader election); the "
-		    "source still holds them (see FAILBACK in kafka-mirrors(1))", d,
-		    mirror, last, epoch, d, last);
+		    "source still holds them; nothing was written, and no "
+		    "resolution applies: to mirror the topic back, realign it "
+		    "(remove it from the mirror, delete it on the old primary after "
+		    "saving what you need of it, add it again; see FAILBACK in "
+		    "kafka-mirrors(1))", d, mirror, last, epoch, d, last);
 		return;
 	}
-	/* Ends where the mirror stopped: check that offset is the record it
-	 * copied (same leader epoch; the first batch the walk reads). */
+	free(p->fb_mirror);
+	p->fb_mirror = strdup(mirror);
 	p->fb_last = last;
 	p->fb_epoch = epoch;
+	p->fb_next = next;
+	ppreserve_scan(p, d);
 }
 
-/* The batch holding fb_last on the destination (the walk's first). */
-static void failback_clean(struct ppart *p, const struct batch *b)
+/* The counts of the scan, for the reason of a divergence. */
+static void scanned_what(const struct ppart *p, char *buf, size_t len)
 {
-	char name[300];
+	int64_t n = p->pv_end - p->fb_last - 1;
 
-	if (batch_last_offset(b) != p->fb_last || b->leader_epoch != p->fb_epoch) {
-		pl_part_fail_final(p, "failback: the old primary's log was "
-		    "rewritten: divergence at offset %" PRId64 " or "
-		    "before: the destination partition (the old primary) ends at "
-		    "offset %" PRId64 " as when it was mirrored, but its batch "
-		    "%" PRId64 "..%" PRId64 " is of leader epoch %" PRId32 ", not "
-		    "the epoch %" PRId32 " that was mirrored: its log was rewritten "
-		    "after the failover (unclean leader election?); see FAILBACK in "
-		    "kafka-mirrors(1)", p->fb_last, p->fb_last + 1, b->base_offset,
-		    batch_last_offset(b), b->leader_epoch, p->fb_epoch);
+	if (p->pv_open < 0 && p->pv_records == n) {
+		snprintf(buf, len, "%" PRId64 " offsets", n);
 		return;
 	}
-	log_info("%s: failback: the destination ends at offset %" PRId64 ", the "
-	    "record mirrored last (epoch %" PRId32 "): no divergence; copying the "
-	    "source from there", pname(p, name, sizeof(name)), p->fb_last + 1,
-	    p->fb_epoch);
-	p->fb_last = -1;
-	concluded(p, p->prove_end, -1);
+	snprintf(buf, len, "%" PRId64 " offsets: %" PRId64 " committed records "
+	    "at %" PRId64 "..%" PRId64 ", %" PRId64 " transaction markers and %"
+	    PRId64 " records of aborted transactions%s", n, p->pv_records,
+	    p->pv_first, p->pv_last, p->pv_markers, p->pv_aborted,
+	    p->pv_open >= 0 ? " before a transaction still open at offset" : "");
+	if (p->pv_open >= 0) {
+		size_t k = strlen(buf);
+
+		if (k < len)
+			snprintf(buf + k, len - k, " %" PRId64 " (not read yet)",
+			    p->pv_open);
+	}
+}
+
+void pprove_failback_scanned(struct ppart *p)
+{
+	int64_t d = p->pv_end, at = p->fb_last + 1, from = p->fb_next;
+	const char *mirror = p->fb_mirror != NULL ? p->fb_mirror : "?";
+	char what[400], name[300], note[1000], wait[200];
+	int64_t n = p->pv_records;
+	int skip;
+
+	p->pv_state = PV_NONE;
+	if (p->pv_bad == 2) {
+		pl_part_fail_final(p, "failback: the old primary no longer holds "
+		    "offset %" PRId64 ", the last offset mirror %s copied (epoch %"
+		    PRId32 "): its log starts after it (retention or DeleteRecords), "
+		    "so what follows cannot be compared with what was mirrored; "
+		    "nothing was written, and no resolution applies: to mirror the "
+		    "topic back, realign it (remove it from the mirror, delete it on "
+		    "the old primary after saving what you need of it, add it "
+		    "again; see FAILBACK in kafka-mirrors(1))", p->fb_last, mirror,
+		    p->fb_epoch);
+		return;
+	}
+	if (p->pv_bad == 1) {
+		pl_part_fail_final(p, "failback: the old primary's log was "
+		    "rewritten: divergence at offset %" PRId64 " or before: mirror %s "
+		    "copied the destination partition (the old primary) up to offset %"
+		    PRId64 " of leader epoch %" PRId32 ", but its batch %" PRId64
+		    "..%" PRId64 " is of leader epoch %" PRId32 ": its log was "
+		    "rewritten after the failover (unclean leader election?), so "
+		    "where it diverged is not known; nothing was written, and no "
+		    "resolution applies: to mirror the topic back, realign it "
+		    "(remove it from the mirror, delete it on the old primary after "
+		    "saving what you need of it, add it again; see FAILBACK in "
+		    "kafka-mirrors(1))", p->fb_last, mirror, p->fb_last, p->fb_epoch,
+		    p->pv_bad_base, p->pv_bad_last, p->pv_bad_epoch);
+		return;
+	}
+	if (p->pv_records == 0 && p->pv_open < 0) {
+		/* Nothing a read_committed consumer reads after the stop
+		 * point: no divergence. */
+		p->preserve_once = p->skip_over_once = 0;
+		if (d == at) {
+			log_info("%s: failback: the destination ends at offset %"
+			    PRId64 ", after the record mirrored last (epoch %" PRId32
+			    "): no divergence; copying the source from its offset %"
+			    PRId64, pname(p, name, sizeof(name)), d, p->fb_epoch, from);
+		}
+		if (from == d) {
+			p->proven_end = d;
+			pcopy_sync_done(p, d);
+			return;
+		}
+		snprintf(what, sizeof(what), "failback: no divergence at offset %"
+		    PRId64 ": the destination's offsets %" PRId64 "..%" PRId64
+		    " hold %" PRId64 " transaction markers and %" PRId64 " records "
+		    "of aborted transactions (what mirror %s left out of its copy), "
+		    "no committed record", at, at, d - 1, p->pv_markers,
+		    p->pv_aborted, mirror);
+		snprintf(note, sizeof(note), "%s; source offset %" PRId64 " is "
+		    "copied to destination offset %" PRId64, d > at ? what :
+		    "failback: no divergence", from, d);
+		snprintf(what, sizeof(what), "failback: cannot record the anchor %"
+		    PRId64 " -> %" PRId64, from, d);
+		record_skip(p, from, d, 0, what, note, note);
+		return;
+	}
+	if (p->pv_records == 0) {
+		snprintf(wait, sizeof(wait), "telling whether anything diverged "
+		    "after offset %" PRId64, p->fb_last);
+		ppreserve_wait(p, wait);
+		return;
+	}
+	skip = p->skip_over_once || (p->pm->conf != NULL &&
+	    p->pm->conf->foreign_writes == MIRRORCONF_FOREIGN_SKIP_OVER);
+	if (p->preserve_once || skip) {
+		if (p->pv_open >= 0) {
+			snprintf(wait, sizeof(wait), "%s the divergence at offset %"
+			    PRId64, p->preserve_once ? "preserving" :
+			    "skipping over", at);
+			ppreserve_wait(p, wait);
+			return;
+		}
+		if (p->preserve_once) {
+			/* Copied aside first (pipe_preserve.c), then as
+			 * skip-over (pprove_send()). */
+			if (ppreserve_start(p, at, d, p->fb_epoch) != 0) {
+				p->preserve_once = 0;
+				pl_part_fail_final(p, "failback divergence at offset %"
+				    PRId64 ": cannot preserve it: the topic name "
+				    "%s.diverged-%" PRId32 " is too long; --recover "
+				    "--resolution skip-over keeps the divergent records "
+				    "in place only", at, p->topic, p->fb_epoch);
+				return;
+			}
+			/* (ppreserve_start() cleared the counts: the copy's
+			 * from now on.) */
+			log_info("%s: failback divergence at offset %" PRId64
+			    ": preserving the %" PRId64 " committed records of offsets %"
+			    PRId64 "..%" PRId64 " into topic %s", pname(p, name,
+			    sizeof(name)), at, n, at, d - 1, p->pv_topic);
+			return;
+		}
+		p->skip_over_once = 0;
+		scanned_what(p, what, sizeof(what));
+		snprintf(note, sizeof(note), "failback divergence at offset %" PRId64
+		    ": the old primary's offsets %" PRId64 "..%" PRId64 " (%s) are "
+		    "kept in place (skip-over); the source's records from its "
+		    "offset %" PRId64 " follow at offset %" PRId64, at, at, d - 1,
+		    what, from, d);
+		failback_skip(p, at, from, d, "skip-over", note);
+		return;
+	}
+	scanned_what(p, what, sizeof(what));
+	if (p->pv_open >= 0)
+		snprintf(wait, sizeof(wait), "committed records (%" PRId64 " before "
+		    "the open transaction, and its own if it commits; both "
+		    "resolutions wait for it to end)", p->pv_records);
+	else
+		snprintf(wait, sizeof(wait), "%" PRId64 " committed records",
+		    p->pv_records);
+	pl_part_fail_final(p, "failback divergence at offset %" PRId64 ": "
+	    "the destination partition (the old primary) holds offsets "
+	    "%" PRId64 "..%" PRId64 " (%s) written after mirror %s stopped "
+	    "copying it at offset %" PRId64 " (epoch %" PRId32 "), never "
+	    "mirrored to the source; kept FAILED until an operator decides: "
+	    "kafka-mirrors --recover --resolution skip-over keeps them where "
+	    "they are and copies the source's records (from its offset %" PRId64
+	    ") after them, --resolution preserve also copies the %s to topic "
+	    "%s.diverged-%" PRId32 " first (see FAILBACK in kafka-mirrors(1))",
+	    at, at, d - 1, what, mirror, p->fb_last, p->fb_epoch, from, wait,
+	    p->topic, p->fb_epoch);
 }
 
 static void prove_part(void *arg, const struct pw_fetch_part *fp)
@@ -541,10 +655,6 @@ static void prove_part(void *arg, const struct pw_fetch_part *fp)
 	}
 	if (ours(p, &b)) {
 		concluded(p, batch_next_offset(&b), -1);
-		return;
-	}
-	if (p->fb_last >= 0 && p->prove_steps == 0) {
-		failback_clean(p, &b);
 		return;
 	}
 	if (p->prove_hi < 0 && !pid_known(p, b.producer_id)) {
@@ -632,14 +742,32 @@ void pprove_send(struct ppart *p)
 	if (c == NULL)
 		return;
 	if (p->pv_state > 0) {
-		char how[400];
+		char how[400], note[900];
 
 		if (ppreserve_step(p))
 			return;
+		if (p->pv_state == PV_SCANNED) {
+			pprove_failback_scanned(p);
+			return;
+		}
+		if (p->pv_state != PV_DONE)
+			return; /* failed */
+		p->pv_state = PV_NONE;
 		snprintf(how, sizeof(how), "preserved in topic %s partition %"
 		    PRId32 " (%" PRId64 " records); skip-over", p->pv_topic,
 		    p->index, p->pv_records);
-		failback_skip(p, p->pv_from, p->pv_end, how);
+		snprintf(note, sizeof(note), "failback divergence at offset %"
+		    PRId64 ": %" PRId64 " committed records of offsets %" PRId64
+		    "..%" PRId64 " preserved in topic %s partition %" PRId32 " at "
+		    "offsets %" PRId64 "..%" PRId64 " (%" PRId64 " transaction "
+		    "markers and %" PRId64 " records of aborted transactions not "
+		    "copied); the old primary's offsets %" PRId64 "..%" PRId64
+		    " are kept in place, the source's records from its offset %"
+		    PRId64 " follow at offset %" PRId64, p->pv_from, p->pv_records,
+		    p->pv_first, p->pv_last, p->pv_topic, p->index, p->pv_aside_lo,
+		    p->pv_aside_hi, p->pv_markers, p->pv_aborted, p->pv_from,
+		    p->pv_end - 1, p->fb_next, p->pv_end);
+		failback_skip(p, p->pv_from, p->fb_next, p->pv_end, how, note);
 		return;
 	}
 	if (p->fb_state == 0 && p->prove_steps == 0 && !wrote_something(p)) {
@@ -698,6 +826,8 @@ int pprove_start(struct ppart *p, int64_t d)
 	struct pcluster *dst = p->pm->pl->dst;
 	int64_t k;
 
+	ppreserve_reset(p); /* a failback's check starts again */
+
 	if (p->proven_end >= 0 && p->proven_end == d) {
 		p->proven_end = -1;
 		return 0;
@@ -725,6 +855,7 @@ int pprove_start(struct ppart *p, int64_t d)
 	p->fb_state = 0;
 	p->fb_last = -1;
 	p->fb_epoch = -1;
+	p->fb_next = -1;
 	p->step = PS_PROVE;
 	pl_kick(p->pm->pl);
 	return -1;

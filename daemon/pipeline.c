@@ -378,6 +378,8 @@ static void part_free(struct ppart *p)
 	snext_drop(p);
 	free(p->pv_topic);
 	free(p->pv_buf);
+	free(p->pv_note);
+	free(p->fb_mirror);
 	free(p->topic);
 	free(p);
 }
@@ -2235,6 +2237,10 @@ int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
 		    pl->cfg->pipeline_stuck_lso_warn_ms, pp->live.source_high_watermark);
 		warn_cat(buf, len, piece);
 	}
+	/* What a failback found after the stop point and did with it: a
+	 * wait, a preserve under way or done (pipe_preserve.c). */
+	if (pp != NULL && ppreserve_note(pp, piece, sizeof(piece)))
+		warn_cat(buf, len, piece);
 	/* The topic's configs refused by the destination (pipe_tconf.c). */
 	if (pp != NULL && ptconf_warning(pp->pm, pp->topic, piece, sizeof(piece)))
 		warn_cat(buf, len, piece);

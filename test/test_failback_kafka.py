@@ -58,7 +58,8 @@ def main():
     h.wait_for(lambda: all(p["state"] == "PAUSED"
                            for p in d1.describe_json("ab")), 60, "PAUSED")
     mt.produce_tagged(A.bootstrap, topic, 1, 7, "late", keyed=True)  # A1 offsets 20..26
-    r = d1.cli_ok("--remove", "--mirror", "ab", "--topic", topic,
+    # Exit status 5: the 7 records of partition 1 were not copied.
+    r = d1.cli_rc(5, "--remove", "--mirror", "ab", "--topic", topic,
                   "--wait", "60")
     print(r.stdout, flush=True)
     a_id = lk.cluster_id(d1, "ab")
@@ -67,9 +68,9 @@ def main():
     eq((by[0]["lastMirroredOffset"], by[1]["lastMirroredOffset"]), (29, 19),
        "where D1 stopped")
     want = {0: "mirrord-mirror v1 state=stopped source=%s mirror=ab last=29 "
-               "epoch=%d ident=1" % (a_id, e0),
+               "epoch=%d ident=1 dst=30" % (a_id, e0),
             1: "mirrord-mirror v1 state=stopped source=%s mirror=ab last=19 "
-               "epoch=%d ident=1" % (a_id, e1)}
+               "epoch=%d ident=1 dst=20" % (a_id, e1)}
     h.wait_for(lambda: all(lk.marks(B.bootstrap).get((topic, p)) == w
                            for p, w in want.items()), 60,
                "D1's stop marks on B (now %r)" % lk.marks(B.bootstrap))
@@ -103,8 +104,9 @@ def main():
             "stopped copying it at offset 19 (epoch %d)" % e1 in reason,
             "the reason names the divergent offsets: %r" % reason)
     aside = "%s.diverged-%d" % (topic, e1)
-    h.check("--resolution preserve also copies them to topic %s first"
-            % aside in reason, "the reason names the aside topic: %r" % reason)
+    h.check("--resolution preserve also copies the 7 committed records to "
+            "topic %s first" % aside in reason,
+            "the reason names the aside topic: %r" % reason)
     # Partition 0: A equals B, record for record.
     a0, b0 = fk.read(A.bootstrap, topic, 0), fk.read(B.bootstrap, topic, 0)
     eq(len(a0), 35, "A0 records after the failback")

@@ -599,6 +599,100 @@ START_TEST(test_recover)
 }
 END_TEST
 
+/* Where the destination's own records begin after a stop (the marks'
+ * dst=): the destination offset after last_offset, through the anchors. */
+START_TEST(test_stop_dst)
+{
+	struct manchor a[] = { { 0, 0 }, { 5, 4 }, { 9, 7 } };
+	struct manchor b[] = { { 0, 0 }, { 5, 4 }, { 5, 6 } };
+	struct mpart p;
+
+	memset(&p, 0, sizeof(p));
+	p.last_offset = -1;
+	ck_assert_int_eq(mpart_stop_dst(&p), -1);    /* nothing mirrored */
+	p.last_offset = 9;
+	ck_assert_int_eq(mpart_stop_dst(&p), 10);    /* identical offsets */
+	p.anchors = a;
+	p.nanchors = 3;
+	p.last_offset = 3;
+	ck_assert_int_eq(mpart_stop_dst(&p), 4);
+	p.last_offset = 4;                           /* a source hole */
+	ck_assert_int_eq(mpart_stop_dst(&p), -1);
+	p.last_offset = 6;
+	ck_assert_int_eq(mpart_stop_dst(&p), 6);
+	p.last_offset = 10;                          /* after the last anchor */
+	ck_assert_int_eq(mpart_stop_dst(&p), 9);
+	p.anchors = b;                               /* destination-only records */
+	p.last_offset = 5;
+	ck_assert_int_eq(mpart_stop_dst(&p), 7);
+	p.anchors = a + 1;                           /* trimmed below 5 */
+	p.nanchors = 2;
+	p.last_offset = 2;
+	ck_assert_int_eq(mpart_stop_dst(&p), -1);
+}
+END_TEST
+
+START_TEST(test_recover_failback)
+{
+	struct mtopic *t;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 3);
+	t = topic("m", "t");
+	topic_to("m", "t", MPART_MIRRORING);
+	/* A failback divergence: skip-over or preserve. */
+	CODE(mpart_fail(F.st, t->parts[0], "failback divergence at offset 20: "
+	    "the destination partition (the old primary) holds offsets 20..26",
+	    -1, F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(mpart_needs_resolution(t->parts[0]),
+	    "skip-over or preserve");
+	CODE(mstate_recover_topic(F.st, "m", "t", NULL, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("needs an operator decision (failback divergence at offset 20");
+	MSG_HAS("recover it with the resolution skip-over or preserve");
+	/* A foreign write takes skip-over only. */
+	CODE(mpart_fail(F.st, t->parts[1], "foreign write: destination offsets "
+	    "20..29 (10 records) were not written by mirrord", -1, F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mstate_recover_topic(F.st, "m", "t", "preserve", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("partition 1 of topic 't' of cluster mirror 'm' needs another "
+	    "decision (foreign write: destination offsets 20..29");
+	MSG_HAS("the resolution preserve does not apply to it, recover it with "
+	    "the resolution skip-over");
+	ck_assert_int_eq(t->parts[0]->state, MPART_FAILED);
+	CODE(mstate_recover_topic(F.st, "m", "t", "skip-over", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->parts[0]->state, MPART_PREPARING);
+	ck_assert_int_eq(t->parts[1]->state, MPART_PREPARING);
+	/* preserve moves a divergence. */
+	CODE(mpart_fail(F.st, t->parts[0], "failback divergence at offset 20: "
+	    "...", -1, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_recover_topic(F.st, "m", "t", "preserve", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->parts[0]->state, MPART_PREPARING);
+	/* A rewritten old primary: no resolution; the refusal says what the
+	 * operator can do instead. */
+	CODE(mpart_fail(F.st, t->parts[2], "failback: the old primary's log was "
+	    "rewritten: divergence at offset 19 or before", -1, F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_str_eq(mpart_needs_resolution(t->parts[2]), "");
+	CODE(mstate_recover_topic(F.st, "m", "t", "preserve", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("partition 2 of topic 't' of cluster mirror 'm' failed for a "
+	    "reason no resolution repairs: nothing was written to the "
+	    "destination; to mirror the topic back, realign it: remove it from "
+	    "the mirror, delete it on the destination cluster (the old primary) "
+	    "after saving what you need of its records there, and add it again");
+	MSG_HAS("(its reason: failback: the old primary's log was rewritten");
+	/* A mark that does not say enough yet: a plain retry. */
+	CODE(mpart_fail(F.st, t->parts[0], "failback mark without a source "
+	    "offset: ...", -1, F.msg, sizeof(F.msg)), 0);
+	ck_assert_ptr_null(mpart_needs_resolution(t->parts[0]));
+	ck_assert_int_eq(t->parts[2]->state, MPART_FAILED);
+}
+END_TEST
+
 START_TEST(test_delete_mirror)
 {
 	mk_mirror("m");
@@ -3232,6 +3326,8 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_remove_topic);
 	tcase_add_test(tc, test_pause_resume);
 	tcase_add_test(tc, test_recover);
+	tcase_add_test(tc, test_recover_failback);
+	tcase_add_test(tc, test_stop_dst);
 	tcase_add_test(tc, test_delete_mirror);
 	tcase_add_test(tc, test_patterns);
 	tcase_add_test(tc, test_patterns_java_and_limits);

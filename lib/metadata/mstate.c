@@ -337,6 +337,33 @@ int mpart_owned_by(const struct mpart *p, const char *instance_id)
 	return p->owner != NULL && strcmp(p->owner, instance_id) == 0;
 }
 
+int64_t mpart_stop_dst(const struct mpart *p)
+{
+	const struct manchor *a = p->anchors;
+	int64_t l = p->last_offset, k;
+	size_t lo = 0, hi = p->nanchors;
+
+	if (l < 0)
+		return -1;
+	/* The last anchor at or below l (xlate.h: it maps l when l is in
+	 * its run); a binary search, anchors can be many. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (a[mid].src <= l)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return p->nanchors == 0 ? l + 1 : -1;
+	k = l - a[lo - 1].src;
+	if (lo < p->nanchors && (k >= a[lo].src - a[lo - 1].src ||
+	    k >= a[lo].dst - a[lo - 1].dst))
+		return -1; /* in a hole: not a mirrored record */
+	return a[lo - 1].dst + k + 1;
+}
+
 int mstate_set_instance(struct mstate *st, const char *instance_id)
 {
 	char *id = NULL;

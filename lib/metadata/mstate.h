@@ -422,6 +422,14 @@ const struct mmember *mstate_member_find(const struct mstate *st,
 /* 1 if p's owner is instance_id (instance_id NULL: single mode, always 1). */
 int mpart_owned_by(const struct mpart *p, const char *instance_id);
 /*
+ * The destination offset after the last mirrored source offset
+ * (last_offset) through the translation anchors: where the destination's
+ * own records begin once p is STOPPED (a failback copies from there, see
+ * daemon/mirrormark.h).  -1 when nothing was mirrored or the anchors do
+ * not map last_offset.
+ */
+int64_t mpart_stop_dst(const struct mpart *p);
+/*
  * This instance's id in multi-instance mode (copied; NULL: single mode).
  * A group the writer refuses (it validates a follower's group whole) then
  * fails only the writes of partitions this instance no longer owns in the
@@ -507,11 +515,15 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
     const char *topic, char *msg, size_t msglen);
 /* RecoverMirrorTopics: the topic's FAILED partitions -> PREPARING now
  * (none FAILED: 0, no change).  A partition whose reason needs a decision
- * (mpart_needs_resolution) moves only with that resolution ("skip-over",
- * NULL for none); otherwise INVALID_REQUEST naming it.  The hooks see the
- * resolution in the why of the move ("..., resolution skip-over"). */
+ * (mpart_needs_resolution) moves only with a resolution it accepts
+ * ("skip-over", "preserve"; NULL for none); otherwise INVALID_REQUEST
+ * naming it and the resolutions it accepts, or, for a reason no
+ * resolution repairs, what the operator can do instead.  The hooks see
+ * the resolution in the why of the move ("..., resolution skip-over"). */
 int mstate_recover_topic(struct mstate *st, const char *mirror,
     const char *topic, const char *resolution, char *msg, size_t msglen);
+/* The resolutions p's reason accepts ("skip-over", "skip-over or
+ * preserve"), "" when none repairs it, NULL when a plain retry will do. */
 const char *mpart_needs_resolution(const struct mpart *p);
 
 /*

@@ -616,22 +616,61 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
 	    "resumed", msg, msglen);
 }
 
-/* The resolution a FAILED partition's reason asks for ("skip-over"), ""
- * for one no resolution repairs, NULL when a plain retry will do. */
+/*
+ * What a FAILED partition's reason asks of RecoverMirrorTopics, by the
+ * reason's beginning: the resolutions that move it ("skip-over", or
+ * "skip-over or preserve"), "" for none (then what the operator can do
+ * instead), NULL (not listed) when a plain retry will do.  The reasons are
+ * daemon/pipe_prove.c's and pipe_preserve.c's.
+ */
+static const struct {
+	const char *prefix;
+	const char *accepts;
+	const char *instead;
+} needs[] = {
+	{ "foreign write:", "skip-over", NULL },
+	{ "unproven destination:", "skip-over", NULL },
+	{ "failback divergence at offset", "skip-over or preserve", NULL },
+	{ "destination truncated:", "", "it stays FAILED until the topic is "
+	    "removed from the mirror" },
+	{ "failback:", "", "nothing was written to the destination; to mirror "
+	    "the topic back, realign it: remove it from the mirror, delete it "
+	    "on the destination cluster (the old primary) after saving what "
+	    "you need of its records there, and add it again (see FAILBACK in "
+	    "kafka-mirrors(1))" },
+};
+
+static int need_index(const struct mpart *p)
+{
+	if (p->state != MPART_FAILED || p->error == NULL)
+		return -1;
+	for (size_t i = 0; i < sizeof(needs) / sizeof(needs[0]); i++)
+		if (strncmp(p->error, needs[i].prefix,
+		    strlen(needs[i].prefix)) == 0)
+			return (int)i;
+	return -1;
+}
+
 const char *mpart_needs_resolution(const struct mpart *p)
 {
-	static const char *const skip[] = { "foreign write:",
-	    "unproven destination:", "failback divergence at offset" };
+	int i = need_index(p);
 
-	if (p->state != MPART_FAILED || p->error == NULL)
-		return NULL;
-	for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
-		if (strncmp(p->error, skip[i], strlen(skip[i])) == 0)
-			return "skip-over";
-	if (strncmp(p->error, "destination truncated:", 22) == 0 ||
-	    strncmp(p->error, "failback:", 9) == 0)
-		return "";
-	return NULL;
+	return i < 0 ? NULL : needs[i].accepts;
+}
+
+/* 1 if resolution is one of the words of accepts ("a or b"). */
+static int resolution_accepted(const char *accepts, const char *resolution)
+{
+	size_t n = strlen(resolution);
+	const char *s = accepts;
+
+	while (n > 0 && (s = strstr(s, resolution)) != NULL) {
+		if ((s == accepts || s[-1] == ' ') && (s[n] == '\0' ||
+		    s[n] == ' '))
+			return 1;
+		s += n;
+	}
+	return 0;
 }
 
 int mstate_recover_topic(struct mstate *st, const char *mirror,
@@ -653,25 +692,27 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 	if (!mtopic_any(t, B(FAILED)))
 		return KERR_NONE;   /* the contract: success, no change */
 	for (int32_t i = 0; i < t->npart; i++) {
-		const char *need = mpart_needs_resolution(t->parts[i]);
+		int k = need_index(t->parts[i]);
 
-		if (need == NULL || (resolution != NULL && strcmp(need, resolution) == 0))
+		if (k < 0 || (resolution != NULL &&
+		    resolution_accepted(needs[k].accepts, resolution)))
 			continue;
-		/* A failback divergence: skip-over, or preserve (copied aside
-		 * first, pipe_preserve.c). */
-		if (resolution != NULL && strcmp(resolution, "preserve") == 0 &&
-		    strncmp(t->parts[i]->error, "failback divergence at offset",
-		    29) == 0)
-			continue;
-		if (need[0] == '\0')
+		if (needs[k].accepts[0] == '\0')
 			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
-			    "mirror '%s' failed for a reason no resolution repairs (%.300s)",
-			    (int)i, topic, mirror, t->parts[i]->error);
+			    "mirror '%s' failed for a reason no resolution repairs: "
+			    "%s (its reason: %.400s)", (int)i, topic, mirror,
+			    needs[k].instead, t->parts[i]->error);
+		else if (resolution != NULL)
+			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
+			    "mirror '%s' needs another decision (%.400s): the "
+			    "resolution %s does not apply to it, recover it with the "
+			    "resolution %s", (int)i, topic, mirror,
+			    t->parts[i]->error, resolution, needs[k].accepts);
 		else
 			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
-			    "mirror '%s' needs an operator decision (%.300s): recover it "
+			    "mirror '%s' needs an operator decision (%.400s): recover it "
 			    "with the resolution %s", (int)i, topic, mirror,
-			    t->parts[i]->error, need);
+			    t->parts[i]->error, needs[k].accepts);
 		return KERR_INVALID_REQUEST;
 	}
 	snprintf(why, sizeof(why), "recovered by the operator%s%s",
