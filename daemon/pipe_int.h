@@ -336,8 +336,9 @@ struct ppart {
 	 * one runs); only then are a STOPPED partition's offsets synced. */
 	int gs_final;
 	/* STOPPING: the source high watermark for the failover report, 0 not
-	 * asked, 1 asked (until final_deadline, mono ms), 2 answered or given
-	 * up. */
+	 * asked, 1 asked (until final_deadline, mono ms), 2 given up (or
+	 * answered with an error), 3 answered, 4 to be asked again (no
+	 * connection yet, until final_deadline). */
 	int final_ask;
 	int64_t final_deadline;
 	/* The producer identity p writes with (pipe_copy.c, see HACKING.md

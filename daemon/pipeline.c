@@ -1394,14 +1394,21 @@ static void part_step(struct ppart *p, int64_t now)
 		}
 		if (p->ninflight > 0 || p->step_inflight || p->step == PS_SYNC)
 			break;
-		if (st == MPART_STOPPING && p->final_ask == 0) {
+		if (st == MPART_STOPPING && (p->final_ask == 0 ||
+		    p->final_ask == 4)) {
 			/* The source's end now, for the failover report; a
-			 * source that does not answer soon is not waited for. */
-			p->final_ask = pcopy_final_hw(p) == 0 ? 1 : 2;
-			p->final_deadline = now + PL_FINAL_HW_WAIT_MS;
+			 * source that does not answer soon is not waited for.
+			 * One not connected yet (a partition that never
+			 * fetched) is asked again until the deadline. */
+			if (p->final_ask == 0)
+				p->final_deadline = now + PL_FINAL_HW_WAIT_MS;
+			if (pcopy_final_hw(p) == 0)
+				p->final_ask = 1;
+			else
+				p->final_ask = now < p->final_deadline ? 4 : 2;
 		}
-		if (st == MPART_STOPPING && p->final_ask == 1 &&
-		    now < p->final_deadline)
+		if (st == MPART_STOPPING && (p->final_ask == 1 ||
+		    p->final_ask == 4) && now < p->final_deadline)
 			break;
 		if (st == MPART_PAUSING) {
 			struct pl_state_req rq = { .to = MPART_PAUSED,
