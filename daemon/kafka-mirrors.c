@@ -1511,10 +1511,14 @@ static int wait_stopped(struct cli_conn *c, const struct opts *o,
 			rc = lower || unknown ? EXIT_MAYBE_NOT_COPIED : sum > 0 ?
 			    EXIT_NOT_COPIED : 0;
 			fflush(stdout);
-			if (rc == EXIT_MAYBE_NOT_COPIED)
+			if (rc == EXIT_MAYBE_NOT_COPIED && lower)
 				fprintf(stderr, "%s: source records may not have been "
 				    "copied: the source could not be asked at the "
 				    "stop (exit status %d)\n", progname, rc);
+			else if (rc == EXIT_MAYBE_NOT_COPIED)
+				fprintf(stderr, "%s: source records may not have been "
+				    "copied: what %d partition(s) held is unknown "
+				    "(exit status %d)\n", progname, unknown, rc);
 			else if (rc == EXIT_NOT_COPIED)
 				fprintf(stderr, "%s: %lld source offset(s) were not "
 				    "copied before the stop (exit status %d)\n",

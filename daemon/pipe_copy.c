@@ -1032,7 +1032,8 @@ out:
  * A PAUSED partition's ends (pcopy_paused_end()): the destination end
  * first when this process does not know what was copied (src_done: a
  * start while paused), translated to the source offset it stands for;
- * then the source's high watermark.  Nobody writes a paused partition, so
+ * then the source's high watermark.  A STOPPING one that never synced
+ * here asks the destination end the same way, for its failover report.  Nobody writes a paused partition, so
  * the destination end needs no proof here: resuming proves it as always.
  */
 static int paused_dst_to_src(struct ppart *p, int64_t d, int64_t *s)
@@ -1068,7 +1069,7 @@ static void paused_end_response(struct kconn *c, int err, const char *errstr,
 
 	p->paused_lo = 0;
 	if (x->cl->dying || p->dead || x->e[0].gen != p->gen || p->mp == NULL ||
-	    p->mp->state != MPART_PAUSED)
+	    (p->mp->state != MPART_PAUSED && p->mp->state != MPART_STOPPING))
 		goto out;
 	if (err != KCONN_E_OK) {
 		ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err, errstr),

@@ -341,6 +341,10 @@ struct ppart {
 	 * connection yet, until final_deadline). */
 	int final_ask;
 	int64_t final_deadline;
+	int stop_dst;                /* STOPPING, src_done unknown in this
+	                              * process: the destination end 0 not
+	                              * asked, 1 to be asked, 2 asked (or
+	                              * given up) */
 	/* The producer identity p writes with (pipe_copy.c, see HACKING.md
 	 * "Producer identities"): pid -1 until taken (the last of
 	 * mp->producers, or a fresh id from the destination's pool);

@@ -1335,6 +1335,7 @@ static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 		    fo.lag, fo.src_hwm, fo.asked ? "" : " as last known: the "
 		    "source did not answer at the stop", last, fo.lag_ms);
 	p->final_ask = 0;
+	p->stop_dst = 0;
 	struct pl_state_req rq = { .to = MPART_STOPPED, .why = "fetching "
 	    "stopped, nothing in flight", .last = 1, .last_offset = last,
 	    .last_epoch = p->last_epoch, .fo = &fo, .then = stopped_then };
@@ -1386,6 +1387,12 @@ static void part_step(struct ppart *p, int64_t now)
 			pl_drop_queue(p);
 		if (p->step != PS_SYNC)
 			p->step = PS_IDLE;
+		if (p->step == PS_SYNC && p->sync_lo < 0 && p->last_send_ms == 0 &&
+		    !p->step_inflight) {
+			/* The start's SYNC, and nothing sent since: no outcome
+			 * to learn (the destination topic may be gone). */
+			p->step = PS_IDLE;
+		}
 		if (p->step == PS_SYNC && !p->step_inflight && p->ninflight == 0 &&
 		    now >= p->not_before) {
 			/* An uncertain Produce: learn what happened first. */
@@ -1393,6 +1400,22 @@ static void part_step(struct ppart *p, int64_t now)
 			break;
 		}
 		if (p->ninflight > 0 || p->step_inflight || p->step == PS_SYNC)
+			break;
+		if (st == MPART_STOPPING && p->src_done < 0 && p->stop_dst != 2) {
+			/* Never synced in this process: what was copied is the
+			 * destination end, asked for the report (again until
+			 * the deadline while its leader is not known yet). */
+			if (p->stop_dst == 0) {
+				p->stop_dst = 1;
+				p->final_deadline = now + PL_FINAL_HW_WAIT_MS;
+			}
+			if (!p->paused_lo && pcopy_paused_end(p) == 0)
+				p->stop_dst = 2;
+			else if (now >= p->final_deadline)
+				p->stop_dst = 2;
+		}
+		if (st == MPART_STOPPING && (p->stop_dst == 1 || p->paused_lo) &&
+		    now < p->final_deadline)
 			break;
 		if (st == MPART_STOPPING && (p->final_ask == 0 ||
 		    p->final_ask == 4)) {

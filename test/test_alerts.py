@@ -34,7 +34,8 @@ if PROMTOOL is None:
 
 ALERTS = ["MirrordPartitionsFailed", "MirrordLagHigh", "MirrordNoProgress",
           "MirrordCrcFailures", "MirrordMetadataLogFsyncSlow",
-          "MirrordDestinationUnreachable", "MirrordDown"]
+          "MirrordDestinationUnreachable", "MirrordSourceUnreachable",
+          "MirrordMirrorLagGrowing", "MirrordDown"]
 RULES = h.src_path("etc", "prometheus", "mirrord-alerts.yml")
 TESTS = h.src_path("etc", "prometheus", "mirrord-alerts.test.yml")
 
@@ -85,7 +86,7 @@ def main():
         expr = re.sub(r"\{[^}]*\}", "", expr)
         words = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", expr))
         words -= {"sum", "max", "min", "increase", "rate", "changes", "and",
-                  "or", "unless", "offset", "histogram_quantile"}
+                  "or", "unless", "offset", "histogram_quantile", "delta"}
         h.check(words, "no metric found in %s" % name)
         for w in words:
             base = re.sub(r"_(bucket|sum|count)$", "", w)
