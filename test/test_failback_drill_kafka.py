@@ -77,7 +77,7 @@ PATTERN, EXCLUDE = r"dr\..*", r"dr\.scratch"
 GROUP = "app"
 TXN_ID = "dr-payments"
 SYNC_MS = 500
-ROUNDS = 12                      # group-sync rounds watched in step 5
+ROUNDS = 12                      # group-sync intervals watched in step 5
 CONTINUE = set(filter(None, os.environ.get("DRILL_CONTINUE", "").split(",")))
 KNOWN = []
 
@@ -317,16 +317,17 @@ def check_stream(app, stream, where):
                    next(((a, b) for a, b in zip(r, s) if a != b), None)))
 
 
-def check_synced(src, dst, src_offs, what, timeout=60):
-    """Waits until group app's offsets on dst translate src_offs
-    ({tp: offset} on src): dst's next record is src's next record (by key
-    and value), or both are at their end.  Returns dst's offsets."""
-    s = {tp: committed(src, tp) for tp in TPS}
-    d = {tp: committed(dst, tp) for tp in TPS}
+def check_synced(src, dst, src_offs, what, tps=TPS, timeout=60):
+    """Waits until group app's offsets on dst of the partitions tps
+    translate src_offs ({tp: offset} on src): dst's next record is src's
+    next record (by key and value), or both are at their end.  Returns
+    dst's offsets."""
+    s = {tp: committed(src, tp) for tp in tps}
+    d = {tp: committed(dst, tp) for tp in tps}
 
     def ok():
         got = group_offsets(dst)
-        for tp in TPS:
+        for tp in tps:
             if tp not in got or next_after(d[tp], got[tp]) != \
                     next_after(s[tp], src_offs[tp]):
                 return False
@@ -564,7 +565,7 @@ def main():
     A.start_again()
 
     def watch(what, since):
-        """app's offsets on B never move over ROUNDS group-sync rounds
+        """app's offsets on B never move over ROUNDS group-sync intervals
         once d_b has read A's metadata (after since)."""
         def answered():
             v = mt.metric_series(d_b.metrics(),
@@ -599,7 +600,7 @@ def main():
     eq(group_offsets(B), b_app, "step 5: app's offsets on B")
     eq(sorted(set(d_b.states("ab").values())), ["STOPPED"],
        "step 5: ab's partitions")
-    step(5, "A is back: over %d group-sync rounds, and after a restart of "
+    step(5, "A is back: over %d group-sync intervals, and after a restart of "
          "d_b, app's offsets on B, B's ACLs, topic configs and records are "
          "unchanged" % ROUNDS)
 
@@ -643,10 +644,18 @@ def main():
             div[tp] = int(m.group(1))
         h.check("--resolution preserve" in why or tp not in div,
                 "step 6: %s's reason names the resolution" % tpname(tp))
-    h.check("failback divergence" in d_a.cli_ok("--describe", "--failed")
-            .stdout, "step 6: --describe --failed shows the divergence")
+    out = d_a.cli_ok("--describe", "--failed").stdout
+    print(out, end="", flush=True)
+    h.check("failback divergence" in out,
+            "step 6: --describe --failed shows the divergence")
     eq({tp: everything(A, tp) for tp in TPS}, a_all,
        "step 6: A untouched while FAILED")
+    # What is to be preserved: A's divergent range, read_committed now.
+    a_div = {tp: committed(A, tp, div[tp]) for tp in div}
+    for tp in div:
+        eq(a_div[tp], [y for y in a_recs[tp] if y[0] >= div[tp]],
+           "step 6: %s: A's committed records from offset %d" % (
+               tpname(tp), div[tp]))
     for t in (ORD, PAY):
         r = d_a.cli("--recover", "--mirror", "ba", "--topic", t,
                     "--resolution", "preserve")
@@ -668,7 +677,7 @@ def main():
     log = d_a.log()
     for tp in preserved:
         aside = "%s.diverged-%d" % (tp[0], E[tp])
-        diverged = [x for x in a_recs[tp] if x[0] >= div[tp]]
+        diverged = a_div[tp]
         kept = committed(A, (aside, tp[1]))
         eq(content(kept), content(diverged), "step 6: %s partition %d: A's "
            "divergent committed records of %s" % (aside, tp[1], tpname(tp)))
@@ -697,9 +706,10 @@ def main():
                [y[0] + D[tp] - b_fail_end[tp]
                 for y in committed(B, tp, b_fail_end[tp])],
                "step 6: %s: their offsets on A" % tpname(tp))
+    check_synced(B, A, group_offsets(B), "step 6", tps=preserved)
     step(6, "failback: every partition FAILED at its divergence; preserved "
-         "%s; B's records copied after them" % ", ".join(
-             tpname(tp) for tp in preserved))
+         "%s; B's records copied after them; app's offsets on B synced to A"
+         % ", ".join(tpname(tp) for tp in preserved))
 
     # ---- 7. realign: a fresh copy ------------------------------------------
     def delete_on_a(t):
@@ -750,8 +760,10 @@ def main():
     eq(content(committed(A, (PAY, 0))), content(committed(B, (PAY, 0))),
        "step 7: dr.payments on A after the realignment")
     for tp in preserved:
-        h.check("%s.diverged-%d" % (tp[0], E[tp]) in topics_of(A),
-                "step 7: the preserved records' topic stays")
+        aside = "%s.diverged-%d" % (tp[0], E[tp])
+        eq(content(committed(A, (aside, tp[1]))), content(a_div[tp]),
+           "step 7: %s partition %d, kept" % (aside, tp[1]))
+    check_synced(B, A, group_offsets(B), "step 7")
     step(7, "realigned: dr.orders on A = B's (%d records, same offsets and "
          "batches), dr.payments' committed records equal" % n)
 
