@@ -43,12 +43,14 @@ Every step checks every record (keys, values, headers, timestamps) and
 every committed offset of `app`: nothing lost, nothing duplicated, nothing
 rewound.
 
-DRILL_CONTINUE=a,b,c (a development aid, off by default) goes on past the
-three assertions named in the report of this drill as known failures
-(a: step 5, the old mirror's final group sync rewinds `app` on B;
-b: step 6, preserve of the transactional topic; c: step 7, the realigned
-dr.orders FAILED "destination truncated"), with an operator's work-around,
-so the later steps can be exercised; the test still fails at its end.
+DRILL_CONTINUE=a,b,c (off by default) lets the drill go on past the
+failure of the assertions tagged a (step 5: app's offsets on B do not move
+back), b (step 6: the transactional topic's divergence found and
+preserved) and c (step 7: the realigned topics copied afresh): each such
+failure is printed, an operator's work-around follows (app's offsets
+committed back on B; dr.payments left FAILED until it is realigned; ba
+deleted and made again), and the test fails at its end.  It is for
+looking at the later steps while one of those fails.
 """
 
 import json
@@ -87,9 +89,9 @@ def step(n, what):
 
 
 def known(tag, cond, msg):
-    """An assertion another fix is about: fails the test at once, unless
-    DRILL_CONTINUE names tag (then it is noted and the test fails at its
-    end).  Returns cond."""
+    """An assertion tagged for DRILL_CONTINUE: fails the test at once
+    unless DRILL_CONTINUE names tag (then it is printed and the test fails
+    at its end).  Returns cond."""
     if cond:
         return True
     if tag not in CONTINUE:
