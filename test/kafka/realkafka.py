@@ -1229,11 +1229,12 @@ class Cluster:
         self.create_topic(name, partitions, cfg)
 
     def grant(self, principal, operations, topic=None, group=None,
-              cluster=False, pattern="literal", permission="ALLOW"):
+              cluster=False, pattern="literal", permission="ALLOW",
+              transactional_id=None):
         """Allow ACLs (CreateAcls v1) for principal ("User:alice") on a topic,
-        a group or the cluster; operations like ["WRITE", "DESCRIBE"];
-        permission="DENY" makes DENY ones (revoke(..., permission="DENY")
-        deletes them)."""
+        a group, a transactional id or the cluster; operations like
+        ["WRITE", "DESCRIBE"]; permission="DENY" makes DENY ones
+        (revoke(..., permission="DENY") deletes them)."""
         ops = {"ALL": 2, "READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6,
                "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9,
                "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11,
@@ -1243,10 +1244,13 @@ class Cluster:
             rtype, rname = 2, topic
         elif group is not None:
             rtype, rname = 3, group
+        elif transactional_id is not None:
+            rtype, rname = 5, transactional_id
         elif cluster:
             rtype, rname = 4, "kafka-cluster"
         else:
-            raise ValueError("grant: name a topic, a group or cluster=True")
+            raise ValueError("grant: name a topic, a group, a transactional "
+                             "id or cluster=True")
         creations = [struct.pack(">b", rtype) + _str(rname)
                      + struct.pack(">b", pats[pattern]) + _str(principal)
                      + _str("*") + struct.pack(">bb", ops[op.upper()],
