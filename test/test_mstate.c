@@ -562,7 +562,8 @@ START_TEST(test_recover)
 	ck_assert_str_eq(mtopic_state_name(t), "MIRRORING");
 	CODE(mstate_recover_topic(F.st, "m", "t", "ignore", F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
-	MSG_HAS("resolution 'ignore' is not one of: skip-over, preserve");
+	MSG_HAS("resolution 'ignore' is not one of: skip-over, preserve, "
+	    "realign");
 	/* A plain failure: retried without a resolution. */
 	CODE(mpart_fail(F.st, t->parts[0], "fetch: NOT_LEADER", -1, F.msg,
 	    sizeof(F.msg)), 0);
@@ -588,12 +589,15 @@ START_TEST(test_recover)
 	ck_assert_int_eq(t->parts[0]->state, MPART_PREPARING);
 	ck_assert_int_eq(t->parts[1]->state, MPART_MIRRORING);
 	ck_assert_int_eq(t->parts[2]->state, MPART_PREPARING);
-	/* A truncated destination: no resolution repairs it. */
+	/* A truncated destination: only a realign repairs it. */
 	CODE(mpart_fail(F.st, t->parts[1], "destination truncated: the "
 	    "destination partition ends at offset 0", -1, F.msg, sizeof(F.msg)), 0);
 	CODE(mstate_recover_topic(F.st, "m", "t", "skip-over", F.msg,
 	    sizeof(F.msg)), KERR_INVALID_REQUEST);
-	MSG_HAS("failed for a reason no resolution repairs");
+	MSG_HAS("failed for a reason only the resolution realign repairs: the "
+	    "resolution realign deletes the destination topic and copies it "
+	    "again from the source (see REALIGN in kafka-mirrors(1)) (its "
+	    "reason: destination truncated:");
 	reopen_same();
 	ck_assert_int_eq(topic("m", "t")->parts[1]->state, MPART_FAILED);
 }
@@ -680,10 +684,11 @@ START_TEST(test_recover_failback)
 	CODE(mstate_recover_topic(F.st, "m", "t", "preserve", F.msg,
 	    sizeof(F.msg)), KERR_INVALID_REQUEST);
 	MSG_HAS("partition 2 of topic 't' of cluster mirror 'm' failed for a "
-	    "reason no resolution repairs: nothing was written to the "
-	    "destination; to mirror the topic back, realign it: remove it from "
-	    "the mirror, delete it on the destination cluster (the old primary) "
-	    "after saving what you need of its records there, and add it again");
+	    "reason only the resolution realign repairs: nothing was written to "
+	    "the destination; to mirror the topic back, realign it after saving "
+	    "what you need of its records on the destination cluster (the old "
+	    "primary): the resolution realign deletes the destination topic and "
+	    "copies it again from the source");
 	MSG_HAS("(its reason: failback: the old primary's log was rewritten");
 	/* A mark that does not say enough yet: a plain retry. */
 	CODE(mpart_fail(F.st, t->parts[0], "failback mark without a source "
@@ -1030,6 +1035,206 @@ static void hook(void *arg, const struct mstate_event *ev)
 		break;
 	}
 }
+
+/* A partition's write history as the data plane writes it. */
+static void some_history(struct mpart *p, int64_t base)
+{
+	CODE(mpart_add_epoch(F.st, p, 5, base, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_set_producer(F.st, p, 4000 + base, 0, base, F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(sending_now(F.st, p, base + 7, F.msg, sizeof(F.msg)), 0);
+	CODE(anchor_now(F.st, p, base + 20, base + 27, F.msg, sizeof(F.msg)), 0);
+}
+
+static int history_empty(const struct mpart *p)
+{
+	return p->nepochs == 0 && p->nanchors == 0 && p->nproducers == 0 &&
+	    p->sending_dst == -1 && p->last_offset == -1 && p->last_epoch == -1;
+}
+
+/* Added again after the destination topic was deleted on purpose: the
+ * write history stays with the topic it was written in (prior), and is
+ * dropped only by a reset naming that topic; the same topic keeps it. */
+START_TEST(test_realign_added_again)
+{
+	struct evlog e = { "" };
+	struct mtopic *t;
+	char err[1024];
+
+	mk_mirror("m");
+	mk_topic("m", "t", 2);
+	t = topic("m", "t");
+	topic_to("m", "t", MPART_MIRRORING);
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
+	    "fGUlPWmGQOmB117Z4v0JxA", F.msg, sizeof(F.msg)), 0);
+	some_history(t->parts[0], 0);
+	some_history(t->parts[1], 100);
+	stop_topic("m", "t");
+	ck_assert_int_eq(t->parts[0]->last_offset, 100);
+	mk_topic("m", "t", 2);      /* added again */
+	ck_assert_ptr_null(t->dst_topic_id);
+	ck_assert_str_eq(t->prior_dst_topic_id, "fGUlPWmGQOmB117Z4v0JxA");
+	ck_assert_uint_eq(t->parts[0]->nanchors, 1);   /* kept for now */
+	reopen_same();
+	t = topic("m", "t");
+	ck_assert_int_eq(mstate_add_hook(F.st, hook, &e), 0);
+	/* Not the topic the history is of: a no-op. */
+	CODE(mtopic_realign_reset(F.st, t, "AAAAAAAAAAAAAAAAAAAAAA", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(t->parts[0]->nanchors, 1);
+	CODE(mtopic_realign_reset(F.st, t, "fGUlPWmGQOmB117Z4v0JxA", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert(history_empty(t->parts[0]));
+	ck_assert(history_empty(t->parts[1]));
+	ck_assert_ptr_null(t->prior_dst_topic_id);
+	ck_assert_str_eq(e.text, "ev9;");   /* MSTATE_EV_REALIGNED */
+	/* Again (a second writer's copy): nothing to do, no record. */
+	CODE(mtopic_realign_reset(F.st, t, "fGUlPWmGQOmB117Z4v0JxA", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->parts[0]->state, MPART_PREPARING);
+	reopen_same();
+	t = topic("m", "t");
+	ck_assert(history_empty(t->parts[0]));
+
+	/* Added again onto the same destination topic: history kept, the
+	 * prior id cleared by the topic-ident record of it. */
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
+	    "Zk2cZ0f3TnGyS1v6cF0x0w", F.msg, sizeof(F.msg)), 0);
+	topic_to("m", "t", MPART_MIRRORING);
+	some_history(t->parts[0], 0);
+	stop_topic("m", "t");
+	mk_topic("m", "t", 2);
+	ck_assert_str_eq(t->prior_dst_topic_id, "Zk2cZ0f3TnGyS1v6cF0x0w");
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();   /* the snapshot keeps the prior id */
+	t = topic("m", "t");
+	ck_assert_str_eq(t->prior_dst_topic_id, "Zk2cZ0f3TnGyS1v6cF0x0w");
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
+	    "Zk2cZ0f3TnGyS1v6cF0x0w", F.msg, sizeof(F.msg)), 0);
+	ck_assert_ptr_null(t->prior_dst_topic_id);
+	ck_assert_uint_eq(t->parts[0]->nanchors, 1);
+	ck_assert_uint_eq(t->parts[0]->nproducers, 1);
+	reopen_same();
+}
+END_TEST
+
+/* RecoverMirrorTopics' resolution realign: who it is for, what it
+ * records, what is refused while the deletion is to come. */
+START_TEST(test_realign_operator)
+{
+	struct evlog e = { "" };
+	struct mtopic *t;
+	char err[1024];
+	uint64_t n;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 3);
+	t = topic("m", "t");
+	topic_to("m", "t", MPART_MIRRORING);
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
+	    "fGUlPWmGQOmB117Z4v0JxA", F.msg, sizeof(F.msg)), 0);
+	for (int i = 0; i < 3; i++)
+		some_history(t->parts[i], 100 * i);
+	/* Nothing that needs it. */
+	CODE(mstate_recover_topic(F.st, "m", "t", "realign", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("topic 't' of cluster mirror 'm' has no partition FAILED for a "
+	    "failback divergence or a destination truncated, deleted or "
+	    "recreated: nothing to realign (MIRRORING)");
+	/* A foreign write is skip-over's, not a realign's. */
+	CODE(mpart_fail(F.st, t->parts[1], "foreign write: destination offsets "
+	    "20..29 (10 records) were not written by mirrord", -1, F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_fail(F.st, t->parts[2], "failback divergence at offset 20: "
+	    "the destination partition (the old primary) holds offsets 20..26",
+	    -1, F.msg, sizeof(F.msg)), 0);
+	ck_assert(mpart_realign_reason(t->parts[2]));
+	ck_assert(!mpart_realign_reason(t->parts[1]));
+	CODE(mstate_recover_topic(F.st, "m", "t", "realign", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("partition 1 of topic 't' of cluster mirror 'm' is FAILED for a "
+	    "reason a realign does not repair (foreign write:");
+	CODE(mstate_recover_topic(F.st, "m", "t", "skip-over", F.msg,
+	    sizeof(F.msg)), 0);
+	/* Paused: refused. */
+	CODE(mpart_fail(F.st, t->parts[2], "destination topic t was deleted and "
+	    "recreated (topic id fGUlPWmGQOmB117Z4v0JxA -> Zk2cZ0f3TnGyS1v6cF0x0w)",
+	    -1, F.msg, sizeof(F.msg)), 0);
+	ck_assert(mpart_realign_reason(t->parts[2]));
+	CODE(mpart_set_state(F.st, t->parts[1], MPART_PAUSING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mstate_recover_topic(F.st, "m", "t", "realign", F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("partition 1 of topic 't' of cluster mirror 'm' is PAUSING: "
+	    "resume the topic first");
+	CODE(mpart_set_state(F.st, t->parts[1], MPART_MIRRORING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_set_state(F.st, t->parts[0], MPART_MIRRORING, "", F.msg,
+	    sizeof(F.msg)), 0);
+	/* FAILED (recreated), PREPARING and MIRRORING: realigned. */
+	CODE(mpart_fail(F.st, t->parts[0], "destination truncated: the "
+	    "destination partition ends at offset 0", -1, F.msg, sizeof(F.msg)), 0);
+	CODE(mstate_recover_topic(F.st, "m", "t", NULL, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	ck_assert_int_eq(mstate_add_hook(F.st, hook, &e), 0);
+	CODE(mstate_recover_topic(F.st, "m", "t", "realign", F.msg,
+	    sizeof(F.msg)), 0);
+	MSG_HAS("destination topic t (topic id fGUlPWmGQOmB117Z4v0JxA, 3 "
+	    "partitions) is deleted and copied again from the source: partition "
+	    "0 FAILED (destination truncated), partition 1 MIRRORING, partition "
+	    "2 FAILED (destination topic t was deleted and recreated (topic id "
+	    "fGUlPWmGQOmB117Z4v0JxA -> Zk2cZ0f3TnGyS1v6cF0x0w))");
+	ck_assert_str_eq(e.text, "m/t-0:FAILED>PREPARING(recovered by the "
+	    "operator, resolution realign);m/t-1:MIRRORING>PREPARING(recovered by "
+	    "the operator, resolution realign);m/t-2:FAILED>PREPARING(recovered "
+	    "by the operator, resolution realign);ev9;");
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(t->parts[i]->state, MPART_PREPARING);
+		ck_assert_ptr_null(t->parts[i]->error);
+		ck_assert(history_empty(t->parts[i]));
+	}
+	ck_assert_ptr_null(t->dst_topic_id);
+	ck_assert_int_eq(t->realign, 1);
+	ck_assert_str_eq(t->realign_dst_topic_id, "fGUlPWmGQOmB117Z4v0JxA");
+	/* Until the deletion, no write history is recorded. */
+	n = log_records();
+	CODE(anchor_now(F.st, t->parts[0], 1, 1, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	MSG_HAS("m/t-0: the topic is being realigned (its destination topic is "
+	    "deleted first)");
+	CODE(mpart_add_epoch(F.st, t->parts[0], 1, 0, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_REQUEST);
+	CODE(mpart_set_producer(F.st, t->parts[0], 1, 0, 0, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+	CODE(sending_now(F.st, t->parts[0], 3, F.msg, sizeof(F.msg)),
+	    KERR_INVALID_CLUSTER_MIRROR_STATES);
+	ck_assert_uint_eq(log_records(), n);
+	reopen_same();
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();   /* the snapshot keeps the realign to come */
+	t = topic("m", "t");
+	ck_assert_int_eq(t->realign, 1);
+	/* Deleted (the id the destination named then). */
+	CODE(mtopic_realign_deleted(F.st, t, "Zk2cZ0f3TnGyS1v6cF0x0w", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_int_eq(t->realign, 0);
+	ck_assert_ptr_null(t->realign_dst_topic_id);
+	ck_assert_str_eq(t->gone_dst_topic_id, "Zk2cZ0f3TnGyS1v6cF0x0w");
+	n = log_records();
+	CODE(mtopic_realign_deleted(F.st, t, "Zk2cZ0f3TnGyS1v6cF0x0w", F.msg,
+	    sizeof(F.msg)), 0);
+	ck_assert_uint_eq(log_records(), n);   /* recorded already */
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	t = topic("m", "t");
+	CODE(anchor_now(F.st, t->parts[0], 0, 0, F.msg, sizeof(F.msg)), 0);
+	/* The new topic's id: the deleted one is forgotten. */
+	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
+	    "x8mYV0eUQ2i2JmHh4GmE3g", F.msg, sizeof(F.msg)), 0);
+	ck_assert_ptr_null(t->gone_dst_topic_id);
+	reopen_same();
+}
+END_TEST
 
 START_TEST(test_data_plane_and_hooks)
 {
@@ -3328,6 +3533,8 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_recover);
 	tcase_add_test(tc, test_recover_failback);
 	tcase_add_test(tc, test_stop_dst);
+	tcase_add_test(tc, test_realign_added_again);
+	tcase_add_test(tc, test_realign_operator);
 	tcase_add_test(tc, test_delete_mirror);
 	tcase_add_test(tc, test_patterns);
 	tcase_add_test(tc, test_patterns_java_and_limits);

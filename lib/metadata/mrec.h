@@ -61,7 +61,8 @@
 	X(PART_OWNER,    20, "part-owner",     "MTPSg") \
 	X(PART_FAILOVER, 21, "part-failover",  "MTPoOt") \
 	X(ACL_BINDING,   22, "acl-binding",    "MkfS") \
-	X(PART_FAILOVER_AT, 23, "part-failover-at", "MTPoOf")
+	X(PART_FAILOVER_AT, 23, "part-failover-at", "MTPoOf") \
+	X(TOPIC_REALIGN, 24, "topic-realign",  "MTkS")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -81,6 +82,20 @@ enum mrec_type {
 #define MREC_F_ADD 0x01      /* ACL_BINDING: created (else: forgotten) */
 #define MREC_F_ASKED 0x01    /* PART_FAILOVER_AT: the source was asked for
                               * its high watermark at the stop and answered */
+/* TOPIC_REALIGN kinds (mstate.h, "Realigning"):
+ *   RESET    the destination topic found after the topic was added again is
+ *            not the one its partitions' write history was recorded in
+ *            (str: that one's id): the history is dropped;
+ *   DELETE   the operator's realign (str: the destination topic id recorded,
+ *            may be null): every partition PREPARING with no write history,
+ *            the destination topic to be deleted first;
+ *   DELETED  mirrord deleted it (str: the id deleted, may be null);
+ *   PENDING  snapshots only: a realign whose deletion is still to come
+ *            (str as DELETE). */
+#define MREC_REALIGN_RESET 0
+#define MREC_REALIGN_DELETE 1
+#define MREC_REALIGN_DELETED 2
+#define MREC_REALIGN_PENDING 3
 
 #define MREC_MAX_NAME 249    /* mirror and topic names */
 #define MREC_MAX_CONFIGS 1024

@@ -508,6 +508,9 @@ void mstate_topic_free(struct mtopic *t)
 	free(t->dst_topic_id);
 	free(t->note);
 	free(t->dst_cluster_id);
+	free(t->prior_dst_topic_id);
+	free(t->realign_dst_topic_id);
+	free(t->gone_dst_topic_id);
 	free(t);
 }
 
@@ -801,15 +804,24 @@ static int dump_topic_head(const struct mtopic *t, struct mlog_sink *sink,
 	mstate_rec_init(&r, MREC_TOPIC_RESTORE, m->name, t->name);
 	r.count = t->npart;
 	rc |= put_rec(sink, &r, max);
-	for (int k = MTOPIC_IDENT_SOURCE; k <= MTOPIC_IDENT_DEST_CLUSTER; k++) {
+	for (int k = MTOPIC_IDENT_SOURCE; k <= MTOPIC_IDENT_DEST_GONE; k++) {
 		const char *v = k == MTOPIC_IDENT_SOURCE ? t->src_topic_id :
 		    k == MTOPIC_IDENT_DEST ? t->dst_topic_id :
-		    k == MTOPIC_IDENT_NOTE ? t->note : t->dst_cluster_id;
+		    k == MTOPIC_IDENT_NOTE ? t->note :
+		    k == MTOPIC_IDENT_DEST_CLUSTER ? t->dst_cluster_id :
+		    k == MTOPIC_IDENT_DEST_PRIOR ? t->prior_dst_topic_id :
+		    t->gone_dst_topic_id;
 		if (v == NULL)
 			continue;
 		mstate_rec_init(&r, MREC_TOPIC_IDENT, m->name, t->name);
 		r.kind = (int8_t)k;
 		r.str = kstr_c(v);
+		rc |= put_rec(sink, &r, max);
+	}
+	if (t->realign) {
+		mstate_rec_init(&r, MREC_TOPIC_REALIGN, m->name, t->name);
+		r.kind = MREC_REALIGN_PENDING;
+		r.str = kstr_c(t->realign_dst_topic_id);
 		rc |= put_rec(sink, &r, max);
 	}
 	return rc;
@@ -1051,6 +1063,16 @@ char *mstate_dump(const struct mstate *st)
 				    t->dst_topic_id ? t->dst_topic_id : "(none)",
 				    t->note ? t->note : "(none)",
 				    t->dst_cluster_id ? t->dst_cluster_id : "(none)");
+			if (t->prior_dst_topic_id != NULL || t->realign ||
+			    t->gone_dst_topic_id != NULL)
+				fprintf(f, "    realign prior %s deleting %s%s "
+				    "deleted %s\n", t->prior_dst_topic_id ?
+				    t->prior_dst_topic_id : "(none)", t->realign ?
+				    "yes, id " : "no", t->realign ?
+				    (t->realign_dst_topic_id ?
+				    t->realign_dst_topic_id : "unknown") : "",
+				    t->gone_dst_topic_id ? t->gone_dst_topic_id :
+				    "(none)");
 			for (int32_t pi = 0; pi < t->npart; pi++) {
 				const struct mpart *p = t->parts[pi];
 				fprintf(f, "    partition %d %s retry %d last "

@@ -179,6 +179,30 @@ struct mtopic {
 	char *dst_topic_id;
 	char *note;
 	char *dst_cluster_id;
+	/*
+	 * Realigning (topic-realign records; HACKING.md "Realigning a
+	 * destination"): a partition's write history (epochs, anchors,
+	 * producer identities, sending mark, last offset) describes one
+	 * destination topic, the one whose id dst_topic_id records.
+	 *  - prior_dst_topic_id: the topic was added again (all STOPPED):
+	 *    the id its history was recorded in, until the data plane sees
+	 *    the destination topic.  The same id keeps the history (the
+	 *    topic-ident record of it clears this); another one, or a topic
+	 *    mirrord created because there was none, is a new topic: a
+	 *    RESET drops the history first.
+	 *  - realign: the operator's realign (RecoverMirrorTopics, resolution
+	 *    realign) dropped the history and waits for mirrord to delete the
+	 *    destination topic (realign_dst_topic_id: its id when asked, NULL
+	 *    unknown); no partition of the topic starts meanwhile, and no
+	 *    write history is recorded for it.
+	 *  - gone_dst_topic_id: the destination topic id mirrord deleted: a
+	 *    Metadata answer still naming it is older than the deletion.  The
+	 *    topic-ident record of the next id clears it.
+	 */
+	char *prior_dst_topic_id;
+	int realign;
+	char *realign_dst_topic_id;
+	char *gone_dst_topic_id;
 };
 
 struct mirror {
@@ -213,6 +237,8 @@ struct mmember {
 #define MTOPIC_IDENT_DEST 1
 #define MTOPIC_IDENT_NOTE 2
 #define MTOPIC_IDENT_DEST_CLUSTER 3
+#define MTOPIC_IDENT_DEST_PRIOR 4    /* prior_dst_topic_id (snapshots) */
+#define MTOPIC_IDENT_DEST_GONE 5     /* gone_dst_topic_id (snapshots) */
 
 struct mstate;
 
@@ -367,12 +393,15 @@ enum mstate_ev_kind {
 	                             * the previous owner, NULL for nobody) */
 	MSTATE_EV_MEMBERS,          /* a cluster-members record was applied */
 	MSTATE_EV_CONFIGS,          /* the mirror's configs were replaced */
+	MSTATE_EV_REALIGNED,        /* the topic's partitions' write history
+	                             * was dropped (topic-realign RESET or
+	                             * DELETE; after their STATE events) */
 };
 
 struct mstate_event {
 	enum mstate_ev_kind kind;
 	const struct mirror *mirror;
-	const struct mtopic *topic;   /* TOPIC_ADDED, STATE */
+	const struct mtopic *topic;   /* TOPIC_ADDED, STATE, REALIGNED */
 	const struct mpart *part;     /* STATE, OWNER */
 	enum mpart_state from, to;    /* STATE */
 	const char *why;              /* STATE */
@@ -525,6 +554,32 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 /* The resolutions p's reason accepts ("skip-over", "skip-over or
  * preserve"), "" when none repairs it, NULL when a plain retry will do. */
 const char *mpart_needs_resolution(const struct mpart *p);
+/*
+ * The resolution "realign" (mstate_recover_topic() takes it): the
+ * destination topic is deleted and copied again from the source.  For a
+ * topic with a partition FAILED for a reason that needs a decision about
+ * the destination's data (mpart_realign_reason(): a failback divergence,
+ * a destination truncated, deleted or recreated); its other partitions
+ * must be FAILED so too, MIRRORING or PREPARING (they are copied again as
+ * well), none paused or stopped.  One topic-realign DELETE record: every
+ * partition PREPARING ("recovered by the operator, resolution realign"),
+ * its write history dropped, the destination topic id forgotten, the
+ * deletion left to the data plane.  On success msg says what is deleted.
+ */
+int mpart_realign_reason(const struct mpart *p);
+/*
+ * The data plane's part of realigning (as mtopic_set_ident(): synchronous,
+ * or queued in an open batch).  mtopic_realign_reset(): the destination
+ * topic seen after the topic was added again is not prior (which must be
+ * t->prior_dst_topic_id): the partitions' write history is dropped.
+ * mtopic_realign_deleted(): mirrord deleted the destination topic of the
+ * operator's realign (id: the last id it deleted, NULL none known).  A
+ * change that no longer applies is a no-op (KERR_NONE).
+ */
+int mtopic_realign_reset(struct mstate *st, struct mtopic *t,
+    const char *prior, char *msg, size_t msglen);
+int mtopic_realign_deleted(struct mstate *st, struct mtopic *t,
+    const char *id, char *msg, size_t msglen);
 
 /*
  * Batches: one fsync for many operations (an AddTopicsToMirror with many

@@ -44,6 +44,9 @@ struct apply {
  * The one writer of mpart.state.  restore: a snapshot sets the state of a
  * partition that has none yet (UNKNOWN), bypassing the table.
  */
+static void move_state(struct apply *a, struct mpart *p, enum mpart_state to,
+    const char *why);
+
 static int set_state(struct apply *a, struct mpart *p, enum mpart_state to,
     const char *why, int restore)
 {
@@ -54,9 +57,21 @@ static int set_state(struct apply *a, struct mpart *p, enum mpart_state to,
 		FAIL(a, "%s/%s-%d: %s -> %s is not an allowed transition",
 		    t->mirror->name, t->name, (int)p->index,
 		    mpart_state_name(from), mpart_state_name(to));
+	move_state(a, p, to, why);
+	return 0;
+}
+
+/* set_state() once the move is known to be allowed (a realign also moves
+ * MIRRORING partitions to PREPARING, which the table leaves to it). */
+static void move_state(struct apply *a, struct mpart *p, enum mpart_state to,
+    const char *why)
+{
+	enum mpart_state from = p->state;
+	const struct mtopic *t = p->topic;
+
 	p->state = to;
 	if (from == to)
-		return 0;
+		return;
 	if (from == MPART_STOPPED)
 		p->has_failover = 0;  /* the report was of that stop */
 	if (to == MPART_MIRRORING)
@@ -78,7 +93,6 @@ static int set_state(struct apply *a, struct mpart *p, enum mpart_state to,
 		    t->name, (int)p->index, mpart_state_name(from),
 		    mpart_state_name(to));
 	}
-	return 0;
 }
 
 static struct mpart *new_part(struct mtopic *t, int32_t i);
@@ -493,9 +507,17 @@ static int apply_topic_add(struct apply *a, const struct mrec *r)
 	if (r->flags & MREC_F_RESTART) {
 		/* Added again, the operator's decision: mirrord's own stop is
 		 * over, and the topics it now finds are the ones to mirror
-		 * (their ids are adopted at the next Metadata answers). */
+		 * (their ids are adopted at the next Metadata answers).  The
+		 * partitions' write history stays with the destination topic
+		 * it was written in: the data plane keeps it for that topic
+		 * and drops it for another (prior_dst_topic_id). */
 		char **f[] = { &t->note, &t->src_topic_id, &t->dst_topic_id,
 		    &t->dst_cluster_id };
+		if (t->dst_topic_id != NULL) {
+			free(t->prior_dst_topic_id);
+			t->prior_dst_topic_id = t->dst_topic_id;
+			t->dst_topic_id = NULL;
+		}
 		for (size_t k = 0; k < ARRAY_SIZE(f); k++) {
 			free(*f[k]);
 			*f[k] = NULL;
@@ -530,6 +552,8 @@ static int apply_topic_ident(struct apply *a, const struct mrec *r)
 	case MTOPIC_IDENT_DEST: field = &t->dst_topic_id; break;
 	case MTOPIC_IDENT_NOTE: field = &t->note; break;
 	case MTOPIC_IDENT_DEST_CLUSTER: field = &t->dst_cluster_id; break;
+	case MTOPIC_IDENT_DEST_PRIOR: field = &t->prior_dst_topic_id; break;
+	case MTOPIC_IDENT_DEST_GONE: field = &t->gone_dst_topic_id; break;
 	default:
 		FAIL(a, "%s record for %s/%s: kind %d is not a topic identity "
 		    "field", mrec_type_name(r->type), t->mirror->name, t->name,
@@ -546,6 +570,134 @@ static int apply_topic_ident(struct apply *a, const struct mrec *r)
 	}
 	free(*field);
 	*field = v;
+	if (r->kind == MTOPIC_IDENT_DEST && v != NULL) {
+		/* The destination topic is known again: the decision about
+		 * the one before is made (the same: history kept; another:
+		 * dropped by a reset before this record). */
+		free(t->prior_dst_topic_id);
+		free(t->gone_dst_topic_id);
+		t->prior_dst_topic_id = t->gone_dst_topic_id = NULL;
+	}
+	return 0;
+}
+
+/* What a partition wrote into one destination topic: forgotten when the
+ * topic is another one. */
+static void drop_history(struct mpart *p)
+{
+	free(p->epochs);
+	free(p->anchors);
+	p->epochs = NULL;
+	p->anchors = NULL;
+	p->nepochs = p->nanchors = 0;
+	memset(p->producers, 0, sizeof(p->producers));
+	p->nproducers = 0;
+	p->sending_dst = -1;
+	p->last_offset = -1;
+	p->last_epoch = -1;
+}
+
+static int apply_topic_realign(struct apply *a, const struct mrec *r)
+{
+	struct mtopic *t = need_topic(a, r, NULL);
+	char *v = NULL;
+	int oom = 0;
+
+	if (t == NULL)
+		return -1;
+	if (r->str.len > MREC_MAX_NAME)
+		FAIL(a, "%s record for %s/%s: id of %d characters (at most %d)",
+		    mrec_type_name(r->type), t->mirror->name, t->name,
+		    (int)r->str.len, MREC_MAX_NAME);
+	if (r->str.len > 0 && (v = mstate_kdup(r->str, &oom)) == NULL)
+		FAIL(a, "out of memory");
+	switch (r->kind) {
+	case MREC_REALIGN_RESET:
+		/* Written once the data plane saw another topic; a second
+		 * writer's copy of the same decision finds it made. */
+		if (t->prior_dst_topic_id == NULL || v == NULL ||
+		    strcmp(t->prior_dst_topic_id, v) != 0)
+			break;
+		for (int32_t i = 0; i < t->npart; i++)
+			if (t->parts[i] != NULL)
+				drop_history(t->parts[i]);
+		free(t->prior_dst_topic_id);
+		t->prior_dst_topic_id = NULL;
+		if (a->live) {
+			struct mstate_event ev = { .kind = MSTATE_EV_REALIGNED,
+			    .mirror = t->mirror, .topic = t };
+
+			log_info("%s/%s: the destination topic is not the one "
+			    "(topic id %s) its partitions' write history was "
+			    "recorded in: history dropped, copied as a new topic",
+			    t->mirror->name, t->name, v);
+			mstate_emit(a->st, 1, &ev);
+		}
+		break;
+	case MREC_REALIGN_DELETE:
+		/* All or nothing: check every partition before moving any. */
+		for (int32_t i = 0; i < t->npart; i++) {
+			const struct mpart *p = t->parts[i];
+
+			if (p != NULL && p->state != MPART_FAILED &&
+			    p->state != MPART_MIRRORING &&
+			    p->state != MPART_PREPARING) {
+				free(v);
+				FAIL(a, "%s record for %s/%s: partition %d is %s "
+				    "(a realign needs FAILED, MIRRORING or "
+				    "PREPARING)", mrec_type_name(r->type),
+				    t->mirror->name, t->name, (int)i,
+				    mpart_state_name(p->state));
+			}
+		}
+		for (int32_t i = 0; i < t->npart; i++) {
+			struct mpart *p = t->parts[i];
+
+			if (p == NULL)
+				continue;
+			drop_history(p);
+			move_state(a, p, MPART_PREPARING, "recovered by the "
+			    "operator, resolution realign");
+		}
+		free(t->dst_topic_id);
+		free(t->prior_dst_topic_id);
+		free(t->gone_dst_topic_id);
+		free(t->realign_dst_topic_id);
+		t->dst_topic_id = t->prior_dst_topic_id = NULL;
+		t->gone_dst_topic_id = NULL;
+		t->realign_dst_topic_id = v;
+		t->realign = 1;
+		v = NULL;
+		if (a->live) {
+			struct mstate_event ev = { .kind = MSTATE_EV_REALIGNED,
+			    .mirror = t->mirror, .topic = t };
+
+			mstate_emit(a->st, 1, &ev);
+		}
+		break;
+	case MREC_REALIGN_DELETED:
+		if (!t->realign)
+			break;   /* recorded already (another instance) */
+		free(t->realign_dst_topic_id);
+		free(t->gone_dst_topic_id);
+		t->realign_dst_topic_id = NULL;
+		t->gone_dst_topic_id = v;
+		t->realign = 0;
+		v = NULL;
+		break;
+	case MREC_REALIGN_PENDING:
+		free(t->realign_dst_topic_id);
+		t->realign_dst_topic_id = v;
+		t->realign = 1;
+		v = NULL;
+		break;
+	default:
+		free(v);
+		FAIL(a, "%s record for %s/%s: kind %d is not a realign step",
+		    mrec_type_name(r->type), t->mirror->name, t->name,
+		    (int)r->kind);
+	}
+	free(v);
 	return 0;
 }
 
@@ -626,12 +778,26 @@ static int apply_part_state(struct apply *a, const struct mrec *r)
 	return set_state(a, p, (enum mpart_state)r->state, why, 0);
 }
 
+int mstate_realign_check(const struct mpart *p, char *err, size_t errlen)
+{
+	const struct mtopic *t = p->topic;
+
+	if (!t->realign)
+		return 0;
+	mstate_fmt(err, errlen, "%s/%s-%d: the topic is being realigned (its "
+	    "destination topic is deleted first): no write history is recorded "
+	    "for it meanwhile", t->mirror->name, t->name, (int)p->index);
+	return -1;
+}
+
 int mstate_epoch_check(const struct mpart *p, int32_t epoch, int64_t start,
     int *noop, char *err, size_t errlen)
 {
 	const struct mtopic *t = p->topic;
 
 	*noop = 0;
+	if (mstate_realign_check(p, err, errlen) != 0)
+		return -1;
 	if (epoch < 0 || start < 0) {
 		mstate_fmt(err, errlen, "%s/%s-%d: epoch %d at offset %" PRId64 ": "
 		    "negative", t->mirror->name, t->name, (int)p->index,
@@ -680,6 +846,8 @@ int mstate_producer_check(const struct mpart *p, int64_t pid, int32_t epoch,
 	const struct mproducer *last;
 
 	*noop = 0;
+	if (mstate_realign_check(p, err, errlen) != 0)
+		return -1;
 	if (pid < 0 || epoch < 0 || epoch > INT16_MAX || seq_base < 0) {
 		mstate_fmt(err, errlen, "%s/%s-%d: producer id %" PRId64 " epoch %d "
 		    "from offset %" PRId64 ": out of range", t->mirror->name, t->name,
@@ -724,6 +892,8 @@ int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
 	size_t k;
 
 	*action = MST_ANCHOR_APPEND;
+	if (mstate_realign_check(p, err, errlen) != 0)
+		return -1;
 	if (src < 0 || dst < 0) {
 		mstate_fmt(err, errlen, "%s/%s-%d: anchor (%" PRId64 ", %" PRId64 "): "
 		    "negative offset", t->mirror->name, t->name,
@@ -869,7 +1039,7 @@ static int apply_part_sending(struct apply *a, const struct mrec *r)
 {
 	struct mpart *p = need_part(a, r);
 
-	if (p == NULL)
+	if (p == NULL || mstate_realign_check(p, a->err, a->errlen) != 0)
 		return -1;
 	if (r->off < 0)
 		FAIL(a, "%s/%s-%d: batch sent to destination offset %" PRId64
@@ -1091,6 +1261,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 		    (r->flags & MREC_F_ADD) != 0, a->err, a->errlen);
 	case MREC_PART_FAILOVER: return apply_part_failover(a, r);
 	case MREC_PART_FAILOVER_AT: return apply_part_failover_at(a, r);
+	case MREC_TOPIC_REALIGN: return apply_topic_realign(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
 }
@@ -1156,6 +1327,7 @@ int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
 	case MREC_TOPIC_ADD:
 	case MREC_TOPIC_STATE:
 	case MREC_TOPIC_IDENT:
+	case MREC_TOPIC_REALIGN:
 	case MREC_ACL_BINDING:
 		return MSTATE_SCOPE_NONE;
 	}
@@ -2373,6 +2545,7 @@ static int scope_of(const struct mrec *r, struct mstate_scope *out, int *oom)
 		/* FALLTHROUGH */
 	case MREC_TOPIC_STATE:
 	case MREC_TOPIC_IDENT:
+	case MREC_TOPIC_REALIGN:
 	case MREC_TOPIC_RESTORE:
 		if (r->topic.len >= 0)
 			out->topic = mstate_kdup(r->topic, oom);

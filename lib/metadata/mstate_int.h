@@ -147,6 +147,9 @@ void mstate_members_free(struct mmember *m, size_t n);
 void mstate_topic_free(struct mtopic *t);
 /* Runs the hooks (live changes only). */
 void mstate_emit(struct mstate *st, int live, const struct mstate_event *ev);
+/* -1 with err when p's topic is being realigned (mtopic.realign): its
+ * write history is not recorded until the destination topic is deleted. */
+int mstate_realign_check(const struct mpart *p, char *err, size_t errlen);
 /* The epoch-history and anchor rules, shared by validation and apply. */
 int mstate_epoch_check(const struct mpart *p, int32_t epoch, int64_t start,
     int *noop, char *err, size_t errlen);

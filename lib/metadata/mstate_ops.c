@@ -619,8 +619,9 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
 /*
  * What a FAILED partition's reason asks of RecoverMirrorTopics, by the
  * reason's beginning: the resolutions that move it ("skip-over", or
- * "skip-over or preserve"), "" for none (then what the operator can do
- * instead), NULL (not listed) when a plain retry will do.  The reasons are
+ * "skip-over or preserve"), "" for none but realign (then what it does),
+ * NULL (not listed) when a plain retry will do; the resolution realign
+ * is realign_topic()'s (mpart_realign_reason()).  The reasons are
  * daemon/pipe_prove.c's and pipe_preserve.c's.
  */
 static const struct {
@@ -631,13 +632,14 @@ static const struct {
 	{ "foreign write:", "skip-over", NULL },
 	{ "unproven destination:", "skip-over", NULL },
 	{ "failback divergence at offset", "skip-over or preserve", NULL },
-	{ "destination truncated:", "", "it stays FAILED until the topic is "
-	    "removed from the mirror" },
+	{ "destination truncated:", "", "the resolution realign deletes the "
+	    "destination topic and copies it again from the source (see "
+	    "REALIGN in kafka-mirrors(1))" },
 	{ "failback:", "", "nothing was written to the destination; to mirror "
-	    "the topic back, realign it: remove it from the mirror, delete it "
-	    "on the destination cluster (the old primary) after saving what "
-	    "you need of its records there, and add it again (see FAILBACK in "
-	    "kafka-mirrors(1))" },
+	    "the topic back, realign it after saving what you need of its "
+	    "records on the destination cluster (the old primary): the "
+	    "resolution realign deletes the destination topic and copies it "
+	    "again from the source (see REALIGN in kafka-mirrors(1))" },
 };
 
 static int need_index(const struct mpart *p)
@@ -673,6 +675,146 @@ static int resolution_accepted(const char *accepts, const char *resolution)
 	return 0;
 }
 
+int mpart_realign_reason(const struct mpart *p)
+{
+	static const char *const start[] = { "failback divergence at offset",
+	    "failback:", "destination truncated:" };
+	const char *e = p->error;
+
+	if (p->state != MPART_FAILED || e == NULL)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(start); i++)
+		if (strncmp(e, start[i], strlen(start[i])) == 0)
+			return 1;
+	/* pipe_ident.c's destination topic deleted, or deleted and
+	 * recreated (not the cluster: another cluster is not realigned). */
+	return strncmp(e, "destination topic ", 18) == 0 &&
+	    (strstr(e, " was deleted and recreated (topic id ") != NULL ||
+	    strstr(e, " was deleted (topic id ") != NULL);
+}
+
+/* The start of a reason, up to its first ':' or ';' (at most 160 bytes). */
+static int reason_head(const char *e)
+{
+	size_t n = strcspn(e, ":;");
+
+	return (int)MIN(n, (size_t)160);
+}
+
+/* The resolution realign (mstate.h): validated, one topic-realign DELETE
+ * record; msg says what is deleted. */
+static int realign_topic(struct mstate *st, struct mtopic *t, char *msg,
+    size_t msglen)
+{
+	const char *mirror = t->mirror->name, *id;
+	struct mrec r;
+	char what[520], said[1024];
+	size_t off;
+	int n = 0, code;
+
+	for (int32_t i = 0; i < t->npart; i++) {
+		const struct mpart *p = t->parts[i];
+
+		if (mpart_realign_reason(p)) {
+			n++;
+			continue;
+		}
+		switch (p->state) {
+		case MPART_MIRRORING:
+		case MPART_PREPARING:
+			continue;
+		case MPART_STOPPING:
+		case MPART_STOPPED:
+			return being_stopped(t, msg, msglen);
+		case MPART_FAILED:
+			mstate_fmt(msg, msglen, "partition %d of topic '%s' of "
+			    "cluster mirror '%s' is FAILED for a reason a realign "
+			    "does not repair (%.300s): recover it first",
+			    (int)i, t->name, mirror, p->error != NULL ? p->error :
+			    "no reason");
+			return KERR_INVALID_REQUEST;
+		default:
+			mstate_fmt(msg, msglen, "partition %d of topic '%s' of "
+			    "cluster mirror '%s' is %s: resume the topic first, a "
+			    "realign copies every partition again", (int)i,
+			    t->name, mirror, mpart_state_name(p->state));
+			return KERR_INVALID_REQUEST;
+		}
+	}
+	if (n == 0) {
+		mstate_fmt(msg, msglen, "topic '%s' of cluster mirror '%s' has no "
+		    "partition FAILED for a failback divergence or a destination "
+		    "truncated, deleted or recreated: nothing to realign (%s)",
+		    t->name, mirror, mtopic_state_name(t));
+		return KERR_INVALID_REQUEST;
+	}
+	id = t->dst_topic_id != NULL ? t->dst_topic_id :
+	    t->realign ? t->realign_dst_topic_id : NULL;
+	/* What the operator is told is deleted: the topic, every partition
+	 * with its state (and the start of its reason); said before the
+	 * record applies (synchronously, it changes both). */
+	off = (size_t)snprintf(said, sizeof(said), "destination topic %s "
+	    "(topic id %s, %d partition%s) is deleted and copied again from the "
+	    "source:", t->name, id != NULL ? id : "not recorded", (int)t->npart,
+	    t->npart == 1 ? "" : "s");
+	for (int32_t i = 0; i < t->npart && off < sizeof(said); i++) {
+		const struct mpart *p = t->parts[i];
+
+		if (p->state == MPART_FAILED && p->error != NULL)
+			off += (size_t)snprintf(said + off, sizeof(said) - off,
+			    "%s partition %d FAILED (%.*s)", i > 0 ? "," : "",
+			    (int)i, reason_head(p->error), p->error);
+		else
+			off += (size_t)snprintf(said + off, sizeof(said) - off,
+			    "%s partition %d %s", i > 0 ? "," : "", (int)i,
+			    mpart_state_name(p->state));
+	}
+	mstate_rec_init(&r, MREC_TOPIC_REALIGN, mirror, t->name);
+	r.kind = MREC_REALIGN_DELETE;
+	r.str = kstr_c(id);
+	snprintf(what, sizeof(what), "%s/%s", mirror, t->name);
+	code = mstate_persist(st, &r, 1, what, msg, msglen);
+	if (code == KERR_NONE)
+		snprintf(msg, msglen, "%s", said);
+	return code;
+}
+
+int mtopic_realign_reset(struct mstate *st, struct mtopic *t,
+    const char *prior, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+
+	if (prior == NULL || t->prior_dst_topic_id == NULL ||
+	    strcmp(prior, t->prior_dst_topic_id) != 0)
+		return KERR_NONE;
+	mstate_rec_init(&r, MREC_TOPIC_REALIGN, t->mirror->name, t->name);
+	r.kind = MREC_REALIGN_RESET;
+	r.str = kstr_c(prior);
+	snprintf(what, sizeof(what), "%s/%s", t->mirror->name, t->name);
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
+int mtopic_realign_deleted(struct mstate *st, struct mtopic *t,
+    const char *id, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+
+	if (!t->realign)
+		return KERR_NONE;
+	if (id != NULL && (id[0] == '\0' || strlen(id) > MREC_MAX_NAME)) {
+		mstate_fmt(msg, msglen, "%s/%s: a topic id must be 1-%d "
+		    "characters", t->mirror->name, t->name, MREC_MAX_NAME);
+		return KERR_INVALID_REQUEST;
+	}
+	mstate_rec_init(&r, MREC_TOPIC_REALIGN, t->mirror->name, t->name);
+	r.kind = MREC_REALIGN_DELETED;
+	r.str = kstr_c(id);
+	snprintf(what, sizeof(what), "%s/%s", t->mirror->name, t->name);
+	return mstate_persist(st, &r, 1, what, msg, msglen);
+}
+
 int mstate_recover_topic(struct mstate *st, const char *mirror,
     const char *topic, const char *resolution, char *msg, size_t msglen)
 {
@@ -684,11 +826,14 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 	if ((code = find_mt(st, mirror, topic, &m, &t, msg, msglen)) != 0)
 		return code;
 	if (resolution != NULL && strcmp(resolution, "skip-over") != 0 &&
-	    strcmp(resolution, "preserve") != 0) {
+	    strcmp(resolution, "preserve") != 0 &&
+	    strcmp(resolution, "realign") != 0) {
 		mstate_fmt(msg, msglen, "resolution '%.100s' is not one of: "
-		    "skip-over, preserve", resolution);
+		    "skip-over, preserve, realign", resolution);
 		return KERR_INVALID_REQUEST;
 	}
+	if (resolution != NULL && strcmp(resolution, "realign") == 0)
+		return realign_topic(st, t, msg, msglen);
 	if (!mtopic_any(t, B(FAILED)))
 		return KERR_NONE;   /* the contract: success, no change */
 	for (int32_t i = 0; i < t->npart; i++) {
@@ -699,8 +844,9 @@ int mstate_recover_topic(struct mstate *st, const char *mirror,
 			continue;
 		if (needs[k].accepts[0] == '\0')
 			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
-			    "mirror '%s' failed for a reason no resolution repairs: "
-			    "%s (its reason: %.400s)", (int)i, topic, mirror,
+			    "mirror '%s' failed for a reason only the resolution "
+			    "realign repairs: %s (its reason: %.400s)", (int)i,
+			    topic, mirror,
 			    needs[k].instead, t->parts[i]->error);
 		else if (resolution != NULL)
 			mstate_fmt(msg, msglen, "partition %d of topic '%s' of cluster "
@@ -1078,6 +1224,8 @@ static int note_sending(struct mstate *st, struct mpart *p, int64_t dst,
 		    PRId64 ": negative", what, dst);
 		return KERR_INVALID_REQUEST;
 	}
+	if (mstate_realign_check(p, msg, msglen) != 0)
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
 	if (p->sending_dst == dst)
 		return KERR_NONE;
 	mstate_part_rec(&r, MREC_PART_SENDING, p);

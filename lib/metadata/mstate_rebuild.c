@@ -104,10 +104,25 @@ static int adopt_topic(struct mstate *st, struct mtopic *t, struct mtopic *f)
 {
 	int32_t common = MIN(t->npart, f->npart);
 
+	int realigned = 0;
+
 	SWAP(t->src_topic_id, f->src_topic_id);
 	SWAP(t->dst_topic_id, f->dst_topic_id);
 	SWAP(t->note, f->note);
 	SWAP(t->dst_cluster_id, f->dst_cluster_id);
+	SWAP(t->prior_dst_topic_id, f->prior_dst_topic_id);
+	SWAP(t->realign_dst_topic_id, f->realign_dst_topic_id);
+	SWAP(t->gone_dst_topic_id, f->gone_dst_topic_id);
+	t->realign = f->realign;
+	/* A write history that is gone whole was dropped by a realign the
+	 * follower did not see (a trim keeps the last entries). */
+	for (int32_t i = 0; i < common; i++) {
+		const struct mpart *p = t->parts[i], *q = f->parts[i];
+
+		if ((p->nepochs > 0 || p->nanchors > 0 || p->nproducers > 0) &&
+		    q->nepochs == 0 && q->nanchors == 0 && q->nproducers == 0)
+			realigned = 1;
+	}
 	for (int32_t i = 0; i < common; i++)
 		adopt_part(st, t->parts[i], f->parts[i]);
 	if (f->npart > t->npart) {
@@ -124,6 +139,8 @@ static int adopt_topic(struct mstate *st, struct mtopic *t, struct mtopic *f)
 		}
 		t->npart = f->npart;
 	}
+	if (realigned)
+		emit(st, MSTATE_EV_REALIGNED, t->mirror, t, NULL, 0, 0, NULL);
 	return 0;
 }
 
