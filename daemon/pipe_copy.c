@@ -877,7 +877,8 @@ void pcopy_sync(struct ppart *p)
 	struct sync_pend *sp = NULL;
 	struct pbroker *b;
 
-	if (p->mp->state == MPART_PREPARING && check_destination_topic(p) < 0)
+	if (p->mp->state == MPART_PREPARING && (pident_start_wait(p) ||
+	    check_destination_topic(p) < 0))
 		return;
 	if ((b = ppart_leader(p, 1)) == NULL || pbroker_conn(b) == NULL)
 		return; /* the next sweep, once there is a leader and a connection */
@@ -1035,6 +1036,8 @@ out:
  * then the source's high watermark.  A STOPPING one that never synced
  * here asks the destination end the same way, for its failover report.  Nobody writes a paused partition, so
  * the destination end needs no proof here: resuming proves it as always.
+ * The same for a FAILED partition whose decision is a realign's (its
+ * destination end says what a realign deletes; pipeline.c asks once).
  */
 static int paused_dst_to_src(struct ppart *p, int64_t d, int64_t *s)
 {
@@ -1069,7 +1072,8 @@ static void paused_end_response(struct kconn *c, int err, const char *errstr,
 
 	p->paused_lo = 0;
 	if (x->cl->dying || p->dead || x->e[0].gen != p->gen || p->mp == NULL ||
-	    (p->mp->state != MPART_PAUSED && p->mp->state != MPART_STOPPING))
+	    (p->mp->state != MPART_PAUSED && p->mp->state != MPART_STOPPING &&
+	    p->mp->state != MPART_FAILED))
 		goto out;
 	if (err != KCONN_E_OK) {
 		ph_cl_fail(x->cl, &x->b->health, ph_conn_cause(err, errstr),

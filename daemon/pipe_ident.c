@@ -25,6 +25,12 @@
  *     destination topic deleted fails its partitions.  Partitions of a
  *     topic missing for now keep their state (they wait: a Fetch or
  *     Produce on it fails and is retried).
+ *   - Realigning (HACKING.md "Realigning a destination"): a topic added
+ *     again keeps the destination id its partitions' write history is of
+ *     until an answer names the topic: the same id keeps the history,
+ *     another drops it (a reset); the operator's realign deletes the
+ *     destination topic by id first (dest_realign()).  pident_start_wait()
+ *     holds the partitions until then.
  *
  * The failures of this file (recognised by their reasons,
  * pident_is_identity_failure()) are what the /readyz check "topic and
@@ -84,8 +90,8 @@ static void uuid_str(const struct kuuid *u, char out[23])
 	out[o] = '\0';
 }
 
-/* uuid_str() backwards: 0, or -1 when s is not 22 characters of it. */
-static int uuid_parse(const char *s, struct kuuid *u)
+/* uuid_str() backwards (pipe_int.h). */
+int pident_id_parse(const char *s, struct kuuid *u)
 {
 	uint8_t v[22];
 	size_t o = 0;
@@ -127,7 +133,7 @@ int pident_dest_id(const struct ppart *p, struct kuuid *id)
 {
 	const char *s = p->mp != NULL ? p->mp->topic->dst_topic_id : NULL;
 
-	if (s == NULL || uuid_parse(s, id) != 0 || kuuid_is_zero(id))
+	if (s == NULL || pident_id_parse(s, id) != 0 || kuuid_is_zero(id))
 		return -1;
 	return 0;
 }
@@ -143,7 +149,9 @@ static void recreated_why(char *why, size_t len, int side, const char *topic,
 	else
 		snprintf(why, len, "destination topic %s was deleted and recreated "
 		    "(topic id %s -> %s); mirrord does not write into a topic it "
-		    "did not mirror into", topic, was, now);
+		    "did not mirror into (kafka-mirrors --recover --resolution "
+		    "realign deletes it and copies the topic again)", topic, was,
+		    now);
 }
 
 static struct pabsent *absent_find(struct pmirror *pm, int side,
@@ -382,6 +390,82 @@ int pident_source_topic(struct pmirror *pm, struct mtopic *mt,
 	return 1;
 }
 
+/* The owned partitions of mt that wait for the realign fail (retried
+ * automatically: the next try deletes again). */
+static void realign_fail(struct pmirror *pm, struct mtopic *mt,
+    const char *msg)
+{
+	for (size_t i = 0; i < pm->nparts && !pm_gone(pm); i++) {
+		struct ppart *p = pm->parts[i];
+		void (*then)(struct ppart *);
+
+		if (p->dead || p->mp == NULL || p->mp->topic != mt ||
+		    !p->owned || p->mp->state != MPART_PREPARING ||
+		    pl_part_heading(p, &then) == MPART_FAILED)
+			continue;
+		pl_part_fail(p, "realign: %s", msg);
+	}
+}
+
+/*
+ * The operator's realign (mt->realign): the destination topic is deleted
+ * before anything is copied into the topic of that name again.  By topic
+ * id (DeleteTopics v6, pipe_topic.c), so that nothing but the topic seen
+ * is deleted: the id this answer names, or, when the topic is missing
+ * from it, the id recorded when the realign was asked (the broker then
+ * says whether it is gone).  Once the destination said the id is gone,
+ * a topic-realign DELETED record lets the partitions start (they create
+ * the topic); answers that still name the deleted id are older than the
+ * deletion (mt->gone_dst_topic_id).  One instance deletes: the metadata
+ * writer (pl_controller()).
+ */
+static void dest_realign(struct pmirror *pm, struct mtopic *mt,
+    const struct kcluster_topic *md)
+{
+	const char *cid = pm->pl->dst->cluster_id, *del;
+	char why[700], id[23];
+	int r;
+
+	if (!pl_controller(pm->pl))
+		return;
+	if (cid != NULL && mt->dst_cluster_id != NULL &&
+	    strcmp(cid, mt->dst_cluster_id) != 0) {
+		snprintf(why, sizeof(why), "destination cluster id changed: topic "
+		    "%s was mirrored into cluster %s, destination.bootstrap_servers "
+		    "now answer as cluster %s; not deleted for the realign",
+		    mt->name, mt->dst_cluster_id, cid);
+		fail_topic(pm, mt, why);
+		return;
+	}
+	if (md->error == 0 && !kuuid_is_zero(&md->id)) {
+		uuid_str(&md->id, id);
+		del = id;
+	} else if (md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+		del = mt->realign_dst_topic_id;
+	} else if (md->error == 0) {
+		snprintf(why, sizeof(why), "the destination's Metadata names no "
+		    "topic ids (Kafka 2.8 or later needed), so mirrord does not "
+		    "delete topic %s; delete it yourself, then --remove and --add "
+		    "the topic", mt->name);
+		realign_fail(pm, mt, why);
+		return;
+	} else {
+		return; /* the next answer */
+	}
+	if (del == NULL) {
+		/* Missing, and no id recorded: nothing to delete. */
+		pmeta_defer(pm->pl, PMETA_REALIGN_DELETED, pm->name, mt->name, 0,
+		    NULL, 0);
+		return;
+	}
+	r = ptopic_delete(pm, mt->name, del, why, sizeof(why));
+	if (r > 0)
+		pmeta_defer(pm->pl, PMETA_REALIGN_DELETED, pm->name, mt->name, 0,
+		    del, 0);
+	else if (r < 0)
+		realign_fail(pm, mt, why);
+}
+
 static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 {
 	const struct kcluster_topic *md = pcluster_topic(pm->pl->dst, mt->name);
@@ -392,6 +476,10 @@ static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 
 	if (md == NULL)
 		return; /* not asked for in this answer */
+	if (mt->realign) {
+		dest_realign(pm, mt, md);
+		return;
+	}
 	if (md->error == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
 		/* Not created yet (PREPARING creates it) unless it had an id. */
 		if (mt->dst_topic_id == NULL ||
@@ -419,6 +507,30 @@ static void dest_topic(struct pmirror *pm, struct mtopic *mt)
 		pmeta_defer(pm->pl, PMETA_IDENT, pm->name, mt->name,
 		    MTOPIC_IDENT_DEST_CLUSTER, cid, 0);
 	if (mt->dst_topic_id == NULL) {
+		if (mt->gone_dst_topic_id != NULL &&
+		    strcmp(mt->gone_dst_topic_id, id) == 0) {
+			/* Deleted for a realign: this answer is older. */
+			pcluster_want_metadata(pm->pl->dst);
+			return;
+		}
+		if (mt->prior_dst_topic_id != NULL &&
+		    strcmp(mt->prior_dst_topic_id, id) != 0) {
+			/* Added again onto another destination topic (the
+			 * operator deleted the old one, or mirrord created
+			 * this one): not where the partitions' write history
+			 * was written.  Dropped first; the id is recorded by
+			 * the next pass. */
+			if (!pmeta_noted(pm->pl, PMETA_REALIGN_RESET, pm->name,
+			    mt->name, 0))
+				log_info("mirror %s: destination topic %s is a new "
+				    "topic (topic id %s, the partitions' write "
+				    "history is of topic id %s): copied as a new "
+				    "topic", pm->name, mt->name, id,
+				    mt->prior_dst_topic_id);
+			pmeta_defer(pm->pl, PMETA_REALIGN_RESET, pm->name,
+			    mt->name, 0, mt->prior_dst_topic_id, 0);
+			return;
+		}
 		pmeta_defer(pm->pl, PMETA_IDENT, pm->name, mt->name,
 		    MTOPIC_IDENT_DEST, id, 0);
 		return;
@@ -462,6 +574,30 @@ int pident_restart_ok(struct ppart *p)
 			return 0;
 		}
 	}
+	return 1;
+}
+
+int pident_start_wait(struct ppart *p)
+{
+	const struct mtopic *mt = p->mp->topic;
+	struct pcluster *dst = p->pm->pl->dst;
+	const struct kcluster_topic *md;
+
+	if (!mt->realign) {
+		if (mt->dst_topic_id != NULL || (mt->prior_dst_topic_id == NULL &&
+		    mt->gone_dst_topic_id == NULL))
+			return 0;
+		md = pcluster_topic(dst, mt->name);
+		/* Missing: created (check_destination_topic()); no ids: the
+		 * history is kept as before. */
+		if (md == NULL || md->error != 0 || kuuid_is_zero(&md->id))
+			return 0;
+	}
+	/* The topic's Metadata pass decides (dest_topic()), or the realign's
+	 * deletion goes on (dest_realign()). */
+	pcluster_want_metadata(dst);
+	p->step = PS_IDLE;
+	p->not_before = clock_mono_ms() + pl_backoff_ms(p->pm->pl);
 	return 1;
 }
 

@@ -30,6 +30,7 @@ struct pipeline;
 struct pcluster;
 struct pmirror;
 struct ptcreate;
+struct ptdelete;
 struct ptconf;
 struct pacl;
 struct paclorph;
@@ -522,6 +523,8 @@ struct pmirror {
 	int64_t files_started_ms;    /* when the running read was queued */
 	struct ptcreate **creates;   /* destination topics being created */
 	size_t ncreates;
+	struct ptdelete **deletes;   /* destination topics being deleted (realign) */
+	size_t ndeletes;
 	struct pabsent *absent;      /* topics missing from Metadata (pipe_ident.c) */
 	struct ptconf *tconf;        /* topic config sync (pipe_tconf.c), NULL until the first tick */
 	struct pmarks *marks;        /* mirror marks of discovery candidates (pipe_marks.c) */
@@ -878,6 +881,16 @@ void pprove_send(struct ppart *p);
  * with msg. */
 int ptopic_ensure(struct ppart *p, char *msg, size_t msglen);
 int ptopic_grow(struct ppart *p, int32_t have, char *msg, size_t msglen);
+/* The operator's realign (pipe_ident.c): DeleteTopics of the destination
+ * topic with id (its 22-character form), by id (v6).  1 once the
+ * destination said that id is gone (deleted now or before), 0 while
+ * waiting (asked, or backing off after a failure), -1 when the last ask
+ * failed (msg says why; asked again after the retry backoff). */
+int ptopic_delete(struct pmirror *pm, const char *topic, const char *id,
+    char *msg, size_t msglen);
+/* Forgets what pipe_topic.c did for topic (a creation done, a deletion):
+ * a topic deleted may be created again. */
+void ptopic_forget(struct pmirror *pm, const char *topic);
 void ptopic_forget_all(struct pmirror *pm);
 
 /* pipe_tconf.c: destination topic configs follow the source's.
@@ -945,10 +958,20 @@ void pident_destination(struct pipeline *pl);
  * else 1.  So a plain retry or RecoverMirrorTopics cannot copy from or
  * into a recreated topic before the next answer fails it again. */
 int pident_restart_ok(struct ppart *p);
+/* Before a PREPARING partition reads its destination end (pcopy_sync()):
+ * 1 while its topic is being realigned (the destination topic is deleted
+ * first), or while the next Metadata pass decides whether the destination
+ * topic is the one its write history was recorded in (added again, or
+ * after a realign's deletion); p then waits (PS_IDLE, a backoff).  0: go
+ * on. */
+int pident_start_wait(struct ppart *p);
 void pident_forget(struct pmirror *pm);
 /* The destination topic id recorded for p's topic, for Produce v13+: 0
  * and *id set, or -1 when none is recorded (yet). */
 int pident_dest_id(const struct ppart *p, struct kuuid *id);
+/* A topic id as Kafka prints it (22 characters of URL-safe base64) into
+ * u: 0, or -1 when s is not one. */
+int pident_id_parse(const char *s, struct kuuid *u);
 /* 1 if error is a reason pipe_ident.c gives. */
 int pident_is_identity_failure(const char *error);
 
@@ -960,11 +983,13 @@ int pident_is_identity_failure(const char *error);
  * PMETA_IDENT, the partition for PMETA_FAIL; value the id, or for
  * PMETA_DELETED the reason (the topic's note, and why its partitions go
  * STOPPING), for PMETA_FAIL why the partition goes FAILED with no automatic
- * retry (one without its pipeline record yet); npart for PMETA_GROW and
- * PMETA_ADD.  A change noted again before it is written is kept once
+ * retry (one without its pipeline record yet), for PMETA_REALIGN_RESET the
+ * destination topic id whose write history is dropped, for
+ * PMETA_REALIGN_DELETED the id a realign deleted (NULL none); npart for
+ * PMETA_GROW and PMETA_ADD.  A change noted again before it is written is kept once
  * (growth: the largest count). */
 enum { PMETA_SOURCE_ID, PMETA_GROW, PMETA_ADD, PMETA_IDENT, PMETA_DELETED,
-	PMETA_FAIL };
+	PMETA_FAIL, PMETA_REALIGN_RESET, PMETA_REALIGN_DELETED };
 void pmeta_defer(struct pipeline *pl, int kind, const char *mirror,
     const char *topic, int which, const char *value, int32_t npart);
 /* 1 if that change is noted and waits for its turn or is being written. */

@@ -19,7 +19,10 @@
  * flight note theirs for the next one; a change noted twice is kept once
  * (a hash of what it changes), so a pass repeated while the log is slow
  * does not grow the list.  A write that fails is logged; the next pass
- * learns the same changes again.
+ * learns the same changes again.  Realigning (pipe_ident.c): a topic added
+ * again onto another destination topic has its partitions' write history
+ * dropped (a topic-realign RESET) before that topic's id is recorded, and
+ * the deletion of the operator's realign is recorded (DELETED).
  */
 #include "config.h"
 
@@ -40,7 +43,7 @@ struct pmeta_w {
 	int32_t npart;      /* PMETA_GROW, PMETA_ADD */
 	char *mirror;
 	char *topic;        /* NULL for PMETA_SOURCE_ID */
-	char *value;        /* PMETA_SOURCE_ID, PMETA_IDENT */
+	char *value;        /* PMETA_SOURCE_ID, PMETA_IDENT, PMETA_REALIGN_* */
 	uint64_t hash;
 };
 
@@ -321,8 +324,31 @@ static int queue_one(struct pipeline *pl, const struct pmeta_w *w)
 		return mt != NULL ? queue_deleted(pl, mt, w->value) : 0;
 	case PMETA_FAIL:
 		return mt != NULL ? queue_fail(pl, mt, w->which, w->value) : 0;
+	case PMETA_REALIGN_RESET:
+		/* Decided meanwhile (the same topic kept, another pass's
+		 * reset, the operator's realign): nothing to drop. */
+		if (mt == NULL || mt->realign || mt->dst_topic_id != NULL ||
+		    mt->prior_dst_topic_id == NULL ||
+		    strcmp(mt->prior_dst_topic_id, w->value) != 0)
+			return 0;
+		r = mtopic_realign_reset(st, mt, w->value, msg, sizeof(msg));
+		break;
+	case PMETA_REALIGN_DELETED:
+		if (mt == NULL || !mt->realign)
+			return 0;
+		r = mtopic_realign_deleted(st, mt, w->value, msg, sizeof(msg));
+		break;
 	default:   /* PMETA_IDENT */
 		if (mt == NULL || ident_of(mt, w->which) != NULL)
+			return 0;
+		/* A destination id learnt before a realign, or another than
+		 * the one the write history is of (a reset decides first),
+		 * or the id a realign deleted (an answer older than that). */
+		if (w->which == MTOPIC_IDENT_DEST && (mt->realign ||
+		    (mt->prior_dst_topic_id != NULL &&
+		    strcmp(mt->prior_dst_topic_id, w->value) != 0) ||
+		    (mt->gone_dst_topic_id != NULL &&
+		    strcmp(mt->gone_dst_topic_id, w->value) == 0)))
 			return 0;
 		r = mtopic_set_ident(st, mt, w->which, w->value, msg,
 		    sizeof(msg));

@@ -590,7 +590,9 @@ void pprove_failback_scanned(struct ppart *p)
 	    "kafka-mirrors --recover --resolution skip-over keeps them where "
 	    "they are and copies the source's records (from its offset %" PRId64
 	    ") after them, --resolution preserve also copies the %s to topic "
-	    "%s.diverged-%" PRId32 " first (see FAILBACK in kafka-mirrors(1))",
+	    "%s.diverged-%" PRId32 " first, --resolution realign deletes the "
+	    "topic and copies the source again (see FAILBACK in "
+	    "kafka-mirrors(1))",
 	    at, at, d - 1, what, mirror, p->fb_last, p->fb_epoch, from, wait,
 	    p->topic, p->fb_epoch);
 }
@@ -838,7 +840,8 @@ int pprove_start(struct ppart *p, int64_t d)
 		pl_part_fail_final(p, "destination truncated: the destination partition "
 		    "ends at offset %" PRId64 ", but mirrord wrote offset %" PRId64
 		    " there (destination topic deleted and recreated, or its log "
-		    "truncated)", d, k - 1);
+		    "truncated); kafka-mirrors --recover --resolution realign "
+		    "deletes the topic and copies it again", d, k - 1);
 		return -1;
 	}
 	if (d == p->dst_next || dst->pid_unsupported)

@@ -13,6 +13,10 @@
  * One creation per (mirror, topic) is in flight; the partitions of the
  * topic wait for it.  Requests: DescribeConfigs v1-v3 and CreateTopics
  * v2-v4, non-flexible, encoded here.
+ *
+ * And deleting one for the operator's realign (ptopic_delete(), driven by
+ * pipe_ident.c): DeleteTopics v6 (flexible) naming the topic by id only,
+ * so that a topic created under the name meanwhile is never deleted.
  */
 #include "config.h"
 
@@ -30,6 +34,7 @@
 #include "pipe_int.h"
 
 #define API_CREATE_TOPICS 19
+#define API_DELETE_TOPICS 20
 #define API_CREATE_PARTITIONS 37
 #define API_DESCRIBE_CONFIGS 32
 #define CONFIG_SOURCE_DYNAMIC_TOPIC 1
@@ -47,6 +52,19 @@ struct ptcreate {
 	char **names, **values;
 	int grow;       /* CreatePartitions of an existing topic */
 	int dead;       /* the mirror went away while a request was out */
+	int refs;
+};
+
+/* A deletion for the operator's realign (ptopic_delete()). */
+struct ptdelete {
+	struct pmirror *pm;
+	char *topic;
+	char id[23];        /* the id asked about last */
+	char gone[23];      /* the last id the destination said is gone, "" */
+	int inflight;
+	int64_t retry_at;   /* mono ms: after a failure, not before */
+	char msg[512];      /* the failure, "" none */
+	int dead;           /* forgotten while a request was out */
 	int refs;
 };
 
@@ -88,12 +106,33 @@ static void tc_remove(struct pmirror *pm, struct ptcreate *tc)
 		tc_free(tc);
 }
 
+static void td_unref(struct ptdelete *td);
+
+static void td_remove(struct pmirror *pm, struct ptdelete *td);
+
+void ptopic_forget(struct pmirror *pm, const char *topic)
+{
+	struct ptcreate *tc = tc_find(pm, topic);
+
+	if (tc != NULL)
+		tc_remove(pm, tc);
+	for (size_t i = 0; i < pm->ndeletes; i++)
+		if (strcmp(pm->deletes[i]->topic, topic) == 0) {
+			td_remove(pm, pm->deletes[i]);
+			break;
+		}
+}
+
 void ptopic_forget_all(struct pmirror *pm)
 {
 	while (pm->ncreates > 0)
 		tc_remove(pm, pm->creates[0]);
 	free(pm->creates);
 	pm->creates = NULL;
+	while (pm->ndeletes > 0)
+		td_remove(pm, pm->deletes[0]);
+	free(pm->deletes);
+	pm->deletes = NULL;
 }
 
 /* ---- CreateTopics ------------------------------------------------------------ */
@@ -541,5 +580,183 @@ int ptopic_ensure(struct ppart *p, char *msg, size_t msglen)
 		tc->refs--;
 		send_create(tc);
 	}
+	return 0;
+}
+
+/* ---- DeleteTopics (realign) --------------------------------------------------- */
+
+static void td_unref(struct ptdelete *td)
+{
+	if (--td->refs == 0 && td->dead) {
+		free(td->topic);
+		free(td);
+	}
+}
+
+static void td_remove(struct pmirror *pm, struct ptdelete *td)
+{
+	for (size_t i = 0; i < pm->ndeletes; i++)
+		if (pm->deletes[i] == td) {
+			pm->deletes[i] = pm->deletes[--pm->ndeletes];
+			break;
+		}
+	td->dead = 1;
+	td->refs++;
+	td_unref(td);
+}
+
+static int delete_encode(struct kw *w, int16_t version, const void *msg)
+{
+	const struct ptdelete *td = msg;
+	const struct config *cfg = td->pm->pl->cfg;
+	struct kuuid u;
+
+	if (pident_id_parse(td->id, &u) != 0) {
+		kw_fail(w, "not a topic id");
+		return -1;
+	}
+	kw_carray(w, 1);
+	kw_cstr(w, KSTR_NULL);       /* Name: by id only */
+	kw_uuid(w, &u);
+	kw_tags_empty(w);
+	kw_i32(w, (int32_t)MIN(cfg->pipeline_request_timeout_ms, INT32_MAX));
+	kw_tags_empty(w);
+	(void)version;
+	return w->err ? -1 : 0;
+}
+
+static void delete_response(struct kconn *c, int err, const char *errstr,
+    struct kr *body, void *arg)
+{
+	struct ptdelete *td = arg;
+	struct pipeline *pl = td->pm->pl;
+	struct kuuid want, got;
+	int16_t e = -1;
+	struct kstr em = KSTR_NULL;
+	int32_t n;
+
+	td->inflight = 0;
+	if (td->dead || pl->dst == NULL || pl->dst->dying)
+		goto out;
+	if (err != KCONN_E_OK) {
+		snprintf(td->msg, sizeof(td->msg), "DeleteTopics of destination "
+		    "topic %s (topic id %s): %s", td->topic, td->id, errstr);
+		goto failed;
+	}
+	(void)pident_id_parse(td->id, &want);
+	(void)kr_i32(body); /* throttle */
+	n = kr_carray(body);
+	for (int32_t i = 0; i < n && !body->err; i++) {
+		struct kstr msg;
+		int16_t ec;
+
+		(void)kr_cstr(body);   /* Name */
+		kr_uuid(body, &got);
+		ec = kr_i16(body);
+		msg = kr_cstr(body);
+		kr_skip_tagged(body);
+		if (!body->err && memcmp(got.b, want.b, sizeof(got.b)) == 0) {
+			e = ec;
+			em = msg;
+		}
+	}
+	if (body->err || e == -1) {
+		kconn_close(c, KCONN_E_PROTOCOL, "malformed DeleteTopics response");
+		snprintf(td->msg, sizeof(td->msg), "DeleteTopics of destination "
+		    "topic %s (topic id %s): the answer does not parse or lacks "
+		    "the topic", td->topic, td->id);
+		goto failed;
+	}
+	if (e == 0 || e == KERR_UNKNOWN_TOPIC_ID ||
+	    e == KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+		log_info("mirror %s: %s destination topic %s (topic id %s) for the "
+		    "operator's realign", td->pm->name, e == 0 ? "deleted" :
+		    "no longer finds", td->topic, td->id);
+		memcpy(td->gone, td->id, sizeof(td->gone));
+		td->msg[0] = '\0';
+		pcluster_want_metadata(pl->dst);
+		goto out;
+	}
+	snprintf(td->msg, sizeof(td->msg), "DeleteTopics of destination topic %s "
+	    "(topic id %s) answered %s%s%.*s%s", td->topic, td->id, kerr_name(e),
+	    em.len > 0 ? ": " : "", em.len > 0 ? (int)MIN(em.len, 200) : 0,
+	    em.len > 0 ? em.p : "", pl_is_denial(e) ? " (mirrord's principal "
+	    "needs DELETE on the topic)" : "");
+failed:
+	log_warnx("mirror %s: %s", td->pm->name, td->msg);
+	td->retry_at = clock_mono_ms() + pl_backoff_ms(pl);
+out:
+	if (!td->dead)
+		pl_kick(pl);
+	td_unref(td);
+}
+
+int ptopic_delete(struct pmirror *pm, const char *topic, const char *id,
+    char *msg, size_t msglen)
+{
+	struct ptdelete *td = NULL, **arr;
+	struct kconn *c;
+	char err[256];
+	struct kuuid u;
+	int v;
+
+	for (size_t i = 0; i < pm->ndeletes; i++)
+		if (strcmp(pm->deletes[i]->topic, topic) == 0)
+			td = pm->deletes[i];
+	if (td != NULL && strcmp(td->gone, id) == 0)
+		return 1;
+	if (td != NULL && (td->inflight || clock_mono_ms() < td->retry_at))
+		return 0;
+	if (td != NULL && td->msg[0] != '\0' && strcmp(td->id, id) == 0) {
+		/* Reported once; the next call asks again. */
+		snprintf(msg, msglen, "%s", td->msg);
+		td->msg[0] = '\0';
+		return -1;
+	}
+	if (strlen(id) != 22 || pident_id_parse(id, &u) != 0) {
+		snprintf(msg, msglen, "cannot delete destination topic %s: %s is "
+		    "not a topic id", topic, id);
+		return -1;
+	}
+	if ((c = pcluster_ctl(pm->pl->dst)) == NULL)
+		return 0; /* connecting */
+	v = kconn_pick_version(c, API_DELETE_TOPICS, 6, 6);
+	if (v < 0) {
+		snprintf(msg, msglen, "the destination does not delete topics by id "
+		    "(DeleteTopics v6, Kafka 2.8 or later): delete topic %s "
+		    "yourself, then --remove and --add it", topic);
+		return -1;
+	}
+	if (td == NULL) {
+		td = calloc(1, sizeof(*td));
+		arr = realloc(pm->deletes, (pm->ndeletes + 1) * sizeof(*arr));
+		if (arr != NULL)
+			pm->deletes = arr;
+		if (td == NULL || arr == NULL ||
+		    (td->topic = strdup(topic)) == NULL) {
+			free(td);
+			snprintf(msg, msglen, "out of memory deleting destination "
+			    "topic %s", topic);
+			return -1;
+		}
+		td->pm = pm;
+		td->refs = 1;   /* pm->deletes' */
+		pm->deletes[pm->ndeletes++] = td;
+	}
+	snprintf(td->id, sizeof(td->id), "%s", id);
+	td->msg[0] = '\0';
+	td->refs++;
+	td->inflight = 1;
+	if (kconn_send(c, API_DELETE_TOPICS, (int16_t)v, delete_encode, td, 0, 0,
+	    delete_response, td, err, sizeof(err)) != 0) {
+		td->refs--;
+		td->inflight = 0;
+		td->retry_at = clock_mono_ms() + pl_backoff_ms(pm->pl);
+		snprintf(msg, msglen, "DeleteTopics of destination topic %s (topic "
+		    "id %s): %s", topic, id, err);
+		return -1;
+	}
+	log_info("mirror %s: deleting destination topic %s (topic id %s) for the "
+	    "operator's realign", pm->name, topic, id);
 	return 0;
 }

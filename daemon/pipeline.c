@@ -1270,6 +1270,41 @@ static void part_gain(struct ppart *p)
 	pl_kick(p->pm->pl);
 }
 
+/*
+ * p's write history was dropped (mstate's REALIGNED: the operator's realign,
+ * or a topic added again onto another destination topic): what this
+ * process knew of the destination partition is of a topic that is gone.
+ * Everything in flight is forgotten as when p is lost (answers ignored:
+ * gen, own_gen), then p starts as after a restart, from a destination end
+ * read anew and proven against the empty history, with a fresh producer
+ * identity.  Nothing is written here.
+ */
+static void part_realigned(struct ppart *p)
+{
+	struct pipeline *pl = p->pm->pl;
+	char name[300];
+
+	pl_drop_queue(p);
+	pl_produce_forget(p);
+	p->own_gen++;
+	pl->losses++;
+	if (p->pv_state > 0) {
+		free(p->pv_buf);
+		p->pv_buf = NULL;
+		pl_dread_set(pl, &p->pv_held, 0);
+		p->pv_state = 0;
+	}
+	part_reset(p);
+	p->skip_over_once = p->preserve_once = 0;
+	p->fb_state = 0;
+	p->fb_last = -1;
+	p->fb_epoch = -1;
+	p->not_before = clock_mono_ms();
+	log_info("%s: its write history is dropped (the destination topic is "
+	    "a new one): copied as a new topic", part_name(p, name,
+	    sizeof(name)));
+}
+
 /* Starts or stops p as its owner says; 1 if this instance copies it. */
 static int part_own(struct ppart *p)
 {
@@ -1457,6 +1492,21 @@ static void part_step(struct ppart *p, int64_t now)
 			p->retry_at = 0;
 			if (pl_part_state(p, &rq, msg, sizeof(msg)) < 0)
 				log_warnx("%s: %s", part_name(p, name, sizeof(name)), msg);
+			break;
+		}
+		/* Waiting for a decision a realign may be (mstate.h): its
+		 * destination end, once, for what a realign would delete
+		 * (unknown after a restart). */
+		if (p->retry_at == 0 && p->live.destination_end < 0 &&
+		    mpart_realign_reason(p->mp) && !p->paused_lo &&
+		    !p->step_inflight && p->ninflight == 0 && !pl->draining &&
+		    now >= p->paused_lo_at) {
+			if (pcopy_paused_end(p) == 0)
+				p->paused_lo_at = now + (p->pm->conf != NULL ?
+				    p->pm->conf->metadata_refresh_interval_ms :
+				    30000);
+			else   /* no leader or connection yet */
+				p->paused_lo_at = now + pl_backoff_ms(pl);
 		}
 		break;
 	default:
@@ -1894,7 +1944,25 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 	case MSTATE_EV_TOPIC_ADDED:
 		pl->model_dirty = 1;
 		break;
+	case MSTATE_EV_REALIGNED:
+		if ((pm = pm_find(pl, ev->mirror)) == NULL)
+			break;
+		/* A creation done or a deletion of the topic before is of a
+		 * topic that is gone. */
+		ptopic_forget(pm, ev->topic->name);
+		for (size_t i = 0; i < pm->nparts; i++) {
+			p = pm->parts[i];
+			if (!p->dead && p->mp != NULL && p->mp->topic == ev->topic &&
+			    p->owned)
+				part_realigned(p);
+		}
+		break;
 	case MSTATE_EV_STATE:
+		/* Added again: a topic created by this process before may
+		 * have been deleted since (the operator's realign). */
+		if (ev->from == MPART_STOPPED && ev->to == MPART_PREPARING &&
+		    ev->part->index == 0 && (pm = pm_find(pl, ev->mirror)) != NULL)
+			ptopic_forget(pm, ev->topic->name);
 		/* RecoverMirrorTopics: retry now, with the operator's decision. */
 		if (ev->from != MPART_FAILED || ev->to != MPART_PREPARING ||
 		    ev->why == NULL || strstr(ev->why, "recovered by the operator") == NULL ||
