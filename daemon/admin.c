@@ -1592,7 +1592,7 @@ static void aw_topics(struct awrite *w)
 	char msg[MSG_LEN];
 	const struct mirror *m;
 	char *mirror, **tnames, *resolution = NULL;
-	int code;
+	int code, validate_only = 0, realign = 0;
 
 	/* Each request type keeps its own struct; the fields are the same. */
 #define TOPIC_NAMES(req) do { \
@@ -1627,6 +1627,8 @@ static void aw_topics(struct awrite *w)
 			reject_arena(rq, "the resolution");
 			return;
 		}
+		validate_only = req.validate_only;
+		realign = resolution != NULL && strcmp(resolution, "realign") == 0;
 	} else {
 		struct kp_resume_mirror_topics_request req;
 
@@ -1693,10 +1695,23 @@ static void aw_topics(struct awrite *w)
 		else
 			code = mstate_resume_topic(adm->st, mirror, t, msg, sizeof(msg));
 		results_add(&rs, t, code, msg);
+		/* A realign says what it deletes, also when it succeeds. */
+		if (realign && code == 0 && !rs.oom && msg[0] != '\0' &&
+		    (rs.v[rs.n - 1].error_message = arena_kstr(a, msg)).p == NULL)
+			rs.oom = 1;
+		if (realign && code == 0 && !validate_only)
+			log_info("RecoverMirrorTopics %s/%s from %s, resolution "
+			    "realign: %s", mirror, t, adminsrv_req_peer(rq), msg);
 	}
 	if (rs.oom) {
 		/* Nothing is made (AW_NONE) when a result is missing. */
 		respond_results(adm, rq, mirror, 0, NULL, &rs);   /* closes */
+		return;
+	}
+	if (validate_only) {
+		/* Checked, and answered: kind stays AW_NONE, so what was
+		 * queued is dropped. */
+		respond_results(adm, rq, mirror, 0, NULL, &rs);
 		return;
 	}
 	if (key == KP_API_REMOVE_TOPICS_FROM_MIRROR &&

@@ -114,6 +114,7 @@ struct opts {
 	struct strlist add_configs;    /* --alter --add-config k=v */
 	struct strlist delete_configs; /* --alter --delete-config k */
 	const char *resolution;  /* --recover --resolution */
+	int yes;                 /* --yes: --resolution realign confirmed */
 	int timeout_ms;
 	char client_id[128];
 	struct clisec sec;       /* security.protocol, ssl.*, sasl.* */
@@ -138,8 +139,9 @@ static void usage(FILE *f)
 "  --pause     pause mirroring of topics: --mirror NAME --topic REGEX\n"
 "  --resume    resume paused topics: --mirror NAME --topic REGEX\n"
 "  --recover   retry FAILED partitions now: --mirror NAME --topic REGEX\n"
-"              [--resolution skip-over|preserve] (the decision a foreign\n"
-"              write or a failback divergence needs)\n"
+"              [--resolution skip-over|preserve|realign [--yes]] (the\n"
+"              decision a foreign write, a failback divergence or a\n"
+"              truncated or recreated destination topic needs)\n"
 "  --delete    delete a mirror whose topics are all STOPPED: --mirror NAME\n"
 "  --list      list mirrors\n"
 "  --describe  per-partition state, offsets, lag and reason [--mirror NAME]\n"
@@ -184,7 +186,13 @@ static void usage(FILE *f)
 "                          report (where each stopped, what was not copied)\n"
 "  --resolution ACTION     with --recover: the operator's decision for a\n"
 "                          partition FAILED by a foreign write (skip-over)\n"
-"                          or a failback divergence (skip-over, preserve)\n"
+"                          or a failback divergence (skip-over, preserve);\n"
+"                          realign (a failback divergence, a destination\n"
+"                          truncated, deleted or recreated): delete the\n"
+"                          destination topic and copy it again from the\n"
+"                          source, after saying what is deleted and asking\n"
+"  --yes                   with --resolution realign: do not ask (needed\n"
+"                          when standard input is not a terminal)\n"
 "  --help                  this text\n"
 "  --version               print the version\n"
 "\n"
@@ -1386,6 +1394,164 @@ static int describe_call(struct cli_conn *c, const char *mirror,
 
 static int kstr_cmp(struct kstr a, struct kstr b);
 
+/* RecoverMirrorTopics with the resolution realign (validate_only: the
+ * check and what it would delete, nothing changed); the response frame,
+ * resp decoded from it. */
+static uint8_t *realign_call(struct cli_conn *c, const struct opts *o,
+    const struct kstr *names, int32_t nn, int validate_only,
+    struct karena *a, struct kp_add_topics_to_mirror_response *resp)
+{
+	struct kp_recover_mirror_topics_request rr;
+	uint8_t *frame;
+	struct kw w;
+	struct kr r;
+
+	kw_init(&w, MAX_RESPONSE);
+	kp_recover_mirror_topics_request_init(&rr);
+	rr.mirror_name = kstr_c(o->mirror);
+	rr.topics = calloc((size_t)nn + 1, sizeof(*rr.topics));
+	if (rr.topics == NULL)
+		die_conn("out of memory");
+	for (int32_t i = 0; i < nn; i++)
+		rr.topics[i].name = names[i];
+	rr.topics_n = nn;
+	rr.resolution = kstr_c("realign");
+	rr.validate_only = validate_only;
+	kp_recover_mirror_topics_request_encode(&w, 0, &rr);
+	free(rr.topics);
+	frame = conn_call(c, KP_API_RECOVER_MIRROR_TOPICS, 0, &w, &r);
+	decode_topic_results(c, &r, a, "RecoverMirrorTopics", resp);
+	kw_fini(&w);
+	return frame;
+}
+
+/* The destination records of one partition, as the plan says them. */
+static void realign_partition(const struct kp_describe_mirrors_response_partition *p)
+{
+	int64_t end = p->destination_offset;
+
+	printf("    partition %d (%.*s): ", (int)p->partition_index,
+	    (int)p->state.len, p->state.p);
+	if (end > 0)
+		printf("%lld record(s), destination offsets 0..%lld\n",
+		    (long long)end, (long long)end - 1);
+	else if (end == 0)
+		printf("empty\n");
+	else
+		printf("its records (its destination end is not known to mirrord "
+		    "now)\n");
+}
+
+/*
+ * --recover --resolution realign: mirrord checks the request and says what
+ * it would delete (ValidateOnly); the plan is printed with each
+ * partition's destination end (DescribeMirrors); then the operator
+ * confirms (--yes, or y at the prompt on a terminal) and the request is
+ * sent for real.  Any topic refused: nothing is sent.
+ */
+static int do_realign(struct cli_conn *c, const struct opts *o,
+    const struct kstr *names, int32_t nn, struct karena *a)
+{
+	struct kp_add_topics_to_mirror_response resp;
+	struct kp_describe_mirrors_response d;
+	uint8_t *frame, *dframe = NULL;
+	int refused = 0, rc;
+	char line[64];
+
+	frame = realign_call(c, o, names, nn, 1, a, &resp);
+	if (resp.error_code != 0) {
+		print_kafka_error(NULL, resp.error_code, resp.error_message);
+		free(frame);
+		return EXIT_KAFKA;
+	}
+	for (int32_t i = 0; i < resp.topics_n; i++) {
+		const struct kp_add_topics_to_mirror_response_topic_result *t =
+		    &resp.topics[i];
+		char what[400];
+
+		if (t->error_code == 0)
+			continue;
+		snprintf(what, sizeof(what), "topic %.*s", (int)t->name.len,
+		    t->name.p);
+		print_kafka_error(what, t->error_code, t->error_message);
+		refused++;
+	}
+	if (refused > 0 || resp.topics_n == 0) {
+		fprintf(stderr, "%s: nothing was realigned or deleted\n", progname);
+		free(frame);
+		return EXIT_KAFKA;
+	}
+	if (describe_call(c, o->mirror, a, &d, &dframe) != 0) {
+		free(frame);
+		free(dframe);
+		return EXIT_KAFKA;
+	}
+	printf("Realign of mirror %s deletes on mirrord's destination cluster, "
+	    "then copies again from the source's start:\n", o->mirror);
+	for (int32_t i = 0; i < resp.topics_n; i++) {
+		const struct kp_add_topics_to_mirror_response_topic_result *t =
+		    &resp.topics[i];
+
+		printf("  topic %.*s: %.*s\n", (int)t->name.len, t->name.p,
+		    t->error_message.len > 0 ? (int)t->error_message.len : 0,
+		    t->error_message.len > 0 ? t->error_message.p : "");
+		for (int32_t m = 0; m < d.mirrors_n; m++)
+			for (int32_t k = 0; k < d.mirrors[m].topics_n; k++) {
+				const struct kp_describe_mirrors_response_topic *dt =
+				    &d.mirrors[m].topics[k];
+
+				if (kstr_cmp(dt->name, t->name) != 0)
+					continue;
+				for (int32_t p = 0; p < dt->partitions_n; p++)
+					realign_partition(&dt->partitions[p]);
+			}
+	}
+	fflush(stdout);
+	if (!o->yes && !isatty(STDIN_FILENO)) {
+		fprintf(stderr, "%s: --resolution realign deletes the destination "
+		    "topics above: confirm with --yes (standard input is not a "
+		    "terminal); nothing was changed\n", progname);
+		free(frame);
+		free(dframe);
+		return EXIT_USAGE;
+	}
+	if (!o->yes) {
+		fprintf(stderr, "Delete %s and copy %s again? [y/N] ", resp.topics_n
+		    == 1 ? "this topic" : "these topics", resp.topics_n == 1 ?
+		    "it" : "them");
+		fflush(stderr);
+		if (fgets(line, sizeof(line), stdin) == NULL ||
+		    (strcasecmp(line, "y\n") != 0 && strcasecmp(line, "yes\n") != 0)) {
+			fprintf(stderr, "%s: not confirmed; nothing was changed\n",
+			    progname);
+			free(frame);
+			free(dframe);
+			return EXIT_KAFKA;
+		}
+		/* The answer may have taken longer than the listener keeps
+		 * an idle connection: a fresh one. */
+		clisec_tls_close(c->ssl);
+		close(c->fd);
+		conn_open(c, o->bootstrap, o->timeout_ms, o->client_id, &o->sec);
+		check_peer(c, o->action);
+		if (o->sec.sasl)
+			sasl_login(c, &o->sec);
+	}
+	free(dframe);
+	free(frame);
+	frame = realign_call(c, o, names, nn, 0, a, &resp);
+	rc = report_topics("Realigning", o->mirror, &resp);
+	if (rc == 0)
+		printf("mirrord deletes the destination topic%s, creates %s again "
+		    "and copies the source from its start (see --describe)\n",
+		    resp.topics_n == 1 ? "" : "s", resp.topics_n == 1 ? "it" :
+		    "them");
+	free(frame);
+	return rc;
+}
+
+static int kstr_cmp(struct kstr a, struct kstr b);
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -1592,6 +1758,16 @@ static int do_topics_op(struct cli_conn *c, const struct opts *o)
 		for (int32_t i = 0; i < nn; i++)
 			req.topics[i].name = names[i];
 		req.topics_n = nn;
+		if (o->action == ACT_RECOVER && o->resolution != NULL &&
+		    strcmp(o->resolution, "realign") == 0) {
+			rc = do_realign(c, o, names, nn, a);
+			free(dframe);
+			free(names);
+			free(pats);
+			kw_fini(&w);
+			karena_free(a);
+			return rc;
+		}
 		/* Resume's request has the same shape as Pause's; Recover's adds a
 		 * tagged Resolution. */
 		if (o->action == ACT_RECOVER) {
@@ -2446,7 +2622,7 @@ enum {
 	OPT_BOOTSTRAP = 256, OPT_COMMAND_CONFIG, OPT_MIRROR_CONFIG, OPT_MIRROR,
 	OPT_TOPIC, OPT_EXCLUDE, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_RESOLUTION,
 	OPT_SUMMARY, OPT_FAILED, OPT_WAIT, OPT_CONFIG, OPT_ADD_CONFIG,
-	OPT_DELETE_CONFIG,
+	OPT_DELETE_CONFIG, OPT_YES,
 };
 
 /* The long option the user typed as word ("--mir", "--mirror=x"): its
@@ -2561,6 +2737,7 @@ int main(int argc, char **argv)
 		{ "resume", no_argument, NULL, 'U' },
 		{ "recover", no_argument, NULL, 'V' },
 		{ "resolution", required_argument, NULL, OPT_RESOLUTION },
+		{ "yes", no_argument, NULL, OPT_YES },
 		{ "delete", no_argument, NULL, 'D' },
 		{ "list", no_argument, NULL, 'L' },
 		{ "describe", no_argument, NULL, 'S' },
@@ -2616,6 +2793,7 @@ int main(int argc, char **argv)
 		case 'U': set_action(&o, ACT_RESUME); break;
 		case 'V': set_action(&o, ACT_RECOVER); break;
 		case OPT_RESOLUTION: o.resolution = optarg; break;
+		case OPT_YES: o.yes = 1; break;
 		case 'D': set_action(&o, ACT_DELETE); break;
 		case 'L': set_action(&o, ACT_LIST); break;
 		case 'S': set_action(&o, ACT_DESCRIBE); break;
@@ -2690,6 +2868,9 @@ int main(int argc, char **argv)
 		die_usage("--exclude is only for --add");
 	if (o.resolution != NULL && o.action != ACT_RECOVER)
 		die_usage("--resolution is only for --recover");
+	if (o.yes && (o.resolution == NULL || strcmp(o.resolution,
+	    "realign") != 0))
+		die_usage("--yes is only for --recover --resolution realign");
 	if (o.json && o.action != ACT_DESCRIBE)
 		die_usage("--json is only for --describe");
 	if (o.summary && o.action != ACT_DESCRIBE)
