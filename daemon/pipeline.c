@@ -1288,17 +1288,15 @@ static void part_realigned(struct ppart *p)
 	pl_produce_forget(p);
 	p->own_gen++;
 	pl->losses++;
-	if (p->pv_state > 0) {
-		free(p->pv_buf);
-		p->pv_buf = NULL;
-		pl_dread_set(pl, &p->pv_held, 0);
-		p->pv_state = 0;
-	}
+	ppreserve_reset(p);
+	free(p->pv_note);   /* of the old topic */
+	p->pv_note = NULL;
 	part_reset(p);
 	p->skip_over_once = p->preserve_once = 0;
 	p->fb_state = 0;
 	p->fb_last = -1;
 	p->fb_epoch = -1;
+	p->fb_next = -1;
 	p->not_before = clock_mono_ms();
 	log_info("%s: its write history is dropped (the destination topic is "
 	    "a new one): copied as a new topic", part_name(p, name,
