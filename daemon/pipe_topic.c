@@ -601,8 +601,7 @@ static void td_remove(struct pmirror *pm, struct ptdelete *td)
 			break;
 		}
 	td->dead = 1;
-	td->refs++;
-	td_unref(td);
+	td_unref(td);   /* pm->deletes' reference; a request's stays */
 }
 
 static int delete_encode(struct kw *w, int16_t version, const void *msg)
@@ -629,14 +628,18 @@ static void delete_response(struct kconn *c, int err, const char *errstr,
     struct kr *body, void *arg)
 {
 	struct ptdelete *td = arg;
-	struct pipeline *pl = td->pm->pl;
+	struct pipeline *pl = NULL;
 	struct kuuid want, got;
 	int16_t e = -1;
 	struct kstr em = KSTR_NULL;
 	int32_t n;
 
 	td->inflight = 0;
-	if (td->dead || pl->dst == NULL || pl->dst->dying)
+	/* Forgotten (its mirror may be gone with pm): only the struct. */
+	if (td->dead)
+		goto out;
+	pl = td->pm->pl;
+	if (pl->dst == NULL || pl->dst->dying)
 		goto out;
 	if (err != KCONN_E_OK) {
 		snprintf(td->msg, sizeof(td->msg), "DeleteTopics of destination "
@@ -686,7 +689,7 @@ failed:
 	log_warnx("mirror %s: %s", td->pm->name, td->msg);
 	td->retry_at = clock_mono_ms() + pl_backoff_ms(pl);
 out:
-	if (!td->dead)
+	if (pl != NULL && !td->dead)
 		pl_kick(pl);
 	td_unref(td);
 }

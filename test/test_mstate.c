@@ -1150,6 +1150,11 @@ START_TEST(test_realign_operator)
 	    -1, F.msg, sizeof(F.msg)), 0);
 	ck_assert(mpart_realign_reason(t->parts[2]));
 	ck_assert(!mpart_realign_reason(t->parts[1]));
+	mk_topic("m", "u", 1);
+	CODE(mpart_fail(F.st, part("m", "u", 0), "destination end offset 10 "
+	    "is below the first translated offset 15: the destination partition "
+	    "lost data mirrord wrote", 2, F.msg, sizeof(F.msg)), 0);
+	ck_assert(mpart_realign_reason(part("m", "u", 0)));
 	CODE(mstate_recover_topic(F.st, "m", "t", "realign", F.msg,
 	    sizeof(F.msg)), KERR_INVALID_REQUEST);
 	MSG_HAS("partition 1 of topic 't' of cluster mirror 'm' is FAILED for a "

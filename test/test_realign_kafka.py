@@ -317,7 +317,8 @@ def truncated(B, topic):
     """(3b) A destination log cut below what mirrord wrote, same topic."""
     K, = h.private_kafka(1, "plaintext")
     B.create_topic(topic, partitions=1)
-    mt.produce_tagged(B.bootstrap, topic, 0, 10, "t", keyed=True)   # 0..9
+    mt.produce_tagged(B.bootstrap, topic, 0, 10, "t", keyed=True,
+                      one_per_batch=True)                           # 0..9
     produce_txn(B.bootstrap, topic, 5, "tx")                        # 10..14, marker 15
     # The coordinator writes the marker after the commit is answered.
     h.wait_for(lambda: mt.end_offset(B.bootstrap, topic) == 16, 30,
@@ -335,7 +336,9 @@ def truncated(B, topic):
     K.stop(kill=True)
     pdir = os.path.join(K.dir, "data", "%s-0" % topic)
     seg = os.path.join(pdir, "%020d.log" % 0)
-    cut = [e for e in batch_ends(seg) if 0 < e[0] <= 10][-1]
+    # Below the anchored batch's part-sending mark too (the batches before
+    # it may have been in flight then): inside the first ten.
+    cut = [e for e in batch_ends(seg) if e[0] == 5][0]
     print("cutting K's %s-0 after offset %d" % (topic, cut[0] - 1), flush=True)
     with open(seg, "r+b") as f:
         f.truncate(cut[1])

@@ -686,8 +686,13 @@ int mpart_realign_reason(const struct mpart *p)
 	for (size_t i = 0; i < ARRAY_SIZE(start); i++)
 		if (strncmp(e, start[i], strlen(start[i])) == 0)
 			return 1;
-	/* pipe_ident.c's destination topic deleted, or deleted and
+	/* pipe_copy.c's end below the translation map (truncated, found
+	 * there), pipe_ident.c's destination topic deleted, or deleted and
 	 * recreated (not the cluster: another cluster is not realigned). */
+	if (strncmp(e, "destination end offset ", 23) == 0 &&
+	    strstr(e, ": the destination partition lost data mirrord wrote") !=
+	    NULL)
+		return 1;
 	return strncmp(e, "destination topic ", 18) == 0 &&
 	    (strstr(e, " was deleted and recreated (topic id ") != NULL ||
 	    strstr(e, " was deleted (topic id ") != NULL);
