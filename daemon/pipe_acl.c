@@ -10,8 +10,13 @@
  *
  *   Sync.  A source binding is in scope when it is on a mirrored topic (a
  *   topic of the mirror with a partition not STOPPED: LITERAL name of one,
- *   or PREFIXED pattern matching one) or on a consumer group that
- *   mirror.groups.include/exclude select (LITERAL).  Wildcard resource
+ *   or PREFIXED pattern matching one and no stopped topic of the mirror)
+ *   or on a consumer group that mirror.groups.include/exclude select
+ *   (LITERAL) while the mirror still mirrors a topic.  A stopped topic
+ *   (failover) and its groups are the destination's own: nothing the
+ *   source does reaches them again, whenever it comes back; a planned
+ *   creation or deletion whose topic stopped before it was sent is
+ *   dropped (plan_written()).  Wildcard resource
  *   names (*) are never copied: they would reach beyond the mirror.  Its
  *   principal goes through mirror.acls.principal.map; a binding whose
  *   principal is then mirrord's own destination principal is not copied
@@ -40,7 +45,8 @@
  *   The guard's bindings are recorded the same way and deleted exactly:
  *   when the topic has no partition left but STOPPED (RemoveTopicsFromMirror
  *   / failover: checked every second, so within about a second after the
- *   partitions report STOPPED), when the principal's ALLOW is gone, when
+ *   partitions report STOPPED, without asking the source, which is often
+ *   down then), when the principal's ALLOW is gone, when
  *   the option is turned off, and when the mirror is deleted (the records
  *   outlive the mirror: pacl_orphans_tick() removes them).  An ALLOW WRITE
  *   for the wildcard principal User:* cannot be denied without denying
@@ -123,6 +129,13 @@ struct acround {
 	char warn[1500];             /* this round's problems: shown */
 	char quiet[1500];            /* and only logged (see problem()) */
 };
+
+/* Not sent this round: its record failed (-2), or its topic stopped
+ * between the plan and the send (-3). */
+static int op_unsent(const struct aop *o)
+{
+	return o->err == -2 || o->err == -3;
+}
 
 struct pacl {
 	struct pmirror *pm;          /* NULL once the mirror is gone */
@@ -474,27 +487,52 @@ static int is_guarded(const struct mirror *m, const char *topic)
 	return 0;
 }
 
-/* Source binding b concerns the mirror (before principal mapping). */
+/*
+ * Source binding b concerns the mirror (before principal mapping).  A
+ * stopped topic (failed over) is the destination's own: nothing the source
+ * does reaches it again.  So a PREFIXED binding is in scope only while it
+ * matches a mirrored topic and no stopped one (it would reach that one as
+ * well), and a group's binding only while the mirror still mirrors a
+ * topic.
+ */
 static int in_scope(const struct pmirror *pm, const struct abind *b)
 {
 	const struct mirror *m = pm->m;
+	int mirrored = 0;
 
 	if (strcmp(b->name, "*") == 0)
 		return 0;
-	if (b->rtype == RT_GROUP)
-		return b->ptype == PT_LITERAL &&
-		    mirrorconf_group_selected(pm->conf, b->name);
+	if (b->rtype == RT_GROUP) {
+		if (b->ptype != PT_LITERAL ||
+		    !mirrorconf_group_selected(pm->conf, b->name))
+			return 0;
+		for (size_t i = 0; i < m->ntopics && !mirrored; i++)
+			mirrored = topic_guarded(m->topics[i]);
+		return mirrored;
+	}
 	if (b->rtype != RT_TOPIC)
 		return 0;
 	if (b->ptype == PT_LITERAL)
 		return is_guarded(m, b->name);
 	if (b->ptype != PT_PREFIXED)
 		return 0;
-	for (size_t i = 0; i < m->ntopics; i++)
-		if (strncmp(m->topics[i]->name, b->name, strlen(b->name)) == 0 &&
-		    topic_guarded(m->topics[i]))
-			return 1;
-	return 0;
+	for (size_t i = 0; i < m->ntopics; i++) {
+		if (strncmp(m->topics[i]->name, b->name, strlen(b->name)) != 0)
+			continue;
+		if (!topic_guarded(m->topics[i]))
+			return 0;
+		mirrored = 1;
+	}
+	return mirrored;
+}
+
+/* A planned creation still wanted: the sync's binding still in scope,
+ * the guard's DENY on a topic still mirrored. */
+static int still_wanted(const struct pmirror *pm, const struct aop *o)
+{
+	if (o->kind == MACL_SYNC)
+		return in_scope(pm, &o->b);
+	return o->b.rtype == RT_TOPIC && is_guarded(pm->m, o->b.name);
 }
 
 /* b grants WRITE on topic. */
@@ -754,11 +792,11 @@ static int round_send(struct acround *r, struct kconn *c, int is_dst,
 }
 
 /* The ops that were to go out failed, for why when known (err -2, not
- * sent this round, stays). */
+ * sent this round, stays; -3, dropped: see plan_written()). */
 static void ops_failed(struct aop *ops, size_t n, const char *why)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (ops[i].err == -2)
+		if (op_unsent(&ops[i]))
 			continue;
 		ops[i].err = -1;
 		if (why != NULL)
@@ -924,11 +962,11 @@ static void create_response(struct kconn *c, int err, const char *errstr,
 		ops_failed(r->cr, r->ncr, NULL);
 		goto out;
 	}
-	/* Results by position among the creations sent (not err -2). */
+	/* Results by position among the creations sent (not err -2, -3). */
 	for (size_t i = 0, k = 0; i < r->ncr; i++) {
 		const struct kp_create_acls_response_acl_creation_result *x;
 
-		if (r->cr[i].err == -2)
+		if (op_unsent(&r->cr[i]))
 			continue;
 		if ((int32_t)k >= resp.results_n) {
 			r->cr[i].err = -1;
@@ -969,14 +1007,17 @@ static void delete_response(struct kconn *c, int err, const char *errstr,
 		ops_failed(r->dl, r->ndl, NULL);
 		goto out;
 	}
-	for (size_t i = 0; i < r->ndl; i++) {
+	/* Results by position among the filters sent (not err -3). */
+	for (size_t i = 0, k = 0; i < r->ndl; i++) {
 		const struct kp_delete_acls_response_delete_acls_filter_result *x;
 
-		if ((int32_t)i >= resp.filter_results_n) {
+		if (op_unsent(&r->dl[i]))
+			continue;
+		if ((int32_t)k >= resp.filter_results_n) {
 			r->dl[i].err = -1;
 			continue;
 		}
-		x = &resp.filter_results[i];
+		x = &resp.filter_results[k++];
 		r->dl[i].err = x->error_code;
 		snprintf(r->dl[i].msg, sizeof(r->dl[i].msg), "%.*s",
 		    (int)brk_msg(x->error_code, x->error_message).len,
@@ -991,36 +1032,42 @@ out:
 
 /*
  * The DeleteAcls request of exactly the bindings of ops (filters naming
- * every field) in *req; returns the filters, freed by the caller after the
- * send, or NULL when out of memory.
+ * every field; not those unsent, err -3) in *req; returns the filters,
+ * freed by the caller after the send, or NULL when out of memory.
  */
 static struct kp_delete_acls_request_delete_acls_filter *delete_req(
     const struct aop *ops, size_t n, struct kp_delete_acls_request *req)
 {
 	struct kp_delete_acls_request_delete_acls_filter *f;
 
+	size_t k = 0;
+
 	if ((f = calloc(n, sizeof(*f))) == NULL)
 		return NULL;
 	kp_delete_acls_request_init(req);
 	for (size_t i = 0; i < n; i++) {
-		kp_delete_acls_request_delete_acls_filter_init(&f[i]);
-		f[i].resource_type_filter = ops[i].b.rtype;
-		f[i].resource_name_filter = kstr_c(ops[i].b.name);
-		f[i].pattern_type_filter = ops[i].b.ptype;
-		f[i].principal_filter = kstr_c(ops[i].b.principal);
-		f[i].host_filter = kstr_c(ops[i].b.host);
-		f[i].operation = ops[i].b.op;
-		f[i].permission_type = ops[i].b.perm;
+		if (op_unsent(&ops[i]))
+			continue;
+		kp_delete_acls_request_delete_acls_filter_init(&f[k]);
+		f[k].resource_type_filter = ops[i].b.rtype;
+		f[k].resource_name_filter = kstr_c(ops[i].b.name);
+		f[k].pattern_type_filter = ops[i].b.ptype;
+		f[k].principal_filter = kstr_c(ops[i].b.principal);
+		f[k].host_filter = kstr_c(ops[i].b.host);
+		f[k].operation = ops[i].b.op;
+		f[k].permission_type = ops[i].b.perm;
+		k++;
 	}
 	req->filters = f;
-	req->filters_n = (int32_t)n;
+	req->filters_n = (int32_t)k;
 	return f;
 }
 
 /*
  * The CreateAcls request of the recorded ones of ops (err -2: the record
- * failed, so not created this round) in *req; returns the creations, freed
- * by the caller after the send, or NULL when out of memory.
+ * failed, so not created this round; -3: dropped) in *req; returns the
+ * creations, freed by the caller after the send, or NULL when out of
+ * memory.
  */
 static struct kp_create_acls_request_acl_creation *create_req(
     const struct aop *ops, size_t n, struct kp_create_acls_request *req)
@@ -1032,7 +1079,7 @@ static struct kp_create_acls_request_acl_creation *create_req(
 		return NULL;
 	kp_create_acls_request_init(req);
 	for (size_t i = 0; i < n; i++) {
-		if (ops[i].err == -2)
+		if (op_unsent(&ops[i]))
 			continue;
 		kp_create_acls_request_acl_creation_init(&cr[k]);
 		cr[k].resource_type = ops[i].b.rtype;
@@ -1303,6 +1350,14 @@ static void plan_written(void *arg, int ok, const char *msg)
 		    "(%s): %zu binding(s) not created, the rest retried next "
 		    "round", pm->name, msg, nfresh);
 	}
+	/* A topic that stopped while the records were written is the
+	 * destination's own now: nothing of the sync reaches it. */
+	for (size_t i = 0; pm->m != NULL && i < r->ncr; i++)
+		if (!op_unsent(&r->cr[i]) && !still_wanted(pm, &r->cr[i]))
+			r->cr[i].err = -3;
+	for (size_t i = 0; pm->m != NULL && i < r->ndl; i++)
+		if (r->dl[i].kind == MACL_SYNC && !in_scope(pm, &r->dl[i].b))
+			r->dl[i].err = -3;
 	if ((r->ncr == 0 && r->ndl == 0) ||
 	    (c = pcluster_ctl(pm->pl->dst)) == NULL) {
 		round_end(r);
@@ -1331,8 +1386,9 @@ static void plan_written(void *arg, int ok, const char *msg)
 		char err[256] = "out of memory";
 
 		if ((f = delete_req(r->dl, r->ndl, &req)) == NULL ||
-		    round_send(r, c, 1, KP_API_DELETE_ACLS, &req,
-		    delete_response, err, sizeof(err)) != 0) {
+		    (req.filters_n > 0 && round_send(r, c, 1,
+		    KP_API_DELETE_ACLS, &req, delete_response, err,
+		    sizeof(err)) != 0)) {
 			problem(r, 0, 0, "DeleteAcls: %s", err);
 			ops_failed(r->dl, r->ndl, NULL);
 		}
@@ -1378,6 +1434,15 @@ static void round_finish(struct acround *r)
 
 		if (o->err == -2)
 			continue;
+		if (o->err == -3) {
+			/* Not created: its fresh record goes. */
+			if (o->fresh)
+				(void)aw_add(aw, pm->name, o->kind, &o->b, 0);
+			log_info("mirror %s: ACL binding %s not created: its topic "
+			    "stopped being mirrored", pm->name,
+			    abind_text(&o->b, text, sizeof(text)));
+			continue;
+		}
 		if (o->err == 0) {
 			log_info("mirror %s: ACL binding %s created on the destination "
 			    "(%s)", pm->name, abind_text(&o->b, text, sizeof(text)),
@@ -1405,6 +1470,8 @@ static void round_finish(struct acround *r)
 		struct aop *o = &r->dl[i];
 		const char *kind = o->kind == MACL_SYNC ? "sync" : "read-only";
 
+		if (o->err == -3)
+			continue; /* out of scope now: forgotten next round */
 		if (o->err == 0) {
 			log_info("mirror %s: ACL binding %s deleted from the destination "
 			    "(%s)", pm->name, abind_text(&o->b, text, sizeof(text)),
@@ -1473,9 +1540,10 @@ void pacl_tick(struct pmirror *pm, int64_t now)
 {
 	struct pacl *pa = pm->acl;
 	struct acround *r;
+	int lift, want_src;
 
-	if (pm->m == NULL || pm->conf == NULL || pm->src == NULL ||
-	    pm->pl->draining || pm->pl->dst == NULL)
+	if (pm->m == NULL || pm->conf == NULL || pm->pl->draining ||
+	    pm->pl->dst == NULL)
 		return;
 	if (pa == NULL) {
 		if ((pa = calloc(1, sizeof(*pa))) == NULL)
@@ -1487,7 +1555,8 @@ void pacl_tick(struct pmirror *pm, int64_t now)
 	}
 	if (pa->round != NULL)
 		return;
-	if (now < pa->next_at) {
+	lift = now < pa->next_at; /* between rounds: a guard to lift */
+	if (lift) {
 		if (now < pa->check_at)
 			return;
 		pa->check_at = now + AC_CHECK_MS;
@@ -1506,17 +1575,32 @@ void pacl_tick(struct pmirror *pm, int64_t now)
 			return;
 		}
 	}
-	if (pcluster_ctl(pm->pl->dst) == NULL ||
-	    (pm->conf->acls_sync && pcluster_ctl(pm->src) == NULL))
+	if (pcluster_ctl(pm->pl->dst) == NULL)
 		return; /* connecting: a later tick */
+	/*
+	 * The source is asked in a round of the interval while it can be
+	 * read.  Lifting a stopped topic's guard never waits for it: a
+	 * failover is when the source is likely down (the health module says
+	 * so, pmirror.down_since) or frozen; the sync's bindings then stay as
+	 * they are until the source answers.
+	 */
+	want_src = pm->conf->acls_sync && !lift && pm->src != NULL &&
+	    pm->down_since == 0;
+	if (want_src && pcluster_ctl(pm->src) == NULL) {
+		if (!guard_to_lift(pm))
+			return; /* connecting: a later tick */
+		want_src = 0;
+		lift = 1;
+	}
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return;
 	r->pa = pa;
 	pa->refs++;
 	pa->round = r;
-	pa->next_at = now + pm->conf->metadata_refresh_interval_ms;
+	if (!lift)
+		pa->next_at = now + pm->conf->metadata_refresh_interval_ms;
 	pa->check_at = now + AC_CHECK_MS;
-	r->want_src = pm->conf->acls_sync != 0;
+	r->want_src = want_src;
 	if (send_describe(r, pm->pl->dst, 1) != 0) {
 		round_free(r);
 		return;

@@ -332,10 +332,11 @@ struct ppart {
 	int64_t pv_aside_lo, pv_aside_hi;
 	int64_t pv_wait_since, pv_wait_log; /* mono ms: waiting for pv_open */
 	char *pv_note;
-	/* Consumer-group offset sync (groupsync.c): 1 once the partition
-	 * stopped in this process, until a sync round covered it (2 while
-	 * one runs); only then are a STOPPED partition's offsets synced. */
+	/* Consumer-group offset sync (groupsync.c): where the final sync
+	 * of a STOPPING partition is (GS_FINAL_*, groupsync.h), and until
+	 * when it may run (mono ms).  A STOPPED partition is never synced. */
 	int gs_final;
+	int64_t gs_final_at;
 	/* STOPPING: the source high watermark for the failover report, 0 not
 	 * asked, 1 asked (until final_deadline, mono ms), 2 given up (or
 	 * answered with an error), 3 answered, 4 to be asked again (no

@@ -28,6 +28,12 @@
  * and retried every interval.  Nothing else changes: the topic keeps being
  * mirrored and the other topics keep being synced.
  *
+ * A topic that is not MIRRORING when the round begins is not looked at;
+ * one that stops (a failover) while the round is under way gets no change
+ * either (round_alter()): a stopped topic is the destination's own.  While
+ * the health module says the mirror's source cannot be read
+ * (pmirror.down_since), no round starts.
+ *
  * Everything is asynchronous on the loop (kconn).  One round per mirror is
  * in flight; its requests hold a reference to the mirror's struct ptconf,
  * which outlives the mirror (pm NULL) until the last answer is in.
@@ -619,6 +625,8 @@ out:
 	return rc;
 }
 
+static int topic_mirroring(const struct mtopic *mt);
+
 static void round_alter(struct tcround *r)
 {
 	struct ptconf *tc = r->tc;
@@ -629,9 +637,17 @@ static void round_alter(struct tcround *r)
 
 	for (size_t i = 0; i < r->n; i++) {
 		struct tctopic *t = &r->t[i];
+		const struct mtopic *mt = mirror_topic_find(pm->m, t->name);
 
 		if (!t->src_ok || !t->dst_ok)
 			continue;
+		if (mt == NULL || !topic_mirroring(mt)) {
+			/* Stopped (failed over), paused or gone since the round
+			 * began: the destination's configs are left alone. */
+			log_debug("mirror %s: topic %s: not mirrored any more: its "
+			    "configs are left as they are", pm->name, t->name);
+			continue;
+		}
 		for (size_t k = 0; k < t->nsrc; k++) {
 			const char *dv = kv_get(t->dst, t->ndst, t->src[k].name);
 
@@ -752,6 +768,8 @@ void ptconf_tick(struct pmirror *pm, int64_t now)
 	}
 	if (tc->round != NULL || now < tc->next_at)
 		return;
+	if (pm->down_since != 0)
+		return; /* the source cannot be read (pipe_health.c says so) */
 	if (pcluster_ctl(pm->src) == NULL || pcluster_ctl(pm->pl->dst) == NULL)
 		return; /* connecting: try again on a later tick */
 	/* Warnings of topics that left the mirror go. */

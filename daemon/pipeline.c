@@ -1065,6 +1065,7 @@ static void part_reset(struct ppart *p)
 	p->step = PS_IDLE;
 	p->attempts = 0;
 	p->retry_at = 0;
+	p->gs_final = GS_FINAL_NONE;
 	if (mp->state == MPART_FAILED && mp->retry_attempt > 0) {
 		/* A retry that was due before a restart: keep its schedule. */
 		p->attempts = mp->retry_attempt;
@@ -1332,10 +1333,11 @@ static int part_own(struct ppart *p)
  */
 #define PL_FINAL_HW_WAIT_MS 3000
 
-/* STOPPED is durable.  Failover: the groups' offsets once more, final. */
+/* STOPPED is durable: its final group sync is behind it (and a topic
+ * added again starts afresh); the mirror marks say where it stopped. */
 static void stopped_then(struct ppart *p)
 {
-	p->gs_final = 1;
+	p->gs_final = GS_FINAL_NONE;
 	groupsync_kick(p->pm->pl->gs, p->pm->name);
 }
 
@@ -1463,6 +1465,11 @@ static void part_step(struct ppart *p, int64_t now)
 			else
 				p->final_ask = now < p->final_deadline ? 4 : 2;
 		}
+		/* The consumer groups' offsets once more, while nothing but
+		 * the source's consumers can have moved them (groupsync.c),
+		 * alongside the ask above. */
+		if (st == MPART_STOPPING && groupsync_final(pl->gs, p, now))
+			break;
 		if (st == MPART_STOPPING && (p->final_ask == 1 ||
 		    p->final_ask == 4) && now < p->final_deadline)
 			break;
@@ -2342,6 +2349,9 @@ int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
 		warn_cat(buf, len, piece);
 	/* The mirror's ACL sync or read-only guard refused (pipe_acl.c). */
 	if (pp != NULL && pacl_warning(pp->pm, piece, sizeof(piece)))
+		warn_cat(buf, len, piece);
+	/* Its consumer groups' final sync at the stop missed some. */
+	if (pp != NULL && groupsync_warning(pl->gs, pp, piece, sizeof(piece)))
 		warn_cat(buf, len, piece);
 	return buf[0] != '\0';
 }

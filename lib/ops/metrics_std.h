@@ -220,6 +220,10 @@
 	X(GROUP_SYNC_AGE, "mirrord_group_sync_age_seconds", GAUGE, MIRROR, \
 	    NONE, NO, "Seconds since the consumer-group offset sync of the " \
 	    "mirror last completed a round without errors (-1 never)") \
+	X(GROUP_SYNC_FINAL_MISSED, "mirrord_group_sync_final_missed_total", \
+	    COUNTER, MIRROR, NONE, NO, "Partitions stopped (failover) whose " \
+	    "final consumer-group offset sync missed some group: a warning " \
+	    "names the groups and why; never synced again") \
 	X(GROUP_SYNC_LAGGING, "mirrord_group_sync_lagging_offsets", GAUGE, \
 	    MIRROR, NONE, NO, "Group partitions whose source commit was past " \
 	    "the mirrored end in the last round (committed at the mirrored " \
