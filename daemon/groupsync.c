@@ -60,9 +60,9 @@
  * sync it either.  Commits still to send for a partition that became
  * ineligible meanwhile are dropped (oc_send()).
  *
- * Logs.  A cluster that cannot be reached is said once when it starts,
- * reminded at most every GS_REMIND_MS, and said once when it answers
- * again; while the pipeline's health view says the mirror's source cannot
+ * Logs.  A cluster that cannot be reached is said once when that has
+ * lasted GS_GRACE_MS, reminded at most every GS_REMIND_MS, and said once
+ * when it answers again; while the pipeline's health view says the mirror's source cannot
  * be read (pmirror.down_since, pipe_health.c, which logs that itself),
  * rounds do not ask the source at all.  Any other failure is logged at
  * most once every GS_REMIND_MS per identical message (say_once()).
@@ -98,6 +98,7 @@
 #define GS_TIMEOUT_MS 30000
 #define GS_FINAL_WAIT_MS 10000  /* a stopping partition's final sync */
 #define GS_REMIND_MS 60000      /* a failure that lasts is said again */
+#define GS_GRACE_MS 3000        /* an unreachable side is said after this */
 #define GS_SEEN 32              /* messages said in the last GS_REMIND_MS */
 #define GS_MAX_MISSES 4096      /* failures kept for a final report */
 #define GS_WARN_LEN 1024        /* a partition's final-sync warning */
@@ -426,8 +427,9 @@ static const char *side_name(int side)
 	return side == GS_SIDE_SRC ? "source" : "destination";
 }
 
-/* The sync cannot reach a side: said when it starts (unless the health
- * module says the source is down: it logs that), then at most every
+/* The sync cannot reach a side: said once it has lasted GS_GRACE_MS (a
+ * connection being made again is not an outage), unless the health
+ * module says the source is down (it logs that), then at most every
  * GS_REMIND_MS. */
 static void trouble_fail(struct gsmirror *gm, int side, const char *msg)
 {
@@ -439,6 +441,7 @@ static void trouble_fail(struct gsmirror *gm, int side, const char *msg)
 	if (t->since == 0)
 		t->since = now;
 	if ((side == GS_SIDE_SRC && pm != NULL && pm->down_since != 0) ||
+	    now - t->since < GS_GRACE_MS ||
 	    (t->said && now - t->logged < GS_REMIND_MS)) {
 		log_debug("mirror %s: consumer-group offset sync: %s", gm->name, msg);
 		return;
@@ -1167,7 +1170,11 @@ static void round_end(struct gsmirror *gm)
 				settled = 1;
 			}
 		}
-		gm->next_at = clock_mono_ms() + pm->conf->groups_sync_interval_ms;
+		/* The marks alone: partitions to sync are looked for soon, not
+		 * an interval later (as when there is nothing to sync). */
+		gm->next_at = clock_mono_ms() + (gm->marks_only ?
+		    MIN(pm->conf->groups_sync_interval_ms, 1000) :
+		    pm->conf->groups_sync_interval_ms);
 		if (settled)
 			pl_kick(gm->gs->pl); /* they go STOPPED now */
 	}

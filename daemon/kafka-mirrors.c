@@ -1571,6 +1571,64 @@ static int was_removed(const struct kp_add_topics_to_mirror_response *rm,
 	return 0;
 }
 
+static int kstr_eqk(struct kstr a, struct kstr b)
+{
+	return a.len == b.len && (a.len <= 0 || memcmp(a.p, b.p, (size_t)a.len) == 0);
+}
+
+/*
+ * The warnings of the partitions just stopped (consumer-group offsets not
+ * synced at the stop, a refused ACL change...), one line per text naming
+ * its partitions, on stderr.  They change no exit status: what the report
+ * says about records stands.
+ */
+static void print_stop_warnings(const struct kp_describe_mirrors_response *d,
+    const struct kp_add_topics_to_mirror_response *rm)
+{
+	for (int32_t m = 0; m < d->mirrors_n; m++)
+		for (int32_t t = 0; t < d->mirrors[m].topics_n; t++)
+			for (int32_t p = 0; p < d->mirrors[m].topics[t].partitions_n;
+			    p++) {
+				const struct kp_describe_mirrors_response_topic *tp =
+				    &d->mirrors[m].topics[t];
+				struct kstr w = tp->partitions[p].warning_message;
+				int seen = 0, n = 0;
+
+				if (!was_removed(rm, tp->name) || w.len <= 0)
+					continue;
+				/* Said already with an earlier partition? */
+				for (int32_t t2 = 0; t2 <= t && !seen; t2++) {
+					const struct kp_describe_mirrors_response_topic
+					    *u = &d->mirrors[m].topics[t2];
+
+					for (int32_t p2 = 0; p2 < u->partitions_n &&
+					    (t2 < t || p2 < p) && !seen; p2++)
+						seen = was_removed(rm, u->name) &&
+						    kstr_eqk(u->partitions[p2].warning_message,
+						    w);
+				}
+				if (seen)
+					continue;
+				fprintf(stderr, "%s: warning: ", progname);
+				for (int32_t t2 = t; t2 < d->mirrors[m].topics_n; t2++) {
+					const struct kp_describe_mirrors_response_topic
+					    *u = &d->mirrors[m].topics[t2];
+
+					if (!was_removed(rm, u->name))
+						continue;
+					for (int32_t p2 = t2 == t ? p : 0;
+					    p2 < u->partitions_n; p2++)
+						if (kstr_eqk(u->partitions[p2].warning_message,
+						    w))
+							fprintf(stderr, "%s%.*s-%d", n++ > 0 ?
+							    ", " : "", (int)u->name.len,
+							    u->name.p,
+							    u->partitions[p2].partition_index);
+				}
+				fprintf(stderr, ": %.*s\n", (int)w.len, w.p);
+			}
+}
+
 /*
  * --remove --wait: polls DescribeMirrors until every partition of the
  * topics just removed is STOPPED (mirrord stops fetching, waits for what
@@ -1677,6 +1735,7 @@ static int wait_stopped(struct cli_conn *c, const struct opts *o,
 			rc = lower || unknown ? EXIT_MAYBE_NOT_COPIED : sum > 0 ?
 			    EXIT_NOT_COPIED : 0;
 			fflush(stdout);
+			print_stop_warnings(&d, rm);
 			if (rc == EXIT_MAYBE_NOT_COPIED && lower)
 				fprintf(stderr, "%s: source records may not have been "
 				    "copied: the source could not be asked at the "
