@@ -1031,9 +1031,7 @@ static void lg_send(struct gsmirror *gm, struct kconn *c)
 			    "broker %s does not support ListGroups v0-4: no group "
 			    "offsets are synced", gm->name, kconn_name(c));
 		gm->unsupported_logged = 1;
-		miss_note(gm, GSE_ALL, NULL, -1, "the source does not support "
-		    "ListGroups");
-		return;
+		return; /* nothing is ever synced: no final sync is missed */
 	}
 	kp_list_groups_request_init(&req);
 	if (gs_send(gm, c, KP_API_LIST_GROUPS, 0, 4, 0, &req, lg_done) == 0)
