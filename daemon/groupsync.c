@@ -65,7 +65,8 @@
  * when it answers again; while the pipeline's health view says the mirror's source cannot
  * be read (pmirror.down_since, pipe_health.c, which logs that itself),
  * rounds do not ask the source at all.  Any other failure is logged at
- * most once every GS_REMIND_MS per identical message (say_once()).
+ * most once every GS_REMIND_MS per message, whichever group it names
+ * (say_once()).
  *
  * Nothing here blocks; every request goes through the pipeline's own
  * connections (pcluster, pbroker).  A failed step ends the group's sync for
@@ -396,12 +397,12 @@ static uint64_t fnv(const char *s)
 	return h != 0 ? h : 1;
 }
 
-/* A warning, unless the same one was said in the last GS_REMIND_MS (a
- * failure that repeats every round is said once a minute, not every
- * round). */
-static void say_once(struct gsmirror *gm, const char *msg)
+/* A warning, unless one of the same key (msg when NULL) was said in the
+ * last GS_REMIND_MS: a failure that repeats every round is said once a
+ * minute, not every round. */
+static void say_once(struct gsmirror *gm, const char *msg, const char *key)
 {
-	uint64_t h = fnv(msg);
+	uint64_t h = fnv(key != NULL ? key : msg);
 	int64_t now = clock_mono_ms();
 	size_t old = 0;
 
@@ -597,7 +598,7 @@ static void gs_fail(struct gsmirror *gm, int flags, const char *what,
 		 * group's final sync back. */
 		snprintf(line, sizeof(line), "the mirror marks (group %s) on the "
 		    "destination: %s", MIRRORMARK_GROUP, msg);
-		say_once(gm, line);
+		say_once(gm, line, NULL);
 		return;
 	}
 	gm->round_errors++;
@@ -607,8 +608,17 @@ static void gs_fail(struct gsmirror *gm, int flags, const char *what,
 	if ((flags & GSE_CONN) && (flags & (GSE_SRC | GSE_DST))) {
 		trouble_fail(gm, (flags & GSE_SRC) ? GS_SIDE_SRC : GS_SIDE_DST, msg);
 	} else {
+		/* The same failure of every group (an ACL missing, say) is
+		 * said once, naming the first. */
+		size_t glen = gm->group != NULL ? strlen(gm->group) : 0;
+		char key[700];
+
 		snprintf(line, sizeof(line), "consumer-group offset sync: %s", msg);
-		say_once(gm, line);
+		snprintf(key, sizeof(key), "%s", msg);
+		if (glen > 0 && strncmp(msg, "group ", 6) == 0 &&
+		    strncmp(msg + 6, gm->group, glen) == 0)
+			snprintf(key, sizeof(key), "group *%s", msg + 6 + glen);
+		say_once(gm, line, key);
 	}
 	miss_note(gm, flags, topic, partition, msg);
 }
@@ -1920,12 +1930,13 @@ void groupsync_tick(struct groupsync *gs)
 		struct pmirror *pm = pl->mirrors[i];
 		struct gsmirror *gm;
 
-		if (pm->dead || pm->m == NULL || pm->conf == NULL || pm->src == NULL)
+		if (pm->dead || pm->m == NULL)
 			continue;
+		/* Known (its series exported) from the mirror's start. */
 		if ((gm = gm_get(gs, pm->name)) == NULL)
 			continue;
 		flush_reports(gm);
-		if (gm->running)
+		if (gm->running || pm->conf == NULL || pm->src == NULL)
 			continue;
 		if (pl->draining || (!gm->kicked && now < gm->next_at))
 			continue;

@@ -7,7 +7,8 @@ on a healthy mirrord (two librdkafka mock clusters, the real binary):
     are there, at 0 where nothing happened: the source's health
     (mirrord_mirror_source_up, every cause of
     mirrord_mirror_source_errors_total, seconds since the last good
-    Metadata and Fetch), stalled partitions and the largest lag;
+    Metadata and Fetch), stalled partitions, the largest lag and the
+    final group syncs missed at a stop;
   * once a topic is copied and caught up, every metric name in
     etc/grafana/mirrord-dashboard.json and etc/prometheus/mirrord-alerts.yml
     has at least one series in a scrape: the partitions' counters
@@ -103,6 +104,8 @@ def main():
                 "exists" % req)
     eq(value(f, "mirrord_mirror_stalled_partitions", mirror="m1"), 0.0,
        "no partition stalled")
+    eq(value(f, "mirrord_group_sync_final_missed_total", mirror="m1"), 0.0,
+       "mirrord_group_sync_final_missed_total{mirror=m1} before any stop")
     h.check(value(f, "mirrord_mirror_max_lag_seconds", mirror="m1")
             is not None, "mirrord_mirror_max_lag_seconds{mirror=m1} exists")
 
