@@ -1990,9 +1990,9 @@ int groupsync_final(struct groupsync *gs, struct ppart *p, int64_t now)
 			    "client is not ready: %s", pm->unusable[0] != '\0' ?
 			    pm->unusable : "(no reason known)");
 		else if (p->src_done < 0 || p->dst_next < 0)
-			snprintf(why, sizeof(why), "every group: this process does "
-			    "not know the end of what was copied (mirrord started "
-			    "while the partition was STOPPING)");
+			snprintf(why, sizeof(why), "every group: where the copy "
+			    "ended is not known to this process (the partition was "
+			    "not copied since mirrord started)");
 		else if (gs->pl->draining || gs->dying)
 			snprintf(why, sizeof(why), "every group: mirrord is shutting "
 			    "down");

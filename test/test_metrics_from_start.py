@@ -104,7 +104,13 @@ def main():
                 "exists" % req)
     eq(value(f, "mirrord_mirror_stalled_partitions", mirror="m1"), 0.0,
        "no partition stalled")
-    eq(value(f, "mirrord_group_sync_final_missed_total", mirror="m1"), 0.0,
+    # The group sync knows the mirror from its first tick (100 ms).
+    h.wait_for(lambda: value(families(d.metrics()),
+                             "mirrord_group_sync_final_missed_total",
+                             mirror="m1") is not None, 5,
+               "mirrord_group_sync_final_missed_total{mirror=m1}")
+    eq(value(families(d.metrics()), "mirrord_group_sync_final_missed_total",
+             mirror="m1"), 0.0,
        "mirrord_group_sync_final_missed_total{mirror=m1} before any stop")
     h.check(value(f, "mirrord_mirror_max_lag_seconds", mirror="m1")
             is not None, "mirrord_mirror_max_lag_seconds{mirror=m1} exists")
