@@ -360,7 +360,9 @@ out:
 	free(q);
 	if (r->pending > 0)
 		return;
-	if (tc->pm == NULL || tc->pm->pl->dst->dying)
+	/* Shutting down: the destination is freed first (NULL), and its
+	 * answer may be the first of the two to fail. */
+	if (tc->pm == NULL || tc->pm->pl->dst == NULL || tc->pm->pl->dst->dying)
 		round_free(r);
 	else
 		round_alter(r);
