@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/groupsync_map.c: which destination offset the
+ * Unit tests for daemon/pipeline/groupsync_map.c: which destination offset the
  * consumer-group offset sync commits for a committed source offset, given
  * the partition's translation anchors and how far it is mirrored.  The
  * layouts are the ones the data plane records: aborted transactional data

@@ -5,7 +5,7 @@ counting everything held).
 
 Before resuming a partition whose destination end it cannot explain,
 mirrord reads that end back, batch by batch, to prove who wrote it
-(pipe_prove.c); each of those Fetches may bring back up to 64 KiB.  Here
+(pipeline/prove.c); each of those Fetches may bring back up to 64 KiB.  Here
 a topic is added onto a destination topic of 32 partitions that someone
 else already wrote 6 batches of 16 KiB to, every partition at once, with
 mirror.foreign.writes=skip-over, a destination slowed down (every answer

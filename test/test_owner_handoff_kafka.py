@@ -4,7 +4,7 @@ Apache Kafka 4.4 (the shared pair of test/kafka/realkafka.py; SKIPs with
 the reason when it cannot run).
 
 Two real mirrord processes in multi-instance mode need the replicated log
-and the group (wired by daemon/cluster.c, tested by test_ha_kafka.py).  This
+and the group (wired by daemon/cluster/cluster.c, tested by test_ha_kafka.py).  This
 test is about the data plane alone: test/owner_twin runs the real data
 plane twice in one process, as instances A and B, over one state model
 (both see a part-owner record the moment it is applied), and takes the

@@ -82,7 +82,7 @@ def main():
 
 def topic_ids(src, dst, topic):
     """5. A fresh twin whose first metadata write, the topic ids every
-    instance records (pipe_ident.c, mirror-level work), applies the
+    instance records (pipeline/ident.c, mirror-level work), applies the
     mirror's deletion first: source discovery and the identity checks
     go on over the mirror's topics after that write."""
     d = mt.Mirrord(destination=dst.bootstrap, start=False, name="trap-ident",

@@ -1,8 +1,8 @@
 /*
- * Unit tests for daemon/pipe_lend.c: Produce batches sent by reference.
+ * Unit tests for daemon/pipeline/lend.c: Produce batches sent by reference.
  *
  * A batch lies in a Fetch answer's buffer (a pin) and is lent to a
- * request through kconn_send_lent(), as pipe_copy.c's produce_request()
+ * request through kconn_send_lent(), as pipeline/copy.c's produce_request()
  * does.  While that request is not written yet, the batch is re-sent: its
  * header is rewritten (pbatch_rewrite(), what prepare_head() calls: a new
  * producer epoch after a timeout, say) and it goes out again.  The fake

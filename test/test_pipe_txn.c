@@ -2,7 +2,7 @@
  * Unit tests for daemon/pipe_txn: the read_committed filter of one Fetch
  * partition.  Batches are laid out byte for byte (record batch v2, control
  * records as Kafka writes them) and parsed with lib/batch, then walked in
- * offset order as pipe_copy.c's intake does; the verdicts are checked
+ * offset order as pipeline/copy.c's intake does; the verdicts are checked
  * against what Apache Kafka's consumer skips.
  */
 #include "config.h"
@@ -13,7 +13,7 @@
 
 #include "batch.h"
 #include "compat.h"
-#include "pipe_txn.h"
+#include "txn.h"
 #include "testvarint.h"
 
 /* ---- building batches ------------------------------------------------------- */

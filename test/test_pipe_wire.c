@@ -16,8 +16,8 @@
 
 #include "compat.h"
 #include "kbuf.h"
-#include "pipe_fsess.h"
-#include "pipe_wire.h"
+#include "fsess.h"
+#include "wire.h"
 
 /* ---- requests ------------------------------------------------------------ */
 
@@ -824,7 +824,7 @@ START_TEST(test_produce_response_v3_v7)
 }
 END_TEST
 
-/* InitProducerId goes straight through the generated codec (pipe_cluster.c
+/* InitProducerId goes straight through the generated codec (pipeline/pcluster.c
  * fills the request and reads the answer at the version kconn picked):
  * check the bytes of the request it builds and the answer it reads at
  * both versions of PW_INIT_PID_MIN..PW_INIT_PID_MAX. */

@@ -8,7 +8,7 @@ next, and a request carries at most one batch of a partition, so what a
 connection moves per second is the batches per request times the broker's
 turnaround.  mirrord keeps at most pipeline.max_inflight_batches_per_partition
 Produce requests in flight to a broker, and each takes the next batch of
-every partition that has one ready (pipe_copy.c, produce_conn_cap()):
+every partition that has one ready (pipeline/copy.c, produce_conn_cap()):
 
   * a backlog of small batches (one record each) in 8 partitions is
     mirrored byte- and offset-identical (same offsets, same record bytes,

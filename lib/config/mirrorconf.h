@@ -24,7 +24,7 @@
  * (lib/config/cfgprov.h: ${file:...}, ${env:...}...): its type is checked once it
  * is resolved, when the client is configured; other keys refuse them.
  * Validation and parsing here always see resolved values, never the
- * sealed form the metadata log stores secrets in (daemon/secrets.h).
+ * sealed form the metadata log stores secrets in (daemon/config/secrets.h).
  */
 #ifndef MIRRORD_MIRRORCONF_H
 #define MIRRORD_MIRRORCONF_H

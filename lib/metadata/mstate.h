@@ -143,7 +143,7 @@ struct mpart {
 	size_t nanchors;
 	/* Producer identities it was written with, oldest first, the last
 	 * is the current one; the oldest is dropped past MPART_MAX_PRODUCERS
-	 * (daemon/pipe_prove.c recognises batches of the kept ones). */
+	 * (daemon/pipeline/prove.c recognises batches of the kept ones). */
 	struct mproducer producers[MPART_MAX_PRODUCERS];
 	size_t nproducers;
 	/* The destination offset of the last batch whose anchors were
@@ -243,10 +243,10 @@ struct mmember {
 struct mstate;
 
 /*
- * ACL bindings mirrord created on the destination (daemon/pipe_acl.c),
+ * ACL bindings mirrord created on the destination (daemon/pipeline/acl.c),
  * recorded before they are created so that mirrord never deletes one it did
  * not create.  Kept by mirror name: they outlive a deleted mirror until the
- * pipeline has removed them.  binding is pipe_acl.c's text form, opaque
+ * pipeline has removed them.  binding is pipeline/acl.c's text form, opaque
  * here (at most MACL_MAX_BINDING bytes).
  */
 #define MACL_SYNC 0       /* copied from the source (mirror.acls.sync) */
@@ -454,7 +454,7 @@ int mpart_owned_by(const struct mpart *p, const char *instance_id);
  * The destination offset after the last mirrored source offset
  * (last_offset) through the translation anchors: where the destination's
  * own records begin once p is STOPPED (a failback copies from there, see
- * daemon/mirrormark.h).  -1 when nothing was mirrored or the anchors do
+ * daemon/pipeline/mirrormark.h).  -1 when nothing was mirrored or the anchors do
  * not map last_offset.
  */
 int64_t mpart_stop_dst(const struct mpart *p);
@@ -752,8 +752,8 @@ size_t mstate_acl_count(const struct mstate *st);
 const struct macl *mstate_acl_get(const struct mstate *st, size_t i);
 /* Adds a translation anchor with lib/xlate's rules: offsets >= 0 and not
  * going backwards, merged without loss as xlate_rule() says.  Only the
- * asynchronous form exists (the data plane writes anchors, pipe_copy.c and
- * pipe_prove.c); cb NULL writes synchronously before it returns (tools and
+ * asynchronous form exists (the data plane writes anchors, pipeline/copy.c and
+ * pipeline/prove.c); cb NULL writes synchronously before it returns (tools and
  * tests, never on the loop), started may then be NULL. */
 int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,

@@ -622,7 +622,7 @@ int mstate_resume_topic(struct mstate *st, const char *mirror,
  * "skip-over or preserve"), "" for none but realign (then what it does),
  * NULL (not listed) when a plain retry will do; the resolution realign
  * is realign_topic()'s (mpart_realign_reason()).  The reasons are
- * daemon/pipe_prove.c's and pipe_preserve.c's.
+ * daemon/pipeline/prove.c's and pipeline/preserve.c's.
  */
 static const struct {
 	const char *prefix;
@@ -686,8 +686,8 @@ int mpart_realign_reason(const struct mpart *p)
 	for (size_t i = 0; i < ARRAY_SIZE(start); i++)
 		if (strncmp(e, start[i], strlen(start[i])) == 0)
 			return 1;
-	/* pipe_copy.c's end below the translation map (truncated, found
-	 * there), pipe_ident.c's destination topic deleted, or deleted and
+	/* pipeline/copy.c's end below the translation map (truncated, found
+	 * there), pipeline/ident.c's destination topic deleted, or deleted and
 	 * recreated (not the cluster: another cluster is not realigned). */
 	if (strncmp(e, "destination end offset ", 23) == 0 &&
 	    strstr(e, ": the destination partition lost data mirrord wrote") !=

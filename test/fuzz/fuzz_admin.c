@@ -2,8 +2,8 @@
  * fuzz_admin: byte streams through mirrord's real admin server.
  *
  * Each input becomes the bytes a peer sends on one admin connection: the
- * real listener (daemon/adminsrv.c: framing, size cap, pipelining, one
- * request at a time) hands them to the real handlers (daemon/admin.c) on
+ * real listener (daemon/admin/adminsrv.c: framing, size cap, pipelining, one
+ * request at a time) hands them to the real handlers (daemon/admin/admin.c) on
  * top of the real state model (lib/mstate) with a metadata log in a
  * temporary directory, written asynchronously as in the daemon (the
  * commands take the exclusive turn and are answered once their group is

@@ -27,7 +27,7 @@
 
 #include "batch.h"
 #include "compat.h"
-#include "pipe_txn.h"
+#include "txn.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
