@@ -511,6 +511,8 @@ START_TEST(test_promtool_clean)
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MEMORY_HELD), "queued"), 4096);
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MEMORY_HELD),
 	    "destination_reads"), 65792);
+	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, GROUP_SYNC_FINAL_MISSED),
+	    "m"));
 	metrics_gauge_set(METRICS_SERIES(MSTD(&ms, MIRROR_SOURCE_UP), "m"), 0);
 	metrics_counter_inc(METRICS_SERIES(MSTD(&ms, MIRROR_SOURCE_ERRORS), "m",
 	    "connection_refused"));
