@@ -37,7 +37,7 @@ BUILD_DEPS = gcc make autoconf automake pkg-config librdkafka-dev libevent-dev \
 	libpcre2-dev
 TEST_DEPS = python3 python3-confluent-kafka python3-kafka kcat mandoc clang libclang-rt-14-dev \
 	tshark systemd prometheus openjdk-17-jdk-headless maven openssl procps bash-completion python3-yaml
-# Building and checking the Debian package (make deb, test/test_deb.sh);
+# Building and checking the Debian package (make deb, test/pkg/test_deb.sh);
 # part of TEST_DEPS so `make check` (and CI) really runs test_deb.sh.
 # debian/control's Build-Depends mirror BUILD_DEPS.
 DEB_DEPS = dpkg-dev debhelper lintian build-essential
@@ -64,7 +64,7 @@ all: $(BUILD)/Makefile
 
 check: test-deps $(BUILD)/Makefile
 	@rc=0; $(SUBMAKE) check || rc=$$?; \
-	sh $(CURDIR)/test/summary.sh $(BUILD); exit $$rc
+	sh $(CURDIR)/test/tools/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
 check-kafka demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture: test-deps $(BUILD)/Makefile

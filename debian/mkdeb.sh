@@ -1,7 +1,7 @@
 #!/bin/sh
 # mkdeb.sh OUTDIR: `dpkg-buildpackage -us -uc` on a clean copy of this tree
 # in OUTDIR/mirrord-VERSION, leaving the .deb, .changes, .buildinfo and
-# source tarball in OUTDIR (`make deb`, test/test_deb.sh).  The copy is the
+# source tarball in OUTDIR (`make deb`, test/pkg/test_deb.sh).  The copy is the
 # git checkout's tracked files plus new files git does not ignore (so
 # uncommitted edits are built), or the tree minus build output outside git;
 # the developer's build/ and working tree are never touched.

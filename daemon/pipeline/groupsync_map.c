@@ -2,7 +2,7 @@
  * groupsync_map.c: the translation of one committed source offset into the
  * destination offset the consumer-group offset sync commits (groupsync.h
  * says what each result means; groupsync.c's header comment, why).  Apart
- * from the rest of groupsync so that test/test_groupsync links it alone.
+ * from the rest of groupsync so that test/unit/test_groupsync links it alone.
  */
 #include "config.h"
 

@@ -6,7 +6,7 @@
  * A batch whose bytes are lent is never rewritten in place:
  * pbatch_rewrite() gives it a copy of its own first, so a request queued
  * before and not written yet carries the bytes it was sent with.
- * Reached from pipeline/copy.c and tested alone (test/test_pipe_lend.c).
+ * Reached from pipeline/copy.c and tested alone (test/unit/test_pipe_lend.c).
  */
 #include "config.h"
 

@@ -386,7 +386,7 @@ void config_write_example(FILE *out)
 	    "# checks a file and prints the effective configuration.\n"
 	    "#\n"
 	    "# This file is generated from the key table in lib/config/daemonconf.c\n"
-	    "# (test/config_docgen example); test/test_config_docs.py keeps it in step.\n", out);
+	    "# (test/tools/config_docgen example); test/mock/test_config_docs.py keeps it in step.\n", out);
 	for (size_t i = 0; i < config_nkeys; i++) {
 		const struct ckey *k = &config_keys[i];
 		size_t sl = config_section_len(k->path);
@@ -481,7 +481,7 @@ void config_write_mdoc(FILE *out)
 	char t[256], tn[96], line[512];
 
 	fputs(".\\\" Generated from the key table in lib/config/daemonconf.c by\n"
-	    ".\\\" test/config_docgen mdoc; test/test_config_docs.py checks it.\n"
+	    ".\\\" test/tools/config_docgen mdoc; test/mock/test_config_docs.py checks it.\n"
 	    ".Bl -tag -width Ds\n", out);
 	for (size_t i = 0; i < config_nkeys; i++) {
 		const struct ckey *k = &config_keys[i];

@@ -1017,7 +1017,7 @@ void mirrorconf_write_mdoc(FILE *out)
 	size_t used;
 
 	fputs(".\\\" Generated from the key table in lib/config/mirrorconf.c by\n"
-	    ".\\\" test/config_docgen mirror-mdoc.\n", out);
+	    ".\\\" test/tools/config_docgen mirror-mdoc.\n", out);
 	for (int kind = MK_SOURCE; kind <= MK_MIRROR; kind++) {
 		fprintf(out, ".Ss %s\n.Bl -tag -width Ds\n", kind_title((enum mkind)kind));
 		for (size_t i = 0; i < NMKEYS; i++) {

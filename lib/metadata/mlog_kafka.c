@@ -44,7 +44,7 @@
  * The batches are idempotent (producer id, epoch, sequence) but not
  * transactional: no AddPartitionsToTxn/EndTxn is needed for the epoch
  * check, which the leader applies to every batch with a producer id (this
- * is checked against Kafka 4.4 by test/test_mlog_kafka.py).  The sequence
+ * is checked against Kafka 4.4 by test/kafka/test_mlog_kafka.py).  The sequence
  * numbers make a resend after a lost answer exact: the leader answers a
  * duplicate with the first append's offset.
  *

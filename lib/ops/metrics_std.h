@@ -3,7 +3,7 @@
  *
  * The table below decides names, types, labels, buckets and help text; the
  * daemon registers it with metrics_std_init() and reaches a family with
- * MSTD(ms, ID).  mirrord(8) lists these names and test/test_man.sh checks
+ * MSTD(ms, ID).  mirrord(8) lists these names and test/pkg/test_man.sh checks
  * that it lists all of them.
  *
  * Partition state is a Prometheus "state set": mirrord_partition_state has

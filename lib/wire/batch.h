@@ -247,7 +247,7 @@ int batch_rewrite_header(const struct batch *b, const struct batch_rewrite *rw,
  * overwrote it), RecordCount >= 1, LastOffsetDelta + 1 == RecordCount,
  * no control batch, a producer id implies epoch >= 0 and base sequence >= 0,
  * and at most max_batch_bytes (0: no limit; the broker's max.message.bytes).
- * test/test_batch_kafka.py checks these verdicts against a real broker.
+ * test/kafka/test_batch_kafka.py checks these verdicts against a real broker.
  * For an uncompressed batch the records are walked as well: each record's
  * framing must fit and record i must have offset delta i (stricter than
  * Kafka 4.4, which stores such a batch and serves overlapping offsets).

@@ -11,7 +11,7 @@ own destination cluster by
     the JVM), and
   * mirrord itself (the real daemon, driven by kafka-mirrors),
 
-in the same run on the same mock clusters (test/mockcluster).  For each it
+in the same run on the same mock clusters (test/tools/mockcluster).  For each it
 reports CPU seconds per GB of record payload (user + system time of that
 process only: wait4 rusage for the baseline, /proc/PID/stat deltas for
 mirrord), MB/s of payload from the first fetch to the last acknowledged
@@ -34,7 +34,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402

@@ -21,7 +21,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make bench-scale: thousands of partitions in one mirrord.
 
-Mock part (always): two librdkafka mock clusters (test/mockcluster, 3
+Mock part (always): two librdkafka mock clusters (test/tools/mockcluster, 3
 brokers each), SCALE_PARTITIONS partitions (default 10,000: 50 topics x
 200) created on both, SCALE_RECORDS records written to every source
 partition (corpusgen), then one mirror adds them all with one topic
@@ -49,7 +49,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lib"))
 import harness as h  # noqa: E402
 import kraw  # noqa: E402
 import mirrordtest as mt  # noqa: E402

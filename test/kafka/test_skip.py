@@ -6,7 +6,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import harness as h  # noqa: E402
 
 launcher = h.src_path("test", "kafka", "realkafka.py")
@@ -29,7 +29,7 @@ with tempfile.TemporaryDirectory(dir=h.build_path()) as tmp:
             "(install openjdk-17-jdk-headless)", "launcher said %r" % p.stdout)
 
     code = ("import sys; sys.path.insert(0, %r); import harness; "
-            "harness.real_kafka(); print('NOT SKIPPED')" % h.src_path("test"))
+            "harness.real_kafka(); print('NOT SKIPPED')" % h.src_path("test", "lib"))
     p = run([sys.executable, "-c", code], "/nonexistent", cache)
     h.check(p.returncode == 77 and p.stdout.startswith(
         "SKIP: real Kafka tier: java not found"),
