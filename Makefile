@@ -9,6 +9,7 @@
 #   make check           build and run every test (unit, fuzz corpus, black box,
 #                        and the real-Kafka tier when Java and the broker can be had)
 #   make check-kafka     only the real Apache Kafka tier
+#   make check-fuzz      time-boxed fuzzing of every harness (FUZZ_SECONDS each)
 #   make demo            mirror between two local clusters, end to end
 #   make demo-ha         three mirrord instances on a 3-broker real Kafka, one killed
 #   make bench           mirrord, a consume-and-reproduce baseline and MirrorMaker 2
@@ -56,18 +57,25 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture install uninstall clean \
+.PHONY: all check check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
 	@$(SUBMAKE) all
 
+# The tests run CHECK_JOBS at a time (automake's parallel harness): most of
+# a test's time is waiting for brokers and daemons, so on 2 cores 4 at once
+# take a quarter of the time one at a time did.  Each test has its own ports
+# (test/kafka/realkafka.py free_port()) and scratch directory.
+CHECK_JOBS ?= 4
 check: test-deps $(BUILD)/Makefile
-	@rc=0; $(SUBMAKE) check || rc=$$?; \
+	@$(SUBMAKE) all
+	@date +%s > $(BUILD)/.check-start
+	@rc=0; $(SUBMAKE) -j$(CHECK_JOBS) check || rc=$$?; \
 	sh $(CURDIR)/test/tools/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture: test-deps $(BUILD)/Makefile
+check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 

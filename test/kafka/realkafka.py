@@ -82,12 +82,14 @@ import fcntl
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -451,34 +453,78 @@ def _split(addr):
 _given_ports = set()
 _given_lock = threading.Lock()
 
+# Ports for the tests' listeners (brokers, mirrord, fakes), shared by every
+# test process of the machine, which `make check` runs several at once: a
+# port is taken from PORT_LO..PORT_HI, below the kernel's ephemeral range
+# (32768-60999), so no outgoing connection is given it meanwhile, and
+# reserved by a file PORTS_DIR/<port> created exclusively, naming the pid
+# that took it.  It stays reserved while that process lives; once it is
+# gone the port is free again if nothing listens on it (a shared broker
+# outlives the test that started it and keeps its ports by listening).
+PORTS_DIR = os.environ.get("MIRRORD_PORTS_DIR") or os.path.join(
+    tempfile.gettempdir(), "mirrord-test-ports-%d" % os.getuid())
+PORT_LO, PORT_HI = 20000, 32767
+_port_rnd = random.Random()
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _bindable(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
 
 def free_port():
-    # The kernel may hand the same ephemeral port to two binds in a row
-    # (seen here: one broker's ADMIN and CONTROLLER listeners on one port):
-    # never give out a port twice in this process.
+    """A port of PORT_LO..PORT_HI that nothing listens on, reserved for this
+    process (see PORTS_DIR) and never given out twice in it."""
     with _given_lock:
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in _given_ports:
-                _given_ports.add(port)
-                return port
+        os.makedirs(PORTS_DIR, exist_ok=True)
+        _port_rnd.seed(os.getpid() * 1000003 + time.monotonic_ns())
+        for _ in range(20000):
+            port = _port_rnd.randint(PORT_LO, PORT_HI)
+            if port in _given_ports:
+                continue
+            path = os.path.join(PORTS_DIR, str(port))
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    with open(path) as f:
+                        holder = int(f.read().strip() or "0")
+                except (OSError, ValueError):
+                    holder = 0
+                if holder > 0 and (holder == os.getpid() or _pid_alive(holder)):
+                    continue
+                try:
+                    os.unlink(path)   # its process is gone
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write("%d\n" % os.getpid())
+            if not _bindable(port):
+                continue              # someone else's listener: keep it off
+            _given_ports.add(port)
+            return port
+        raise KafkaError("no free port in %d..%d (%s)" % (PORT_LO, PORT_HI,
+                                                         PORTS_DIR))
 
 
 def free_ports(n):
-    """n distinct free ports: all bound at once, since one port closed and
-    asked for again may come back (two listeners on one port then fail)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """n distinct free ports (free_port())."""
+    return [free_port() for _ in range(n)]
 
 
 def _pdeathsig():

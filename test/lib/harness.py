@@ -72,19 +72,11 @@ def wait_for(cond, timeout, what, interval=0.05):
         interval = min(interval * 1.5, 0.5)
 
 
-_given_ports = set()
-
-
 def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago, never one this
-    process was given before (the kernel may repeat a port at once)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _given_ports:
-            _given_ports.add(port)
-            return port
+    """A TCP port on 127.0.0.1 that nothing listens on, reserved for this
+    test process among all those `make check` runs at once, never one it
+    was given before (realkafka.free_port())."""
+    return realkafka().free_port()
 
 
 def build_path(*parts):

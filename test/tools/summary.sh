@@ -20,4 +20,22 @@ for t in $(sed -n 's/^\(FAIL\|ERROR\|XPASS\): \(.*\)/\2/p' "$log" | sort -u); do
 	echo "--- last lines of $tl"
 	tail -n 40 "$tl" | sed 's/^/  | /'
 done
+# The slowest ten tests of this run (timed.sh's line in each test's log;
+# the run's tests are those whose result is newer than its start marker).
+b="${1:-build}"
+if [ -f "$b/.check-start" ]; then
+	find "$b/test" -name '*.trs' -newer "$b/.check-start" 2>/dev/null |
+	while read -r trs; do
+		lg="${trs%.trs}.log"
+		d=$(sed -n 's/^# duration: \([0-9.]*\) s$/\1/p' "$lg" 2>/dev/null | tail -n 1)
+		[ -n "$d" ] && echo "$d ${lg#$b/}"
+	done | sort -rn | head -n 10 > "$b/.check-slowest"
+	if [ -s "$b/.check-slowest" ]; then
+		echo "slowest tests:"
+		awk '{ printf "  %7.1f s  %s\n", $1, substr($2, 1, length($2) - 4) }' "$b/.check-slowest"
+	fi
+	now=$(date +%s)
+	began=$(cat "$b/.check-start" 2>/dev/null)
+	[ -n "$began" ] && echo "check: wall time $(( now - began )) s"
+fi
 echo "check: ${pass} passed, ${fail} failed, ${skip:-0} skipped"
