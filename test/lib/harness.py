@@ -28,6 +28,15 @@ BUILD = os.environ.get("top_builddir") or os.path.join(SRC, "build")
 SKIP = 77
 
 
+
+# Tests of one tier import helpers of another (test_provenance from a
+# Kafka test, test_owner_handoff_kafka from a mock one): both tiers are on
+# the path, after the test's own directory and this one.
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for _tier in ("mock", "kafka", "tools"):
+    if os.path.join(_TESTS, _tier) not in sys.path:
+        sys.path.append(os.path.join(_TESTS, _tier))
+
 def skip(reason):
     """Print `SKIP: reason` and exit 77."""
     print("SKIP: %s" % reason, flush=True)
