@@ -258,7 +258,7 @@ struct pipeline_totals {
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 
 /*
- * Multi-instance mode (HA-DESIGN.md "Data-plane fencing").  Ownership of a
+ * Multi-instance mode (doc/ha.md, "Partition ownership").  Ownership of a
  * mirrored partition is its part-owner record (mpart->owner, lib/mstate):
  * with an instance id set, the pipeline copies only the partitions whose
  * owner is that id, and only the owner writes anything about a partition

@@ -70,7 +70,7 @@
  * before those after it, so the loop does not wait for it; records
  * appended meanwhile stay pending for the next group, after it.
  *
- * Followers (issue 10).  With mlog_kafka_opts.follower the open claims
+ * Followers.  With mlog_kafka_opts.follower the open claims
  * nothing: it replays the newest snapshot and the log after it, and the
  * instance stays a reader that tails the log (mlog_kafka_poll(), one
  * Fetch from the offset after the last record read), applying every new
@@ -460,7 +460,7 @@ static int replay_cb(void *arg, const struct krec *r, char *err,
 			rp->in_snap = 1;
 			rp->snap_ts = r->ts;
 			/* Version 2 carries the request-topic offset the
-			 * writer had answered up to (issue 10). */
+			 * writer had answered up to. */
 			if (r->len >= 16 && be16_load(r->p + 4) >= 2 &&
 			    (int64_t)be64_load(r->p + 8) > k->req_next)
 				k->req_next = (int64_t)be64_load(r->p + 8);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The Debian package (issue 13): `dpkg-buildpackage -us -uc` builds mirrord
+# The Debian package: `dpkg-buildpackage -us -uc` builds mirrord
 # from a clean copy of the source tree (never the developer's build/),
 # lintian reports no error or warning that debian/ does not override with a
 # reason, and the .deb holds what an operator needs: the programs, the unit
