@@ -123,7 +123,7 @@
  * a prefix of the log, so it tails on from where it is; the mutation that
  * met the fence fails with "metadata log fenced: ...".  The role hook
  * (mlog_kafka_set_role_hook()) hears of every change; without one a
- * fenced writer's log is broken, as before followers existed.
+ * fenced writer's log is broken.
  *
  * A follower that falls behind the log start (DeleteRecords after a
  * snapshot removed records it had not read yet) cannot catch up by
@@ -136,7 +136,7 @@
  * with a request handler (cluster mode) deletes only the records before
  * its PREVIOUS snapshot, so a follower falls behind only if it read
  * nothing during a whole snapshot interval (storage.snapshot_every_records);
- * a writer alone deletes the records before its newest snapshot, as before.
+ * a writer alone deletes the records before its newest snapshot.
  *
  * Off the loop (mlog_kafka_async.c): mlog_sync_async() (ops->sync_async,
  * ops->wait) hands a group to the log's I/O thread (the writer's Produce,
