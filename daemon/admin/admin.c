@@ -1396,7 +1396,7 @@ static int encode_results(struct admin *adm, struct adminsrv_req *rq,
 }
 
 /*
- * The four responses share one wire shape (mirror-protocol.md), so the
+ * The four responses share one wire shape (doc/protocol.md), so the
  * AddTopicsToMirror encoder writes each of them.  Over
  * server.max_response_bytes the per-topic messages go first (names and
  * codes stay), then the per-topic results (POLICY_VIOLATION naming the

@@ -1,9 +1,10 @@
 /*
- * admin.h: mirrord's admin RPCs (mirror-protocol.md) on top of the
- * Kafka-protocol listener (adminsrv): ApiVersions, Metadata, and the eight
- * mirror RPCs.  Validation and durable state changes are mstate's; live
- * offsets come from the pipeline; source lookups from srclookup.  This
- * module decodes, calls them, and encodes the answers.
+ * admin.h: mirrord's admin RPCs (doc/protocol.md) on top of the
+ * Kafka-protocol listener (adminsrv): ApiVersions, Metadata, the nine
+ * mirror RPCs, and DescribeConfigs / IncrementalAlterConfigs of a
+ * mirror.  Validation and durable state changes are mstate's; live offsets
+ * come from the pipeline; source lookups from srclookup.  This module
+ * decodes, calls them, and encodes the answers.
  */
 #ifndef MIRRORD_ADMIN_H
 #define MIRRORD_ADMIN_H

@@ -1,6 +1,6 @@
 /*
- * cluster.h: several mirrord instances as one (cluster.enabled, issue 10;
- * see HA-DESIGN.md and RUNNING SEVERAL INSTANCES in mirrord(8)).
+ * cluster.h: several mirrord instances as one (cluster.enabled; see
+ * doc/ha.md and RUNNING SEVERAL INSTANCES in mirrord(8)).
  *
  * Each instance is a member of the Kafka group cluster.group_id on the
  * destination cluster (lib/kgroup).  The group leader writes the metadata

@@ -3203,7 +3203,7 @@ static void mwrite_cancel(struct ppart *p)
  * destination, or a restart's check (pipeline/epoch.c) would ask about an older
  * epoch than the last one copied.
  *
- * The writes are asynchronous (group commit, ASYNC-DESIGN.md): each
+ * The writes are asynchronous (group commit, doc/design.md): each
  * record is validated against the model once the one before it has been
  * applied, so one write of p is in flight at a time; other partitions'
  * records share its group.  Returns 0 when everything is durable (b may

@@ -1,5 +1,5 @@
 /*
- * pipeline/marks.c: mirror loops at discovery (issue 11).
+ * pipeline/marks.c: mirror loops at discovery.
  *
  * AddTopicsToMirror refuses a source topic marked as the active
  * destination of a mirror there (admin.c, srclookup.c, mirrormark.h), but

@@ -1,7 +1,7 @@
 /*
  * mirrormark.h: the mark mirrord leaves on its destination cluster for
  * every topic it mirrors there, so that a mirrord reading that cluster as
- * a source can tell a mirror loop (issue 11).
+ * a source can tell a mirror loop.
  *
  * The marks are committed offsets of one consumer group on the
  * destination, MIRRORMARK_GROUP, with no members (a "simple" commit, as an

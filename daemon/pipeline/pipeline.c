@@ -1223,7 +1223,7 @@ static void source_metadata(struct pmirror *pm)
  * as this instance last recorded it).  Answers to requests already sent
  * are ignored: Fetch, ListOffsets and the proof by p->gen (bumped by
  * pl_drop_queue()), a Produce by p->own_gen.  A Produce still in a broker's
- * hands is the deposed owner's late Produce of HA-DESIGN.md: the new owner
+ * hands is the deposed owner's late Produce (doc/ha.md): the new owner
  * reuses the same identity and sequences, so the broker takes exactly one
  * copy of the batch at its offset.
  */

@@ -20,7 +20,8 @@
  * when include patterns, partition growth and deleted topics are noticed.
  *
  * Fetch.  At most one Fetch per source broker, carrying every partition it
- * leads that is copying and has buffer room (read_committed, no session).
+ * leads that is copying and has buffer room (read_committed; in a fetch
+ * session where the broker offers one, fsess.h).
  * Each batch is parsed (header only), its CRC-32C verified (a mismatch
  * fails the partition naming the offset, and is counted), control batches
  * and aborted transactional data are dropped exactly as a read_committed
@@ -57,16 +58,19 @@
  * records that say everything below them is written) waits until nothing
  * is in flight, and one with translation anchors to record waits while
  * another batch with recorded anchors is in flight; a part-sending record
- * names the lowest unacknowledged offset.  Only BaseOffset (0, as Kafka 4 requires of
- * clients), producer id/epoch/base sequence and the transactional bit are
- * rewritten; the CRC is recomputed, the records are copied byte for byte.
- * The producer id is mirrord's own (InitProducerId), kept across restarts
- * in storage.data_dir/producer-id for the same destination cluster id, and
- * the base sequence is the destination offset the batch lands at, so a
- * broker recognises a late copy of a batch from before a crash or timeout.
- * With MIRRORD_STRICT_PRODUCE every batch passes batch_validate_produce()
- * (its records not walked again when the intake's batch_has_holes() walked
- * them: BATCH_VP_RECORDS_WALKED; the CRC is verified each time).
+ * names the lowest unacknowledged offset.  Only BaseOffset (0, as Kafka 4
+ * requires of clients), producer id/epoch/base sequence and the
+ * transactional bit are rewritten; the CRC is carried over the rewritten
+ * bytes (crc32c_fixup(), batches of 512 bytes and more) or recomputed, and
+ * the records are copied byte for byte.  Each destination partition writes
+ * under a producer identity of its own (InitProducerId, recorded in the
+ * metadata log), and a batch's base sequence follows from the destination
+ * offset it lands at, so a broker recognises a late copy of a batch from
+ * before a crash or timeout (doc/design.md, "Producer identities").  With
+ * MIRRORD_STRICT_PRODUCE every batch passes batch_validate_produce() (its
+ * records not walked again when the intake's batch_has_holes() walked
+ * them: BATCH_VP_RECORDS_WALKED; its CRC, verified at intake and carried,
+ * not computed again: BATCH_VP_CRC_CARRIED).
  *
  * Destination topics.  A PREPARING partition whose destination topic is
  * missing gets it created (CreateTopics with the source's partition count
@@ -258,7 +262,7 @@ struct pipeline_totals {
 void pipeline_totals(const struct pipeline *pl, struct pipeline_totals *out);
 
 /*
- * Multi-instance mode (HA-DESIGN.md "Data-plane fencing").  Ownership of a
+ * Multi-instance mode (doc/ha.md, "Partition ownership").  Ownership of a
  * mirrored partition is its part-owner record (mpart->owner, lib/mstate):
  * with an instance id set, the pipeline copies only the partitions whose
  * owner is that id, and only the owner writes anything about a partition

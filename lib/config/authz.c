@@ -13,7 +13,7 @@
 #include "compat.h"
 #include "daemonconf.h"
 
-/* Longest mirror name (mirror-protocol.md, 135). */
+/* Longest mirror name (doc/protocol.md, error 135). */
 #define AUTHZ_MAX_MIRROR_LEN 249
 
 struct authz_rule {

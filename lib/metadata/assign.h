@@ -1,6 +1,6 @@
 /*
  * assign.h: which instance copies which mirrored partition (multi-instance
- * mode, HA-DESIGN.md "Ownership lives in the metadata log").
+ * mode, doc/ha.md "Partition ownership").
  *
  * A pure function: the metadata writer feeds it the group's members, the
  * partitions that are not STOPPED with their destination leader and their

@@ -70,7 +70,7 @@
  * before those after it, so the loop does not wait for it; records
  * appended meanwhile stay pending for the next group, after it.
  *
- * Followers (issue 10).  With mlog_kafka_opts.follower the open claims
+ * Followers.  With mlog_kafka_opts.follower the open claims
  * nothing: it replays the newest snapshot and the log after it, and the
  * instance stays a reader that tails the log (mlog_kafka_poll(), one
  * Fetch from the offset after the last record read), applying every new
@@ -123,7 +123,7 @@
  * a prefix of the log, so it tails on from where it is; the mutation that
  * met the fence fails with "metadata log fenced: ...".  The role hook
  * (mlog_kafka_set_role_hook()) hears of every change; without one a
- * fenced writer's log is broken, as before followers existed.
+ * fenced writer's log is broken.
  *
  * A follower that falls behind the log start (DeleteRecords after a
  * snapshot removed records it had not read yet) cannot catch up by
@@ -136,7 +136,7 @@
  * with a request handler (cluster mode) deletes only the records before
  * its PREVIOUS snapshot, so a follower falls behind only if it read
  * nothing during a whole snapshot interval (storage.snapshot_every_records);
- * a writer alone deletes the records before its newest snapshot, as before.
+ * a writer alone deletes the records before its newest snapshot.
  *
  * Off the loop (mlog_kafka_async.c): mlog_sync_async() (ops->sync_async,
  * ops->wait) hands a group to the log's I/O thread (the writer's Produce,
@@ -460,7 +460,7 @@ static int replay_cb(void *arg, const struct krec *r, char *err,
 			rp->in_snap = 1;
 			rp->snap_ts = r->ts;
 			/* Version 2 carries the request-topic offset the
-			 * writer had answered up to (issue 10). */
+			 * writer had answered up to. */
 			if (r->len >= 16 && be16_load(r->p + 4) >= 2 &&
 			    (int64_t)be64_load(r->p + 8) > k->req_next)
 				k->req_next = (int64_t)be64_load(r->p + 8);

@@ -49,7 +49,7 @@ struct mlog *mlog_kafka_new(const struct mlog_opts *opts,
 void mlog_kafka_writer(const struct mlog *ml, int64_t *producer_id,
     int16_t *epoch);
 
-/* ---- roles (issue 10): one writer, any number of followers ----------- */
+/* ---- roles: one writer, any number of followers ----------------------- */
 
 /* The topic followers send their writes to: "<topic>-requests". */
 #define MLOG_KAFKA_REQ_SUFFIX "-requests"
@@ -128,7 +128,7 @@ void mlog_kafka_reply_arm(struct mlog *ml, int arm);
 /* fn(arg, is_writer, why) after a promotion or a demotion (asked for, or
  * automatic when the leader refuses an append as fenced or a newer
  * writer's claim is read).  Without a role hook a fenced writer's log is
- * broken instead (every later write refused), as before issue 10.  The
+ * broken instead (every later write refused).  The
  * hook runs inside the mlog call that noticed it (mlog_sync(),
  * mlog_kafka_poll(), ...), after the log is consistent again: it may read
  * the model but must not write through the log. */

@@ -1,6 +1,6 @@
 /*
- * mlog_kafka_async.c: the replicated metadata log off the loop thread
- * (issue 10): ops->sync_async and ops->wait for the writer and the
+ * mlog_kafka_async.c: the replicated metadata log off the loop thread:
+ * ops->sync_async and ops->wait for the writer and the
  * follower, and the follower's tail, with their network I/O on one thread
  * of the log's own.
  *

@@ -55,7 +55,7 @@ struct mk {
 	char broken_why[768];
 	struct mlog_stats st;
 
-	/* Roles (issue 10; see "Followers" in mlog_kafka.c). */
+	/* Roles (see "Followers" in mlog_kafka.c). */
 	int writer;                 /* our claim is the newest one */
 	int open_follower;          /* mlog_kafka_opts.follower */
 	int is_req;                 /* this mk is the request topic's */

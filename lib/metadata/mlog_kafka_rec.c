@@ -148,7 +148,7 @@ uint8_t *mlog_kafka_encode_value_batch(const char *key, const uint8_t *value,
 	return enc_finish(&e, outlen, err, errlen);
 }
 
-/* ---- requests and replies (issue 10) ---------------------------------- */
+/* ---- requests and replies --------------------------------------------- */
 
 uint8_t *mlog_kafka_encode_request(uint64_t id, int32_t generation,
     const char *member_id, const char *instance_id, const uint8_t *frames,

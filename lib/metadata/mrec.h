@@ -107,7 +107,7 @@ struct mrec_config {
 	struct kstr value;   /* may be null */
 };
 
-/* One member of a cluster-members record (HA-DESIGN.md): the instance
+/* One member of a cluster-members record (doc/ha.md): the instance
  * id names it in part-owner records; the rest is what the group said. */
 struct mrec_member {
 	struct kstr instance_id;   /* 1..MREC_MAX_ID bytes */

@@ -34,9 +34,9 @@ static const char *const state_names[] = {
 _Static_assert(ARRAY_SIZE(state_names) == MPART_STATE_COUNT, "state names");
 
 /*
- * allowed_from[to]: the states a partition may leave for `to` (kip-1279
- * notes 3.2 with the seed's names: PREPARING is LOG_ALIGNMENT).  Additions
- * to the prototype's table, each from mirror-protocol.md's rules: PAUSING
+ * allowed_from[to]: the states a partition may leave for `to` (the KIP's
+ * state table with the seed's names: PREPARING is LOG_ALIGNMENT).  Additions
+ * to the prototype's table, each from the rules of doc/protocol.md: PAUSING
  * and PAUSED resume straight to MIRRORING; PREPARING and FAILED may be
  * paused (Pause succeeds unless 139/140/142, and a paused partition simply
  * has no fetcher).  Any state may stay where it is, and fail.

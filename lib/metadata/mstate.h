@@ -151,7 +151,7 @@ struct mpart {
 	 * anchors at and above it may describe a batch that never landed, so
 	 * mirrord is only known to have written below it. */
 	int64_t sending_dst;
-	/* Multi-instance mode (HA-DESIGN.md, part-owner records): the
+	/* Multi-instance mode (doc/ha.md, part-owner records): the
 	 * instance id that copies this partition, NULL for nobody, and the
 	 * group generation that decided it (-1 none).  Single mode never
 	 * sets it (its one instance copies everything). */
@@ -289,7 +289,7 @@ int mstate_apply_rec(void *arg, const struct mlog_rec *rec, char *err,
  */
 int mstate_dump_records(void *arg, struct mlog_sink *sink);
 /*
- * The writer's half of a follower's forwarded write (issue 10, the
+ * The writer's half of a follower's forwarded write (the
  * request handler calls it; see mlog_kafka.h): validates every record
  * against the model exactly as replay would apply it, on a scratch copy
  * of the mirrors they name (all or nothing), then appends and syncs them
@@ -594,7 +594,7 @@ int mtopic_realign_deleted(struct mstate *st, struct mtopic *t,
  */
 int mstate_batch_begin(struct mstate *st);   /* 0, or -1 if one is open */
 /*
- * Asynchronous writes (group commit, ASYNC-DESIGN.md).  Where an operation
+ * Asynchronous writes (group commit, doc/design.md).  Where an operation
  * has an _async form, it validates against the model, encodes and appends
  * its records and returns at once: KERR_NONE with *started 1 (cb runs
  * later), KERR_NONE with *started 0 (a no-op: nothing to write, cb never
@@ -785,7 +785,7 @@ int mstate_set_source_cluster_id(struct mstate *st, const char *mirror,
 int mtopic_set_ident(struct mstate *st, struct mtopic *t, int which,
     const char *value, char *msg, size_t msglen);
 
-/* ---- multi-instance mode (HA-DESIGN.md; the metadata writer's calls) ---- */
+/* ---- multi-instance mode (doc/ha.md; the metadata writer's calls) ------ */
 
 /*
  * Records the cluster's members after a rebalance (a cluster-members

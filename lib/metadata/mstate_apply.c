@@ -2499,7 +2499,7 @@ void mstate_async_stats(const struct mstate *st,
 	*out = st->astats;
 }
 
-/* ---- forwarded writes (issue 10) -------------------------------------- */
+/* ---- forwarded writes ------------------------------------------------- */
 
 /*
  * The scratch model a forwarded request is checked on holds only what

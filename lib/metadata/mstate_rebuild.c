@@ -1,6 +1,6 @@
 /*
- * mstate_rebuild.c: a model rebuilt from the log without a restart
- * (issue 10).  A follower of the replicated log that fell behind the log
+ * mstate_rebuild.c: a model rebuilt from the log without a restart.
+ * A follower of the replicated log that fell behind the log
  * start (the writer deleted records it had not read) replays the newest
  * snapshot and the log after it into a fresh model (mstate_rebuild_new(),
  * records applied as in a replay: no hooks), then mstate_rebuild_adopt()

@@ -3,7 +3,7 @@
  *
  * The standard codes are the ones of Apache Kafka's protocol guide (numbers
  * and names as published there); 134-146 are the cluster-mirroring codes of
- * the mirrord wire contract (shared/spec/mirror-protocol.md).  Each row is
+ * mirrord's admin protocol (doc/protocol.md).  Each row is
  *   X(code, NAME, retriable, "short message")
  * where retriable follows Kafka's classification (a client may retry the
  * same request unchanged and expect it to succeed later).

@@ -1,6 +1,6 @@
 /*
  * bench_forward: what the metadata writer pays per forwarded request
- * (mstate_apply_forwarded(), issue 10) as the model grows.
+ * (mstate_apply_forwarded()) as the model grows.
  *
  * Builds a model of M mirrors (argv[1], default 10), each with one topic
  * (orders-<n>) of P partitions (argv[2], default 1000) holding A translation anchors

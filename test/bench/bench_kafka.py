@@ -643,7 +643,7 @@ def main():
                 print("%-6s mirrord: %.1fx the floor (median %.2f CPU-s/GB "
                       "of payload)" % (variant, median(rs) / floor,
                                        median(rs)))
-    print("\nTargets (issue 12): lz4 <= 0.25 CPU-s/GB, uncompressed <= 0.5; "
+    print("\nTargets: lz4 <= 0.25 CPU-s/GB, uncompressed <= 0.5; "
           "MB/s >= the best other tool's, small-batch >= 5x MirrorMaker 2's.")
     out = h.build_path("test", "bench", "results-kafka.json")
     with open(out, "w") as f:

@@ -26,14 +26,14 @@ Reported for each:
     new) and mirrord's CPU over it; the ends of every eighth partition
     are compared.
 
-Targets of issue 12 for 10,000 partitions: all MIRRORING with lag 0 in
+Targets for 10,000 partitions: all MIRRORING with lag 0 in
 < 60 s, idle CPU < 2% of a core, RSS < 200 MB, DescribeMirrors < 1 s.
 Nothing here asserts a speed; it fails only when the mirror does not get
 there in SCALE_TIMEOUT seconds (default 600) or data is missing.
 SCALE_FSYNC=0 runs mirrord with storage.fsync false, to see what limits
 catch-up once the metadata log's fsyncs are out of the way (the state
 changes, one per partition at least, share grouped fsyncs off the event
-loop since issue 12).
+loop).
 SCALE_FETCH_SESSIONS=0 sets mirror.fetch.sessions false (Fetch requests
 listing every partition, as before KIP-227 sessions); either way the idle
 Fetch traffic is reported (requests and request bytes per second, from
@@ -324,7 +324,7 @@ def main():
             r["label"], r["partitions"], r["catchup_s"], r["catchup_cpu_s"],
             r["idle_core_pct"], r["rss_mb"], r["hwm_mb"], r["describe_median_s"],
             r["describe_max_s"], rs))
-    print("\nTargets (issue 12, 10,000 partitions): catch-up < 60 s, idle < 2% "
+    print("\nTargets (10,000 partitions): catch-up < 60 s, idle < 2% "
           "of a core, RSS < 200 MB, DescribeMirrors < 1 s.")
     out = h.build_path("test", "bench", "results-scale.json")
     with open(out, "w") as f:

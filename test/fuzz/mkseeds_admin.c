@@ -8,8 +8,8 @@
  * that answers (127.0.0.1:9092, the harness's fake cluster), on one that is
  * down (127.0.0.1:1) and on one off this host, deep pipelining behind an
  * asynchronous AddTopicsToMirror, the same streams written byte by byte and
- * in pieces, and framing errors.  CRASHERS_DIR gets the inputs of issue 9
- * that crashed or hung mirrord before issue 9 was fixed (a DescribeMirrors
+ * in pieces, and framing errors.  CRASHERS_DIR gets the inputs that once
+ * crashed or hung mirrord (a DescribeMirrors
  * naming one mirror 10,000 times, 5,000 requests pipelined behind an
  * AddTopicsToMirror, ssl.ca.location=/proc/self/fd/4, a pattern that took
  * gigabytes to compile); they are now regression seeds of the replayed
@@ -18,7 +18,7 @@
  *
  *   mkseeds_admin --issue9 DIR
  *
- * writes the issue's inputs at full size into DIR (a DescribeMirrors naming
+ * writes those inputs at full size into DIR (a DescribeMirrors naming
  * one mirror 100,000 times, 300,000 requests pipelined behind an
  * AddTopicsToMirror: 6 MB, so not stored).
  */
@@ -478,7 +478,7 @@ static void framing_seeds(void)
 	seed_put(&s, corpus, "empty-half-close");
 }
 
-/* The crash and hang inputs of issue 9 (kept apart until fixed). */
+/* The inputs that once crashed or hung mirrord (regression seeds). */
 static void crasher_seeds(void)
 {
 	struct seed s;
@@ -505,7 +505,7 @@ static void crasher_seeds(void)
 	}
 	/* 5,000 requests queued behind an AddTopicsToMirror that waits for
 	 * its source: its answer pumps them all, recursively (enough for a
-	 * stack overflow under ASan; --issue9 writes the issue's 300,000). */
+	 * stack overflow under ASan; --issue9 writes the full 300,000). */
 	seed_begin(&s, F_RAW);
 	create(&s, "m1", UP, NULL, 0);
 	add_topics(&s, "m1", A("alpha"), 1, NULL, 0, NULL, 0);
@@ -525,7 +525,7 @@ static void crasher_seeds(void)
 	seed_put(&s, crashers, "pattern-bomb");
 }
 
-/* The issue's inputs at full size (megabytes: generated, not stored). */
+/* Those inputs at full size (megabytes: generated, not stored). */
 static void issue9_inputs(const char *dir)
 {
 	struct kp_describe_mirrors_request m;

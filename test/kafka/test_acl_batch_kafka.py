@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """The read-only guard of many topics records its ACL bindings in one
-metadata write a round, not one each, and off the event loop (issue 12:
-every write-ahead record of a binding was a synchronous write the event
-loop waited for; then one synchronous write a round), on real Apache
+metadata write a round, not one each, and off the event loop (the loop
+never waits for a binding's write-ahead record), on real Apache
 Kafka 4.4.0 with an authorizer on both clusters:
 
   * on the destination alice may write every topic of a prefix (one
@@ -11,8 +10,7 @@ Kafka 4.4.0 with an authorizer on both clusters:
     DENY WRITE for alice on each of the 40 destination topics, each
     recorded in the metadata log before it is created;
   * the metadata writes the loop waited for meanwhile
-    (mirrord_metadata_log_loop_writes_total) are none (40 before session
-    24, 1 a round before session 25), and
+    (mirrord_metadata_log_loop_writes_total) are none, and
     alice's producer is refused on a guarded topic while the records
     produced on the source are mirrored (offsets and bytes equal);
   * after kill -9 mirrord still knows the 40 bindings as its own

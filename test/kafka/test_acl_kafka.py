@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ACL sync and read-only destination topics (issue 11), on real Apache
+"""ACL sync and read-only destination topics, on real Apache
 Kafka 4.4.0 with an authorizer on both clusters (private pair: mirrord's
 principal gets ALTER on the destination cluster, which the shared pair's
 other tests must not see).

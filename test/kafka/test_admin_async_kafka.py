@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """An operator's command never stalls the daemon while its metadata write
-is in flight (issue 12: group commit off the loop, for the admin plane
-too), on real Kafka 4.4 with the replicated metadata log (storage.backend:
-kafka) on a private destination cluster:
+is in flight (the command's group is written off the loop), on real Kafka
+4.4 with the replicated metadata log (storage.backend: kafka) on a private
+destination cluster:
 
   * the destination broker is stopped (SIGSTOP) with mirrord copying; a
     CreateMirror sent then cannot be made durable, so it waits for its

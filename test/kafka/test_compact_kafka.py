@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compacted batches re-sent after an uncertain Produce (issue 8 item 1), on
+"""Compacted batches re-sent after an uncertain Produce, on
 real Apache Kafka 4.4.0 with a real compacted topic.
 
 The source topic's batches (10 records each, written one Produce per batch)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DeleteRecords inside a batch (issue 8 item 6), on real Apache Kafka 4.4.0.
+"""DeleteRecords inside a batch, on real Apache Kafka 4.4.0.
 
 Kafka Streams purges its repartition topics with DeleteRecords at any
 offset, so the source log start lands inside a batch.  A Fetch below it is

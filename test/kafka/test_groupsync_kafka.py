@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Consumer-group offset sync, exact, on real Apache Kafka 4.4 (issue 11).
+"""Consumer-group offset sync, exact, on real Apache Kafka 4.4.
 
 A mirror with mirror.groups.include / exclude mirrors two topics: a plain
 one (2 partitions, destination offsets = source offsets) and a

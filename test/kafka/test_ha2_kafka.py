@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Several mirrord instances (cluster.enabled, issue 10) on real Kafka 4.4:
+"""Several mirrord instances (cluster.enabled) on real Kafka 4.4:
 the group coordinator moving between brokers, and /readyz of an instance
 that is not a group member.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Several mirrord instances as one (cluster.enabled, issue 10) on real
+"""Several mirrord instances as one (cluster.enabled) on real
 Kafka 4.4: a 3-broker destination cluster, a 1-broker source, three
 instances a, b, c (each beside one destination broker:
 cluster.local_broker_id 1, 2, 3) sharing the metadata log topic, under

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The metadata writer of several mirrord instances (cluster.enabled) never
-waits for the metadata log on its event loop (issue 12), on real Kafka
+waits for the metadata log on its event loop, on real Kafka
 4.4: a 1-broker source, a private 1-broker destination holding the data,
 the metadata log and its request topic, instances a and b (each naming
 a local broker that does not exist, so that the assignment shares the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Several mirrord instances (cluster.enabled, issue 10) on real Kafka 4.4:
+"""Several mirrord instances (cluster.enabled) on real Kafka 4.4:
 what an operator sees while the metadata writer is stopped (SIGSTOP).
 
 A 3-broker destination, a 1-broker source, three instances a, b, c beside

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The topic identities (source topic id, destination topic id and cluster
 id) a Metadata pass learns are recorded in one metadata-log write, on real
-Kafka 4.4 (issue 12: a first start wrote three records per topic, one fsync
-each, on the loop: minutes for tens of thousands of topics):
+Kafka 4.4 (not three records per topic, one fsync each: that would take
+minutes for tens of thousands of topics):
 
   * 60 one-partition topics added at once and copied;
   * every topic has its three identities recorded (DescribeMirrors shows

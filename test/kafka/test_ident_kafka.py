@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Topic identity on real Apache Kafka (issue 8, items 2 and 5): topic ids
+"""Topic identity on real Apache Kafka: topic ids
 from Metadata v10+, recorded when first seen and compared on every answer.
 
   * a source topic deleted and recreated under the same name: its

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Produce cannot land in a recreated destination topic (issue 8 item 2,
+"""A Produce cannot land in a recreated destination topic (a fault
 found by the torture test's dst-recreate class): on real Apache Kafka
 mirrord names the destination topic by its recorded id in Produce (v13,
 KIP-516), so a Produce sent after the topic was deleted and created again

@@ -169,7 +169,7 @@ def main():
     print("a dynamic member joined generation %s after MEMBER_ID_REQUIRED"
           % j[1]["gen"], flush=True)
 
-    # 1-2: join, then one leaves with LeaveGroup (session 45 s).
+    # 1-2: join, then one leaves with LeaveGroup (session timeout 45 s).
     g1 = "kg-leave-%s" % tag
     ps = [Probe(k, g1, "%s-%s" % (n, tag), "meta-%s" % n, 45000, name="l" + n)
           for n in ("a", "b", "c")]
@@ -197,7 +197,7 @@ def main():
     for p in ps[:2]:
         h.check(p.p.wait(timeout=30) == 0, "%s exits 0" % p.name)
 
-    # 3: kill -9 of one (session 6 s, the broker's minimum).
+    # 3: kill -9 of one (session timeout 6 s, the broker's minimum).
     g2 = "kg-fail-%s" % tag
     ps = [Probe(k, g2, "%s-%s" % (n, tag), "m" + n, 6000, name="f" + n)
           for n in ("a", "b", "c")]

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """What a Metadata pass learns (topics an include pattern discovers,
 partitions a source topic grows, topic identities) is written to the
-metadata log without stalling the daemon (issue 12: group commit off the
-loop; the passes wrote synchronously, waiting for the log), on real Kafka
+metadata log without stalling the daemon (written in a group off the loop,
+never waited for on it), on real Kafka
 4.4 with the replicated metadata log (storage.backend: kafka) on a private
 destination cluster:
 

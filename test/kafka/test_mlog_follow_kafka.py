@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Followers of the replicated metadata log (issue 10) on real Kafka 4.4:
+"""Followers of the replicated metadata log on real Kafka 4.4:
 peers (test/tools/mlogk_peer: the real lib/mlog_kafka and lib/mstate) on one
 metadata topic, one writer and followers, checked through the digest of
 each peer's whole model (mstate_dump):

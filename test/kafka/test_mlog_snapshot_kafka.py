@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The writer's snapshot of the replicated metadata log is written off the
-event loop (issue 12), on a private 1-broker Kafka 4.4: test/tools/mlogk_peer
+event loop, on a private 1-broker Kafka 4.4: test/tools/mlogk_peer
 (the real lib/mlog_kafka and lib/mstate on a libevent loop) as the writer,
 with a model of 3 mirrors and 60 partitions holding translation anchors:
 

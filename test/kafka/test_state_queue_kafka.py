@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """A partition's state change asked for while its previous one is still
-being written waits behind it instead of stalling the daemon (issue 12:
-such a second change was a synchronous metadata write, and the event loop
-waited for both), on real Apache Kafka 4.4.0 with the replicated metadata
-log (storage.backend: kafka) on a private destination cluster of two
-brokers: node 1 (the controller) leads the log's topic, node 2 the
-mirrored topic's destination partition.
+being written waits behind it instead of stalling the daemon (the event
+loop never waits for either write), on real Apache Kafka 4.4.0 with the
+replicated metadata log (storage.backend: kafka) on a private destination
+cluster of two brokers: node 1 (the controller) leads the log's topic,
+node 2 the mirrored topic's destination partition.
 
   * a mirror copies a topic; node 2 is stopped (SIGSTOP) and 10 more
     records are written on the source: their Produce waits on node 2;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The destination ends of many partitions in one ListOffsets per broker
-(issue 12) on real Apache Kafka (the tier of test/kafka/realkafka.py;
+on real Apache Kafka (the tier of test/kafka/realkafka.py;
 SKIPs with the reason when it cannot run), with the real mirrord and
 kafka-mirrors:
 

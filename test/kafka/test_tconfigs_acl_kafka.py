@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Topic config sync denied by the destination's ACLs (issue 11), on real
+"""Topic config sync denied by the destination's ACLs, on real
 Apache Kafka 4.4.0 with an authorizer.
 
 mirrord writes to the destination as bob, who may DESCRIBE_CONFIGS both

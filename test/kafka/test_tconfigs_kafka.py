@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Topic configs follow the source (issue 11), on real Apache Kafka 4.4.0.
+"""Topic configs follow the source, on real Apache Kafka 4.4.0.
 
 Every mirror.metadata.refresh.interval.ms mirrord reads the topic-level
 configs set on the source (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG) of

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Authorization for real principals: the security matrix of issue 9
-against the real mirrord, kafka-mirrors, kcat and kafka-python, with a
-librdkafka mock cluster as source and destination.
+"""Authorization for real principals: the security matrix of the admin
+listener against the real mirrord, kafka-mirrors, kcat and kafka-python,
+with a librdkafka mock cluster as source and destination.
 
 Two listeners, each on 0.0.0.0 (clients use 127.0.0.1), one daemon each:
 - SASL_SSL with SCRAM-SHA-512 (and PLAIN) users from `mirrord --add-user`:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Black-box tests of the admin listener's limits against the real mirrord:
-the remote crashes, hangs and resource exhaustions of issue 9, each one
+the remote crashes, hangs and resource exhaustions it must withstand, each
 reproduced and answered the way a user would check.
 
 - DescribeMirrors naming one mirror 100,000 times gets a well-formed answer

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Operators' commands from several clients at once, while the data plane
-copies under load and writes its own metadata (issue 12: an operator's
-write no longer blocks the loop; it waits its turn, and the data plane's
-writes made meanwhile are held and checked again once it is applied):
+copies under load and writes its own metadata (an operator's write does
+not block the loop; it waits its turn, and the data plane's writes made
+meanwhile are held and checked again once it is applied):
 
   * four clients for 20 s: three pause and resume one topic each, over
     and over (each answer a success, or the refusal the state calls for:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kafka-mirrors --describe --failed and the topic-level state (issue 11),
+"""kafka-mirrors --describe --failed and the topic-level state,
 through the real CLI against the real mirrord, librdkafka mock clusters as
 source and destination:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kafka-mirrors' text output as an operator reads it (issue 13), through
+"""kafka-mirrors' text output as an operator reads it, through
 the real CLI against the real mirrord, librdkafka mock clusters as source
 and destination:
 

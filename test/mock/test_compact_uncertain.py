@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compacted batches re-sent after an uncertain Produce (issue 8 item 1).
+"""Compacted batches re-sent after an uncertain Produce.
 
 A batch with offset holes (what the log cleaner leaves: records missing
 inside, LastOffsetDelta past the last record) is re-encoded contiguously

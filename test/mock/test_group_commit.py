@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Group commit of the metadata log (issue 12): the real mirrord binary and
+"""Group commit of the metadata log: the real mirrord binary and
 kafka-mirrors CLI against two librdkafka mock clusters.
 
 Also the asynchronous partition state changes: mirrord is killed while

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A topic missing from one source Metadata answer is not deleted
-(issue 8, item 4), on the librdkafka mock.
+"""A topic missing from one source Metadata answer is not deleted, on the
+librdkafka mock.
 
 The mock answers Metadata with the topic's error set by `topicerr`
 (UNKNOWN_TOPIC_OR_PARTITION, what a deleted topic looks like; a transient

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Memory bounded by pipeline.max_inflight_bytes_total, counting everything
-held (issue 12).
+held.
 
 The real mirrord binary between two librdkafka mock clusters: a source
 holding 8 partitions x 40 batches of 16 KiB (5 MiB, all there before the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reads of the destination's end counted and capped by
-pipeline.max_inflight_bytes_total (issue 12: memory bounded by the caps
-counting everything held).
+pipeline.max_inflight_bytes_total (memory bounded by the caps counting
+everything held).
 
 Before resuming a partition whose destination end it cannot explain,
 mirrord reads that end back, batch by batch, to prove who wrote it

@@ -8,7 +8,7 @@ and destination.
   foo or bar), (?i), \\Q..\\E, \\d, lazy and possessive quantifiers.
 - Invalid patterns are refused naming PCRE2's reason and the offset: by the
   CLI (usage error, exit 2) and by mirrord itself (42 INVALID_REQUEST).
-- The hostile pattern of issue 9, ((.{1,1000}){1,1000}), which took 2.8 GB
+- A hostile pattern, ((.{1,1000}){1,1000}), which took 2.8 GB
   and a multi-second stall as POSIX ERE, and a catastrophic-backtracking
   one, are refused by mirrord over the wire with the limit named, within a
   deadline, while mirrord keeps answering (ListMirrors) and its resident

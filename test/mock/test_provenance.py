@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Provenance before resume (issue 8): mirrord resumes a partition only from
+"""Provenance before resume: mirrord resumes a partition only from
 a destination end it can prove it wrote.  The real mirrord binary and
 kafka-mirrors CLI against two librdkafka mock clusters:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A Produce timeout touches only the partitions of that request (issue 12).
+"""A Produce timeout touches only the partitions of that request.
 
 The real mirrord binary between two librdkafka mock clusters of one broker
 each.  Partitions 0 and 1 of topic "rt" share the destination broker, so

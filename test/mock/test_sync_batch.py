@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The destination ends of many partitions in one ListOffsets (issue 12):
+"""The destination ends of many partitions in one ListOffsets:
 every partition that starts or resumes reads its destination end first,
 and mirrord asks a broker for all of them at once instead of one request
 a partition.  The real mirrord and kafka-mirrors against two librdkafka

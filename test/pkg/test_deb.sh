@@ -1,10 +1,11 @@
 #!/bin/sh
-# The Debian package (issue 13): `dpkg-buildpackage -us -uc` builds mirrord
+# The Debian package: `dpkg-buildpackage -us -uc` builds mirrord
 # from a clean copy of the source tree (never the developer's build/),
 # lintian reports no error or warning that debian/ does not override with a
 # reason, and the .deb holds what an operator needs: the programs, the unit
 # enabled through deb-systemd-helper, /etc/mirrord/mirrord.yaml as a
-# conffile, the manual pages, completion, alerting rules and dashboard.
+# conffile, the manual pages, completion, alerting rules and dashboard, and
+# the documentation.
 # dpkg installs it into a scratch root (its own status database; the
 # maintainer scripts run with DPKG_ROOT and stand-ins for systemctl and
 # deb-systemd-invoke): enabled, conffile registered, edits kept on
@@ -69,6 +70,13 @@ for f in ./usr/sbin/mirrord ./usr/bin/kafka-mirrors ./usr/bin/kafka-mirrors.sh \
     ./usr/share/doc/mirrord/copyright ./usr/share/doc/mirrord/changelog.gz; do
 	awk '{print $6}' "$work/contents" | grep -qxF "$f" || {
 		echo "FAIL: $f is not in $deb"; fail=1; }
+done
+# The documentation: README.md and doc/ (dh_compress may gzip them).
+for f in README.md doc/design.md doc/ha.md doc/protocol.md doc/operations.md \
+    doc/limits.md doc/benchmarks.md; do
+	awk '{print $6}' "$work/contents" |
+	    grep -qxE "\./usr/share/doc/mirrord/$f(\.gz)?" || {
+		echo "FAIL: /usr/share/doc/mirrord/$f is not in $deb"; fail=1; }
 done
 [ "$fail" = 0 ] || { cat "$work/contents"; exit 1; }
 

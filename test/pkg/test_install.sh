@@ -1,7 +1,8 @@
 #!/bin/sh
 # make install DESTDIR=... lays out the programs, the example config, the
-# systemd unit and the man pages under the configured prefixes, the alert
-# rules name where they are installed, and the installed programs run.
+# systemd unit, the man pages and the documentation under the configured
+# prefixes, the alert rules name where they are installed, and the
+# installed programs run.
 set -eu
 : "${top_builddir:?}"
 dest="$top_builddir/test/tmp/test_install"
@@ -18,7 +19,9 @@ for f in "$prefix/sbin/mirrord" "$prefix/bin/kafka-mirrors" \
     "$prefix/share/man/man5/mirrord.yaml.5" \
     "$prefix/share/mirrord/prometheus/mirrord-alerts.yml" \
     "$prefix/share/mirrord/prometheus/mirrord-alerts.test.yml" \
-    "$prefix/share/mirrord/grafana/mirrord-dashboard.json"; do
+    "$prefix/share/mirrord/grafana/mirrord-dashboard.json" \
+    "$prefix/share/doc/mirrord/README.md" "$prefix/share/doc/mirrord/doc/design.md" \
+    "$prefix/share/doc/mirrord/doc/operations.md"; do
 	if [ ! -s "$dest$f" ]; then
 		echo "FAIL: $f was not installed"; fail=1
 	fi

@@ -3,7 +3,7 @@
  * (test/kafka/test_owner_handoff_kafka.py).
  *
  * Multi-instance mode hands a mirrored partition from one instance to
- * another by a part-owner record (HA-DESIGN.md).  Two real mirrord
+ * another by a part-owner record (doc/ha.md).  Two real mirrord
  * processes cannot share a file metadata log, and the group machinery that
  * runs them on a replicated one is wired elsewhere; so this program runs
  * the real data plane (daemon/pipeline*.c, unchanged) twice, as instances

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Torture test of mirrord's data plane on real Apache Kafka 4.4.0, with a
-checker (issue 8).  `make torture` runs it for TORTURE_SECONDS (default
+checker.  `make torture` runs it for TORTURE_SECONDS (default
 480); test/kafka/test_torture_kafka.py runs a short seeded round in `make check`.
 
 Two private single-node clusters (this test restarts their brokers), the
