@@ -391,7 +391,8 @@ def wait_caught_up(d, mirror, timeout, what, topic=None, count=None,
                    fail_on_failed=False, row_ok=None, interval=0.05, poll=None):
     """Waits (timeout s) until every DescribeMirrors row of mirror (only
     those of topic, a name or a collection of names, when given) is
-    MIRRORING with lag 0 (and row_ok(row) when given), and there are count
+    MIRRORING with lag 0 as of a fresh source answer (lagMs 0), and
+    row_ok(row) when given, and there are count
     of them (at least one when count is None); returns those rows.
     poll(rows), when given, is called on every poll first (to sample
     metrics while waiting).  With fail_on_failed a FAILED row fails at
@@ -402,8 +403,10 @@ def wait_caught_up(d, mirror, timeout, what, topic=None, count=None,
     last = {"rows": []}
 
     def good(r):
+        # lagMs 0: caught up as of a source answer younger than the stall
+        # bound, not as last known.
         return (r["state"] == "MIRRORING" and r["lag"] == 0 and
-                (row_ok is None or row_ok(r)))
+                r.get("lagMs", 0) == 0 and (row_ok is None or row_ok(r)))
 
     def ok():
         rows = [r for r in d.describe_json(mirror)
