@@ -16,6 +16,28 @@ What it does
   whole `make check` skips quickly instead of every test retrying it.  When
   Java, Maven or the download is missing, `Unavailable` carries the reason
   and tests SKIP with it.
+* Kafka releases: KAFKA_VERSION (4.4.0) is the default everywhere;
+  `ensure_libs(version)`, `Cluster(version=)`, `Launcher(version=)` (one
+  release, or a list with one per cluster) and `h.private_kafka(...,
+  version=["3.6.2", "4.4.0"])` run another, 3.6.0 or newer (KRaft without
+  ZooKeeper).  Each release has its own jars, libs-<version> and
+  stamp-<version> beside the pinned release's libs and stamp, fetched
+  with the same pom and -Dkafka.version (3.x without its SLF4J binding to
+  reload4j, so every release logs through the same log4j2 settings),
+  under the same lock; a release that cannot be fetched is remembered in
+  fetch-failed-<version> and SKIPs with Maven's reason.  What differs in
+  3.x is handled here: no share-group settings, `kafka-configs` is
+  kafka.admin.ConfigCommand (org.apache.kafka.tools in 4.x), and feature
+  levels at format time (`features=`) need 3.9 or newer.  The rest is
+  the same in 3.6 to 4.4: a static voter (controller.quorum.voters, node
+  1 on its CONTROLLER listener), storage formatted by
+  kafka.tools.StorageTool with the SCRAM users, the broker as kafka.Kafka.
+  Measured on 2 cores with each release's CDS archive: a single-node
+  cluster formats in 1-2 s and answers 1.5-2.5 s (3.6.2) or ~3 s (3.9.1,
+  4.4.0) after `java` starts on an idle machine, 4-7 s at a load average
+  of 12; one of each started together took 4-9 s.
+  The shared clusters (`shared()`, `real_kafka()`) always run
+  KAFKA_VERSION.
 * `Cluster`: one KRaft cluster (a combined broker and controller, node.id
   1; with brokers=N also broker-only nodes 2..N that stop_broker() and
   start_broker() take down and up, node 1 staying up) in its own directory, on free 127.0.0.1 ports, started with a
@@ -66,11 +88,12 @@ What it does
   (`Cluster.java_tool`) do SCRAM.
 * CLI for shell users and the demo:
     realkafka.py start --clusters 2 --dir DIR [--security sasl] [--detach]
+                       [--kafka-version 3.9.1]
         prints one JSON object (bootstrap addresses, users, CA file) once all
         clusters answer, then runs until `stop` (or SIGTERM/SIGINT)
     realkafka.py stop --dir DIR     stop it, bounded, nothing left behind
     realkafka.py status --dir DIR   print the JSON again
-    realkafka.py fetch              fetch the jars (or print why not)
+    realkafka.py fetch [--kafka-version V]   fetch the jars (or print why not)
 """
 
 import argparse
@@ -83,6 +106,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -94,7 +118,8 @@ import threading
 import time
 import uuid
 
-KAFKA_VERSION = "4.4.0"
+KAFKA_VERSION = "4.4.0"  # the pinned release; the default everywhere
+OLDEST_VERSION = (3, 6)   # KRaft without ZooKeeper is production-ready from 3.6
 HERE = os.path.dirname(os.path.abspath(__file__))
 POM = os.path.join(HERE, "pom.xml")
 
@@ -263,17 +288,55 @@ def _pom_hash():
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def ensure_libs():
-    """Return the directory of the broker's jars, fetching them once.
+def version_tuple(version):
+    """(major, minor, patch) of a release name such as "3.6.2"; ValueError
+    naming what is wrong for anything the tier cannot run."""
+    parts = str(version).split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError("Kafka version %r: want a release such as %s "
+                         "(major.minor.patch)" % (version, KAFKA_VERSION))
+    t = tuple(int(p) for p in parts)
+    if t[:2] < OLDEST_VERSION:
+        raise ValueError("Kafka version %s: the tier runs KRaft clusters, "
+                         "%d.%d or newer" % ((version,) + OLDEST_VERSION))
+    return t
+
+
+def _version_files(version):
+    """(libs, stamp, fetch-failed) paths of one release in the cache: the
+    pinned release keeps the plain names, another gets a -<version>
+    suffix."""
+    cache = cache_dir()
+    suffix = "" if version == KAFKA_VERSION else "-" + version
+    return tuple(os.path.join(cache, n + suffix)
+                 for n in ("libs", "stamp", "fetch-failed"))
+
+
+def _mvn_reason(out):
+    """What Maven's output says went wrong: its first line naming a
+    failure (the artifact it could not resolve, ...), else its last
+    lines; colour codes dropped."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", l).strip()
+             for l in out.strip().splitlines()]
+    lines = [l for l in lines if l and l != "[ERROR]"]
+    for l in lines:
+        if "Failed to execute" in l or "Could not" in l:
+            return l[:600]
+    return " | ".join(lines[-3:])[-400:]
+
+
+def ensure_libs(version=None):
+    """Return the directory of the jars of Kafka `version` (default
+    KAFKA_VERSION), fetching them once.
 
     Raises Unavailable with the reason when Java, Maven or the download is
-    missing."""
+    missing, ValueError for a version the tier cannot run."""
+    version = version or KAFKA_VERSION
+    major = version_tuple(version)[0]
     find_java()
     cache = cache_dir()
-    libs = os.path.join(cache, "libs")
-    stamp = os.path.join(cache, "stamp")
-    failed = os.path.join(cache, "fetch-failed")
-    want = "%s %s\n" % (KAFKA_VERSION, _pom_hash())
+    libs, stamp, failed = _version_files(version)
+    want = "%s %s\n" % (version, _pom_hash())
 
     def ready():
         try:
@@ -304,9 +367,19 @@ def ensure_libs():
             raise Unavailable("mvn not found (install maven)")
         tmp = libs + ".tmp"
         shutil.rmtree(tmp, ignore_errors=True)
+        # The pom names the pinned release; another is the same pom with
+        # kafka.version set on the command line.  Kafka 3.x's pom also
+        # brings an SLF4J binding to reload4j, which SLF4J picks when it
+        # comes first on the classpath (it did here), leaving the broker's
+        # log empty: left out, so every release logs through the log4j2
+        # binding and LOG4J2 (reload4j itself stays: 3.x's
+        # Log4jController uses it).
         cmd = [mvn, "-q", "-B", "-f", POM, "dependency:copy-dependencies",
-               "-DincludeScope=runtime", "-DoutputDirectory=" + tmp]
-        log("fetching Apache Kafka %s with Maven into %s" % (KAFKA_VERSION, libs))
+               "-DincludeScope=runtime", "-DoutputDirectory=" + tmp,
+               "-Dkafka.version=" + version]
+        if major < 4:
+            cmd.append("-DexcludeArtifactIds=slf4j-reload4j")
+        log("fetching Apache Kafka %s with Maven into %s" % (version, libs))
         why = None
         try:
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE,
@@ -315,20 +388,20 @@ def ensure_libs():
             try:
                 out, _ = p.communicate(timeout=FETCH_TIMEOUT)
                 if p.returncode != 0:
-                    tail = " | ".join(out.strip().splitlines()[-3:])
                     why = "mvn failed to fetch Apache Kafka %s (exit %d): %s" \
-                        % (KAFKA_VERSION, p.returncode, tail[-400:])
+                        % (version, p.returncode, _mvn_reason(out))
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
                 why = "fetching Apache Kafka %s with mvn took longer than " \
-                      "%.0fs" % (KAFKA_VERSION, FETCH_TIMEOUT)
+                      "%.0fs" % (version, FETCH_TIMEOUT)
         except OSError as e:
             why = "cannot run mvn: %s" % e
-        if why is None and not any(n.startswith("kafka_2.13-")
-                                   for n in os.listdir(tmp)):
-            why = "mvn ran but fetched no kafka_2.13 jar"
+        if why is None and not os.path.exists(
+                os.path.join(tmp, "kafka_2.13-%s.jar" % version)):
+            why = "mvn ran but fetched no kafka_2.13-%s jar" % version
         if why:
+            shutil.rmtree(tmp, ignore_errors=True)
             with open(failed, "w") as f:
                 f.write(why + "\n")
             raise Unavailable(why)
@@ -697,13 +770,17 @@ class Cluster:
     plus broker-only nodes 2..N with brokers=N (start_broker/stop_broker
     take one of those up and down; node 1 always runs).  Construct, then
     start(); or rebuild from to_dict() output in another process to use a
-    running one."""
+    running one.  version: the Kafka release it runs (KAFKA_VERSION by
+    default; 3.6.0 or newer), its jars fetched by ensure_libs(version)."""
 
     def __init__(self, root, name="k0", security="", libs=None,
-                 heap_mb=256, extra_props=None, features=None, brokers=1):
+                 heap_mb=256, extra_props=None, features=None, brokers=1,
+                 version=None):
         self.root = os.path.abspath(root)
         self.name = name
         self.dir = os.path.join(self.root, name)
+        self.version = version or KAFKA_VERSION
+        self.version_tuple = version_tuple(self.version)
         self.feats = _features(security)
         self.security = ",".join(sorted(self.feats)) or "plaintext"
         self.protocol = _protocol(self.feats)
@@ -712,11 +789,20 @@ class Cluster:
         self.extra_props = dict(extra_props or {})
         # Feature levels set at format time, e.g. {"transaction.version": 1}.
         self.features = dict(features or {})
+        if self.features and self.version_tuple < (3, 9):
+            # kafka-storage format --feature came with Kafka 3.9 (KIP-1022).
+            raise ValueError("%s: feature levels at format time (%s) need "
+                             "Kafka 3.9 or newer, not %s"
+                             % (name, ", ".join(sorted(self.features)),
+                                self.version))
         self.proc = None
         self.pid = None
         self.cluster_id = None
         self.port = self.admin_port = self.controller_port = None
         self.tls = {}
+        # Measured by prepare() and launch() .. wait_ready(), in seconds.
+        self.format_seconds = self.ready_seconds = None
+        self._launched = None
         # Broker-only nodes 2..brokers (node 1, the combined broker and
         # controller, is the cluster's own fields above and never stops).
         if brokers < 1:
@@ -794,7 +880,7 @@ class Cluster:
         """Run one of Kafka's tool classes (e.g.
         "org.apache.kafka.tools.ConsoleProducer") from the fetched jars with
         a small heap; returns subprocess.CompletedProcess (text)."""
-        libs = self.libs or ensure_libs()
+        libs = self.libs or ensure_libs(self.version)
         cmd = [find_java(), "-Xmx128m", "-XX:+UseSerialGC",
                "-XX:TieredStopAtLevel=1"] + cds_use(libs) + [
                "-Dlog4j2.configurationFile=" + os.path.join(self.dir, "log4j2-tools.properties"),
@@ -815,7 +901,10 @@ class Cluster:
         until they end (connections.max.reauth.ms bounds them).
         USERS keeps the password the cluster was formatted with, so
         set_scram_password(user, USERS[user]) sets that back."""
-        r = self.java_tool("org.apache.kafka.tools.ConfigCommand", [
+        # kafka-configs moved from core (Scala) to the tools jar in 4.0.
+        main = "org.apache.kafka.tools.ConfigCommand" \
+            if self.version_tuple >= (4, 0) else "kafka.admin.ConfigCommand"
+        r = self.java_tool(main, [
             "--bootstrap-server", self.admin_bootstrap, "--alter",
             "--entity-type", "users", "--entity-name", user,
             "--add-config", "%s=[iterations=%d,password=%s]"
@@ -828,6 +917,7 @@ class Cluster:
 
     def to_dict(self):
         return {"name": self.name, "root": self.root, "dir": self.dir,
+                "version": self.version,
                 "security": self.security, "protocol": self.protocol,
                 "bootstrap": self.bootstrap,
                 "admin_bootstrap": self.admin_bootstrap,
@@ -841,7 +931,8 @@ class Cluster:
 
     @classmethod
     def from_dict(cls, d):
-        c = cls(d["root"], d["name"], d["security"])
+        c = cls(d["root"], d["name"], d["security"],
+                version=d.get("version"))
         c.port = _split(d["bootstrap"])[1]
         c.admin_port = _split(d["admin_bootstrap"])[1]
         c.controller_port = _split(d["controller"])[1]
@@ -874,8 +965,6 @@ class Cluster:
             "transaction.state.log.replication.factor": "1",
             "transaction.state.log.min.isr": "1",
             "transaction.state.log.num.partitions": "1",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
@@ -895,6 +984,10 @@ class Cluster:
             "log.segment.delete.delay.ms": "1000",
             "file.delete.delay.ms": "1000",
         }
+        if self.version_tuple >= (4, 0):
+            # Share groups' state topic (KIP-932); 3.x does not know it.
+            p["share.coordinator.state.topic.replication.factor"] = "1"
+            p["share.coordinator.state.topic.min.isr"] = "1"
         if "sasl" in self.feats:
             p["listener.name.client.sasl.enabled.mechanisms"] = "SCRAM-SHA-512,PLAIN"
             p["sasl.enabled.mechanisms"] = "SCRAM-SHA-512,PLAIN"
@@ -959,7 +1052,7 @@ class Cluster:
         """Pick ports, write the configuration, make certificates and format
         the storage (safe to run in a worker thread)."""
         if self.libs is None:
-            self.libs = ensure_libs()
+            self.libs = ensure_libs(self.version)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
         self.port, self.admin_port, self.controller_port = free_ports(3)
@@ -972,6 +1065,7 @@ class Cluster:
         while self.cluster_id.startswith("-"):
             self.cluster_id = base64.urlsafe_b64encode(
                 uuid.uuid4().bytes).decode().rstrip("=")
+        t0 = time.monotonic()
         fmt = ["format", "-t", self.cluster_id, "-c", conf]
         for name, level in sorted(self.features.items()):
             fmt += ["--feature", "%s=%s" % (name, level)]
@@ -993,6 +1087,7 @@ class Cluster:
                                    stdin=subprocess.DEVNULL,
                                    start_new_session=True, timeout=120)
             if p.returncode == 0:
+                self.format_seconds = time.monotonic() - t0
                 for n in self.nodes.values():
                     n.prepare()
                 return
@@ -1008,6 +1103,7 @@ class Cluster:
         """Start the formatted broker.  Call from the thread that will live
         as long as the broker: PR_SET_PDEATHSIG follows the forking thread."""
         cds, self._cds_tmp = cds_options(self.libs)
+        self._launched = time.monotonic()
         out = open(self.log_path, "a")  # a start_again() appends
         self.proc = subprocess.Popen(
             self._java("kafka.Kafka", [os.path.join(self.dir, "server.properties")],
@@ -1052,6 +1148,8 @@ class Cluster:
                 if len(self.metadata([])["brokers"]) == 1 + len(self.nodes):
                     socket.create_connection(("127.0.0.1", self.port),
                                              timeout=2).close()
+                    if self._launched is not None:
+                        self.ready_seconds = time.monotonic() - self._launched
                     return
                 last = "no broker registered yet"
             except (OSError, KafkaError, struct.error) as e:
@@ -1423,6 +1521,16 @@ def _start_time(pid):
         return None
 
 
+def _per_cluster(value, clusters, what):
+    """One value for every cluster, or a list with one per cluster."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != clusters:
+            raise ValueError("one %s per cluster: %d given for %d clusters"
+                             % (what, len(value), clusters))
+        return list(value)
+    return [value] * clusters
+
+
 class Launcher:
     """N independent clusters under root (single-node, or brokers=N nodes
     each), started in parallel.
@@ -1430,24 +1538,26 @@ class Launcher:
     with this process anyway (PR_SET_PDEATHSIG)."""
 
     def __init__(self, root, clusters=2, security="", heap_mb=256,
-                 extra_props=None, features=None, brokers=1):
+                 extra_props=None, features=None, brokers=1, version=None):
         """security: one variant for all clusters, or a list with one
-        variant per cluster (e.g. ["ssl", "mtls"])."""
+        variant per cluster (e.g. ["ssl", "mtls"]); version likewise: one
+        Kafka release for all (default KAFKA_VERSION) or a list, e.g.
+        ["3.6.2", "4.4.0"]."""
         self.root = os.path.abspath(root)
-        if isinstance(security, (list, tuple)):
-            if len(security) != clusters:
-                raise ValueError("one security variant per cluster")
-            variants = list(security)
-        else:
-            variants = [security] * clusters
+        variants = _per_cluster(security, clusters, "security variant")
+        versions = _per_cluster(version, clusters, "Kafka version")
         self.start_seconds = None  # format + start + ready, measured
         self.clusters = [Cluster(self.root, "k%d" % i, variants[i],
                                  heap_mb=heap_mb, extra_props=extra_props,
-                                 features=features, brokers=brokers)
+                                 features=features, brokers=brokers,
+                                 version=versions[i])
                          for i in range(clusters)]
 
     def start(self, timeout=START_TIMEOUT):
-        libs = ensure_libs()
+        libs = {}
+        for c in self.clusters:  # one at a time: the fetch holds one lock
+            if c.version not in libs:
+                libs[c.version] = ensure_libs(c.version)
         os.makedirs(self.root, exist_ok=True)
         import atexit
         atexit.register(self.stop)
@@ -1457,7 +1567,7 @@ class Launcher:
 
             def one(c):
                 try:
-                    c.libs = libs
+                    c.libs = libs[c.version]
                     c.prepare()
                 except Exception as e:  # noqa: BLE001 -- reported below
                     errors.append(e)
@@ -1472,12 +1582,22 @@ class Launcher:
                 try:
                     for c in self.clusters:
                         c.launch()
-                    for c in self.clusters:
-                        c.wait_ready(deadline)
+                    # Waited for together, so that each cluster's
+                    # ready_seconds is its own.
+                    waits = [threading.Thread(target=self._wait_one,
+                                              args=(c, deadline, errors))
+                             for c in self.clusters]
+                    for t in waits:
+                        t.start()
+                    for t in waits:
+                        t.join()
+                    if errors:
+                        raise errors[0]
                     self.start_seconds = time.monotonic() - t0
                     return self
                 except KafkaError as e:
-                    errors.append(e)
+                    if e not in errors:
+                        errors.append(e)
             self.stop()
             # A port taken between free_port() and bind: try new ports.
             if not any("Address already in use" in c.log_tail(200)
@@ -1485,6 +1605,13 @@ class Launcher:
                 raise errors[0]
             log("a port was taken meanwhile; starting again on new ports")
         return self
+
+    @staticmethod
+    def _wait_one(c, deadline, errors):
+        try:
+            c.wait_ready(deadline)
+        except KafkaError as e:
+            errors.append(e)
 
     def stop(self):
         threads = [threading.Thread(target=c.stop) for c in self.clusters]
@@ -1494,7 +1621,8 @@ class Launcher:
             t.join()
 
     def to_dict(self):
-        return {"kafka_version": KAFKA_VERSION,
+        versions = sorted(set(c.version for c in self.clusters))
+        return {"kafka_version": ",".join(versions),
                 "start_seconds": round(self.start_seconds, 2),
                 "clusters": [c.to_dict() for c in self.clusters]}
 
@@ -1667,7 +1795,8 @@ def serve(args, detach_fd=None):
     if old and old.get("pid") != os.getpid() and _alive(old.get("pid", 0)):
         raise KafkaError("%s is in use by pid %d; stop it first"
                          % (root, old["pid"]))
-    launcher = Launcher(root, args.clusters, args.security)
+    launcher = Launcher(root, args.clusters, args.security,
+                        version=args.kafka_version)
     # Recorded before the (slow) start so that `stop` finds us meanwhile.
     _write_state(root, {"status": "starting", "pid": os.getpid(),
                         "clusters": []})
@@ -1791,16 +1920,21 @@ def main(argv=None):
         p.add_argument("--idle-timeout", type=float, default=0,
                        help="with leases: stop after this long unused")
         p.add_argument("--max-life", type=float, default=7200)
+        p.add_argument("--kafka-version", default=KAFKA_VERSION,
+                       help="the Kafka release to run (3.6.0 or newer; "
+                       "default %(default)s)")
         if name == "start":
             p.add_argument("--detach", action="store_true",
                            help="return once ready, keep running in background")
     for name in ("stop", "status"):
         sub.add_parser(name).add_argument("--dir", required=True)
-    sub.add_parser("fetch")
+    sub.add_parser("fetch").add_argument(
+        "--kafka-version", default=KAFKA_VERSION,
+        help="the release to fetch (default %(default)s)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "fetch":
-            print(ensure_libs())
+            print(ensure_libs(args.kafka_version))
             return 0
         if args.cmd == "status":
             st = _read_state(os.path.abspath(args.dir))
@@ -1813,7 +1947,7 @@ def main(argv=None):
     except Unavailable as e:
         print("SKIP: real Kafka tier: %s" % e)
         return 77
-    except KafkaError as e:
+    except (KafkaError, ValueError) as e:
         log("error: %s" % e)
         return 1
 

@@ -262,7 +262,9 @@ _private = []
 def private_kafka(clusters=1, security="plaintext", **kw):
     """Clusters of this test's own (for tests that change broker settings or
     stop brokers), under test_dir(); stopped at exit.  security is one
-    variant or a list with one per cluster.  SKIPs like real_kafka()."""
+    variant or a list with one per cluster; so is version=, the Kafka
+    release (default the pinned one, e.g. version=["3.6.2", "4.4.0"]),
+    each fetched on first use.  SKIPs like real_kafka()."""
     rk = realkafka()
     name = "-".join(security) if isinstance(security, (list, tuple)) else security
     _private.append(name)
@@ -274,8 +276,9 @@ def private_kafka(clusters=1, security="plaintext", **kw):
         launcher.start()
     except rk.Unavailable as e:
         skip("real Kafka tier: %s" % e)
-    print("real Kafka: started %d private %s cluster(s) in %.1fs"
-          % (clusters, security, launcher.start_seconds), flush=True)
+    print("real Kafka: started %d private %s cluster(s) of Kafka %s in %.1fs"
+          % (clusters, security, ", ".join(c.version for c in launcher.clusters),
+             launcher.start_seconds), flush=True)
     return launcher.clusters
 
 
