@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "kerr.h"
 #include "kproto.h"
 #include "log.h"
+#include "massert.h"
 #include "metrics.h"
 #include "metrics_std.h"
 #include "mirrorconf.h"
@@ -123,7 +123,7 @@ int pl_dread_room(struct pipeline *pl, size_t want)
 
 void pl_dread_set(struct pipeline *pl, size_t *held, size_t n)
 {
-	assert(pl->dreads >= *held);
+	MR_ASSERT_MSG(pl->dreads >= *held, "%zu < %zu", pl->dreads, *held);
 	pl->dreads = pl->dreads - *held + n;
 	*held = n;
 	(void)pl_held_note(pl);
@@ -131,7 +131,7 @@ void pl_dread_set(struct pipeline *pl, size_t *held, size_t n)
 
 void pl_dread_start(struct pipeline *pl, size_t *held, size_t want)
 {
-	assert(*held == 0);
+	MR_ASSERT(*held == 0);
 	pl->dread_flight++;
 	pl_dread_set(pl, held, want);
 }
@@ -144,7 +144,7 @@ void pl_dread_grow(struct pipeline *pl, size_t *held, size_t n)
 
 void pl_dread_done(struct pipeline *pl, size_t *held)
 {
-	assert(pl->dread_flight > 0);
+	MR_ASSERT(pl->dread_flight > 0);
 	pl->dread_flight--;
 	pl_dread_set(pl, held, 0);
 	if (pl->dread_waiting) {

@@ -20,7 +20,6 @@
  */
 #include "config.h"
 
-#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
@@ -50,6 +49,7 @@
 #include "kproto.h"
 #include "ksasl.h"
 #include "log.h"
+#include "massert.h"
 
 #define API_APIVERSIONS 18
 #define API_SASL_HANDSHAKE 17
@@ -240,7 +240,8 @@ static void conn_set_state(struct kconn *c, int s, const char *why)
 	if (c->state == s)
 		return; /* e.g. the ApiVersions retry */
 	/* Our own invariant, never the peer's doing: any state may close. */
-	assert(s == CS_CLOSED || (allowed[c->state] & (1u << s)) != 0);
+	MR_ASSERT_MSG(s == CS_CLOSED || (allowed[c->state] & (1u << s)) != 0,
+	    "%s -> %s", state_names[c->state], state_names[s]);
 	log_debug("kconn %s: %s -> %s (%s)", c->name, state_names[c->state],
 	    state_names[s], why);
 	c->state = s;
