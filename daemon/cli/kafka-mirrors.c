@@ -19,7 +19,6 @@
 #include <sys/time.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -46,6 +45,7 @@
 #include "kp_gen.h"
 #include "kproto.h"
 #include "ksasl.h"
+#include "massert.h"
 #include "props.h"
 #include "tpattern.h"
 
@@ -1021,7 +1021,7 @@ static void table_init(struct table *t, unsigned right, ...)
 	t->right = right;
 	va_start(ap, right);
 	while ((h = va_arg(ap, const char *)) != NULL) {
-		assert(t->ncols < TABLE_MAX_COLS);
+		MR_ASSERT(t->ncols < TABLE_MAX_COLS);
 		t->head[t->ncols++] = h;
 	}
 	va_end(ap);
@@ -1092,7 +1092,7 @@ static void table_print(struct table *t)
 {
 	size_t w[TABLE_MAX_COLS];
 
-	assert(t->ncols > 0 && t->ncells % (size_t)t->ncols == 0);
+	MR_ASSERT(t->ncols > 0 && t->ncells % (size_t)t->ncols == 0);
 	for (int c = 0; c < t->ncols; c++)
 		w[c] = strlen(t->head[c]);
 	for (size_t i = 0; i < t->ncells; i++)

@@ -19,6 +19,7 @@
 #include "kbuf.h"
 #include "kerr.h"
 #include "log.h"
+#include "massert.h"
 #include "metrics_std.h"
 #include "mirrorconf.h"
 #include "fsess.h"
@@ -332,6 +333,8 @@ static void lo_part(void *arg, const struct pw_lo_part *lp)
 /* Frees one batch of p->unsure (dropped, so counted as discarded). */
 static void unsure_free_one(struct ppart *p, struct pbatch *u)
 {
+	MR_ASSERT_MSG(p->ubytes >= u->len && p->pm->pl->ubytes >= p->ubytes,
+	    "%zu, %zu, %zu", u->len, p->ubytes, p->pm->pl->ubytes);
 	TAILQ_REMOVE(&p->unsure, u, link);
 	p->ubytes -= u->len;
 	p->pm->pl->ubytes -= u->len;
@@ -370,6 +373,7 @@ static void resend_unsure(struct ppart *p, int64_t d)
 	while ((u = TAILQ_FIRST(&p->unsure)) != NULL && (last == NULL ||
 	    (u->dst_base == last->dst_base + last->count &&
 	    u->src_base >= last->src_next))) {
+		MR_ASSERT(p->ubytes >= u->len && pl->ubytes >= p->ubytes);
 		TAILQ_REMOVE(&p->unsure, u, link);
 		p->ubytes -= u->len;
 		pl->ubytes -= u->len;
@@ -524,6 +528,10 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
 	struct pipeline *pl = p->pm->pl;
 	char msg[512], name[300];
 
+	/* A (re)start from the destination end: nothing of p is queued or
+	 * in flight whose answer could still move that end. */
+	MR_ASSERT_MSG(TAILQ_EMPTY(&p->q) && p->ninflight == 0 &&
+	    TAILQ_EMPTY(&p->failed), "%d in flight", p->ninflight);
 	if (p->live.source_high_watermark >= 0 && s > p->live.source_high_watermark &&
 	    p->mp->state != MPART_PAUSING && p->mp->state != MPART_STOPPING) {
 		/* Checked again by the first Fetch (OFFSET_OUT_OF_RANGE). */
@@ -877,6 +885,8 @@ void pcopy_sync(struct ppart *p)
 	struct sync_pend *sp = NULL;
 	struct pbroker *b;
 
+	/* The end is read once, with no Produce of p in flight. */
+	MR_ASSERT(!p->step_inflight && p->ninflight == 0);
 	if (p->mp->state == MPART_PREPARING && (pident_start_wait(p) ||
 	    check_destination_topic(p) < 0))
 		return;
@@ -1204,6 +1214,9 @@ static void fetch_reserve_answer(struct pctx *x, const struct kr *body)
 
 static void fetch_release(struct pctx *x)
 {
+	/* fetch_reserved is the sum of the Fetches' reserved + copies. */
+	MR_ASSERT_MSG(x->pl->fetch_reserved >= x->reserved + x->copies,
+	    "%zu < %zu + %zu", x->pl->fetch_reserved, x->reserved, x->copies);
 	x->pl->fetch_reserved -= x->reserved + x->copies;
 	x->reserved = x->copies = 0;
 }
@@ -1213,6 +1226,7 @@ static void fetch_release(struct pctx *x)
 static void fetch_copied(struct pctx *x, size_t moved)
 {
 	moved = MIN(moved, x->copies);
+	MR_ASSERT(x->pl->fetch_reserved >= moved);
 	x->copies -= moved;
 	x->pl->fetch_reserved -= moved;
 }
@@ -1540,6 +1554,8 @@ static int enqueue_own(struct ppart *p, const struct batch *b, int straddle,
 			q->buf = (uint8_t *)(uintptr_t)b->p;
 			q->pin = pin;
 			pin->refs++;
+			/* Its bytes move from the pin's into the queued ones. */
+			MR_ASSERT(*pin->extra >= b->len);
 			*pin->extra -= b->len;
 		} else {
 			if ((q->buf = malloc(b->len)) == NULL) {
@@ -1555,6 +1571,11 @@ static int enqueue_own(struct ppart *p, const struct batch *b, int straddle,
 			p->live.offset_holes++;
 		}
 	}
+	/* The queue's source offsets only grow: intake() takes a batch
+	 * only when it ends past the fetch position, never below src_copied. */
+	MR_ASSERT_MSG(q->src_next > p->src_copied && q->dst_base == p->dst_tail,
+	    "batch %" PRId64 "..%" PRId64 ", copied to %" PRId64, q->src_base,
+	    q->src_next, p->src_copied);
 	TAILQ_INSERT_TAIL(&p->q, q, link);
 	p->qbytes += q->len;
 	pl->qbytes += q->len;
@@ -2031,6 +2052,7 @@ static struct pbuf_pin *fetch_pin(struct pctx *x, struct kconn *c)
 	pin->extra = &x->pl->pin_extra;
 	x->pl->pin_extra += pin->size;
 	moved = MIN(x->reserved, pin->size);
+	MR_ASSERT(x->pl->fetch_reserved >= moved);
 	x->reserved -= moved;
 	x->pl->fetch_reserved -= moved;
 	x->pl->taking = pin;
@@ -2434,6 +2456,10 @@ void pcopy_fetch_round(struct pmirror *pm)
 		}
 		fetch_group_topics(&f, sel);
 		for (size_t i = 0; i < f.n; i++) {
+			/* One Fetch of a partition at a time, and only of
+			 * one this instance copies (fetch_candidate()). */
+			MR_ASSERT(!pm->parts[sel[i]]->fetch_inflight &&
+			    pl_part_wants_run(pm->parts[sel[i]]));
 			ctx_add(x, pm->parts[sel[i]], f.tps[i].offset);
 			x->e[x->n - 1].slot = sel[i];
 			x->e[x->n - 1].tid = f.tps[i].topic_id;
@@ -2572,6 +2598,8 @@ enum { HALT_NONE, HALT_REQUEUE, HALT_UNSURE, HALT_IDENTITY, HALT_FAILED };
 
 static void held_free(struct ppart *p, struct pbatch *s)
 {
+	MR_ASSERT_MSG(p->qbytes >= s->len && p->pm->pl->qbytes >= p->qbytes,
+	    "%zu, %zu, %zu", s->len, p->qbytes, p->pm->pl->qbytes);
 	p->qbytes -= s->len;
 	p->pm->pl->qbytes -= s->len;
 	pbatch_free(s);
@@ -2716,12 +2744,19 @@ static void settle(struct ppart *p)
 
 	if (kind == HALT_NONE || p->ninflight > 0 || p->dead)
 		return;
+	MR_ASSERT(TAILQ_EMPTY(&p->inflight));
 	p->halt = HALT_NONE;
 	switch (kind) {
 	case HALT_REQUEUE:
 		if (p->gen == p->halt_gen && p->step == PS_RUN) {
+			const struct pbatch *l = TAILQ_LAST(&p->failed, pbatchq);
+			const struct pbatch *h = TAILQ_FIRST(&p->q);
+
 			/* Not appended: the same batches again, in order,
-			 * with the same sequences, once the leader is known. */
+			 * with the same sequences, once the leader is known.
+			 * They end where the queue goes on. */
+			MR_ASSERT(l == NULL || h == NULL ||
+			    l->dst_base + l->count == h->dst_base);
 			while ((s = TAILQ_LAST(&p->failed, pbatchq)) != NULL) {
 				TAILQ_REMOVE(&p->failed, s, link);
 				TAILQ_INSERT_HEAD(&p->q, s, link);
@@ -2742,6 +2777,7 @@ static void settle(struct ppart *p)
 			if (s->anchored) {
 				/* Still held: counted in ubytes until resent or
 				 * dropped (resend_unsure()). */
+				MR_ASSERT(p->qbytes >= s->len && pl->qbytes >= s->len);
 				p->qbytes -= s->len;
 				pl->qbytes -= s->len;
 				p->ubytes += s->len;
@@ -2825,6 +2861,12 @@ static void produce_ok(struct ppart *p, struct pbatch *s)
 {
 	struct pipeline *pl = p->pm->pl;
 
+	/* What the destination holds only grows while batches are in
+	 * flight (SYNC, the only other writer, waits until none is). */
+	MR_ASSERT_MSG(s->dst_base >= p->dst_next && s->src_next >= p->src_done,
+	    "batch at %" PRId64 " (source end %" PRId64 "), destination end %"
+	    PRId64 " (source %" PRId64 ")", s->dst_base, s->src_next,
+	    p->dst_next, p->src_done);
 	p->dst_next = s->dst_base + s->count;
 	p->live.destination_end = p->dst_next;
 	p->last_src = s->src_next - 1;
@@ -2987,7 +3029,14 @@ static void produce_error(struct pctx *x, struct ppart *p, struct pbatch *s,
 static int inflight_take(struct ppart *p, struct pbatch *s)
 {
 	int first = s == TAILQ_FIRST(&p->inflight);
+	const struct pbatch *b;
 
+	/* An answer names a batch of p's in-flight list (own_gen drops the
+	 * answers to batches pl_produce_forget() freed). */
+	TAILQ_FOREACH(b, &p->inflight, link)
+		if (b == s)
+			break;
+	MR_ASSERT(b == s && p->ninflight > 0);
 	TAILQ_REMOVE(&p->inflight, s, link);
 	p->ninflight--;
 	p->pm->pl->totals.inflight_batches--;
@@ -3009,6 +3058,7 @@ void pl_produce_forget(struct ppart *p)
 		held_free(p, s);
 	}
 	unsure_free(p);
+	MR_ASSERT_MSG(p->ninflight == 0, "%d", p->ninflight);
 	p->inflight_conn = NULL;
 	p->halt = HALT_NONE;
 	p->halt_unsure = 0;
@@ -3131,6 +3181,7 @@ static void mwrite_done(void *arg, int code, const char *msg)
 	struct pipeline *pl = p->pm->pl;
 	char name[300];
 
+	MR_ASSERT(p->mwrite);   /* one completion per write */
 	p->mwrite = 0;
 	if (!p->dead && p->gen == p->mwrite_gen && p->own_gen == p->mwrite_og) {
 		if (code != 0 && p->mwrite_kind == MW_EPOCH)
@@ -3167,6 +3218,9 @@ static void mwrite_done(void *arg, int code, const char *msg)
 static void mwrite_begin(struct ppart *p, uint32_t og, int kind, int64_t off,
     const char *what)
 {
+	/* One metadata write of p at a time: each is validated against a
+	 * model that shows only completed ones. */
+	MR_ASSERT(!p->mwrite);
 	p->mwrite = 1;
 	p->mwrite_gen = p->gen;
 	p->mwrite_og = og;
@@ -3180,6 +3234,7 @@ static void mwrite_begin(struct ppart *p, uint32_t og, int kind, int64_t off,
  * until the pipeline goes): the caller still looks at it. */
 static void mwrite_cancel(struct ppart *p)
 {
+	MR_ASSERT(p->mwrite && p->refs > 0);
 	p->mwrite = 0;
 	p->refs--;
 }
@@ -3313,6 +3368,13 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 		int r;
 
 		i = b->pidx++;
+		/* A batch's anchors lie within it: the gap before it, holes
+		 * in it, its end. */
+		MR_ASSERT_MSG(b->anchors[i].dst >= b->dst_base &&
+		    b->anchors[i].dst <= b->dst_base + b->count, "anchor %"
+		    PRId64 " -> %" PRId64 " of the batch at %" PRId64 " (%" PRId32
+		    " records)", b->anchors[i].src, b->anchors[i].dst,
+		    b->dst_base, b->count);
 		snprintf(what, sizeof(what), "the translation anchor %" PRId64
 		    " -> %" PRId64, b->anchors[i].src, b->anchors[i].dst);
 		mwrite_begin(p, og, MW_ANCHOR, b->anchors[i].dst, what);
@@ -3418,6 +3480,10 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		    " epoch %d, sequence 0 at destination offset %" PRId64,
 		    p->pm->name, p->topic, p->index, p->pid, p->pepoch, q->dst_base);
 	}
+	/* An identity is used only from where it is recorded to begin. */
+	MR_ASSERT_MSG(p->pid < 0 || (p->seq_base >= 0 &&
+	    q->dst_base >= p->seq_base), "producer id %" PRId64 " from %" PRId64
+	    ", batch at %" PRId64, p->pid, p->seq_base, q->dst_base);
 	memset(&rw, 0, sizeof(rw));
 	rw.flags = BATCH_RW_PRODUCER | BATCH_RW_CLEAR_TXN;
 	rw.base_offset = 0; /* brokers assign offsets; Kafka 4 wants 0 from clients */
@@ -3439,6 +3505,12 @@ static int prepare_head(struct ppart *p, struct pcluster *dst)
 		    ": %s", q->src_base, err);
 		return -1;
 	}
+	/* The bytes sent carry the identity and the sequence that is the
+	 * batch's distance from where the identity began. */
+	MR_ASSERT(p->pid < 0 || ((int64_t)be64_load(q->buf +
+	    BATCH_OFF_PRODUCER_ID) == p->pid && (int32_t)be32_load(q->buf +
+	    BATCH_OFF_BASE_SEQUENCE) == (int32_t)((q->dst_base - p->seq_base) &
+	    INT32_MAX)));
 	q->wpid = rw.producer_id;
 	q->wepoch = rw.producer_epoch;
 #ifdef MIRRORD_STRICT_PRODUCE
@@ -3677,6 +3749,16 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 				bytes -= request_purge(x, &r);
 			if (ph != 0)
 				continue; /* failed, or its metadata write is in flight */
+			/* One owner per partition: only this instance's
+			 * partitions are produced to. */
+			MR_ASSERT(p->owned && pl_part_owned(p));
+			/* Batches in flight follow each other under one
+			 * identity, without a gap: their sequences follow on. */
+			const struct pbatch *prev = TAILQ_LAST(&p->inflight, pbatchq);
+
+			MR_ASSERT(prev == NULL || (prev->dst_base + prev->count ==
+			    q->dst_base && prev->wpid == q->wpid &&
+			    prev->wepoch == q->wepoch));
 			/* Still counted in the queued bytes until answered. */
 			TAILQ_REMOVE(&p->q, q, link);
 			TAILQ_INSERT_TAIL(&p->inflight, q, link);
@@ -3715,6 +3797,10 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 		r.tps[j] = t;
 		x->e[j] = e;
 	}
+	/* No partition lost since it was added (request_purge()). */
+	for (size_t i = 0; i < x->n; i++)
+		MR_ASSERT(pl_part_kept(x->e[i].p, x->e[i].ogen) &&
+		    x->e[i].p->owned);
 	x->version = (int16_t)*vp;
 	r.timeout_ms = (int32_t)MIN(pl->cfg->pipeline_request_timeout_ms, INT32_MAX);
 	r.x = x;
@@ -3731,6 +3817,8 @@ static int produce_request(struct pipeline *pl, struct pbroker *b,
 			struct ppart *p = x->e[i].p;
 			struct pbatch *q = x->e[i].b;
 
+			MR_ASSERT(q == TAILQ_LAST(&p->inflight, pbatchq) &&
+			    p->ninflight > 0);
 			TAILQ_REMOVE(&p->inflight, q, link);
 			p->ninflight--;
 			pl->totals.inflight_batches--;

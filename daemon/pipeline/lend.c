@@ -14,13 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "massert.h"
 #include "pipe_int.h"
 
 void pbuf_pin_drop(struct pbuf_pin *pin, size_t len)
 {
+	MR_ASSERT_MSG(pin->refs > 0, "refs %d", pin->refs);
 	*pin->extra += len;
 	if (--pin->refs > 0)
 		return;
+	/* No batch covers any of it now: all of it is counted in *extra. */
+	MR_ASSERT_MSG(*pin->extra >= pin->size, "%zu < %zu", *pin->extra,
+	    pin->size);
 	*pin->extra -= pin->size;
 	free(pin->buf);
 	free(pin);
@@ -30,8 +35,13 @@ void pbatch_free(struct pbatch *b)
 {
 	if (b == NULL)
 		return;
-	if (b->loan != NULL)
+	if (b->loan != NULL) {
+		MR_ASSERT(b->loan->b == b);
 		b->loan->b = NULL; /* the loan keeps the pin */
+	}
+	/* A lent batch lies in a pin (pl_lend_batch()), which the loan
+	 * holds: its bytes are not freed under the request. */
+	MR_ASSERT(b->loan == NULL || b->pin != NULL);
 	if (b->pin != NULL)
 		pbuf_pin_drop(b->pin, b->len);
 	else
@@ -44,9 +54,13 @@ static void ploan_release(struct kconn_loan *kl)
 {
 	struct ploan *l = (struct ploan *)kl;
 
-	if (l->b != NULL)
+	if (l->b != NULL) {
+		MR_ASSERT(l->b->loan == l);
 		l->b->loan = NULL;
+	}
 	if (l->pl != NULL) {
+		MR_ASSERT_MSG(l->pl->lent >= l->n, "%zu < %zu", l->pl->lent,
+		    l->n);
 		l->pl->lent -= l->n;
 		TAILQ_REMOVE(&l->pl->loans, l, link);
 	}
@@ -64,8 +78,10 @@ void pl_loans_orphan(struct pipeline *pl)
 			l->b->loan = NULL;
 		l->b = NULL;
 		l->pl = NULL;
-		/* Its batches are freed: what stays is the loans'. */
+		/* Its batches are freed: what stays is the loans', the
+		 * whole buffer (pbuf_pin_drop() takes it off at the last). */
 		l->pin->extra = &l->pin->own;
+		l->pin->own = l->pin->size;
 	}
 	pl->lent = 0;
 }
@@ -92,6 +108,9 @@ struct kconn_loan *pl_lend_batch(struct pipeline *pl, struct pbatch *b,
 	}
 	if ((l = calloc(1, sizeof(*l))) == NULL)
 		return NULL;
+	/* The loan holds the pin the lent bytes lie in. */
+	MR_ASSERT(p >= b->pin->buf && n <= b->pin->size -
+	    (size_t)(p - b->pin->buf));
 	l->base.release = ploan_release;
 	l->pl = pl;
 	l->pin = b->pin;
@@ -113,6 +132,7 @@ int pbatch_unlend(struct pbatch *q)
 	if ((nb = malloc(q->len)) == NULL)
 		return -1;
 	memcpy(nb, q->buf, q->len);
+	MR_ASSERT(q->loan->b == q && q->pin != NULL);
 	q->loan->b = NULL;
 	q->loan = NULL;
 	pbuf_pin_drop(q->pin, q->len); /* the loan still holds it */
@@ -134,5 +154,7 @@ int pbatch_rewrite(struct pbatch *q, struct batch *b,
 		if (batch_parse(q->buf, q->len, b, err, errlen) != BATCH_OK)
 			return -1;
 	}
+	/* Never in place under a request not written yet. */
+	MR_ASSERT(q->loan == NULL && b->p == q->buf);
 	return batch_rewrite_header(b, rw, q->buf, q->len, err, errlen);
 }

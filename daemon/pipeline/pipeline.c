@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "kerr.h"
 #include "kproto.h"
 #include "log.h"
+#include "massert.h"
 #include "metrics.h"
 #include "metrics_std.h"
 #include "mirrorconf.h"
@@ -123,7 +123,7 @@ int pl_dread_room(struct pipeline *pl, size_t want)
 
 void pl_dread_set(struct pipeline *pl, size_t *held, size_t n)
 {
-	assert(pl->dreads >= *held);
+	MR_ASSERT_MSG(pl->dreads >= *held, "%zu < %zu", pl->dreads, *held);
 	pl->dreads = pl->dreads - *held + n;
 	*held = n;
 	(void)pl_held_note(pl);
@@ -131,7 +131,7 @@ void pl_dread_set(struct pipeline *pl, size_t *held, size_t n)
 
 void pl_dread_start(struct pipeline *pl, size_t *held, size_t want)
 {
-	assert(*held == 0);
+	MR_ASSERT(*held == 0);
 	pl->dread_flight++;
 	pl_dread_set(pl, held, want);
 }
@@ -144,7 +144,7 @@ void pl_dread_grow(struct pipeline *pl, size_t *held, size_t n)
 
 void pl_dread_done(struct pipeline *pl, size_t *held)
 {
-	assert(pl->dread_flight > 0);
+	MR_ASSERT(pl->dread_flight > 0);
 	pl->dread_flight--;
 	pl_dread_set(pl, held, 0);
 	if (pl->dread_waiting) {
@@ -165,6 +165,8 @@ void pl_drop_queue(struct ppart *p)
 	struct pipeline *pl = p->pm->pl;
 
 	while ((b = TAILQ_FIRST(&p->q)) != NULL) {
+		MR_ASSERT_MSG(p->qbytes >= b->len && pl->qbytes >= p->qbytes,
+		    "%zu, %zu, %zu", b->len, p->qbytes, pl->qbytes);
 		TAILQ_REMOVE(&p->q, b, link);
 		p->qbytes -= b->len;
 		pl->qbytes -= b->len;
@@ -388,6 +390,7 @@ void pl_part_unref(struct ppart *p)
 {
 	struct pipeline *pl = p->pm->pl;
 
+	MR_ASSERT_MSG(p->refs > 0, "%d", p->refs);
 	/* Dead but not buried yet (its mirror was deleted a moment ago,
 	 * pm->parts still holds it): pm_free() buries it. */
 	if (--p->refs > 0 || !p->dead || !p->buried)
@@ -461,6 +464,7 @@ static void swrite_done(void *arg, int code, const char *msg)
 	struct pipeline *pl = p->pm->pl;
 	void (*then)(struct ppart *) = p->swrite_then;
 
+	MR_ASSERT(p->swrite);   /* one completion per write */
 	p->swrite = 0;
 	p->swrite_then = NULL;
 	if (!p->dead && p->mp != NULL && p->own_gen == p->swrite_og) {
@@ -558,6 +562,10 @@ static int swrite_start(struct ppart *p, const struct pl_state_req *rq,
 	struct mpart *mp = p->mp;
 	int started = 0, r;
 
+	/* One state write of p in flight (pl_part_state() queues the
+	 * others behind it): each is validated against the state the one
+	 * before it left. */
+	MR_ASSERT(!p->swrite);
 	/* The ref: a follower's write may apply other instances' records
 	 * first and lose p or bury it; the callback still finds it. */
 	p->swrite = 1;
@@ -596,6 +604,8 @@ static void part_bury(struct pipeline *pl, struct ppart *p)
 	p->buried = 1;
 	p->mp = NULL;
 	pl->pmap_ok = 0; /* p may be freed: no map entry may point at it */
+	MR_ASSERT(pl->qbytes >= p->qbytes && pl->ubytes >= p->ubytes &&
+	    pl->totals.inflight_batches >= p->ninflight);
 	pl->qbytes -= p->qbytes;
 	p->qbytes = 0;
 	pl->ubytes -= p->ubytes;
@@ -1237,6 +1247,9 @@ static void part_lose(struct ppart *p)
 		    "ignored", part_name(p, name, sizeof(name)), p->ninflight,
 		    p->ninflight == 1 ? "" : "s");
 	pl_produce_forget(p);
+	/* A lost partition holds no batch and no byte of the cap. */
+	MR_ASSERT_MSG(p->qbytes == 0 && p->ubytes == 0, "%zu and %zu bytes held",
+	    p->qbytes, p->ubytes);
 	p->own_gen++;
 	p->pm->pl->losses++;
 	p->owned = 0;

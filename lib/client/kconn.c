@@ -20,7 +20,6 @@
  */
 #include "config.h"
 
-#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
@@ -50,6 +49,7 @@
 #include "kproto.h"
 #include "ksasl.h"
 #include "log.h"
+#include "massert.h"
 
 #define API_APIVERSIONS 18
 #define API_SASL_HANDSHAKE 17
@@ -240,7 +240,8 @@ static void conn_set_state(struct kconn *c, int s, const char *why)
 	if (c->state == s)
 		return; /* e.g. the ApiVersions retry */
 	/* Our own invariant, never the peer's doing: any state may close. */
-	assert(s == CS_CLOSED || (allowed[c->state] & (1u << s)) != 0);
+	MR_ASSERT_MSG(s == CS_CLOSED || (allowed[c->state] & (1u << s)) != 0,
+	    "%s -> %s", state_names[c->state], state_names[s]);
 	log_debug("kconn %s: %s -> %s (%s)", c->name, state_names[c->state],
 	    state_names[s], why);
 	c->state = s;
@@ -272,6 +273,7 @@ static void conn_enter(struct kconn *c)
 /* Leaves a callback scope; finishes a close or free left pending. */
 static void conn_leave(struct kconn *c)
 {
+	MR_ASSERT(c->busy > 0);
 	if (--c->busy > 0)
 		return;
 	if (c->state == CS_CLOSED && c->bev != NULL) {
@@ -486,6 +488,8 @@ again:
 	else if ((rq = expired_in(&c->waitq, now, &next)) != NULL)
 		TAILQ_REMOVE(&c->waitq, rq, link);
 	if (rq != NULL && rq->late) {
+		MR_ASSERT(c->nreq > 0 && c->req_bytes >= rq->bytes &&
+		    c->nlate > 0);
 		c->nreq--;
 		c->req_bytes -= rq->bytes;
 		c->nlate--;
@@ -498,6 +502,7 @@ again:
 		goto out;
 	}
 	if (rq != NULL) {
+		MR_ASSERT(c->nreq > 0 && c->req_bytes >= rq->bytes);
 		c->nreq--;
 		c->req_bytes -= rq->bytes;
 		snprintf(msg, sizeof(msg), "%s: request %s v%d (correlation id "
@@ -1155,6 +1160,8 @@ static void conn_frame(struct kconn *c, const uint8_t *p, size_t len)
 		return;
 	}
 	TAILQ_REMOVE(&c->inflight, rq, link);
+	/* nreq and req_bytes count the requests queued and in flight. */
+	MR_ASSERT(c->nreq > 0 && c->req_bytes >= rq->bytes);
 	c->nreq--;
 	c->req_bytes -= rq->bytes;
 	req_finish(c, rq, KCONN_E_OK, NULL, &r, len + 4);
@@ -1167,6 +1174,8 @@ static void late_drop(struct kconn *c, struct kreq *rq, size_t size)
 	log_info("kconn %s: the answer to %s v%d (correlation id %d, %zu bytes) "
 	    "came after its timeout: discarded", c->name, api_name(rq->api_key),
 	    rq->version, rq->corr, size);
+	MR_ASSERT(rq->late && c->nreq > 0 && c->req_bytes >= rq->bytes &&
+	    c->nlate > 0);
 	TAILQ_REMOVE(&c->inflight, rq, link);
 	c->nreq--;
 	c->req_bytes -= rq->bytes;
@@ -1255,6 +1264,9 @@ static int frame_recv(struct kconn *c)
 	evutil_socket_t fd = bufferevent_getfd(c->bev);
 	ssize_t n;
 
+	/* Only the rest of the frame, into its own buffer. */
+	MR_ASSERT(c->frame_on && c->frame_have < c->frame_len &&
+	    c->frame_len <= c->frame_cap);
 	do
 		n = recv(fd, c->frame + c->frame_have,
 		    c->frame_len - c->frame_have, 0);
@@ -1284,6 +1296,7 @@ static void frame_done(struct kconn *c)
 {
 	struct kreq *rq = TAILQ_FIRST(&c->inflight);
 
+	MR_ASSERT(c->frame_on && c->frame_have == c->frame_len);
 	c->frame_on = 0;
 	if (event_pending(c->ev_frame, EV_READ, NULL)) {
 		event_del(c->ev_frame);

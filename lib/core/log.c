@@ -1,7 +1,8 @@
 /*
  * log.c: see log.h.  Single-threaded callers, except log_rdkafka_cb which
- * librdkafka may call from its own threads; a line is written with one
- * write(2) so lines never interleave.
+ * librdkafka may call from its own threads (and log_assert_fail*, from
+ * any thread); a line is written with one write(2) so lines never
+ * interleave.
  */
 #include "config.h"
 
@@ -155,6 +156,28 @@ void fatalx(const char *fmt, ...)
 	log_vemit(LOG_LVL_ERROR, 0, fmt, ap);
 	va_end(ap);
 	exit(1);
+}
+
+void log_assert_fail(const char *expr, const char *file, int line,
+    const char *func)
+{
+	log_emit(LOG_LVL_ERROR, 0, "assertion failed: %s at %s:%d (%s)", expr,
+	    file, line, func);
+	abort();
+}
+
+void log_assert_failf(const char *expr, const char *file, int line,
+    const char *func, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_emit(LOG_LVL_ERROR, 0, "assertion failed: %s at %s:%d (%s): %s",
+	    expr, file, line, func, msg);
+	abort();
 }
 
 static void libevent_log_cb(int severity, const char *msg)

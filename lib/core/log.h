@@ -65,6 +65,14 @@ void log_vemit(int level, int errnum, const char *fmt, va_list ap);
 NORETURN void fatal(const char *fmt, ...) PRINTF_LIKE(1, 2);  /* + errno */
 NORETURN void fatalx(const char *fmt, ...) PRINTF_LIKE(1, 2);
 
+/* An invariant broke (massert.h's MR_ASSERT and MR_ASSERT_MSG): logs
+ * "assertion failed: <expr> at <file>:<line> (<func>)" (and ": " with
+ * fmt's words) at error level, whatever the level, and calls abort(). */
+NORETURN void log_assert_fail(const char *expr, const char *file, int line,
+    const char *func);
+NORETURN void log_assert_failf(const char *expr, const char *file, int line,
+    const char *func, const char *fmt, ...) PRINTF_LIKE(5, 6);
+
 #include <errno.h>
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "compat.h"
 #include "crc32c.h"
+#include "massert.h"
 #include "mlog.h"
 
 void mlog_opts_init(struct mlog_opts *o)
@@ -254,8 +255,9 @@ struct mlog_group {
 void mlog_group_done(struct mlog *ml, mlog_done_fn done, void *arg, int rc,
     int16_t sync_error, const char *err)
 {
-	if (ml->groups_in_flight > 0)
-		ml->groups_in_flight--;
+	/* Each group handed to the log completes once. */
+	MR_ASSERT(ml->groups_in_flight > 0);
+	ml->groups_in_flight--;
 	if (rc == 0)
 		run_sync_hook(ml);
 	if (done != NULL)

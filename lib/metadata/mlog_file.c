@@ -50,6 +50,7 @@
 
 #include "compat.h"
 #include "log.h"
+#include "massert.h"
 #include "mlog.h"
 
 #define MLOG_MAGIC 0x4d524c47u  /* "MRLG" */
@@ -1206,8 +1207,10 @@ static void collect_done(struct mlog_file *f)
 	pthread_mutex_unlock(&f->mu);
 	if (h == NULL)
 		return;
-	for (j = h; j != NULL; j = j->next)
+	for (j = h; j != NULL; j = j->next) {
+		MR_ASSERT(f->jobs_out > 0);
 		f->jobs_out--;
+	}
 	if (f->r_tail != NULL)
 		f->r_tail->next = h;
 	else
@@ -1219,6 +1222,10 @@ static void collect_done(struct mlog_file *f)
 static void finish_job(struct mlog_file *f, struct fjob *j)
 {
 	if (j->rc == 0 && j->kind == FJOB_GROUP) {
+		/* Jobs come back in the order they were queued: a group's
+		 * end in the live segment is past the one before it. */
+		MR_ASSERT_MSG(j->end_off >= f->st.bytes, "%" PRIu64 " < %" PRIu64,
+		    j->end_off, f->st.bytes);
 		f->st.groups++;
 		f->st.records += j->nrec;
 		f->st.records_since_snapshot += j->nrec;

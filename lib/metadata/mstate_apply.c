@@ -19,6 +19,7 @@
 #include "kbuf.h"
 #include "kerr.h"
 #include "log.h"
+#include "massert.h"
 #include "mlog.h"
 #include "xlate.h"
 #include "mrec.h"
@@ -69,6 +70,12 @@ static void move_state(struct apply *a, struct mpart *p, enum mpart_state to,
 	enum mpart_state from = p->state;
 	const struct mtopic *t = p->topic;
 
+	/* Through set_state() (the table, or a snapshot's restore of a
+	 * partition that has no state yet) or a realign's move back to
+	 * PREPARING: no other way. */
+	MR_ASSERT_MSG(mpart_transition_ok(from, to) || from == MPART_UNKNOWN ||
+	    (to == MPART_PREPARING && from == MPART_MIRRORING), "%s -> %s",
+	    mpart_state_name(from), mpart_state_name(to));
 	p->state = to;
 	if (from == to)
 		return;
@@ -836,6 +843,12 @@ static int apply_part_epoch(struct apply *a, const struct mrec *r)
 	p->epochs[p->nepochs].epoch = r->epoch;
 	p->epochs[p->nepochs].start_offset = r->off;
 	p->nepochs++;
+	/* The history's epochs strictly increase, their offsets never go
+	 * back (mstate_epoch_check()). */
+	MR_ASSERT(p->nepochs < 2 ||
+	    (p->epochs[p->nepochs - 1].epoch > p->epochs[p->nepochs - 2].epoch &&
+	    p->epochs[p->nepochs - 1].start_offset >=
+	    p->epochs[p->nepochs - 2].start_offset));
 	return 0;
 }
 
@@ -934,6 +947,14 @@ int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
 	return 0;
 }
 
+/* 1 when anchor i follows the one before it in both offsets (mstate.h:
+ * a partition's anchors ascend). */
+static int anchor_ascends(const struct mpart *p, size_t i)
+{
+	return i == 0 || (p->anchors[i].src >= p->anchors[i - 1].src &&
+	    p->anchors[i].dst >= p->anchors[i - 1].dst);
+}
+
 static int apply_part_anchor(struct apply *a, const struct mrec *r)
 {
 	struct mpart *p = need_part(a, r);
@@ -952,6 +973,8 @@ static int apply_part_anchor(struct apply *a, const struct mrec *r)
 		 * snapshot restores exactly this list. */
 		p->anchors[p->nanchors - 1].src = r->off;
 		p->anchors[p->nanchors - 1].dst = r->off2;
+		MR_ASSERT(anchor_ascends(p, p->nanchors - 1) &&
+		    anchor_ascends(p, p->nanchors - 2));
 		return 0;
 	}
 	if (mstate_grow(&p->anchors, p->nanchors, sizeof(*p->anchors)) != 0)
@@ -959,6 +982,7 @@ static int apply_part_anchor(struct apply *a, const struct mrec *r)
 	p->anchors[p->nanchors].src = r->off;
 	p->anchors[p->nanchors].dst = r->off2;
 	p->nanchors++;
+	MR_ASSERT(anchor_ascends(p, p->nanchors - 1));
 	return 0;
 }
 
@@ -1807,6 +1831,8 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 	struct mstate *st = g->st;
 	char aerr[1024];
 
+	/* One group in flight at a time: groups complete in log order. */
+	MR_ASSERT(st->inflight == g);
 	st->inflight = NULL;
 	if (rc != 0) {
 		int code = sync_error != 0 ? sync_error :
@@ -1869,6 +1895,9 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 		st->astats.ops++;
 		if (op == st->excl_op)
 			st->excl_op = NULL;
+		/* A write's records are applied once, in the log's order. */
+		MR_ASSERT(!op->applied);
+		op->applied = 1;
 		/* A follower's log applied them already, live. */
 		for (size_t i = 0; i < op->n && !st->ml->applies_on_sync; i++) {
 			if (apply_payload(st, op->types[i], op->bufs[i],
@@ -1947,6 +1976,7 @@ static int aop_append(struct mstate *st, struct mstate_aop *op, char *err,
 	struct mstate_aop *acc;
 	size_t i;
 
+	MR_ASSERT(!op->applied);   /* never written twice */
 	for (i = 0; i < op->n; i++)
 		if (mlog_append(st->ml, op->types[i], op->bufs[i], op->lens[i],
 		    err, errlen) != 0)

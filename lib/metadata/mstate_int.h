@@ -113,6 +113,7 @@ struct mstate_aop {
 	int excl;              /* the exclusive write's op */
 	int from_state;        /* held state change: the state it left */
 	int from_lost;         /* split_lost(): of a partition moved away */
+	int applied;           /* its records were applied to the model */
 	int rc;                /* a Kafka error code, once done */
 	char *msg;             /* its message (NULL: none) */
 };

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "compat.h"
+#include "massert.h"
 #include "xlate.h"
 
 struct xlate {
@@ -120,6 +121,13 @@ int xlate_rule(const struct xlate_anchor *tail, size_t k, int64_t src,
 	return XLATE_R_APPEND;
 }
 
+/* 1 when anchor i follows the one before it in both offsets. */
+static int ascends(const struct xlate *m, size_t i)
+{
+	return i == 0 || (m->a[i].src >= m->a[i - 1].src &&
+	    m->a[i].dst >= m->a[i - 1].dst);
+}
+
 int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
     size_t errlen)
 {
@@ -145,6 +153,8 @@ int xlate_add(struct xlate *m, int64_t src, int64_t dst, char *err,
 	if (rule == XLATE_R_REPLACE || rule == XLATE_R_FOLD) {
 		m->a[m->n - 1].src = src;
 		m->a[m->n - 1].dst = dst;
+		/* A merge keeps the anchors ascending (xlate_rule()). */
+		MR_ASSERT(ascends(m, m->n - 1) && ascends(m, m->n - 2));
 		return 0;
 	}
 	if (reserve(m, m->n + 1) != 0)

@@ -20,6 +20,7 @@
 #include "batch.h"
 #include "compat.h"
 #include "crc32c.h"
+#include "massert.h"
 
 /* Formats the reason into err (if any); always returns -1. */
 static int PRINTF_LIKE(3, 4) fail(char *err, size_t errlen, const char *fmt, ...)
@@ -931,6 +932,10 @@ static int records_make_contiguous(const uint8_t *in, size_t len, int32_t count,
 			    "batch at offset %" PRId64 ": record %" PRId32 " has offset delta %" PRId64
 			    " (previous %" PRId64 ", LastOffsetDelta %" PRId32 "): deltas must increase",
 			    base, i, r.offset_delta, prev, last_delta);
+		/* Deltas strictly increase from 0, so i <= offset_delta: the
+		 * record never grows, and out (len bytes) holds every one;
+		 * pairs (count + 1) an anchor per record at most. */
+		MR_ASSERT(varint_size(i) <= r.delta_len && np <= (size_t)i);
 		if (i == 0 || r.offset_delta != prev + 1) {
 			pairs[np].src = base + r.offset_delta;
 			pairs[np].dst = dst_base + i;
@@ -1143,7 +1148,7 @@ int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
     size_t errlen)
 {
 	const uint8_t *in = b->records;
-	size_t len = b->records_len, pos = 0, opos;
+	size_t len = b->records_len, pos = 0, opos, room;
 	int64_t tshift;
 	int32_t oshift = m->record_count;
 	char why[160];
@@ -1165,6 +1170,7 @@ int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
 	    err, errlen) != 0)
 		return -1;
 	opos = m->len;
+	room = m->len + len + (size_t)b->record_count * MERGE_REC_GROWTH;
 	for (int32_t i = 0; i < b->record_count; i++) {
 		struct rec r;
 		int64_t tsd, body_len;
@@ -1190,6 +1196,12 @@ int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
 		body_len = 1 + (int64_t)varint_size(tsd) +
 		    (int64_t)varint_size((int64_t)oshift + r.offset_delta) +
 		    (int64_t)(r.size - r.rest_at);
+		/* At most MERGE_REC_GROWTH longer than before: the room
+		 * reserved above holds it. */
+		MR_ASSERT_MSG(opos + varint_size(body_len) + (size_t)body_len <=
+		    room, "record %" PRId32 " of the batch at %"
+		    PRId64 ": %zu + %" PRId64 " bytes past %zu", i,
+		    b->base_offset, opos, body_len, room);
 		at += varint_write(o + at, body_len);
 		o[at++] = in[pos + r.len_bytes];        /* attributes */
 		at += varint_write(o + at, tsd);
@@ -1198,8 +1210,6 @@ int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
 		at += r.size - r.rest_at;
 		opos += at;
 		pos += r.size;
-		if (opos > m->len + len + (size_t)b->record_count * MERGE_REC_GROWTH)
-			return fail(err, errlen, "merged batch overran its room");
 	}
 	if (pos != len)
 		return fail(err, errlen, "batch at offset %" PRId64 ": %zu bytes follow "
@@ -1218,6 +1228,10 @@ int batch_merge_add(struct batch_merge *m, const struct batch *b, char *err,
 
 void batch_merge_finish(struct batch_merge *m)
 {
+	/* Started with a batch, never past its cap (batch_merge_add()). */
+	MR_ASSERT_MSG(m->buf != NULL && m->len >= BATCH_HEADER_LEN &&
+	    m->len <= m->cap && m->record_count > 0, "%zu bytes (cap %zu), %"
+	    PRId32 " records", m->len, m->cap, m->record_count);
 	be32_store(m->buf + BATCH_OFF_LENGTH,
 	    (uint32_t)(m->len - BATCH_LOG_OVERHEAD));
 	be32_store(m->buf + BATCH_OFF_LAST_OFFSET_DELTA,
