@@ -25,6 +25,7 @@ source sees, in order, at contiguous offsets, none twice.
 """
 
 import os
+import signal
 import sys
 
 sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)),
@@ -46,14 +47,28 @@ def put_plain(src, tag, n):
     want.extend((k, v) for _d, k, v in recs)
 
 
+MIRRORD = []
+
+
 def put_holes(src, tag):
     """A batch covering 6 offsets with records at deltas 0, 2, 3 only
     (holes at 1, 4 and 5).  The mock numbers a batch by its record count,
     so a filler batch takes the three offsets left over; it lies inside the
-    holed batch's range and no consumer (nor mirrord) reads it."""
+    holed batch's range and no consumer (nor mirrord) reads it.  Between the
+    two the mock's log ends inside the holed batch, which a real broker
+    never shows (a Fetch there is out of range): mirrord is stopped
+    (SIGSTOP) while both are written, so it cannot ask in between."""
     recs = [(dl, b"%s-%d" % (tag, dl), b"%s-value-%d" % (tag, dl)) for dl in (0, 2, 3)]
-    base = kw.produce(src, T, 0, kw.batch(recs, last_delta=5))
-    kw.produce(src, T, 0, kw.batch([(i, b"filler", b"x") for i in range(3)]))
+    pid = MIRRORD[0].proc.pid if MIRRORD and MIRRORD[0].proc is not None \
+        and MIRRORD[0].proc.alive() else None
+    if pid is not None:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        base = kw.produce(src, T, 0, kw.batch(recs, last_delta=5))
+        kw.produce(src, T, 0, kw.batch([(i, b"filler", b"x") for i in range(3)]))
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
     want.extend((k, v) for _d, k, v in recs)
     return base
 
@@ -128,6 +143,7 @@ def main():
     src, dst = kraw.Cluster(SRC), kraw.Cluster(DST)
     d = mt.Mirrord(destination=DST, extra_yaml=(
         "pipeline:\n  request_timeout_ms: 1500\n"))
+    MIRRORD.append(d)
     d.create("m1", {"bootstrap.servers": SRC, "mirror.fetch.wait.max.ms": "100",
                     "mirror.failed.retry.initial.backoff.ms": "100",
                     "mirror.failed.retry.max.backoff.ms": "300",
