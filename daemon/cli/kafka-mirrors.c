@@ -2004,6 +2004,7 @@ struct drow {
 	const char *tstate;
 	const struct kp_describe_mirrors_response_partition *p;
 	char *note;              /* STOPPED: the failover report, or NULL */
+	char *why;               /* STOPPED with a reason and a warning: both */
 };
 
 /* The failover report of a STOPPED partition, one line; NULL when mirrord
@@ -2109,7 +2110,9 @@ static const char *topic_state(const struct kp_describe_mirrors_response_topic *
  * reason, why it is stalled (or, PAUSED, cannot refresh its source end),
  * the warning of a copying partition that makes no progress, the note of
  * a partition mirrord stopped itself, the failover report of a STOPPED
- * one.  Empty kstr when none.
+ * one.  A partition STOPPED with a reason (its source topic deleted, say)
+ * and a warning (the consumer-group offsets not synced at the stop) shows
+ * both, the reason first.  Empty kstr when none.
  */
 static struct kstr partition_reason(const struct drow *r)
 {
@@ -2119,6 +2122,8 @@ static struct kstr partition_reason(const struct drow *r)
 		return p->error_message;
 	if (p->stalled_reason.len > 0)
 		return p->stalled_reason;
+	if (r->why != NULL)
+		return kstr_c(r->why);
 	if (p->warning_message.len > 0)
 		return p->warning_message;
 	if (p->error_message.len > 0)
@@ -2356,6 +2361,16 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 				rows[n].tstate = ts;
 				rows[n].p = &mi->topics[t].partitions[p];
 				rows[n].note = failover_note(rows[n].p);
+				rows[n].why = NULL;
+				if (kstr_eq(rows[n].p->state, "STOPPED") &&
+				    rows[n].p->error_message.len > 0 &&
+				    rows[n].p->warning_message.len > 0 &&
+				    asprintf(&rows[n].why, "%.*s; %.*s",
+				    (int)rows[n].p->error_message.len,
+				    rows[n].p->error_message.p,
+				    (int)rows[n].p->warning_message.len,
+				    rows[n].p->warning_message.p) < 0)
+					rows[n].why = NULL;
 				n++;
 			}
 		}
@@ -2411,8 +2426,10 @@ static int do_describe(struct cli_conn *c, const struct opts *o)
 	} else {
 		describe_partitions(rows, n);
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		free(rows[i].note);
+		free(rows[i].why);
+	}
 	free(rows);
 	free(frame);
 	karena_free(a);
