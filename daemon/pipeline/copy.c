@@ -22,6 +22,7 @@
 #include "massert.h"
 #include "metrics_std.h"
 #include "mirrorconf.h"
+#include "mrec.h"
 #include "fsess.h"
 #include "pipe_int.h"
 #include "txn.h"
@@ -586,6 +587,14 @@ void pcopy_start_at(struct ppart *p, int64_t d, int64_t s)
  * unsure batches first (resend_unsure()). */
 static void start_run(struct ppart *p)
 {
+	if (p->retract_arm) {
+		/* After retract_fenced(): nothing of the earlier copy can
+		 * land any more, this run may drop what it recorded above the
+		 * destination end. */
+		p->retract_arm = 0;
+		p->retract_ok = 1;
+		p->retract_gen = p->gen;
+	}
 	resend_unsure(p, p->dst_next);
 	p->step = PS_RUN;
 	p->run_since = clock_wall_ms();
@@ -1825,7 +1834,7 @@ static void mwrite_begin(struct ppart *p, uint32_t og, int kind, int64_t off,
     const char *what);
 static void mwrite_cancel(struct ppart *p);
 static void mwrite_done(void *arg, int code, const char *msg);
-enum { MW_EPOCH, MW_SENDING, MW_ANCHOR, MW_PRODUCER, MW_TRIM };
+enum { MW_EPOCH, MW_ANCHORS, MW_RETRACT, MW_PRODUCER, MW_TRIM };
 
 /*
  * Drops the translation anchors and epoch-history entries below both logs'
@@ -3240,39 +3249,175 @@ static void mwrite_cancel(struct ppart *p)
 }
 
 /*
- * Persists the anchors of b before its Produce (the translation map must
- * explain the destination before the batch can be there), after a
- * part-sending record naming where b goes (until it is acknowledged,
- * mirrord is only known to have written below that: pipeline/prove.c).
+ * Most batches, and most anchors, that one part-anchors record covers.  A
+ * follower's metadata write is a round trip to the writer: what queued
+ * up meanwhile goes in one record, so a partition carrying many small
+ * transactions (an anchor each) records them at the rate they come.
+ */
+#define PERSIST_MAX_BATCHES 512
+#define PERSIST_MAX_ANCHORS 256
+
+/*
+ * Puts the batches of p whose anchors the write that just completed made
+ * durable (pstep 2, from the head on) at pstep 3.  A batch with more
+ * anchors than one record holds goes back to pstep 1 for its next record.
+ */
+static void persist_finish(struct ppart *p)
+{
+	struct pbatch *x;
+	char name[300];
+
+	TAILQ_FOREACH(x, &p->q, link) {
+		if (x->pstep != 2)
+			break;
+		if (x->pidx < x->nanchors) {
+			x->pstep = 1;
+			break;
+		}
+		if (x->nanchors > 0) {
+			x->anchored = 1;
+			log_debug("%s: translation anchors of the batch at source "
+			    "offsets %" PRId64 "..%" PRId64 " recorded; sending it to "
+			    "destination offset %" PRId64, pname(p, name, sizeof(name)),
+			    x->src_base, x->src_next - 1, x->dst_base);
+		}
+		free(x->anchors);
+		x->anchors = NULL;
+		x->nanchors = 0;
+		x->pidx = 0;
+		x->pstep = 3;
+	}
+}
+
+/* Undoes a gathering that stopped: the batches after the head start over. */
+static void persist_ungather(struct ppart *p)
+{
+	struct pbatch *x;
+
+	TAILQ_FOREACH(x, &p->q, link) {
+		if (x->pstep != 2)
+			break;
+		x->pstep = x == TAILQ_FIRST(&p->q) ? 1 : 0;
+		x->pidx = 0;
+	}
+}
+
+/*
+ * A new producer epoch, then SYNC once no Produce of the old one can still
+ * land (the fence delay of identity_change_fenced()); the run after it may
+ * retract the anchors recorded above its first batch (persist_anchors()).
+ */
+static void retract_fenced(struct ppart *p, const char *what)
+{
+	const struct pipeline *pl = p->pm->pl;
+	char why[900], name[300];
+	int64_t fence;
+
+	if (p->pepoch >= INT16_MAX || p->pid < 0) {
+		p->pid = -1;
+		p->pid_fresh = 1;
+		snprintf(why, sizeof(why), "%s: a fresh producer id, then the "
+		    "anchors recorded above the destination end are dropped", what);
+	} else {
+		p->pepoch++;
+		snprintf(why, sizeof(why), "%s: producer epoch %d from the "
+		    "destination end on (the older epoch fenced), then the anchors "
+		    "recorded above the destination end are dropped", what,
+		    p->pepoch);
+	}
+	p->seq_base = -1;
+	p->retract_arm = 1;
+	log_warnx("%s: %s", pname(p, name, sizeof(name)), why);
+	fence = p->unsure_sent_ms + 2 * (pl->cfg->pipeline_request_timeout_ms + 1000);
+	pl_part_resync(p, "source batches changed under recorded anchors");
+	if (p->not_before < fence) {
+		log_info("%s: a Produce of the old identity may still be in a "
+		    "broker: re-reading the destination end in %" PRId64 " ms",
+		    pname(p, name, sizeof(name)), fence - clock_mono_ms());
+		p->not_before = fence;
+	}
+}
+
+/*
+ * The anchors x carries that the recorded map holds already (x fetched
+ * again after an uncertain Produce or a restart): *first is the index of
+ * its first new anchor.  0, or -1 when one of them disagrees with the map
+ * (*bad says which; the map is built into *mp on first use).
+ */
+static int recognise(struct ppart *p, struct pbatch *x, struct xlate **mp,
+    size_t *first, size_t *bad, int64_t *got_out, int *how_out)
+{
+	const struct mpart *mp_ = p->mp;
+	size_t i;
+
+	for (i = 0; i < x->nanchors && mp_->nanchors > 0; i++) {
+		const struct manchor *l = &mp_->anchors[mp_->nanchors - 1];
+		int64_t s = x->anchors[i].src, d = x->anchors[i].dst, got = -1;
+		int how;
+
+		if (s >= l->src && d >= l->dst)
+			break; /* new from here on */
+		if (*mp == NULL && (*mp = recorded_map(p)) == NULL)
+			return -2;
+		how = xlate_src_to_dst(*mp, s, &got);
+		if (how != XLATE_EXACT || got != d) {
+			*bad = i;
+			*got_out = got;
+			*how_out = how;
+			return -1;
+		}
+	}
+	*first = i;
+	return 0;
+}
+
+/*
+ * Persists the anchors of b, and of the batches queued after it, before
+ * their Produce (the translation map must explain the destination before
+ * a batch can be there), in one part-anchors record that also names
+ * where the first of them goes (part-sending: until acknowledged, mirrord
+ * is only known to have written below that, pipeline/prove.c).  Every
+ * batch queued behind b with nothing recorded yet and no new source
+ * leader epoch joins, up to PERSIST_MAX_BATCHES batches and
+ * PERSIST_MAX_ANCHORS anchors (a batch with more anchors than that, a
+ * compacted one full of holes, takes several records).
  *
  * After an uncertain Produce (or a restart) that did not land, the same
- * batch is fetched again and yields the same anchors, which go back from
+ * batches are fetched again and yield the same anchors, which go back from
  * the last recorded one.  Those are recognised when the recorded map
- * already maps each of them exactly so, and not added again; one that the
+ * already maps each of them exactly so, and not added again.  One that the
  * map explains otherwise means the source batch is not the one whose
- * anchors were recorded (compacted again in between), which mirrord cannot
- * tell apart from a corrupted map: FAILED, naming both.
+ * anchors were recorded: compacted again in between, or gone below the
+ * source's log start.  Anchors recorded above the destination end were
+ * recorded for batches that never landed; once nothing of the earlier
+ * copy can still land (a new producer epoch and the fence delay,
+ * retract_fenced()) they are dropped (part-retract) and the batches' new
+ * anchors recorded.  A disagreement with anchors of batches that landed
+ * is a source that changed under data already copied (or a damaged map):
+ * FAILED, naming both.
  *
  * Also records b's source leader epoch when it starts a new one: the epoch
  * history must name the epoch of every batch that may be at the
- * destination, or a restart's check (pipeline/epoch.c) would ask about an older
- * epoch than the last one copied.
+ * destination, or a restart's check (pipeline/epoch.c) would ask about an
+ * older epoch than the last one copied.
  *
- * The writes are asynchronous (group commit, doc/design.md): each
- * record is validated against the model once the one before it has been
- * applied, so one write of p is in flight at a time; other partitions'
- * records share its group.  Returns 0 when everything is durable (b may
- * go), 1 while a write is in flight (b->pstep/pidx say where to go on:
- * mwrite_done() kicks the pipeline), -1 when p failed or was lost.
+ * The writes are asynchronous (group commit, doc/design.md): one write of
+ * p is in flight at a time, validated against the model once the one
+ * before it has been applied; other partitions' records share its group.
+ * Returns 0 when everything is durable (b may go), 1 while a write is in
+ * flight (b->pstep says where to go on: mwrite_done() kicks the
+ * pipeline), -1 when p failed, was lost or starts again from SYNC.
  */
 static int persist_anchors(struct ppart *p, struct pbatch *b)
 {
 	struct mstate *st = p->pm->pl->st;
 	struct mpart *mp = p->mp;
 	struct xlate *m = NULL;
-	char msg[512], name[300], what[160];
+	struct mrec_anchor *v = NULL;
+	struct pbatch *x;
+	char msg[512], name[300], what[200];
+	size_t nv = 0, nb = 0;
 	int64_t from;
-	size_t i;
 	int rc = -1, started;
 	/* A follower's metadata write applies what other instances wrote
 	 * first (mlog_kafka): p may be lost on the way (part_lose() frees its
@@ -3301,114 +3446,153 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 	}
 	if (b->pstep == 0)
 		b->pstep = 1;
-
-	if (b->pstep == 1) {
-		for (i = 0; i < b->nanchors && mp->nanchors > 0; i++) {
-			const struct manchor *l = &mp->anchors[mp->nanchors - 1];
-			int64_t s = b->anchors[i].src, d = b->anchors[i].dst, got = -1;
-			int how;
-
-			if (s >= l->src && d >= l->dst)
-				break; /* new from here on */
-			if (m == NULL && (m = recorded_map(p)) == NULL)
-				goto out;
-			how = xlate_src_to_dst(m, s, &got);
-			if (how != XLATE_EXACT || got != d) {
-				pl_part_fail(p, "the source batch at offsets %" PRId64 "..%" PRId64
-				    ", fetched again for destination offset %" PRId64 " (after an "
-				    "uncertain Produce or a restart), puts source offset %" PRId64
-				    " at destination offset %" PRId64 ", but the translation "
-				    "recorded when it was first sent %s %" PRId64 ": the source "
-				    "batch changed in between (compacted again?)", b->src_base,
-				    b->src_next - 1, b->dst_base, s, d,
-				    how == XLATE_EXACT ? "puts it at" : "has no record at it; "
-				    "the next is at", got);
-				goto out;
-			}
-		}
-		if (i > 0)
-			log_info("%s: the batch at source offsets %" PRId64 "..%" PRId64
-			    " for destination offset %" PRId64 " is sent again: %zu of its "
-			    "translation anchors are recorded already", pname(p, name,
-			    sizeof(name)), b->src_base, b->src_next - 1, b->dst_base, i);
-		b->pidx = i;
-		b->pstep = 2;
-		/* With batches in flight before b (pipelined), what is known
-		 * written ends where the first of them starts (p->dst_next),
-		 * not at b. */
-		from = p->dst_next >= 0 && p->dst_next < b->dst_base ? p->dst_next :
-		    b->dst_base;
-		if (i < b->nanchors) {
-			int r;
-
-			snprintf(what, sizeof(what), "the batch sent to destination "
-			    "offset %" PRId64, b->dst_base);
-			mwrite_begin(p, og, MW_SENDING, from, what);
-			r = mpart_note_sending_async(st, mp, from, mwrite_done, p,
-			    &started, msg, sizeof(msg));
-			if (!started)
-				mwrite_cancel(p);
-
-			if (p->own_gen != og)
-				goto out;
-			if (r != 0) {
-				pl_part_fail(p, "cannot record the batch sent to destination "
-				    "offset %" PRId64 ": %s", b->dst_base, msg);
-				goto out;
-			}
-			if (started) {
-				rc = 1;
-				goto out;
-			}
-		}
+	if (b->pstep == 2) {
+		/* The write that covered it completed (p->mwrite is 0 and p
+		 * did not fail). */
+		persist_finish(p);
+		if (b->pstep == 3)
+			return 0;
 	}
-	if (p->own_gen != og)
-		goto out;
-	while (b->pidx < b->nanchors) {
-		int r;
 
-		i = b->pidx++;
-		/* A batch's anchors lie within it: the gap before it, holes
-		 * in it, its end. */
-		MR_ASSERT_MSG(b->anchors[i].dst >= b->dst_base &&
-		    b->anchors[i].dst <= b->dst_base + b->count, "anchor %"
-		    PRId64 " -> %" PRId64 " of the batch at %" PRId64 " (%" PRId32
-		    " records)", b->anchors[i].src, b->anchors[i].dst,
-		    b->dst_base, b->count);
-		snprintf(what, sizeof(what), "the translation anchor %" PRId64
-		    " -> %" PRId64, b->anchors[i].src, b->anchors[i].dst);
-		mwrite_begin(p, og, MW_ANCHOR, b->anchors[i].dst, what);
-		r = mpart_add_anchor_async(st, mp, b->anchors[i].src,
-		    b->anchors[i].dst, mwrite_done, p, &started, msg, sizeof(msg));
+	/* Gather b and the batches after it. */
+	if ((v = calloc(PERSIST_MAX_ANCHORS, sizeof(*v))) == NULL) {
+		pl_part_fail(p, "out of memory recording translation anchors");
+		return -1;
+	}
+	for (x = b; x != NULL && nb < PERSIST_MAX_BATCHES; x = TAILQ_NEXT(x, link)) {
+		size_t first = 0, bad = 0, take;
+		int64_t got = -1;
+		int how = 0, r;
+
+		if (x != b && (x->pstep != 0 || (x->epoch >= 0 &&
+		    x->epoch > p->last_epoch)))
+			break;
+		if (x->pidx == 0 && x->nanchors > 0) {
+			r = recognise(p, x, &m, &first, &bad, &got, &how);
+			if (r == -2)
+				goto out;
+			if (r == -1) {
+				int64_t s = x->anchors[bad].src, d = x->anchors[bad].dst;
+				size_t above = mpart_anchors_above(mp, b->dst_base);
+
+				persist_ungather(p);
+				if (above == 0) {
+					pl_part_fail(p, "the source batch at offsets %" PRId64
+					    "..%" PRId64 ", fetched again for destination offset %"
+					    PRId64 " (after an uncertain Produce or a restart), "
+					    "puts source offset %" PRId64 " at destination offset %"
+					    PRId64 ", but the translation recorded for the data "
+					    "already copied %s %" PRId64 ": the source changed "
+					    "under it", x->src_base, x->src_next - 1, x->dst_base,
+					    s, d, how == XLATE_EXACT ? "puts it at" : "has no "
+					    "record at it; the next is at", got);
+					goto out;
+				}
+				if (!p->retract_ok || p->retract_gen != p->gen) {
+					char why[600];
+
+					snprintf(why, sizeof(why), "the source batch at "
+					    "offsets %" PRId64 "..%" PRId64 " puts source offset %"
+					    PRId64 " at destination offset %" PRId64 ", not where "
+					    "the %zu anchors recorded above destination offset %"
+					    PRId64 " (never written) put it: the source changed "
+					    "since (compacted again, or below its log start)",
+					    x->src_base, x->src_next - 1, s, d, above,
+					    b->dst_base);
+					retract_fenced(p, why);
+					goto out;
+				}
+				p->retract_ok = 0;
+				snprintf(what, sizeof(what), "the %zu translation anchors "
+				    "above destination offset %" PRId64, above, b->dst_base);
+				mwrite_begin(p, og, MW_RETRACT, b->dst_base, what);
+				r = mpart_retract_async(st, mp, b->dst_base, NULL,
+				    mwrite_done, p, &started, msg, sizeof(msg));
+				if (!started)
+					mwrite_cancel(p);
+				if (p->own_gen != og)
+					goto out;
+				if (r != 0) {
+					pl_part_fail(p, "cannot drop %s: %s", what, msg);
+					goto out;
+				}
+				log_warnx("%s: dropping %s, recorded for batches that never "
+				    "landed: the source batches there changed since",
+				    pname(p, name, sizeof(name)), what);
+				if (started) {
+					rc = 1;
+					goto out;
+				}
+				/* Written synchronously (no event base): again. */
+				free(v);
+				xlate_free(m);
+				return persist_anchors(p, b);
+			}
+			x->pidx = first;
+			if (first > 0)
+				log_info("%s: the batch at source offsets %" PRId64 "..%"
+				    PRId64 " for destination offset %" PRId64 " is sent "
+				    "again: %zu of its translation anchors are recorded "
+				    "already", pname(p, name, sizeof(name)), x->src_base,
+				    x->src_next - 1, x->dst_base, first);
+		}
+		take = x->nanchors - x->pidx;
+		if (take > PERSIST_MAX_ANCHORS - nv) {
+			if (x != b)
+				break;  /* the next record */
+			take = PERSIST_MAX_ANCHORS - nv;
+		}
+		for (size_t i = 0; i < take; i++) {
+			v[nv].src = x->anchors[x->pidx + i].src;
+			v[nv].dst = x->anchors[x->pidx + i].dst;
+			nv++;
+		}
+		x->pidx += take;
+		x->pstep = 2;
+		nb++;
+		if (x->pidx < x->nanchors)
+			break;  /* b's own anchors fill the record */
+	}
+	if (nv == 0) {
+		persist_finish(p);
+		rc = 0;
+		goto out;
+	}
+	/* With batches in flight before b (pipelined), what is known
+	 * written ends where the first of them starts (p->dst_next), not at
+	 * b. */
+	from = p->dst_next >= 0 && p->dst_next < b->dst_base ? p->dst_next :
+	    b->dst_base;
+	snprintf(what, sizeof(what), "%zu translation anchors of %zu batches "
+	    "from destination offset %" PRId64 " (%" PRId64 " -> %" PRId64
+	    " first)", nv, nb, b->dst_base, v[0].src, v[0].dst);
+	mwrite_begin(p, og, MW_ANCHORS, from, what);
+	{
+		int r = mpart_add_anchors_async(st, mp, from, v, nv, mwrite_done, p,
+		    &started, msg, sizeof(msg));
+
 		if (!started)
 			mwrite_cancel(p);
-
 		if (p->own_gen != og)
 			goto out;
 		if (r != 0) {
-			pl_part_fail(p, "cannot record the translation anchor %" PRId64
-			    " -> %" PRId64 ": %s", b->anchors[i].src, b->anchors[i].dst, msg);
-			goto out;
-		}
-		if (started) {
-			rc = 1;
+			pl_part_fail(p, "cannot record %s: %s", what, msg);
 			goto out;
 		}
 	}
-	if (b->nanchors > 0)
-		b->anchored = 1;
-	if (b->nanchors > 0)
-		log_debug("%s: translation anchors of the batch at source offsets %"
-		    PRId64 "..%" PRId64 " recorded; sending it to destination offset %"
-		    PRId64, pname(p, name, sizeof(name)), b->src_base, b->src_next - 1,
-		    b->dst_base);
-	free(b->anchors);
-	b->anchors = NULL;
-	b->nanchors = 0;
-	b->pidx = 0;
-	b->pstep = 3;
-	rc = 0;
+	if (started) {
+		rc = 1;
+		goto out;
+	}
+	persist_finish(p);
+	rc = b->pstep == 3 ? 0 : 1;
+	if (rc == 1) {
+		free(v);
+		xlate_free(m);
+		return persist_anchors(p, b);
+	}
 out:
+	free(v);
 	xlate_free(m);
 	return rc;
 }

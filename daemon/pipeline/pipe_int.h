@@ -232,8 +232,9 @@ struct pbatch {
 	                              * batch_has_holes() walked its records
 	                              * (the strict check need not again) */
 	/* persist_anchors() progress, across asynchronous metadata writes:
-	 * 0 epoch, 1 the recorded-anchor check and part-sending, 2 anchors
-	 * from pidx on, 3 all durable. */
+	 * 0 nothing done (its epoch next, at the head), 1 its anchors from
+	 * pidx on to record, 2 in the part-anchors write in flight (up to
+	 * pidx), 3 all durable. */
 	int pstep;
 	size_t pidx;
 };
@@ -284,6 +285,11 @@ struct ppart {
 	int prove_strict;            /* the end after a halt is past every batch sent:
 	                              * mirrord's batch must end there (a deposed
 	                              * owner's, same identity), else FAILED */
+	/* retract_fenced() asked for a fenced SYNC (retract_arm); the run it
+	 * starts (gen retract_gen, retract_ok) may drop the anchors recorded
+	 * above the destination end (persist_anchors()). */
+	int retract_arm, retract_ok;
+	uint32_t retract_gen;
 	int seq_probe;               /* a sequence error under the identity the
 	                              * deposed owner shares: SYNC reads the end
 	                              * before the identity changes (pipeline/copy.c
@@ -470,7 +476,7 @@ struct ppart {
 	uint32_t mwrite_gen, mwrite_og;
 	int mwrite_kind;
 	int64_t mwrite_off;
-	char mwrite_what[160];
+	char mwrite_what[200];
 	/* An asynchronous state change of p is in flight (pl_part_state(),
 	 * it holds a ref): p is frozen until it completes (part_step() does
 	 * nothing, no request is started) and starts no other state write;

@@ -79,6 +79,105 @@ static const char *member_bad(const struct mrec_member *m)
 	return NULL;
 }
 
+/* Unsigned 64-bit varints (7 bits a byte, low first; at most 10 bytes):
+ * the distances between anchors. */
+static void put_u64(struct kw *w, uint64_t v)
+{
+	while (v >= 0x80) {
+		kw_i8(w, (int8_t)(uint8_t)(v | 0x80));
+		v >>= 7;
+	}
+	kw_i8(w, (int8_t)(uint8_t)v);
+}
+
+static uint64_t get_u64(struct kr *rd)
+{
+	uint64_t v = 0;
+	size_t at = kr_off(rd);
+
+	for (int shift = 0; shift < 64 && !rd->err; shift += 7) {
+		uint8_t b = (uint8_t)kr_i8(rd);
+
+		if (rd->err)
+			break;
+		if (shift == 63 && b > 1) {
+			kr_fail_at(rd, at, "varint over 64 bits");
+			break;
+		}
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if ((b & 0x80) == 0)
+			return v;
+	}
+	if (!rd->err)
+		kr_fail_at(rd, at, "varint over 10 bytes");
+	return 0;
+}
+
+/*
+ * Reads n anchors (out NULL: only checks them): each offset the previous
+ * one plus a distance, never above INT64_MAX.
+ */
+static void read_anchors(struct kr *rd, int32_t n, struct mrec_anchor *out)
+{
+	uint64_t src = 0, dst = 0;
+
+	for (int32_t i = 0; i < n && !rd->err; i++) {
+		size_t at = kr_off(rd);
+		uint64_t ds = get_u64(rd), dd = get_u64(rd);
+
+		if (rd->err)
+			break;
+		if (ds > (uint64_t)INT64_MAX - src || dd > (uint64_t)INT64_MAX - dst) {
+			kr_fail_at(rd, at, "anchor offset over 2^63-1");
+			break;
+		}
+		src += ds;
+		dst += dd;
+		if (out != NULL) {
+			out[i].src = (int64_t)src;
+			out[i].dst = (int64_t)dst;
+		}
+	}
+}
+
+int mrec_anchors(const struct mrec *r, struct mrec_anchor *out, char *err,
+    size_t errlen)
+{
+	struct kr rd;
+
+	if (r->nanchors == 0)
+		return 0;
+	if (r->anchors_raw.len < 0) {
+		snprintf(err, errlen, "record has no decoded anchors");
+		return -1;
+	}
+	kr_init(&rd, r->anchors_raw.p, (size_t)r->anchors_raw.len);
+	read_anchors(&rd, r->nanchors, out);
+	if (rd.err) {
+		snprintf(err, errlen, "part-anchors record: %s at anchor byte %zu",
+		    rd.why != NULL ? rd.why : "malformed", rd.err_off);
+		return -1;
+	}
+	return 0;
+}
+
+/* Why r's anchors cannot be recorded, or NULL. */
+static const char *anchors_bad(const struct mrec *r)
+{
+	if (r->nanchors < 1 || r->nanchors > MREC_MAX_ANCHORS ||
+	    r->anchors == NULL)
+		return "no anchors, or more than 4096";
+	for (int32_t i = 0; i < r->nanchors; i++) {
+		const struct mrec_anchor *a = &r->anchors[i];
+
+		if (a->src < 0 || a->dst < 0)
+			return "a negative offset";
+		if (i > 0 && (a->src < a[-1].src || a->dst < a[-1].dst))
+			return "an anchor going back from the one before it";
+	}
+	return NULL;
+}
+
 int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 {
 	const struct mrec_desc *d = desc_of(r->type);
@@ -140,6 +239,23 @@ int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 				kw_cstr(w, m->http_addr);
 			}
 			break;
+		case 'A': {
+			const char *bad = anchors_bad(r);
+			int64_t ps = 0, pd = 0;
+
+			if (bad != NULL) {
+				snprintf(err, errlen, "%s record: %s", d->name, bad);
+				return -1;
+			}
+			kw_uvarint(w, (uint32_t)r->nanchors);
+			for (int32_t i = 0; i < r->nanchors; i++) {
+				put_u64(w, (uint64_t)(r->anchors[i].src - ps));
+				put_u64(w, (uint64_t)(r->anchors[i].dst - pd));
+				ps = r->anchors[i].src;
+				pd = r->anchors[i].dst;
+			}
+			break;
+		}
 		case 'C':
 			if (r->nconfigs < 0 || r->nconfigs > MREC_MAX_CONFIGS) {
 				snprintf(err, errlen, "%s record: %d configs "
@@ -229,6 +345,8 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 	r->mirror = r->topic = r->str = KSTR_NULL;
 	r->members_raw.p = NULL;
 	r->members_raw.len = -1;
+	r->anchors_raw.p = NULL;
+	r->anchors_raw.len = -1;
 	if (d == NULL) {
 		snprintf(err, errlen, "unknown record type %u (%zu bytes)",
 		    type, len);
@@ -288,6 +406,25 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 			r->nmembers = n;
 			r->members_raw.p = p + start;
 			r->members_raw.len = (int32_t)(kr_off(&rd) - start);
+			break;
+		}
+		case 'A': {
+			size_t at = kr_off(&rd), start;
+			uint32_t n = kr_uvarint(&rd);
+			if (rd.err)
+				break;
+			if (n < 1 || n > MREC_MAX_ANCHORS) {
+				kr_fail_at(&rd, at, n < 1 ? "no anchors" :
+				    "more anchors than this build accepts");
+				break;
+			}
+			start = kr_off(&rd);
+			read_anchors(&rd, (int32_t)n, NULL);
+			if (rd.err)
+				break;
+			r->nanchors = (int32_t)n;
+			r->anchors_raw.p = p + start;
+			r->anchors_raw.len = (int32_t)(kr_off(&rd) - start);
 			break;
 		}
 		case 'C': {

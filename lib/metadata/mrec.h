@@ -25,6 +25,11 @@
  *   L members        compact array of (instance id, member id: compact
  *                    strings, not null; local broker id int32; admin and
  *                    http addresses: compact nullable strings)
+ *   A anchors        uvarint count (1..MREC_MAX_ANCHORS), then per anchor
+ *                    the source and the destination offset as unsigned
+ *                    64-bit varints, each the distance from the anchor
+ *                    before (from 0 for the first): a list that ascends in
+ *                    both offsets, a few bytes an anchor
  *
  * Every payload starts with a version byte (0).  Payloads come from our own
  * disk but are decoded as hostile input all the same: every length is
@@ -62,7 +67,9 @@
 	X(PART_FAILOVER, 21, "part-failover",  "MTPoOt") \
 	X(ACL_BINDING,   22, "acl-binding",    "MkfS") \
 	X(PART_FAILOVER_AT, 23, "part-failover-at", "MTPoOf") \
-	X(TOPIC_REALIGN, 24, "topic-realign",  "MTkS")
+	X(TOPIC_REALIGN, 24, "topic-realign",  "MTkS") \
+	X(PART_ANCHORS,  25, "part-anchors",   "MTPoA") \
+	X(PART_RETRACT,  26, "part-retract",   "MTPo")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -101,6 +108,12 @@ enum mrec_type {
 #define MREC_MAX_CONFIGS 1024
 #define MREC_MAX_MEMBERS 1024   /* cluster-members: instances in the group */
 #define MREC_MAX_ID 1024        /* instance/member ids, addresses */
+#define MREC_MAX_ANCHORS 4096   /* part-anchors: anchors in one record */
+
+/* One translation anchor of a part-anchors record. */
+struct mrec_anchor {
+	int64_t src, dst;
+};
 
 struct mrec_config {
 	struct kstr name;
@@ -135,6 +148,12 @@ struct mrec {
 	int32_t nmembers;
 	const struct mrec_member *members;
 	struct kbytes members_raw;
+	/* Anchors (A): encode takes anchors[0..nanchors), ascending and not
+	 * negative; decode checks them and leaves anchors NULL, anchors_raw
+	 * the list's bytes in the payload: read them with mrec_anchors(). */
+	int32_t nanchors;
+	const struct mrec_anchor *anchors;
+	struct kbytes anchors_raw;
 };
 
 /* "part-state"; NULL for an unknown type. */
@@ -161,6 +180,14 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
  * err (it was checked by mrec_decode(), so only on misuse).
  */
 int mrec_members(const struct mrec *r, struct mrec_member *out, char *err,
+    size_t errlen);
+
+/*
+ * The anchors of a decoded part-anchors record into out (room for
+ * r->nanchors entries).  0, or -1 with err (mrec_decode() checked them, so
+ * only on misuse).
+ */
+int mrec_anchors(const struct mrec *r, struct mrec_anchor *out, char *err,
     size_t errlen);
 
 #endif

@@ -847,10 +847,23 @@ static int dump_part(const struct mpart *p, struct mlog_sink *sink,
 		r.off = p->epochs[e].start_offset;
 		rc |= put_rec(sink, &r, max);
 	}
-	for (size_t x = 0; x < p->nanchors; x++) {
-		mstate_part_rec(&r, MREC_PART_ANCHOR, p);
-		r.off = p->anchors[x].src;
-		r.off2 = p->anchors[x].dst;
+	/* The map as part-anchors records of up to MREC_MAX_ANCHORS each: a
+	 * few bytes an anchor.  Applied to an empty map they give back this
+	 * list (it is merged already: no merge applies again). */
+	for (size_t x = 0; x < p->nanchors; ) {
+		struct mrec_anchor v[256];
+		size_t k = 0;
+
+		mstate_part_rec(&r, MREC_PART_ANCHORS, p);
+		r.off = -1;
+		while (x < p->nanchors && k < ARRAY_SIZE(v)) {
+			v[k].src = p->anchors[x].src;
+			v[k].dst = p->anchors[x].dst;
+			k++;
+			x++;
+		}
+		r.anchors = v;
+		r.nanchors = (int32_t)k;
 		rc |= put_rec(sink, &r, max);
 	}
 	for (size_t x = 0; x < p->nproducers; x++) {

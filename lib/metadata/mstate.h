@@ -37,6 +37,8 @@
 
 #include "mlog.h"
 
+struct mrec_anchor;
+
 /*
  * The seed's partition states, in this order (the values are on disk).
  * Allowed moves (any state may also stay put, and fail):
@@ -758,6 +760,31 @@ const struct macl *mstate_acl_get(const struct mstate *st, size_t i);
 int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
     int64_t dst, mstate_done_fn cb, void *arg, int *started, char *msg,
     size_t msglen);
+/*
+ * Records, as one part-anchors record, that a run of batches goes to the
+ * destination from offset sending_dst (mpart.sending_dst; -1 leaves it)
+ * and the anchors v[0..n) that explain them (1 <= n <= MREC_MAX_ANCHORS,
+ * ascending from the partition's last, merged as mpart_add_anchor_async()
+ * merges each).  cb NULL: synchronous, as for one anchor.
+ */
+int mpart_add_anchors_async(struct mstate *st, struct mpart *p,
+    int64_t sending_dst, const struct mrec_anchor *v, size_t n,
+    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen);
+/*
+ * Drops the anchors above destination offset dst (one part-retract
+ * record; none when nothing goes: *dropped, if not NULL, says how many).
+ * Only for anchors recorded for batches that never landed: the destination
+ * ends at dst and nothing mirrord sent before can still land there
+ * (pipeline/copy.c fences the earlier producer epoch first).  An anchor
+ * above dst is a gap on the source side (the data plane's anchors), which
+ * merges with no anchor at or below dst, so what stays maps every offset
+ * below dst as before.
+ */
+int mpart_retract_async(struct mstate *st, struct mpart *p, int64_t dst,
+    size_t *dropped, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen);
+/* How many of p's anchors lie above destination offset dst. */
+size_t mpart_anchors_above(const struct mpart *p, int64_t dst);
 /* Records that the anchors about to be added belong to a batch sent to
  * destination offset dst (mpart.sending_dst); no-op when it is already.
  * cb NULL: synchronous, as for anchors. */

@@ -955,14 +955,15 @@ static int anchor_ascends(const struct mpart *p, size_t i)
 	    p->anchors[i].dst >= p->anchors[i - 1].dst);
 }
 
-static int apply_part_anchor(struct apply *a, const struct mrec *r)
+/* Adds one anchor to p with lib/xlate's merge rules. */
+static int add_anchor(struct apply *a, struct mpart *p, int64_t src,
+    int64_t dst)
 {
-	struct mpart *p = need_part(a, r);
 	struct manchor fold;
 	int action;
 
-	if (p == NULL || mstate_anchor_check(p, r->off, r->off2, &action, &fold,
-	    a->err, a->errlen) != 0)
+	if (mstate_anchor_check(p, src, dst, &action, &fold, a->err,
+	    a->errlen) != 0)
 		return -1;
 	if (action == MST_ANCHOR_NOOP)
 		return 0;
@@ -971,18 +972,105 @@ static int apply_part_anchor(struct apply *a, const struct mrec *r)
 	if (action == MST_ANCHOR_REPLACE || action == MST_ANCHOR_FOLD) {
 		/* Merged without loss: every offset maps as before, and a
 		 * snapshot restores exactly this list. */
-		p->anchors[p->nanchors - 1].src = r->off;
-		p->anchors[p->nanchors - 1].dst = r->off2;
+		p->anchors[p->nanchors - 1].src = src;
+		p->anchors[p->nanchors - 1].dst = dst;
 		MR_ASSERT(anchor_ascends(p, p->nanchors - 1) &&
 		    anchor_ascends(p, p->nanchors - 2));
 		return 0;
 	}
 	if (mstate_grow(&p->anchors, p->nanchors, sizeof(*p->anchors)) != 0)
 		FAIL(a, "out of memory");
-	p->anchors[p->nanchors].src = r->off;
-	p->anchors[p->nanchors].dst = r->off2;
+	p->anchors[p->nanchors].src = src;
+	p->anchors[p->nanchors].dst = dst;
 	p->nanchors++;
 	MR_ASSERT(anchor_ascends(p, p->nanchors - 1));
+	return 0;
+}
+
+static int apply_part_anchor(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+
+	if (p == NULL)
+		return -1;
+	return add_anchor(a, p, r->off, r->off2);
+}
+
+/*
+ * part-anchors: the part-sending offset (-1: unchanged) and a list of
+ * anchors, each added as a part-anchor record would add it.  A record that
+ * cannot apply whole changes nothing: the anchors are checked against the
+ * partition (and each against the one before) first.
+ */
+static int apply_part_anchors(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	struct mrec_anchor *v;
+	int64_t ls, ld;
+
+	if (p == NULL || mstate_realign_check(p, a->err, a->errlen) != 0)
+		return -1;
+	if (r->off < -1)
+		FAIL(a, "%s/%s-%d: batch sent to destination offset %" PRId64
+		    ": negative", p->topic->mirror->name, p->topic->name,
+		    (int)p->index, r->off);
+	if ((v = calloc((size_t)r->nanchors, sizeof(*v))) == NULL)
+		FAIL(a, "out of memory");
+	if (mrec_anchors(r, v, a->err, a->errlen) != 0) {
+		free(v);
+		return -1;
+	}
+	/* mrec_decode() checked that the list ascends: the first anchor
+	 * against the partition's last decides. */
+	if (p->nanchors > 0) {
+		ls = p->anchors[p->nanchors - 1].src;
+		ld = p->anchors[p->nanchors - 1].dst;
+		if (v[0].src < ls || v[0].dst < ld) {
+			mstate_fmt(a->err, a->errlen, "%s/%s-%d: anchor (%" PRId64
+			    ", %" PRId64 ") goes back from (%" PRId64 ", %" PRId64
+			    ")", p->topic->mirror->name, p->topic->name,
+			    (int)p->index, v[0].src, v[0].dst, ls, ld);
+			free(v);
+			return -1;
+		}
+	}
+	if (r->off >= 0)
+		p->sending_dst = r->off;
+	for (int32_t i = 0; i < r->nanchors; i++)
+		if (add_anchor(a, p, v[i].src, v[i].dst) != 0) {
+			/* Only out of memory, after the checks above. */
+			free(v);
+			return -1;
+		}
+	free(v);
+	return 0;
+}
+
+size_t mstate_retract_anchors_at(const struct mpart *p, int64_t dst)
+{
+	size_t n = p->nanchors;
+
+	while (n > 0 && p->anchors[n - 1].dst > dst)
+		n--;
+	return p->nanchors - n;
+}
+
+/*
+ * part-retract: the anchors whose destination offset lies above o go.
+ * They were recorded for batches that never landed (the destination ends
+ * at o), whose source batches changed since (mstate.h).
+ */
+static int apply_part_retract(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+
+	if (p == NULL || mstate_realign_check(p, a->err, a->errlen) != 0)
+		return -1;
+	if (r->off < 0)
+		FAIL(a, "%s/%s-%d: retract above destination offset %" PRId64
+		    ": negative", p->topic->mirror->name, p->topic->name,
+		    (int)p->index, r->off);
+	p->nanchors -= mstate_retract_anchors_at(p, r->off);
 	return 0;
 }
 
@@ -1271,6 +1359,8 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 	case MREC_PART_STATE: return apply_part_state(a, r);
 	case MREC_PART_EPOCH: return apply_part_epoch(a, r);
 	case MREC_PART_ANCHOR: return apply_part_anchor(a, r);
+	case MREC_PART_ANCHORS: return apply_part_anchors(a, r);
+	case MREC_PART_RETRACT: return apply_part_retract(a, r);
 	case MREC_TOPIC_RESTORE: return apply_topic_restore(a, r);
 	case MREC_PART_RESTORE: return apply_part_restore(a, r);
 	case MREC_MIRROR_CONFIGS: return apply_mirror_configs(a, r);
@@ -1324,6 +1414,8 @@ int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
 	case MREC_PART_STATE:
 	case MREC_PART_EPOCH:
 	case MREC_PART_ANCHOR:
+	case MREC_PART_ANCHORS:
+	case MREC_PART_RETRACT:
 	case MREC_PART_TRIM:
 	case MREC_PART_PRODUCER:
 	case MREC_PART_SENDING:
@@ -2564,6 +2656,8 @@ static int scope_of(const struct mrec *r, struct mstate_scope *out, int *oom)
 	case MREC_PART_STATE:
 	case MREC_PART_EPOCH:
 	case MREC_PART_ANCHOR:
+	case MREC_PART_ANCHORS:
+	case MREC_PART_RETRACT:
 	case MREC_PART_TRIM:
 	case MREC_PART_PRODUCER:
 	case MREC_PART_SENDING:

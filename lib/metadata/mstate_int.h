@@ -166,6 +166,9 @@ size_t mstate_trim_epochs_at(const struct mpart *p, int64_t src_min,
     int64_t dst_min);
 size_t mstate_trim_anchors_at(const struct mpart *p, int64_t src_min,
     int64_t dst_min);
+/* How many of p's last anchors a retract at destination offset dst drops
+ * (those above it). */
+size_t mstate_retract_anchors_at(const struct mpart *p, int64_t dst);
 /* Encodes, appends and syncs n records, then applies them (Kafka code). */
 int mstate_persist(struct mstate *st, const struct mrec *recs, size_t n,
     const char *what, char *msg, size_t msglen);

@@ -1217,6 +1217,91 @@ int mpart_add_anchor_async(struct mstate *st, struct mpart *p, int64_t src,
 	return add_anchor(st, p, src, dst, cb, arg, started, msg, msglen);
 }
 
+static int add_anchors(struct mstate *st, struct mpart *p,
+    int64_t sending_dst, const struct mrec_anchor *v, size_t n,
+    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+
+	part_what(p, what, sizeof(what));
+	if (n == 0 || n > MREC_MAX_ANCHORS) {
+		mstate_fmt(msg, msglen, "%s: %zu anchors in one record (1 to %d)",
+		    what, n, MREC_MAX_ANCHORS);
+		return KERR_INVALID_REQUEST;
+	}
+	if (sending_dst < -1) {
+		mstate_fmt(msg, msglen, "%s: batch sent to destination offset %"
+		    PRId64 ": negative", what, sending_dst);
+		return KERR_INVALID_REQUEST;
+	}
+	if (mstate_realign_check(p, msg, msglen) != 0)
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
+	for (size_t i = 0; i < n; i++) {
+		int64_t ls = i > 0 ? v[i - 1].src : -1, ld = i > 0 ? v[i - 1].dst : -1;
+
+		if (i == 0 && p->nanchors > 0) {
+			ls = p->anchors[p->nanchors - 1].src;
+			ld = p->anchors[p->nanchors - 1].dst;
+		}
+		if (v[i].src < 0 || v[i].dst < 0 || v[i].src < ls || v[i].dst < ld) {
+			mstate_fmt(msg, msglen, "%s: anchor (%" PRId64 ", %" PRId64
+			    ") is negative or goes back from (%" PRId64 ", %" PRId64
+			    ")", what, v[i].src, v[i].dst, ls, ld);
+			return KERR_INVALID_REQUEST;
+		}
+	}
+	mstate_part_rec(&r, MREC_PART_ANCHORS, p);
+	r.off = sending_dst == p->sending_dst ? -1 : sending_dst;
+	r.anchors = v;
+	r.nanchors = (int32_t)n;
+	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
+}
+
+int mpart_add_anchors_async(struct mstate *st, struct mpart *p,
+    int64_t sending_dst, const struct mrec_anchor *v, size_t n,
+    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
+{
+	if (started != NULL)
+		*started = 0;
+	return add_anchors(st, p, sending_dst, v, n, cb, arg, started, msg,
+	    msglen);
+}
+
+size_t mpart_anchors_above(const struct mpart *p, int64_t dst)
+{
+	return mstate_retract_anchors_at(p, dst);
+}
+
+int mpart_retract_async(struct mstate *st, struct mpart *p, int64_t dst,
+    size_t *dropped, mstate_done_fn cb, void *arg, int *started, char *msg,
+    size_t msglen)
+{
+	struct mrec r;
+	char what[520];
+	size_t n;
+
+	if (started != NULL)
+		*started = 0;
+	if (dropped != NULL)
+		*dropped = 0;
+	part_what(p, what, sizeof(what));
+	if (dst < 0) {
+		mstate_fmt(msg, msglen, "%s: retract above destination offset %"
+		    PRId64 ": negative", what, dst);
+		return KERR_INVALID_REQUEST;
+	}
+	if (mstate_realign_check(p, msg, msglen) != 0)
+		return KERR_INVALID_CLUSTER_MIRROR_STATES;
+	if ((n = mstate_retract_anchors_at(p, dst)) == 0)
+		return KERR_NONE;
+	if (dropped != NULL)
+		*dropped = n;
+	mstate_part_rec(&r, MREC_PART_RETRACT, p);
+	r.off = dst;
+	return persist_one(st, &r, what, cb, arg, started, msg, msglen);
+}
+
 static int note_sending(struct mstate *st, struct mpart *p, int64_t dst,
     mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
 {

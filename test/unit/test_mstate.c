@@ -3209,6 +3209,18 @@ static uint8_t *encode(const struct mrec *r, size_t *len)
 	return b;
 }
 
+static int mrec_encode_fails(const struct mrec *r)
+{
+	char err[256];
+	struct kw w;
+	int rc;
+
+	kw_init(&w, 1 << 20);
+	rc = mrec_encode(r, &w, err, sizeof(err)) != 0;
+	kw_fini(&w);
+	return rc;
+}
+
 /* The codec of both new types: a round trip keeps every field, null
  * addresses stay null, bad members are refused both ways. */
 START_TEST(test_mrec_members_and_owner_codec)
@@ -3522,6 +3534,255 @@ START_TEST(test_record_scope)
 }
 END_TEST
 
+/*
+ * part-anchors records: a list written in pieces of any size (1 to 256)
+ * gives exactly the map that one part-anchor record each gives, after a
+ * replay and after a snapshot too (which writes the map as part-anchors
+ * records); the list's sending offset sets mpart.sending_dst (-1 leaves
+ * it); lists that go back, are empty or too long, or hold a negative
+ * offset are refused with nothing written.
+ */
+START_TEST(test_anchor_lists)
+{
+	struct xlate *ref = xlate_new(0);
+	struct mrec_anchor v[MREC_MAX_ANCHORS + 1], bad[2];
+	struct mpart *p, *q;
+	uint64_t rng = 0x9e3779b97f4a7c15ull, n;
+	int64_t s = 0, d = 0;
+	size_t nv = 0, chunk = 1;
+	char err[1024];
+
+	mk_mirror("m");
+	mk_topic("m", "t", 2);
+	p = part("m", "t", 0);
+	q = part("m", "t", 1);
+	for (int i = 0; i < 6000; i++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		/* runs with gaps on either side or both */
+		s += 1 + (int64_t)(rng % 50);
+		d += 1 + (int64_t)((rng >> 8) % 40);
+		v[nv].src = s;
+		v[nv].dst = d;
+		nv++;
+		CODE(anchor_now(F.st, q, s, d, F.msg, sizeof(F.msg)), 0);
+		ck_assert_int_eq(xlate_add(ref, s, d, err, sizeof(err)), 0);
+		if ((rng >> 16) % 3 == 0) {
+			/* a second gap at the same destination offset */
+			s += 1 + (int64_t)((rng >> 24) % 5);
+			v[nv].src = s;
+			v[nv].dst = d;
+			nv++;
+			CODE(anchor_now(F.st, q, s, d, F.msg, sizeof(F.msg)), 0);
+			ck_assert_int_eq(xlate_add(ref, s, d, err, sizeof(err)), 0);
+		}
+		if (nv >= chunk) {
+			CODE(mpart_add_anchors_async(F.st, p, d + 1, v, nv, NULL, NULL,
+			    NULL, F.msg, sizeof(F.msg)), 0);
+			ck_assert_int_eq(p->sending_dst, d + 1);
+			nv = 0;
+			chunk = 1 + (size_t)((rng >> 32) % 256);
+		}
+	}
+	if (nv > 0)
+		CODE(mpart_add_anchors_async(F.st, p, -1, v, nv, NULL, NULL, NULL,
+		    F.msg, sizeof(F.msg)), 0);
+	assert_anchors(p, ref);
+	assert_anchors(q, ref);
+	reopen_same();
+	p = part("m", "t", 0);
+	assert_anchors(p, ref);
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	p = part("m", "t", 0);
+	q = part("m", "t", 1);
+	assert_anchors(p, ref);
+	assert_anchors(q, ref);
+
+	/* Refused, nothing written. */
+	n = log_records();
+	bad[0].src = s - 1;
+	bad[0].dst = d + 5;
+	CODE(mpart_add_anchors_async(F.st, p, -1, bad, 1, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	MSG_HAS("goes back");
+	bad[0].src = s + 10;
+	bad[0].dst = d + 10;
+	bad[1].src = s + 20;
+	bad[1].dst = d + 9;
+	CODE(mpart_add_anchors_async(F.st, p, -1, bad, 2, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	bad[1].dst = -1;
+	CODE(mpart_add_anchors_async(F.st, p, -1, bad, 2, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	CODE(mpart_add_anchors_async(F.st, p, -1, bad, 0, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	for (size_t i = 0; i <= MREC_MAX_ANCHORS; i++) {
+		v[i].src = s + 1 + (int64_t)i;
+		v[i].dst = d + 1 + 2 * (int64_t)i;
+	}
+	CODE(mpart_add_anchors_async(F.st, p, -1, v, MREC_MAX_ANCHORS + 1, NULL,
+	    NULL, NULL, F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	CODE(mpart_add_anchors_async(F.st, p, -2, v, 1, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), KERR_INVALID_REQUEST);
+	ck_assert_uint_eq(log_records(), n);
+	assert_anchors(p, ref);
+	xlate_free(ref);
+}
+END_TEST
+
+/*
+ * part-retract drops the anchors above a destination offset, the gaps of
+ * batches that never landed: what stays maps every destination offset
+ * below it, and every source offset mapped there, exactly as the map did
+ * before those were added (lib/xlate fed only the anchors at or below
+ * it), including a merge of two gaps at that very offset; replay and a
+ * snapshot keep it; nothing above: no record.  New anchors then go on
+ * from there, also ones that disagree with those dropped.
+ */
+START_TEST(test_anchor_retract)
+{
+	struct xlate *below = xlate_new(0), *all = xlate_new(0);
+	struct mpart *p;
+	struct mrec_anchor v[64];
+	size_t nv = 0, dropped;
+	int64_t s = 100, d = 40, cut = -1, got, want;
+	char err[1024];
+	uint64_t n;
+
+	mk_mirror("m");
+	mk_topic("m", "t", 1);
+	p = part("m", "t", 0);
+	/* landed: runs of 9 records with one marker after each */
+	for (int i = 0; i < 20; i++) {
+		CODE(anchor_now(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
+		ck_assert_int_eq(xlate_add(below, s, d, err, sizeof(err)), 0);
+		ck_assert_int_eq(xlate_add(all, s, d, err, sizeof(err)), 0);
+		s += 10;
+		d += 9;
+	}
+	/* a gap at the cut itself, merged with a second one there */
+	cut = d;
+	CODE(anchor_now(F.st, p, s, d, F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(xlate_add(below, s, d, err, sizeof(err)), 0);
+	ck_assert_int_eq(xlate_add(all, s, d, err, sizeof(err)), 0);
+	s += 3;
+	/* never landed: recorded in one list above the cut */
+	for (int i = 0; i < 30; i++) {
+		s += 10;
+		d += 9;
+		v[nv].src = s;
+		v[nv].dst = d;
+		nv++;
+		ck_assert_int_eq(xlate_add(all, s, d, err, sizeof(err)), 0);
+	}
+	CODE(mpart_add_anchors_async(F.st, p, cut, v, nv, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), 0);
+	assert_anchors(p, all);
+	ck_assert_uint_eq(mpart_anchors_above(p, cut), 30);
+	CODE(mpart_retract_async(F.st, p, cut, &dropped, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(dropped, 30);
+	assert_anchors(p, below);
+	for (int64_t o = 40; o < cut; o++) {
+		struct xlate *m = xlate_new(p->nanchors);
+
+		for (size_t i = 0; i < p->nanchors; i++)
+			ck_assert_int_eq(xlate_add(m, p->anchors[i].src,
+			    p->anchors[i].dst, err, sizeof(err)), 0);
+		ck_assert_int_eq(xlate_dst_to_src(m, o, &got),
+		    xlate_dst_to_src(all, o, &want));
+		ck_assert_int_eq(got, want);
+		xlate_free(m);
+	}
+	reopen_same();
+	p = part("m", "t", 0);
+	assert_anchors(p, below);
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	p = part("m", "t", 0);
+	assert_anchors(p, below);
+
+	/* Nothing above: no record. */
+	n = log_records();
+	CODE(mpart_retract_async(F.st, p, cut, &dropped, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_uint_eq(dropped, 0);
+	ck_assert_uint_eq(log_records(), n);
+	CODE(mpart_retract_async(F.st, p, -1, NULL, NULL, NULL, NULL, F.msg,
+	    sizeof(F.msg)), KERR_INVALID_REQUEST);
+
+	/* The batch fetched again after the source changed: a later start
+	 * at the cut, then other gaps than those dropped. */
+	v[0].src = s - 250;
+	v[0].dst = cut;
+	v[1].src = s - 200;
+	v[1].dst = cut + 20;
+	CODE(mpart_add_anchors_async(F.st, p, cut, v, 2, NULL, NULL, NULL,
+	    F.msg, sizeof(F.msg)), 0);
+	ck_assert_int_eq(xlate_add(below, v[0].src, v[0].dst, err, sizeof(err)), 0);
+	ck_assert_int_eq(xlate_add(below, v[1].src, v[1].dst, err, sizeof(err)), 0);
+	assert_anchors(p, below);
+	reopen_same();
+	xlate_free(below);
+	xlate_free(all);
+}
+END_TEST
+
+/* The anchor list's codec: a round trip keeps every offset (up to
+ * 2^63-1), and damaged lists are refused at decode with the reason. */
+START_TEST(test_mrec_anchors_codec)
+{
+	struct mrec_anchor in[3] = { { 0, 0 }, { 5, 3 }, { INT64_MAX, INT64_MAX } };
+	struct mrec_anchor out[3];
+	struct mrec r, dr;
+	struct mrec_config cfg[1];
+	char err[256];
+	uint8_t *b;
+	size_t len;
+
+	memset(&r, 0, sizeof(r));
+	r.type = MREC_PART_ANCHORS;
+	r.mirror = kstr_c("m");
+	r.topic = kstr_c("t");
+	r.str = KSTR_NULL;
+	r.partition = 3;
+	r.off = 77;
+	r.nanchors = 3;
+	r.anchors = in;
+	b = encode(&r, &len);
+	ck_assert_int_eq(mrec_decode(MREC_PART_ANCHORS, b, len, &dr, cfg, 1, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(dr.partition, 3);
+	ck_assert_int_eq(dr.off, 77);
+	ck_assert_int_eq(dr.nanchors, 3);
+	ck_assert_int_eq(mrec_anchors(&dr, out, err, sizeof(err)), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert(out[i].src == in[i].src && out[i].dst == in[i].dst);
+	/* every truncation fails */
+	for (size_t cut = 0; cut < len; cut++)
+		ck_assert_int_eq(mrec_decode(MREC_PART_ANCHORS, b, cut, &dr, cfg,
+		    1, err, sizeof(err)), -1);
+	/* the last distance (2^63-4, nine bytes) made 2^63-1: the offset
+	 * would pass 2^63-1 */
+	ck_assert_int_eq(b[len - 9], 0xfc);
+	b[len - 9] = 0xff;
+	ck_assert_int_eq(mrec_decode(MREC_PART_ANCHORS, b, len, &dr, cfg, 1, err,
+	    sizeof(err)), -1);
+	free(b);
+	/* encode refuses a list that goes back, an empty one, a negative */
+	in[2].src = 4;
+	ck_assert_int_eq(mrec_encode_fails(&r), 1);
+	r.nanchors = 0;
+	ck_assert_int_eq(mrec_encode_fails(&r), 1);
+	in[2].src = INT64_MAX;
+	in[0].dst = -1;
+	r.nanchors = 3;
+	ck_assert_int_eq(mrec_encode_fails(&r), 1);
+}
+END_TEST
+
 static Suite *mstate_suite(void)
 {
 	Suite *s = suite_create("mstate");
@@ -3576,6 +3837,9 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_members_and_owners);
 	tcase_add_test(tc, test_owners_in_batch);
 	tcase_add_test(tc, test_record_scope);
+	tcase_add_test(tc, test_anchor_lists);
+	tcase_add_test(tc, test_anchor_retract);
+	tcase_add_test(tc, test_mrec_anchors_codec);
 	suite_add_tcase(s, tc);
 	return s;
 }
