@@ -25,8 +25,8 @@
  * the exclusive turn and writes all of it or nothing, the follower's REPLY
  * in the same group (fwd_arm()), and applies it once durable; fwd_done()
  * gives the answer to the log (mlog_kafka_request_done()).  The writer
- * reads the requests, and its own log, on the log's thread: its loop
- * waits for none of it (test_ha_loop_kafka.py).
+ * reads the requests, and its own log, on the log's thread every
+ * WRITER_POLL_MS: its loop waits for none of it (test_ha_loop_kafka.py).
  *
  * Followers tail the log every POLL_MS (mlog_kafka_poll, a Fetch on the
  * log's thread, the records applied on the loop when it is back); the
@@ -68,6 +68,10 @@
 
 #define META_VERSION 1
 #define POLL_MS 200
+/* The writer reads the followers' requests this often (a Fetch of the
+ * request topic that waits for nothing, on the log's thread): it bounds
+ * what a follower's metadata write waits before the writer sees it. */
+#define WRITER_POLL_MS 20
 #define PROMOTE_RETRY_MS 1000
 #define READY_TAIL_MS 30000      /* a follower whose last good poll is older is not ready */
 
@@ -285,6 +289,12 @@ static void set_role(struct cluster *c, enum role r)
 		log_info("cluster: instance %s is now %s (generation %" PRId32 ")",
 		    c->instance_id, role_names[r], c->generation);
 	c->role = r;
+	if (c->ev_poll != NULL && event_pending(c->ev_poll, EV_TIMEOUT, NULL)) {
+		struct timeval tv = { 0, (r == ROLE_WRITER ? WRITER_POLL_MS :
+		    POLL_MS) * 1000 };
+
+		event_add(c->ev_poll, &tv);
+	}
 	if (c->pl != NULL)
 		pipeline_set_controller(c->pl, r == ROLE_WRITER);
 	if (c->ms == NULL)
@@ -1241,7 +1251,8 @@ static void refresh_cb(struct kcluster *cl, int err, const char *errstr,
 
 void cluster_start(struct cluster *c)
 {
-	struct timeval tv = { 0, POLL_MS * 1000 };
+	struct timeval tv = { 0, (c->role == ROLE_WRITER ? WRITER_POLL_MS :
+	    POLL_MS) * 1000 };
 
 	event_add(c->ev_poll, &tv);
 	{
