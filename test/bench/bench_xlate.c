@@ -14,12 +14,17 @@
  *             foreign records, runs of skips that merge)
  *
  * then the map's start-up from a snapshot (after a compaction), a trim
- * of half of it, and lookups against a one-anchor map.  Figures are
+ * of half of it, and lookups against a one-anchor map.  Last, a
+ * transactional partition: T transactions of 1-50 records, 20% aborted,
+ * each leaving one anchor behind its marker, written as the data plane
+ * writes them (part-anchors records of up to 256 anchors), replayed from
+ * the log and from a snapshot: what a partition with millions of
+ * transactions costs at start-up and in memory.  Figures are
  * ratios against the baseline measured in the same run, so they compare
  * across machines; timing lives here, never in the tests.
  *
  * Run with `make bench-xlate` (part of `make bench`); argv[1] overrides N
- * (default 1,000,000).  Logs go to a temporary directory under $TMPDIR
+ * (default 1,000,000), argv[2] T (default 10,000,000).  Logs go to a temporary directory under $TMPDIR
  * (default /tmp), removed at the end.
  */
 #include "config.h"
@@ -131,7 +136,7 @@ static void append_rec(struct mlog *ml, const struct mrec *r, long *count)
 	uint8_t *b;
 	size_t len;
 
-	kw_init(&w, 256);
+	kw_init(&w, 65536);
 	if (mrec_encode(r, &w, err, sizeof(err)) != 0)
 		die("encode", err);
 	b = kw_take(&w, &len);
@@ -238,6 +243,53 @@ static long write_map(const char *dir, long n, struct xlate *ref,
 	if (ml != NULL)
 		end_log(ml);
 	*src_end = s;
+	return count;
+}
+
+/*
+ * A transactional partition's anchors: per transaction 1-50 records, then
+ * its marker; 20% aborted (records and marker skipped on the destination).
+ * One anchor after each marker (those of consecutive aborted transactions
+ * merge, as lib/xlate merges them; *ref gets the same), gathered in part-anchors records of up to
+ * ANCHORS_PER_REC the way pipeline/copy.c writes them.  Returns the
+ * records written.
+ */
+#define ANCHORS_PER_REC 256
+static long write_txns(const char *dir, long ntx, struct xlate *ref)
+{
+	struct mlog *ml = start_log(dir);
+	struct mrec_anchor v[ANCHORS_PER_REC];
+	struct mrec r;
+	int64_t s = 0, d = 0, sending = 0;
+	long count = 0;
+	int n = 0;
+	char err[256];
+
+	for (long i = 0; i < ntx; i++) {
+		uint64_t x = next_rand();
+		int64_t k = 1 + (int64_t)(x % 50);
+
+		if ((x >> 8) % 5 == 0) {
+			s += k + 1;   /* aborted: nothing reaches the destination */
+		} else {
+			s += k + 1;
+			d += k;
+		}
+		v[n].src = s;
+		v[n].dst = d;
+		if (xlate_add(ref, s, d, err, sizeof(err)) != 0)
+			die("xlate_add", err);
+		if (++n == ANCHORS_PER_REC || i + 1 == ntx) {
+			rec_init(&r, MREC_PART_ANCHORS);
+			r.off = sending;
+			r.anchors = v;
+			r.nanchors = n;
+			append_rec(ml, &r, &count);
+			sending = d;
+			n = 0;
+		}
+	}
+	end_log(ml);
 	return count;
 }
 
@@ -388,9 +440,11 @@ static double lookups(const struct xlate *m, int64_t end, long n)
 int main(int argc, char **argv)
 {
 	const char *base = getenv("TMPDIR");
-	long n = argc > 1 ? atol(argv[1]) : 1000000, nb, nm;
-	char dir[512], d_base[600], d_ep[600], d_map[600];
-	struct result b, e, m, c, t;
+	long n = argc > 1 ? atol(argv[1]) : 1000000, nb, nm, nt;
+	long ntx = argc > 2 ? atol(argv[2]) : 10000000;
+	char dir[512], d_base[600], d_ep[600], d_map[600], d_txn[600];
+	struct result b, e, m, c, t, x, xc;
+	struct xlate *tx_ref = xlate_new(0);
 	struct xlate *ref = xlate_new(0), *one = xlate_new(0);
 	int64_t src_end;
 	double t0, ns_map, ns_one;
@@ -398,13 +452,15 @@ int main(int argc, char **argv)
 	log_init("bench_xlate", LOG_LVL_WARN, 0);
 	snprintf(dir, sizeof(dir), "%s/bench_xlate.XXXXXX",
 	    base != NULL && base[0] != '\0' ? base : "/tmp");
-	if (n <= 0 || mkdtemp(dir) == NULL || ref == NULL || one == NULL) {
-		fprintf(stderr, "usage: bench_xlate [anchors]\n");
+	if (n <= 0 || ntx <= 0 || mkdtemp(dir) == NULL || ref == NULL ||
+	    one == NULL) {
+		fprintf(stderr, "usage: bench_xlate [anchors [transactions]]\n");
 		return 2;
 	}
 	snprintf(d_base, sizeof(d_base), "%s/baseline", dir);
 	snprintf(d_ep, sizeof(d_ep), "%s/epochs", dir);
 	snprintf(d_map, sizeof(d_map), "%s/map", dir);
+	snprintf(d_txn, sizeof(d_txn), "%s/txn", dir);
 
 	t0 = now_s();
 	nb = write_baseline(d_base, n);
@@ -450,6 +506,27 @@ int main(int argc, char **argv)
 	    (double)xlate_bytes(ref) / 1048576.0, (long long)src_end,
 	    (double)src_end * 16.0 / 1048576.0,
 	    (double)xlate_bytes(ref) / ((double)src_end * 16.0));
+
+	t0 = now_s();
+	if (tx_ref == NULL)
+		die("txn", "out of memory");
+	nt = write_txns(d_txn, ntx, tx_ref);
+	printf("transactions: %ld of one partition, %ld part-anchors records "
+	    "(written in %.1f s)\n", ntx, nt, now_s() - t0);
+	run(d_txn, J_REPLAY, &x);
+	if (x.nanchors != xlate_count(tx_ref))
+		die("txn", "the replayed map lost anchors");
+	run(d_txn, J_COMPACT_THEN_REPLAY, &xc);
+	if (xc.nanchors != xlate_count(tx_ref))
+		die("txn", "the map replayed from a snapshot differs");
+	printf("txn map:  %zu anchors: replay %.3f s (%.0f anchors/s), array "
+	    "%.1f MiB (%.1f bytes/transaction), RSS +%.1f MiB; from a snapshot "
+	    "(%llu records, compaction %.3f s) %.3f s, RSS +%.1f MiB\n",
+	    x.nanchors, x.secs, (double)x.nanchors / x.secs, x.array_mib,
+	    x.array_mib * 1048576.0 / (double)ntx, x.rss_mib, xc.records,
+	    xc.extra_secs, xc.secs, xc.rss_mib);
+	rm_rf(d_txn);
+	xlate_free(tx_ref);
 	xlate_free(ref);
 	xlate_free(one);
 	rm_rf(d_base);
