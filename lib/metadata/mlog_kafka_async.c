@@ -432,16 +432,50 @@ static int async_start(struct mk *k, char *err, size_t errlen)
 	return 0;
 }
 
+/* The writer's reads that wait for nothing (PEEK, REQFETCH): a job after
+ * them may run before them, which is the same as the read being started
+ * after it. */
+static int read_only(const struct mk_job *j)
+{
+	return j->kind == JOB_PEEK || j->kind == JOB_REQFETCH;
+}
+
+/*
+ * Queues j for the thread.  Any other job goes before the writer's reads
+ * queued at the tail: the writer polls often, and behind a broker that
+ * stopped answering each of them takes storage.kafka.timeout_ms, which a
+ * metadata write must not wait for on top of its own.
+ */
 static void push(struct mk *k, struct mk_job *j)
 {
 	struct mk_async *a = k->async;
+	struct mk_job *prev = NULL, *run = NULL;
 
 	pthread_mutex_lock(&a->mu);
-	if (a->todo_tail != NULL)
-		a->todo_tail->next = j;
-	else
-		a->todo_head = j;
-	a->todo_tail = j;
+	if (!read_only(j)) {
+		/* run: the first of the reads that end the queue. */
+		for (struct mk_job *q = a->todo_head, *b = NULL; q != NULL;
+		    b = q, q = q->next)
+			if (!read_only(q))
+				run = NULL;
+			else if (run == NULL) {
+				run = q;
+				prev = b;
+			}
+	}
+	if (run != NULL) {
+		j->next = run;
+		if (prev != NULL)
+			prev->next = j;
+		else
+			a->todo_head = j;
+	} else {
+		if (a->todo_tail != NULL)
+			a->todo_tail->next = j;
+		else
+			a->todo_head = j;
+		a->todo_tail = j;
+	}
 	a->queued++;
 	pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->mu);
