@@ -3355,6 +3355,8 @@ static int recognise(struct ppart *p, struct pbatch *x, struct xlate **mp,
 		int64_t s = x->anchors[i].src, d = x->anchors[i].dst, got = -1;
 		int how;
 
+		if (s == l->src && d == l->dst)
+			continue; /* the last one recorded */
 		if (s >= l->src && d >= l->dst)
 			break; /* new from here on */
 		if (*mp == NULL && (*mp = recorded_map(p)) == NULL)
