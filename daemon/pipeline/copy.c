@@ -500,7 +500,18 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 		else
 			s_end++;
 		xlate_free(m);
-		if (rc == XLATE_UNMAPPED) {
+		if (rc == XLATE_UNMAPPED && mp->nepochs > 0 &&
+		    mp->epochs[0].start_offset <= d && d < mp->anchors[0].dst) {
+			/* Between the first offset written (where a start
+			 * anchor would stand, were the copy not 1:1 there)
+			 * and the first anchor: offsets are the source's.
+			 * The anchors above d were recorded ahead of batches
+			 * that may never have landed (gathered, above the
+			 * part-sending mark, which pprove_start() checked);
+			 * the batches fetched again are recognised against
+			 * them, or they are retracted. */
+			s = s_end = d;
+		} else if (rc == XLATE_UNMAPPED) {
 			pl_part_fail(p, "destination end offset %" PRId64 " is below the "
 			    "first translated offset %" PRId64 ": the destination partition "
 			    "lost data mirrord wrote", d, mp->anchors[0].dst);

@@ -333,7 +333,20 @@ def truncated(B, topic):
     mt.wait_caught_up(d3, "ba", 120, "%s mirrored onto K" % topic,
                       count=1, fail_on_failed=True)
     eq(mt.end_offset(K.bootstrap, topic), 25, "K's end (the marker left out)")
-    # A translation anchor (16 -> 15) says mirrord wrote up to 25 there.
+    # A second transaction and records after it, once that is copied: the
+    # anchor after its marker (32 -> 30) is recorded with the part-sending
+    # mark 30 (everything below was acknowledged then), so mirrord knows
+    # it wrote up to 30 there.  (The first anchor, 16 -> 15, went with the
+    # batches queued at the start, when nothing was acknowledged: a log cut
+    # above that mark alone could be batches that never landed, and is
+    # copied again.)
+    produce_txn(B.bootstrap, topic, 5, "ty")                        # 26..30, marker 31
+    h.wait_for(lambda: mt.end_offset(B.bootstrap, topic) == 32, 30,
+               "the commit marker of %s at offset 31" % topic)
+    mt.produce_tagged(B.bootstrap, topic, 0, 5, "v", keyed=True)    # 32..36
+    mt.wait_caught_up(d3, "ba", 120, "%s's second transaction on K" % topic,
+                      count=1, fail_on_failed=True)
+    eq(mt.end_offset(K.bootstrap, topic), 35, "K's end (two markers left out)")
     d3.stop()
     K.stop(kill=True)
     pdir = os.path.join(K.dir, "data", "%s-0" % topic)
@@ -359,7 +372,7 @@ def truncated(B, topic):
               "--resolution", "realign", "--yes")
     mt.wait_caught_up(d3, "ba", 120, "%s realigned onto K" % topic,
                       count=1, fail_on_failed=True)
-    h.wait_for(lambda: mt.end_offset(K.bootstrap, topic) == 25, 60,
+    h.wait_for(lambda: mt.end_offset(K.bootstrap, topic) == 35, 60,
                "K's %s copied again to its end" % topic)
     a, b = fk.read(K.bootstrap, topic, 0), fk.read(B.bootstrap, topic, 0)
     eq([(k, v) for _o, k, v, _t in a], [(k, v) for _o, k, v, _t in b],
