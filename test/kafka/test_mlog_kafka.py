@@ -177,6 +177,15 @@ def state(d, mirror):
     return sorted(tuple((k, r.get(k)) for k in keep) for r in rows)
 
 
+def state_is(d, mirror, want):
+    """True when state(d, mirror) is want; else raises with what it is (so
+    a wait that times out shows the difference)."""
+    got = state(d, mirror)
+    if got != want:
+        raise AssertionError("now %r" % (got,))
+    return True
+
+
 def main():
     src, dst = h.real_kafka(2)
     SRC, DST = src.bootstrap, dst.bootstrap
@@ -220,7 +229,7 @@ def main():
     h.check("replayed from offset %d (snapshot)" % snaps[-1] in
             a.proc.output(), "the restart did not replay from the "
             "snapshot:\n" + a.proc.tail())
-    h.wait_for(lambda: state(a, "m1") == before, 60,
+    h.wait_for(lambda: state_is(a, "m1", before), 60,
                "state after restart equal to %r" % (before,))
     # The anchors: mirroring continues at the right offsets, no duplicate.
     produce(SRC, t1, [b"s-%d" % i for i in range(10)])
@@ -231,7 +240,7 @@ def main():
     before = state(a, "m1")
     a.kill9()
     a.start()
-    h.wait_for(lambda: state(a, "m1") == before, 60,
+    h.wait_for(lambda: state_is(a, "m1", before), 60,
                "state after kill -9 equal to %r" % (before,))
     h.check("replayed from offset %d (snapshot)" % snaps[-1] in
             a.proc.output(), "the restart after kill -9 did not replay from "

@@ -142,16 +142,12 @@ def main():
     d2 = mt.Mirrord(destination=via, name="b", start=False,
                     storage_kafka={"secret_key_file": KEY, "topic": mlog,
                                    "timeout_ms": 4000})
-    proxy.cut_after(CUT_AFTER)
-
-    def refuse_after_cut():
-        if proxy.cuts == 2:
-            proxy.refuse = True
-            return True
-        return False
+    # Refused from the cut on (set by the proxy itself, so that no
+    # connection made again in between reads the log).
+    proxy.cut_after(CUT_AFTER, then_refuse=True)
     t0 = time.monotonic()
     d2.start(wait=False)
-    h.wait_for(lambda: refuse_after_cut() or not d2.proc.alive(), 60,
+    h.wait_for(lambda: proxy.cuts == 2 or not d2.proc.alive(), 60,
                "the second cut")
     proxy.refuse = True
     rc = d2.proc.wait(60)

@@ -911,13 +911,15 @@ class Proxy:
 
     cut_after(n): the next connection through which more than n bytes come
     back from the target is closed (both ends) at that point, once; `cuts`
-    counts the connections cut so.  With `refuse` set, new connections are
+    counts the connections cut so; cut_after(n, then_refuse=True) sets
+    `refuse` at that moment.  With `refuse` set, new connections are
     closed at once."""
 
     def __init__(self, port, target):
         import threading
         self.target = target
         self.cut_at = None
+        self.refuse_at_cut = False
         self.cuts = 0
         self.refuse = False
         self.mu = threading.Lock()
@@ -930,9 +932,10 @@ class Proxy:
         self.t = threading.Thread(target=self._accept, daemon=True)
         self.t.start()
 
-    def cut_after(self, n):
+    def cut_after(self, n, then_refuse=False):
         with self.mu:
             self.cut_at = n
+            self.refuse_at_cut = then_refuse
 
     def _pipe(self, a, b, back=False):
         seen = 0
@@ -948,6 +951,8 @@ class Proxy:
                         if cut:
                             self.cut_at = None
                             self.cuts += 1
+                            if self.refuse_at_cut:
+                                self.refuse = True
                     if cut:
                         # The first bytes past the mark go, then nothing.
                         b.sendall(data[:len(data) // 2])

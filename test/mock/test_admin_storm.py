@@ -61,7 +61,7 @@ def main():
     layout = {t: list(range(n)) for t, n in TOPICS.items()}
     w = mt.LayoutWriter(src, layout, pause=0.01)
     w.start()
-    mt.wait_caught_up(d, "m1", 60, "the first records",
+    mt.wait_caught_up(d, "m1", 120, "the first records",
                       count=sum(TOPICS.values()))
 
     rnd = random.Random(12)
