@@ -14,7 +14,11 @@
 #   make demo-ha         three mirrord instances on a 3-broker real Kafka, one killed
 #   make bench           mirrord, a consume-and-reproduce baseline and MirrorMaker 2
 #                        on real Kafka 4.4.0 (BENCH_MB, BENCH_SMALL_MB, BENCH_VARIANTS),
-#                        after the micro-benchmarks (mlog, crc, xlate)
+#                        after the micro-benchmarks (mlog, crc, xlate), then bench-txn
+#   make bench-txn       transactional source topics on real Kafka: one mirrord and a
+#                        group of three, lag, catch-up, CPU and metadata bytes per
+#                        transaction (BENCH_TXN_SECONDS, BENCH_TXN_SCENARIOS,
+#                        BENCH_TXN_RATE_SCALE, BENCH_MIRRORD_OTHER)
 #   make bench-mock      mirrord versus the baseline on mock clusters (quick)
 #   make bench-scale     10,000 partitions in one mirrord (SCALE_PARTITIONS,
 #                        SCALE_KAFKA_PARTITIONS for real Kafka, SCALE_FSYNC, SCALE_PERF)
@@ -57,7 +61,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture install uninstall clean \
+.PHONY: all check check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth bench-txn torture install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
@@ -75,7 +79,7 @@ check: test-deps $(BUILD)/Makefile
 	sh $(CURDIR)/test/tools/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth torture: test-deps $(BUILD)/Makefile
+check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth bench-txn torture: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 
