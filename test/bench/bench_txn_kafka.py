@@ -43,12 +43,18 @@ source broker took, and it is printed beside mirrord's numbers.
 Numbers, per scenario and mirrord binary (and per instance in a group):
 
   * source txn/s: transactions committed plus aborted over the load's
-    seconds (txnload's own count: each one the broker completed);
+    seconds (txnload's own count: each one the broker completed), beside
+    how busy the machine's cores were during the load (/proc/stat, every
+    process's) and the load average at its end: the source's rate is what
+    the cores left it;
   * lag: every second, the offsets below the source's last stable offset
-    (what mirrord can copy) not yet at the destination, summed over the
-    partitions (ListOffsets to the brokers): the largest during the load,
-    the lag when the load ends, and the destination's share of the
-    source's progress during the load ("copied %");
+    (ListOffsets, read_committed: what mirrord can copy) that mirrord has
+    not copied yet (DescribeMirrors on every instance: sourceOffset - lag,
+    from the partition's owner, whose numbers are live; another
+    instance's are up to two cluster.status_interval_ms old), summed over
+    the partitions: the largest during the load, the lag when the load
+    ends, and the destination's share of the source's progress during the
+    load ("copied %");
   * catch-up: from the end of the load until every destination partition
     ends where its source partition ends; after BENCH_TXN_CATCHUP seconds
     (default 120) it gives up and reports "not caught up" with the lag
@@ -140,6 +146,15 @@ def cpu_s(pid):
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def machine_cpu():
+    """(busy, all) CPU seconds of the whole machine since boot
+    (/proc/stat), every process's, ours and everyone else's."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return (sum(v[:8]) - idle) / CLK_TCK, sum(v[:8]) / CLK_TCK
 
 
 def dir_bytes(d, suffix=""):
@@ -511,46 +526,62 @@ def broker_pids(cluster):
     return [cluster.pid] + [n.pid for n in cluster.nodes.values() if n.pid]
 
 
-def describe_done(w, topic):
-    """({partition: the source offset copied up to}, the rows) from
-    DescribeMirrors on w (sourceOffset - lag: the lag is in source
-    offsets); ({}, []) when w does not answer."""
+def describe_rows(d, topic):
+    """{partition: its DescribeMirrors row} from instance d, {} when d does
+    not answer."""
     try:
-        r = w.cli("--describe", "--json", "--mirror", "bench", timeout=30)
+        r = d.cli("--describe", "--json", "--mirror", "bench", timeout=30)
     except subprocess.TimeoutExpired:
-        return {}, []
+        return {}
     if r.returncode != 0:
-        return {}, []
-    rows = [x for x in json.loads(r.stdout) if x["topic"] == topic]
-    return ({x["partition"]: x["sourceOffset"] - x["lag"] for x in rows
-             if x["sourceOffset"] >= 0 and x["lag"] >= 0}, rows)
+        return {}
+    return {x["partition"]: x for x in json.loads(r.stdout)
+            if x["topic"] == topic}
+
+
+def row_done(x):
+    """The source offset a row says its partition is copied up to
+    (sourceOffset - lag: the lag is in source offsets), None when
+    unknown."""
+    if x["sourceOffset"] < 0 or x["lag"] < 0:
+        return None
+    return x["sourceOffset"] - x["lag"]
 
 
 class Sampler:
     """Samples of the source's ends (ListOffsets) and of what mirrord
-    copied (DescribeMirrors on the writer: another instance's partitions
-    as it published them, at most about two status intervals old)."""
+    copied: DescribeMirrors on every instance, each partition's freshest
+    row kept (the one copied furthest).  In a group, an instance's own
+    partitions are live in its answer, another's are as their owner last
+    published them (up to about two cluster.status_interval_ms old), so
+    asking every instance gives each partition its owner's live numbers
+    without knowing who owns it."""
 
-    def __init__(self, w, src, dst, topic, npart):
-        self.w, self.topic, self.npart = w, topic, npart
+    def __init__(self, ds, src, dst, topic, npart):
+        self.ds, self.topic, self.npart = ds, topic, npart
         self.srco = Offsets(src.bootstrap, topic, npart)
         self.dsto = Offsets(dst.bootstrap, topic, npart)
         self.samples = []
         self.t0 = time.monotonic()
         self.done = {p: 0 for p in range(npart)}
-        self.rows = []
+        self.rows = {}
 
     def take(self):
         try:
-            hwm = self.srco.ends()
+            lso = self.srco.ends(committed=True)
             de = self.dsto.ends()
         except ValueError:
             return None
-        done, rows = describe_done(self.w, self.topic)
-        if rows:
-            self.rows = rows
-        self.done.update(done)
-        s = {"t": time.monotonic() - self.t0, "hwm": hwm, "dst": de,
+        for d in self.ds:
+            for p, x in describe_rows(d, self.topic).items():
+                done = row_done(x)
+                if done is None:
+                    continue
+                prev = self.rows.get(p)
+                if prev is None or done >= row_done(prev):
+                    self.rows[p] = x
+                self.done[p] = max(self.done.get(p, 0), done)
+        s = {"t": time.monotonic() - self.t0, "lso": lso, "dst": de,
              "done": [self.done[p] for p in range(self.npart)]}
         self.samples.append(s)
         return s
@@ -563,7 +594,7 @@ class Sampler:
 def lag_of(s, parts, ends=None):
     """Source offsets not yet copied (below ends, default the sample's
     source ends) over parts."""
-    e = ends or s["hwm"]
+    e = ends or s["lso"]
     return sum(max(0, e[p] - s["done"][p]) for p in parts)
 
 
@@ -610,7 +641,7 @@ def run(scen, tool, binary, src, dst):
 
     # Baselines.
     load = Load(src, topic, npart, rate, tag)
-    sm = Sampler(w, src, dst, topic, npart)
+    sm = Sampler(ds, src, dst, topic, npart)
     first = None
     while first is None:
         first = sm.take()
@@ -624,28 +655,35 @@ def run(scen, tool, binary, src, dst):
 
     load.start()
     t_start = time.monotonic() - sm.t0
+    mcpu0 = machine_cpu()
     while load.running():
         s = sm.take()
         if s is not None and len(sm.samples) % 5 == 0:
             print("  %5.1f s: source +%d offsets, copied +%d, lag %d"
-                  % (s["t"] - t_start, sum(s["hwm"]) - sum(first["hwm"]),
+                  % (s["t"] - t_start, sum(s["lso"]) - sum(first["lso"]),
                      sum(s["done"]) - sum(first["done"]),
                      lag_of(s, range(npart))), flush=True)
         time.sleep(max(0.0, 1.0 - (time.monotonic() - sm.t0) % 1.0))
     res = load.result()
+    mcpu1 = machine_cpu()
+    with open("/proc/loadavg") as f:
+        loadavg = float(f.read().split()[0])
+    # The machine's cores busy during the load, whoever used them.
+    busy = (mcpu1[0] - mcpu0[0]) / (mcpu1[1] - mcpu0[1]) * (os.cpu_count() or 1)
     at_end = sm.take() or sm.samples[-1]
     t_end = at_end["t"]
     load_samples = [s for s in sm.samples if s["t"] >= t_start]
-    rows = sm.rows
+    rows = list(sm.rows.values())
     describe_end = {
         "max_lag": max([r["lag"] for r in rows] or [-1]),
         "max_lag_ms": max([r["lagMs"] for r in rows] or [-1]),
         "sum_lag": sum(max(r["lag"], 0) for r in rows)}
     print("load: %d committed, %d aborted transactions (%d records committed) "
-          "in %.1f s: %.1f txn/s (target %g, %d producers)"
+          "in %.1f s: %.1f txn/s (target %g, %d producers); the machine's "
+          "%d cores %.2f busy, load average %.1f"
           % (res["transactions_committed"], res["transactions_aborted"],
              res["records_committed"], res["seconds"], res["txn_per_s"], rate,
-             load.producers), flush=True)
+             load.producers, os.cpu_count() or 1, busy, loadavg), flush=True)
 
     # Catch-up: the source no longer moves.
     final = ends_retry(sm.srco)
@@ -680,7 +718,7 @@ def run(scen, tool, binary, src, dst):
     # The transactions copied, estimated from the share of the source's
     # offsets copied (the load is the same everywhere and all the time):
     # all of them once caught up.
-    src_total = sum(final[p] - first["hwm"][p] for p in range(npart))
+    src_total = sum(final[p] - first["lso"][p] for p in range(npart))
 
     def copied_txns(parts):
         if not src_total:
@@ -693,7 +731,7 @@ def run(scen, tool, binary, src, dst):
 
     def part_stats(parts):
         parts = list(parts)
-        src_prog = sum(at_end["hwm"][p] - first["hwm"][p] for p in parts)
+        src_prog = sum(at_end["lso"][p] - first["lso"][p] for p in parts)
         done_prog = sum(at_end["done"][p] - first["done"][p] for p in parts)
         return {
             "partitions": len(parts),
@@ -709,11 +747,13 @@ def run(scen, tool, binary, src, dst):
            "seconds": SECONDS, "load": res, "source_txn_per_s": res["txn_per_s"],
            "transactions": txns, "load_s": t_end - t_start,
            "window_s": t_stop - t_start, "catchup_limit_s": CATCHUP,
+           "machine_cores_busy_during_load": busy,
+           "loadavg_at_load_end": loadavg,
            "describe_at_load_end": describe_end,
            "broker_cpu_s": {"source": sum(bcpu[p] for p in broker_pids(src)),
                             "destination": sum(bcpu[p] for p in broker_pids(dst))},
            "samples": [{"t": round(s["t"] - t_start, 2),
-                        "source_end": sum(s["hwm"]),
+                        "source_lso": sum(s["lso"]),
                         "copied_to": sum(s["done"]),
                         "lag": lag_of(s, range(npart)),
                         "destination_end": sum(s["dst"])}
@@ -836,15 +876,19 @@ def report(r):
 
 
 def summary(results):
-    head = ("%-10s %-13s %-5s %6s %6s %6s %8s %8s %-24s %6s %7s %7s %8s %s")
+    head = ("%-10s %-13s %-5s %6s %6s %5s %6s %8s %8s %-24s %6s %7s %7s "
+            "%8s %s")
     print("\n" + head % (
-        "scenario", "tool", "inst", "target", "src/s", "txns", "max lag",
+        "scenario", "tool", "inst", "target", "src/s", "busy", "txns",
+        "max lag",
         "end lag", "catch-up", "CPU s", "CPU/1k", "CPU/1kc", "mdB/txnc",
         "check"))
     for r in results:
         print(head % (
             r["scenario"], r["tool"], "all", "%g" % r["target_txn_per_s"],
-            "%.1f" % r["source_txn_per_s"], r["transactions"], r["max_lag"],
+            "%.1f" % r["source_txn_per_s"],
+            "%.2f" % r["machine_cores_busy_during_load"], r["transactions"],
+            r["max_lag"],
             r["lag_at_load_end"], catchup_text(r["catchup_s"], r["final_lag"]),
             "%.2f" % r["cpu_s"], num(r["cpu_s_per_1000_txn"], "%.3f"),
             num(r["cpu_s_per_1000_copied_txn"], "%.3f"),
@@ -854,18 +898,20 @@ def summary(results):
             for i in r["instances_detail"]:
                 print(head % (
                     "", "", i["name"].rsplit("-", 1)[1] + ":" + i["role"][0],
-                    "", "", "%dp" % i["partitions"], i["max_lag"],
+                    "", "", "", "%dp" % i["partitions"], i["max_lag"],
                     i["lag_at_load_end"],
                     catchup_text(i["catchup_s"], i["final_lag"],
                                  i["partitions"]),
                     "%.2f" % i["cpu_s"], num(i["cpu_s_per_1000_txn"], "%.3f"),
                     num(i["cpu_s_per_1000_copied_txn"], "%.3f"), "", ""))
     print("""
-src/s: transactions a second the source took (target: aimed at); txns: all
+src/s: transactions a second the source took (target: aimed at); busy:
+the machine's cores busy during the load, every process's; txns: all
 of them, committed and aborted (an instance's line: the partitions it owns;
 inst: a, b, c and w writer or f follower); lag: source offsets not yet
-copied (the source's ends by ListOffsets minus where DescribeMirrors says
-each partition is copied to), the largest during the load and at its end;
+copied (the source's last stable offsets by ListOffsets minus where its
+owner's DescribeMirrors says each partition is copied to), the largest
+during the load and at its end;
 catch-up: from the load's end until nothing is left to copy; CPU s:
 mirrord's CPU from the load's start to the catch-up (or the give-up);
 CPU/1k: per 1000 source transactions; CPU/1kc: per 1000 transactions
