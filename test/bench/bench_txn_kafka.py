@@ -83,9 +83,10 @@ measured on the same machine at about the same time.  BENCH_HEAP_MB sets
 the brokers' heap (default 512), BENCH_TXN_SEED the load's seed (default
 1).  A summary table is printed at the end and the numbers are written to
 bench_txn.json in the test directory (build/test/tmp/bench_txn_kafka/).
-The four scenarios take about 10 minutes with one binary on two cores
-(more when the group scenarios do not catch up: each gives up after
-BENCH_TXN_CATCHUP seconds).
+The four scenarios take about 3 minutes with one binary on two busy
+cores, the brokers' start included, plus up to BENCH_TXN_CATCHUP seconds
+for each scenario that does not catch up (about 10 minutes with
+BENCH_MIRRORD_OTHER naming a build whose groups fall behind).
 """
 
 import hashlib
