@@ -32,6 +32,19 @@
  * log's thread, the records applied on the loop when it is back); the
  * records they apply fire the mstate hooks, so a part-owner record
  * naming this instance starts the partition here (pipeline).
+ *
+ * Copying follows the membership's lease (kgroup.h): the partitions this
+ * instance owns are written to only while no other member can have been
+ * given them (pipeline_set_lease()).  A lease that runs out (the
+ * coordinator unreachable, this process stopped) pauses them; an answered
+ * heartbeat of the same generation resumes them at once (no other
+ * generation was formed).  A revoked membership stops them at once; after
+ * a lease that ran out or a revocation, the next generation resumes them
+ * only once the model holds that generation's members record: the writer
+ * appends it after every owner change of the generations before, so the
+ * model then says which partitions are still this instance's.  The writer
+ * keeps its role while its lease is out: a writer that took over claimed
+ * the log, which fences it.
  */
 #include "config.h"
 
@@ -102,6 +115,11 @@ struct cluster {
 	char leader_member_id[1025];
 	int is_leader;              /* of the live generation */
 	int members_pending;        /* members to record after promotion */
+	/* The lease (see the top): it ran out in the live generation
+	 * (lapsed); copying waits for the members record of the live
+	 * generation (need_proof); what stops copying, for the status. */
+	int lapsed, need_proof;
+	char pause_why[1024];
 	int promoting;              /* mlog_kafka_promote_async() out */
 	struct mmember *joined_members; /* leader: the generation's members */
 	size_t njoined;
@@ -322,6 +340,75 @@ static void collect_cluster(struct metric_family *f, void *arg)
 		mlog_kafka_writer(c->ml, &pid, &epoch);
 	metrics_gauge_set(METRICS_SERIES(MSTD(c->ms, METADATA_WRITER_EPOCH)),
 	    mlog_kafka_is_writer(c->ml) ? (double)epoch : -1.0);
+}
+
+/* ---- the lease: when this instance may copy --------------------------- */
+
+static int32_t recorded_generation(struct cluster *c)
+{
+	const struct mmember *mv;
+	size_t n = 0;
+
+	return mstate_members(c->st, &mv, &n);
+}
+
+/* Tells the data plane until when it may write the partitions this
+ * instance owns (the top of this file). */
+static void lease_apply(struct cluster *c)
+{
+	const char *gid = c->cfg->cluster_group_id;
+	const char *trouble = c->g != NULL ? kgroup_trouble(c->g) : "";
+	int64_t until = 0;
+	char why[1100];
+
+	if (c->generation < 0) {
+		snprintf(why, sizeof(why), "%s", c->pause_why[0] != '\0' ?
+		    c->pause_why : "this instance is not a member of its group: "
+		    "copying paused");
+	} else if (c->need_proof && recorded_generation(c) < c->generation) {
+		snprintf(why, sizeof(why), "instance %.200s is a member of "
+		    "generation %" PRId32 " of group %.200s, which the metadata "
+		    "log has not recorded yet: copying waits for it (partitions "
+		    "may have moved while this instance was no proven member)",
+		    c->instance_id, c->generation, gid);
+	} else {
+		if (c->need_proof)
+			log_info("cluster: the members of generation %" PRId32
+			    " are recorded: copying resumes", c->generation);
+		c->need_proof = 0;
+		until = kgroup_lease_until(c->g);
+		snprintf(why, sizeof(why), "the membership of instance %.200s in "
+		    "group %.200s (generation %" PRId32 ") is not proven since its "
+		    "lease ran out (session timeout %" PRId64 " ms from the last "
+		    "heartbeat answered)%s%.160s: copying paused, as another instance "
+		    "may own its partitions by now", c->instance_id, gid,
+		    c->generation, c->cfg->cluster_session_timeout_ms,
+		    trouble[0] != '\0' ? "; " : "", trouble);
+	}
+	pipeline_set_lease(c->pl, until, why);
+}
+
+/* The group's lease was renewed or ran out (kgroup's lease()). */
+static void g_lease(void *arg, int64_t until)
+{
+	struct cluster *c = arg;
+	int held = until > clock_mono_ms();
+
+	if (!held && !c->lapsed) {
+		c->lapsed = 1;
+		log_warnx("cluster: instance %s: membership of group %s not proven "
+		    "for the session timeout: copying of its %zu partition(s) "
+		    "paused until the coordinator answers%s%s", c->instance_id,
+		    c->cfg->cluster_group_id, pipeline_owned_partitions(c->pl),
+		    kgroup_trouble(c->g)[0] != '\0' ? ": " : "",
+		    kgroup_trouble(c->g));
+	} else if (held && c->lapsed) {
+		c->lapsed = 0;
+		log_info("cluster: instance %s: membership of group %s generation %"
+		    PRId32 " proven again: copying resumes", c->instance_id,
+		    c->cfg->cluster_group_id, c->generation);
+	}
+	lease_apply(c);
 }
 
 /* ---- assignment ------------------------------------------------------- */
@@ -574,6 +661,10 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 		if (ev->from == MPART_STOPPED || ev->to == MPART_STOPPED)
 			schedule_reassign(c);
 		break;
+	case MSTATE_EV_MEMBERS:
+		if (c->need_proof)
+			lease_apply(c);
+		break;
 	default:
 		break;
 	}
@@ -712,6 +803,12 @@ static void g_joined(void *arg, int32_t generation, const char *member_id,
 	snprintf(c->leader_member_id, sizeof(c->leader_member_id), "%s",
 	    leader_member_id);
 	c->is_leader = is_leader;
+	/* A lease that ran out before this generation: partitions may have
+	 * moved in one formed without this instance. */
+	if (c->lapsed)
+		c->need_proof = 1;
+	c->lapsed = 0;
+	lease_apply(c);
 	metrics_counter_inc(METRICS_SERIES(MSTD(c->ms, CLUSTER_REBALANCES)));
 	mlog_kafka_set_identity(c->ml, c->instance_id, member_id, generation);
 	log_info("cluster: joined group %s generation %" PRId32 " as %s "
@@ -761,6 +858,13 @@ static void g_revoked(void *arg, const char *why)
 	c->generation = -1;
 	c->is_leader = 0;
 	c->members_pending = 0;
+	c->need_proof = 1;
+	c->lapsed = 0;
+	snprintf(c->pause_why, sizeof(c->pause_why), "instance %.200s is not "
+	    "a member of group %.200s since its membership was revoked "
+	    "(%.160s): copying paused", c->instance_id,
+	    c->cfg->cluster_group_id, why);
+	lease_apply(c);
 	demote(c, why);
 	set_role(c, ROLE_JOINING);
 }
@@ -892,6 +996,25 @@ bool cluster_ready(void *arg, char *why, size_t whylen)
 	struct cluster *c = arg;
 	struct mlog_stats s;
 
+	if (c->generation >= 0 && c->g != NULL && !kgroup_lease_held(c->g)) {
+		const char *t = kgroup_trouble(c->g);
+
+		snprintf(why, whylen, "membership of group %s (generation %"
+		    PRId32 ") not proven: no heartbeat answered for the session "
+		    "timeout (%" PRId64 " ms), %" PRId64 " s ago%s%s; copying "
+		    "paused", c->cfg->cluster_group_id, c->generation,
+		    c->cfg->cluster_session_timeout_ms, MAX(clock_mono_ms() -
+		    kgroup_lease_until(c->g), 0) / 1000, t[0] != '\0' ? ": " :
+		    "", t);
+		return false;
+	}
+	if (c->generation >= 0 && c->need_proof &&
+	    recorded_generation(c) < c->generation) {
+		snprintf(why, whylen, "member of group %s generation %" PRId32
+		    ", which the metadata log has not recorded yet: copying "
+		    "waits for it", c->cfg->cluster_group_id, c->generation);
+		return false;
+	}
 	if (c->role == ROLE_WRITER) {
 		mlog_stats(c->ml, &s);
 		if (s.broken || !mlog_kafka_is_writer(c->ml)) {
@@ -902,9 +1025,11 @@ bool cluster_ready(void *arg, char *why, size_t whylen)
 		return true;
 	}
 	if (c->generation < 0) {
-		snprintf(why, whylen, "not a member of group %s (%s)",
+		snprintf(why, whylen, "not a member of group %s (%s)%s",
 		    c->cfg->cluster_group_id,
-		    c->g != NULL ? kgroup_state_name(c->g) : "not started");
+		    c->g != NULL ? kgroup_state_name(c->g) : "not started",
+		    c->g != NULL && kgroup_fenced(c->g) ? ": FENCED_INSTANCE_ID, "
+		    "another process joined with the same instance id" : "");
 		return false;
 	}
 	if (c->last_poll_ok_ms < 0 ||
@@ -1277,7 +1402,7 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 {
 	struct cluster *c = calloc(1, sizeof(*c));
 	struct kgroup_config gc;
-	struct kgroup_cbs cbs = { g_assign, g_joined, g_revoked };
+	struct kgroup_cbs cbs = { g_assign, g_joined, g_revoked, g_lease };
 	const char *ahost;
 	int aport;
 
@@ -1358,6 +1483,13 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	mlog_kafka_set_rebuild(ml, mstate_rebuild_fresh_cb,
 	    mstate_rebuild_adopt_cb, mstate_rebuild_drop_cb, st);
 	pipeline_set_instance(pl, c->instance_id);
+	/* Nothing is written before this instance is a proven member whose
+	 * generation's members are recorded. */
+	c->need_proof = 1;
+	snprintf(c->pause_why, sizeof(c->pause_why), "instance %.200s has not "
+	    "joined group %.200s yet: copying waits for the membership",
+	    c->instance_id, cfg->cluster_group_id);
+	lease_apply(c);
 	if (mstate_set_instance(st, c->instance_id) != 0) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;

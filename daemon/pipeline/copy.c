@@ -3242,6 +3242,7 @@ static void mwrite_begin(struct ppart *p, uint32_t og, int kind, int64_t off,
 	 * model that shows only completed ones. */
 	MR_ASSERT(!p->mwrite);
 	p->mwrite = 1;
+	p->mwrite_wall = clock_wall_ms();
 	p->mwrite_gen = p->gen;
 	p->mwrite_og = og;
 	p->mwrite_kind = kind;
@@ -4057,6 +4058,10 @@ void pcopy_produce_round(struct pipeline *pl)
 	 * flight, failed, unsure): none, nothing to send, and no walk of
 	 * every partition per broker on each kick of an idle pipeline. */
 	if (pl->qbytes == 0)
+		return;
+	/* No proven group membership: another instance may own these
+	 * partitions by now (pipeline_set_lease()). */
+	if (!pipeline_lease_held(pl))
 		return;
 	for (size_t i = 0; i < pl->nmirrors; i++)
 		total += pl->mirrors[i]->nparts;

@@ -401,6 +401,58 @@ static int dest_trouble(const struct ppart *p, struct ptrouble *t)
 	return 0;
 }
 
+/*
+ * Multi-instance mode: the instance may not write its partitions now (its
+ * group membership's lease ran out, pipeline_set_lease()).  That is no
+ * passing failure but a decision, so it shows at once, since the moment
+ * the lease ended.
+ */
+static int lease_trouble(const struct ppart *p, int64_t now,
+    struct ptrouble *t)
+{
+	const struct pipeline *pl = p->pm->pl;
+	int64_t mono = clock_mono_ms();
+
+	if (mono < pl->lease_until)
+		return 0;
+	t->side = 2;
+	t->cause = PH_OTHER;
+	t->since = pl->lease_until > 0 ? now - (mono - pl->lease_until) :
+	    pl->lease_off_wall > 0 ? pl->lease_off_wall : now;
+	snprintf(t->why, sizeof(t->why), "%.600s", pl->lease_why[0] != '\0' ?
+	    pl->lease_why : "this instance is no proven member of its group: "
+	    "copying paused");
+	t->stalled = 1;
+	return 1;
+}
+
+/* A metadata write p waits for (its anchors, its identity, its state):
+ * the log's broker, or with several instances the metadata writer, has
+ * not confirmed it. */
+static int write_trouble(const struct ppart *p, int64_t now,
+    struct ptrouble *t)
+{
+	int64_t since = p->mwrite ? p->mwrite_wall : p->swrite ?
+	    p->swrite_wall : 0;
+	char d[40];
+
+	if (since <= 0 || now - since < PH_GRACE_MS)
+		return 0;
+	t->side = 2;
+	t->cause = PH_TIMEOUT;
+	t->since = since;
+	snprintf(t->why, sizeof(t->why), "the metadata log has not recorded %s "
+	    "for %s (%s)", p->mwrite ? p->mwrite_what : "the partition's "
+	    "state change", dur_text(now - since, d, sizeof(d)),
+	    p->pm->pl->instance != NULL ? "the metadata writer has not "
+	    "answered" : "the log's storage has not answered");
+	t->stalled = 1;
+	return 1;
+}
+
+static void part_trouble_io(const struct ppart *p, int64_t now,
+    struct ptrouble *t);
+
 /* What keeps p from being current now, if anything (t->side 0: nothing). */
 static void part_trouble(const struct ppart *p, int64_t now,
     struct ptrouble *t)
@@ -410,6 +462,24 @@ static void part_trouble(const struct ppart *p, int64_t now,
 	memset(t, 0, sizeof(*t));
 	if (p->dead || p->mp == NULL || !p->owned)
 		return;
+	st = p->mp->state;
+	if (st != MPART_PREPARING && st != MPART_MIRRORING) {
+		part_trouble_io(p, now, t);
+		return;
+	}
+	if (lease_trouble(p, now, t))
+		return;
+	part_trouble_io(p, now, t);
+	if (t->side == 0)
+		(void)write_trouble(p, now, t);
+}
+
+/* The source's and the destination's part of part_trouble(). */
+static void part_trouble_io(const struct ppart *p, int64_t now,
+    struct ptrouble *t)
+{
+	int st;
+
 	st = p->mp->state;
 	if (st == MPART_PAUSED) {
 		if (source_trouble(p, now, t) == 0)

@@ -473,6 +473,7 @@ struct ppart {
 	 * it was started under, what it records (the callback's message) and
 	 * its kind. */
 	int mwrite;
+	int64_t mwrite_wall;       /* when the write began (wall ms) */
 	uint32_t mwrite_gen, mwrite_og;
 	int mwrite_kind;
 	int64_t mwrite_off;
@@ -483,6 +484,7 @@ struct ppart {
 	 * the gens it was started under, the state it goes to and what runs
 	 * once it is durable (gens unchanged, the model in that state). */
 	int swrite;
+	int64_t swrite_wall;       /* when the state write began (wall ms) */
 	uint32_t swrite_gen, swrite_og;
 	int swrite_to;
 	void (*swrite_then)(struct ppart *p);
@@ -620,6 +622,11 @@ struct pipeline {
 	 * Metadata answer moved a leader since it last ran. */
 	char *instance;
 	int controller;  /* pipeline_set_controller() */
+	/* pipeline_set_lease(): Produce only before lease_until (monotonic;
+	 * INT64_MAX in single mode); lease_off_wall: when it was set to 0;
+	 * lease_why: what stops it when it is over. */
+	int64_t lease_until, lease_off_wall;
+	char lease_why[1100];
 	void (*leader_hook)(void *arg);
 	void *leader_arg;
 	int leaders_changed;

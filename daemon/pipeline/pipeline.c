@@ -569,6 +569,7 @@ static int swrite_start(struct ppart *p, const struct pl_state_req *rq,
 	/* The ref: a follower's write may apply other instances' records
 	 * first and lose p or bury it; the callback still finds it. */
 	p->swrite = 1;
+	p->swrite_wall = clock_wall_ms();
 	p->swrite_gen = gen;
 	p->swrite_og = og;
 	p->swrite_to = rq->to;
@@ -2040,6 +2041,7 @@ struct pipeline *pipeline_new(struct event_base *base, struct mstate *st,
 	pl->cfg = cfg;
 	pl->ms = ms;
 	pl->model_dirty = 1;
+	pl->lease_until = INT64_MAX;
 	pl->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	if (cfg->destination_bootstrap_servers == NULL) {
 		snprintf(err, errlen, "destination.bootstrap_servers is not set");
@@ -2133,6 +2135,26 @@ void pipeline_set_controller(struct pipeline *pl, int is_writer)
 		    "leaving the metadata writer");
 	pl->controller = is_writer != 0;
 	pl_kick(pl);
+}
+
+void pipeline_set_lease(struct pipeline *pl, int64_t until_ms,
+    const char *why)
+{
+	int64_t now = clock_mono_ms();
+	int was = pipeline_lease_held(pl);
+
+	if (until_ms <= 0 && pl->lease_until > 0)
+		pl->lease_off_wall = clock_wall_ms();
+	pl->lease_until = until_ms;
+	if (why != NULL)
+		snprintf(pl->lease_why, sizeof(pl->lease_why), "%s", why);
+	if (!was && until_ms > now)
+		pl_kick(pl);
+}
+
+int pipeline_lease_held(const struct pipeline *pl)
+{
+	return clock_mono_ms() < pl->lease_until;
 }
 
 int pl_controller(const struct pipeline *pl)

@@ -308,6 +308,19 @@ const char *pipeline_instance(const struct pipeline *pl);
  * ownership.  Single mode ignores it (its one instance does everything).
  */
 void pipeline_set_controller(struct pipeline *pl, int is_writer);
+/*
+ * Multi-instance mode: this instance may write to the destination
+ * partitions it owns until until_ms (monotonic, clock_mono_ms()): its group
+ * membership's lease, or 0 while it is no proven member.  Past it, no
+ * Produce is sent (what is in flight stays in flight) and no producer id
+ * fetched; reading goes on, and the partitions show as stalled, why being
+ * what stops them (used once until_ms is past; NULL keeps the last one).
+ * A later time resumes at once.  Single mode never stops (the default).
+ */
+void pipeline_set_lease(struct pipeline *pl, int64_t until_ms,
+    const char *why);
+/* 1 while the lease runs (pipeline_set_lease()). */
+int pipeline_lease_held(const struct pipeline *pl);
 /* How many partitions this instance copies now (single mode: all of them;
  * also mirrord_cluster_owned_partitions). */
 size_t pipeline_owned_partitions(const struct pipeline *pl);

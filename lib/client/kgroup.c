@@ -42,6 +42,7 @@
 
 #define KG_BACKOFF_MS 100       /* first retry */
 #define KG_BACKOFF_MAX_MS 5000  /* retries of a failing step */
+#define KG_FIND_HELD_MS 1000    /* finding the coordinator while a membership is held */
 #define KG_FENCED_MAX_MS 60000  /* repeated fencing */
 #define KG_JOIN_EXTRA_MS 5000   /* JoinGroup/SyncGroup deadline past the rebalance timeout */
 #define KG_ARENA (4 << 20)      /* decoding one answer (a JoinGroup lists every member) */
@@ -86,6 +87,7 @@ struct kgreq {
 	unsigned seq;
 	int kind;
 	int16_t version;
+	int64_t sent_ms;        /* when it was handed to the connection */
 };
 
 struct kgroup {
@@ -125,6 +127,12 @@ struct kgroup {
 	int hb_inflight;
 	int64_t hb_sent_ms;
 	int64_t last_ok_ms;     /* last answer proving the membership */
+	/* The lease: until lease_ms (monotonic) no other member can have
+	 * been given this member's work (kgroup.h); lease_held while the
+	 * lease callback last said so. */
+	int64_t lease_ms;
+	int lease_held;
+	char trouble[KG_WHY];   /* why the coordinator cannot be reached, "" */
 
 	int fails;              /* consecutive failures of the step */
 	int fenced;             /* consecutive FENCED_INSTANCE_ID */
@@ -252,6 +260,7 @@ static struct kgreq *req_new(struct kgroup *g, int kind, int16_t version)
 	r->seq = g->seq;
 	r->kind = kind;
 	r->version = version;
+	r->sent_ms = clock_mono_ms();
 	r->next = g->reqs;
 	if (g->reqs != NULL)
 		g->reqs->prev = r;
@@ -320,12 +329,21 @@ static void conn_drop(struct kgroup *g)
 		kconn_free(c); /* fails its requests: stale by then */
 }
 
-static void session_arm(struct kgroup *g)
+/* The lease's length: the coordinator drops a member that is silent for
+ * the session timeout, or that does not join a rebalance within the
+ * rebalance timeout (which begins after an answer that showed none). */
+static int lease_len(const struct kgroup *g)
 {
-	int64_t left = g->last_ok_ms + g->session_ms - clock_mono_ms();
+	return g->session_ms < g->rebalance_ms ? g->session_ms : g->rebalance_ms;
+}
+
+/* The timer ends the lease (session_cb()). */
+static void lease_arm(struct kgroup *g)
+{
+	int64_t left = g->lease_ms - clock_mono_ms();
 	struct timeval tv;
 
-	if (!g->active) {
+	if (!g->active || !g->lease_held) {
 		event_del(g->ev_session);
 		return;
 	}
@@ -336,10 +354,41 @@ static void session_arm(struct kgroup *g)
 	event_add(g->ev_session, &tv);
 }
 
+/* An answer came: the coordinator counts this member in (for the log). */
 static void proved(struct kgroup *g)
 {
 	g->last_ok_ms = clock_mono_ms();
-	session_arm(g);
+}
+
+/*
+ * An answer of the coordinator to a request sent at sent_ms proves the
+ * membership of the live generation: the coordinator took the request
+ * after sent_ms, and drops the member no earlier than the lease's length
+ * after that.  tell: run the lease callback (not when joined() follows,
+ * which reads kgroup_lease_until()).  -1 if the group was freed.
+ */
+static int lease_renew(struct kgroup *g, int64_t sent_ms, int tell)
+{
+	int64_t until = sent_ms + lease_len(g), now = clock_mono_ms();
+	int64_t lapsed = g->lease_ms;
+	int was = g->lease_held;
+
+	if (until > g->lease_ms)
+		g->lease_ms = until;
+	g->trouble[0] = '\0';
+	if (g->lease_ms <= now)
+		return 0;       /* an answer older than the lease's length */
+	g->lease_held = 1;
+	lease_arm(g);
+	if (!was && g->active && tell)
+		log_info("group %s: membership of generation %" PRId32 " proven "
+		    "again, %" PRId64 " ms after its lease ran out", g->group_id,
+		    g->live_gen, lapsed > 0 ? now - lapsed : 0);
+	if (!tell || g->cbs.lease == NULL || !g->active)
+		return 0;
+	in_cb_enter(g);
+	g->cbs.lease(g->arg, g->lease_ms);
+	return in_cb_leave(g);
 }
 
 /* Membership lost: revoked() once.  -1 if the group was freed. */
@@ -350,6 +399,8 @@ static int lose_membership(struct kgroup *g, const char *why)
 	g->active = 0;
 	g->live_leader = 0;
 	g->live_gen = -1;
+	g->lease_ms = 0;
+	g->lease_held = 0;
 	event_del(g->ev_session);
 	log_warnx("group %s: membership of member %s (instance %s) revoked: %s",
 	    g->group_id, g->member_id[0] ? g->member_id : "-",
@@ -363,30 +414,20 @@ static int lose_membership(struct kgroup *g, const char *why)
 	return g->leaving ? -1 : 0; /* the callback left: nothing more */
 }
 
-/* The session deadline passed without an answer proving the membership:
- * revoke, unless a JoinGroup/SyncGroup is in flight (the coordinator keeps
- * the member while it waits for the rebalance; their deadline bounds it
- * and this is checked again when they end).  -1 if freed. */
-static int session_check(struct kgroup *g)
-{
-	int64_t since = clock_mono_ms() - g->last_ok_ms;
-	char why[KG_WHY];
-
-	if (!g->active || g->leaving || since < g->session_ms)
-		return 0;
-	if (g->state == KG_JOIN || g->state == KG_SYNC)
-		return 0;
-	snprintf(why, sizeof(why), "no answer from the coordinator proving "
-	    "membership for %" PRId64 " ms (session timeout %d ms)", since,
-	    g->session_ms);
-	return lose_membership(g, why);
-}
-
 static void leave_finish(struct kgroup *g, const char *how);
 
+/*
+ * The lease ran out without an answer proving the membership (the
+ * coordinator unreachable, or this process stopped): another member may
+ * have this member's work from now on.  The membership itself is the
+ * coordinator's to end: the member keeps its generation and goes on
+ * reaching the coordinator; a heartbeat it answers renews the lease, or
+ * says the membership is gone (revoked, join again).
+ */
 static void session_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct kgroup *g = arg;
+	int64_t now = clock_mono_ms();
 
 	(void)fd;
 	(void)what;
@@ -394,27 +435,42 @@ static void session_cb(evutil_socket_t fd, short what, void *arg)
 		leave_finish(g, "LeaveGroup: no answer in time");
 		return;
 	}
-	if (session_check(g) < 0)
+	if (!g->active || !g->lease_held || g->leaving)
 		return;
-	/* Past the deadline with a JoinGroup/SyncGroup in flight: their end
-	 * (proved() or a failure's session_check()) decides; no re-arm, or
-	 * the timer would fire at once again and again. */
-	if (g->active && clock_mono_ms() - g->last_ok_ms < g->session_ms)
-		session_arm(g);
+	if (now < g->lease_ms) {
+		lease_arm(g);
+		return;
+	}
+	g->lease_held = 0;
+	log_warnx("group %s: membership of member %s (instance %s) in "
+	    "generation %" PRId32 " not proven for %" PRId64 " ms (lease of %d "
+	    "ms from the last heartbeat answered ran out)%s%s; reaching the "
+	    "coordinator again", g->group_id, g->member_id[0] ? g->member_id :
+	    "-", g->instance_id ? g->instance_id : "-", g->live_gen,
+	    g->last_ok_ms > 0 ? now - g->last_ok_ms : 0, lease_len(g),
+	    g->trouble[0] ? ": " : "", g->trouble);
+	if (g->cbs.lease == NULL)
+		return;
+	in_cb_enter(g);
+	g->cbs.lease(g->arg, g->lease_ms);
+	(void)in_cb_leave(g);
 }
 
-/* Retry step `action` after a backoff; state BACKOFF. */
+/* Retry step `action` after a backoff; state BACKOFF.  Finding the
+ * coordinator while a membership is held retries at least every second:
+ * the lease runs meanwhile. */
 static void retry_later(struct kgroup *g, int action, const char *why)
 {
-	int ms;
+	int ms, cap = KG_BACKOFF_MAX_MS;
 
 	g->fails++;
-	ms = backoff(g, KG_BACKOFF_MS, KG_BACKOFF_MAX_MS, g->fails);
+	if (action == ACT_FIND && g->active)
+		cap = g->hb_ms < KG_FIND_HELD_MS ? (g->hb_ms > KG_BACKOFF_MS ?
+		    g->hb_ms : KG_BACKOFF_MS) : KG_FIND_HELD_MS;
+	ms = backoff(g, KG_BACKOFF_MS, cap, g->fails);
 	step_new(g);
 	set_state(g, KG_BACKOFF, why);
 	step_arm(g, action, ms);
-	if (session_check(g) < 0)
-		return;
 }
 
 /* Membership lost for why: revoked, then joining again after a backoff. */
@@ -434,6 +490,7 @@ static void coord_lost(struct kgroup *g, const char *why)
 		    " (%s:%d)", g->coord_node, g->coord_host, g->coord_port);
 	else
 		snprintf(where, sizeof(where), "coordinator not found yet");
+	snprintf(g->trouble, sizeof(g->trouble), "%s: %s", where, why);
 	/* every 10th failure in a row at info: an outage is said, not spammed */
 	if (g->fails % 10 == 0)
 		log_info("group %s: %s: %s; finding it again (failure %d in a "
@@ -667,6 +724,8 @@ static void find_done(struct kconn *c, int err, const char *errstr,
 		    kerr_name(resp.error_code));
 		log_info("group %s: %s from %s", g->group_id, why,
 		    kconn_name(g->conn));
+		snprintf(g->trouble, sizeof(g->trouble), "%.200s from %.150s",
+		    why, kconn_name(g->conn));
 		if (resp.error_code == KERR_GROUP_AUTHORIZATION_FAILED)
 			log_errorx("group %s: the principal may not use the group "
 			    "(GROUP_AUTHORIZATION_FAILED): it needs READ on the "
@@ -679,7 +738,8 @@ static void find_done(struct kconn *c, int err, const char *errstr,
 	free(g->coord_host);
 	g->coord_host = kstr_xdup(resp.host);
 	g->coord_port = resp.port;
-	g->fails = 0;
+	/* (g->fails goes on counting until the coordinator answers a group
+	 * request: a coordinator named but unreachable is a failure too) */
 	log_debug("group %s: coordinator is broker %" PRId32 " at %s:%d",
 	    g->group_id, resp.node_id, g->coord_host, g->coord_port);
 	if (resp.node_id == g->conn_node && g->conn != NULL &&
@@ -1016,6 +1076,7 @@ static void sync_done(struct kconn *c, int err, const char *errstr,
 {
 	struct kgreq *r = arg;
 	int16_t version = r->version;
+	int64_t sent = r->sent_ms;
 	struct kgroup *g = req_done(r);
 	struct kp_sync_group_response resp;
 	struct karena *a = NULL;
@@ -1048,7 +1109,7 @@ static void sync_done(struct kconn *c, int err, const char *errstr,
 	g->active = 1;
 	g->live_gen = g->generation;
 	g->live_leader = g->is_leader;
-	session_arm(g);
+	(void)lease_renew(g, sent, 0);  /* joined() reads it */
 	step_new(g);
 	set_state(g, KG_STABLE, "synced");
 	step_arm(g, ACT_HEARTBEAT, g->hb_ms);
@@ -1081,6 +1142,7 @@ static void hb_done(struct kconn *c, int err, const char *errstr,
 {
 	struct kgreq *r = arg;
 	int16_t version = r->version;
+	int64_t sent = r->sent_ms;
 	struct kgroup *g = req_done(r);
 	struct kp_heartbeat_response resp;
 	struct karena *a = NULL;
@@ -1096,8 +1158,11 @@ static void hb_done(struct kconn *c, int err, const char *errstr,
 		coord_lost(g, why);
 		goto out;
 	}
+	/* REBALANCE_IN_PROGRESS: the coordinator still counts us in, but the
+	 * rebalance began earlier and ends within its timeout from then
+	 * without us unless we join: no longer lease. */
 	if (resp.error_code == KERR_REBALANCE_IN_PROGRESS)
-		proved(g); /* the coordinator still counts us in */
+		proved(g);
 	if (resp.error_code != 0) {
 		if (group_error(g, "Heartbeat", resp.error_code))
 			goto out;
@@ -1111,6 +1176,7 @@ static void hb_done(struct kconn *c, int err, const char *errstr,
 	g->fails = 0;
 	next = g->hb_sent_ms + g->hb_ms - clock_mono_ms();
 	step_arm(g, ACT_HEARTBEAT, next > 0 ? (int)next : 0);
+	(void)lease_renew(g, sent, 1);  /* last: the callback may free g */
 out:
 	karena_free(a);
 }
@@ -1127,14 +1193,7 @@ static void send_heartbeat(struct kgroup *g)
 		coord_lost(g, "no connection to the coordinator");
 		return;
 	}
-	if (session_check(g) < 0)
-		return;
 	if (!g->active || g->rejoin_pending) {
-		/* revoked for silence: the broker decides whether we are
-		 * still in (the join says UNKNOWN_MEMBER_ID if not) */
-		if (!g->active)
-			snprintf(g->reason, sizeof(g->reason), "rejoin after the "
-			    "session timeout passed without an answer");
 		send_join(g);
 		return;
 	}
@@ -1168,6 +1227,8 @@ static void leave_finish(struct kgroup *g, const char *how)
 	g->active = 0;
 	g->live_leader = 0;
 	g->live_gen = -1;
+	g->lease_ms = 0;
+	g->lease_held = 0;
 	set_state(g, KG_LEFT, how);
 	log_info("group %s: left (%s)", g->group_id, how);
 	step_arm(g, ACT_LEAVE_DONE, 0);
@@ -1448,4 +1509,24 @@ const char *kgroup_state_name(const struct kgroup *g)
 const char *kgroup_member_id(const struct kgroup *g)
 {
 	return g->member_id;
+}
+
+int kgroup_fenced(const struct kgroup *g)
+{
+	return !g->active && g->fenced > 0;
+}
+
+int64_t kgroup_lease_until(const struct kgroup *g)
+{
+	return g->active ? g->lease_ms : 0;
+}
+
+int kgroup_lease_held(const struct kgroup *g)
+{
+	return g->active && g->lease_held && clock_mono_ms() < g->lease_ms;
+}
+
+const char *kgroup_trouble(const struct kgroup *g)
+{
+	return g->trouble;
 }

@@ -18,16 +18,31 @@
  *   assign() -> SyncGroup -> joined() -> Heartbeat every
  *   heartbeat_interval_ms ... -> a rebalance (REBALANCE_IN_PROGRESS) joins
  *   again and ends in joined() with the new generation; revoked() only when
- *   the membership itself is lost:
+ *   the coordinator says the membership is gone:
  *     ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID  revoked, join again at once;
  *     FENCED_INSTANCE_ID                     revoked, an error naming the
  *                                            instance id, join again only
  *                                            after a backoff (growing while
  *                                            the fencing repeats);
  *     NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, connection lost
- *                                            find the coordinator again;
- *     no answer proving membership for session_timeout_ms (coordinator
- *     unreachable, or this process was stopped): revoked.
+ *                                            find the coordinator again
+ *                                            (at least every second while
+ *                                            a membership is held) and
+ *                                            resume the heartbeats of the
+ *                                            live generation there.
+ *
+ * The lease.  A member is dropped by the coordinator only once it has
+ * been silent for session_timeout_ms, or has not joined a rebalance within
+ * rebalance_timeout_ms of its start; either begins after the coordinator
+ * took the last request it answered without an error (a Heartbeat, the
+ * SyncGroup).  So until that request's send time plus the smaller timeout
+ * no other member can have been given this member's work: the lease
+ * (kgroup_lease_until()).  lease() tells each renewal and the moment it
+ * runs out.  Running out ends nothing here: the coordinator may still count
+ * the member in (it moved, and the new one loaded the group), so the
+ * member keeps its generation and reaches the coordinator again; the next
+ * Heartbeat it answers renews the lease or revokes the membership.  A
+ * REBALANCE_IN_PROGRESS answer renews nothing.
  * Every request has a deadline (JoinGroup and SyncGroup: the rebalance
  * timeout + 5 s, as Kafka's clients; others: the session timeout, at
  * least 3 s); every retry waits an exponential backoff with jitter.
@@ -81,9 +96,14 @@ struct kgroup_cbs {
 	    const char *leader_member_id, int is_leader,
 	    const struct kgroup_member *members, size_t nmembers,
 	    const uint8_t *assignment, size_t len);
-	/* Membership lost (why names the error or the silence): stop acting
+	/* Membership lost (why names the coordinator's error): stop acting
 	 * as a member until the next joined().  Once per joined(). */
 	void (*revoked)(void *arg, const char *why);
+	/* Optional.  The lease of the live generation is until until_ms
+	 * (monotonic, clock_mono_ms()): renewed by a Heartbeat's answer, or
+	 * run out (until_ms is past).  Not called around joined() and
+	 * revoked(), which change it too (kgroup_lease_until()). */
+	void (*lease)(void *arg, int64_t until_ms);
 };
 
 /* Checks the config (group id, timeouts: heartbeat < session) and copies
@@ -116,5 +136,15 @@ int kgroup_is_leader(const struct kgroup *g);
 const char *kgroup_state_name(const struct kgroup *g);
 /* The member id the coordinator gave ("" none yet). */
 const char *kgroup_member_id(const struct kgroup *g);
+/* 1 from a FENCED_INSTANCE_ID (another process joined with this instance
+ * id; already so when revoked() runs) until this member joins again. */
+int kgroup_fenced(const struct kgroup *g);
+/* The end of the live generation's lease (monotonic ms; may be past), 0
+ * without a membership. */
+int64_t kgroup_lease_until(const struct kgroup *g);
+/* 1 while the live generation's lease runs. */
+int kgroup_lease_held(const struct kgroup *g);
+/* Why the coordinator was last not reached ("" since it answered). */
+const char *kgroup_trouble(const struct kgroup *g);
 
 #endif

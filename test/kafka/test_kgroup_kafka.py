@@ -3,7 +3,7 @@
 
 Members are test/tools/kgroup_probe processes, static members (instance ids),
 protocol type "mirrord".  Each prints `joined gen=N leader=0|1 ...
-assignment=S` and `revoked why=...` lines; the leader assigns every member
+assignment=S`, `revoked why=...` and `lease held=0|1` lines; the leader assigns every member
 "gen=N|leader=I|members=A,B,C|you=X", so a member's line shows the
 assignment the leader made for it in that generation.
 
@@ -23,9 +23,11 @@ On one private single-broker cluster:
      and joins again as a follower of the new leader;
   5. a second process with the same instance id takes the membership over:
      the first reports revoked with FENCED_INSTANCE_ID;
-  6. the broker (the coordinator) stopped: every member reports revoked
-     once its session timeout passes; started again on its data: they all
-     join again, in one generation with every member.
+  6. the broker (the coordinator) stopped: every member's lease runs out
+     once its session timeout passes, and no member reports revoked (the
+     membership is the coordinator's to end); started again on its data:
+     every member's lease is renewed or it joins again, and they end in
+     one generation with every member.
 """
 import os
 import signal
@@ -72,10 +74,14 @@ class Probe:
                     ev.append(("revoked", {"why": raw[len("revoked why="):]}, raw))
                 elif raw == "left":
                     ev.append(("left", {}, raw))
+                elif raw.startswith("lease held="):
+                    ev.append(("lease", {"held": raw[len("lease held="):]},
+                               raw))
         return ev
 
     def last(self):
-        ev = self.events()
+        """The last joined, revoked or left line."""
+        ev = [e for e in self.events() if e[0] != "lease"]
         return ev[-1] if ev else (None, {}, "")
 
     def signal(self, sig):
@@ -250,17 +256,27 @@ def main():
     marks = [len(p.events()) for p in members]
     k.stop()
     for p, m in zip(members, marks):
-        wait_event(p, lambda e: e[0] == "revoked", 60,
-                   "%s revoked while the coordinator is down" % p.name, after=m)
+        wait_event(p, lambda e: e == ("lease", {"held": "0"}, "lease held=0"),
+                   60, "%s: its lease runs out while the coordinator is down"
+                   % p.name, after=m)
+    for p, m in zip(members, marks):
+        h.check(not any(e[0] == "revoked" for e in p.events()[m:]),
+                "%s keeps its membership while the coordinator is down: %s"
+                % (p.name, p.describe()))
     k.launch()
     k.wait_ready(time.monotonic() + 120)
+    for p, m in zip(members, marks):
+        wait_event(p, lambda e: e[0] == "joined" or
+                   e == ("lease", {"held": "1"}, "lease held=1"), 90,
+                   "%s: its lease renewed, or joined again, after the broker "
+                   "restart" % p.name, after=m)
     gen5, leader5 = wait_converged(members, 90, "every member back after the "
                                    "broker restart")
-    for p, m in zip(members, marks):
-        ev = p.events()[m:]
-        h.check(any(e[0] == "joined" for e in ev), "%s joined again" % p.name)
-    print("broker restarted: generation %d led by %s" % (gen5, leader5.instance),
-          flush=True)
+    how = ["%s %s" % (p.name, "joined again" if any(
+        e[0] == "joined" for e in p.events()[m:]) else "resumed")
+        for p, m in zip(members, marks)]
+    print("broker restarted: generation %d led by %s (%s)"
+          % (gen5, leader5.instance, ", ".join(how)), flush=True)
     for p in members:
         p.signal(signal.SIGTERM)
     for p in members:

@@ -16,6 +16,9 @@
  *     "gen=N|leader=I|members=A,B,C|you=X" (its own instance id I, every
  *     member's instance id, the receiver's X).
  *   revoked why=TEXT (the rest of the line)
+ *   lease held=0|1
+ *     the membership's lease ran out (0), or was renewed after it had
+ *     (1); renewals while it runs print nothing.
  *   left
  * SIGTERM/SIGINT leave the group (LeaveGroup), print "left", exit 0.
  * Diagnostics go to stderr (-v: debug).  Usage errors exit 2.
@@ -31,6 +34,7 @@
 #include <event2/dns.h>
 #include <event2/event.h>
 
+#include "compat.h"
 #include "kcluster.h"
 #include "kconn.h"
 #include "kgroup.h"
@@ -41,6 +45,7 @@ struct probe {
 	struct kgroup *g;
 	const char *instance;
 	int done;
+	int lapsed;
 };
 
 static int cmp_member(const void *a, const void *b)
@@ -133,6 +138,18 @@ static void on_revoked(void *arg, const char *why)
 	fflush(stdout);
 }
 
+static void on_lease(void *arg, int64_t until)
+{
+	struct probe *p = arg;
+	int held = until > clock_mono_ms();
+
+	if (held == !p->lapsed)
+		return;
+	p->lapsed = !held;
+	printf("lease held=%d\n", held);
+	fflush(stdout);
+}
+
 static void on_left(void *arg)
 {
 	struct probe *p = arg;
@@ -165,7 +182,7 @@ int main(int argc, char **argv)
 	struct kcluster_config cfg;
 	struct kgroup_config gc = { .session_timeout_ms = 6000,
 	    .rebalance_timeout_ms = 10000, .heartbeat_interval_ms = 1000 };
-	struct kgroup_cbs cbs = { on_assign, on_joined, on_revoked };
+	struct kgroup_cbs cbs = { on_assign, on_joined, on_revoked, on_lease };
 	struct probe p;
 	struct kcluster *cl;
 	struct evdns_base *dns;
