@@ -165,6 +165,10 @@ struct mlog_stats {
  * mlog_sync().  Runs on the loop thread. */
 typedef void (*mlog_done_fn)(void *arg, int rc, int16_t sync_error,
     const char *err);
+/* sync_error of a group that was not written and may be written again as
+ * it is: a follower's request that no writer answered before this
+ * instance became the writer (Kafka's REBALANCE_IN_PROGRESS code). */
+#define MLOG_E_RESEND 27
 
 struct mlog;
 struct mlog_group;

@@ -1393,6 +1393,9 @@ void mlog_kafka_set_identity(struct mlog *ml, const char *instance_id,
 		free(m);
 		return;         /* keeps the previous identity */
 	}
+	if (k->generation != generation || k->member_id == NULL ||
+	    strcmp(k->member_id, m) != 0)
+		k->identity_ms = clock_mono_ms();
 	free(k->instance_id);
 	free(k->member_id);
 	k->instance_id = i;
@@ -1487,6 +1490,11 @@ int mk_promote_finish(struct mk *k, int64_t claim_off, char *err,
 	mk_rq_drop(k);
 	k->foreign = 0;
 	mk_async_promoted(k);
+	/* This instance's requests still waiting for a REPLY were answered
+	 * by no writer before our claim (the log is read up to it), and only
+	 * we write after it: they go again as the writer's own groups
+	 * (MLOG_E_RESEND), and the handler refuses them when it reads them. */
+	mk_async_void_waiting(k);
 	k->role_pending = 1;
 	seterr(k->role_why, sizeof(k->role_why), "promoted: claimed topic %s "
 	    "at offset %" PRId64 " as producer id %" PRId64 " epoch %d",
@@ -1747,6 +1755,16 @@ static int decide(struct mk *k, const struct krec *r, int16_t *code,
 		return -1;
 	k->cur_instance = k->cur_inst;
 	k->cur_id = q.id;
+	if (q.id <= k->void_upto && k->instance_id != NULL &&
+	    strcmp(k->cur_inst, k->instance_id) == 0) {
+		/* Ours, sent before we became the writer: its records went
+		 * again as our own group. */
+		seterr(why, whylen, "request %" PRIu64 " of instance %s was "
+		    "written again by that instance as the metadata writer",
+		    q.id, k->cur_inst);
+		*code = MLOG_E_RESEND;
+		return 0;
+	}
 	fl.file = k->req->topic;
 	fl.base = (uint64_t)r->offset;
 	mlog_scan(q.frames, q.frames_len, k->base.opts.max_record,

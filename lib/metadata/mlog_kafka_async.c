@@ -70,6 +70,13 @@ enum { JOB_PRODUCE, JOB_REQUEST, JOB_FETCH, JOB_EMPTY, JOB_PEEK,
 /* Waits this long on the broker for the REPLY of a request (the thread's
  * Fetch; the loop is not waiting). */
 #define REPLY_FETCH_WAIT_MS 100
+/* A request the writer refused for the requester's identity is sent again
+ * once the identity changed, or after this while it has not. */
+#define RESEND_MS 1000
+#define RESEND_MAX 20
+
+_Static_assert(MLOG_E_RESEND == KERR_REBALANCE_IN_PROGRESS,
+    "MLOG_E_RESEND is Kafka's REBALANCE_IN_PROGRESS");
 
 struct mk_job {
 	struct mk_job *next;
@@ -87,6 +94,9 @@ struct mk_job {
 	int replied;
 	int16_t reply_error;
 	char *reply_msg;
+	/* REQUEST refused for its identity: sent again (resend_refused()) */
+	int resends;
+	int64_t refused_ms;
 	/* PRODUCE (writer): the last frame is the REPLY of the request at
 	 * reply_off (it joined the group, or is the whole group) */
 	int reply;
@@ -483,6 +493,74 @@ static void push(struct mk *k, struct mk_job *j)
 
 /* ---- back on the loop thread -------------------------------------------- */
 
+/* The writer refused the request for who sent it: not a member as it
+ * recorded them (a new member before the writer wrote the members), or
+ * of an older generation than it recorded (the requester has not joined
+ * the rebalance yet, or its request waited for a writer that died).
+ * Nothing of it was written. */
+static int refused_identity(int16_t code)
+{
+	return code == KERR_ILLEGAL_GENERATION || code == KERR_UNKNOWN_MEMBER_ID;
+}
+
+/*
+ * j, at the head of the waits and alone there, was refused for its
+ * identity: sent again, as the same group, under the identity the
+ * follower has now (at once when it changed, else after RESEND_MS), for
+ * up to storage.kafka.timeout_ms from the first refusal.  1 while it is
+ * sent again or waits to be, 0 when it ends as refused.
+ */
+static int resend_refused(struct mk *k, struct mk_job *j, int64_t now)
+{
+	struct mk_async *a = k->async;
+	int changed;
+	char *m;
+
+	if (k->writer || k->broken || j->next != NULL || j->kind != JOB_REQUEST ||
+	    j->resends >= RESEND_MAX)
+		return 0;
+	if (j->refused_ms == 0) {
+		j->refused_ms = now;
+		j->deadline = now + k->timeout_ms;
+	}
+	if (now >= j->refused_ms + k->timeout_ms)
+		return 0;
+	changed = j->generation != k->generation || k->member_id == NULL ||
+	    j->member_id == NULL || strcmp(j->member_id, k->member_id) != 0;
+	if (!changed && now < j->refused_ms + (int64_t)RESEND_MS *
+	    (j->resends + 1))
+		return 1;
+	if ((m = strdup(k->member_id != NULL ? k->member_id : "")) == NULL)
+		return 0;
+	log_info("metadata log: the writer refused request %" PRIu64 " (%s); "
+	    "sending it again as member %s of generation %" PRId32, j->req_id,
+	    j->reply_msg != NULL && j->reply_msg[0] != '\0' ? j->reply_msg :
+	    kerr_name(j->reply_error), m, k->generation);
+	free(j->member_id);
+	j->member_id = m;
+	j->generation = k->generation;
+	j->req_id = ++k->req_seq;
+	j->replied = 0;
+	j->reply_error = 0;
+	free(j->reply_msg);
+	j->reply_msg = NULL;
+	j->resends++;
+	a->wait_head = a->wait_tail = NULL;
+	push(k, j);             /* complete() waits for its REPLY again */
+	return 1;
+}
+
+/* Until when j waits for its REPLY: a writer that took over since the
+ * follower's identity changed gets the whole timeout to answer. */
+static int64_t wait_deadline(const struct mk *k, const struct mk_job *j)
+{
+	int64_t d = j->deadline;
+
+	if (!j->replied && k->identity_ms > 0 && k->identity_ms + k->timeout_ms > d)
+		d = k->identity_ms + k->timeout_ms;
+	return d;
+}
+
 /* Completes the follower groups at the head whose answer is known. */
 static void finish_waits(struct mk *k)
 {
@@ -493,7 +571,10 @@ static void finish_waits(struct mk *k)
 		struct mk_job *j = a->wait_head;
 		char e[1400];
 
-		if (!j->replied && now < j->deadline && !k->broken)
+		if (!j->replied && !k->broken && now < wait_deadline(k, j))
+			break;
+		if (j->replied && refused_identity(j->reply_error) &&
+		    resend_refused(k, j, now))
 			break;
 		a->wait_head = j->next;
 		if (a->wait_head == NULL)
@@ -520,6 +601,34 @@ static void finish_waits(struct mk *k)
 			    KERR_REQUEST_TIMED_OUT, e);
 		}
 		job_free(j);
+	}
+}
+
+void mk_async_void_waiting(struct mk *k)
+{
+	struct mk_async *a = k->async;
+
+	if (a == NULL)
+		return;
+	for (struct mk_job *j = a->wait_head; j != NULL; j = j->next) {
+		char msg[200];
+
+		if (j->kind != JOB_REQUEST || (j->replied &&
+		    !refused_identity(j->reply_error)))
+			continue;       /* answered: written, or refused for good */
+		if (!j->replied && j->req_id > k->void_upto)
+			k->void_upto = j->req_id;
+		j->replied = 1;
+		j->reply_error = MLOG_E_RESEND;
+		snprintf(msg, sizeof(msg), "request %" PRIu64 " was not answered "
+		    "before this instance became the metadata writer: written "
+		    "again as the writer's", j->req_id);
+		free(j->reply_msg);
+		j->reply_msg = strdup(msg);
+		log_info("metadata log: request %" PRIu64 " (offset %" PRId64 " of "
+		    "topic %s) was not answered before this instance became the "
+		    "writer: its records go again as the writer's", j->req_id,
+		    j->base, k->req->topic);
 	}
 }
 
@@ -1113,12 +1222,12 @@ void mk_wait(struct mlog *ml)
 	 * (blocking, as mlog_sync() does) until each is answered or late. */
 	while (a->wait_head != NULL) {
 		char e[1024];
-		int64_t left = a->wait_head->deadline - clock_mono_ms();
+		int64_t left;
 
 		mk_quiesce(k);          /* callbacks may have started more */
 		if (a->wait_head == NULL)
 			break;
-		left = a->wait_head->deadline - clock_mono_ms();
+		left = wait_deadline(k, a->wait_head) - clock_mono_ms();
 		if (left > 0 && !k->broken &&
 		    mk_tail_once(k, (int)MIN(left, 500), e, sizeof(e)) != 0 &&
 		    !k->broken)

@@ -67,7 +67,13 @@ struct mk {
 	struct mk *req;             /* the request topic */
 	char *instance_id, *member_id;
 	int32_t generation;
+	int64_t identity_ms;        /* when the generation or member id last
+	                             * changed (monotonic), 0 never */
 	uint64_t req_seq;           /* id of the last request sent */
+	/* This instance's own requests up to this id were left unanswered
+	 * when it became the writer: its groups went again as the writer's,
+	 * so its handler refuses them (mk_promote_finish()). */
+	uint64_t void_upto;
 	/* A follower waiting for the REPLY to its request. */
 	int waiting, wait_done;
 	uint64_t wait_id;
@@ -332,6 +338,9 @@ void mk_async_reply(struct mk *k, uint64_t id, int16_t error,
     const char *msg, size_t msg_len);
 /* A new writer role: earlier failed writes no longer stop new ones. */
 void mk_async_promoted(struct mk *k);
+/* The follower groups still waiting for their REPLY end with
+ * MLOG_E_RESEND, their requests void (k->void_upto).  Thread idle. */
+void mk_async_void_waiting(struct mk *k);
 void mk_async_free(struct mk *k);
 
 #endif

@@ -1914,6 +1914,67 @@ static int split_lost(struct mstate *st, struct mstate_aop *ops,
 	return 1;
 }
 
+/*
+ * A group the log did not write and hands back (MLOG_E_RESEND: this
+ * follower became the metadata writer before any writer answered its
+ * request).  The model may have moved since its ops were checked: those
+ * of partitions this instance no longer owns fail as after a refusal;
+ * the others are checked again against the model, together and in order
+ * as the writer checks a forwarded request, and go first in the next
+ * group, before the ops queued after it (acc).  0 when that was done, -1
+ * when the group fails as it is (the operator's write is among it).
+ */
+static int resend_ops(struct mstate *st, struct mstate_aop *ops,
+    struct mstate_aop *acc, const char *why)
+{
+	struct mstate_aop *op, *lost = NULL, *keep = NULL;
+	struct mlog_rec *recs;
+	size_t n = 0, i = 0;
+	char msg[1024];
+	int rc;
+
+	for (op = ops; op != NULL; op = op->next)
+		if (op->excl)
+			return -1;
+	if (!split_lost(st, ops, &lost, &keep)) {
+		if (ops != NULL && ops->from_lost)
+			lost = ops;
+		else
+			keep = ops;
+	}
+	if (lost != NULL)
+		fail_ops(st, lost, KERR_NOT_LEADER_OR_FOLLOWER, why);
+	for (op = keep; op != NULL; op = op->next)
+		n += op->n;
+	if ((recs = calloc(n + 1, sizeof(*recs))) == NULL) {
+		fail_ops(st, keep, KERR_KAFKA_STORAGE_ERROR, "out of memory");
+		requeue_ops(st, acc);
+		return 0;
+	}
+	for (op = keep; op != NULL; op = op->next)
+		for (size_t r = 0; r < op->n; r++, i++) {
+			recs[i].type = op->types[r];
+			recs[i].p = op->bufs[r];
+			recs[i].len = (uint32_t)op->lens[r];
+		}
+	rc = n == 0 ? KERR_NONE : scratch_check(st, recs, n, "record",
+	    " to the writer's model", msg, sizeof(msg));
+	free(recs);
+	if (rc != KERR_NONE) {
+		log_warnx("metadata log: %zu record(s) this instance sent as a "
+		    "follower no longer apply now that it writes the log: %s", n,
+		    msg);
+		fail_ops(st, keep, rc, msg);
+	} else if (keep != NULL) {
+		log_info("metadata log: %zu record(s) this instance sent as a "
+		    "follower, never answered, go again as the writer's", n);
+		st->astats.split_groups++;
+		requeue_ops(st, keep);
+	}
+	requeue_ops(st, acc);
+	return 0;
+}
+
 /* The log's completion of a group: apply its records in order, defer the
  * callbacks, maybe snapshot, then start the next group. */
 static void group_done(void *arg, int rc, int16_t sync_error,
@@ -1938,6 +1999,15 @@ static void group_done(void *arg, int rc, int16_t sync_error,
 		mlog_discard(st->ml);
 		st->acc_head = st->acc_tail = NULL;
 		mlog_stats(st->ml, &ls);
+		/* (only a writer's: a follower told so fails as refused) */
+		if (!ls.broken && sync_error == MLOG_E_RESEND &&
+		    !st->ml->applies_on_sync &&
+		    resend_ops(st, g->ops, acc, why) == 0) {
+			free(g);
+			start_group(st);
+			excl_poke(st);
+			return;
+		}
 		if (!ls.broken && split_lost(st, g->ops, &lost, &keep)) {
 			/* Some of its partitions moved to another instance
 			 * while it was out: those writes fail, the others go
