@@ -158,7 +158,7 @@ const struct ckey config_keys[] = {
 	  "Admin address the other instances name for this one (NOT_CONTROLLER answers, Metadata brokers), which kafka-mirrors connects to. "
 	  "Empty means server.advertised." },
 	{ "cluster.session_timeout_ms", CT_DURATION, F(cluster_session_timeout_ms), "10000", 1000, 300000, NULL, 0, NULL,
-	  "Group session timeout: an instance that sends no heartbeat for this long leaves the group, and its partitions (or the metadata writer's role) move to the others. "
+	  "Group session timeout: an instance that sends no heartbeat for this long leaves the group, and its partitions (or the metadata writer's role) move to the others; an instance whose heartbeats have not been answered for this long stops writing its partitions until one is. "
 	  "The broker bounds it with group.min.session.timeout.ms and group.max.session.timeout.ms." },
 	{ "cluster.heartbeat_interval_ms", CT_DURATION, F(cluster_heartbeat_interval_ms), "3000", 100, 100000, NULL, 0, NULL,
 	  "Interval of the group heartbeats; must be below cluster.session_timeout_ms (a third of it is usual)." },
