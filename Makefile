@@ -25,6 +25,8 @@
 #   make bench-depth     pipelined produce on real Kafka: depth 1 versus 5
 #   make torture         minutes of load and faults on real Kafka, then a checker
 #                        (TORTURE_SECONDS, TORTURE_SEED, TORTURE_FAULTS)
+#   make torture-group   the same with three instances on the replicated
+#                        metadata log and 300 transactions a second (TORTURE_GROUP=3)
 #   make install         install (DESTDIR and PREFIX honoured)
 #   make deb             the Debian package, built from a clean copy of the
 #                        tree in $(BUILD)/deb (dpkg-buildpackage -us -uc)
@@ -61,7 +63,7 @@ APT_ENV = DEBIAN_FRONTEND=noninteractive
 
 SUBMAKE = $(MAKE) --no-print-directory -C $(BUILD)
 
-.PHONY: all check check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth bench-txn torture install uninstall clean \
+.PHONY: all check check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth bench-txn torture torture-group install uninstall clean \
 	distclean deps test-deps deb deb-deps FORCE
 
 all: $(BUILD)/Makefile
@@ -79,7 +81,7 @@ check: test-deps $(BUILD)/Makefile
 	sh $(CURDIR)/test/tools/summary.sh $(BUILD); exit $$rc
 
 # `all` first: it generates the codec (BUILT_SOURCES) the programs need.
-check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth bench-txn torture: test-deps $(BUILD)/Makefile
+check-kafka check-fuzz demo demo-ha bench bench-mock bench-kafka bench-scale bench-depth bench-txn torture torture-group: test-deps $(BUILD)/Makefile
 	@$(SUBMAKE) all
 	@$(SUBMAKE) $@
 

@@ -44,7 +44,36 @@ default all of them):
 
 TORTURE_VICTIMS victim topics per destructive class (default one per 120 s
 of faults), TORTURE_RATE multiplies the load (default 1),
-TORTURE_COMPACTED=0 leaves the compacted topic out.
+TORTURE_COMPACTED=0 leaves the compacted topic out.  TORTURE_TXN_RATE paces
+the transactional producers to that many transactions a second in all (0,
+the default of one instance: each as fast as it goes with a pause of up to
+0.1 s), TORTURE_TXN_PRODUCERS says how many there are.
+
+The group mode (TORTURE_GROUP=N, N >= 2; `make torture-group` is
+TORTURE_GROUP=3) runs N instances a, b, c, ... instead of one: cluster.enabled,
+one group, the replicated metadata log (storage.backend: kafka) in a topic
+of the destination cluster, a session timeout of 6 s, each its own
+cluster.local_broker_id naming no broker (the one destination broker
+advertises this host to all of them), so that the partitions are shared by
+the assignment's balance.  The same load, but txn has 6 partitions and by
+default 12 producers aiming at 300 transactions a second in all, about 30%
+aborted.  Every instance that exits by itself is started again, as the
+unit's Restart=on-failure would (status 75, the replicated log broke, is
+expected after a destination broker restart; any other status is a
+problem).  The faults kill and stop hit a random instance (its role,
+writer or follower, and how many partitions it copied are logged);
+delete-records holds every instance; and one more class:
+
+  handoff       an instance that copies partitions SIGSTOPped (or killed -9)
+                until the partitions it copied have other owners (past the
+                6 s session timeout), then SIGCONT (or started again): the
+                deposed owner resumes with whatever it had in flight
+
+The status checks and the settling ask DescribeMirrors of any live
+instance (a random one each time); once settled, every instance's answer
+must show the same.  The checker reads the translation maps from the
+metadata log's topic (xlate_dump -k, as a follower reads it) once every
+instance is stopped (each must exit 0).
 
 Then the load stops, and every partition must settle: a victim in FAILED
 (or STOPPED for a deleted source topic) with the reason its fault calls for,
@@ -70,15 +99,20 @@ acknowledged records:
 It ends with one line
   torture: F faults, N records checked, 0 lost, 0 duplicated,
   0 corrupted, 0 aborted visible, P partitions FAILED as expected
+(after a line with the transaction rate the load achieved)
 and fails if any count but the last is not 0 (a record whose delivery the
 producer reported failed, that the source no longer holds but the
 destination does, is "uncertain": compared byte for byte, its offset not
 checked), a partition FAILED or
-STOPPED for a reason its faults do not explain, or one never settled.
+STOPPED for a reason its faults do not explain, or one never settled; in
+the group mode also if an instance exited by itself with a status other
+than 75, a handoff's partitions never moved, or the instances' answers
+disagree once settled.
 """
 
 import bisect
 import collections
+import json
 import shutil
 import subprocess
 import os
@@ -106,16 +140,25 @@ except ImportError:
 
 ALL_FAULTS = ["kill", "stop", "src-restart", "dst-restart", "foreign",
               "src-recreate", "dst-recreate", "delete-records",
-              "delete-records-mid", "deny"]
+              "delete-records-mid", "deny", "handoff"]
+# Only with several instances.
+GROUP_FAULTS = {"handoff"}
 # The classes a run draws from unless TORTURE_FAULTS says otherwise.
-DEFAULT_FAULTS = list(ALL_FAULTS)
+DEFAULT_FAULTS = [k for k in ALL_FAULTS if k not in GROUP_FAULTS]
 WEIGHTS = {"kill": 3, "stop": 3, "src-restart": 1, "dst-restart": 1,
            "foreign": 1, "src-recreate": 1, "dst-recreate": 1,
-           "delete-records": 2, "delete-records-mid": 2, "deny": 2}
+           "delete-records": 2, "delete-records-mid": 2, "deny": 2,
+           "handoff": 2}
 # Victim topics per destructive class (each takes one fault).
 VICTIM_CLASSES = {"foreign": "fw", "src-recreate": "sr", "dst-recreate": "dr"}
 MIRROR = "t"
 SETTLE_SECONDS = 240
+# The group mode: the metadata log's topic, the group, its session timeout.
+META = "torture-meta"
+GROUP_ID = "torture-group"
+SESSION_MS = 6000
+# mirrord's exit status asking for a restart (the replicated log broke).
+EXIT_RESTART = 75
 
 
 def log(msg):
@@ -292,13 +335,18 @@ class Writer(threading.Thread):
 
 class TxnWriter(threading.Thread):
     """A transactional producer: transactions of 1-40 records over the txn
-    topic's partitions, about 40% aborted; the ids of aborted records are
-    kept (none may be visible at the destination)."""
+    topic's partitions, a fraction abort_frac of them aborted; the ids of
+    aborted records are kept (none may be visible at the destination).
+    With an interval, one transaction begins every interval seconds
+    (staggered by offset; more than a second behind, the backlog is
+    dropped), else one after the other with a pause of up to 0.1 s."""
 
-    def __init__(self, name, bootstrap, topic, nparts, rnd, aborted):
+    def __init__(self, name, bootstrap, topic, nparts, rnd, aborted,
+                 abort_frac=0.4, interval=0.0, offset=0.0):
         super().__init__(name=name, daemon=True)
         self.bootstrap, self.topic, self.nparts = bootstrap, topic, nparts
         self.rnd, self.aborted = rnd, aborted
+        self.abort_frac, self.interval, self.offset = abort_frac, interval, offset
         self.quit = False
         self.seq = 0
         self.commits = self.aborts = self.broken = 0
@@ -340,7 +388,7 @@ class TxnWriter(threading.Thread):
                                self.rnd.randrange(0, 120)),
                            headers=[("id", rid)],
                            timestamp=int(time.time() * 1000))
-        abort = self.rnd.random() < 0.4
+        abort = self.rnd.random() < self.abort_frac
         left = self.p.flush(60)
         if left:
             raise KafkaException("%d records not flushed" % left)
@@ -354,7 +402,15 @@ class TxnWriter(threading.Thread):
 
     def run(self):
         self._new()
+        due = time.monotonic() + self.offset
         while not self.quit:
+            if self.interval:
+                now = time.monotonic()
+                if due > now:
+                    time.sleep(due - now)
+                elif now - due > 1:
+                    due = now
+                due += self.interval
             try:
                 self.one()
             except KafkaException as e:
@@ -367,7 +423,8 @@ class TxnWriter(threading.Thread):
                 except KafkaException as e2:
                     log("%s: giving up: %s" % (self.name, e2))
                     return
-            time.sleep(self.rnd.random() * 0.1)
+            if not self.interval:
+                time.sleep(self.rnd.random() * 0.1)
 
 
 # ------------------------------------------------------------------ helpers
@@ -501,10 +558,18 @@ def restart_broker(cl):
 # ------------------------------------------------------------------ the run
 
 class Torture:
-    def __init__(self, seconds, seed, faults, victims, rate, compacted=True):
+    def __init__(self, seconds, seed, faults, victims, rate, compacted=True,
+                 group=0, txn_rate=0.0, txn_producers=2):
         self.seconds, self.seed, self.kinds = seconds, seed, faults
         self.rate, self.compacted = rate, compacted
+        self.group = group
+        self.txn_rate, self.txn_producers = txn_rate, txn_producers
         self.rnd = random.Random(seed)
+        # For the instance asked (not seeded: how often it is drawn
+        # depends on timing, and must not move the schedule).
+        self.qrnd = random.Random()
+        self.problems = []                    # of the group mode, for the end
+        self.restarts = collections.Counter()  # exit status -> restarts
         self.nvictims = victims
         self.ledger = Ledger()
         self.aborted = set()
@@ -531,7 +596,8 @@ class Torture:
             self.src.grant("User:alice", ["ALL"], topic="*")
             self.src.grant("User:alice", ["DESCRIBE", "DESCRIBE_CONFIGS"],
                            cluster=True)
-        self.topics = {"idem": 3, "txn": 2, "cmp": 1, "del": 2}
+        self.topics = {"idem": 3, "txn": 6 if self.group else 2, "cmp": 1,
+                       "del": 2}
         if not self.compacted:
             del self.topics["cmp"]
         for cls in self.victims.values():
@@ -543,7 +609,17 @@ class Torture:
                                                 delete_retention_ms=2000)
             else:
                 self.src.create_topic(t, n)
-        self.d = mt.Mirrord(destination=self.dst.bootstrap, log_level="info")
+        if self.group:
+            self.ds = [self.instance(chr(ord("a") + i), i)
+                       for i in range(self.group)]
+            for d in self.ds:
+                d.start()
+            h.wait_for(self.one_writer, 120, "one writer among %s"
+                       % ", ".join(d.name for d in self.ds))
+        else:
+            self.ds = [mt.Mirrord(destination=self.dst.bootstrap,
+                                  log_level="info")]
+        self.d = self.ds[0]
         self.d.create(MIRROR, dict(src_client, **{
             "mirror.fetch.wait.max.ms": "200",
             "mirror.failed.retry.initial.backoff.ms": "200",
@@ -572,21 +648,134 @@ class Torture:
         if self.compacted:
             self.writers.append(Writer("cmp", SRC, [("cmp", 0)], 200 * rate,
                                        cmp_rnd, self.ledger, "lz4", keys=64))
-        self.txns = [TxnWriter("txn-%d" % i, SRC, "txn", 2,
-                               random.Random(r.random()), self.aborted)
-                     for i in range(2)]
+        n = self.txn_producers
+        interval = n / self.txn_rate if self.txn_rate > 0 else 0.0
+        self.txns = [TxnWriter("txn-%d" % i, SRC, "txn", self.topics["txn"],
+                               random.Random(r.random()), self.aborted,
+                               abort_frac=0.3 if self.group else 0.4,
+                               interval=interval, offset=interval * i / n)
+                     for i in range(n)]
         # Only the topics whose source may lose records need the ledger.
         self.ledgered = {"cmp", "del"} | {t for t, _ in vparts}
+        self.load_t0 = time.monotonic()
         for w in self.writers + self.txns:
             w.start()
         h.wait_for(lambda: self.all_state("MIRRORING"), 120,
-                   "every partition to be MIRRORING (log %s)" % self.d.proc.log_path)
-        log("set-up done: %d topics, %d partitions MIRRORING"
-            % (len(self.topics), sum(self.topics.values())))
+                   "every partition to be MIRRORING (logs %s)"
+                   % ", ".join(d.proc.log_path for d in self.ds))
+        log("set-up done: %d topics, %d partitions MIRRORING%s"
+            % (len(self.topics), sum(self.topics.values()),
+               "" if not self.group else ", copied by %s" % ", ".join(
+                   "%s (%s) %d" % (d.name, self.role(d), self.owned(d))
+                   for d in self.ds)))
+
+    # -- the instances of the group mode
+
+    def instance(self, name, i):
+        """Instance name of the group: its own local broker id, naming no
+        broker (the one destination broker advertises this host to every
+        instance, which would make it local to all of them and give it
+        every partition)."""
+        return mt.Mirrord(
+            destination=self.dst.bootstrap, name=name, start=False,
+            log_level="info",
+            storage_kafka={"secret_key_file": os.path.join(h.test_dir(),
+                                                           "secret.key"),
+                           "topic": META, "timeout_ms": 10000},
+            extra_yaml=("cluster:\n"
+                        "  enabled: true\n"
+                        "  group_id: \"%s\"\n"
+                        "  instance_id: \"%s\"\n"
+                        "  local_broker_id: %d\n"
+                        "  session_timeout_ms: %d\n"
+                        "  heartbeat_interval_ms: 1000\n"
+                        "  status_interval_ms: 1000\n"
+                        % (GROUP_ID, name, 101 + i, SESSION_MS)))
+
+    @staticmethod
+    def metric(d, pattern):
+        try:
+            m = d.metrics()
+        except Exception:  # noqa: BLE001 -- stopped, or not up yet
+            return None
+        return re.search(pattern, m, re.M)
+
+    def role(self, d):
+        """writer, follower or joining from d's metrics; "single" for the
+        one instance; None if it does not answer."""
+        if not self.group:
+            return "single"
+        for r in ("writer", "follower", "joining"):
+            if self.metric(d, r'^mirrord_cluster_role\{role="%s"\} 1$' % r):
+                return r
+        return None
+
+    def owned(self, d):
+        """How many partitions d copies (its metrics), -1 if unknown."""
+        m = self.metric(d, r"^mirrord_cluster_owned_partitions (\d+)")
+        return int(m.group(1)) if m else -1
+
+    def one_writer(self):
+        live = self.live()
+        roles = [self.role(d) for d in live]
+        return len(live) == len(self.ds) and roles.count("writer") == 1 and \
+            all(r in ("writer", "follower") for r in roles)
+
+    def owners(self):
+        """{(topic, partition): instance} from the newest part-owner line
+        of the instances' logs (each logs the records it applies live)."""
+        lines = []
+        for d in self.ds:
+            lines += re.findall(r"^(\S+) .* %s/(\S+)-(\d+): owner \S+ -> "
+                                r"(\S+) \(generation" % MIRROR, d.log(), re.M)
+        out = {}
+        for _, t, p, who in sorted(lines):
+            out[(t, int(p))] = who
+        return out
+
+    def live(self):
+        return [d for d in self.ds if d.proc is not None and d.proc.alive()]
+
+    def supervise(self):
+        """Starts again every instance that exited by itself, as the
+        unit's Restart=on-failure would; an exit status other than 75 is
+        a problem."""
+        for d in self.ds:
+            if d.proc is None or d.proc.alive():
+                continue
+            rc = d.proc.p.returncode
+            self.restarts[rc] += 1
+            if rc != EXIT_RESTART:
+                self.problems.append("instance %s exited by itself with "
+                                     "status %s (log %s)"
+                                     % (d.name, rc, d.proc.log_path))
+            log("instance %s exited by itself with status %s%s: starting it "
+                "again" % (d.name, rc, " (the metadata log broke)"
+                           if rc == EXIT_RESTART else ""))
+            try:
+                d.start()
+            except AssertionError as e:
+                log("instance %s: %s" % (d.name, str(e)[:300]))
+
+    def describe(self, d):
+        r = d.cli("--describe", "--json", "--mirror", MIRROR, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError("DescribeMirrors of %s: exit %d: %s" % (
+                d.name, r.returncode, r.stderr.strip()[-300:]))
+        return {(x["topic"], x["partition"]): x for x in json.loads(r.stdout)}
 
     def rows(self):
-        return {(x["topic"], x["partition"]): x
-                for x in self.d.describe_json(MIRROR)}
+        """DescribeMirrors of the mirror from a live instance, a random
+        one in the group mode (the next one if it does not answer)."""
+        ds = self.live()
+        self.qrnd.shuffle(ds)
+        why = "no instance is running"
+        for d in ds:
+            try:
+                return self.describe(d)
+            except (AssertionError, subprocess.TimeoutExpired, ValueError) as e:
+                why = str(e)
+        raise AssertionError(why)
 
     def all_state(self, state):
         rows = self.rows()
@@ -595,19 +784,78 @@ class Torture:
 
     # -- faults
 
+    def victim(self):
+        """A random instance and what it is, "instance b (writer, 7
+        partitions)", or mirrord itself (no draw: a seed's schedule
+        stays what it was before the group mode)."""
+        if not self.group:
+            return self.d, "mirrord"
+        return self.victim_named(self.rnd.choice(self.ds))
+
+    def handoff(self, r):
+        """An instance that copies partitions held (SIGSTOP, or killed)
+        until they have other owners, then let go (SIGCONT, or started
+        again)."""
+        ds = [d for d in self.ds if self.owned(d) > 0] or self.ds
+        d, what = self.victim_named(r.choice(ds))
+        kill = r.random() < 0.3
+        before = self.owners()
+        mine = sorted(k for k, who in before.items() if who == d.name)
+        t0 = time.monotonic()
+        if kill:
+            d.kill9()
+        else:
+            d.proc.signal(signal.SIGSTOP)
+        try:
+            def moved():
+                now = self.owners()
+                return all(now.get(k) not in (None, d.name) for k in mine)
+            try:
+                h.wait_for(moved, SESSION_MS / 1000 + 60, "the partitions of "
+                           "%s to move" % d.name, interval=1)
+                took = "its %d partitions moved in %.1f s" % (
+                    len(mine), time.monotonic() - t0)
+            except AssertionError:
+                now = self.owners()
+                left = [k for k in mine if now.get(k) in (None, d.name)]
+                self.problems.append(
+                    "handoff: %d partitions of instance %s had no other "
+                    "owner %.0f s after it was %s: %s" % (
+                        len(left), d.name, time.monotonic() - t0,
+                        "killed" if kill else "stopped",
+                        ", ".join("%s-%d" % k for k in left[:10])))
+                took = "its partitions did NOT move"
+            time.sleep(r.uniform(0, 2))
+        finally:
+            if kill:
+                d.start()
+            else:
+                d.proc.signal(signal.SIGCONT)
+        return "%s %s until its partitions moved (%s), then %s" % (
+            what, "killed (-9)" if kill else "SIGSTOPped", took,
+            "started again" if kill else "SIGCONT")
+
+    def victim_named(self, d):
+        return d, "instance %s (%s, %d partitions)" % (d.name, self.role(d),
+                                                       self.owned(d))
+
     def fault(self, kind):
         r, d = self.rnd, self.d
         if kind == "kill":
+            d, what = self.victim()
             d.kill9()
             time.sleep(r.uniform(0, 2))
             d.start()
-            return "mirrord killed (-9) and started again"
+            return "%s killed (-9) and started again" % what
         if kind == "stop":
+            d, what = self.victim()
             secs = r.uniform(1, 6)
             d.proc.signal(signal.SIGSTOP)
             time.sleep(secs)
             d.proc.signal(signal.SIGCONT)
-            return "mirrord SIGSTOPped for %.1f s" % secs
+            return "%s SIGSTOPped for %.1f s" % (what, secs)
+        if kind == "handoff":
+            return self.handoff(r)
         if kind in ("src-restart", "dst-restart"):
             cl = self.src if kind == "src-restart" else self.dst
             t0 = time.monotonic()
@@ -663,7 +911,8 @@ class Torture:
                 "topic %s for %.1f s" % (t, secs)
         if kind in ("delete-records", "delete-records-mid"):
             mid = kind == "delete-records-mid"
-            d.proc.signal(signal.SIGSTOP)
+            for d in self.ds:
+                d.proc.signal(signal.SIGSTOP)
             try:
                 time.sleep(r.uniform(1.5, 3))
                 want = {}
@@ -691,7 +940,8 @@ class Torture:
                             % (p, want[p], err))
                     self.deletions[("del", p)].append(low)
             finally:
-                d.proc.signal(signal.SIGCONT)
+                for d in self.ds:
+                    d.proc.signal(signal.SIGCONT)
             return "DeleteRecords on the source %s, mirrord held: %s" % (
                 "inside batches" if mid else "at batch boundaries",
                 ", ".join("del-%d below %d" % kv for kv in sorted(want.items())))
@@ -701,6 +951,8 @@ class Torture:
         deadline = time.monotonic() + self.seconds
         while time.monotonic() < deadline:
             time.sleep(self.rnd.uniform(1, 5))
+            if self.group:
+                self.supervise()
             kinds = [k for k in self.kinds
                      if k not in VICTIM_CLASSES or self.free[VICTIM_CLASSES[k]]]
             kind = self.rnd.choices(kinds, [WEIGHTS[k] for k in kinds])[0]
@@ -715,12 +967,14 @@ class Torture:
         time.sleep(5)   # records after the last fault, for every partition
         for w in self.writers + self.txns:
             w.quit = True
+        self.load_secs = time.monotonic() - self.load_t0
         for w in self.writers + self.txns:
             w.join(600)
             h.check(not w.is_alive(), "writer %s did not stop" % w.name)
         for w in self.writers:
             if w.errors:
                 log("writer %s: delivery errors %s" % (w.name, dict(w.errors)))
+        self.ntxn = sum(t.commits + t.aborts for t in self.txns)
         log("load stopped: %d idempotent records sent, %d transactions "
             "committed, %d aborted, %d broken by faults"
             % (sum(w.sent for w in self.writers),
@@ -750,6 +1004,8 @@ class Torture:
     def settle(self):
         deadline = time.monotonic() + SETTLE_SECONDS
         while True:
+            if self.group:
+                self.supervise()
             try:
                 rows = self.rows()
                 why = {k: self.settled(k, x) for k, x in rows.items()}
@@ -758,10 +1014,36 @@ class Torture:
                 why = {("?", -1): "%s: %s" % (type(e).__name__, e)}
             if not why:
                 log("every partition settled")
+                if self.group:
+                    self.settled_everywhere(deadline)
                 return {}
             if time.monotonic() > deadline:
                 return why
             time.sleep(1)
+
+    def settled_everywhere(self, deadline):
+        """Every instance's DescribeMirrors shows the partitions settled
+        (what the others copy comes from the status topic, a little late)."""
+        for d in self.ds:
+            why = {}
+            while True:
+                try:
+                    rows = self.describe(d)
+                    why = {k: self.settled(k, x) for k, x in rows.items()}
+                    why = {k: v for k, v in why.items() if v is not None}
+                    if len(rows) != sum(self.topics.values()):
+                        why[("?", -1)] = "%d partitions, not %d" % (
+                            len(rows), sum(self.topics.values()))
+                except Exception as e:  # noqa: BLE001 -- retried until the deadline
+                    why = {("?", -1): "%s: %s" % (type(e).__name__, e)}
+                if not why or time.monotonic() > deadline + 60:
+                    break
+                time.sleep(1)
+            for k, v in sorted(why.items())[:5]:
+                self.problems.append("instance %s shows %s-%d not settled, "
+                                     "though another does: %s"
+                                     % (d.name, k[0], k[1], v))
+        log("every instance shows every partition settled")
 
     # -- the checker
 
@@ -874,14 +1156,21 @@ class Torture:
 
     def read_maps(self):
         """Stops mirrord and reads every partition's translation map from
-        a copy of its metadata log."""
-        rc = self.d.stop()
-        h.check(rc == 0, "mirrord exited with %s at the end" % rc)
-        copy = os.path.join(h.test_dir(), "mlog-copy")
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(self.d.data_dir, copy)
-        r = subprocess.run([h.build_path("test", "tools", "xlate_dump"), copy, MIRROR],
-                           capture_output=True, text=True, timeout=120)
+        a copy of its metadata log (from the metadata log's topic once
+        every instance has stopped, in the group mode)."""
+        for d in self.ds:
+            rc = d.stop()
+            h.check(rc == 0, "%s exited with %s at the end" % (
+                "instance %s" % d.name if self.group else "mirrord", rc))
+        if self.group:
+            args = ["-k", self.dst.bootstrap, META]
+        else:
+            copy = os.path.join(h.test_dir(), "mlog-copy")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(self.d.data_dir, copy)
+            args = [copy]
+        r = subprocess.run([h.build_path("test", "tools", "xlate_dump")] + args
+                           + [MIRROR], capture_output=True, text=True, timeout=120)
         h.check(r.returncode == 0, "xlate_dump: %s" % r.stderr)
         self.anchors = collections.defaultdict(list)
         for line in r.stdout.splitlines():
@@ -920,52 +1209,95 @@ class Torture:
 
     def transient_failures(self):
         c = collections.Counter()
-        for line in self.d.log().splitlines():
+        for line in "".join(d.log() for d in self.ds).splitlines():
             m = re.search(r": \w+ -> FAILED \((.*)\)", line)
             if m:
                 c[re.sub(r"\d+", "N", m.group(1))[:100]] += 1
         return c
 
 
+def env_number(name, default, conv, low, what):
+    v = os.environ.get(name, "").strip()
+    if not v:
+        return default
+    try:
+        n = conv(v)
+    except ValueError:
+        n = None
+    if n is None or n < low:
+        h.fail("%s=%s: want %s" % (name, v, what))
+    return n
+
+
 def main():
+    group = env_number("TORTURE_GROUP", 0, int, 0,
+                       "a number of instances (0 or 1: one mirrord, 2 or "
+                       "more: a group)")
+    if group == 1:
+        group = 0
     seconds = int(os.environ.get("TORTURE_SECONDS", "480"))
     seed = os.environ.get("TORTURE_SEED")
     seed = int(seed) if seed else random.SystemRandom().randrange(1, 1 << 31)
-    kinds = os.environ.get("TORTURE_FAULTS", ",".join(DEFAULT_FAULTS))
+    default = DEFAULT_FAULTS + (sorted(GROUP_FAULTS) if group else [])
+    kinds = os.environ.get("TORTURE_FAULTS", ",".join(default))
     kinds = [k.strip() for k in kinds.split(",") if k.strip()]
     for k in kinds:
         if k not in ALL_FAULTS:
             h.fail("TORTURE_FAULTS: unknown fault class %r (known: %s)"
                    % (k, ",".join(ALL_FAULTS)))
+        if k in GROUP_FAULTS and not group:
+            h.fail("TORTURE_FAULTS: fault class %r needs several instances "
+                   "(TORTURE_GROUP=3)" % k)
+    txn_rate = env_number("TORTURE_TXN_RATE", 300.0 if group else 0.0, float,
+                          0, "transactions a second, 0 or more (0: unpaced)")
+    txn_producers = env_number("TORTURE_TXN_PRODUCERS", 12 if group else 2,
+                               int, 1, "a number of producers, 1 or more")
     victims = int(os.environ.get("TORTURE_VICTIMS", str(max(1, seconds // 120))))
-    print("torture: seed %d, %d s of faults, classes %s (replay: TORTURE_SEED=%d "
+    print("torture: seed %d, %d s of faults, classes %s (replay: %sTORTURE_SEED=%d "
           "TORTURE_SECONDS=%d TORTURE_FAULTS=%s)"
-          % (seed, seconds, ",".join(kinds), seed, seconds, ",".join(kinds)),
-          flush=True)
+          % (seed, seconds, ",".join(kinds),
+             "TORTURE_GROUP=%d " % group if group else "", seed, seconds,
+             ",".join(kinds)), flush=True)
+    if group:
+        print("torture: a group of %d instances, the metadata log in topic %s "
+              "of the destination; %d transactional producers, %s"
+              % (group, META, txn_producers, "%g transactions a second in all"
+                 % txn_rate if txn_rate else "unpaced"), flush=True)
     rate = float(os.environ.get("TORTURE_RATE", "1"))
     compacted = os.environ.get("TORTURE_COMPACTED", "1") != "0"
     if not compacted:
         print("torture: without the compacted topic (TORTURE_COMPACTED=0)",
               flush=True)
-    t = Torture(seconds, seed, kinds, victims, rate, compacted)
+    t = Torture(seconds, seed, kinds, victims, rate, compacted, group,
+                txn_rate, txn_producers)
     t.start()
     t.schedule()
-    if not t.d.proc.alive():
+    if group:
+        t.supervise()
+    elif not t.d.proc.alive():
         h.fail("mirrord exited:\n%s" % t.d.proc.tail())
     t.stop_load()
     unsettled = t.settle()
     for k, why in sorted(unsettled.items()):
         print("UNSETTLED %s-%d: %s" % (k[0], k[1], why), flush=True)
     counts, problems, failed_ok = t.check(unsettled)
+    problems = t.problems + problems
     for p in problems:
         print("PROBLEM %s" % p, flush=True)
     for why, n in sorted(t.transient_failures().items()):
         log("FAILED %d time(s), before settling: %s" % (n, why))
     by_kind = collections.Counter(k for _, k, _ in t.faults)
     log("faults by class: %s" % ", ".join("%s %d" % kv for kv in sorted(by_kind.items())))
+    if t.restarts:
+        log("instances started again after exiting by themselves: %s" % ", ".join(
+            "%d after status %s" % (n, rc) for rc, n in sorted(t.restarts.items())))
     if counts["uncertain"]:
         log("%d records whose delivery failed at the producer are at the "
             "destination (placement not checked)" % counts["uncertain"])
+    print("torture: %d transactions in %.0f s of load, %.1f a second%s "
+          "(%d producers)" % (t.ntxn, t.load_secs, t.ntxn / t.load_secs,
+                              " (aimed at %g)" % txn_rate if txn_rate else "",
+                              txn_producers), flush=True)
     print("torture: %d faults, %d records checked, %d lost, %d duplicated, "
           "%d corrupted, %d aborted visible, %d partitions FAILED as expected"
           "%s (seed %d)"
@@ -975,7 +1307,7 @@ def main():
              ", %d partitions UNSETTLED" % len(unsettled) if unsettled else "",
              seed), flush=True)
     if unsettled or counts["vacuous"] or counts["lost"] or counts["duplicated"] or \
-            counts["corrupted"] or counts["aborted visible"]:
+            counts["corrupted"] or counts["aborted visible"] or t.problems:
         h.fail("torture found problems (seed %d); see PROBLEM and UNSETTLED "
                "lines above, mirrord's logs in %s" % (seed, h.test_dir()))
     print("PASS", flush=True)

@@ -1,9 +1,13 @@
 /*
  * xlate_dump: prints the offset translation map of every partition of one
- * mirror from a metadata log directory (a copy: opening takes the lock and
- * may repair a torn tail), for test/tools/torture.py's checker.
+ * mirror from a metadata log, for test/tools/torture.py's checker: a log
+ * directory (a copy: opening takes the lock and may repair a torn tail), or
+ * with -k the replicated log's topic on the destination cluster, read as a
+ * follower reads it (nothing claimed or written; the instances may be
+ * stopped or running).
  *
  *   xlate_dump DIR MIRROR
+ *   xlate_dump -k BOOTSTRAP TOPIC MIRROR
  *
  * One line per partition, "P <topic> <partition> <state>", followed by one
  * line per anchor, "A <topic> <partition> <src> <dst>", in map order.
@@ -12,26 +16,45 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "log.h"
 #include "mlog.h"
+#include "mlog_kafka.h"
 #include "mstate.h"
 
 int main(int argc, char **argv)
 {
 	struct mlog_opts o;
+	struct mlog_kafka_opts ko;
 	struct mlog *ml;
 	struct mstate *st = NULL;
 	struct mirror *m;
+	const char *mirror;
 	char err[1024];
 	int rc = 1;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: xlate_dump DIR MIRROR\n");
+	mlog_opts_init(&o);
+	if (argc == 5 && strcmp(argv[1], "-k") == 0) {
+		/* The replay's own log lines (warnings included) to stderr. */
+		log_init("xlate_dump", LOG_LVL_WARN, 0);
+		mlog_kafka_opts_init(&ko);
+		ko.bootstrap = argv[2];
+		ko.topic = argv[3];
+		ko.timeout_ms = 30000;
+		ko.follower = 1;
+		mirror = argv[4];
+		ml = mlog_kafka_new(&o, &ko, err, sizeof(err));
+	} else if (argc == 3 && argv[1][0] != '-') {
+		o.dir = argv[1];
+		mirror = argv[2];
+		ml = mlog_file_new(&o, err, sizeof(err));
+	} else {
+		fprintf(stderr, "usage: xlate_dump DIR MIRROR\n"
+		    "       xlate_dump -k BOOTSTRAP TOPIC MIRROR\n");
 		return 2;
 	}
-	mlog_opts_init(&o);
-	o.dir = argv[1];
-	if ((ml = mlog_file_new(&o, err, sizeof(err))) == NULL) {
+	if (ml == NULL) {
 		fprintf(stderr, "xlate_dump: %s\n", err);
 		return 1;
 	}
@@ -40,8 +63,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "xlate_dump: %s\n", st ? err : "out of memory");
 		goto out;
 	}
-	if ((m = mstate_mirror_find(st, argv[2])) == NULL) {
-		fprintf(stderr, "xlate_dump: no mirror %s\n", argv[2]);
+	if ((m = mstate_mirror_find(st, mirror)) == NULL) {
+		fprintf(stderr, "xlate_dump: no mirror %s\n", mirror);
 		goto out;
 	}
 	for (size_t t = 0; t < m->ntopics; t++) {
