@@ -796,9 +796,10 @@ class Torture:
         """An instance that copies partitions held (SIGSTOP, or killed)
         until they have other owners, then let go (SIGCONT, or started
         again)."""
+        # One draw whatever the instances copy now (the seed's schedule).
+        x, kill = r.random(), r.random() < 0.3
         ds = [d for d in self.ds if self.owned(d) > 0] or self.ds
-        d, what = self.victim_named(r.choice(ds))
-        kill = r.random() < 0.3
+        d, what = self.victim_named(ds[int(x * len(ds))])
         before = self.owners()
         mine = sorted(k for k, who in before.items() if who == d.name)
         t0 = time.monotonic()
@@ -1003,6 +1004,7 @@ class Torture:
 
     def settle(self):
         deadline = time.monotonic() + SETTLE_SECONDS
+        say = time.monotonic() + 15
         while True:
             if self.group:
                 self.supervise()
@@ -1019,6 +1021,11 @@ class Torture:
                 return {}
             if time.monotonic() > deadline:
                 return why
+            if time.monotonic() > say:
+                say += 15
+                log("not settled yet: %s" % "; ".join(
+                    "%s-%d: %s" % (k[0], k[1], v)
+                    for k, v in sorted(why.items())[:3]))
             time.sleep(1)
 
     def settled_everywhere(self, deadline):
