@@ -3204,10 +3204,7 @@ static void mwrite_done(void *arg, int code, const char *msg)
 	MR_ASSERT(p->mwrite);   /* one completion per write */
 	p->mwrite = 0;
 	if (!p->dead && p->gen == p->mwrite_gen && p->own_gen == p->mwrite_og) {
-		if (code != 0 && p->mwrite_kind == MW_EPOCH)
-			log_warnx("%s: epoch history: %s", pname(p, name,
-			    sizeof(name)), msg);
-		else if (code != 0 && p->mwrite_kind == MW_TRIM)
+		if (code != 0 && p->mwrite_kind == MW_TRIM)
 			log_warnx("%s: trimming the translation map: %s",
 			    pname(p, name, sizeof(name)), msg);
 		else if (p->mwrite_kind == MW_TRIM && p->mp != NULL)
@@ -3449,10 +3446,17 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 		    mwrite_done, p, &started, msg, sizeof(msg));
 		if (!started)
 			mwrite_cancel(p);
-		if (r != 0 && p->own_gen == og)
-			log_warnx("%s: epoch history: %s", pname(p, name, sizeof(name)), msg);
 		if (p->own_gen != og)
 			return -1;
+		if (r != 0) {
+			/* Not recorded, not sent: a restart's divergence check
+			 * (pipeline/epoch.c) asks the source about the newest
+			 * recorded epoch, which must be that of every batch
+			 * copied.  The retry records it again (pl_drop_queue()
+			 * takes last_epoch back from the model). */
+			pl_part_fail(p, "cannot record %s: %s", what, msg);
+			return -1;
+		}
 		p->last_epoch = epoch;
 		b->pstep = 1;
 		if (started)

@@ -176,6 +176,11 @@ void pl_drop_queue(struct ppart *p)
 	p->gen++;
 	p->src_fetch = p->src_copied = -1;
 	p->dst_tail = p->dst_next;
+	/* An epoch whose record failed or is still in flight is written
+	 * again before the next batch of it is sent (a no-op if it landed). */
+	if (p->mp != NULL)
+		p->last_epoch = p->mp->nepochs > 0 ?
+		    p->mp->epochs[p->mp->nepochs - 1].epoch : -1;
 }
 
 /* Lag: source high watermark minus the source offset the destination end

@@ -3,14 +3,16 @@
  * mirror from a metadata log, for test/tools/torture.py's checker: a log
  * directory (a copy: opening takes the lock and may repair a torn tail), or
  * with -k the replicated log's topic on the destination cluster, read as a
- * follower reads it (nothing claimed or written; the instances may be
+ * follower reads it (nothing claimed or appended; the instances may be
  * stopped or running).
  *
  *   xlate_dump DIR MIRROR
  *   xlate_dump -k BOOTSTRAP TOPIC MIRROR
  *
  * One line per partition, "P <topic> <partition> <state>", followed by one
- * line per anchor, "A <topic> <partition> <src> <dst>", in map order.
+ * line per anchor, "A <topic> <partition> <src> <dst>", in map order, and
+ * one per entry of its source epoch history, "E <topic> <partition> <epoch>
+ * <destination offset where it starts>", oldest first.
  */
 #include "config.h"
 
@@ -79,6 +81,10 @@ int main(int argc, char **argv)
 				printf("A %s %" PRId32 " %" PRId64 " %" PRId64 "\n",
 				    mt->name, p, mp->anchors[a].src,
 				    mp->anchors[a].dst);
+			for (size_t e = 0; e < mp->nepochs; e++)
+				printf("E %s %" PRId32 " %" PRId32 " %" PRId64 "\n",
+				    mt->name, p, mp->epochs[e].epoch,
+				    mp->epochs[e].start_offset);
 		}
 	}
 	rc = fflush(stdout) == 0 ? 0 : 1;
