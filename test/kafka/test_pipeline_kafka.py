@@ -195,7 +195,11 @@ def main():
         except ValueError as e:
             h.check("error 87" in str(e), "two batches of one partition in one "
                     "Produce: %s, want INVALID_RECORD (87)" % e)
-        h.check(c.offsets("probe", 0)[1] == 0, "the refused Produce wrote records")
+        # (a topic just created may answer NOT_LEADER_OR_FOLLOWER for a
+        # moment: asked again until it answers)
+        end = h.wait_for(lambda: c.offsets("probe", 0), 30,
+                         "ListOffsets of probe-0")[1]
+        h.check(end == 0, "the refused Produce wrote records")
     finally:
         c.close()
     log("Kafka refuses two batches of one partition in one Produce (INVALID_RECORD)")
