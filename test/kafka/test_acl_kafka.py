@@ -109,7 +109,9 @@ def main():
     # Made by hand on the destination.
     dst_c.grant("User:erin", ["READ"], topic=T)
     hand = lit("TOPIC", T, "User:erin", "READ")
-    h.check(hand in dst_c.acls(), "the hand-made binding is not there")
+    # (the broker applies a binding from its metadata log a moment later)
+    h.wait_for(lambda: hand in dst_c.acls(), 30,
+               "the hand-made binding to be there")
 
     d = mt.Mirrord(destination=dst_c.bootstrap,
                    destination_client=mt.sasl_plain("bob"))
