@@ -2652,15 +2652,33 @@ static void halt_note(struct ppart *p, struct pbatch *s, int kind,
 		p->halt_lo = p->halt_hi = s->dst_base;
 		p->nsync_at = 0;
 		halt_boundary(p, s->dst_base);
-	} else if (kind == HALT_FAILED ||
-	    (kind == HALT_UNSURE && p->halt == HALT_REQUEUE)) {
-		p->halt = kind;
-		snprintf(p->halt_why, sizeof(p->halt_why), "%s", why);
+	} else {
+		if (kind == HALT_FAILED ||
+		    (kind == HALT_UNSURE && p->halt == HALT_REQUEUE)) {
+			p->halt = kind;
+			snprintf(p->halt_why, sizeof(p->halt_why), "%s", why);
+		}
+		if (s->dst_base < p->halt_lo) {
+			/* an earlier batch answered after a later one */
+			p->halt_lo = s->dst_base;
+			halt_boundary(p, s->dst_base);
+		}
 	}
 	if (kind == HALT_UNSURE)
 		p->halt_unsure = 1;
 	halt_boundary(p, s->dst_base + s->count);
-	TAILQ_INSERT_TAIL(&p->failed, s, link);
+	/* In offset order: the answers of batches sent on two connections
+	 * (a leader that moved between them) may come in either order. */
+	{
+		struct pbatch *t = TAILQ_LAST(&p->failed, pbatchq);
+
+		while (t != NULL && t->dst_base > s->dst_base)
+			t = TAILQ_PREV(t, pbatchq, link);
+		if (t == NULL)
+			TAILQ_INSERT_HEAD(&p->failed, s, link);
+		else
+			TAILQ_INSERT_AFTER(&p->failed, t, s, link);
+	}
 }
 
 /*
