@@ -435,7 +435,7 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 {
 	const struct mpart *mp = p->mp;
 	int64_t s = d, s_end = d;
-	char err[256], name[300];
+	char name[300];
 	int strict = 0;
 
 	p->live.destination_end = d;
@@ -477,31 +477,17 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 	p->prove_strict = strict;
 	if (pl_part_wants_run(p) && pprove_start(p, d) != 0)
 		return; /* being proven (calls back), or FAILED */
-	if (mp->nanchors > 0) {
-		struct xlate *m = xlate_new(mp->nanchors);
-		int rc;
+	if (mpart_nanchors(mp) > 0) {
+		int rc = xlate_dst_to_src(mp->map, d, &s);
 
-		if (m == NULL) {
-			pl_part_fail(p, "out of memory building the translation map");
-			return;
-		}
-		for (size_t i = 0; i < mp->nanchors; i++)
-			if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
-			    sizeof(err)) != 0) {
-				xlate_free(m);
-				pl_part_fail(p, "the persisted translation map is invalid: %s", err);
-				return;
-			}
-		rc = xlate_dst_to_src(m, d, &s);
 		/* Where the last mirrored record ends on the source (-1: the
 		 * map cannot say; no epoch check then). */
-		if (d == 0 || xlate_dst_to_src(m, d - 1, &s_end) != XLATE_EXACT)
+		if (d == 0 || xlate_dst_to_src(mp->map, d - 1, &s_end) != XLATE_EXACT)
 			s_end = -1;
 		else
 			s_end++;
-		xlate_free(m);
 		if (rc == XLATE_UNMAPPED && mp->nepochs > 0 &&
-		    mp->epochs[0].start_offset <= d && d < mp->anchors[0].dst) {
+		    mp->epochs[0].start_offset <= d && d < mpart_anchor(mp, 0).dst) {
 			/* Between the first offset written (where a start
 			 * anchor would stand, were the copy not 1:1 there)
 			 * and the first anchor: offsets are the source's.
@@ -514,7 +500,7 @@ void pcopy_sync_done(struct ppart *p, int64_t d)
 		} else if (rc == XLATE_UNMAPPED) {
 			pl_part_fail(p, "destination end offset %" PRId64 " is below the "
 			    "first translated offset %" PRId64 ": the destination partition "
-			    "lost data mirrord wrote", d, mp->anchors[0].dst);
+			    "lost data mirrord wrote", d, mpart_anchor(mp, 0).dst);
 			return;
 		}
 	}
@@ -1072,24 +1058,11 @@ out:
 static int paused_dst_to_src(struct ppart *p, int64_t d, int64_t *s)
 {
 	const struct mpart *mp = p->mp;
-	struct xlate *m;
-	char err[256];
-	int rc;
 
 	*s = d;
-	if (mp == NULL || mp->nanchors == 0)
+	if (mp == NULL || mpart_nanchors(mp) == 0)
 		return 0;
-	if ((m = xlate_new(mp->nanchors)) == NULL)
-		return -1;
-	for (size_t i = 0; i < mp->nanchors; i++)
-		if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
-		    sizeof(err)) != 0) {
-			xlate_free(m);
-			return -1;
-		}
-	rc = xlate_dst_to_src(m, d, s);
-	xlate_free(m);
-	return rc == XLATE_UNMAPPED ? -1 : 0;
+	return xlate_dst_to_src(mp->map, d, s) == XLATE_UNMAPPED ? -1 : 0;
 }
 
 static void paused_end_response(struct kconn *c, int err, const char *errstr,
@@ -1865,7 +1838,7 @@ static void maybe_trim(struct ppart *p)
 	size_t dropped;
 	int r, started;
 
-	if (mp == NULL || s < 0 || d < 0 || (mp->nanchors < 2 && mp->nepochs < 2))
+	if (mp == NULL || s < 0 || d < 0 || (mpart_nanchors(mp) < 2 && mp->nepochs < 2))
 		return;
 	now = clock_mono_ms();
 	if (now < p->trim_at || p->mwrite)
@@ -1893,7 +1866,7 @@ static void maybe_trim(struct ppart *p)
 			    "%" PRId64 " and destination offset %" PRId64 " (the "
 			    "log starts): %zu entries dropped, %zu anchors and %zu "
 			    "epochs kept", pname(p, name, sizeof(name)), s, d,
-			    dropped, mp->nanchors, mp->nepochs);
+			    dropped, mpart_nanchors(mp), mp->nepochs);
 	}
 }
 
@@ -3185,27 +3158,6 @@ static void produce_response(struct kconn *c, int err, const char *errstr,
 	ctx_free(x);
 }
 
-/* The recorded translation map of p as an xlate, or NULL (p FAILED). */
-static struct xlate *recorded_map(struct ppart *p)
-{
-	const struct mpart *mp = p->mp;
-	struct xlate *m = xlate_new(mp->nanchors);
-	char err[256];
-
-	if (m == NULL) {
-		pl_part_fail(p, "out of memory building the translation map");
-		return NULL;
-	}
-	for (size_t i = 0; i < mp->nanchors; i++)
-		if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
-		    sizeof(err)) != 0) {
-			xlate_free(m);
-			pl_part_fail(p, "the persisted translation map is invalid: %s", err);
-			return NULL;
-		}
-	return m;
-}
-
 /*
  * The completion of p's asynchronous metadata write (group commit: the
  * records are durable and applied to the model when it runs, or the log is
@@ -3228,7 +3180,7 @@ static void mwrite_done(void *arg, int code, const char *msg)
 		else if (p->mwrite_kind == MW_TRIM && p->mp != NULL)
 			log_info("%s: translation map trimmed below %s, %zu "
 			    "anchors and %zu epochs kept", pname(p, name,
-			    sizeof(name)), p->mwrite_what, p->mp->nanchors,
+			    sizeof(name)), p->mwrite_what, mpart_nanchors(p->mp),
 			    p->mp->nepochs);
 		else if (code != 0)
 			pl_part_fail(p, "cannot record %s: %s", p->mwrite_what, msg);
@@ -3369,26 +3321,24 @@ static void retract_fenced(struct ppart *p, const char *what)
  * The anchors x carries that the recorded map holds already (x fetched
  * again after an uncertain Produce or a restart): *first is the index of
  * its first new anchor.  0, or -1 when one of them disagrees with the map
- * (*bad says which; the map is built into *mp on first use).
+ * (*bad says which).
  */
-static int recognise(struct ppart *p, struct pbatch *x, struct xlate **mp,
-    size_t *first, size_t *bad, int64_t *got_out, int *how_out)
+static int recognise(struct ppart *p, struct pbatch *x, size_t *first,
+    size_t *bad, int64_t *got_out, int *how_out)
 {
-	const struct mpart *mp_ = p->mp;
-	size_t i;
+	const struct mpart *mp = p->mp;
+	size_t i, n = mpart_nanchors(mp);
 
-	for (i = 0; i < x->nanchors && mp_->nanchors > 0; i++) {
-		const struct manchor *l = &mp_->anchors[mp_->nanchors - 1];
+	for (i = 0; i < x->nanchors && n > 0; i++) {
+		struct manchor l = mpart_anchor(mp, n - 1);
 		int64_t s = x->anchors[i].src, d = x->anchors[i].dst, got = -1;
 		int how;
 
-		if (s == l->src && d == l->dst)
+		if (s == l.src && d == l.dst)
 			continue; /* the last one recorded */
-		if (s >= l->src && d >= l->dst)
+		if (s >= l.src && d >= l.dst)
 			break; /* new from here on */
-		if (*mp == NULL && (*mp = recorded_map(p)) == NULL)
-			return -2;
-		how = xlate_src_to_dst(*mp, s, &got);
+		how = xlate_src_to_dst(mp->map, s, &got);
 		if (how != XLATE_EXACT || got != d) {
 			*bad = i;
 			*got_out = got;
@@ -3441,7 +3391,6 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 {
 	struct mstate *st = p->pm->pl->st;
 	struct mpart *mp = p->mp;
-	struct xlate *m = NULL;
 	struct mrec_anchor *v = NULL;
 	struct pbatch *x;
 	char msg[512], name[300], what[200];
@@ -3504,9 +3453,7 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 		    x->epoch > p->last_epoch)))
 			break;
 		if (x->pidx == 0 && x->nanchors > 0) {
-			r = recognise(p, x, &m, &first, &bad, &got, &how);
-			if (r == -2)
-				goto out;
+			r = recognise(p, x, &first, &bad, &got, &how);
 			if (r == -1) {
 				int64_t s = x->anchors[bad].src, d = x->anchors[bad].dst;
 				size_t above = mpart_anchors_above(mp, b->dst_base);
@@ -3561,7 +3508,6 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 				}
 				/* Written synchronously (no event base): again. */
 				free(v);
-				xlate_free(m);
 				return persist_anchors(p, b);
 			}
 			x->pidx = first;
@@ -3624,12 +3570,10 @@ static int persist_anchors(struct ppart *p, struct pbatch *b)
 	rc = b->pstep == 3 ? 0 : 1;
 	if (rc == 1) {
 		free(v);
-		xlate_free(m);
 		return persist_anchors(p, b);
 	}
 out:
 	free(v);
-	xlate_free(m);
 	return rc;
 }
 

@@ -1354,9 +1354,8 @@ static void of_done(struct kconn *c, int err, const char *errstr,
 				    kerr_name(pp->error_code));
 				continue;
 			}
-			kind = groupsync_translate(p->mp->anchors, p->mp->nanchors,
-			    p->src_done, p->dst_next, p->dst_log_start,
-			    pp->committed_offset, &d);
+			kind = groupsync_translate(p->mp->map, p->src_done,
+			    p->dst_next, p->dst_log_start, pp->committed_offset, &d);
 			if (kind == GS_INVALID) {
 				gs_fail(gm, 0, "translate", topic, pp->partition_index,
 				    "group %s: %s-%" PRId32 ": the translation map is "
@@ -1765,7 +1764,7 @@ static size_t marks_build(struct gsmirror *gm, struct pmirror *pm)
 				len += snprintf(meta + len, sizeof(meta) - (size_t)len,
 				    " last=%" PRId64 " epoch=%" PRId32 " ident=%d",
 				    mp->last_offset, mp->last_epoch,
-				    mp->nanchors == 0);
+				    mpart_nanchors(mp) == 0);
 			/* Where the destination's own records begin (a
 			 * failback of a topic not copied offset for offset
 			 * needs it, pipeline/prove.c). */

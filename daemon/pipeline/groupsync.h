@@ -12,7 +12,7 @@
 
 struct pipeline;
 struct groupsync;
-struct manchor;
+struct xlate;
 struct ppart;
 
 struct groupsync *groupsync_new(struct pipeline *pl);
@@ -52,16 +52,15 @@ enum {
 	GS_EXACT = 0,        /* *d is where a consumer at c resumes */
 	GS_LAGGING = 1,      /* c is past the mirrored end: *d is that end */
 	GS_BEFORE_START = 2, /* c's records are not on the destination: *d is its first offset */
-	GS_INVALID = -1,     /* the anchors are not a valid map (or ENOMEM) */
+	GS_INVALID = -1,     /* the map has no partner for c */
 };
 /*
  * The destination offset to commit for the committed source offset c of a
- * partition with these anchors, whose source offsets below src_done are
+ * partition with this translation map (NULL: none), whose source offsets below src_done are
  * on the destination below dst_next (or were skipped), and whose
  * destination log starts at dst_log_start (-1 unknown).
  */
-int groupsync_translate(const struct manchor *anchors, size_t nanchors,
-    int64_t src_done, int64_t dst_next, int64_t dst_log_start, int64_t c,
-    int64_t *d);
+int groupsync_translate(const struct xlate *map, int64_t src_done,
+    int64_t dst_next, int64_t dst_log_start, int64_t c, int64_t *d);
 
 #endif

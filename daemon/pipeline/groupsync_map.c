@@ -13,9 +13,8 @@
 #include "mstate.h"
 #include "xlate.h"
 
-int groupsync_translate(const struct manchor *anchors, size_t nanchors,
-    int64_t src_done, int64_t dst_next, int64_t dst_log_start, int64_t c,
-    int64_t *d)
+int groupsync_translate(const struct xlate *map, int64_t src_done,
+    int64_t dst_next, int64_t dst_log_start, int64_t c, int64_t *d)
 {
 	int kind = GS_EXACT;
 
@@ -23,30 +22,19 @@ int groupsync_translate(const struct manchor *anchors, size_t nanchors,
 		*d = dst_next;
 		return c > src_done ? GS_LAGGING : GS_EXACT;
 	}
-	if (nanchors == 0) {
+	if (xlate_count(map) == 0) {
 		*d = c;
 	} else {
 		/* Below the first anchor the relation is the one mirroring
 		 * started with: source 0 is destination 0 (a start above the
 		 * source log start, or a destination that had records, is
-		 * itself an anchor). */
-		struct xlate *m = xlate_new(nanchors + 1);
-		char err[200];
-		int rc;
+		 * itself an anchor), up to where the first anchor's skip
+		 * begins; an offset in that skip resumes at the anchor. */
+		struct xlate_anchor f = xlate_at(map, 0);
 
-		if (m == NULL || xlate_add(m, 0, 0, err, sizeof(err)) != 0) {
-			xlate_free(m);
-			return GS_INVALID;
-		}
-		for (size_t i = 0; i < nanchors; i++)
-			if (xlate_add(m, anchors[i].src, anchors[i].dst, err,
-			    sizeof(err)) != 0) {
-				xlate_free(m);
-				return GS_INVALID;
-			}
-		rc = xlate_src_to_dst(m, c, d);
-		xlate_free(m);
-		if (rc == XLATE_UNMAPPED)
+		if (c < f.src)
+			*d = c < f.dst ? c : f.dst;
+		else if (xlate_src_to_dst(map, c, d) == XLATE_UNMAPPED)
 			return GS_INVALID;
 	}
 	if (*d > dst_next)

@@ -79,8 +79,8 @@ static int64_t known_written(const struct ppart *p)
 	 * is sent: they prove the offsets below their start, not the start. */
 	if (mp->nepochs > 0 && mp->epochs[mp->nepochs - 1].start_offset > k)
 		k = mp->epochs[mp->nepochs - 1].start_offset;
-	if (mp->nanchors > 0) {
-		a = mp->anchors[mp->nanchors - 1].dst;
+	if (mpart_nanchors(mp) > 0) {
+		a = mpart_anchor(mp, mpart_nanchors(mp) - 1).dst;
 		if (mp->sending_dst >= 0 && mp->sending_dst < a)
 			a = mp->sending_dst;
 		if (a > k)
@@ -91,7 +91,7 @@ static int64_t known_written(const struct ppart *p)
 
 static int wrote_something(const struct ppart *p)
 {
-	return p->dst_next > 0 || p->mp->nepochs > 0 || p->mp->nanchors > 0;
+	return p->dst_next > 0 || p->mp->nepochs > 0 || mpart_nanchors(p->mp) > 0;
 }
 
 /* 1 if pid is a producer id mirrord wrote p's destination partition with
@@ -136,24 +136,11 @@ static int ours(const struct ppart *p, const struct batch *b)
 static int dst_to_src(const struct ppart *p, int64_t e, int64_t *s)
 {
 	const struct mpart *mp = p->mp;
-	struct xlate *m;
-	char err[256];
-	int rc;
 
 	*s = e;
-	if (mp->nanchors == 0)
+	if (mpart_nanchors(mp) == 0)
 		return 0;
-	if ((m = xlate_new(mp->nanchors + 1)) == NULL)
-		return -1;
-	for (size_t i = 0; i < mp->nanchors; i++)
-		if (xlate_add(m, mp->anchors[i].src, mp->anchors[i].dst, err,
-		    sizeof(err)) != 0) {
-			xlate_free(m);
-			return -1;
-		}
-	rc = xlate_dst_to_src(m, e, s);
-	xlate_free(m);
-	return rc == XLATE_UNMAPPED ? -1 : 0;
+	return xlate_dst_to_src(mp->map, e, s) == XLATE_UNMAPPED ? -1 : 0;
 }
 
 /*

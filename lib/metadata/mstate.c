@@ -23,6 +23,7 @@
 #include "mstate.h"
 #include "mstate_int.h"
 #include "tpattern.h"
+#include "xlate.h"
 
 /* ---- states and transitions ---------------------------------------------- */
 
@@ -337,31 +338,31 @@ int mpart_owned_by(const struct mpart *p, const char *instance_id)
 	return p->owner != NULL && strcmp(p->owner, instance_id) == 0;
 }
 
+size_t mpart_nanchors(const struct mpart *p)
+{
+	return xlate_count(p->map);
+}
+
+struct manchor mpart_anchor(const struct mpart *p, size_t i)
+{
+	struct xlate_anchor a = xlate_at(p->map, i);
+	struct manchor r = { a.src, a.dst };
+
+	return r;
+}
+
 int64_t mpart_stop_dst(const struct mpart *p)
 {
-	const struct manchor *a = p->anchors;
-	int64_t l = p->last_offset, k;
-	size_t lo = 0, hi = p->nanchors;
+	int64_t l = p->last_offset, d;
+	int rc;
 
 	if (l < 0)
 		return -1;
-	/* The last anchor at or below l (xlate.h: it maps l when l is in
-	 * its run); a binary search, anchors can be many. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (a[mid].src <= l)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return p->nanchors == 0 ? l + 1 : -1;
-	k = l - a[lo - 1].src;
-	if (lo < p->nanchors && (k >= a[lo].src - a[lo - 1].src ||
-	    k >= a[lo].dst - a[lo - 1].dst))
-		return -1; /* in a hole: not a mirrored record */
-	return a[lo - 1].dst + k + 1;
+	if (mpart_nanchors(p) == 0)
+		return l + 1;
+	/* a source offset in a hole is not a mirrored record */
+	rc = xlate_src_to_dst(p->map, l, &d);
+	return rc == XLATE_EXACT ? d + 1 : -1;
 }
 
 int mstate_set_instance(struct mstate *st, const char *instance_id)
@@ -480,7 +481,7 @@ static void part_free(struct mpart *p)
 		return;
 	free(p->error);
 	free(p->epochs);
-	free(p->anchors);
+	xlate_free(p->map);
 	free(p->owner);
 	free(p);
 }
@@ -850,18 +851,18 @@ static int dump_part(const struct mpart *p, struct mlog_sink *sink,
 	/* The map as part-anchors records of up to MREC_MAX_ANCHORS each: a
 	 * few bytes an anchor.  Applied to an empty map they give back this
 	 * list (it is merged already: no merge applies again). */
-	for (size_t x = 0; x < p->nanchors; ) {
+	for (size_t x = 0; x < mpart_nanchors(p); ) {
+		struct xlate_anchor xa[256];
 		struct mrec_anchor v[256];
-		size_t k = 0;
+		size_t k = xlate_read(p->map, x, xa, ARRAY_SIZE(xa));
 
 		mstate_part_rec(&r, MREC_PART_ANCHORS, p);
 		r.off = -1;
-		while (x < p->nanchors && k < ARRAY_SIZE(v)) {
-			v[k].src = p->anchors[x].src;
-			v[k].dst = p->anchors[x].dst;
-			k++;
-			x++;
+		for (size_t i = 0; i < k; i++) {
+			v[i].src = xa[i].src;
+			v[i].dst = xa[i].dst;
 		}
+		x += k;
 		r.anchors = v;
 		r.nanchors = (int32_t)k;
 		rc |= put_rec(sink, &r, max);
@@ -1098,10 +1099,14 @@ char *mstate_dump(const struct mstate *st)
 					fprintf(f, "      epoch %d from %" PRId64
 					    "\n", (int)p->epochs[e].epoch,
 					    p->epochs[e].start_offset);
-				for (size_t x = 0; x < p->nanchors; x++)
-					fprintf(f, "      anchor %" PRId64 " -> %"
-					    PRId64 "\n", p->anchors[x].src,
-					    p->anchors[x].dst);
+				for (size_t x = 0, k; x < mpart_nanchors(p); x += k) {
+					struct xlate_anchor a[256];
+
+					k = xlate_read(p->map, x, a, ARRAY_SIZE(a));
+					for (size_t y = 0; y < k; y++)
+						fprintf(f, "      anchor %" PRId64 " -> %"
+						    PRId64 "\n", a[y].src, a[y].dst);
+				}
 				for (size_t x = 0; x < p->nproducers; x++)
 					fprintf(f, "      producer %" PRId64 " epoch %d "
 					    "sequence 0 at %" PRId64 "\n",

@@ -128,6 +128,7 @@ struct mfailover {
 };
 
 struct mtopic;
+struct xlate;
 struct mirror;
 struct tpattern;
 
@@ -141,8 +142,9 @@ struct mpart {
 	int32_t last_epoch;      /* last mirrored epoch; -1 = none */
 	struct mepoch *epochs;   /* epoch history, epochs strictly increasing */
 	size_t nepochs;
-	struct manchor *anchors; /* translation anchors, src and dst increasing */
-	size_t nanchors;
+	/* The translation map (lib/metadata/xlate.h), NULL while it has no
+	 * anchor; mpart_nanchors()/mpart_anchor() read it. */
+	struct xlate *map;
 	/* Producer identities it was written with, oldest first, the last
 	 * is the current one; the oldest is dropped past MPART_MAX_PRODUCERS
 	 * (daemon/pipeline/prove.c recognises batches of the kept ones). */
@@ -450,6 +452,9 @@ int32_t mstate_members(const struct mstate *st, const struct mmember **out,
 /* The member of that instance id, or NULL. */
 const struct mmember *mstate_member_find(const struct mstate *st,
     const char *instance_id);
+/* How many translation anchors p has, and anchor i (< that) of them. */
+size_t mpart_nanchors(const struct mpart *p);
+struct manchor mpart_anchor(const struct mpart *p, size_t i);
 /* 1 if p's owner is instance_id (instance_id NULL: single mode, always 1). */
 int mpart_owned_by(const struct mpart *p, const char *instance_id);
 /*

@@ -593,10 +593,10 @@ static int apply_topic_ident(struct apply *a, const struct mrec *r)
 static void drop_history(struct mpart *p)
 {
 	free(p->epochs);
-	free(p->anchors);
+	xlate_free(p->map);
 	p->epochs = NULL;
-	p->anchors = NULL;
-	p->nepochs = p->nanchors = 0;
+	p->map = NULL;
+	p->nepochs = 0;
 	memset(p->producers, 0, sizeof(p->producers));
 	p->nproducers = 0;
 	p->sending_dst = -1;
@@ -902,7 +902,7 @@ int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
 {
 	const struct mtopic *t = p->topic;
 	struct xlate_anchor tail[3], f;
-	size_t k;
+	size_t k, n;
 
 	*action = MST_ANCHOR_APPEND;
 	if (mstate_realign_check(p, err, errlen) != 0)
@@ -913,21 +913,19 @@ int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
 		    (int)p->index, src, dst);
 		return -1;
 	}
-	if (p->nanchors == 0)
+	if ((n = mpart_nanchors(p)) == 0)
 		return 0;
-	const struct manchor *l = &p->anchors[p->nanchors - 1];
+	/* lib/xlate's merge rule, on the last three anchors */
+	k = MIN(n, (size_t)3);
+	for (size_t i = 0; i < k; i++)
+		tail[i] = xlate_at(p->map, n - k + i);
+	const struct xlate_anchor *l = &tail[k - 1];
 	if (src < l->src || dst < l->dst) {
 		mstate_fmt(err, errlen, "%s/%s-%d: anchor (%" PRId64 ", %" PRId64 ") "
 		    "goes back from (%" PRId64 ", %" PRId64 ")",
 		    t->mirror->name, t->name, (int)p->index, src, dst, l->src,
 		    l->dst);
 		return -1;
-	}
-	/* lib/xlate's merge rule, on the last three anchors */
-	k = MIN(p->nanchors, (size_t)3);
-	for (size_t i = 0; i < k; i++) {
-		tail[i].src = p->anchors[p->nanchors - k + i].src;
-		tail[i].dst = p->anchors[p->nanchors - k + i].dst;
 	}
 	switch (xlate_rule(tail, k, src, dst, &f)) {
 	case XLATE_R_NOOP:
@@ -947,14 +945,6 @@ int mstate_anchor_check(const struct mpart *p, int64_t src, int64_t dst,
 	return 0;
 }
 
-/* 1 when anchor i follows the one before it in both offsets (mstate.h:
- * a partition's anchors ascend). */
-static int anchor_ascends(const struct mpart *p, size_t i)
-{
-	return i == 0 || (p->anchors[i].src >= p->anchors[i - 1].src &&
-	    p->anchors[i].dst >= p->anchors[i - 1].dst);
-}
-
 /* Adds one anchor to p with lib/xlate's merge rules. */
 static int add_anchor(struct apply *a, struct mpart *p, int64_t src,
     int64_t dst)
@@ -967,23 +957,12 @@ static int add_anchor(struct apply *a, struct mpart *p, int64_t src,
 		return -1;
 	if (action == MST_ANCHOR_NOOP)
 		return 0;
-	if (action == MST_ANCHOR_FOLD)
-		p->anchors[p->nanchors - 2] = fold;
-	if (action == MST_ANCHOR_REPLACE || action == MST_ANCHOR_FOLD) {
-		/* Merged without loss: every offset maps as before, and a
-		 * snapshot restores exactly this list. */
-		p->anchors[p->nanchors - 1].src = src;
-		p->anchors[p->nanchors - 1].dst = dst;
-		MR_ASSERT(anchor_ascends(p, p->nanchors - 1) &&
-		    anchor_ascends(p, p->nanchors - 2));
-		return 0;
-	}
-	if (mstate_grow(&p->anchors, p->nanchors, sizeof(*p->anchors)) != 0)
+	/* lib/xlate merges as mstate_anchor_check() said: every offset maps
+	 * as before, and a snapshot restores exactly this map. */
+	if (p->map == NULL && (p->map = xlate_new(0)) == NULL)
 		FAIL(a, "out of memory");
-	p->anchors[p->nanchors].src = src;
-	p->anchors[p->nanchors].dst = dst;
-	p->nanchors++;
-	MR_ASSERT(anchor_ascends(p, p->nanchors - 1));
+	if (xlate_add(p->map, src, dst, a->err, a->errlen) != 0)
+		return -1;
 	return 0;
 }
 
@@ -1022,9 +1001,11 @@ static int apply_part_anchors(struct apply *a, const struct mrec *r)
 	}
 	/* mrec_decode() checked that the list ascends: the first anchor
 	 * against the partition's last decides. */
-	if (p->nanchors > 0) {
-		ls = p->anchors[p->nanchors - 1].src;
-		ld = p->anchors[p->nanchors - 1].dst;
+	if (mpart_nanchors(p) > 0) {
+		struct manchor l = mpart_anchor(p, mpart_nanchors(p) - 1);
+
+		ls = l.src;
+		ld = l.dst;
 		if (v[0].src < ls || v[0].dst < ld) {
 			mstate_fmt(a->err, a->errlen, "%s/%s-%d: anchor (%" PRId64
 			    ", %" PRId64 ") goes back from (%" PRId64 ", %" PRId64
@@ -1048,11 +1029,7 @@ static int apply_part_anchors(struct apply *a, const struct mrec *r)
 
 size_t mstate_retract_anchors_at(const struct mpart *p, int64_t dst)
 {
-	size_t n = p->nanchors;
-
-	while (n > 0 && p->anchors[n - 1].dst > dst)
-		n--;
-	return p->nanchors - n;
+	return xlate_count_above_dst(p->map, dst);
 }
 
 /*
@@ -1070,7 +1047,9 @@ static int apply_part_retract(struct apply *a, const struct mrec *r)
 		FAIL(a, "%s/%s-%d: retract above destination offset %" PRId64
 		    ": negative", p->topic->mirror->name, p->topic->name,
 		    (int)p->index, r->off);
-	p->nanchors -= mstate_retract_anchors_at(p, r->off);
+	if (p->map != NULL && xlate_drop_last(p->map,
+	    mstate_retract_anchors_at(p, r->off)) != 0)
+		FAIL(a, "out of memory");
 	return 0;
 }
 
@@ -1095,18 +1074,7 @@ size_t mstate_trim_epochs_at(const struct mpart *p, int64_t src_min,
 size_t mstate_trim_anchors_at(const struct mpart *p, int64_t src_min,
     int64_t dst_min)
 {
-	size_t lo = 0, hi = p->nanchors;
-
-	/* as xlate_trim_both() */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (p->anchors[mid].src <= src_min && p->anchors[mid].dst <= dst_min)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo > 0 ? lo - 1 : 0;
+	return xlate_trim_point(p->map, src_min, dst_min);
 }
 
 /* Drops arr[0..drop) of n, giving memory back when most of it went
@@ -1143,7 +1111,8 @@ static int apply_part_trim(struct apply *a, const struct mrec *r)
 	ne = mstate_trim_epochs_at(p, r->off, r->off2);
 	na = mstate_trim_anchors_at(p, r->off, r->off2);
 	drop_front(&p->epochs, &p->nepochs, ne, sizeof(*p->epochs));
-	drop_front(&p->anchors, &p->nanchors, na, sizeof(*p->anchors));
+	if (na > 0)
+		xlate_drop_first(p->map, na);
 	return 0;
 }
 

@@ -1240,9 +1240,11 @@ static int add_anchors(struct mstate *st, struct mpart *p,
 	for (size_t i = 0; i < n; i++) {
 		int64_t ls = i > 0 ? v[i - 1].src : -1, ld = i > 0 ? v[i - 1].dst : -1;
 
-		if (i == 0 && p->nanchors > 0) {
-			ls = p->anchors[p->nanchors - 1].src;
-			ld = p->anchors[p->nanchors - 1].dst;
+		if (i == 0 && mpart_nanchors(p) > 0) {
+			struct manchor l = mpart_anchor(p, mpart_nanchors(p) - 1);
+
+			ls = l.src;
+			ld = l.dst;
 		}
 		if (v[i].src < 0 || v[i].dst < 0 || v[i].src < ls || v[i].dst < ld) {
 			mstate_fmt(msg, msglen, "%s: anchor (%" PRId64 ", %" PRId64

@@ -77,8 +77,7 @@ static void adopt_part(struct mstate *st, struct mpart *p, struct mpart *f)
 	p->last_epoch = f->last_epoch;
 	SWAP(p->epochs, f->epochs);
 	SWAP(p->nepochs, f->nepochs);
-	SWAP(p->anchors, f->anchors);
-	SWAP(p->nanchors, f->nanchors);
+	SWAP(p->map, f->map);
 	memcpy(p->producers, f->producers, sizeof(p->producers));
 	p->nproducers = f->nproducers;
 	p->sending_dst = f->sending_dst;
@@ -119,8 +118,8 @@ static int adopt_topic(struct mstate *st, struct mtopic *t, struct mtopic *f)
 	for (int32_t i = 0; i < common; i++) {
 		const struct mpart *p = t->parts[i], *q = f->parts[i];
 
-		if ((p->nepochs > 0 || p->nanchors > 0 || p->nproducers > 0) &&
-		    q->nepochs == 0 && q->nanchors == 0 && q->nproducers == 0)
+		if ((p->nepochs > 0 || mpart_nanchors(p) > 0 || p->nproducers > 0) &&
+		    q->nepochs == 0 && mpart_nanchors(q) == 0 && q->nproducers == 0)
 			realigned = 1;
 	}
 	for (int32_t i = 0; i < common; i++)

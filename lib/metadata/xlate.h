@@ -31,8 +31,15 @@
  * bisection, O(log n).  xlate_trim_both() drops the anchors that only map
  * offsets below both logs' start offsets, which nobody can ask for any more.
  *
- * The map owns its anchor array.  The metadata log persists it by iterating
- * with xlate_count()/xlate_anchor() and reloads it with xlate_add() in order.
+ * All but the newest few hundred anchors are stored delta-encoded in
+ * blocks (xlate.c), two to three bytes each for a transactional
+ * partition's anchors (one per transaction), so a map of millions of
+ * anchors stays a few tens of MiB.
+ *
+ * The metadata log's model keeps each partition's map as one of these
+ * (lib/metadata/mstate.h), persists it by reading it in order
+ * (xlate_read()) and reloads it with xlate_add().  The read-only calls
+ * take NULL as the empty map.
  */
 #ifndef MIRRORD_XLATE_H
 #define MIRRORD_XLATE_H
@@ -82,9 +89,15 @@ int xlate_dst_to_src(const struct xlate *m, int64_t dst, int64_t *src);
 /* 1 if the map has anchors and every mapped offset maps to itself. */
 int xlate_is_identity(const struct xlate *m);
 
-/* Iteration, in increasing order, for persistence. */
+/* How many anchors the map holds. */
 size_t xlate_count(const struct xlate *m);
-const struct xlate_anchor *xlate_anchor(const struct xlate *m, size_t i);
+/* Anchor i, 0 <= i < xlate_count(m) (the last ones in O(1), the others by
+ * decoding part of a block). */
+struct xlate_anchor xlate_at(const struct xlate *m, size_t i);
+/* Copies up to max anchors from index from on into out, in increasing
+ * order; returns how many. */
+size_t xlate_read(const struct xlate *m, size_t from, struct xlate_anchor *out,
+    size_t max);
 
 /*
  * Forgets the anchors that only map source offsets below src_min and
@@ -96,6 +109,17 @@ const struct xlate_anchor *xlate_anchor(const struct xlate *m, size_t i);
 size_t xlate_trim_both(struct xlate *m, int64_t src_min, int64_t dst_min);
 /* xlate_trim_both(m, src_min, INT64_MAX). */
 void xlate_trim(struct xlate *m, int64_t src_min);
+/* How many anchors xlate_trim_both() would drop, without dropping them. */
+size_t xlate_trim_point(const struct xlate *m, int64_t src_min,
+    int64_t dst_min);
+/* Drops the first k anchors (k <= xlate_count(m)). */
+void xlate_drop_first(struct xlate *m, size_t k);
+/* Drops the last k anchors (k <= xlate_count(m)); -1 on ENOMEM (a block
+ * is decoded back into the plain tail), the map then unchanged past what
+ * was already dropped. */
+int xlate_drop_last(struct xlate *m, size_t k);
+/* How many anchors, at the end, have a destination offset above dst. */
+size_t xlate_count_above_dst(const struct xlate *m, int64_t dst);
 
 /*
  * The merge rule, shared with the metadata log's copy of the map (lib/mstate):
@@ -111,7 +135,7 @@ enum { XLATE_R_NOOP, XLATE_R_APPEND, XLATE_R_REPLACE, XLATE_R_FOLD };
 int xlate_rule(const struct xlate_anchor *tail, size_t k, int64_t src,
     int64_t dst, struct xlate_anchor *fold);
 
-/* Bytes the map holds (structure and anchor array). */
+/* Bytes the map holds (structure, blocks, tail). */
 size_t xlate_bytes(const struct xlate *m);
 /* Drops all anchors. */
 void xlate_clear(struct xlate *m);

@@ -24,8 +24,11 @@
  * across machines; timing lives here, never in the tests.
  *
  * Run with `make bench-xlate` (part of `make bench`); argv[1] overrides N
- * (default 1,000,000), argv[2] T (default 10,000,000).  Logs go to a temporary directory under $TMPDIR
- * (default /tmp), removed at the end.
+ * (default 1,000,000), argv[2] T (default 10,000,000).  Logs go to a
+ * temporary directory under $TMPDIR (default /tmp), removed at the end.
+ * BENCH_XLATE_BASELINE names other builds' bench_xlate (colon-separated):
+ * each runs with the same arguments after this one, and the transactional
+ * map's replay time and memory are printed as ratios against it.
  */
 #include "config.h"
 
@@ -363,12 +366,12 @@ static void child(const char *dir, enum job job, struct result *res)
 			die("replay", "no partition bench/t-0");
 		p = tp->parts[0];
 	}
-	res->nanchors = p->nanchors;
+	res->nanchors = mpart_nanchors(p);
 	res->nepochs = p->nepochs;
-	res->array_mib = array_mib(p->nanchors, sizeof(*p->anchors)) +
-	    array_mib(p->nepochs, sizeof(*p->epochs));
+	res->array_mib = (p->map != NULL ? (double)xlate_bytes(p->map) / 1048576.0 :
+	    0) + array_mib(p->nepochs, sizeof(*p->epochs));
 	if (job == J_TRIM) {
-		struct manchor mid = p->anchors[p->nanchors / 2];
+		struct manchor mid = mpart_anchor(p, mpart_nanchors(p) / 2);
 		size_t dropped;
 
 		t0 = now_s();
@@ -376,7 +379,7 @@ static void child(const char *dir, enum job job, struct result *res)
 		    sizeof(msg)) != 0)
 			die("trim", msg);
 		res->extra_secs = now_s() - t0;
-		res->nanchors = p->nanchors;
+		res->nanchors = mpart_nanchors(p);
 	}
 	mstate_free(st);
 	mlog_free(ml);
@@ -435,6 +438,54 @@ static double lookups(const struct xlate *m, int64_t end, long n)
 	if (sum == 42)
 		printf(" ");
 	return (now_s() - t0) * 1e9 / (double)n;
+}
+
+/*
+ * Runs each build BENCH_XLATE_BASELINE names with n and ntx, reads its
+ * "txn map:" line (replay seconds, map MiB, RSS) and prints this run's x
+ * as ratios against it.
+ */
+static void compare_builds(long n, long ntx, const struct result *x)
+{
+	const char *env = getenv("BENCH_XLATE_BASELINE");
+	char *list, *save = NULL;
+
+	if (env == NULL || env[0] == '\0')
+		return;
+	if ((list = strdup(env)) == NULL)
+		die("baseline", "out of memory");
+	for (char *prog = strtok_r(list, ":", &save); prog != NULL;
+	    prog = strtok_r(NULL, ":", &save)) {
+		char cmd[1200], line[1024];
+		double secs = -1, mib = -1, rss = -1;
+		const char *q;
+		FILE *f;
+
+		snprintf(cmd, sizeof(cmd), "'%s' %ld %ld", prog, n, ntx);
+		fflush(stdout);
+		if ((f = popen(cmd, "r")) == NULL)
+			die("baseline", prog);
+		while (fgets(line, sizeof(line), f) != NULL) {
+			if (strncmp(line, "txn map:", 8) != 0)
+				continue;
+			if ((q = strstr(line, "replay ")) != NULL)
+				secs = strtod(q + 7, NULL);
+			if ((q = strstr(line, "array ")) != NULL)
+				mib = strtod(q + 6, NULL);
+			if ((q = strstr(line, "RSS +")) != NULL)
+				rss = strtod(q + 5, NULL);
+		}
+		if (pclose(f) != 0 || secs <= 0 || mib <= 0 || rss <= 0) {
+			printf("baseline: %s gave no transactional map figures\n",
+			    prog);
+			continue;
+		}
+		printf("baseline: %s: txn map replay %.3f s, %.1f MiB, RSS +%.1f "
+		    "MiB; this build %.2fx the time, %.2fx the map, %.2fx the "
+		    "RSS\n", prog, secs, mib, rss, x->secs / secs,
+		    x->array_mib / mib, x->rss_mib / rss);
+	}
+	free(list);
 }
 
 int main(int argc, char **argv)
@@ -526,6 +577,7 @@ int main(int argc, char **argv)
 	    x.array_mib * 1048576.0 / (double)ntx, x.rss_mib, xc.records,
 	    xc.extra_secs, xc.secs, xc.rss_mib);
 	rm_rf(d_txn);
+	compare_builds(n, ntx, &x);
 	xlate_free(tx_ref);
 	xlate_free(ref);
 	xlate_free(one);

@@ -24,6 +24,7 @@
 #include "mlog.h"
 #include "mlog_kafka.h"
 #include "mstate.h"
+#include "xlate.h"
 
 int main(int argc, char **argv)
 {
@@ -77,10 +78,14 @@ int main(int argc, char **argv)
 
 			printf("P %s %" PRId32 " %s\n", mt->name, p,
 			    mpart_state_name(mp->state));
-			for (size_t a = 0; a < mp->nanchors; a++)
-				printf("A %s %" PRId32 " %" PRId64 " %" PRId64 "\n",
-				    mt->name, p, mp->anchors[a].src,
-				    mp->anchors[a].dst);
+			for (size_t a = 0, k; a < mpart_nanchors(mp); a += k) {
+				struct xlate_anchor v[256];
+
+				k = xlate_read(mp->map, a, v, 256);
+				for (size_t i = 0; i < k; i++)
+					printf("A %s %" PRId32 " %" PRId64 " %" PRId64
+					    "\n", mt->name, p, v[i].src, v[i].dst);
+			}
 			for (size_t e = 0; e < mp->nepochs; e++)
 				printf("E %s %" PRId32 " %" PRId32 " %" PRId64 "\n",
 				    mt->name, p, mp->epochs[e].epoch,

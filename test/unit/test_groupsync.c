@@ -4,7 +4,8 @@
  * the partition's translation anchors and how far it is mirrored.  The
  * layouts are the ones the data plane records: aborted transactional data
  * and commit markers as source holes, a trailing marker not yet anchored,
- * a start above the source log start, a trimmed map.
+ * a start above the source log start, a trimmed map, thousands of
+ * transactions.
  */
 #include "config.h"
 
@@ -15,14 +16,31 @@
 #include "compat.h"
 #include "groupsync.h"
 #include "mstate.h"
+#include "xlate.h"
+
+/* The map the anchors a[0..n) make (as the metadata log's model holds
+ * it), NULL for none. */
+static struct xlate *map_of(const struct manchor *a, size_t n)
+{
+	struct xlate *m;
+
+	if (n == 0)
+		return NULL;
+	ck_assert_ptr_nonnull(m = xlate_new(0));
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_eq(xlate_add(m, a[i].src, a[i].dst, NULL, 0), 0);
+	return m;
+}
 
 static int64_t tr(const struct manchor *a, size_t n, int64_t src_done,
     int64_t dst_next, int64_t dst_start, int64_t c, int want_kind)
 {
+	struct xlate *m = map_of(a, n);
 	int64_t d = -7;
 
-	ck_assert_int_eq(groupsync_translate(a, n, src_done, dst_next, dst_start,
+	ck_assert_int_eq(groupsync_translate(m, src_done, dst_next, dst_start,
 	    c, &d), want_kind);
+	xlate_free(m);
 	return d;
 }
 
@@ -95,13 +113,45 @@ START_TEST(test_trimmed_and_foreign)
 }
 END_TEST
 
-START_TEST(test_invalid_map)
+START_TEST(test_many_transactions)
 {
-	const struct manchor a[] = { { 10, 5 }, { 8, 6 } }; /* goes backwards */
-	int64_t d;
+	/*
+	 * 5,000 transactions of 1-7 records, each followed by its marker (a
+	 * one-offset source hole), the way the data plane anchors them: the
+	 * map holds them in delta-encoded blocks.  Every committed offset
+	 * translates to where a consumer that read up to it resumes: a record
+	 * to its copy, a marker to the next transaction's first record.
+	 */
+	struct manchor *a = calloc(5000, sizeof(*a));
+	int64_t *want = calloc(50000, sizeof(*want));
+	int64_t s = 0, d = 0, got;
+	struct xlate *m;
 
-	ck_assert_int_eq(groupsync_translate(a, 2, 100, 100, -1, 50, &d),
-	    GS_INVALID);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_nonnull(want);
+	for (size_t t = 0; t < 5000; t++) {
+		int k = 1 + (int)(t * 7919 % 7);
+
+		if (t > 0) {
+			a[t - 1].src = s;
+			a[t - 1].dst = d;
+		}
+		for (int r = 0; r < k; r++)
+			want[s++] = d++;
+		want[s++] = d;	/* the marker: the next record's copy */
+	}
+	a[4999].src = s;	/* the last transaction's marker */
+	a[4999].dst = d;
+	m = map_of(a, 5000);
+	ck_assert_uint_eq(xlate_count(m), 5000);
+	for (int64_t c = 0; c < s; c++) {
+		ck_assert_int_ge(groupsync_translate(m, s, d, -1, c, &got), 0);
+		ck_assert_msg(got == want[c], "source %lld: %lld, want %lld",
+		    (long long)c, (long long)got, (long long)want[c]);
+	}
+	xlate_free(m);
+	free(a);
+	free(want);
 }
 END_TEST
 
@@ -117,7 +167,7 @@ int main(void)
 	tcase_add_test(tc, test_past_mirrored_end);
 	tcase_add_test(tc, test_before_start);
 	tcase_add_test(tc, test_trimmed_and_foreign);
-	tcase_add_test(tc, test_invalid_map);
+	tcase_add_test(tc, test_many_transactions);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

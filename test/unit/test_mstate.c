@@ -603,6 +603,17 @@ START_TEST(test_recover)
 }
 END_TEST
 
+/* A translation map of the anchors a[0..n). */
+static struct xlate *map_of(const struct manchor *a, size_t n)
+{
+	struct xlate *m = xlate_new(0);
+
+	ck_assert_ptr_nonnull(m);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_eq(xlate_add(m, a[i].src, a[i].dst, NULL, 0), 0);
+	return m;
+}
+
 /* Where the destination's own records begin after a stop (the marks'
  * dst=): the destination offset after last_offset, through the anchors. */
 START_TEST(test_stop_dst)
@@ -616,8 +627,7 @@ START_TEST(test_stop_dst)
 	ck_assert_int_eq(mpart_stop_dst(&p), -1);    /* nothing mirrored */
 	p.last_offset = 9;
 	ck_assert_int_eq(mpart_stop_dst(&p), 10);    /* identical offsets */
-	p.anchors = a;
-	p.nanchors = 3;
+	p.map = map_of(a, 3);
 	p.last_offset = 3;
 	ck_assert_int_eq(mpart_stop_dst(&p), 4);
 	p.last_offset = 4;                           /* a source hole */
@@ -626,13 +636,15 @@ START_TEST(test_stop_dst)
 	ck_assert_int_eq(mpart_stop_dst(&p), 6);
 	p.last_offset = 10;                          /* after the last anchor */
 	ck_assert_int_eq(mpart_stop_dst(&p), 9);
-	p.anchors = b;                               /* destination-only records */
+	xlate_free(p.map);
+	p.map = map_of(b, 3);                        /* destination-only records */
 	p.last_offset = 5;
 	ck_assert_int_eq(mpart_stop_dst(&p), 7);
-	p.anchors = a + 1;                           /* trimmed below 5 */
-	p.nanchors = 2;
+	xlate_free(p.map);
+	p.map = map_of(a + 1, 2);                    /* trimmed below 5 */
 	p.last_offset = 2;
 	ck_assert_int_eq(mpart_stop_dst(&p), -1);
+	xlate_free(p.map);
 }
 END_TEST
 
@@ -1048,7 +1060,7 @@ static void some_history(struct mpart *p, int64_t base)
 
 static int history_empty(const struct mpart *p)
 {
-	return p->nepochs == 0 && p->nanchors == 0 && p->nproducers == 0 &&
+	return p->nepochs == 0 && mpart_nanchors(p) == 0 && p->nproducers == 0 &&
 	    p->sending_dst == -1 && p->last_offset == -1 && p->last_epoch == -1;
 }
 
@@ -1074,14 +1086,14 @@ START_TEST(test_realign_added_again)
 	mk_topic("m", "t", 2);      /* added again */
 	ck_assert_ptr_null(t->dst_topic_id);
 	ck_assert_str_eq(t->prior_dst_topic_id, "fGUlPWmGQOmB117Z4v0JxA");
-	ck_assert_uint_eq(t->parts[0]->nanchors, 1);   /* kept for now */
+	ck_assert_uint_eq(mpart_nanchors(t->parts[0]), 1);   /* kept for now */
 	reopen_same();
 	t = topic("m", "t");
 	ck_assert_int_eq(mstate_add_hook(F.st, hook, &e), 0);
 	/* Not the topic the history is of: a no-op. */
 	CODE(mtopic_realign_reset(F.st, t, "AAAAAAAAAAAAAAAAAAAAAA", F.msg,
 	    sizeof(F.msg)), 0);
-	ck_assert_uint_eq(t->parts[0]->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(t->parts[0]), 1);
 	CODE(mtopic_realign_reset(F.st, t, "fGUlPWmGQOmB117Z4v0JxA", F.msg,
 	    sizeof(F.msg)), 0);
 	ck_assert(history_empty(t->parts[0]));
@@ -1112,7 +1124,7 @@ START_TEST(test_realign_added_again)
 	CODE(mtopic_set_ident(F.st, t, MTOPIC_IDENT_DEST,
 	    "Zk2cZ0f3TnGyS1v6cF0x0w", F.msg, sizeof(F.msg)), 0);
 	ck_assert_ptr_null(t->prior_dst_topic_id);
-	ck_assert_uint_eq(t->parts[0]->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(t->parts[0]), 1);
 	ck_assert_uint_eq(t->parts[0]->nproducers, 1);
 	reopen_same();
 }
@@ -1301,20 +1313,20 @@ START_TEST(test_data_plane_and_hooks)
 	CODE(anchor_now(F.st, p, 100, 90, F.msg, sizeof(F.msg)), 0);
 	/* source 90..99 is a hole and destination 90..94 foreign: both kept */
 	CODE(anchor_now(F.st, p, 100, 95, F.msg, sizeof(F.msg)), 0);
-	ck_assert_uint_eq(p->nanchors, 3);
-	ck_assert_int_eq(p->anchors[1].src, 100);
-	ck_assert_int_eq(p->anchors[1].dst, 90);
+	ck_assert_uint_eq(mpart_nanchors(p), 3);
+	ck_assert_int_eq(mpart_anchor(p, 1).src, 100);
+	ck_assert_int_eq(mpart_anchor(p, 1).dst, 90);
 	/* more foreign records at the same point extend that skip */
 	CODE(anchor_now(F.st, p, 100, 100, F.msg, sizeof(F.msg)), 0);
-	ck_assert_uint_eq(p->nanchors, 3);
-	ck_assert_int_eq(p->anchors[2].dst, 100);
+	ck_assert_uint_eq(mpart_nanchors(p), 3);
+	ck_assert_int_eq(mpart_anchor(p, 2).dst, 100);
 	CODE(anchor_now(F.st, p, 200, 150, F.msg, sizeof(F.msg)), 0);
 	CODE(anchor_now(F.st, p, 150, 160, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
 	MSG_HAS("m/t-0: anchor (150, 160) goes back from (200, 150)");
 	CODE(anchor_now(F.st, p, -1, 160, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_REQUEST);
-	ck_assert_uint_eq(p->nanchors, 4);
+	ck_assert_uint_eq(mpart_nanchors(p), 4);
 
 	/* Source cluster id. */
 	CODE(mstate_set_source_cluster_id(F.st, "x", "abc", F.msg,
@@ -1373,7 +1385,7 @@ static void build_rich(void)
 	    KERR_INVALID_REQUEST);
 	ck_assert_int_eq(p->sending_dst, 40);
 	CODE(mpart_trim(F.st, p, 35, 27, NULL, F.msg, sizeof(F.msg)), 0);
-	ck_assert_uint_eq(p->nanchors, 2);      /* 10 -> 10 went */
+	ck_assert_uint_eq(mpart_nanchors(p), 2);      /* 10 -> 10 went */
 	CODE(mpart_fail(F.st, part("east", "a1", 2), "source gone", 2, F.msg,
 	    sizeof(F.msg)), 0);
 	CODE(mstate_pause_topic(F.st, "east", "a1", F.msg, sizeof(F.msg)), 0);
@@ -1715,7 +1727,7 @@ static void acb(void *arg, int code, const char *msg)
 	AC.id[AC.n] = a->id;
 	AC.code[AC.n] = code;
 	snprintf(AC.msg[AC.n], sizeof(AC.msg[0]), "%s", msg != NULL ? msg : "");
-	AC.anchors_seen[AC.n] = a->p->nanchors;
+	AC.anchors_seen[AC.n] = mpart_nanchors(a->p);
 	AC.state_seen[AC.n] = a->p->state;
 	AC.n++;
 }
@@ -1806,7 +1818,7 @@ START_TEST(test_async_apply_order)
 	anchor_async(&a[3], 40, 0);
 	/* Nothing applied, nothing called back yet. */
 	for (int i = 0; i < 4; i++)
-		ck_assert_uint_eq(a[i].p->nanchors, 0);
+		ck_assert_uint_eq(mpart_nanchors(a[i].p), 0);
 	ck_assert_int_eq(AC.n, 0);
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.in_flight, 4);
@@ -1817,7 +1829,7 @@ START_TEST(test_async_apply_order)
 		ck_assert_msg(AC.code[i] == 0, "%s", AC.msg[i]);
 		/* Applied before its callback ran. */
 		ck_assert_uint_eq(AC.anchors_seen[i], 1);
-		ck_assert_int_eq(a[i].p->anchors[0].src, 10 * (i + 1));
+		ck_assert_int_eq(mpart_anchor(a[i].p, 0).src, 10 * (i + 1));
 	}
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.ops, 4);
@@ -1828,7 +1840,7 @@ START_TEST(test_async_apply_order)
 	anchor_async(&a[0], 50, 20);
 	run_until(5);
 	ck_assert_int_eq(AC.code[4], 0);
-	ck_assert_uint_eq(a[0].p->nanchors, 2);
+	ck_assert_uint_eq(mpart_nanchors(a[0].p), 2);
 	/* A no-op starts nothing. */
 	int started = 1;
 	CODE(mpart_add_anchor_async(F.st, a[0].p, 50, 20, acb, &a[0], &started,
@@ -1863,7 +1875,7 @@ START_TEST(test_async_trim)
 	ck_assert_int_eq(started, 1);
 	ck_assert_uint_eq(dropped, 1);
 	gate_wait_inside();
-	ck_assert_uint_eq(a[0].p->nanchors, 3);   /* not applied yet */
+	ck_assert_uint_eq(mpart_nanchors(a[0].p), 3);   /* not applied yet */
 	gate_hold(0);
 	run_until(1);
 	ck_assert_int_eq(AC.code[0], 0);
@@ -1873,7 +1885,7 @@ START_TEST(test_async_trim)
 	ck_assert_int_eq(started, 0);
 	ck_assert_uint_eq(dropped, 0);
 	reopen_same();
-	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 2);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 0)), 2);
 }
 END_TEST
 
@@ -1904,7 +1916,7 @@ START_TEST(test_async_fsync_fails_group_and_later)
 		    NULL && strstr(AC.msg[i], "fsync failed") != NULL &&
 		    strstr(AC.msg[i], strerror(EIO)) != NULL &&
 		    strstr(AC.msg[i], F.dir) != NULL, "%s", AC.msg[i]);
-		ck_assert_uint_eq(a[i].p->nanchors, 0);
+		ck_assert_uint_eq(mpart_nanchors(a[i].p), 0);
 	}
 	ck_assert_ptr_nonnull(strstr(AC.msg[0], "m/t-0"));
 	ck_assert_ptr_nonnull(strstr(AC.msg[1], "m/t-1"));
@@ -1939,15 +1951,15 @@ START_TEST(test_sync_after_async)
 	CODE(anchor_now(F.st, a[0].p, 40, 10, F.msg, sizeof(F.msg)), 0);
 	ck_assert_int_eq(AC.n, 0);
 	for (int i = 0; i < 3; i++)
-		ck_assert_uint_ge(a[i].p->nanchors, 1);
-	ck_assert_uint_eq(a[0].p->nanchors, 2);
+		ck_assert_uint_ge(mpart_nanchors(a[i].p), 1);
+	ck_assert_uint_eq(mpart_nanchors(a[0].p), 2);
 	run_until(3);
 	for (int i = 0; i < 3; i++) {
 		ck_assert_int_eq(AC.id[i], i);
 		ck_assert_int_eq(AC.code[i], 0);
 	}
 	reopen_same();
-	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 2);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 0)), 2);
 }
 END_TEST
 
@@ -2118,9 +2130,9 @@ START_TEST(test_excl_holds_and_rechecks)
 	/* Its turn: the group before it applied, the held ones not yet. */
 	ck_assert_int_eq(AC.n, 1);
 	ck_assert_int_eq(AC.code[0], 0);
-	ck_assert_uint_eq(a[0].p->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(a[0].p), 1);
 	ck_assert_int_eq(a[1].p->state, MPART_PREPARING);
-	ck_assert_uint_eq(o.p->nanchors, 0);
+	ck_assert_uint_eq(mpart_nanchors(o.p), 0);
 	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_OPEN);
 	/* The operator pauses m/t (queued in the open batch). */
 	CODE(mstate_pause_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
@@ -2153,7 +2165,7 @@ START_TEST(test_excl_holds_and_rechecks)
 	}
 	/* The other mirror's anchor went through. */
 	ck_assert_int_eq(AC.code[cb_of(10)], 0);
-	ck_assert_uint_eq(o.p->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(o.p), 1);
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.held, 3);
 	ck_assert_uint_eq(as.held_refused, 2);
@@ -2203,7 +2215,7 @@ START_TEST(test_excl_fails_and_empty)
 	run_until(2);
 	ck_assert_int_eq(AC.code[0], 0);
 	ck_assert_int_eq(AC.code[1], 0);
-	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(a[1].p), 1);
 	ck_assert_int_eq(excl_ready_calls, 0);
 	/* The operator's write fails. */
 	before = mstate_dump(F.st);
@@ -2250,7 +2262,7 @@ static void xq_ready(void *arg)
 	ck_assert_int_lt(XQ.n, 8);
 	XQ.who[XQ.n] = arg;
 	XQ.state_seen[XQ.n] = XQ.a[0].p->state;
-	XQ.anchors_seen[XQ.n] = XQ.a[1].p->nanchors;
+	XQ.anchors_seen[XQ.n] = mpart_nanchors(XQ.a[1].p);
 	XQ.n++;
 	ck_assert_int_eq(mstate_excl_state(F.st), MSTATE_EXCL_OPEN);
 	/* The second resumes what the first paused. */
@@ -2332,7 +2344,7 @@ START_TEST(test_excl_queue)
 	reopen_same();
 	ck_assert_int_eq(part("m", "t", 0)->state, MPART_PAUSING);
 	ck_assert_int_eq(part("m", "t", 1)->state, MPART_PAUSING);
-	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 2);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 1)), 2);
 }
 END_TEST
 
@@ -2390,20 +2402,20 @@ START_TEST(test_refused_group_keeps_next)
 	    NULL && strstr(AC.msg[0], "m/t-0") != NULL, "%s", AC.msg[0]);
 	ck_assert_msg(AC.code[cb_of(1)] == 0, "%s", AC.msg[cb_of(1)]);
 	ck_assert_msg(AC.code[cb_of(2)] == 0, "%s", AC.msg[cb_of(2)]);
-	ck_assert_uint_eq(a[0].p->nanchors, 0);
-	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(a[0].p), 0);
+	ck_assert_uint_eq(mpart_nanchors(a[1].p), 1);
 	ck_assert_int_eq(a[2].p->state, MPART_MIRRORING);
 	/* The log goes on. */
 	anchor_async(&a[0], 30, 10);
 	run_until(4);
 	ck_assert_int_eq(AC.code[3], 0);
-	ck_assert_uint_eq(a[0].p->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(a[0].p), 1);
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.in_flight, 0);
 	reopen_same();
-	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 1);
-	ck_assert_int_eq(part("m", "t", 0)->anchors[0].src, 30);
-	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 0)), 1);
+	ck_assert_int_eq(mpart_anchor(part("m", "t", 0), 0).src, 30);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 1)), 1);
 	ck_assert_int_eq(part("m", "t", 2)->state, MPART_MIRRORING);
 }
 END_TEST
@@ -2451,8 +2463,8 @@ START_TEST(test_refused_group_splits_lost)
 	ck_assert_msg(AC.code[cb_of(2)] == 0, "%s", AC.msg[cb_of(2)]);
 	/* In order: t-1's anchor before t-2's state change, as written. */
 	ck_assert_int_lt(cb_of(1), cb_of(2));
-	ck_assert_uint_eq(a[0].p->nanchors, 0);
-	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(a[0].p), 0);
+	ck_assert_uint_eq(mpart_nanchors(a[1].p), 1);
 	ck_assert_int_eq(a[2].p->state, MPART_MIRRORING);
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.split_groups, 1);
@@ -2471,10 +2483,10 @@ START_TEST(test_refused_group_splits_lost)
 	ck_assert_uint_eq(as.split_groups, 1);
 	wrap_code = KERR_INVALID_REQUEST;
 	reopen_same();
-	ck_assert_uint_eq(part("m", "t", 0)->nanchors, 0);
-	ck_assert_uint_eq(part("m", "t", 1)->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 0)), 0);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 1)), 1);
 	ck_assert_int_eq(part("m", "t", 2)->state, MPART_MIRRORING);
-	ck_assert_uint_eq(part("m", "t", 3)->nanchors, 2);
+	ck_assert_uint_eq(mpart_nanchors(part("m", "t", 3)), 2);
 }
 END_TEST
 
@@ -2504,7 +2516,7 @@ START_TEST(test_excl_then_sync)
 	ck_assert_uint_eq(as.sync_writes, 0);
 	CODE(mpart_set_state(F.st, a[0].p, MPART_PAUSED, "test", F.msg,
 	    sizeof(F.msg)), 0);
-	ck_assert_uint_eq(a[1].p->nanchors, 1);
+	ck_assert_uint_eq(mpart_nanchors(a[1].p), 1);
 	/* Counted: the loop waited for it (the metric of the loop's writes). */
 	mstate_async_stats(F.st, &as);
 	ck_assert_uint_eq(as.sync_writes, 1);
@@ -2641,15 +2653,14 @@ END_TEST
 
 static void assert_anchors(const struct mpart *p, const struct xlate *ref)
 {
-	ck_assert_uint_eq(p->nanchors, xlate_count(ref));
-	for (size_t i = 0; i < p->nanchors; i++) {
-		const struct xlate_anchor *a = xlate_anchor(ref, i);
+	ck_assert_uint_eq(mpart_nanchors(p), xlate_count(ref));
+	for (size_t i = 0; i < mpart_nanchors(p); i++) {
+		struct xlate_anchor a = xlate_at(ref, i);
+		struct manchor g = mpart_anchor(p, i);
 
-		ck_assert_msg(p->anchors[i].src == a->src &&
-		    p->anchors[i].dst == a->dst, "anchor %zu: (%lld, %lld), "
-		    "want (%lld, %lld)", i, (long long)p->anchors[i].src,
-		    (long long)p->anchors[i].dst, (long long)a->src,
-		    (long long)a->dst);
+		ck_assert_msg(g.src == a.src && g.dst == a.dst, "anchor %zu: "
+		    "(%lld, %lld), want (%lld, %lld)", i, (long long)g.src,
+		    (long long)g.dst, (long long)a.src, (long long)a.dst);
 	}
 }
 
@@ -2700,7 +2711,7 @@ START_TEST(test_anchors_uncapped_and_trimmed)
 	}
 	src_at[12000] = s;
 	dst_at[12000] = d;
-	ck_assert_uint_gt(p->nanchors, 10000);
+	ck_assert_uint_gt(mpart_nanchors(p), 10000);
 	ck_assert_uint_eq(p->nepochs, 6000);
 	assert_anchors(p, ref);
 	reopen_same();
@@ -3686,11 +3697,11 @@ START_TEST(test_anchor_retract)
 	ck_assert_uint_eq(dropped, 30);
 	assert_anchors(p, below);
 	for (int64_t o = 40; o < cut; o++) {
-		struct xlate *m = xlate_new(p->nanchors);
+		struct xlate *m = xlate_new(mpart_nanchors(p));
 
-		for (size_t i = 0; i < p->nanchors; i++)
-			ck_assert_int_eq(xlate_add(m, p->anchors[i].src,
-			    p->anchors[i].dst, err, sizeof(err)), 0);
+		for (size_t i = 0; i < mpart_nanchors(p); i++)
+			ck_assert_int_eq(xlate_add(m, mpart_anchor(p, i).src,
+			    mpart_anchor(p, i).dst, err, sizeof(err)), 0);
 		ck_assert_int_eq(xlate_dst_to_src(m, o, &got),
 		    xlate_dst_to_src(all, o, &want));
 		ck_assert_int_eq(got, want);
