@@ -15,19 +15,29 @@
  *   txnload -b BOOTSTRAP -t TOPIC[,TOPIC...] [-p PARTITIONS] [-r TXN_PER_S]
  *           [-d SECONDS] [-n MIN-MAX] [-P MIN-MAX] [-a ABORT_FRACTION]
  *           [-s VALUE_BYTES] [-i PRODUCERS] [-S SEED] [-x TXN_ID_PREFIX]
+ *           [-I] [-R]
  *
  * -p is the partition count of every topic (default: asked of the broker).
  * Records: key "<producer>-<transaction>-<record>", value that key, an
  * abort or commit tag and filler up to -s bytes (default 100), so a
- * consumer can tell the records apart and see what was aborted.
+ * consumer can tell the records apart and see what was aborted.  With -I
+ * each record also carries a header "id", "<TXN_ID_PREFIX>/<key>", unique
+ * across runs with different prefixes (the torture test's checker names
+ * records by it).
+ *
+ * A fatal producer error (a source broker restarted under it) ends that
+ * producer, is counted in "errors" and makes the exit status 1; with -R
+ * the producer starts again instead under the same transactional.id
+ * (init_transactions fences the old one and aborts what it left open) and
+ * the restart is counted in "restarts".  An "abort" record is never
+ * committed; a "commit" record of a transaction whose commit failed may
+ * be either.
  *
  * Once every producer has its producer id (init_transactions) it prints
  * {"started":true,...} and the load begins; at the end (or on SIGINT or
  * SIGTERM, which stop it early) one JSON line with the transactions
  * committed and aborted, the records of each, the seconds from the first
- * transaction begun to the last one ended and the rate achieved.  A fatal
- * producer error ends that producer, is counted in "errors" and makes the
- * exit status 1.
+ * transaction begun to the last one ended and the rate achieved.
  *
  * librdkafka 2.0.2 against Kafka 4: every abort is preceded by a flush()
  * (HACKING.md): aborting with records still queued gets a fatal
@@ -72,6 +82,8 @@ struct opts {
 	int value_bytes;
 	int producers;
 	uint64_t seed;
+	int id_header;	/* -I */
+	int restart;	/* -R */
 };
 
 struct producer {
@@ -82,6 +94,7 @@ struct producer {
 	uint64_t rng;
 	_Atomic int64_t committed, aborted, rec_committed, rec_aborted;
 	_Atomic int64_t failed_commits;
+	int64_t restarts;
 	int error;
 	char errmsg[512];
 	double first_begin, last_end;
@@ -191,7 +204,7 @@ static int txn_one(struct producer *pr, int64_t seq, char *value)
 {
 	const struct opts *o = pr->o;
 	int chosen[64], nrec, npart, i, j, abort_it, keylen, vlen;
-	char key[64];
+	char key[64], id[320];
 	rd_kafka_error_t *e;
 
 	nrec = rng_range(&pr->rng, o->rec_min, o->rec_max);
@@ -229,12 +242,25 @@ again:
 			vlen = o->value_bytes;
 		for (j = vlen; j < o->value_bytes; j++)
 			value[j] = (char)('a' + (rng_next(&pr->rng) >> 40) % 26);
+		snprintf(id, sizeof(id), "%s/%s", o->prefix, key);
 		for (;;) {
-			err = rd_kafka_producev(pr->rk, RD_KAFKA_V_TOPIC(tp->topic),
-			    RD_KAFKA_V_PARTITION(tp->partition),
-			    RD_KAFKA_V_KEY(key, (size_t)keylen),
-			    RD_KAFKA_V_VALUE(value, (size_t)o->value_bytes),
-			    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+			if (o->id_header)
+				err = rd_kafka_producev(pr->rk,
+				    RD_KAFKA_V_TOPIC(tp->topic),
+				    RD_KAFKA_V_PARTITION(tp->partition),
+				    RD_KAFKA_V_KEY(key, (size_t)keylen),
+				    RD_KAFKA_V_VALUE(value, (size_t)o->value_bytes),
+				    RD_KAFKA_V_HEADER("id", id, -1),
+				    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+				    RD_KAFKA_V_END);
+			else
+				err = rd_kafka_producev(pr->rk,
+				    RD_KAFKA_V_TOPIC(tp->topic),
+				    RD_KAFKA_V_PARTITION(tp->partition),
+				    RD_KAFKA_V_KEY(key, (size_t)keylen),
+				    RD_KAFKA_V_VALUE(value, (size_t)o->value_bytes),
+				    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+				    RD_KAFKA_V_END);
 			if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
 				break;
 			rd_kafka_poll(pr->rk, 10);
@@ -275,6 +301,39 @@ again:
 	}
 	pr_fail(pr, "commit_transaction", rd_kafka_error_string(e));
 	rd_kafka_error_destroy(e);
+	return -1;
+}
+
+static rd_kafka_t *pr_new(const struct opts *o, int index);
+
+/*
+ * -R: pr failed; a new producer under the same transactional.id, its
+ * init_transactions tried once a second until it works (or the run
+ * stops).  0, or -1 when stopping.
+ */
+static int pr_restart(struct producer *pr)
+{
+	rd_kafka_error_t *e;
+
+	fprintf(stderr, "txnload: %s; starting it again\n", pr->errmsg);
+	rd_kafka_destroy(pr->rk);
+	pr->rk = NULL;
+	while (!stopping) {
+		sleep_s(1);
+		if ((pr->rk = pr_new(pr->o, pr->index)) == NULL)
+			continue;
+		e = rd_kafka_init_transactions(pr->rk, TXN_TIMEOUT_MS);
+		if (e == NULL) {
+			pr->error = 0;
+			pr->restarts++;
+			return 0;
+		}
+		fprintf(stderr, "txnload: producer %d: init_transactions: %s\n",
+		    pr->index, rd_kafka_error_string(e));
+		rd_kafka_error_destroy(e);
+		rd_kafka_destroy(pr->rk);	/* a fresh one next time */
+		pr->rk = NULL;
+	}
 	return -1;
 }
 
@@ -330,7 +389,8 @@ static void *pr_run(void *arg)
 		}
 		if (pr->first_begin < 0)
 			pr->first_begin = now_s();
-		if (txn_one(pr, seq++, value) < 0)
+		if (txn_one(pr, seq++, value) < 0 &&
+		    (!o->restart || pr_restart(pr) < 0))
 			break;
 		pr->last_end = now_s();
 	}
@@ -372,7 +432,7 @@ static void usage(void)
 	    "[-p PARTITIONS] [-r TXN_PER_S] [-d SECONDS]\n"
 	    "               [-n MIN-MAX] [-P MIN-MAX] [-a ABORT_FRACTION] "
 	    "[-s VALUE_BYTES] [-i PRODUCERS]\n"
-	    "               [-S SEED] [-x TXN_ID_PREFIX]\n");
+	    "               [-S SEED] [-x TXN_ID_PREFIX] [-I] [-R]\n");
 	exit(2);
 }
 
@@ -471,12 +531,13 @@ int main(int argc, char **argv)
 	char *topics_arg = NULL, *topics[MAX_TOPICS], prefix[64], *end;
 	int ntopics = 0, per_topic = 0, opt, rc = 0, nerr = 0;
 	int64_t c = 0, a = 0, rec_c = 0, rec_a = 0, fc = 0, last_total = 0;
+	int64_t restarts = 0;
 	double t0, t1, first = -1, last = -1, next_report, elapsed;
 	struct sigaction sa;
 
 	snprintf(prefix, sizeof(prefix), "txnload-%ld", (long)getpid());
 	o.prefix = prefix;
-	while ((opt = getopt(argc, argv, "b:t:p:r:d:n:P:a:s:i:S:x:")) != -1) {
+	while ((opt = getopt(argc, argv, "b:t:p:r:d:n:P:a:s:i:S:x:IR")) != -1) {
 		switch (opt) {
 		case 'b': o.bootstrap = optarg; break;
 		case 't': topics_arg = optarg; break;
@@ -527,6 +588,8 @@ int main(int argc, char **argv)
 				bad("-S", optarg, "want a decimal seed");
 			break;
 		case 'x': o.prefix = optarg; break;
+		case 'I': o.id_header = 1; break;
+		case 'R': o.restart = 1; break;
 		default: usage();
 		}
 	}
@@ -599,6 +662,7 @@ int main(int argc, char **argv)
 		rec_c += prs[i].rec_committed;
 		rec_a += prs[i].rec_aborted;
 		fc += prs[i].failed_commits;
+		restarts += prs[i].restarts;
 		if (prs[i].first_begin > 0 && (first < 0 || prs[i].first_begin < first))
 			first = prs[i].first_begin;
 		if (prs[i].last_end > last)
@@ -606,15 +670,17 @@ int main(int argc, char **argv)
 	}
 	t1 = now_s();
 	for (int i = 0; i < o.producers; i++)
-		rd_kafka_destroy(prs[i].rk);
+		if (prs[i].rk != NULL)
+			rd_kafka_destroy(prs[i].rk);
 	elapsed = first > 0 && last > first ? last - first : 0;
 	printf("{\"transactions_committed\":%" PRId64 ",\"transactions_aborted\":%"
 	    PRId64 ",\"records_committed\":%" PRId64 ",\"records_aborted\":%" PRId64
 	    ",\"failed_commits\":%" PRId64 ",\"seconds\":%.3f,\"wall_s\":%.3f,"
 	    "\"txn_per_s\":%.1f,\"target_txn_per_s\":%.1f,\"producers\":%d,"
-	    "\"partitions\":%d,\"errors\":%d}\n", c, a, rec_c, rec_a, fc, elapsed,
-	    t1 - t0, elapsed > 0 ? (double)(c + a) / elapsed : 0.0, o.rate,
-	    o.producers, o.nparts, nerr);
+	    "\"partitions\":%d,\"errors\":%d,\"restarts\":%" PRId64 "}\n", c, a,
+	    rec_c, rec_a, fc, elapsed, t1 - t0,
+	    elapsed > 0 ? (double)(c + a) / elapsed : 0.0, o.rate, o.producers,
+	    o.nparts, nerr, restarts);
 	if (nerr)
 		rc = 1;
 	free(o.parts);

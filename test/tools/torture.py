@@ -47,7 +47,12 @@ of faults), TORTURE_RATE multiplies the load (default 1),
 TORTURE_COMPACTED=0 leaves the compacted topic out.  TORTURE_TXN_RATE paces
 the transactional producers to that many transactions a second in all (0,
 the default of one instance: each as fast as it goes with a pause of up to
-0.1 s), TORTURE_TXN_PRODUCERS says how many there are.
+0.1 s), TORTURE_TXN_PRODUCERS says how many there are, and TORTURE_TXN_LOAD
+which: python (the default of one instance: confluent-kafka producers in
+this process) or c (the default of the group mode: test/bench/txnload, C
+librdkafka producers, which reach hundreds of transactions a second; its
+records carry an id header, and their values say whether their transaction
+was aborted, which the checker reads).
 
 The group mode (TORTURE_GROUP=N, N >= 2; `make torture-group` is
 TORTURE_GROUP=3) runs N instances a, b, c, ... instead of one: cluster.enabled,
@@ -56,8 +61,8 @@ of the destination cluster, a session timeout of 6 s, each its own
 cluster.local_broker_id naming no broker (the one destination broker
 advertises this host to all of them), so that the partitions are shared by
 the assignment's balance.  The same load, but txn has 6 partitions and by
-default 12 producers aiming at 300 transactions a second in all, about 30%
-aborted.  Every instance that exits by itself is started again, as the
+default 48 producers of test/bench/txnload aiming at 300 transactions a
+second in all, about 30% aborted.  Every instance that exits by itself is started again, as the
 unit's Restart=on-failure would (status 75, the replicated log broke, is
 expected after a destination broker restart; any other status is a
 problem).  The faults kill and stop hit a random instance (its role,
@@ -427,6 +432,68 @@ class TxnWriter(threading.Thread):
                 time.sleep(self.rnd.random() * 0.1)
 
 
+
+class CTxnLoad:
+    """The transactional load of the group mode by default: test/bench/txnload
+    (C, librdkafka), producers transactions of 1-40 records over 1-6 of the
+    txn topic's partitions, a fraction abort_frac aborted, paced to rate in
+    all.  Each record carries a header id "torture-c/<key>" and its value
+    says "abort" or "commit"; a producer broken by a broker restart starts
+    again under its transactional id (-R).  The interface of TxnWriter that
+    the run uses: start(), quit, join(), is_alive(), name and the counts."""
+
+    PREFIX = "torture-c"
+
+    def __init__(self, bootstrap, topic, nparts, rate, producers, seed,
+                 abort_frac):
+        self.name = "txnload"
+        self.argv = [h.build_path("test", "bench", "txnload"), "-b", bootstrap,
+                     "-t", topic, "-p", str(nparts), "-r", "%g" % rate,
+                     "-d", "1000000", "-n", "1-40", "-P", "1-6",
+                     "-a", "%g" % abort_frac, "-s", "64", "-i", str(producers),
+                     "-S", str(seed), "-x", self.PREFIX, "-I", "-R"]
+        self.proc = None
+        self.quit = False
+        self.commits = self.aborts = self.broken = 0
+
+    def lines(self):
+        return [json.loads(x) for x in self.proc.output().splitlines()
+                if x.startswith("{")]
+
+    def start(self):
+        self.proc = h.Proc(self.argv, name="txnload")
+        h.wait_for(lambda: self.lines() or not self.proc.alive(), 300,
+                   "txnload to start (log %s)" % self.proc.log_path,
+                   interval=0.2)
+        st = (self.lines() or [{}])[0]
+        h.check(st.get("started") and st.get("ready") == st.get("producers"),
+                "txnload did not start: %s (log %s)"
+                % (st or "exited", self.proc.log_path))
+
+    def join(self, timeout):
+        """Stops it (SIGTERM: every producer ends its transaction) and
+        reads its counts."""
+        rc = self.proc.stop(timeout)
+        end = [x for x in self.lines() if "transactions_committed" in x]
+        h.check(end, "txnload ended without its counts (status %s, log %s)"
+                % (rc, self.proc.log_path))
+        self.commits = end[-1]["transactions_committed"]
+        self.aborts = end[-1]["transactions_aborted"]
+        self.broken = end[-1].get("restarts", 0)
+        h.check(rc == 0, "txnload exited %s: %d producers failed for good "
+                "(log %s)" % (rc, end[-1]["errors"], self.proc.log_path))
+
+    def is_alive(self):
+        return self.proc is not None and self.proc.alive()
+
+    @classmethod
+    def aborted(cls, rec):
+        """1 if rec is a record of an aborted transaction of this load."""
+        rid = rec.rid()
+        return (rid is not None and rid.startswith(cls.PREFIX.encode() + b"/")
+                and rec.value is not None and b" abort " in rec.value[:100])
+
+
 # ------------------------------------------------------------------ helpers
 
 def delete_records(cl, topic, offsets):
@@ -559,8 +626,9 @@ def restart_broker(cl):
 
 class Torture:
     def __init__(self, seconds, seed, faults, victims, rate, compacted=True,
-                 group=0, txn_rate=0.0, txn_producers=2):
+                 group=0, txn_rate=0.0, txn_producers=2, txn_load="python"):
         self.seconds, self.seed, self.kinds = seconds, seed, faults
+        self.txn_load = txn_load
         self.rate, self.compacted = rate, compacted
         self.group = group
         self.txn_rate, self.txn_producers = txn_rate, txn_producers
@@ -650,11 +718,16 @@ class Torture:
                                        cmp_rnd, self.ledger, "lz4", keys=64))
         n = self.txn_producers
         interval = n / self.txn_rate if self.txn_rate > 0 else 0.0
-        self.txns = [TxnWriter("txn-%d" % i, SRC, "txn", self.topics["txn"],
+        if self.txn_load == "c":
+            self.txns = [CTxnLoad(SRC, "txn", self.topics["txn"],
+                                  self.txn_rate, n, r.randrange(1 << 30),
+                                  0.3 if self.group else 0.4)]
+        else:
+            self.txns = [TxnWriter("txn-%d" % i, SRC, "txn", self.topics["txn"],
                                random.Random(r.random()), self.aborted,
                                abort_frac=0.3 if self.group else 0.4,
                                interval=interval, offset=interval * i / n)
-                     for i in range(n)]
+                         for i in range(n)]
         # Only the topics whose source may lose records need the ledger.
         self.ledgered = {"cmp", "del"} | {t for t, _ in vparts}
         self.load_t0 = time.monotonic()
@@ -1107,7 +1180,7 @@ class Torture:
                             "what was produced" % (d_off, rid))
                 continue
             if t is None:
-                if rid in self.aborted:
+                if rid in self.aborted or CTxnLoad.aborted(rec):
                     problem("aborted visible", "destination offset %d holds %s "
                             "of an aborted transaction" % (d_off, rid))
                 else:
@@ -1257,7 +1330,12 @@ def main():
                    "(TORTURE_GROUP=3)" % k)
     txn_rate = env_number("TORTURE_TXN_RATE", 300.0 if group else 0.0, float,
                           0, "transactions a second, 0 or more (0: unpaced)")
-    txn_producers = env_number("TORTURE_TXN_PRODUCERS", 12 if group else 2,
+    txn_load = os.environ.get("TORTURE_TXN_LOAD", "c" if group else "python")
+    if txn_load not in ("c", "python"):
+        h.fail("TORTURE_TXN_LOAD=%s: want c (test/bench/txnload) or python"
+               % txn_load)
+    txn_producers = env_number("TORTURE_TXN_PRODUCERS",
+                               48 if txn_load == "c" else 12 if group else 2,
                                int, 1, "a number of producers, 1 or more")
     victims = int(os.environ.get("TORTURE_VICTIMS", str(max(1, seconds // 120))))
     print("torture: seed %d, %d s of faults, classes %s (replay: %sTORTURE_SEED=%d "
@@ -1267,16 +1345,18 @@ def main():
              ",".join(kinds)), flush=True)
     if group:
         print("torture: a group of %d instances, the metadata log in topic %s "
-              "of the destination; %d transactional producers, %s"
-              % (group, META, txn_producers, "%g transactions a second in all"
-                 % txn_rate if txn_rate else "unpaced"), flush=True)
+              "of the destination; %d transactional producers (%s), %s"
+              % (group, META, txn_producers,
+                 "test/bench/txnload" if txn_load == "c" else "Python",
+                 "%g transactions a second in all" % txn_rate if txn_rate
+                 else "unpaced"), flush=True)
     rate = float(os.environ.get("TORTURE_RATE", "1"))
     compacted = os.environ.get("TORTURE_COMPACTED", "1") != "0"
     if not compacted:
         print("torture: without the compacted topic (TORTURE_COMPACTED=0)",
               flush=True)
     t = Torture(seconds, seed, kinds, victims, rate, compacted, group,
-                txn_rate, txn_producers)
+                txn_rate, txn_producers, txn_load)
     t.start()
     t.schedule()
     if group:
