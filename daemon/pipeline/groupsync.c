@@ -496,6 +496,10 @@ static int part_eligible(const struct ppart *p)
 	if (p->dead || p->mp == NULL || !p->owned || p->src_done < 0 ||
 	    p->dst_next < 0)
 		return 0;   /* (another instance's: its owner syncs it) */
+	/* No proven group membership: another instance may own it by now
+	 * and commit from a newer end (pipeline_set_lease()). */
+	if (!pipeline_lease_held(p->pm->pl))
+		return 0;
 	switch (p->mp->state) {
 	case MPART_MIRRORING:
 		return 1;
