@@ -37,7 +37,8 @@ if PROMTOOL is None:
 ALERTS = ["MirrordPartitionsFailed", "MirrordLagHigh", "MirrordNoProgress",
           "MirrordCrcFailures", "MirrordMetadataLogFsyncSlow",
           "MirrordDestinationUnreachable", "MirrordSourceUnreachable",
-          "MirrordMirrorLagGrowing", "MirrordDown"]
+          "MirrordMirrorLagGrowing", "MirrordPartitionsStalled",
+          "MirrordGroupSyncFinalMissed", "MirrordDown"]
 RULES = h.src_path("etc", "prometheus", "mirrord-alerts.yml")
 TESTS = h.src_path("etc", "prometheus", "mirrord-alerts.test.yml")
 
