@@ -329,62 +329,13 @@ static int64_t key(const struct xlate_anchor *a, int by_src)
 	return by_src ? a->src : a->dst;
 }
 
-/* How many anchors have their coordinate (src if by_src) <= v: the last
- * of them has index count - 1. */
-static size_t count_le(const struct xlate *m, int64_t v, int by_src)
-{
-	struct xlate_anchor blk[XB];
-	size_t lo, hi, bi, ph;
-
-	if (m == NULL)
-		return 0;
-	if (m->nt > 0 && key(&m->t[0], by_src) <= v) {
-		lo = 0;
-		hi = m->nt;	/* answer in [lo, hi] */
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (key(&m->t[mid], by_src) <= v)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		return m->nb * XB - m->skip + lo;
-	}
-	lo = 0;
-	hi = m->nb;	/* blocks whose first anchor is <= v: [0, lo) */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (key(&m->b[mid].first, by_src) <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return 0;
-	bi = lo - 1;
-	decode(m, bi, blk, XB);
-	lo = 1;
-	hi = XB;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (key(&blk[mid], by_src) <= v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	ph = bi * XB + lo;
-	return ph > m->skip ? ph - m->skip : 0;
-}
-
 /*
- * The last anchor whose coordinate (src if by_src) is <= v into *a, and
- * the anchor after it into *next (*has_next 0: a is the last).  0 when no
- * anchor is <= v.  A block is decoded once, only up to the answer.
+ * The last anchor whose coordinate (src if by_src) is <= v into *a, its
+ * index into *idx, and the anchor after it into *next (*has_next 0: a is
+ * the last).  0 when no anchor is <= v.  A block is decoded once, only up
+ * to the answer.
  */
-static int locate(const struct xlate *m, int64_t v, int by_src,
+static int locate(const struct xlate *m, int64_t v, int by_src, size_t *idx,
     struct xlate_anchor *a, struct xlate_anchor *next, int *has_next)
 {
 	struct xlate_anchor cur, nx;
@@ -405,6 +356,7 @@ static int locate(const struct xlate *m, int64_t v, int by_src,
 			else
 				hi = mid;
 		}
+		*idx = m->nb * XB - m->skip + lo - 1;
 		*a = m->t[lo - 1];
 		if ((*has_next = lo < m->nt))
 			*next = m->t[lo];
@@ -436,6 +388,7 @@ static int locate(const struct xlate *m, int64_t v, int by_src,
 	}
 	if (bi == 0 && j - 1 < m->skip)
 		return 0;	/* trimmed away */
+	*idx = bi * XB + j - 1 - m->skip;
 	*a = cur;
 	*has_next = 1;
 	if (j < XB)
@@ -461,9 +414,10 @@ static int lookup(const struct xlate *m, int64_t v, int64_t *out, int by_src)
 	for (;;) {
 		struct xlate_anchor a, next;
 		int64_t from, to, k, span;
+		size_t i;
 		int has_next;
 
-		if (!locate(m, v, by_src, &a, &next, &has_next))
+		if (!locate(m, v, by_src, &i, &a, &next, &has_next))
 			return XLATE_UNMAPPED;
 		from = key(&a, by_src);
 		to = key(&a, !by_src);
@@ -581,7 +535,13 @@ int xlate_drop_last(struct xlate *m, size_t k)
 
 size_t xlate_count_above_dst(const struct xlate *m, int64_t dst)
 {
-	return xlate_count(m) - count_le(m, dst, 0);
+	struct xlate_anchor a, next;
+	size_t i;
+	int has_next;
+
+	if (!locate(m, dst, 0, &i, &a, &next, &has_next))
+		return xlate_count(m);
+	return xlate_count(m) - i - 1;
 }
 
 size_t xlate_trim_both(struct xlate *m, int64_t src_min, int64_t dst_min)
