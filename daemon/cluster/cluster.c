@@ -121,6 +121,12 @@ struct cluster {
 	int lapsed, need_proof;
 	char pause_why[1024];
 	int promoting;              /* mlog_kafka_promote_async() out */
+	/* A follower whose members record names another member id of its
+	 * instance (a static member's new process, see rejoin_if_stale()):
+	 * the generation it asked a rebalance in (-1 none), and the count
+	 * its member metadata carries. */
+	int32_t asked_gen;
+	uint32_t rejoins;
 	struct mmember *joined_members; /* leader: the generation's members */
 	size_t njoined;
 
@@ -197,6 +203,16 @@ uint8_t *cluster_meta_encode(const struct cluster_member_meta *m,
 	if (put_str(&p, &len, &cap, m->admin_addr) < 0 ||
 	    put_str(&p, &len, &cap, m->http_addr) < 0)
 		goto fail;
+	if (len + 4 > cap) {
+		uint8_t *np = realloc(p, len + 4);
+
+		if (np == NULL)
+			goto fail;
+		p = np;
+		cap = len + 4;
+	}
+	be32_store(p + len, m->rejoins);
+	len += 4;
 	*outlen = len;
 	return p;
 fail:
@@ -262,6 +278,8 @@ int cluster_meta_decode(const uint8_t *p, size_t len,
 	    get_str(p, len, &at, m->http_addr, sizeof(m->http_addr),
 	    "http address", err, errlen) < 0)
 		return -1;
+	if (at + 4 <= len)
+		m->rejoins = be32_load(p + at);
 	return 0;
 }
 
@@ -284,6 +302,7 @@ void cluster_instance_id_of(const struct config *cfg, int admin_port,
 /* ---- metrics ---------------------------------------------------------- */
 
 static void rb_cancel(struct cluster *c);
+static uint8_t *member_meta(struct cluster *c, size_t *len);
 static void schedule_reassign(struct cluster *c);
 
 static void fwd_cancel(struct cluster *c)
@@ -648,6 +667,46 @@ static void schedule_reassign(struct cluster *c)
 	evtimer_add(c->ev_reassign, &tv);
 }
 
+/*
+ * A static member's new process (this instance killed and started again
+ * within the session timeout) takes its old membership over in the live
+ * generation: Kafka's coordinator answers the JoinGroup of a known
+ * group.instance.id in a Stable group with the current generation and a
+ * new member id, without a rebalance (it rebalances only when the group's
+ * protocol would change), so the writer never learns the new id, and it
+ * accepts a request only from the member id it recorded for the instance.
+ * Once the model holds the members of the live generation and they name
+ * this instance under another member id, this instance joins again with
+ * changed metadata (the rejoins count): for a known member that is not the
+ * leader, that makes Kafka rebalance, and the writer records the next
+ * generation's members, this process's id among them.  At most once a
+ * generation.
+ */
+static void rejoin_if_stale(struct cluster *c)
+{
+	const struct mmember *me;
+	uint8_t *meta;
+	size_t len;
+
+	if (c->g == NULL || c->generation < 0 || c->is_leader ||
+	    c->asked_gen == c->generation ||
+	    recorded_generation(c) != c->generation)
+		return;
+	me = mstate_member_find(c->st, c->instance_id);
+	if (me == NULL || strcmp(me->member_id, c->member_id) == 0)
+		return;
+	c->asked_gen = c->generation;
+	c->rejoins++;
+	log_info("cluster: the members of generation %" PRId32 " name instance "
+	    "%s as member %s, not %s (this process took its static membership "
+	    "over without a rebalance): joining again so that the writer "
+	    "records this member", c->generation, c->instance_id,
+	    me->member_id, c->member_id);
+	meta = member_meta(c, &len);
+	kgroup_set_metadata(c->g, meta, len);
+	free(meta);
+}
+
 static void on_mstate(void *arg, const struct mstate_event *ev)
 {
 	struct cluster *c = arg;
@@ -664,6 +723,7 @@ static void on_mstate(void *arg, const struct mstate_event *ev)
 	case MSTATE_EV_MEMBERS:
 		if (c->need_proof)
 			lease_apply(c);
+		rejoin_if_stale(c);
 		break;
 	default:
 		break;
@@ -818,6 +878,7 @@ static void g_joined(void *arg, int32_t generation, const char *member_id,
 	if (!is_leader) {
 		demote(c, "another member leads the group");
 		set_role(c, ROLE_FOLLOWER);
+		rejoin_if_stale(c);
 		return;
 	}
 	free_joined(c);
@@ -1336,20 +1397,30 @@ static void detect_local_broker(struct cluster *c)
 	}
 }
 
-static void join(struct cluster *c)
+/* This instance's member metadata (malloc'd). */
+static uint8_t *member_meta(struct cluster *c, size_t *len)
 {
 	struct cluster_member_meta mm;
 	uint8_t *meta;
-	size_t len;
 
 	memset(&mm, 0, sizeof(mm));
 	snprintf(mm.instance_id, sizeof(mm.instance_id), "%s", c->instance_id);
 	mm.local_broker_id = c->local_broker;
 	snprintf(mm.admin_addr, sizeof(mm.admin_addr), "%s", c->admin_addr);
 	snprintf(mm.http_addr, sizeof(mm.http_addr), "%s", c->http_addr);
-	meta = cluster_meta_encode(&mm, &len);
+	mm.rejoins = c->rejoins;
+	meta = cluster_meta_encode(&mm, len);
 	if (meta == NULL)
 		fatal("cluster: out of memory");
+	return meta;
+}
+
+static void join(struct cluster *c)
+{
+	uint8_t *meta;
+	size_t len;
+
+	meta = member_meta(c, &len);
 	log_info("cluster: instance %s (local broker %" PRId32 ", admin %s) "
 	    "joining group %s", c->instance_id, c->local_broker, c->admin_addr,
 	    c->cfg->cluster_group_id);
@@ -1418,6 +1489,7 @@ struct cluster *cluster_new(struct event_base *base, const struct config *cfg,
 	c->adm = adm;
 	c->ms = ms;
 	c->generation = -1;
+	c->asked_gen = -1;
 	c->last_poll_ok_ms = -1;
 	c->local_broker = (int32_t)cfg->cluster_local_broker_id;
 	cluster_instance_id_of(cfg, admin_port, c->instance_id,

@@ -64,6 +64,10 @@ struct cluster_member_meta {
 	int32_t local_broker_id;
 	char admin_addr[300];
 	char http_addr[300];
+	/* Bumped each time the instance asks for a rebalance (a known
+	 * member's JoinGroup with changed metadata makes one); an optional
+	 * trailing field, which earlier versions skip. */
+	uint32_t rejoins;
 };
 uint8_t *cluster_meta_encode(const struct cluster_member_meta *m,
     size_t *outlen);
