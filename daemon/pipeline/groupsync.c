@@ -138,8 +138,9 @@ struct gsmiss {
 	char *why;
 };
 
-/* A partition whose final sync missed something: its DescribeMirrors
- * warning; fresh until logged (flush_reports()). */
+/* A partition whose final sync missed something: what (text, without
+ * GS_FINAL_LEAD), its DescribeMirrors warning and the note recorded with
+ * its stop (groupsync_final_note()); fresh until logged (flush_reports()). */
 struct gsfwarn {
 	char *topic;
 	int32_t partition;
@@ -706,8 +707,7 @@ static void final_settle(struct gsmirror *gm, struct ppart *p,
 		gm->nfw++;
 	}
 	free(w->text);
-	if (asprintf(&w->text, "%s: %s", GS_FINAL_LEAD, text) < 0) {
-		w->text = NULL;
+	if ((w->text = strdup(text)) == NULL) {
 		fw_drop(gm, (size_t)(w - gm->fw));
 		goto said;
 	}
@@ -748,7 +748,8 @@ static void flush_reports(struct gsmirror *gm)
 
 			snprintf(parts + at, sizeof(parts) - at, " and %zu more", more);
 		}
-		log_warnx("mirror %s: %s: %s", gm->name, parts, gm->fw[i].text);
+		log_warnx("mirror %s: %s: %s: %s", gm->name, parts, GS_FINAL_LEAD,
+		    gm->fw[i].text);
 	}
 }
 
@@ -1982,6 +1983,13 @@ int groupsync_final(struct groupsync *gs, struct ppart *p, int64_t now)
 	}
 	switch (p->gs_final) {
 	case GS_FINAL_NONE:
+		/* A new stop: the report of an earlier one goes. */
+		for (size_t i = 0; i < gm->nfw; i++)
+			if (gm->fw[i].partition == p->index &&
+			    strcmp(gm->fw[i].topic, p->topic) == 0) {
+				fw_drop(gm, i);
+				break;
+			}
 		if (pm->conf->groups_include.n == 0) {
 			p->gs_final = GS_FINAL_DONE; /* no group is synced */
 			return 0;
@@ -2021,20 +2029,46 @@ int groupsync_final(struct groupsync *gs, struct ppart *p, int64_t now)
 	}
 }
 
-int groupsync_warning(struct groupsync *gs, const struct ppart *p,
-    char *buf, size_t len)
+/* p's report of its final sync, or NULL. */
+static const struct gsfwarn *fw_of(const struct groupsync *gs,
+    const struct ppart *p)
 {
 	const struct gsmirror *gm;
 
-	if (gs == NULL || p->mp == NULL || (p->mp->state != MPART_STOPPING &&
-	    p->mp->state != MPART_STOPPED) ||
-	    (gm = gm_find(gs, p->pm->name)) == NULL)
-		return 0;
+	if (gs == NULL || p == NULL || (gm = gm_find(gs, p->pm->name)) == NULL)
+		return NULL;
 	for (size_t i = 0; i < gm->nfw; i++)
 		if (gm->fw[i].partition == p->index &&
-		    strcmp(gm->fw[i].topic, p->topic) == 0) {
-			snprintf(buf, len, "%s", gm->fw[i].text);
-			return 1;
-		}
+		    strcmp(gm->fw[i].topic, p->topic) == 0)
+			return &gm->fw[i];
+	return NULL;
+}
+
+const char *groupsync_final_note(struct groupsync *gs, const struct ppart *p)
+{
+	const struct gsfwarn *w = fw_of(gs, p);
+
+	return w != NULL ? w->text : NULL;
+}
+
+int groupsync_warning(struct groupsync *gs, const struct mpart *mp,
+    const struct ppart *p, char *buf, size_t len)
+{
+	const struct gsfwarn *w;
+
+	if (mp == NULL || (mp->state != MPART_STOPPING &&
+	    mp->state != MPART_STOPPED))
+		return 0;
+	/* This process's report, else the one recorded with the stop (a
+	 * restart since, or another instance's stop). */
+	if ((w = fw_of(gs, p)) != NULL) {
+		snprintf(buf, len, "%s: %s", GS_FINAL_LEAD, w->text);
+		return 1;
+	}
+	if (mp->state == MPART_STOPPED && mp->has_failover &&
+	    mp->failover_note != NULL) {
+		snprintf(buf, len, "%s: %s", GS_FINAL_LEAD, mp->failover_note);
+		return 1;
+	}
 	return 0;
 }

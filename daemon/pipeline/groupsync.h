@@ -14,6 +14,7 @@ struct pipeline;
 struct groupsync;
 struct xlate;
 struct ppart;
+struct mpart;
 
 struct groupsync *groupsync_new(struct pipeline *pl);
 /* Call groupsync_dying() before the clusters are freed (their failing
@@ -42,10 +43,16 @@ enum {
  * warning).  Nothing syncs p again afterwards.
  */
 int groupsync_final(struct groupsync *gs, struct ppart *p, int64_t now);
-/* The DescribeMirrors warning of a STOPPING or STOPPED partition whose
- * final sync missed groups (1, in buf), else 0. */
-int groupsync_warning(struct groupsync *gs, const struct ppart *p,
-    char *buf, size_t len);
+/* What p's final sync missed (its report without the lead sentence,
+ * under GS_WARN_LEN bytes), NULL nothing: recorded with its STOPPED state
+ * (mpart.failover_note) when groupsync_final() returned 0. */
+const char *groupsync_final_note(struct groupsync *gs, const struct ppart *p);
+/* The DescribeMirrors warning of a STOPPING or STOPPED partition mp
+ * (its pipeline partition p, may be NULL) whose final sync missed groups
+ * (1, in buf), else 0: this process's report, else the one recorded with
+ * the stop (mpart.failover_note of a STOPPED partition). */
+int groupsync_warning(struct groupsync *gs, const struct mpart *mp,
+    const struct ppart *p, char *buf, size_t len);
 
 /* groupsync_translate() results. */
 enum {

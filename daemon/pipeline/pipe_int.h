@@ -714,6 +714,7 @@ struct pl_state_req {
 	int64_t last_offset;
 	int32_t last_epoch;
 	const struct mfailover *fo;
+	const char *note;   /* with fo: mpart_stopped_report()'s note */
 	void (*then)(struct ppart *p);
 };
 int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,

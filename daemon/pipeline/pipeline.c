@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "metrics_std.h"
 #include "mirrorconf.h"
+#include "mrec.h"
 #include "pipe_int.h"
 #include "secrets.h"
 #include "clientfiles.h"
@@ -354,9 +355,10 @@ void pl_part_resync(struct ppart *p, const char *why)
 /* A state change asked for while another was in flight (pl_part_state()). */
 struct pl_snext {
 	struct pl_snext *next;
-	struct pl_state_req rq;      /* why and fo point into this */
+	struct pl_state_req rq;      /* why, fo and note point into this */
 	char why[1024];
 	struct mfailover fo;
+	char note[MREC_MAX_NOTE + 1];
 	uint32_t gen, og;
 };
 
@@ -514,6 +516,10 @@ static void snext_add(struct ppart *p, const struct pl_state_req *rq)
 		q->fo = *rq->fo;
 		q->rq.fo = &q->fo;
 	}
+	if (rq->note != NULL) {
+		snprintf(q->note, sizeof(q->note), "%s", rq->note);
+		q->rq.note = q->note;
+	}
 	q->gen = p->gen;
 	q->og = p->own_gen;
 	if (p->snext_tail != NULL)
@@ -547,7 +553,8 @@ int pl_part_state(struct ppart *p, const struct pl_state_req *rq, char *msg,
 		/* Synchronous (no event base, or in a batch). */
 		if (rq->last)
 			r = mpart_stopped_report(st, mp, rq->last_offset,
-			    rq->last_epoch, rq->fo, rq->why, msg, msglen);
+			    rq->last_epoch, rq->fo, rq->note, rq->why, msg,
+			    msglen);
 		else if (rq->to == MPART_FAILED)
 			r = mpart_fail(st, mp, rq->why, rq->retry, msg, msglen);
 		else
@@ -582,8 +589,8 @@ static int swrite_start(struct ppart *p, const struct pl_state_req *rq,
 	p->refs++;
 	if (rq->last)
 		r = mpart_stopped_report_async(st, mp, rq->last_offset,
-		    rq->last_epoch, rq->fo, rq->why, swrite_done, p, &started, msg,
-		    msglen);
+		    rq->last_epoch, rq->fo, rq->note, rq->why, swrite_done, p,
+		    &started, msg, msglen);
 	else if (rq->to == MPART_FAILED)
 		r = mpart_fail_async(st, mp, rq->why, rq->retry, swrite_done, p,
 		    &started, msg, msglen);
@@ -1392,7 +1399,9 @@ static int part_stopped(struct ppart *p, char *msg, size_t msglen)
 	p->stop_dst = 0;
 	struct pl_state_req rq = { .to = MPART_STOPPED, .why = "fetching "
 	    "stopped, nothing in flight", .last = 1, .last_offset = last,
-	    .last_epoch = p->last_epoch, .fo = &fo, .then = stopped_then };
+	    .last_epoch = p->last_epoch, .fo = &fo,
+	    .note = groupsync_final_note(p->pm->pl->gs, p),
+	    .then = stopped_then };
 	return pl_part_state(p, &rq, msg, msglen);
 }
 
@@ -2390,8 +2399,9 @@ int pipeline_partition_warning(struct pipeline *pl, const struct mpart *p,
 	/* The mirror's ACL sync or read-only guard refused (pipeline/acl.c). */
 	if (pp != NULL && pacl_warning(pp->pm, piece, sizeof(piece)))
 		warn_cat(buf, len, piece);
-	/* Its consumer groups' final sync at the stop missed some. */
-	if (pp != NULL && groupsync_warning(pl->gs, pp, piece, sizeof(piece)))
+	/* Its consumer groups' final sync at the stop missed some (this
+	 * process's report, else the one recorded with the stop). */
+	if (groupsync_warning(pl->gs, p, pp, piece, sizeof(piece)))
 		warn_cat(buf, len, piece);
 	return buf[0] != '\0';
 }

@@ -46,6 +46,12 @@ static int name_ok(struct kstr s)
 	return s.len > 0 && s.len <= MREC_MAX_NAME;
 }
 
+static int note_ok(struct kstr s)
+{
+	return s.len > 0 && s.len <= MREC_MAX_NOTE &&
+	    memchr(s.p, '\0', (size_t)s.len) == NULL;
+}
+
 /* Strings become C strings in the model: a NUL inside would cut them. */
 static struct kstr read_str(struct kr *rd)
 {
@@ -203,6 +209,15 @@ int mrec_encode(const struct mrec *r, struct kw *w, char *err, size_t errlen)
 			break;
 		}
 		case 'S': kw_cstr(w, r->str); break;
+		case 'N':
+			if (!note_ok(r->str)) {
+				snprintf(err, errlen, "%s record: a note of %d bytes "
+				    "(1-%d allowed, no NUL)", d->name, (int)r->str.len,
+				    MREC_MAX_NOTE);
+				return -1;
+			}
+			kw_cstr(w, r->str);
+			break;
 		case 'P': kw_i32(w, r->partition); break;
 		case 'k': kw_i8(w, r->kind); break;
 		case 's': kw_i8(w, r->state); break;
@@ -377,6 +392,14 @@ int mrec_decode(uint16_t type, const uint8_t *p, size_t len, struct mrec *r,
 			break;
 		}
 		case 'S': r->str = read_str(&rd); break;
+		case 'N': {
+			size_t at = kr_off(&rd);
+			r->str = read_str(&rd);
+			if (!rd.err && !note_ok(r->str))
+				kr_fail_at(&rd, at, "note empty, null or over 1024 "
+				    "bytes");
+			break;
+		}
 		case 'P': r->partition = kr_i32(&rd); break;
 		case 'k': r->kind = kr_i8(&rd); break;
 		case 's': r->state = kr_i8(&rd); break;

@@ -25,6 +25,9 @@
  *   L members        compact array of (instance id, member id: compact
  *                    strings, not null; local broker id int32; admin and
  *                    http addresses: compact nullable strings)
+ *   N note           compact string, not null, 1..MREC_MAX_NOTE bytes
+ *                    (PART_FAILOVER_NOTE: what the final consumer-group
+ *                    offset sync at the stop could not sync)
  *   A anchors        uvarint count (1..MREC_MAX_ANCHORS), then per anchor
  *                    the source and the destination offset as unsigned
  *                    64-bit varints, each the distance from the anchor
@@ -69,7 +72,8 @@
 	X(PART_FAILOVER_AT, 23, "part-failover-at", "MTPoOf") \
 	X(TOPIC_REALIGN, 24, "topic-realign",  "MTkS") \
 	X(PART_ANCHORS,  25, "part-anchors",   "MTPoA") \
-	X(PART_RETRACT,  26, "part-retract",   "MTPo")
+	X(PART_RETRACT,  26, "part-retract",   "MTPo") \
+	X(PART_FAILOVER_NOTE, 27, "part-failover-note", "MTPN")
 
 enum mrec_type {
 #define X(e, n, s, f) MREC_##e = (n),
@@ -109,6 +113,7 @@ enum mrec_type {
 #define MREC_MAX_MEMBERS 1024   /* cluster-members: instances in the group */
 #define MREC_MAX_ID 1024        /* instance/member ids, addresses */
 #define MREC_MAX_ANCHORS 4096   /* part-anchors: anchors in one record */
+#define MREC_MAX_NOTE 1024      /* part-failover-note: bytes of its text */
 
 /* One translation anchor of a part-anchors record. */
 struct mrec_anchor {
@@ -133,7 +138,7 @@ struct mrec_member {
 /* One decoded record.  Strings point into the payload. */
 struct mrec {
 	uint16_t type;
-	struct kstr mirror, topic, str;
+	struct kstr mirror, topic, str;   /* str: also N's note */
 	int32_t partition;
 	int8_t kind, state, flags;
 	uint16_t from_mask;

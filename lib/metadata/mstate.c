@@ -483,6 +483,7 @@ static void part_free(struct mpart *p)
 	free(p->epochs);
 	xlate_free(p->map);
 	free(p->owner);
+	free(p->failover_note);
 	free(p);
 }
 
@@ -896,6 +897,11 @@ static int dump_part(const struct mpart *p, struct mlog_sink *sink,
 		r.off2 = p->failover.stopped_at;
 		r.flags = p->failover.asked ? MREC_F_ASKED : 0;
 		rc |= put_rec(sink, &r, max);
+		if (p->failover_note != NULL) {
+			mstate_part_rec(&r, MREC_PART_FAILOVER_NOTE, p);
+			r.str = kstr_c(p->failover_note);
+			rc |= put_rec(sink, &r, max);
+		}
 	}
 	return rc;
 }
@@ -1132,6 +1138,10 @@ char *mstate_dump(const struct mstate *st)
 					    p->failover.stopped_at, p->failover.hwm_at,
 					    p->failover.asked ? "" :
 					    " (the source did not answer at the stop)");
+				if (p->has_failover && p->state == MPART_STOPPED &&
+				    p->failover_note != NULL)
+					fprintf(f, "      groups not synced at the stop: "
+					    "%s\n", p->failover_note);
 			}
 		}
 	}

@@ -162,9 +162,13 @@ struct mpart {
 	char *owner;
 	int32_t owner_generation;
 	/* STOPPED: what it had not copied when it stopped (has_failover
-	 * set), cleared when it leaves STOPPED. */
+	 * set), cleared when it leaves STOPPED.  failover_note: with the
+	 * report, what the final consumer-group offset sync at the stop
+	 * could not sync (a part-failover-note record in the same write,
+	 * at most MREC_MAX_NOTE bytes), NULL when it missed nothing. */
 	int has_failover;
 	struct mfailover failover;
+	char *failover_note;
 };
 
 struct mtopic {
@@ -724,14 +728,16 @@ int mpart_fail_async(struct mstate *st, struct mpart *p, const char *error,
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
     int32_t last_epoch, const char *why, char *msg, size_t msglen);
 /* The same, with the failover report (what was not copied) persisted in
- * the same write; fo NULL is mpart_stopped(). */
+ * the same write; fo NULL is mpart_stopped().  note (NULL or "": none)
+ * goes with fo: what the final consumer-group offset sync missed, cut at
+ * MREC_MAX_NOTE bytes (mpart.failover_note). */
 int mpart_stopped_report(struct mstate *st, struct mpart *p,
     int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
-    const char *why, char *msg, size_t msglen);
+    const char *note, const char *why, char *msg, size_t msglen);
 int mpart_stopped_report_async(struct mstate *st, struct mpart *p,
     int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
-    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
-    size_t msglen);
+    const char *note, const char *why, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen);
 /* Appends (epoch, start offset) to the epoch history: epoch above the last
  * one, start not below the last start.  Repeating the last entry is a
  * no-op. */

@@ -79,8 +79,11 @@ static void move_state(struct apply *a, struct mpart *p, enum mpart_state to,
 	p->state = to;
 	if (from == to)
 		return;
-	if (from == MPART_STOPPED)
+	if (from == MPART_STOPPED) {
 		p->has_failover = 0;  /* the report was of that stop */
+		free(p->failover_note);
+		p->failover_note = NULL;
+	}
 	if (to == MPART_MIRRORING)
 		p->retry_attempt = 0;
 	if (to != MPART_FAILED) {
@@ -1254,6 +1257,8 @@ static int apply_part_failover(struct apply *a, const struct mrec *r)
 		    p->topic->mirror->name, p->topic->name, (int)p->index,
 		    r->off, r->off2, r->off3);
 	p->has_failover = 1;
+	free(p->failover_note);   /* until a part-failover-note record says */
+	p->failover_note = NULL;
 	p->failover.src_hwm = r->off;
 	p->failover.lag = r->off2;
 	p->failover.lag_ms = r->off3;
@@ -1280,6 +1285,28 @@ static int apply_part_failover_at(struct apply *a, const struct mrec *r)
 	p->failover.hwm_at = r->off;
 	p->failover.stopped_at = r->off2;
 	p->failover.asked = (r->flags & MREC_F_ASKED) != 0;
+	return 0;
+}
+
+/* What the final consumer-group offset sync at that stop missed (the
+ * decoder bounded it: 1..MREC_MAX_NOTE bytes, no NUL). */
+static int apply_part_failover_note(struct apply *a, const struct mrec *r)
+{
+	struct mpart *p = need_part(a, r);
+	char *note;
+	int oom = 0;
+
+	if (p == NULL)
+		return -1;
+	if (p->state != MPART_STOPPED || !p->has_failover)
+		FAIL(a, "%s/%s-%d: a final group sync note for a partition "
+		    "without a failover report", p->topic->mirror->name,
+		    p->topic->name, (int)p->index);
+	note = mstate_kdup(r->str, &oom);
+	if (oom || note == NULL)
+		FAIL(a, "out of memory");
+	free(p->failover_note);
+	p->failover_note = note;
 	return 0;
 }
 
@@ -1344,6 +1371,7 @@ static int apply_decoded(struct apply *a, const struct mrec *r)
 		    (r->flags & MREC_F_ADD) != 0, a->err, a->errlen);
 	case MREC_PART_FAILOVER: return apply_part_failover(a, r);
 	case MREC_PART_FAILOVER_AT: return apply_part_failover_at(a, r);
+	case MREC_PART_FAILOVER_NOTE: return apply_part_failover_note(a, r);
 	case MREC_TOPIC_REALIGN: return apply_topic_realign(a, r);
 	}
 	FAIL(a, "record type %u has no apply function", r->type);
@@ -1390,6 +1418,7 @@ int mstate_record_scope(struct mstate *st, uint16_t type, const uint8_t *p,
 	case MREC_PART_SENDING:
 	case MREC_PART_FAILOVER:
 	case MREC_PART_FAILOVER_AT:
+	case MREC_PART_FAILOVER_NOTE:
 		if ((*out = need_part(&a, &r)) == NULL)
 			return -1;
 		return MSTATE_SCOPE_PART;
@@ -2702,6 +2731,7 @@ static int scope_of(const struct mrec *r, struct mstate_scope *out, int *oom)
 	case MREC_PART_SENDING:
 	case MREC_PART_FAILOVER:
 	case MREC_PART_FAILOVER_AT:
+	case MREC_PART_FAILOVER_NOTE:
 	case MREC_PART_OWNER:
 	case MREC_PART_RESTORE:
 		out->part = r->partition;

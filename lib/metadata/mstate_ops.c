@@ -921,10 +921,10 @@ static void state_sync_first(struct mstate *st, mstate_done_fn cb)
 
 static int part_move(struct mstate *st, struct mpart *p, int to,
     const char *why, int32_t retry, int last, int64_t last_offset,
-    int32_t last_epoch, const struct mfailover *fo, mstate_done_fn cb,
-    void *arg, int *started, char *msg, size_t msglen)
+    int32_t last_epoch, const struct mfailover *fo, const char *note,
+    mstate_done_fn cb, void *arg, int *started, char *msg, size_t msglen)
 {
-	struct mrec r[3];
+	struct mrec r[4];
 	char what[520];
 	size_t n = 1;
 
@@ -968,6 +968,15 @@ static int part_move(struct mstate *st, struct mpart *p, int to,
 		r[2].off2 = fo->stopped_at < 0 ? -1 : fo->stopped_at;
 		r[2].flags = fo->asked ? MREC_F_ASKED : 0;
 		n = 3;
+		if (note != NULL && note[0] != '\0') {
+			/* What the final group sync missed (cut to fit: the
+			 * stop is never refused for its report). */
+			mstate_part_rec(&r[3], MREC_PART_FAILOVER_NOTE, p);
+			r[3].str = kstr_c(note);
+			if (r[3].str.len > MREC_MAX_NOTE)
+				r[3].str.len = MREC_MAX_NOTE;
+			n = 4;
+		}
 	}
 	return persist_n(st, r, n, what, cb, arg, started, msg, msglen);
 }
@@ -976,23 +985,23 @@ int mpart_set_state(struct mstate *st, struct mpart *p, int to,
     const char *why, char *msg, size_t msglen)
 {
 	return part_move(st, p, to, why, p->retry_attempt, 0, 0, 0, NULL, NULL,
-	    NULL, NULL, msg, msglen);
+	    NULL, NULL, NULL, msg, msglen);
 }
 
 int mpart_set_state_async(struct mstate *st, struct mpart *p, int to,
     const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
     size_t msglen)
 {
-	return part_move(st, p, to, why, p->retry_attempt, 0, 0, 0, NULL, cb,
-	    arg, started, msg, msglen);
+	return part_move(st, p, to, why, p->retry_attempt, 0, 0, 0, NULL, NULL,
+	    cb, arg, started, msg, msglen);
 }
 
 int mpart_fail(struct mstate *st, struct mpart *p, const char *error,
     int32_t retry_attempt, char *msg, size_t msglen)
 {
 	return part_move(st, p, MPART_FAILED, error != NULL ? error :
-	    "failed", retry_attempt, 0, 0, 0, NULL, NULL, NULL, NULL, msg,
-	    msglen);
+	    "failed", retry_attempt, 0, 0, 0, NULL, NULL, NULL, NULL, NULL,
+	    msg, msglen);
 }
 
 int mpart_fail_async(struct mstate *st, struct mpart *p, const char *error,
@@ -1000,32 +1009,32 @@ int mpart_fail_async(struct mstate *st, struct mpart *p, const char *error,
     char *msg, size_t msglen)
 {
 	return part_move(st, p, MPART_FAILED, error != NULL ? error :
-	    "failed", retry_attempt, 0, 0, 0, NULL, cb, arg, started, msg,
-	    msglen);
+	    "failed", retry_attempt, 0, 0, 0, NULL, NULL, cb, arg, started,
+	    msg, msglen);
 }
 
 int mpart_stopped_report(struct mstate *st, struct mpart *p,
     int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
-    const char *why, char *msg, size_t msglen)
+    const char *note, const char *why, char *msg, size_t msglen)
 {
 	return part_move(st, p, MPART_STOPPED, why, p->retry_attempt, 1,
-	    last_offset, last_epoch, fo, NULL, NULL, NULL, msg, msglen);
+	    last_offset, last_epoch, fo, note, NULL, NULL, NULL, msg, msglen);
 }
 
 int mpart_stopped_report_async(struct mstate *st, struct mpart *p,
     int64_t last_offset, int32_t last_epoch, const struct mfailover *fo,
-    const char *why, mstate_done_fn cb, void *arg, int *started, char *msg,
-    size_t msglen)
+    const char *note, const char *why, mstate_done_fn cb, void *arg,
+    int *started, char *msg, size_t msglen)
 {
 	return part_move(st, p, MPART_STOPPED, why, p->retry_attempt, 1,
-	    last_offset, last_epoch, fo, cb, arg, started, msg, msglen);
+	    last_offset, last_epoch, fo, note, cb, arg, started, msg, msglen);
 }
 
 int mpart_stopped(struct mstate *st, struct mpart *p, int64_t last_offset,
     int32_t last_epoch, const char *why, char *msg, size_t msglen)
 {
-	return mpart_stopped_report(st, p, last_offset, last_epoch, NULL, why,
-	    msg, msglen);
+	return mpart_stopped_report(st, p, last_offset, last_epoch, NULL, NULL,
+	    why, msg, msglen);
 }
 
 static int add_epoch(struct mstate *st, struct mpart *p, int32_t epoch,

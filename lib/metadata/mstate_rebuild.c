@@ -86,6 +86,7 @@ static void adopt_part(struct mstate *st, struct mpart *p, struct mpart *f)
 	p->owner_generation = f->owner_generation;
 	p->has_failover = f->has_failover;
 	p->failover = f->failover;
+	SWAP(p->failover_note, f->failover_note);
 	if (from != p->state) {
 		log_info("%s/%s-%d: %s -> %s (rebuilt from the log)",
 		    p->topic->mirror->name, p->topic->name, (int)p->index,

@@ -1401,9 +1401,10 @@ static void build_rich(void)
 		CODE(mstate_remove_topic(F.st, "east", "a2", F.msg,
 		    sizeof(F.msg)), 0);
 		CODE(mpart_stopped_report(F.st, part("east", "a2", 0), 100, 7,
-		    &fo, "stopped", F.msg, sizeof(F.msg)), 0);
+		    &fo, "group g: the coordinator is not available", "stopped",
+		    F.msg, sizeof(F.msg)), 0);
 		CODE(mpart_stopped_report(F.st, part("east", "a2", 1), 101, 7,
-		    NULL, "stopped", F.msg, sizeof(F.msg)), 0);
+		    NULL, NULL, "stopped", F.msg, sizeof(F.msg)), 0);
 		ck_assert_int_eq(part("east", "a2", 0)->has_failover, 1);
 		ck_assert_int_eq(part("east", "a2", 0)->failover.lag, 12);
 		ck_assert(part("east", "a2", 0)->failover.hwm_at == 1700000000000);
@@ -1413,7 +1414,7 @@ static void build_rich(void)
 		ck_assert_int_eq(part("east", "a2", 1)->has_failover, 0);
 		/* Only at STOPPING -> STOPPED. */
 		CODE(mpart_stopped_report(F.st, part("east", "a2", 0), 100, 7,
-		    &fo, "again", F.msg, sizeof(F.msg)),
+		    &fo, NULL, "again", F.msg, sizeof(F.msg)),
 		    KERR_INVALID_CLUSTER_MIRROR_STATES);
 	}
 	CODE(mpart_fail(F.st, part("west", "w", 0), "no leader", -1, F.msg,
@@ -2033,8 +2034,8 @@ START_TEST(test_async_state_order)
 	    sizeof(F.msg)), 0);
 	struct mfailover fo = { 100, 7, 1500, 1000, 2000, 1 };
 	started = 0;
-	CODE(mpart_stopped_report_async(F.st, a[1].p, 92, 3, &fo, "stopped",
-	    acb, &a[1], &started, F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_stopped_report_async(F.st, a[1].p, 92, 3, &fo, NULL,
+	    "stopped", acb, &a[1], &started, F.msg, sizeof(F.msg)), 0);
 	ck_assert_int_eq(started, 1);
 	ck_assert_int_eq(a[1].p->state, MPART_STOPPING);
 	run_until(5);
@@ -2045,8 +2046,8 @@ START_TEST(test_async_state_order)
 	ck_assert_int_eq(a[1].p->has_failover, 1);
 	/* STOPPED only from STOPPING. */
 	started = 1;
-	CODE(mpart_stopped_report_async(F.st, a[2].p, 1, 1, NULL, "x", acb,
-	    &a[2], &started, F.msg, sizeof(F.msg)),
+	CODE(mpart_stopped_report_async(F.st, a[2].p, 1, 1, NULL, NULL, "x",
+	    acb, &a[2], &started, F.msg, sizeof(F.msg)),
 	    KERR_INVALID_CLUSTER_MIRROR_STATES);
 	ck_assert_int_eq(started, 0);
 	MSG_HAS("m/t-2: MIRRORING -> STOPPED is not an allowed transition");
