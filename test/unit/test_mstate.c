@@ -1412,6 +1412,10 @@ static void build_rich(void)
 		    1700000005000);
 		ck_assert_int_eq(part("east", "a2", 0)->failover.asked, 0);
 		ck_assert_int_eq(part("east", "a2", 1)->has_failover, 0);
+		/* What the final group sync missed (part-failover-note). */
+		ck_assert_str_eq(part("east", "a2", 0)->failover_note,
+		    "group g: the coordinator is not available");
+		ck_assert_ptr_null(part("east", "a2", 1)->failover_note);
 		/* Only at STOPPING -> STOPPED. */
 		CODE(mpart_stopped_report(F.st, part("east", "a2", 0), 100, 7,
 		    &fo, NULL, "again", F.msg, sizeof(F.msg)),
@@ -1442,6 +1446,8 @@ START_TEST(test_replay_equality)
 		"3400 ms",
 		"stopped at 1700000005000 ms, high watermark as of "
 		"1700000000000 ms (the source did not answer at the stop)",
+		"groups not synced at the stop: group g: the coordinator is "
+		"not available",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
 		ck_assert_msg(strstr(before, fields[i]) != NULL, "dump lacks "
@@ -3795,6 +3801,179 @@ START_TEST(test_mrec_anchors_codec)
 }
 END_TEST
 
+/* part-failover-note: a round trip keeps the note; truncations, an
+ * empty, null or over-long note and one with a NUL are refused; applied
+ * only to a STOPPED partition with a failover report, and it goes when
+ * the partition leaves STOPPED; cut to MREC_MAX_NOTE bytes at the stop;
+ * kept by a reopen and a compaction. */
+START_TEST(test_failover_note)
+{
+	static const struct mfailover fo = { 50, 3, 900, 1000, 2000, 1 };
+	struct mrec r, d;
+	struct mrec_config cfg[1];
+	struct mpart *p;
+	char err[512], big[MREC_MAX_NOTE + 200], *text;
+	uint8_t *b;
+	size_t len;
+
+	memset(&r, 0, sizeof(r));
+	r.type = MREC_PART_FAILOVER_NOTE;
+	r.mirror = kstr_c("m");
+	r.topic = kstr_c("t");
+	r.partition = 2;
+	r.str = kstr_c("every group: the source is not asked");
+	b = encode(&r, &len);
+	ck_assert_str_eq(mrec_type_name(MREC_PART_FAILOVER_NOTE),
+	    "part-failover-note");
+	ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, b, len, &d, cfg,
+	    1, err, sizeof(err)), 0);
+	ck_assert(kstr_eq(d.mirror, "m") && kstr_eq(d.topic, "t"));
+	ck_assert_int_eq(d.partition, 2);
+	ck_assert(kstr_eq(d.str, "every group: the source is not asked"));
+	for (size_t cut = 0; cut < len; cut++) {
+		ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, b, cut, &d,
+		    cfg, 1, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "part-failover-note record") != NULL,
+		    "%s", err);
+	}
+	/* A byte more is refused too. */
+	{
+		uint8_t *more = malloc(len + 1);
+
+		ck_assert_ptr_nonnull(more);
+		memcpy(more, b, len);
+		more[len] = 0;
+		ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, more,
+		    len + 1, &d, cfg, 1, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "trailing bytes") != NULL, "%s", err);
+		free(more);
+	}
+	free(b);
+	/* Empty, null, over MREC_MAX_NOTE bytes: not written... */
+	r.str = kstr_c("");
+	ck_assert_int_eq(mrec_encode_fails(&r), 1);
+	r.str = KSTR_NULL;
+	ck_assert_int_eq(mrec_encode_fails(&r), 1);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	r.str = kstr_c(big);
+	r.str.len = MREC_MAX_NOTE + 1;
+	ck_assert_int_eq(mrec_encode_fails(&r), 1);
+	r.str.len = MREC_MAX_NOTE;
+	b = encode(&r, &len);
+	ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, b, len, &d, cfg,
+	    1, err, sizeof(err)), 0);
+	ck_assert_int_eq(d.str.len, MREC_MAX_NOTE);
+	free(b);
+	/* ...nor read: the same payloads by hand. */
+	{
+		/* version, "m", "t", partition 2, then the note. */
+		static const uint8_t head[] = { 0, 2, 'm', 2, 't', 0, 0, 0, 2 };
+		uint8_t pl[sizeof(head) + 4];
+
+		memcpy(pl, head, sizeof(head));
+		pl[sizeof(head)] = 1;   /* "" */
+		ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, pl,
+		    sizeof(head) + 1, &d, cfg, 1, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "note empty, null or over 1024 bytes")
+		    != NULL, "%s", err);
+		pl[sizeof(head)] = 0;   /* null */
+		ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, pl,
+		    sizeof(head) + 1, &d, cfg, 1, err, sizeof(err)), -1);
+		pl[sizeof(head)] = 3;   /* "a\0" */
+		pl[sizeof(head) + 1] = 'a';
+		pl[sizeof(head) + 2] = 0;
+		ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, pl,
+		    sizeof(head) + 3, &d, cfg, 1, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "NUL") != NULL, "%s", err);
+	}
+	{
+		/* 1025 bytes: the compact length 1026 as a uvarint. */
+		size_t n = 9 + 2 + MREC_MAX_NOTE + 1;
+		uint8_t *pl = malloc(n);
+		static const uint8_t head[] = { 0, 2, 'm', 2, 't', 0, 0, 0, 2 };
+
+		ck_assert_ptr_nonnull(pl);
+		memcpy(pl, head, sizeof(head));
+		pl[9] = (uint8_t)(((MREC_MAX_NOTE + 2) & 0x7f) | 0x80);
+		pl[10] = (uint8_t)((MREC_MAX_NOTE + 2) >> 7);
+		memset(pl + 11, 'x', MREC_MAX_NOTE + 1);
+		ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, pl, n, &d,
+		    cfg, 1, err, sizeof(err)), -1);
+		ck_assert_msg(strstr(err, "note empty, null or over 1024 bytes")
+		    != NULL, "%s", err);
+		/* 1024 of them decode. */
+		pl[9] = (uint8_t)(((MREC_MAX_NOTE + 1) & 0x7f) | 0x80);
+		pl[10] = (uint8_t)((MREC_MAX_NOTE + 1) >> 7);
+		ck_assert_int_eq(mrec_decode(MREC_PART_FAILOVER_NOTE, pl, n - 1,
+		    &d, cfg, 1, err, sizeof(err)), 0);
+		free(pl);
+	}
+
+	/* Applied only with a failover report. */
+	mk_mirror("m");
+	mk_topic("m", "t", 3);
+	topic_to("m", "t", MPART_MIRRORING);
+	r.str = kstr_c("group g: refused");
+	b = encode(&r, &len);
+	{
+		struct mlog_rec rec = { .type = MREC_PART_FAILOVER_NOTE, .p = b,
+		    .len = (uint32_t)len };
+
+		ck_assert_int_eq(mstate_apply_rec(F.st, &rec, err, sizeof(err)),
+		    -1);
+		ck_assert_msg(strstr(err, "m/t-2: a final group sync note for a "
+		    "partition without a failover report") != NULL, "%s", err);
+	}
+	free(b);
+	/* At the stop: with the report, cut to MREC_MAX_NOTE bytes; "" and
+	 * NULL are none; a stop without a report has none. */
+	CODE(mstate_remove_topic(F.st, "m", "t", F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_stopped_report(F.st, part("m", "t", 0), 10, 1, &fo,
+	    "every group: mirrord is shutting down", "stopped", F.msg,
+	    sizeof(F.msg)), 0);
+	CODE(mpart_stopped_report(F.st, part("m", "t", 1), 10, 1, &fo, big,
+	    "stopped", F.msg, sizeof(F.msg)), 0);
+	CODE(mpart_stopped_report(F.st, part("m", "t", 2), 10, 1, &fo, "",
+	    "stopped", F.msg, sizeof(F.msg)), 0);
+	ck_assert_str_eq(part("m", "t", 0)->failover_note,
+	    "every group: mirrord is shutting down");
+	ck_assert_uint_eq(strlen(part("m", "t", 1)->failover_note),
+	    MREC_MAX_NOTE);
+	ck_assert_ptr_null(part("m", "t", 2)->failover_note);
+	/* Replayed, through a snapshot, and a snapshot plus later records. */
+	reopen_same();
+	ck_assert_str_eq(part("m", "t", 0)->failover_note,
+	    "every group: mirrord is shutting down");
+	ck_assert_uint_eq(strlen(part("m", "t", 1)->failover_note),
+	    MREC_MAX_NOTE);
+	ck_assert_ptr_null(part("m", "t", 2)->failover_note);
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	ck_assert_str_eq(part("m", "t", 0)->failover_note,
+	    "every group: mirrord is shutting down");
+	ck_assert_uint_eq(strlen(part("m", "t", 1)->failover_note),
+	    MREC_MAX_NOTE);
+	ck_assert_ptr_null(part("m", "t", 2)->failover_note);
+	text = mstate_dump(F.st);
+	ck_assert_ptr_nonnull(strstr(text, "groups not synced at the stop: "
+	    "every group: mirrord is shutting down\n"));
+	free(text);
+	/* Added again: the report, note and all, was of that stop. */
+	CODE(mstate_add_topic(F.st, "m", "t", 3, F.msg, sizeof(F.msg)), 0);
+	p = part("m", "t", 0);
+	ck_assert_int_ne(p->state, MPART_STOPPED);
+	ck_assert_int_eq(p->has_failover, 0);
+	ck_assert_ptr_null(p->failover_note);
+	reopen_same();
+	ck_assert_ptr_null(part("m", "t", 0)->failover_note);
+	ck_assert_msg(mstate_compact(F.st, err, sizeof(err)) == 0, "%s", err);
+	reopen_same();
+	ck_assert_ptr_null(part("m", "t", 0)->failover_note);
+	ck_assert_ptr_null(part("m", "t", 1)->failover_note);
+}
+END_TEST
+
 static Suite *mstate_suite(void)
 {
 	Suite *s = suite_create("mstate");
@@ -3852,6 +4031,7 @@ static Suite *mstate_suite(void)
 	tcase_add_test(tc, test_anchor_lists);
 	tcase_add_test(tc, test_anchor_retract);
 	tcase_add_test(tc, test_mrec_anchors_codec);
+	tcase_add_test(tc, test_failover_note);
 	suite_add_tcase(s, tc);
 	return s;
 }
