@@ -35,7 +35,14 @@ stopped: its group sync keeps polling A throughout).
      mirror about its group sync (cannot reach / reaches again), not one
      per round, and no other line more than once per partition.
   3. B's mirrord restarted while A is down; A comes back and takes new
-     commits of APP and LATE on ORD and PAY: none reaches B.
+     commits of APP and LATE on ORD and PAY: none reaches B.  The report
+     was recorded with the stop: after the restart --describe --json shows
+     each STOPPED partition of ORD and PAY the same warningMessage as
+     before it.
+  4. LIVE removed with A up: its final sync misses nothing, so neither
+     --remove --wait nor --describe --json warns of it, the counter stays
+     0, and so after another restart (ORD's and PAY's warnings still
+     there).
 """
 
 import os
@@ -158,6 +165,29 @@ def check_report(d, r, mirror, topic, nparts, log_text):
         "`mirror %s: %s: %s ...`:\n%s" % (topic, len(said), mirror, names,
                                            LEAD, "\n".join(said)))
     print("  the report: %s" % warn[0], flush=True)
+
+
+def final_warnings(d):
+    """{(topic, partition): the final-sync part of its warningMessage
+    (from LEAD on: the last of the warnings it joins), None without one}
+    of every partition, as --describe --json shows them."""
+    out = {}
+    for row in d.describe_json():
+        w = row.get("warningMessage") or ""
+        out[(row["topic"], row["partition"])] = (w[w.index(LEAD):]
+                                                 if LEAD in w else None)
+    return out
+
+
+def check_warnings_kept(d, want, what):
+    """--describe --json shows ORD's and PAY's reports as want, word for
+    word, and none for LIVE."""
+    got = final_warnings(d)
+    for (t, p), w in sorted(want.items()):
+        eq(got.get((t, p)), w, "%s: %s-%d's warningMessage (from `%s`)"
+           % (what, t, p, LEAD))
+    eq(got.get((LIVE, 0)), None, "%s: %s-0's final-sync warning (its final "
+       "sync, if any, missed nothing)" % (what, LIVE))
 
 
 def remove_while_down(d, mirror, topic):
@@ -354,9 +384,16 @@ def main():
 
     # ---- 3. B's mirrord restarted while A is down.
     print("3. mirrord restarted while A is down", flush=True)
+    reported = {k: w for k, w in final_warnings(d).items()
+                if k[0] in (ORD, PAY)}
+    eq(sorted(k for k, w in reported.items() if w is not None),
+       [(ORD, p) for p in range(3)] + [(PAY, p) for p in range(2)],
+       "test setup: the partitions with a final-sync warning before the "
+       "restart (%r)" % reported)
     src.stop(kill=True)
-    d.stop()
+    eq(d.stop(), 0, "mirrord exit status (the first run)")
     d.start()
+    check_warnings_kept(d, reported, "after a restart of mirrord")
     mine = {(g, t): offsets(g, t) for g in (APP, LATE) for t in (ORD, PAY)}
     src.start_again()
     raw_commit(SRC, APP, dict([((ORD, p), (1599, "a3")) for p in range(3)] +
@@ -369,8 +406,31 @@ def main():
            "of mirrord and new commits on the old source" % (g, t))
     eq(d.states("dr1"), {(ORD, p): "STOPPED" for p in range(3)},
        "dr1's partitions after the restart")
-    print("PASS 3: after a restart, nothing synced to the stopped topics",
-          flush=True)
+    check_warnings_kept(d, reported, "after a restart of mirrord and A's "
+                        "return")
+    print("PASS 3: after a restart, nothing synced to the stopped topics; "
+          "the reports of their final syncs kept", flush=True)
+
+    # ---- 4. LIVE removed with A up: nothing missed, nothing reported.
+    print("4. %s removed with A up" % LIVE, flush=True)
+    r = d.cli("--remove", "--mirror", "live", "--topic", LIVE, "--wait",
+              "60")
+    print(r.stdout, r.stderr, flush=True)
+    h.check(r.returncode == 0 and LEAD not in r.stderr,
+            "kafka-mirrors --remove --wait of %s with A up exited %d, want 0 "
+            "without a final-sync warning:\nstdout: %s\nstderr: %s"
+            % (LIVE, r.returncode, r.stdout, r.stderr))
+    eq(d.states("live"), {(LIVE, 0): "STOPPED"}, "live's partition")
+    check_warnings_kept(d, reported, "after %s's stop" % LIVE)
+    eq(final_missed(d, "live"), 0.0,
+       "mirrord_group_sync_final_missed_total{mirror=live}")
+    eq(d.stop(), 0, "mirrord exit status (the second run)")
+    d.start()
+    eq(d.states("live"), {(LIVE, 0): "STOPPED"},
+       "live's partition after a restart")
+    check_warnings_kept(d, reported, "after a second restart of mirrord")
+    print("PASS 4: a final sync that missed nothing is reported nowhere; "
+          "the others' reports kept", flush=True)
     eq(d.stop(), 0, "mirrord exit status")
     print("PASS", flush=True)
 
