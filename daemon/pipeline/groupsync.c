@@ -53,7 +53,12 @@
  * groups not reached in time, every group when the source cannot be read)
  * is reported once: one warning naming the mirror, the partitions, the
  * groups and why; mirrord_group_sync_final_missed_total; the partition's
- * DescribeMirrors warning while it is STOPPED in this process.  From then
+ * DescribeMirrors warning while it is STOPPED.  The pipeline records the
+ * groups and why (groupsync_final_note()) with the STOPPED state, beside
+ * the failover report (a part-failover-note record, mpart.failover_note):
+ * after a restart, and on every instance, groupsync_warning() shows that
+ * one, until the partition leaves STOPPED (the topic added again).  A new
+ * stop of the partition drops its earlier report first.  From then
  * on the partition is never synced again, whatever the source does when
  * it comes back: its offsets on the destination are the destination
  * consumers'.  Nothing STOPPED is ever eligible, so a restart does not
