@@ -3971,6 +3971,61 @@ START_TEST(test_failover_note)
 	reopen_same();
 	ck_assert_ptr_null(part("m", "t", 0)->failover_note);
 	ck_assert_ptr_null(part("m", "t", 1)->failover_note);
+
+	/* A follower's stop, forwarded to the writer: the note is checked
+	 * on the scratch after its report (a partition record), then kept;
+	 * without the report it is refused, and nothing is applied. */
+	{
+		struct mrec fr[4];
+		uint8_t *fb[4];
+		size_t flen[4];
+		struct mlog_rec lr[4];
+		struct mpart *out;
+
+		CODE(mstate_remove_topic(F.st, "m", "t", F.msg, sizeof(F.msg)),
+		    0);
+		for (int i = 0; i < 4; i++) {
+			memset(&fr[i], 0, sizeof(fr[i]));
+			fr[i].mirror = kstr_c("m");
+			fr[i].topic = kstr_c("t");
+			fr[i].str = KSTR_NULL;
+			fr[i].partition = 0;
+		}
+		fr[0].type = MREC_PART_STATE;
+		fr[0].state = MPART_STOPPED;
+		fr[0].flags = MREC_F_LAST;
+		fr[0].off = 9;
+		fr[0].str = kstr_c("stopped");
+		fr[1].type = MREC_PART_FAILOVER;
+		fr[1].off = 20;
+		fr[2].type = MREC_PART_FAILOVER_AT;
+		fr[2].off = 1000;
+		fr[2].off2 = 2000;
+		fr[3].type = MREC_PART_FAILOVER_NOTE;
+		fr[3].str = kstr_c("group g: refused");
+		for (int i = 0; i < 4; i++) {
+			fb[i] = encode(&fr[i], &flen[i]);
+			lr[i] = (struct mlog_rec){ .type = fr[i].type, .p = fb[i],
+			    .len = (uint32_t)flen[i] };
+		}
+		ck_assert_int_eq(mstate_record_scope(F.st, MREC_PART_FAILOVER_NOTE,
+		    fb[3], flen[3], &out, err, sizeof(err)), MSTATE_SCOPE_PART);
+		ck_assert_ptr_eq(out, part("m", "t", 0));
+		/* The note alone (no report): refused. */
+		ck_assert_int_ne(mstate_apply_forwarded(F.st, &lr[3], 1, F.msg,
+		    sizeof(F.msg)), 0);
+		MSG_HAS("without a failover report");
+		ck_assert_int_eq(part("m", "t", 0)->state, MPART_STOPPING);
+		CODE(mstate_apply_forwarded(F.st, lr, 4, F.msg, sizeof(F.msg)), 0);
+		ck_assert_int_eq(part("m", "t", 0)->state, MPART_STOPPED);
+		ck_assert_str_eq(part("m", "t", 0)->failover_note,
+		    "group g: refused");
+		reopen_same();
+		ck_assert_str_eq(part("m", "t", 0)->failover_note,
+		    "group g: refused");
+		for (int i = 0; i < 4; i++)
+			free(fb[i]);
+	}
 }
 END_TEST
 
