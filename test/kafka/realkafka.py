@@ -1200,13 +1200,14 @@ class Cluster:
         self.wait_ready(time.monotonic() + timeout)
 
     def freeze(self):
-        """SIGSTOP the broker's process group (node 1): every thread stops,
-        its sockets stay open and the kernel still completes new TCP
-        handshakes into the listen backlog, so clients see requests that
-        are never answered, not a refusal.  thaw() resumes it."""
+        """SIGSTOP the broker's process group (node 1) and return once
+        every thread of it is stopped (sigstop()): its sockets stay open
+        and the kernel still completes new TCP handshakes into the listen
+        backlog, so clients see requests that are never answered, not a
+        refusal.  thaw() resumes it."""
         if self.pid is None:
             raise KafkaError("%s: freeze() of a stopped broker" % self.name)
-        _signal(self.pid, signal.SIGSTOP)
+        sigstop(self.pid)
 
     def thaw(self):
         """SIGCONT after freeze()."""
@@ -1480,6 +1481,49 @@ def _signal(pid, sig):
             os.killpg(pid, sig)
         else:
             os.kill(pid, sig)
+
+
+def _thread_states(pid):
+    """The state letter of every thread of pid (/proc/PID/task/*/stat)."""
+    out = []
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                s = f.read()
+        except OSError:
+            continue            # the thread exited meanwhile
+        out.append(s[s.rindex(")") + 2:][:1])
+    return out
+
+
+def wait_stopped(pid, timeout=30.0):
+    """After SIGSTOP of pid: wait until every thread of it is stopped (or
+    the process is gone).  kill() returns once the signal is queued; the
+    threads stop only when the one that takes the signal gets a CPU, and
+    on a loaded machine the others go on serving requests meanwhile (at a
+    load average of 10 a broker answers about one request in 60 sent right
+    after kill() returns)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        states = _thread_states(pid)
+        if all(s in ("T", "t", "Z", "X") for s in states):
+            return
+        if time.monotonic() >= deadline:
+            raise KafkaError("pid %d: threads not stopped %.0f s after "
+                             "SIGSTOP (states %s)"
+                             % (pid, timeout, "".join(sorted(states))))
+        time.sleep(0.001)
+
+
+def sigstop(pid):
+    """SIGSTOP pid (its process group when it leads one) and return once
+    every thread of pid is stopped (wait_stopped())."""
+    _signal(pid, signal.SIGSTOP)
+    wait_stopped(pid)
 
 
 def _kill_group(pid, proc=None, timeout=STOP_TIMEOUT):

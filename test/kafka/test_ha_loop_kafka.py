@@ -42,7 +42,6 @@ leader), under continuous load:
 
 import os
 import re
-import signal
 import sys
 import time
 
@@ -164,7 +163,7 @@ def main():
                "(end %r)" % (settle["end"],))
 
     # ---- the log's broker stopped: the writer still answers ------------
-    os.kill(dst.pid, signal.SIGSTOP)
+    dst.freeze()
     try:
         end = time.monotonic() + STOP_S
         rounds = 0
@@ -185,7 +184,7 @@ def main():
             rounds += 1
             time.sleep(0.5)
     finally:
-        os.kill(dst.pid, signal.SIGCONT)
+        dst.thaw()
     print("the broker stopped %d s: the writer answered %d rounds within "
           "%d s (%.0fs)" % (STOP_S, rounds, ANSWER_S,
                             time.monotonic() - t0), flush=True)
@@ -229,13 +228,16 @@ def main():
     # (Restart=on-failure); started again, as systemd would, it follows.
     # Either way both see the same metadata afterwards, and the copy goes
     # on with nothing lost or duplicated.
+    # freeze() returns once every thread of the broker is stopped: kill()
+    # alone returns before, and on a loaded machine the broker can still
+    # take the pause's write and answer it meanwhile.
     w = ha.one_writer(ds, "before the unknown outcome", timeout=60)
     o = [d for d in ds if d is not w][0]
-    os.kill(dst.pid, signal.SIGSTOP)
+    dst.freeze()
     try:
         r = w.cli("--pause", "--mirror", "m1", "--topic", TOPIC, timeout=60)
     finally:
-        os.kill(dst.pid, signal.SIGCONT)
+        dst.thaw()
     unknown = "may or may not be made" in r.stderr
     h.check(r.returncode != 0 and "KAFKA_STORAGE_ERROR" in r.stderr and
             (unknown or ("the change was not made" in r.stderr and

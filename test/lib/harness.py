@@ -148,10 +148,14 @@ class Proc:
         return self.p.poll() is None
 
     def signal(self, sig):
+        """Signal the group; SIGSTOP returns once every thread of the
+        process is stopped (sigstop())."""
         try:
             os.killpg(self.pid, sig)
         except ProcessLookupError:
-            pass
+            return
+        if sig == signal.SIGSTOP:
+            realkafka().wait_stopped(self.pid)
 
     def wait(self, timeout):
         """Wait for exit; returns the exit status (negative: signal)."""
@@ -231,6 +235,14 @@ def realkafka():
         sys.path.insert(0, d)
     import realkafka as rk
     return rk
+
+
+def sigstop(pid):
+    """SIGSTOP pid (its process group when it leads one) and return once
+    every thread of it is stopped: kill() returns as soon as the signal is
+    queued, and on a loaded machine the process goes on for a while (a
+    broker still answers requests sent after it)."""
+    realkafka().sigstop(pid)
 
 
 _lease = {}
