@@ -84,6 +84,12 @@ def main():
     a = daemon(dst, "a", topic, 120000)
     a.start()
     a.create("m1", {"bootstrap.servers": src.bootstrap})
+    # m1's source cluster id is learnt after its creation and recorded by
+    # a metadata write of mirrord's own, which the operator's next write
+    # waits for: recorded before the broker stops, or m2 would wait for it
+    # (up to storage.kafka.timeout_ms), not for its own write.
+    h.wait_for(lambda: src.cluster_id in a.cli_ok("--list").stdout, 60,
+               "m1's source cluster id %s in --list" % src.cluster_id)
     dst.stop()
     print("%s destination broker stopped" % time.strftime("%H:%M:%S"),
           flush=True)
@@ -120,6 +126,10 @@ def main():
     a.create("m3", {"bootstrap.servers": src.bootstrap})
     names = a.cli_ok("--list").stdout.split()
     h.check({"m1", "m2", "m3"} <= set(names), "mirrors missing: %r" % names)
+    # Every source cluster id recorded, so that b, started on this log,
+    # has none to learn and record while the broker is down below.
+    h.wait_for(lambda: a.cli_ok("--list").stdout.count(src.cluster_id) == 3,
+               60, "the source cluster id of m1, m2 and m3 in --list")
     h.check(a.stop() == 0, "mirrord a did not stop cleanly")
     a.start()
     names = a.cli_ok("--list").stdout.split()
