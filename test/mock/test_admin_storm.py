@@ -33,6 +33,11 @@ import mirrordtest as mt  # noqa: E402
 
 TOPICS = {"s0": 16, "s1": 16, "s2": 16}
 SECONDS = 20
+# Between the writer's rounds of one record per partition: about 900
+# records a second, below what an ASan build of mirrord copies on a loaded
+# 2-core machine (some 1,900).  A writer going as fast as Python can
+# (3,600 a second) outruns it, and no partition ever catches up.
+PAUSE = 0.05
 OK_REFUSALS = ("MIRROR_TOPIC_ALREADY_PAUSED", "MIRROR_TOPIC_NOT_PAUSED")
 
 
@@ -59,10 +64,17 @@ def main():
                     "mirror.fetch.wait.max.ms": "50"})
     d.cli_ok("--add", "--mirror", "m1", "--topic", ",".join(sorted(TOPICS)))
     layout = {t: list(range(n)) for t, n in TOPICS.items()}
-    w = mt.LayoutWriter(src, layout, pause=0.01)
+    # The first records, then every partition caught up with them: lag 0
+    # on all 48 partitions at one moment, so the writer stops first.
+    w = mt.LayoutWriter(src, layout, pause=PAUSE)
     w.start()
+    time.sleep(2)
+    w.stop()
     mt.wait_caught_up(d, "m1", 120, "the first records",
                       count=sum(TOPICS.values()))
+    # The load of the storm: written until everything is resumed below.
+    w = mt.LayoutWriter(src, layout, pause=PAUSE)
+    w.start()
 
     rnd = random.Random(12)
     errors, counts = [], {"ok": 0, "refused": 0, "cut": 0}
@@ -166,7 +178,7 @@ def main():
     d.start()
     h.wait_for(lambda: state(d) == before, 60,
                "the restarted mirrord to replay the same mirrors and states")
-    w = mt.LayoutWriter(src, layout, pause=0.01)
+    w = mt.LayoutWriter(src, layout, pause=PAUSE)
     w.start()
     time.sleep(2)
     w.stop()
