@@ -92,7 +92,7 @@ def main():
                       count=PARTS)
 
     # ---- the destination stops: a CreateMirror's write cannot land ----
-    os.kill(dst_c.pid, signal.SIGSTOP)
+    h.sigstop(dst_c.pid)
     try:
         for p in range(PARTS):
             mt.produce_tagged(src_c.bootstrap, T, p, 20, "during-%d" % p)
@@ -199,7 +199,7 @@ def main():
                                    "timeout_ms": 3000})
     h.wait_for(lambda: state(d2) == before, 60, "the second mirrord to "
                "replay the same mirrors and states")
-    os.kill(dst_c.pid, signal.SIGSTOP)
+    h.sigstop(dst_c.pid)
     try:
         t0 = time.monotonic()
         r = d2.cli("--create", "--mirror", "m3", "--mirror-config",

@@ -9,7 +9,8 @@ them (the resume position after a lost Produce is inside the batch).  mirrord re
 anchors before the Produce.
 
   1. The destination broker (a private cluster) is stopped with SIGSTOP
-     while mirrord copies: a Produce of a batch with holes times out,
+     while mirrord copies the first 2,000 batches: a Produce of a batch
+     with holes times out,
      mirrord re-reads the destination end once the broker is back
      (SIGCONT), and carries on whether or not that Produce landed.
   2. mirrord is killed with SIGKILL right after it recorded the anchors of a
@@ -39,6 +40,7 @@ import mirrordtest as mt  # noqa: E402
 RUN = "%d" % (os.getpid() % 100000)
 T = "cq-" + RUN
 KILLS = 6
+FIRST = 2000
 
 
 def put_set(src, tag, n):
@@ -99,7 +101,10 @@ def main():
     dst_c.create_topic(T, partitions=1)
     src, dst = kraw.Cluster(src_c.bootstrap), kraw.Cluster(dst_c.bootstrap)
 
-    put_set(src, b"one", 300)
+    # Enough batches that the copy (about a thousand batches a second on a
+    # quiet machine, one batch a Fetch) is still going when the destination
+    # is stopped.
+    put_set(src, b"one", FIRST)
     compact(src, 0, 250, "the first set")
     print("source: %d batches with holes" % holed(src, 0), flush=True)
 
@@ -122,7 +127,7 @@ def main():
     h.check(dst.offsets(T, 0)[1] < len(consumer_view(src)) - 100,
             "mirrord copied nearly everything before the destination could be "
             "stopped; the test would not exercise an uncertain Produce")
-    os.kill(dst_c.pid, signal.SIGSTOP)
+    h.sigstop(dst_c.pid)
     try:
         h.wait_for(lambda: "re-reading the destination end" in d.log(), 30,
                    "a Produce to the stopped destination broker to time out")

@@ -59,7 +59,7 @@ def main():
         before = a.digest()
 
         # ---- the broker stopped: the snapshot waits on the log's thread -
-        os.kill(k.pid, signal.SIGSTOP)
+        h.sigstop(k.pid)
         try:
             t0 = time.monotonic()
             r = a.cmd("acompact", timeout=ANSWER_S)

@@ -142,7 +142,7 @@ def same_batches(src, dst, topic, what):
 
 
 def broker_pause(cl):
-    os.kill(cl.pid, signal.SIGSTOP)
+    h.sigstop(cl.pid)
 
 
 def broker_resume(cl):

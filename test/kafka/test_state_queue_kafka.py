@@ -80,7 +80,7 @@ def main():
     loop_writes = mt.metric_value(d, "mirrord_metadata_log_loop_writes_total")
 
     # ---- a Produce waits on node 2 while the topic is paused ------------
-    os.kill(node2.pid, signal.SIGSTOP)
+    h.sigstop(node2.pid)
     stopped = [node2.pid]
     try:
         mt.produce_tagged(src_c.bootstrap, T, 0, 10, "paused")
@@ -90,7 +90,7 @@ def main():
         d.cli_ok("--pause", "--mirror", "m1", "--topic", T)
         h.eq(row(d)["state"], "PAUSING", "state after --pause")
         # ---- node 1 (the log) stops, node 2 answers: PAUSED waits -------
-        os.kill(dst_c.pid, signal.SIGSTOP)
+        h.sigstop(dst_c.pid)
         stopped.append(dst_c.pid)
         os.kill(node2.pid, signal.SIGCONT)
         stopped.remove(node2.pid)
