@@ -563,6 +563,11 @@ def main():
 
     # ---- 5. A comes back -------------------------------------------------
     alter(B, ORD, {"retention.ms": "172800000"})   # B's own now
+    # (the broker answers DescribeConfigs from its metadata image, which
+    # may not hold the change at once)
+    h.wait_for(lambda: topic_configs(B, ORD).get("retention.ms") ==
+               "172800000", 60, "step 5: dr.orders' retention.ms on B to be "
+               "B's own")
     before = {"acls": B.acls(),
               "configs": {t: topic_configs(B, t) for t in (ORD, PAY)},
               "ends": {tp: end(B, tp) for tp in TPS},
