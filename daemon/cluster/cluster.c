@@ -157,24 +157,38 @@ struct cluster {
 
 /* ---- member metadata ------------------------------------------------ */
 
+/* Room for n more bytes after the len bytes of *p (capacity *cap). */
+static int room(uint8_t **p, size_t len, size_t *cap, size_t n)
+{
+	uint8_t *np;
+
+	if (len + n <= *cap)
+		return 0;
+	if ((np = realloc(*p, (len + n) * 2)) == NULL)
+		return -1;
+	*p = np;
+	*cap = (len + n) * 2;
+	return 0;
+}
+
 static int put_str(uint8_t **p, size_t *len, size_t *cap, const char *s)
 {
 	size_t n = strlen(s);
 
-	if (n > INT16_MAX)
+	if (n > INT16_MAX || room(p, *len, cap, 2 + n) != 0)
 		return -1;
-	if (*len + 2 + n > *cap) {
-		size_t nc = (*len + 2 + n) * 2;
-		uint8_t *np = realloc(*p, nc);
-
-		if (np == NULL)
-			return -1;
-		*p = np;
-		*cap = nc;
-	}
 	be16_store(*p + *len, (uint16_t)n);
 	memcpy(*p + *len + 2, s, n);
 	*len += 2 + n;
+	return 0;
+}
+
+static int put_u32(uint8_t **p, size_t *len, size_t *cap, uint32_t v)
+{
+	if (room(p, *len, cap, 4) != 0)
+		return -1;
+	be32_store(*p + *len, v);
+	*len += 4;
 	return 0;
 }
 
@@ -188,31 +202,12 @@ uint8_t *cluster_meta_encode(const struct cluster_member_meta *m,
 		return NULL;
 	be16_store(p, META_VERSION);
 	len = 2;
-	if (put_str(&p, &len, &cap, m->instance_id) < 0)
+	if (put_str(&p, &len, &cap, m->instance_id) < 0 ||
+	    put_u32(&p, &len, &cap, (uint32_t)m->local_broker_id) < 0 ||
+	    put_str(&p, &len, &cap, m->admin_addr) < 0 ||
+	    put_str(&p, &len, &cap, m->http_addr) < 0 ||
+	    put_u32(&p, &len, &cap, m->rejoins) < 0)
 		goto fail;
-	if (len + 4 > cap) {
-		uint8_t *np = realloc(p, len + 4);
-
-		if (np == NULL)
-			goto fail;
-		p = np;
-		cap = len + 4;
-	}
-	be32_store(p + len, (uint32_t)m->local_broker_id);
-	len += 4;
-	if (put_str(&p, &len, &cap, m->admin_addr) < 0 ||
-	    put_str(&p, &len, &cap, m->http_addr) < 0)
-		goto fail;
-	if (len + 4 > cap) {
-		uint8_t *np = realloc(p, len + 4);
-
-		if (np == NULL)
-			goto fail;
-		p = np;
-		cap = len + 4;
-	}
-	be32_store(p + len, m->rejoins);
-	len += 4;
 	*outlen = len;
 	return p;
 fail:
